@@ -1,0 +1,56 @@
+import type { Message } from './messages.js'
+import type { MessageHistory } from './history.js'
+import type { LlmChunk } from './stream.js'
+
+/** A tool as the model sees it: name, description and a JSON Schema for its arguments. */
+export interface ToolSpec {
+  name: string
+  description: string
+  parameters: Record<string, unknown>
+}
+
+/**
+ * Facts about the session making a request. Real adapters ignore them; the scripted
+ * adapter picks its replies by them.
+ */
+export interface RequestOrigin {
+  sessionId: string
+  delegationDepth: number
+  /** Text of the first user message the session itself received (after any fork seed). */
+  ownPrompt: string
+}
+
+export interface LlmRequest {
+  /** Model name within the adapter (the part after `adapter:` in a model spec). */
+  model: string
+  system: string
+  /** The history, derived from the session log: a read-only view that may share a forked parent's prefix. */
+  messages: MessageHistory
+  tools: readonly ToolSpec[]
+  signal: AbortSignal
+  origin: RequestOrigin
+}
+
+export interface LlmAdapter {
+  /** Registry name, also the prefix of model specs (`openai:gpt-x`, `scripted:./demo.yml`). */
+  readonly name: string
+  /** Model used when a spec names only the adapter. */
+  readonly defaultModel?: string
+  /**
+   * Stream one response. Provider failures are thrown from the iterator as `LlmError`;
+   * an aborted signal ends it with an `AbortError`-named error.
+   */
+  stream(request: LlmRequest): AsyncIterable<LlmChunk>
+}
+
+/** A provider-side failure (HTTP error, malformed stream, no scripted reply, …). */
+export class LlmError extends Error {
+  override name = 'LlmError'
+  constructor(message: string, readonly status?: number, options?: { cause?: unknown }) {
+    super(message, options)
+  }
+}
+
+export function isAbortError(error: unknown): boolean {
+  return error instanceof Error && (error.name === 'AbortError' || error.name === 'APIUserAbortError')
+}

@@ -1,0 +1,86 @@
+import { Context, Service } from 'cordis'
+import Schema from 'schemastery'
+import type { LlmAdapter } from './adapter.js'
+
+declare module 'cordis' {
+  interface Context {
+    llm: LlmService
+  }
+}
+
+export interface ResolvedModel {
+  adapter: LlmAdapter
+  model: string
+  /** The spec as written, for messages and logs. */
+  spec: string
+}
+
+export class LlmRegistryError extends Error {
+  override name = 'LlmRegistryError'
+  constructor(readonly code: 'DUPLICATE_ADAPTER' | 'NO_ADAPTER' | 'NO_MODEL', message: string) {
+    super(message)
+  }
+}
+
+/**
+ * `ctx.llm`: a named registry of model adapters. Several adapters coexist; a model spec
+ * `adapter:model` picks one. Registration is an effect of the registering plugin.
+ */
+export class LlmService extends Service {
+  static Config: Schema<LlmService.Config> = Schema.object({
+    model: Schema.string().description('Default model spec, `adapter:model` (e.g. `deepseek:deepseek-chat`).'),
+  })
+
+  private adapters = new Map<string, LlmAdapter>()
+
+  constructor(ctx: Context, public config: LlmService.Config = {}) {
+    super(ctx, 'llm')
+  }
+
+  registerAdapter(adapter: LlmAdapter): () => void {
+    if (this.adapters.has(adapter.name)) {
+      throw new LlmRegistryError('DUPLICATE_ADAPTER', `an LLM adapter named "${adapter.name}" is already registered`)
+    }
+    return this.ctx.effect(() => {
+      this.adapters.set(adapter.name, adapter)
+      return () => {
+        if (this.adapters.get(adapter.name) === adapter) this.adapters.delete(adapter.name)
+      }
+    }, `llm.registerAdapter(${JSON.stringify(adapter.name)})`)
+  }
+
+  getAdapter(name: string): LlmAdapter | undefined {
+    return this.adapters.get(name)
+  }
+
+  list(): string[] {
+    return [...this.adapters.keys()]
+  }
+
+  /**
+   * Resolve a model spec (`adapter:model`, or `adapter` for its default model) to an
+   * adapter. Without a spec, the configured default is used.
+   */
+  resolve(spec?: string): ResolvedModel {
+    const wanted = spec ?? this.config.model
+    if (!wanted) {
+      throw new LlmRegistryError('NO_MODEL', 'no model configured: pass --model (e.g. scripted:./script.yml or deepseek:deepseek-chat)')
+    }
+    const colon = wanted.indexOf(':')
+    const name = colon < 0 ? wanted : wanted.slice(0, colon)
+    const adapter = this.adapters.get(name)
+    if (!adapter) {
+      const known = this.list()
+      throw new LlmRegistryError('NO_ADAPTER', `model spec "${wanted}" names adapter "${name}", which is not loaded (loaded: ${known.length ? known.join(', ') : 'none'})`)
+    }
+    const model = colon < 0 ? adapter.defaultModel : wanted.slice(colon + 1)
+    if (!model) throw new LlmRegistryError('NO_MODEL', `model spec "${wanted}" names no model and adapter "${name}" has no default`)
+    return { adapter, model, spec: wanted }
+  }
+}
+
+export namespace LlmService {
+  export interface Config {
+    model?: string
+  }
+}

@@ -1,0 +1,60 @@
+import type { AssistantMessage, FinishReason, ToolCallBlock, ToolResultBlock, Usage, UserMessage } from '@dsh/llm'
+
+/** Why a turn ended. */
+export type TurnEndReason = 'completed' | 'aborted' | 'error' | 'max-tokens' | 'blocked'
+
+/**
+ * Durable session events, in the order of the turn flow. Each is appended to the
+ * session's own log and persisted; the model's view of the conversation is derived from
+ * these alone.
+ */
+export type SessionEventBody =
+  | { type: 'turn/start'; turn: number }
+  | { type: 'step/start'; step: number }
+  | { type: 'user/message'; message: UserMessage }
+  | { type: 'assistant/message'; message: AssistantMessage; finish?: FinishReason; usage?: Usage }
+  | { type: 'tool/call'; call: ToolCallBlock }
+  | { type: 'tool/result'; result: ToolResultBlock }
+  | { type: 'step/end'; step: number }
+  | { type: 'turn/end'; turn: number; reason: TurnEndReason; error?: string }
+
+export type SessionEventType = SessionEventBody['type']
+
+export type SessionEvent = SessionEventBody & {
+  /** Position in the log, contiguous from 0 (a fork child's own events continue after its seed). */
+  seq: number
+  /** Milliseconds since the epoch. */
+  ts: number
+}
+
+/** A live, never-persisted streaming fragment of the assistant message being produced. */
+export interface AssistantChunk {
+  type: 'assistant/chunk'
+  kind: 'text' | 'reasoning'
+  text: string
+}
+
+export type SessionUpdate = SessionEvent | AssistantChunk
+
+export const SESSION_EVENT_TYPES: readonly SessionEventType[] = [
+  'turn/start', 'step/start', 'user/message', 'assistant/message', 'tool/call', 'tool/result', 'step/end', 'turn/end',
+]
+
+/** The frozen first record of every session. */
+export interface SessionHeader {
+  id: string
+  createdAt: string
+  cwd: string
+  /** The session that delegated to this one. */
+  parentSession?: string
+  /** Who created the session: `cli`, `subagent`, `acp`, … */
+  origin?: string
+  /** 0 for a root agent; a child's is its parent's plus one. */
+  delegationDepth?: number
+  /** Number of events seeded from `parentSession` (fork); own events start at this seq. */
+  seedLength?: number
+  /** The subagent provider that created it, when it is a child. */
+  provider?: string
+  /** A short human label (the delegation's description). */
+  label?: string
+}

@@ -1,0 +1,6 @@
+export * from './events.js'
+export * from './log.js'
+export * from './projection.js'
+export * from './session.js'
+export * from './store.js'
+export { SessionStore as default } from './store.js'

@@ -1,0 +1,131 @@
+import { textOf, type MessageHistory } from '@dsh/llm'
+import type { AssistantChunk, SessionEvent, SessionEventBody, SessionHeader, SessionUpdate } from './events.js'
+import { EventLog } from './log.js'
+import { MessageProjection } from './projection.js'
+
+export type SessionListener = (update: SessionUpdate) => void
+
+export class SessionReleasedError extends Error {
+  override name = 'SessionReleasedError'
+}
+
+/**
+ * One conversation: a frozen header and an append-only event log. Appending is the only
+ * way to change it; listeners hear every appended event and every live chunk.
+ */
+export class Session {
+  readonly header: Readonly<SessionHeader>
+  private readonly log: EventLog
+  private readonly projection: MessageProjection
+  private listeners: SessionListener[] = []
+  private _released = false
+  private _lastTurnEnd = 0
+  private _ownPrompt: string | undefined
+
+  constructor(
+    header: SessionHeader,
+    seed?: { session: Session; length: number },
+    private readonly reportListenerError: (error: unknown) => void = (error) => console.error(error),
+  ) {
+    this.header = Object.freeze({ ...header, ...(seed ? { seedLength: seed.length } : {}) })
+    this.log = new EventLog(seed && { log: seed.session.log, length: seed.length })
+    this.projection = new MessageProjection(this.log, seed && { projection: seed.session.projection, length: seed.length })
+    this._lastTurnEnd = seed ? seed.length : 0
+  }
+
+  get id(): string {
+    return this.header.id
+  }
+
+  get length(): number {
+    return this.log.length
+  }
+
+  get seedLength(): number {
+    return this.log.seedLength
+  }
+
+  get released(): boolean {
+    return this._released
+  }
+
+  /** Length of the completed-turn prefix: everything through the last `turn/end`. */
+  get completedLength(): number {
+    return this._lastTurnEnd
+  }
+
+  /** Text of the first user message this session itself received (after its seed). */
+  get ownPrompt(): string | undefined {
+    return this._ownPrompt
+  }
+
+  at(seq: number): SessionEvent | undefined {
+    return this.log.at(seq)
+  }
+
+  events(from = 0): SessionEvent[] {
+    return [...this.log.iterate(from)]
+  }
+
+  /** The events appended by this session (not its seed). */
+  ownEvents(): readonly SessionEvent[] {
+    return this.log.ownEvents()
+  }
+
+  /** The model-visible messages, as a view that shares any forked prefix. */
+  messages(): MessageHistory {
+    return this.projection.view()
+  }
+
+  append(body: SessionEventBody): SessionEvent {
+    if (this._released) throw new SessionReleasedError(`session ${this.id} is released; it cannot take new events`)
+    const event = { ...body, seq: this.log.length, ts: Date.now() } as SessionEvent
+    this.push(event)
+    this.notify(event)
+    return event
+  }
+
+  /** Restore events read back from storage (seqs must continue the log). Listeners are not told. */
+  restore(events: readonly SessionEvent[]): void {
+    for (const event of events) {
+      if (event.seq !== this.log.length) throw new RangeError(`session ${this.id}: restored event has seq ${event.seq}, expected ${this.log.length}`)
+      this.push(event)
+    }
+  }
+
+  private push(event: SessionEvent): void {
+    this.log.push(event)
+    if (event.type === 'turn/end') this._lastTurnEnd = this.log.length
+    else if (event.type === 'user/message' && this._ownPrompt === undefined) this._ownPrompt = textOf(event.message.content)
+  }
+
+  /** Publish a live streaming fragment; never stored. */
+  publish(chunk: AssistantChunk): void {
+    if (!this._released) this.notify(chunk)
+  }
+
+  subscribe(listener: SessionListener): () => void {
+    this.listeners = [...this.listeners, listener]
+    return () => {
+      this.listeners = this.listeners.filter((entry) => entry !== listener)
+    }
+  }
+
+  /** Called by the store on release: no more events, no more listeners. */
+  markReleased(): void {
+    this._released = true
+    this.listeners = []
+  }
+
+  private notify(update: SessionUpdate): void {
+    // copy-on-write list: a listener that unsubscribes while we iterate is safe
+    for (const listener of this.listeners) {
+      try {
+        listener(update)
+      } catch (error) {
+        // A listener is an observer: its failure must not stop the log or its peers.
+        this.reportListenerError(error)
+      }
+    }
+  }
+}

@@ -1,0 +1,204 @@
+import { randomBytes } from 'node:crypto'
+import { Context, Service } from 'cordis'
+import Schema from 'schemastery'
+import type { SessionEvent, SessionHeader } from './events.js'
+import { Session } from './session.js'
+
+declare module 'cordis' {
+  interface Context {
+    sessions: SessionStore
+  }
+}
+
+/** What a persistence plugin hears about: a new live session, and its release. */
+export interface SessionObserver {
+  created?(session: Session): void
+  /** Awaited by `release()`: flush whatever is pending for this session. */
+  released?(session: Session): Promise<void> | void
+}
+
+/** A session as read back from storage: its header and its own events (not its seed). */
+export interface StoredSession {
+  header: SessionHeader
+  events: SessionEvent[]
+  /** Human-readable notes about recovery (e.g. a torn last line that was dropped). */
+  warnings: string[]
+}
+
+/** Durable storage behind `ctx.sessions.open()` and `listStored()`. One per context. */
+export interface SessionStorage {
+  readonly name: string
+  read(id: string): Promise<StoredSession | undefined>
+  list(): Promise<SessionHeader[]>
+  /** Where a session lives, for people (a file path). */
+  locate(id: string): string
+}
+
+export interface SessionInit {
+  /** Defaults to a fresh, time-ordered id. */
+  id?: string
+  cwd?: string
+  parentSession?: string
+  origin?: string
+  delegationDepth?: number
+  provider?: string
+  label?: string
+  /** Share the first `length` events of `session` as this session's history (fork). */
+  seed?: { session: Session; length: number }
+}
+
+export class SessionError extends Error {
+  override name = 'SessionError'
+  constructor(readonly code: 'DUPLICATE_SESSION' | 'NOT_FOUND' | 'NO_STORAGE' | 'DUPLICATE_STORAGE' | 'CORRUPT', message: string) {
+    super(message)
+  }
+}
+
+/** Time-ordered (sortable) and unique: base-36 milliseconds plus 48 random bits. */
+export function newSessionId(now = Date.now()): string {
+  return `${now.toString(36).padStart(9, '0')}-${randomBytes(6).toString('hex')}`
+}
+
+/**
+ * `ctx.sessions`: the live store of sessions, the observers that persist them, and the
+ * one storage that reads them back.
+ */
+export class SessionStore extends Service {
+  static Config: Schema<SessionStore.Config> = Schema.object({})
+
+  private live = new Map<string, Session>()
+  private observers: SessionObserver[] = []
+  private storage: SessionStorage | undefined
+
+  constructor(ctx: Context) {
+    super(ctx, 'sessions')
+  }
+
+  create(init: SessionInit = {}): Session {
+    const id = init.id ?? newSessionId()
+    if (this.live.has(id)) throw new SessionError('DUPLICATE_SESSION', `session ${id} is already live`)
+    const header: SessionHeader = { id, createdAt: new Date().toISOString(), cwd: init.cwd ?? process.cwd() }
+    if (init.parentSession !== undefined) header.parentSession = init.parentSession
+    if (init.origin !== undefined) header.origin = init.origin
+    if (init.delegationDepth !== undefined) header.delegationDepth = init.delegationDepth
+    if (init.provider !== undefined) header.provider = init.provider
+    if (init.label !== undefined) header.label = init.label
+    const session = new Session(header, init.seed, this.reportListenerError)
+    this.live.set(id, session)
+    for (const observer of this.observers) observer.created?.(session)
+    return session
+  }
+
+  get(id: string): Session | undefined {
+    return this.live.get(id)
+  }
+
+  /** Live sessions, in creation order. */
+  list(): Session[] {
+    return [...this.live.values()]
+  }
+
+  /**
+   * A live session by id, or one read back from storage and made live again (resume).
+   * A forked session's seed is rebuilt from its parent's stored events.
+   */
+  async open(id: string): Promise<Session> {
+    const existing = this.live.get(id)
+    if (existing) return existing
+    const storage = this.requireStorage()
+    const stored = await storage.read(id)
+    if (!stored) throw new SessionError('NOT_FOUND', `no stored session ${id} in ${storage.name}`)
+    for (const warning of stored.warnings) this.ctx.logger('sessions').warn(warning)
+    const seed = await this.rebuildSeed(stored.header)
+    const session = new Session(stored.header, seed, this.reportListenerError)
+    session.restore(stored.events)
+    if (this.live.has(id)) return this.live.get(id)!
+    this.live.set(id, session)
+    for (const observer of this.observers) observer.created?.(session)
+    return session
+  }
+
+  /** Stop tracking a session: no more events; persistence flushes before this resolves. */
+  async release(session: Session): Promise<void> {
+    if (session.released) return
+    session.markReleased()
+    if (this.live.get(session.id) === session) this.live.delete(session.id)
+    const errors: unknown[] = []
+    for (const observer of this.observers) {
+      try {
+        await observer.released?.(session)
+      } catch (error) {
+        errors.push(error)
+      }
+    }
+    if (errors.length === 1) throw errors[0]
+    if (errors.length > 1) throw new AggregateError(errors, `releasing session ${session.id} failed`)
+  }
+
+  addObserver(observer: SessionObserver): () => void {
+    return this.ctx.effect(() => {
+      this.observers = [...this.observers, observer]
+      return () => {
+        this.observers = this.observers.filter((entry) => entry !== observer)
+      }
+    }, 'sessions.addObserver()')
+  }
+
+  registerStorage(storage: SessionStorage): () => void {
+    if (this.storage) throw new SessionError('DUPLICATE_STORAGE', `session storage "${this.storage.name}" is already registered; only one storage may be loaded`)
+    return this.ctx.effect(() => {
+      this.storage = storage
+      return () => {
+        if (this.storage === storage) this.storage = undefined
+      }
+    }, `sessions.registerStorage(${JSON.stringify(storage.name)})`)
+  }
+
+  get storageName(): string | undefined {
+    return this.storage?.name
+  }
+
+  /** Headers of every stored session (no particular order). */
+  async listStored(): Promise<SessionHeader[]> {
+    return this.requireStorage().list()
+  }
+
+  async readStored(id: string): Promise<StoredSession | undefined> {
+    return this.requireStorage().read(id)
+  }
+
+  locate(id: string): string | undefined {
+    return this.storage?.locate(id)
+  }
+
+  private requireStorage(): SessionStorage {
+    if (!this.storage) throw new SessionError('NO_STORAGE', 'no session storage is loaded (load @dsh/session-jsonl or pass --session-dir)')
+    return this.storage
+  }
+
+  private async rebuildSeed(header: SessionHeader): Promise<{ session: Session; length: number } | undefined> {
+    const length = header.seedLength ?? 0
+    if (length === 0) return undefined
+    if (!header.parentSession) throw new SessionError('CORRUPT', `session ${header.id} has seedLength ${length} but no parentSession`)
+    const parent = this.live.get(header.parentSession) ?? (await this.readDetached(header.parentSession))
+    if (parent.length < length) throw new SessionError('CORRUPT', `session ${header.id} is seeded with ${length} events of ${parent.id}, which has only ${parent.length}`)
+    return { session: parent, length }
+  }
+
+  /** A stored session rebuilt without making it live (a fork's parent, read for its prefix). */
+  private async readDetached(id: string): Promise<Session> {
+    const stored = await this.requireStorage().read(id)
+    if (!stored) throw new SessionError('NOT_FOUND', `no stored session ${id} (needed as a fork's parent)`)
+    const session = new Session(stored.header, await this.rebuildSeed(stored.header), this.reportListenerError)
+    session.restore(stored.events)
+    return session
+  }
+
+  private reportListenerError = (error: unknown): void => {
+    this.ctx.logger('sessions').warn('a session listener threw: %s', error instanceof Error ? error.stack ?? error.message : String(error))
+  }
+}
+
+export namespace SessionStore {
+  export interface Config {}
+}
