@@ -1,0 +1,27 @@
+import type { PluginEntry } from './compose.js'
+
+/** What every `dsh` command composes before a user's config. */
+export function defaultEntries(options: { sessionDir?: string; model?: string }): PluginEntry[] {
+  const entries: PluginEntry[] = [
+    { id: 'llm', name: '@dsh/llm', config: options.model ? { model: options.model } : {} },
+    { id: 'sessions', name: '@dsh/session' },
+    { id: 'tools', name: '@dsh/tools' },
+    { id: 'agent-loop', name: '@dsh/agent-loop' },
+    { id: 'agents', name: '@dsh/agent' },
+    { id: 'llm-scripted', name: '@dsh/llm-scripted' },
+    { id: 'llm-deepseek', name: '@dsh/llm-openai' },
+    {
+      id: 'llm-openai',
+      name: '@dsh/llm-openai',
+      config: { name: 'openai', baseURL: 'https://api.openai.com/v1', model: 'gpt-4.1', apiKeyEnv: 'OPENAI_API_KEY' },
+    },
+    { id: 'session-jsonl', name: '@dsh/session-jsonl', config: { dir: options.sessionDir ?? defaultSessionDir() } },
+  ]
+  return entries
+}
+
+/** `$DSH_HOME/sessions`, else `~/.dsh/sessions`. */
+export function defaultSessionDir(): string {
+  const home = process.env.DSH_HOME
+  return home ? `${home.replace(/\/$/, '')}/sessions` : '~/.dsh/sessions'
+}

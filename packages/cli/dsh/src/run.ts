@@ -1,0 +1,100 @@
+import type { Agent } from '@dsh/agent'
+import type { SessionUpdate } from '@dsh/session'
+import type { Composition } from './compose.js'
+import { startRuntime, type RuntimeOptions } from './runtime.js'
+
+export interface RunOptions extends RuntimeOptions {
+  prompt: string
+  resume?: string
+  json?: boolean
+  quiet?: boolean
+  cwd?: string
+}
+
+export class UsageError extends Error {
+  override name = 'UsageError'
+}
+
+/** What `dsh run` prints when nothing says which model to use. */
+export const NO_MODEL_HELP = [
+  'dsh: no model to run with.',
+  '  - try it without a key:   dsh run --model scripted:examples/hello.yml "say hello"',
+  '  - or the keyless demo:    npm start',
+  '  - with DeepSeek:          export DEEPSEEK_API_KEY=... (then --model is optional)',
+  '  - any OpenAI-compatible:  --model openai:MODEL with OPENAI_API_KEY, or configure @dsh/llm-openai',
+].join('\n')
+
+/** Pick the model spec: --model, then the config's, then DeepSeek when its key is set. */
+export function chooseModel(explicit: string | undefined, env: NodeJS.ProcessEnv = process.env): string | undefined {
+  if (explicit) return explicit
+  if (env.DEEPSEEK_API_KEY) return 'deepseek:deepseek-chat'
+  return undefined
+}
+
+/** NDJSON line writer for `--json`. */
+export function jsonLine(record: Record<string, unknown>): void {
+  process.stdout.write(`${JSON.stringify(record)}\n`)
+}
+
+/**
+ * One turn of a root agent, to completion. Resolves with the process exit code: 0 when
+ * the turn completed, 1 otherwise.
+ */
+export async function runCommand(options: RunOptions): Promise<number> {
+  const model = chooseModel(options.model)
+  const runtime = await startRuntime({ ...options, model })
+  let agent: Agent | undefined
+  const stopSignals = installInterrupt(() => agent)
+  try {
+    if (!runtime.ctx.llm.config.model && !model) throw new UsageError(NO_MODEL_HELP)
+    agent = await runtime.ctx.agents.create({
+      sessionId: options.resume,
+      meta: { origin: 'cli', cwd: options.cwd ?? process.cwd() },
+    })
+    watch(runtime, agent, options)
+    const result = await agent.followup(options.prompt)
+    await agent.whenIdle()
+    if (!options.json && !options.quiet) process.stdout.write('\n')
+    if (result.reason !== 'completed') {
+      process.stderr.write(`dsh: the turn ended ${result.reason}${result.error ? `: ${result.error}` : ''}\n`)
+      return 1
+    }
+    return 0
+  } finally {
+    stopSignals()
+    await agent?.dispose().catch((error: unknown) => process.stderr.write(`dsh: disposing the agent failed: ${String(error)}\n`))
+    await runtime.dispose()
+  }
+}
+
+function watch(runtime: Composition, agent: Agent, options: RunOptions): void {
+  if (options.json) {
+    jsonLine({ kind: 'session/header', session: agent.id, header: agent.session.header })
+    agent.session.subscribe((update: SessionUpdate) => {
+      if (update.type !== 'assistant/chunk') jsonLine({ kind: 'session/event', session: agent.id, event: update })
+    })
+    return
+  }
+  if (options.quiet) return
+  agent.session.subscribe((update) => {
+    if (update.type === 'assistant/chunk' && update.kind === 'text') process.stdout.write(update.text)
+  })
+  void runtime
+}
+
+/** First Ctrl-C cancels the turn (children go with it); a second one exits at once. */
+function installInterrupt(current: () => Agent | undefined): () => void {
+  let interrupts = 0
+  const onSignal = () => {
+    interrupts++
+    if (interrupts > 1) process.exit(130)
+    process.stderr.write('\ndsh: cancelling (Ctrl-C again to exit now)\n')
+    current()?.cancel(new Error('interrupted'))
+  }
+  process.on('SIGINT', onSignal)
+  process.on('SIGTERM', onSignal)
+  return () => {
+    process.off('SIGINT', onSignal)
+    process.off('SIGTERM', onSignal)
+  }
+}

@@ -1,0 +1,38 @@
+import { Context, Logger, type Exporter } from 'cordis'
+import { compose, mergeEntries, readEntries, type Composition, type PluginEntry } from './compose.js'
+import { defaultEntries } from './defaults.js'
+
+export interface RuntimeOptions {
+  config?: string
+  model?: string
+  sessionDir?: string
+  verbose?: boolean
+  /** Extra entries after the defaults and before the user's config. */
+  extra?: PluginEntry[]
+}
+
+/** Print framework log lines (warnings and errors by default) to stderr. */
+export function attachConsoleLogger(ctx: Context, verbose = false): void {
+  const exporter: Exporter = {
+    colors: 0,
+    levels: { default: verbose ? 3 : 1 },
+    export(message) {
+      process.stderr.write(`[${message.type}] ${message.name}: ${Logger.format(exporter, message)}\n`)
+    },
+  }
+  ctx.logger.exporter(exporter)
+}
+
+/** Build the composed context for a command: defaults, command extras, then `--config`. */
+export async function startRuntime(options: RuntimeOptions): Promise<Composition> {
+  const ctx = new Context()
+  attachConsoleLogger(ctx, options.verbose)
+  const user = options.config ? await readEntries(options.config) : []
+  const entries = mergeEntries([...defaultEntries(options), ...(options.extra ?? [])], user)
+  try {
+    return await compose(ctx, entries)
+  } catch (error) {
+    await ctx.fiber.dispose().catch(() => {})
+    throw error
+  }
+}

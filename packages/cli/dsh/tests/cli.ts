@@ -1,0 +1,42 @@
+import { spawn } from 'node:child_process'
+import { mkdtempSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { dirname, join, resolve } from 'node:path'
+import { fileURLToPath } from 'node:url'
+
+export const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '../../../..')
+export const dshBin = join(repoRoot, 'packages/cli/dsh/dist/main.js')
+
+export interface CliResult {
+  code: number | null
+  signal: NodeJS.Signals | null
+  stdout: string
+  stderr: string
+}
+
+export function tempDir(prefix = 'dsh-cli-'): string {
+  return mkdtempSync(join(tmpdir(), prefix))
+}
+
+/** Run the built `dsh` as a real process, with a private DSH_HOME and no model keys. */
+export function runDsh(args: string[], options: { cwd?: string; env?: NodeJS.ProcessEnv; timeoutMs?: number } = {}): Promise<CliResult> {
+  return new Promise((resolvePromise, reject) => {
+    const env: NodeJS.ProcessEnv = { ...process.env, DSH_HOME: tempDir('dsh-home-'), ...options.env }
+    delete env.DEEPSEEK_API_KEY
+    delete env.OPENAI_API_KEY
+    const child = spawn(process.execPath, [dshBin, ...args], { cwd: options.cwd ?? repoRoot, env, stdio: ['ignore', 'pipe', 'pipe'] })
+    let stdout = ''
+    let stderr = ''
+    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk))
+    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk))
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL')
+      reject(new Error(`dsh ${args.join(' ')} did not exit within ${options.timeoutMs ?? 20_000} ms\nstdout: ${stdout}\nstderr: ${stderr}`))
+    }, options.timeoutMs ?? 20_000)
+    child.on('error', reject)
+    child.on('close', (code, signal) => {
+      clearTimeout(timer)
+      resolvePromise({ code, signal, stdout, stderr })
+    })
+  })
+}

@@ -1,0 +1,86 @@
+import { readFileSync, readdirSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { describe, expect, it } from 'vitest'
+import { runDsh, tempDir } from './cli.js'
+
+function script(dir: string, yaml: string): string {
+  const file = join(dir, 'script.yml')
+  writeFileSync(file, yaml)
+  return file
+}
+
+describe('dsh run', () => {
+  it('streams the scripted answer to stdout and exits 0', async () => {
+    const dir = tempDir()
+    const file = script(dir, '- reply:\n    - text: "forty-two is the answer"\n')
+    const result = await runDsh(['run', '--model', `scripted:${file}`, '--session-dir', dir, 'what is the answer?'])
+    expect(result.stderr).toBe('')
+    expect(result.code).toBe(0)
+    expect(result.stdout.trim()).toBe('forty-two is the answer')
+  })
+
+  it('exits non-zero with the reason when the turn fails', async () => {
+    const dir = tempDir()
+    const file = script(dir, '- reply:\n    - error: "upstream exploded"\n')
+    const result = await runDsh(['run', '--model', `scripted:${file}`, '--session-dir', dir, 'hi'])
+    expect(result.code).toBe(1)
+    expect(result.stderr).toContain('the turn ended error: upstream exploded')
+  })
+
+  it('without a model or a key says how to get going', async () => {
+    const result = await runDsh(['run', 'hello'])
+    expect(result.code).toBe(2)
+    expect(result.stderr).toContain('no model to run with')
+    expect(result.stderr).toContain('DEEPSEEK_API_KEY')
+    expect(result.stderr).toContain('scripted:')
+  })
+
+  it('--json writes every session event as NDJSON in seq order', async () => {
+    const dir = tempDir()
+    const file = script(dir, '- reply:\n    - text: "ok"\n')
+    const result = await runDsh(['run', '--json', '--model', `scripted:${file}`, '--session-dir', dir, 'hi'])
+    expect(result.code).toBe(0)
+    const records = result.stdout.trim().split('\n').map((line) => JSON.parse(line) as { kind: string; event?: { type: string; seq: number } })
+    expect(records[0].kind).toBe('session/header')
+    const events = records.filter((record) => record.kind === 'session/event').map((record) => record.event!)
+    expect(events.map((event) => event.type)).toEqual(['turn/start', 'step/start', 'user/message', 'assistant/message', 'step/end', 'turn/end'])
+    expect(events.map((event) => event.seq)).toEqual([0, 1, 2, 3, 4, 5])
+  })
+
+  it('persists the session to --session-dir and --resume continues it with a new turn', async () => {
+    const dir = tempDir()
+    // Reply cursors live in the process, so the resumed run plays the rule from its start again.
+    const file = script(dir, '- when: { prompt: first }\n  reply:\n    - text: "one"\n')
+    const first = await runDsh(['run', '--model', `scripted:${file}`, '--session-dir', dir, 'first question'])
+    expect(first.code).toBe(0)
+    const [sessionFile] = readdirSync(dir).filter((name) => name.endsWith('.jsonl'))
+    const id = sessionFile.replace(/\.jsonl$/, '')
+    const second = await runDsh(['run', '--model', `scripted:${file}`, '--session-dir', dir, '--resume', id, 'second question'])
+    expect(second.stderr).toBe('')
+    expect(second.code).toBe(0)
+    const lines = readFileSync(join(dir, sessionFile), 'utf8').trim().split('\n').map((line) => JSON.parse(line) as { type?: string; turn?: number; seq?: number; message?: { content: { text: string }[] } })
+    expect(lines.filter((line) => line.type === 'turn/start').map((line) => line.turn)).toEqual([1, 2])
+    expect(lines.filter((line) => line.type === 'user/message').map((line) => line.message!.content[0].text)).toEqual(['first question', 'second question'])
+    const events = lines.filter((line) => line.type !== undefined)
+    expect(events.map((line) => line.seq)).toEqual([...Array(events.length).keys()])
+  })
+
+  it('a config entry with a bad key fails at load naming the plugin and the key', async () => {
+    const dir = tempDir()
+    const config = join(dir, 'dsh.yml')
+    writeFileSync(config, '- id: agents\n  name: "@dsh/agent"\n  config:\n    maxSteps: lots\n')
+    const result = await runDsh(['run', '--config', config, '--model', 'scripted:x', 'hi'])
+    expect(result.code).toBe(2)
+    expect(result.stderr).toContain('"agents"')
+    expect(result.stderr).toContain('maxSteps')
+  })
+
+  it('a config file that is not a list of entries is rejected with the file named', async () => {
+    const dir = tempDir()
+    const config = join(dir, 'dsh.yml')
+    writeFileSync(config, '- id: x\n  nmae: "@dsh/agent"\n')
+    const result = await runDsh(['run', '--config', config, '--model', 'scripted:x', 'hi'])
+    expect(result.code).toBe(2)
+    expect(result.stderr).toContain(`${config}: plugins[0]: unknown key "nmae"`)
+  })
+})

@@ -1,0 +1,187 @@
+/**
+ * The default turn driver, readable top to bottom: a turn is steps until nothing is
+ * owed; a step logs the claimed input, streams one model response, runs its tool calls
+ * and logs their results in model order. Every durable fact goes into the session log,
+ * and the model's next request is derived from that log alone.
+ */
+import {
+  isAbortError,
+  toolCallsOf,
+  type AssistantMessage,
+  type FinishReason,
+  type LlmChunk,
+  type LlmService,
+  type ToolCallBlock,
+  type Usage,
+  type UserMessage,
+} from '@dsh/llm'
+import type { Session, TurnEndReason } from '@dsh/session'
+import type { ToolRegistry } from '@dsh/tools'
+import type { TurnResult, TurnRuntime } from '@dsh/agent'
+
+export interface LoopServices {
+  llm: LlmService
+  tools: ToolRegistry
+}
+
+/** One streamed response, folded. */
+interface Response {
+  message: AssistantMessage
+  finish?: FinishReason
+  usage?: Usage
+  /** Set when the stream failed (provider error, bad model spec). */
+  error?: string
+  aborted: boolean
+}
+
+export async function runTurn(services: LoopServices, runtime: TurnRuntime, input: UserMessage[], signal: AbortSignal): Promise<TurnResult> {
+  const { session } = runtime.agent
+  const turn = runtime.nextTurnNumber()
+  const started = session.append({ type: 'turn/start', turn })
+  const end = (reason: TurnEndReason, error?: string): TurnResult => {
+    const ended = session.append(error === undefined ? { type: 'turn/end', turn, reason } : { type: 'turn/end', turn, reason, error })
+    return error === undefined
+      ? { turn, reason, startSeq: started.seq, endSeq: ended.seq }
+      : { turn, reason, error, startSeq: started.seq, endSeq: ended.seq }
+  }
+
+  let pending = input
+  let step = 0
+  let stepOpen = false
+  try {
+    for (;;) {
+      if (signal.aborted) return end('aborted')
+      if (step >= runtime.maxSteps) return end('error', `the turn reached its limit of ${runtime.maxSteps} steps`)
+      step++
+      session.append({ type: 'step/start', step })
+      stepOpen = true
+      for (const message of [...pending, ...runtime.claimInbox()]) session.append({ type: 'user/message', message })
+      pending = []
+
+      const response = await streamResponse(services, runtime, signal)
+      if (response.message.content.length > 0 || (response.error === undefined && !response.aborted)) {
+        session.append({ type: 'assistant/message', message: response.message, ...(response.finish && { finish: response.finish }), ...(response.usage && { usage: response.usage }) })
+      }
+      if (response.error !== undefined) {
+        closeStep(session, step)
+        return end('error', response.error)
+      }
+      if (response.aborted) {
+        closeStep(session, step)
+        return end('aborted')
+      }
+
+      const calls = toolCallsOf(response.message)
+      const truncated = response.finish === 'length'
+      let endsTurn = false
+      if (calls.length > 0) {
+        for (const call of calls) session.append({ type: 'tool/call', call })
+        if (truncated) {
+          // A response cut off by the token limit may carry calls the model never meant
+          // to send as they are: fail them instead of executing them.
+          for (const call of calls) session.append({ type: 'tool/result', result: truncatedResult(call) })
+        } else {
+          const outcomes = await services.tools.executeAll(calls, { signal, agent: runtime.agent })
+          for (const outcome of outcomes) session.append({ type: 'tool/result', result: outcome.result })
+          endsTurn = outcomes.some((outcome) => outcome.endsTurn)
+        }
+      }
+      closeStep(session, step)
+      stepOpen = false
+
+      if (signal.aborted) return end('aborted')
+      if (truncated) return end('max-tokens')
+      if (endsTurn) return end('completed')
+      if (calls.length === 0 && !runtime.hasInbox()) return end('completed')
+    }
+  } catch (error) {
+    // Only a bug or a released session lands here; the turn still ends in the log if it can.
+    if (stepOpen && !session.released) closeStep(session, step)
+    const message = error instanceof Error ? error.message : String(error)
+    if (session.released) return { turn, reason: 'error', error: message, startSeq: started.seq, endSeq: started.seq }
+    return end('error', message)
+  }
+}
+
+function closeStep(session: Session, step: number): void {
+  session.append({ type: 'step/end', step })
+}
+
+function truncatedResult(call: ToolCallBlock) {
+  return {
+    type: 'tool-result' as const,
+    callId: call.id,
+    name: call.name,
+    content: [{ type: 'text' as const, text: `${call.name} was not run: the response was cut off by the token limit` }],
+    isError: true,
+  }
+}
+
+async function streamResponse(services: LoopServices, runtime: TurnRuntime, signal: AbortSignal): Promise<Response> {
+  const { agent } = runtime
+  const { session } = agent
+  let text = ''
+  let reasoning = ''
+  const calls: ToolCallBlock[] = []
+  let finish: FinishReason | undefined
+  let usage: Usage | undefined
+  let error: string | undefined
+  let aborted = false
+  try {
+    const { adapter, model } = services.llm.resolve(agent.options.model)
+    const stream = adapter.stream({
+      model,
+      system: runtime.system,
+      messages: session.messages(),
+      tools: services.tools.specsFor(agent.id),
+      signal,
+      origin: { sessionId: session.id, delegationDepth: agent.depth, ownPrompt: session.ownPrompt ?? '' },
+    })
+    for await (const chunk of stream) {
+      const kind = fold(chunk)
+      if (kind) session.publish(kind)
+      if (signal.aborted) break
+    }
+    if (signal.aborted) aborted = true
+  } catch (caught) {
+    if (signal.aborted || isAbortError(caught)) aborted = true
+    else error = caught instanceof Error ? caught.message : String(caught)
+  }
+
+  function fold(chunk: LlmChunk) {
+    switch (chunk.type) {
+      case 'text-delta':
+        text += chunk.text
+        return { type: 'assistant/chunk' as const, kind: 'text' as const, text: chunk.text }
+      case 'reasoning-delta':
+        reasoning += chunk.text
+        return { type: 'assistant/chunk' as const, kind: 'reasoning' as const, text: chunk.text }
+      case 'tool-call':
+        calls.push(chunk.call)
+        return undefined
+      case 'usage':
+        usage = chunk.usage
+        return undefined
+      case 'finish':
+        finish = chunk.reason
+        return undefined
+      default:
+        return assertNever(chunk)
+    }
+  }
+
+  const content: AssistantMessage['content'] = []
+  if (reasoning) content.push({ type: 'reasoning', text: reasoning })
+  if (text) content.push({ type: 'text', text })
+  // Calls from an interrupted response are dropped: they have no result and were never run.
+  if (!aborted && error === undefined) content.push(...calls)
+  const response: Response = { message: { role: 'assistant', content }, aborted }
+  if (finish) response.finish = finish
+  if (usage) response.usage = usage
+  if (error !== undefined) response.error = error
+  return response
+}
+
+function assertNever(value: never): never {
+  throw new Error(`unexpected stream chunk ${JSON.stringify(value)}`)
+}

@@ -1,0 +1,134 @@
+import { Context, Service } from 'cordis'
+import Schema from 'schemastery'
+import type { Session } from '@dsh/session'
+import type {} from '@dsh/tools'
+import type {} from '@dsh/llm'
+import { LiveAgent, type AgentHost } from './live-agent.js'
+import type { Agent, AgentCleanup, CreateAgentOptions, TurnDriver } from './types.js'
+
+declare module 'cordis' {
+  interface Context {
+    agents: AgentRegistry
+    agentLoop: TurnDriver
+  }
+}
+
+declare module '@dsh/tools' {
+  interface ToolAgent extends Agent {}
+}
+
+export class AgentError extends Error {
+  override name = 'AgentError'
+  constructor(readonly code: 'SESSION_IN_USE' | 'ABORTED' | 'INVALID_OPTIONS', message: string, options?: { cause?: unknown }) {
+    super(message, options)
+  }
+}
+
+export const DEFAULT_PERSONA =
+  'You are dsh, a careful software agent. Use the tools you are given when they help, and answer concisely.'
+
+/**
+ * `ctx.agents`: creates agents, tracks the live ones, and runs the cleanups that let
+ * owned work (background tasks) drain before an agent's session is released.
+ */
+export class AgentRegistry extends Service {
+  static inject = ['sessions', 'tools', 'llm', 'agentLoop']
+  static Config: Schema<AgentRegistry.Config> = Schema.object({
+    persona: Schema.string().default(DEFAULT_PERSONA).description('Deployment persona: the head of every agent\'s system prompt.'),
+    maxSteps: Schema.natural().min(1).default(50).description('Most steps one turn may take.'),
+  })
+
+  private live = new Map<string, LiveAgent>()
+  private cleanups: AgentCleanup[] = []
+  private readonly host: AgentHost
+  /**
+   * This service's own context. `this.ctx` is the caller's context (services are reached
+   * through proxies), which need not have injected the sessions or tools services.
+   */
+  private readonly home: Context
+
+  constructor(ctx: Context, public config: AgentRegistry.Config) {
+    super(ctx, 'agents')
+    const home = (this.home = ctx)
+    this.host = {
+      home,
+      driver: () => home.agentLoop,
+      system: (agent) => agent.options.persona ?? this.config.persona,
+      maxSteps: config.maxSteps,
+      finish: (agent) => this.finish(agent),
+    }
+  }
+
+  async create(options: CreateAgentOptions = {}): Promise<Agent> {
+    const { signal } = options
+    throwIfAborted(signal, 'before the agent was created')
+    if (options.sessionId !== undefined && options.seed) throw new AgentError('INVALID_OPTIONS', 'an agent resumes a session or is seeded, not both')
+    const session = await this.sessionFor(options)
+    const agent = new LiveAgent(session, { ...options.agentOptions }, this.host, options.parent)
+    try {
+      if (options.setup) await options.setup(agent.ctx, agent)
+      throwIfAborted(signal, 'while the agent was being set up')
+    } catch (error) {
+      await agent.dispose().catch((cleanupError: unknown) => {
+        this.home.logger('agents').warn('rolling back agent %s failed: %s', agent.id, String(cleanupError))
+      })
+      throw error
+    }
+    this.live.set(agent.id, agent)
+    return agent
+  }
+
+  get(id: string): Agent | undefined {
+    return this.live.get(id)
+  }
+
+  list(): Agent[] {
+    return [...this.live.values()]
+  }
+
+  /** Register work to await while any agent is disposed (before its session is released). */
+  onCleanup(cleanup: AgentCleanup): () => void {
+    return this.ctx.effect(() => {
+      this.cleanups = [...this.cleanups, cleanup]
+      return () => {
+        this.cleanups = this.cleanups.filter((entry) => entry !== cleanup)
+      }
+    }, 'agents.onCleanup()')
+  }
+
+  private async sessionFor(options: CreateAgentOptions): Promise<Session> {
+    if (options.sessionId === undefined) return this.home.sessions.create({ ...options.meta, seed: options.seed })
+    const session = await this.home.sessions.open(options.sessionId)
+    if (this.live.has(session.id)) throw new AgentError('SESSION_IN_USE', `session ${session.id} already has a live agent`)
+    return session
+  }
+
+  private async finish(agent: LiveAgent): Promise<void> {
+    const errors: unknown[] = []
+    const attempt = async (step: () => Promise<void> | void) => {
+      try {
+        await step()
+      } catch (error) {
+        errors.push(error)
+      }
+    }
+    for (const cleanup of this.cleanups) await attempt(() => cleanup(agent))
+    await attempt(() => agent.releaseContext())
+    this.home.tools.forgetAgent(agent.id)
+    await attempt(() => this.home.sessions.release(agent.session))
+    if (this.live.get(agent.id) === agent) this.live.delete(agent.id)
+    if (errors.length === 1) throw errors[0]
+    if (errors.length > 1) throw new AggregateError(errors, `disposing agent ${agent.id} failed`)
+  }
+}
+
+function throwIfAborted(signal: AbortSignal | undefined, when: string): void {
+  if (signal?.aborted) throw new AgentError('ABORTED', `agent creation was aborted ${when}`, { cause: signal.reason })
+}
+
+export namespace AgentRegistry {
+  export interface Config {
+    persona: string
+    maxSteps: number
+  }
+}

@@ -1,0 +1,92 @@
+import type { Context } from 'cordis'
+import type { UserMessage } from '@dsh/llm'
+import type { Session, SessionInit, TurnEndReason } from '@dsh/session'
+
+export type AgentStatus = 'idle' | 'running' | 'disposing' | 'disposed'
+
+/** Per-agent choices; anything unset falls back to the agents service's config. */
+export interface AgentOptions {
+  /** Model spec `adapter:model`; default: `ctx.llm`'s configured model. */
+  model?: string
+  /** Replaces the deployment persona (the head of the system prompt) for this agent. */
+  persona?: string
+  /** Most steps one turn may take before it ends with `error`. */
+  maxSteps?: number
+}
+
+export interface TurnResult {
+  turn: number
+  reason: TurnEndReason
+  error?: string
+  /** Seq of this turn's `turn/start` and `turn/end` events. */
+  startSeq: number
+  endSeq: number
+}
+
+/** The live handle of one agent. Its id is its session's id. */
+export interface Agent {
+  readonly id: string
+  readonly session: Session
+  readonly status: AgentStatus
+  /** 0 for a root agent; a child's is its parent's plus one. */
+  readonly depth: number
+  readonly options: Readonly<AgentOptions>
+  /** The delegating agent, for an in-process child. */
+  readonly parent?: Agent
+  /**
+   * A context scoped to this agent: tools registered through it exist only for this
+   * agent, and everything registered through it is undone when the agent is disposed.
+   * Created on first access.
+   */
+  readonly ctx: Context
+  /** Queue a new turn for `message`; resolves when that turn ends (never rejects for a turn failure). */
+  followup(message: UserMessage | string): Promise<TurnResult>
+  /** Input for the next step of the running turn; wakes an idle agent with a new turn. */
+  steer(message: UserMessage | string): void
+  /** Input for the next step, without waking an idle agent. */
+  inject(message: UserMessage | string): void
+  /** Abort the running turn (it ends `aborted`). */
+  cancel(cause?: unknown): void
+  /** Resolves once no turn is running or queued. */
+  whenIdle(): Promise<void>
+  /** Cancel, run cleanups, release the context and session. Idempotent. */
+  dispose(): Promise<void>
+}
+
+export interface CreateAgentOptions {
+  /** Resume this session (live or stored) instead of creating one. */
+  sessionId?: string
+  /** Share the first `length` events of `session` as the new session's history (fork). */
+  seed?: { session: Session; length: number }
+  /** Header fields of a new session. */
+  meta?: Omit<SessionInit, 'id' | 'seed'>
+  agentOptions?: AgentOptions
+  parent?: Agent
+  /**
+   * Runs before the agent is visible in `ctx.agents` (register scoped tools, restrict
+   * tools). If it throws, everything created so far is rolled back.
+   */
+  setup?(ctx: Context, agent: Agent): void | Promise<void>
+  /** Aborting it before `create` resolves rolls the agent back. */
+  signal?: AbortSignal
+}
+
+/** What a turn driver gets to run one turn of an agent. */
+export interface TurnRuntime {
+  readonly agent: Agent
+  readonly system: string
+  readonly maxSteps: number
+  nextTurnNumber(): number
+  /** Take every steered or injected message waiting for the next step. */
+  claimInbox(): UserMessage[]
+  hasInbox(): boolean
+}
+
+/** Runs turns. `@dsh/agent-loop` provides the default one as `ctx.agentLoop`. */
+export interface TurnDriver {
+  /** Must not throw: any failure ends the turn with reason `error`. */
+  runTurn(runtime: TurnRuntime, input: UserMessage[], signal: AbortSignal): Promise<TurnResult>
+}
+
+/** Run during every agent's disposal, awaited: owned background work drains here. */
+export type AgentCleanup = (agent: Agent) => Promise<void> | void

@@ -1,0 +1,210 @@
+import { Context, Service } from 'cordis'
+import type { TextBlock, ToolCallBlock, ToolResultBlock, ToolSpec } from '@dsh/llm'
+import { ToolError } from './errors.js'
+import type { ToolCallOutcome, ToolDefinition, ToolExecution, ToolFilter, ToolOutput } from './types.js'
+import { compileArguments, type ArgumentValidator } from './validation.js'
+
+declare module 'cordis' {
+  interface Context {
+    tools: ToolRegistry
+    /** Set on an agent's own context: registrations made through it belong to that agent only. */
+    [AGENT_SCOPE]?: string
+  }
+}
+
+/** Marks a context as an agent's own (value: the agent id); see `ToolRegistry.register`. */
+export const AGENT_SCOPE = Symbol.for('dsh.tools.agentScope')
+
+const TOOL_NAME = /^[A-Za-z0-9_-]{1,64}$/
+
+interface Entry {
+  definition: ToolDefinition
+  validate: ArgumentValidator
+}
+
+/**
+ * `ctx.tools`: the tool registry and the execution pipeline.
+ *
+ * Tools registered through a plain context are visible to every agent; tools registered
+ * through an agent's own context (`agent.ctx`) exist only for that agent. Restrictions
+ * are per agent and live: a later registration is filtered as well.
+ */
+export class ToolRegistry extends Service {
+  private global = new Map<string, Entry>()
+  private scoped = new Map<string, Map<string, Entry>>()
+  private filters = new Map<string, ToolFilter[]>()
+  /** Bumped on every change; visible-tool lists are cached against it. */
+  private version = 0
+  private specCache = new Map<string, { version: number; specs: ToolSpec[] }>()
+
+  constructor(ctx: Context) {
+    super(ctx, 'tools')
+  }
+
+  register<Args>(definition: ToolDefinition<Args>): () => void {
+    const scope = this.ctx[AGENT_SCOPE]
+    const name = definition.name
+    if (!TOOL_NAME.test(name)) throw new ToolError('INVALID_TOOL', `tool name ${JSON.stringify(name)} must be 1-64 letters, digits, "_" or "-"`)
+    if (typeof definition.execute !== 'function') throw new ToolError('INVALID_TOOL', `tool "${name}" has no execute function`)
+    const parameters = definition.parameters
+    if (typeof parameters !== 'object' || parameters === null || Array.isArray(parameters)) {
+      throw new ToolError('INVALID_TOOL', `tool "${name}": parameters must be a JSON Schema object`)
+    }
+    if (this.global.has(name) || (scope !== undefined && this.scoped.get(scope)?.has(name))) {
+      throw new ToolError('DUPLICATE_TOOL', `a tool named "${name}" is already registered${scope ? ` for agent ${scope}` : ''}`)
+    }
+    const entry: Entry = { definition: definition as ToolDefinition, validate: compileArguments(name, parameters) }
+    const label = `tools.register(${JSON.stringify(name)})`
+    return this.ctx.effect(() => {
+      const table = scope === undefined ? this.global : this.scopeTable(scope)
+      table.set(name, entry)
+      this.version++
+      return () => {
+        if (table.get(name) !== entry) return
+        table.delete(name)
+        if (scope !== undefined && table.size === 0) this.scoped.delete(scope)
+        this.version++
+      }
+    }, label)
+  }
+
+  /**
+   * Limit what `agentId` sees and may call. Unknown names throw now, so a typo never
+   * silently widens or narrows a child's tools. Returns a disposer that lifts the filter.
+   */
+  restrict(agentId: string, filter: ToolFilter): () => void {
+    const { allow, deny } = filter
+    if (allow === undefined && deny === undefined) throw new ToolError('INVALID_FILTER', 'a tool filter needs `allow` or `deny`')
+    const known = new Set(this.namesFor(agentId, false))
+    for (const name of [...(allow ?? []), ...(deny ?? [])]) {
+      if (!known.has(name)) {
+        throw new ToolError('UNKNOWN_TOOL', `tool filter names "${name}", which is not registered (known: ${[...known].join(', ') || 'none'})`)
+      }
+    }
+    const frozen: ToolFilter = { allow: allow && [...allow], deny: deny && [...deny] }
+    return this.ctx.effect(() => {
+      this.filters.set(agentId, [...(this.filters.get(agentId) ?? []), frozen])
+      this.version++
+      return () => {
+        const rest = (this.filters.get(agentId) ?? []).filter((entry) => entry !== frozen)
+        if (rest.length) this.filters.set(agentId, rest)
+        else this.filters.delete(agentId)
+        this.version++
+      }
+    }, `tools.restrict(${agentId})`)
+  }
+
+  /** Names visible to `agentId` (all global names when omitted). */
+  list(agentId?: string): string[] {
+    return agentId === undefined ? [...this.global.keys()] : this.namesFor(agentId, true)
+  }
+
+  get(name: string, agentId?: string): ToolDefinition | undefined {
+    return this.lookup(name, agentId)?.definition
+  }
+
+  /** The model-facing specs for `agentId`, cached until the registry changes. */
+  specsFor(agentId: string): ToolSpec[] {
+    const cached = this.specCache.get(agentId)
+    if (cached && cached.version === this.version) return cached.specs
+    const specs = this.namesFor(agentId, true).map((name) => {
+      const { definition } = this.lookup(name, agentId)!
+      return { name, description: definition.description, parameters: definition.parameters }
+    })
+    this.specCache.set(agentId, { version: this.version, specs })
+    return specs
+  }
+
+  /** Drop per-agent state (scoped tools are removed with the agent's context; this drops caches). */
+  forgetAgent(agentId: string): void {
+    this.specCache.delete(agentId)
+  }
+
+  /**
+   * Execute one call for `agentId`. Never throws for a tool's own failure: unknown or
+   * hidden tools, invalid arguments, thrown errors and aborts all become error results
+   * the model can read.
+   */
+  async execute(call: ToolCallBlock, exec: ToolExecution): Promise<ToolCallOutcome> {
+    const fail = (message: string): ToolCallOutcome => ({ result: resultBlock(call, message, true), endsTurn: false })
+    const entry = this.lookup(call.name, exec.agent.id)
+    if (!entry || !this.allowed(call.name, exec.agent.id)) {
+      return fail(`unknown tool "${call.name}" (available: ${this.namesFor(exec.agent.id, true).join(', ') || 'none'})`)
+    }
+    if (call.args === undefined) return fail(`the arguments of ${call.name} are not valid JSON: ${call.rawArgs ?? '(empty)'}`)
+    const problem = entry.validate(call.args)
+    if (problem) return fail(`invalid arguments for ${call.name}: ${problem}`)
+    if (exec.signal.aborted) return fail(`${call.name} was not run: the call was aborted`)
+    try {
+      const output = await entry.definition.execute(call.args, exec)
+      return outcomeOf(call, output)
+    } catch (error) {
+      if (exec.signal.aborted) return fail(`${call.name} was aborted${error instanceof Error ? `: ${error.message}` : ''}`)
+      return fail(`${call.name} failed: ${error instanceof Error ? error.message : String(error)}`)
+    }
+  }
+
+  /**
+   * Execute the calls of one assistant message. Adjacent concurrency-safe calls run
+   * together; every other call runs alone, in order. Outcomes come back in model order.
+   */
+  async executeAll(calls: readonly ToolCallBlock[], exec: Omit<ToolExecution, 'callId'>): Promise<ToolCallOutcome[]> {
+    const outcomes: ToolCallOutcome[] = []
+    let index = 0
+    while (index < calls.length) {
+      let end = index + 1
+      if (this.isConcurrencySafe(calls[index], exec.agent.id)) {
+        while (end < calls.length && this.isConcurrencySafe(calls[end], exec.agent.id)) end++
+      }
+      const batch = calls.slice(index, end)
+      outcomes.push(...(await Promise.all(batch.map((call) => this.execute(call, { ...exec, callId: call.id })))))
+      index = end
+    }
+    return outcomes
+  }
+
+  private isConcurrencySafe(call: ToolCallBlock, agentId: string): boolean {
+    return this.lookup(call.name, agentId)?.definition.concurrencySafe === true
+  }
+
+  private scopeTable(scope: string): Map<string, Entry> {
+    let table = this.scoped.get(scope)
+    if (!table) this.scoped.set(scope, (table = new Map()))
+    return table
+  }
+
+  private lookup(name: string, agentId?: string): Entry | undefined {
+    return (agentId !== undefined ? this.scoped.get(agentId)?.get(name) : undefined) ?? this.global.get(name)
+  }
+
+  private allowed(name: string, agentId: string): boolean {
+    const filters = this.filters.get(agentId)
+    if (!filters) return true
+    for (const filter of filters) {
+      if (filter.allow && !filter.allow.includes(name)) return false
+      if (filter.deny && filter.deny.includes(name)) return false
+    }
+    return true
+  }
+
+  private namesFor(agentId: string, filtered: boolean): string[] {
+    const names = [...this.global.keys()]
+    const own = this.scoped.get(agentId)
+    if (own) names.push(...own.keys())
+    return filtered ? names.filter((name) => this.allowed(name, agentId)) : names
+  }
+}
+
+function resultBlock(call: ToolCallBlock, text: string, isError: boolean): ToolResultBlock {
+  const block: ToolResultBlock = { type: 'tool-result', callId: call.id, name: call.name, content: [{ type: 'text', text }] }
+  if (isError) block.isError = true
+  return block
+}
+
+function outcomeOf(call: ToolCallBlock, output: ToolOutput): ToolCallOutcome {
+  if (typeof output === 'string') return { result: resultBlock(call, output, false), endsTurn: false }
+  const content: TextBlock[] = typeof output.content === 'string' ? [{ type: 'text', text: output.content }] : output.content
+  const result: ToolResultBlock = { type: 'tool-result', callId: call.id, name: call.name, content }
+  if (output.isError) result.isError = true
+  return { result, endsTurn: output.endsTurn === true }
+}

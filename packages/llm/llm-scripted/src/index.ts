@@ -1,0 +1,8 @@
+export * from './script.js'
+export * from './errors.js'
+export { compileScript, LAST_TOOL_RESULT } from './compile-script.js'
+export { parseScript, compileScriptText, type ScriptFormat } from './parse-script.js'
+export { splitText } from './split-text.js'
+export { ScriptedAdapter, type ScriptedAdapterOptions } from './scripted-adapter.js'
+export { ScriptedPlugin } from './plugin.js'
+export { ScriptedPlugin as default } from './plugin.js'

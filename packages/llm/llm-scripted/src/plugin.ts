@@ -1,0 +1,36 @@
+import type { Context } from 'cordis'
+import Schema from 'schemastery'
+// For its `ctx.llm` declaration on cordis's Context.
+import type {} from '@dsh/llm'
+import type { Script } from './script.js'
+import { ScriptedAdapter } from './scripted-adapter.js'
+
+/**
+ * Registers a `ScriptedAdapter` on `ctx.llm`. The registration is an effect of this
+ * plugin's fiber, so disposing the plugin unregisters the adapter.
+ */
+export class ScriptedPlugin {
+  static inject = ['llm']
+  static Config: Schema<ScriptedPlugin.Config> = Schema.object({
+    name: Schema.string().default('scripted').description('Adapter name: the prefix of model specs (`scripted:./demo.yml`).'),
+    scripts: Schema.dict(Schema.any<Script>())
+      .default({})
+      .description('Inline scripts by name; `scripted:NAME` plays one before looking for a file NAME.'),
+    maxSessions: Schema.natural().min(1).default(10_000).description('Most sessions whose reply cursors are kept (least recently used dropped first).'),
+  })
+
+  readonly adapter: ScriptedAdapter
+
+  constructor(ctx: Context, config: ScriptedPlugin.Config) {
+    this.adapter = new ScriptedAdapter(config)
+    ctx.llm.registerAdapter(this.adapter)
+  }
+}
+
+export namespace ScriptedPlugin {
+  export interface Config {
+    name?: string
+    scripts?: Record<string, Script>
+    maxSessions?: number
+  }
+}

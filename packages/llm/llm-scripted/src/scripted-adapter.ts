@@ -1,0 +1,129 @@
+import { resolve } from 'node:path'
+import { LlmError, text as textBlock, type ContentBlock, type LlmAdapter, type LlmChunk, type LlmRequest, type RequestOrigin, type ToolCallBlock } from '@dsh/llm'
+import { abortableDelay, throwIfAborted } from './abortable-delay.js'
+import { compileScript } from './compile-script.js'
+import { ScriptError, type ScriptErrorCode } from './errors.js'
+import { estimateInputTokens, estimateOutputTokens } from './estimate-tokens.js'
+import { lastToolResultText } from './last-tool-result.js'
+import type { CompiledReply, CompiledScript, Script } from './script.js'
+import { ScriptFileCache } from './script-file-cache.js'
+import { SessionBindings } from './session-bindings.js'
+import { splitText } from './split-text.js'
+
+export interface ScriptedAdapterOptions {
+  /** Adapter name, the prefix of model specs. Default `scripted`. */
+  name?: string
+  /** Scripts by name; `scripted:NAME` plays the inline script NAME before looking for a file. */
+  scripts?: Record<string, Script>
+  /** Most sessions whose cursors are kept (least recently used dropped first). Default 10,000. */
+  maxSessions?: number
+  /** How long a loaded script file is trusted before its mtime is checked again. Default 1,000 ms. */
+  recheckMs?: number
+}
+
+interface ResolvedScript {
+  /** Identity of the script for session bindings: `inline:NAME` or the absolute file path. */
+  key: string
+  script: CompiledScript
+}
+
+/**
+ * A keyless model that plays replies from a script. Each session is bound, at its first
+ * request, to the first rule matching its own prompt and depth, then consumes that rule's
+ * replies one per request. See the package README for the script format.
+ */
+export class ScriptedAdapter implements LlmAdapter {
+  readonly name: string
+  private inline = new Map<string, CompiledScript>()
+  private files: ScriptFileCache
+  private sessions: SessionBindings
+  private callCount = 0
+
+  constructor(options: ScriptedAdapterOptions = {}) {
+    this.name = options.name ?? 'scripted'
+    for (const [name, script] of Object.entries(options.scripts ?? {})) {
+      this.inline.set(name, compileScript(script, `inline script ${JSON.stringify(name)}`))
+    }
+    this.files = new ScriptFileCache(options.recheckMs ?? 1000)
+    this.sessions = new SessionBindings(options.maxSessions ?? 10_000)
+  }
+
+  async *stream(request: LlmRequest): AsyncGenerator<LlmChunk, void, undefined> {
+    throwIfAborted(request.signal)
+    const reply = this.nextReply(await this.scriptFor(request.model), request.origin)
+    if (reply.delayMs > 0) await abortableDelay(reply.delayMs, request.signal)
+    if (reply.error !== undefined) throw new LlmError(reply.error)
+    yield* this.play(reply, request)
+  }
+
+  /** Drop a session's rule binding and cursor (e.g. when the session ends). */
+  forget(sessionId: string): boolean {
+    return this.sessions.forget(sessionId)
+  }
+
+  /** Sessions whose binding is currently held. */
+  get sessionCount(): number {
+    return this.sessions.size
+  }
+
+  private async scriptFor(model: string): Promise<ResolvedScript> {
+    const inline = this.inline.get(model)
+    if (inline) return { key: `inline:${model}`, script: inline }
+    const path = resolve(process.cwd(), model)
+    return { key: path, script: await this.files.get(path) }
+  }
+
+  /** Bind the session on its first request, then advance its cursor; fail loud when the script has no reply. */
+  private nextReply({ key, script }: ResolvedScript, origin: RequestOrigin): CompiledReply {
+    let binding = this.sessions.touch(origin.sessionId)
+    if (!binding || binding.scriptKey !== key) {
+      const rule = script.rules.find((candidate) =>
+        (candidate.depth === undefined || candidate.depth === origin.delegationDepth) &&
+        (candidate.prompt === undefined || candidate.prompt.test(origin.ownPrompt)))
+      if (!rule) throw noReply('NO_RULE', origin, `no rule in ${script.source} matches`)
+      binding = { scriptKey: key, ruleIndex: rule.index, cursor: 0 }
+      this.sessions.bind(origin.sessionId, binding)
+    }
+    const rule = script.rules[binding.ruleIndex]
+    if (!rule) {
+      throw noReply('OUT_OF_REPLIES', origin, `it is bound to rules[${binding.ruleIndex}], which the edited ${script.source} no longer has`)
+    }
+    const reply = rule.replies[binding.cursor]
+    if (!reply) {
+      const count = rule.replies.length
+      throw noReply('OUT_OF_REPLIES', origin, `rules[${rule.index}] in ${script.source} has only ${count} ${count === 1 ? 'reply' : 'replies'}`)
+    }
+    binding.cursor++
+    return reply
+  }
+
+  private *play(reply: CompiledReply, request: LlmRequest): Generator<LlmChunk, void, undefined> {
+    const text = replyText(reply, request)
+    for (const piece of splitText(text)) yield { type: 'text-delta', text: piece }
+    const content: ContentBlock[] = text === '' ? [] : [textBlock(text)]
+    for (const call of reply.calls) {
+      // A copy per request: consumers may fill in defaults on the arguments they receive.
+      const block: ToolCallBlock = { type: 'tool-call', id: `call_${++this.callCount}`, name: call.name, args: structuredClone(call.args) }
+      content.push(block)
+      yield { type: 'tool-call', call: block }
+    }
+    const usage = { inputTokens: estimateInputTokens(request.system, request.messages), outputTokens: estimateOutputTokens(content) }
+    yield { type: 'usage', usage }
+    yield { type: 'finish', reason: reply.calls.length > 0 ? 'tool-calls' : 'stop' }
+  }
+}
+
+function replyText(reply: CompiledReply, request: LlmRequest): string {
+  const parts = reply.textParts
+  if (!parts) return ''
+  if (parts.length === 1) return parts[0]
+  return parts.join(lastToolResultText(request.messages))
+}
+
+function noReply(code: ScriptErrorCode, origin: RequestOrigin, why: string): ScriptError {
+  const prompt = origin.ownPrompt.length > 80 ? `${origin.ownPrompt.slice(0, 80)}…` : origin.ownPrompt
+  return new ScriptError(
+    code,
+    `scripted model: no reply for session ${origin.sessionId} (prompt ${JSON.stringify(prompt)}, depth ${origin.delegationDepth}): ${why}`,
+  )
+}

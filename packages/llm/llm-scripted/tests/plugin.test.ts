@@ -1,0 +1,56 @@
+import { Context } from 'cordis'
+import { describe, expect, it } from 'vitest'
+import { LlmService } from '@dsh/llm'
+import ScriptedPlugin, { parseScript, ScriptedAdapter, ScriptError } from '../src/index.js'
+import { collect, requestFor, textOfChunks } from './harness.js'
+
+describe('scripted plugin', () => {
+  it('registers the adapter as "scripted" and unregisters it when disposed', async () => {
+    const ctx = new Context()
+    await ctx.plugin(LlmService)
+    const fiber = await ctx.plugin(ScriptedPlugin, { scripts: { demo: [{ reply: [{ text: 'hi' }] }] } })
+    expect(ctx.llm.list()).toEqual(['scripted'])
+    const { adapter, model } = ctx.llm.resolve('scripted:demo')
+    expect(adapter).toBeInstanceOf(ScriptedAdapter)
+    expect(model).toBe('demo')
+    await fiber.dispose()
+    expect(ctx.llm.list()).toEqual([])
+  })
+
+  it('registers under a configured name, so two scripted adapters can coexist', async () => {
+    const ctx = new Context()
+    await ctx.plugin(LlmService)
+    await ctx.plugin(ScriptedPlugin, { scripts: { demo: [{ reply: [{ text: 'first' }] }] } })
+    await ctx.plugin(ScriptedPlugin, { name: 'other', scripts: { demo: [{ reply: [{ text: 'second' }] }] } })
+    expect(ctx.llm.list().sort()).toEqual(['other', 'scripted'])
+    const { adapter, model } = ctx.llm.resolve('other:demo')
+    expect(textOfChunks(await collect(adapter.stream(requestFor(model))))).toBe('second')
+  })
+
+  it('waits for ctx.llm before starting', async () => {
+    const ctx = new Context()
+    const fiber = ctx.plugin(ScriptedPlugin, {})
+    await new Promise((resolve) => setTimeout(resolve, 0))
+    await ctx.plugin(LlmService)
+    await fiber.await()
+    expect(ctx.llm.list()).toEqual(['scripted'])
+  })
+
+  it('fails to start with an error naming a malformed inline script', async () => {
+    const ctx = new Context()
+    await ctx.plugin(LlmService)
+    const failing = ctx.plugin(ScriptedPlugin, { scripts: { broken: [{ reply: [{ txt: 'oops' }] }] } as never })
+    await expect(Promise.resolve(failing).then(() => {})).rejects.toThrow(
+      'inline script "broken": rules[0].reply[0]: unknown key "txt"',
+    )
+    expect(ctx.llm.list()).toEqual([])
+  })
+
+  it('builds an adapter from script text without any file', async () => {
+    const script = parseScript('- reply:\n    - text: parsed inline\n')
+    const adapter = new ScriptedAdapter({ scripts: { demo: script } })
+    expect(textOfChunks(await collect(adapter.stream(requestFor('demo'))))).toBe('parsed inline')
+    expect(() => parseScript('- reply: [{ txt: x }]', 'fixture.yml')).toThrow(ScriptError)
+    expect(() => parseScript('- reply: [{ txt: x }]', 'fixture.yml')).toThrow('fixture.yml: rules[0].reply[0]: unknown key "txt"')
+  })
+})
