@@ -78,7 +78,11 @@ export class SessionStore extends Service {
     const id = init.id ?? newSessionId()
     if (this.live.has(id)) throw new SessionError('DUPLICATE_SESSION', `session ${id} is already live`)
     const header: SessionHeader = { id, createdAt: new Date().toISOString(), cwd: init.cwd ?? process.cwd() }
-    if (init.parentSession !== undefined) header.parentSession = init.parentSession
+    if (init.seed && init.parentSession !== undefined && init.parentSession !== init.seed.session.id) {
+      throw new SessionError('CORRUPT', `a session seeded from ${init.seed.session.id} must name it as parentSession (got ${init.parentSession})`)
+    }
+    const parentSession = init.parentSession ?? init.seed?.session.id
+    if (parentSession !== undefined) header.parentSession = parentSession
     if (init.origin !== undefined) header.origin = init.origin
     if (init.delegationDepth !== undefined) header.delegationDepth = init.delegationDepth
     if (init.provider !== undefined) header.provider = init.provider

@@ -1,0 +1,132 @@
+import { open, readdir, readFile } from 'node:fs/promises'
+import { join } from 'node:path'
+import type { Logger } from 'cordis'
+import type { Session, SessionHeader, SessionObserver, SessionStorage, StoredSession } from '@dsh/session'
+import { CorruptSessionFileError } from './errors.js'
+import { assertValidSessionId, readFirstLine, SESSION_FILE_SUFFIX, sessionFilePath } from './files.js'
+import { headerOf, parseLine, parseSessionFile } from './parse.js'
+import { SessionFileWriter, type WriterStart } from './writer.js'
+
+/** Header reads in flight at once while listing. */
+const LIST_CONCURRENCY = 16
+
+/**
+ * One directory of `<id>.jsonl` files: the store's storage (read back, list, locate) and
+ * its observer (write live sessions).
+ */
+export class JsonlSessionStorage implements SessionStorage, SessionObserver {
+  readonly name = 'jsonl'
+  private readonly writers = new Map<Session, SessionFileWriter>()
+
+  constructor(readonly dir: string, private readonly logger: Logger) {}
+
+  locate(id: string): string {
+    return sessionFilePath(this.dir, id)
+  }
+
+  async read(id: string): Promise<StoredSession | undefined> {
+    const file = this.locate(id)
+    // A session released a moment ago may still be writing its last events.
+    await this.idle(id)
+    let text: string
+    try {
+      text = await readFile(file, 'utf8')
+    } catch (error) {
+      if (isMissing(error)) return undefined
+      throw error
+    }
+    return parseSessionFile(text, file, id)
+  }
+
+  /** Headers of every readable session file, ordered by id (ids are time-ordered). */
+  async list(): Promise<SessionHeader[]> {
+    // A session created a moment ago may not have its header on disk yet.
+    await Promise.all([...this.writers.values()].map((writer) => writer.idle()))
+    let entries
+    try {
+      entries = await readdir(this.dir, { withFileTypes: true })
+    } catch (error) {
+      if (isMissing(error)) return []
+      throw error
+    }
+    const ids = entries
+      .filter((entry) => !entry.isDirectory() && entry.name.endsWith(SESSION_FILE_SUFFIX))
+      .map((entry) => entry.name.slice(0, -SESSION_FILE_SUFFIX.length))
+      .sort()
+    const headers: (SessionHeader | undefined)[] = new Array(ids.length)
+    let next = 0
+    const worker = async () => {
+      while (next < ids.length) {
+        const index = next++
+        headers[index] = await this.readHeader(ids[index])
+      }
+    }
+    await Promise.all(Array.from({ length: Math.min(LIST_CONCURRENCY, ids.length) }, worker))
+    return headers.filter((header): header is SessionHeader => header !== undefined)
+  }
+
+  created(session: Session): void {
+    if (session.seedLength > 0 && session.header.parentSession === undefined) {
+      // The store rebuilds a fork's seed from header.parentSession; without it the file can be written but not read back.
+      this.logger.warn('session %s is a fork (seedLength %d) without parentSession; it will be saved but cannot be reopened', session.id, session.seedLength)
+    }
+    this.attach(session, 'created')
+  }
+
+  /** Start writing a live session (see `WriterStart`). */
+  attach(session: Session, start: WriterStart = 'attached'): void {
+    if (this.writers.has(session)) return
+    const file = join(this.dir, session.id + SESSION_FILE_SUFFIX) // the id is checked before the file is opened
+    const writer = new SessionFileWriter(session, file, (message) => this.logger.warn(message), this.idle(session.id), start)
+    this.writers.set(session, writer)
+  }
+
+  async released(session: Session): Promise<void> {
+    const writer = this.writers.get(session)
+    if (!writer) return
+    try {
+      await writer.close()
+    } finally {
+      this.writers.delete(session)
+    }
+  }
+
+  /** Flush and close every writer (plugin unload). Failures were already logged when they happened. */
+  async closeAll(): Promise<void> {
+    await Promise.all(
+      [...this.writers.keys()].map((session) =>
+        this.released(session).catch(() => {
+          // Logged by the writer when it failed; an unload has no caller to hand it to.
+        }),
+      ),
+    )
+  }
+
+  private async idle(id: string): Promise<void> {
+    await Promise.all([...this.writers.values()].filter((writer) => writer.session.id === id).map((writer) => writer.idle()))
+  }
+
+  private async readHeader(id: string): Promise<SessionHeader | undefined> {
+    const file = join(this.dir, id + SESSION_FILE_SUFFIX)
+    try {
+      assertValidSessionId(id)
+      const handle = await open(file, 'r')
+      try {
+        const first = await readFirstLine(handle)
+        const parsed = first && parseLine(first.text)
+        if (!parsed) throw new CorruptSessionFileError(file, 1, 'the file is empty; it has no header line')
+        if (!parsed.ok) throw new CorruptSessionFileError(file, 1, `the header line is not valid JSON (${parsed.error})`)
+        return headerOf(parsed.value, file, id)
+      } finally {
+        await handle.close()
+      }
+    } catch (error) {
+      this.logger.warn('%s is left out of the session list: %s', file, error instanceof Error ? error.message : String(error))
+      return undefined
+    }
+  }
+}
+
+function isMissing(error: unknown): boolean {
+  return (error as NodeJS.ErrnoException | undefined)?.code === 'ENOENT'
+}
