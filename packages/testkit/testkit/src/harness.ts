@@ -39,6 +39,7 @@ export async function createHarness(options: HarnessOptions = {}): Promise<Harne
     ...(options.persona !== undefined && { persona: options.persona }),
     ...(options.maxSteps !== undefined && { maxSteps: options.maxSteps }),
   } as AgentRegistry.Config)
+  let disposal: Promise<void> | undefined
   return {
     ctx,
     agent: (agentOptions = {}) => ctx.agents.create({ ...agentOptions, meta: { origin: 'test', ...agentOptions.meta } }),
@@ -46,9 +47,12 @@ export async function createHarness(options: HarnessOptions = {}): Promise<Harne
       // eslint-disable-next-line @typescript-eslint/no-explicit-any -- any plugin shape cordis accepts
       await ctx.plugin(plugin as any, config ?? {})
     },
-    dispose: async () => {
-      await Promise.all(ctx.agents.list().map((agent) => agent.dispose()))
-      await ctx.fiber.dispose()
+    dispose: () => {
+      disposal ??= (async () => {
+        await Promise.all(ctx.agents.list().map((agent) => agent.dispose()))
+        await ctx.fiber.dispose()
+      })()
+      return disposal
     },
   }
 }

@@ -1,0 +1,103 @@
+import type { LlmAdapter, LlmChunk, LlmRequest } from '@dsh/llm'
+import OpenAI from 'openai'
+import { OpenAIChatConfig } from './config.js'
+import { abortError, OpenAIChatError, toLlmError } from './errors.js'
+import { ChunkReader } from './from-wire.js'
+import { toChatRequest } from './to-wire.js'
+
+export interface OpenAIChatAdapterOptions extends Partial<OpenAIChatConfig> {
+  /** The key itself (tests, embedding). Without it the key is read from `apiKeyEnv` in `env`. */
+  apiKey?: string
+  /** Where `apiKeyEnv` is looked up; `process.env` unless given. */
+  env?: Readonly<Record<string, string | undefined>>
+}
+
+/**
+ * An `LlmAdapter` for OpenAI-compatible chat completions through the official SDK,
+ * DeepSeek by default. The key is read once, at construction: a missing key does not stop
+ * the adapter from loading, it makes each request fail with an `LlmError` naming the
+ * variable to set.
+ */
+export class OpenAIChatAdapter implements LlmAdapter {
+  readonly name: string
+  readonly defaultModel: string
+  readonly config: OpenAIChatConfig
+  private client: OpenAI | undefined
+
+  constructor(options: OpenAIChatAdapterOptions = {}) {
+    const { apiKey, env = process.env, ...config } = options
+    this.config = OpenAIChatConfig(config)
+    this.name = this.config.name
+    this.defaultModel = this.config.model
+    const key = apiKey ?? env[this.config.apiKeyEnv]
+    this.client = key
+      ? new OpenAI({
+          apiKey: key,
+          baseURL: this.config.baseURL,
+          maxRetries: this.config.maxRetries,
+          timeout: this.config.timeoutMs,
+          // Left undefined, the SDK would read OPENAI_ORG_ID / OPENAI_PROJECT_ID and send
+          // them to whatever endpoint this is.
+          organization: null,
+          project: null,
+          // Our errors carry what the SDK would print to the console (which a TUI or an ACP
+          // session must not get); OPENAI_LOG still turns its logging on for debugging.
+          logLevel: env.OPENAI_LOG ? undefined : 'off',
+        })
+      : undefined
+  }
+
+  async *stream(request: LlmRequest): AsyncGenerator<LlmChunk> {
+    const { name, baseURL, apiKeyEnv, timeoutMs, replayReasoning } = this.config
+    if (request.signal.aborted) throw abortError(request.signal)
+    if (!this.client) {
+      throw new OpenAIChatError('NO_API_KEY', `${name}: no API key: set the ${apiKeyEnv} environment variable (the "${name}" adapter talks to ${baseURL})`)
+    }
+
+    const quiet = new QuietTimer(timeoutMs)
+    const signal = AbortSignal.any([request.signal, quiet.signal])
+    try {
+      const stream = await this.client.chat.completions.create(toChatRequest(request, { replayReasoning }), { signal })
+      const reader = new ChunkReader(name)
+      quiet.restart()
+      for await (const chunk of stream) {
+        quiet.restart()
+        yield* reader.read(chunk)
+      }
+      // The SDK ends its iterator quietly when its signal aborts, so a short stream may be
+      // an abort or a stall rather than the end of the response.
+      if (request.signal.aborted || quiet.expired) throw abortError(signal)
+      yield* reader.finish()
+    } catch (error) {
+      throw toLlmError(error, { label: name, baseURL, apiKeyEnv, timeoutMs, signal: request.signal, stalled: quiet.expired })
+    } finally {
+      quiet.stop()
+    }
+  }
+}
+
+/**
+ * Aborts when a started stream goes quiet for `ms`. The SDK's own timeout only covers
+ * the wait for response headers; without this a server that stops sending mid-stream
+ * would hang the turn forever.
+ */
+class QuietTimer {
+  expired = false
+  private controller = new AbortController()
+  private timer: NodeJS.Timeout | undefined
+  readonly signal = this.controller.signal
+
+  constructor(private ms: number) {}
+
+  restart(): void {
+    clearTimeout(this.timer)
+    this.timer = setTimeout(() => {
+      this.expired = true
+      this.controller.abort()
+    }, this.ms)
+  }
+
+  stop(): void {
+    clearTimeout(this.timer)
+  }
+}

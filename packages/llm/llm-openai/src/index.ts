@@ -1,0 +1,6 @@
+export { OpenAIChatAdapter, type OpenAIChatAdapterOptions } from './adapter.js'
+export { OpenAIChatConfig } from './config.js'
+export { OpenAIChatError, type OpenAIChatErrorCode } from './errors.js'
+export { toChatRequest, toWireMessages, type WireOptions } from './to-wire.js'
+export { ChunkReader } from './from-wire.js'
+export { OpenAIChatPlugin, OpenAIChatPlugin as default } from './plugin.js'
