@@ -1,0 +1,42 @@
+import type { Context } from 'cordis'
+import Schema from 'schemastery'
+import type { SubagentProvider, SubagentRequest, SubagentRun } from '@dsh/subagent'
+import { IN_PROCESS_CAPABILITIES, startInProcessRun } from '@dsh/subagent-spawn'
+
+/**
+ * An in-process child seeded with the parent's completed turns: everything through the
+ * parent's last `turn/end`, shared rather than copied. The in-flight turn is left out:
+ * its delegating call has no result yet, so it cannot be replayed as history. With no
+ * completed turn the child starts empty, like spawn.
+ */
+export class ForkProvider implements SubagentProvider {
+  readonly capabilities = IN_PROCESS_CAPABILITIES
+  readonly inheritsParentContext = true
+
+  constructor(private readonly ctx: Context, readonly name: string) {}
+
+  start(request: SubagentRequest): Promise<SubagentRun> {
+    const { session } = request.parent
+    const length = session.completedLength
+    return startInProcessRun(this.ctx, request, { provider: this.name, ...(length > 0 && { seed: { session, length } }) })
+  }
+}
+
+export class ForkPlugin {
+  static inject = ['subagents', 'agents']
+  static Config: Schema<ForkPlugin.Config> = Schema.object({
+    providerName: Schema.string().min(1).default('fork').description('The name the provider registers under.'),
+  })
+
+  constructor(ctx: Context, config: ForkPlugin.Config) {
+    ctx.subagents.registerProvider(new ForkProvider(ctx, config.providerName))
+  }
+}
+
+export namespace ForkPlugin {
+  export interface Config {
+    providerName: string
+  }
+}
+
+export default ForkPlugin

@@ -1,0 +1,121 @@
+/**
+ * The driver both in-process providers share: create a child agent with lineage in its
+ * session header, apply the start-time features in its setup (so a bad filter rolls the
+ * child back before anyone sees it), run one turn, and read the result from the child's
+ * own events.
+ */
+import type { Context } from 'cordis'
+import type { Agent, TurnResult } from '@dsh/agent'
+import type { AssistantMessage } from '@dsh/llm'
+import type { Session } from '@dsh/session'
+import { SubagentError, selectOutput, type StopReason, type SubagentRequest, type SubagentResult, type SubagentRun } from '@dsh/subagent'
+import { registerStructuredOutput, STRUCTURED_OUTPUT_TOOL, type StructuredSlot } from './structured-output.js'
+
+export interface InProcessOptions {
+  /** The provider's registered name, recorded in the child's header. */
+  provider: string
+  /** Share the parent's completed turns (fork). */
+  seed?: { session: Session; length: number }
+}
+
+export async function startInProcessRun(ctx: Context, request: SubagentRequest, options: InProcessOptions): Promise<SubagentRun> {
+  const { parent, signal } = request
+  if (signal.aborted) throw new SubagentError('ABORTED', 'the delegation was cancelled before the child was created', { cause: signal.reason })
+  const depth = parent.depth + 1
+  if (request.maxDepth !== undefined && depth > request.maxDepth) {
+    throw new SubagentError(
+      'DEPTH_LIMIT',
+      `delegation depth limit reached: a child of ${parent.id} would be at depth ${depth}, above maxDepth ${request.maxDepth}; do this work yourself instead of delegating`,
+    )
+  }
+
+  let structured: StructuredSlot | undefined
+  let child: Agent
+  try {
+    child = await ctx.agents.create({
+      seed: options.seed,
+      parent,
+      signal,
+      meta: {
+        parentSession: parent.id,
+        origin: 'subagent',
+        delegationDepth: depth,
+        provider: options.provider,
+        cwd: parent.session.header.cwd,
+        ...(request.label !== undefined && { label: request.label }),
+      },
+      agentOptions: {
+        model: request.agentOptions?.model ?? parent.options.model,
+        persona: request.persona ?? parent.options.persona,
+      },
+      setup: (childCtx, agent) => {
+        if (request.outputSchema) structured = registerStructuredOutput(childCtx, request.outputSchema)
+        if (request.toolFilter) {
+          // The schema tool is the child's way to answer: a filter never hides it.
+          const allow = request.toolFilter.allow && (structured ? [...request.toolFilter.allow, STRUCTURED_OUTPUT_TOOL] : request.toolFilter.allow)
+          childCtx.tools.restrict(agent.id, { ...request.toolFilter, allow })
+        }
+      },
+    })
+  } catch (error) {
+    if (error instanceof SubagentError) throw error
+    if (signal.aborted) throw new SubagentError('ABORTED', 'the delegation was cancelled while the child was being created', { cause: error })
+    throw new SubagentError('START_FAILED', `the child could not be started: ${error instanceof Error ? error.message : String(error)}`, { cause: error })
+  }
+
+  const cancel = (reason?: unknown) => child.cancel(reason ?? new Error('cancelled'))
+  const onAbort = () => cancel(signal.reason)
+  signal.addEventListener('abort', onAbort, { once: true })
+  const turn = child.followup({ role: 'user', content: request.prompt })
+  const result = turn.then(
+    (ended) => resultOf(child, ended, structured, request.outputSchema !== undefined),
+    (error: unknown): SubagentResult => ({ output: [], stopReason: 'error', diagnostic: `the child's turn never ran: ${error instanceof Error ? error.message : String(error)}` }),
+  )
+  let disposal: Promise<void> | undefined
+  return {
+    id: child.id,
+    local: true,
+    result,
+    cancel,
+    sendMessage: (message: string) => child.steer(message),
+    dispose: () => {
+      disposal ??= (async () => {
+        signal.removeEventListener('abort', onAbort)
+        await child.dispose()
+      })()
+      return disposal
+    },
+  }
+}
+
+function resultOf(child: Agent, ended: TurnResult, structured: StructuredSlot | undefined, wantsStructured: boolean): SubagentResult {
+  const output = selectOutput(ownAssistantMessages(child.session))
+  const base = { output, ...(structured?.received && { structured: structured.value }) }
+  const stopReason = stopReasonOf(ended)
+  if (stopReason === 'completed' && wantsStructured && !structured?.received) {
+    return { ...base, stopReason: 'error', diagnostic: `the child finished without a valid ${STRUCTURED_OUTPUT_TOOL} call` }
+  }
+  if (stopReason === 'completed') return { ...base, stopReason }
+  return { ...base, stopReason, diagnostic: ended.error ?? `the child's turn ended ${ended.reason}` }
+}
+
+function stopReasonOf(ended: TurnResult): StopReason {
+  switch (ended.reason) {
+    case 'completed':
+    case 'aborted':
+    case 'error':
+    case 'max-tokens':
+      return ended.reason
+    case 'blocked':
+      return 'error'
+    default: {
+      const unknown: never = ended.reason
+      return unknown
+    }
+  }
+}
+
+/** Assistant messages the child produced itself: a fork's seeded parent text is never its answer. */
+function* ownAssistantMessages(session: Session): Generator<AssistantMessage> {
+  for (const event of session.ownEvents()) if (event.type === 'assistant/message') yield event.message
+}

@@ -1,0 +1,41 @@
+import type { Context } from 'cordis'
+import Schema from 'schemastery'
+import type { SubagentCapabilities, SubagentProvider, SubagentRequest, SubagentRun } from '@dsh/subagent'
+import { startInProcessRun } from './in-process-run.js'
+
+export const IN_PROCESS_CAPABILITIES: Readonly<SubagentCapabilities> = Object.freeze({
+  outputSchema: true,
+  depthLimit: true,
+  toolFilter: true,
+  persona: true,
+})
+
+/** A fresh in-process child: its own agent and an empty session. */
+export class SpawnProvider implements SubagentProvider {
+  readonly capabilities = IN_PROCESS_CAPABILITIES
+  readonly inheritsParentContext = false
+
+  constructor(private readonly ctx: Context, readonly name: string) {}
+
+  start(request: SubagentRequest): Promise<SubagentRun> {
+    return startInProcessRun(this.ctx, request, { provider: this.name })
+  }
+}
+
+/** Registers a `SpawnProvider` on `ctx.subagents` under `providerName`. */
+export class SpawnPlugin {
+  static inject = ['subagents', 'agents']
+  static Config: Schema<SpawnPlugin.Config> = Schema.object({
+    providerName: Schema.string().min(1).default('spawn').description('The name the provider registers under.'),
+  })
+
+  constructor(ctx: Context, config: SpawnPlugin.Config) {
+    ctx.subagents.registerProvider(new SpawnProvider(ctx, config.providerName))
+  }
+}
+
+export namespace SpawnPlugin {
+  export interface Config {
+    providerName: string
+  }
+}

@@ -1,0 +1,215 @@
+import { afterEach, describe, expect, it } from 'vitest'
+import { createHarness, type Harness, type HarnessOptions } from '@dsh/testkit/harness'
+import { text, textOf } from '@dsh/llm'
+import type { Agent } from '@dsh/agent'
+import { SubagentService, type SubagentRequest } from '@dsh/subagent'
+import { SpawnPlugin } from '@dsh/subagent-spawn'
+
+let harness: Harness
+let parent: Agent
+afterEach(async () => {
+  await harness?.dispose()
+})
+
+async function setup(script: HarnessOptions['script'], options: Omit<HarnessOptions, 'script'> = {}) {
+  harness = await createHarness({ script, ...options })
+  await harness.plugin(SubagentService)
+  await harness.plugin(SpawnPlugin, {})
+  parent = await harness.agent()
+}
+
+const request = (prompt: string, extra: Partial<SubagentRequest> = {}): SubagentRequest => ({ prompt: [text(prompt)], parent, signal: new AbortController().signal, ...extra })
+
+describe('spawn: a fresh in-process child', () => {
+  it('runs the child in its own session whose header records its lineage', async () => {
+    await setup([{ when: { prompt: 'child task' }, reply: [{ text: 'child answer' }] }])
+    const run = await harness.ctx.subagents.start('spawn', request('child task', { label: 'a task' }))
+    const child = harness.ctx.agents.get(run.id)!
+    expect(run.local).toBe(true)
+    expect(child.session.id).not.toBe(parent.session.id)
+    expect(child.session.header).toMatchObject({ parentSession: parent.id, origin: 'subagent', delegationDepth: 1, provider: 'spawn', label: 'a task', cwd: parent.session.header.cwd })
+    expect(child.session.seedLength).toBe(0)
+    expect(await run.result).toEqual({ output: [text('child answer')], stopReason: 'completed' })
+    expect(parent.session.length).toBe(0)
+    await run.dispose()
+  })
+
+  it('the live child is reachable through ctx.agents during the subagent/start notification', async () => {
+    await setup([{ reply: [{ text: 'ok' }] }])
+    let seen: Agent | undefined
+    harness.ctx.on('subagent/start', (info) => {
+      seen = harness.ctx.agents.get(info.id)
+    })
+    const run = await harness.ctx.subagents.start('spawn', request('x'))
+    expect(seen?.id).toBe(run.id)
+    expect(seen?.status === 'running' || seen?.status === 'idle').toBe(true)
+    await run.result
+    await run.dispose()
+  })
+
+  it('dispose is idempotent and resolves only once the child agent and session are released', async () => {
+    await setup([{ reply: [{ text: 'ok' }] }])
+    const run = await harness.ctx.subagents.start('spawn', request('x'))
+    await run.result
+    const child = harness.ctx.agents.get(run.id)!
+    const first = run.dispose()
+    const second = run.dispose()
+    expect(second).toBe(first)
+    await first
+    expect(child.status).toBe('disposed')
+    expect(child.session.released).toBe(true)
+    expect(harness.ctx.agents.get(run.id)).toBeUndefined()
+    expect(harness.ctx.sessions.get(run.id)).toBeUndefined()
+  })
+
+  it('cancel mid-turn resolves aborted with the partial output', async () => {
+    await setup([{ reply: [{ call: { tool: 'hang', args: {} }, text: 'working on it' }, { text: 'never' }] }])
+    let entered!: () => void
+    const inTool = new Promise<void>((resolve) => (entered = resolve))
+    harness.ctx.tools.register({
+      name: 'hang',
+      description: 'hangs',
+      parameters: { type: 'object' },
+      execute: (_args, exec) => new Promise<string>((resolve) => {
+        entered()
+        exec.signal.addEventListener('abort', () => resolve('stopped'))
+      }),
+    })
+    const run = await harness.ctx.subagents.start('spawn', request('x'))
+    await inTool
+    run.cancel()
+    const result = await run.result
+    expect(result.stopReason).toBe('aborted')
+    expect(result.output).toEqual([text('working on it')])
+    await run.dispose()
+  })
+
+  it('aborting the request signal after publication ends the run aborted', async () => {
+    await setup([{ reply: [{ text: 'slow', delay_ms: 60_000 }] }])
+    const controller = new AbortController()
+    const run = await harness.ctx.subagents.start('spawn', request('x', { signal: controller.signal }))
+    controller.abort()
+    expect((await run.result).stopReason).toBe('aborted')
+    await run.dispose()
+  })
+
+  it('an aborted signal before publication rejects and leaves no agent or session', async () => {
+    await setup([{ reply: [{ text: 'x' }] }])
+    const controller = new AbortController()
+    controller.abort()
+    await expect(harness.ctx.subagents.start('spawn', request('x', { signal: controller.signal }))).rejects.toMatchObject({ code: 'ABORTED' })
+    expect(harness.ctx.agents.list()).toEqual([parent])
+    expect(harness.ctx.sessions.list()).toEqual([parent.session])
+  })
+
+  it('a model error settles error with the provider message as diagnostic', async () => {
+    await setup([{ reply: [{ error: 'quota exceeded' }] }])
+    const run = await harness.ctx.subagents.start('spawn', request('x'))
+    expect(await run.result).toMatchObject({ stopReason: 'error', output: [], diagnostic: expect.stringContaining('quota exceeded') })
+    await run.dispose()
+  })
+})
+
+describe('spawn: start-time features', () => {
+  it('maxDepth is absolute: 0 forbids any delegation, and the error names both numbers', async () => {
+    await setup([{ reply: [{ text: 'x' }] }])
+    await expect(harness.ctx.subagents.start('spawn', request('x', { maxDepth: 0 }))).rejects.toMatchObject({
+      code: 'DEPTH_LIMIT',
+      message: expect.stringMatching(/depth 1, above maxDepth 0/),
+    })
+    expect(harness.ctx.agents.list()).toEqual([parent])
+  })
+
+  it('maxDepth 1 lets a root delegate but not its child, and depth never decreases', async () => {
+    await setup([{ reply: [{ text: 'x' }] }])
+    const run = await harness.ctx.subagents.start('spawn', request('x', { maxDepth: 1 }))
+    const child = harness.ctx.agents.get(run.id)!
+    expect(child.depth).toBe(1)
+    await run.result
+    await expect(harness.ctx.subagents.start('spawn', { ...request('y', { maxDepth: 1 }), parent: child })).rejects.toMatchObject({
+      code: 'DEPTH_LIMIT',
+      message: expect.stringMatching(/depth 2, above maxDepth 1/),
+    })
+    const deeper = await harness.ctx.subagents.start('spawn', { ...request('y', { maxDepth: 5 }), parent: child })
+    expect(harness.ctx.agents.get(deeper.id)!.session.header.delegationDepth).toBe(2)
+    await deeper.result
+    await deeper.dispose()
+    await run.dispose()
+  })
+
+  it('a toolFilter hides denied tools from the child\'s schema and blocks their execution', async () => {
+    await setup([{ reply: [{ call: { tool: 'secret', args: {} } }, { text: 'result: {{last_tool_result}}' }] }])
+    let ran = false
+    harness.ctx.tools.register({ name: 'secret', description: 's', parameters: { type: 'object' }, execute: () => { ran = true; return 'leaked' } })
+    harness.ctx.tools.register({ name: 'public', description: 'p', parameters: { type: 'object' }, execute: () => 'fine' })
+    const run = await harness.ctx.subagents.start('spawn', request('x', { toolFilter: { deny: ['secret'] } }))
+    expect(harness.ctx.tools.list(run.id)).toEqual(['public'])
+    const result = await run.result
+    expect(ran).toBe(false)
+    expect(textOf(result.output)).toContain('unknown tool "secret"')
+    expect(harness.ctx.tools.list(parent.id)).toEqual(['secret', 'public'])
+    await run.dispose()
+  })
+
+  it('an unknown tool in toolFilter rejects start with no orphaned agent or session', async () => {
+    await setup([{ reply: [{ text: 'x' }] }])
+    await expect(harness.ctx.subagents.start('spawn', request('x', { toolFilter: { allow: ['no_such_tool'] } }))).rejects.toMatchObject({
+      code: 'START_FAILED',
+      message: expect.stringContaining('no_such_tool'),
+    })
+    expect(harness.ctx.agents.list()).toEqual([parent])
+    expect(harness.ctx.sessions.list()).toEqual([parent.session])
+  })
+
+  it('a persona replaces the deployment persona for that child only', async () => {
+    await setup([{ reply: [{ text: 'x' }] }, { reply: [{ text: 'y' }] }], { persona: 'deployment persona' })
+    const systems = new Map<string, string>()
+    const adapter = harness.ctx.llm.getAdapter('scripted')!
+    const stream = adapter.stream.bind(adapter)
+    adapter.stream = (req) => {
+      systems.set(req.origin.sessionId, req.system)
+      return stream(req)
+    }
+    const run = await harness.ctx.subagents.start('spawn', request('x', { persona: 'You are a strict reviewer.' }))
+    await run.result
+    await parent.followup('hello')
+    expect(systems.get(run.id)).toBe('You are a strict reviewer.')
+    expect(systems.get(parent.id)).toBe('deployment persona')
+    await run.dispose()
+  })
+
+  it('structured output is validated: an invalid call is returned to the child, a valid one ends its turn', async () => {
+    await setup([{
+      reply: [
+        { call: { tool: 'structured_output', args: { score: 'high' } } },
+        { call: { tool: 'structured_output', args: { score: 9, verdict: 'ship it' } } },
+        { text: 'never reached' },
+      ],
+    }])
+    const schema = { type: 'object', properties: { score: { type: 'number' }, verdict: { type: 'string' } }, required: ['score', 'verdict'] }
+    const run = await harness.ctx.subagents.start('spawn', request('review', { outputSchema: schema }))
+    const result = await run.result
+    expect(result.stopReason).toBe('completed')
+    expect(result.structured).toEqual({ score: 9, verdict: 'ship it' })
+    const child = harness.ctx.agents.get(run.id)!
+    const errors = child.session.events().filter((event) => event.type === 'tool/result' && event.result.isError)
+    expect(errors).toHaveLength(1)
+    expect(harness.ctx.tools.list(parent.id)).not.toContain('structured_output')
+    await run.dispose()
+  })
+
+  it('a child that finishes without a valid structured_output call ends error with a diagnostic', async () => {
+    await setup([{ reply: [{ text: 'here is prose instead' }] }])
+    const run = await harness.ctx.subagents.start('spawn', request('x', { outputSchema: { type: 'object', properties: { a: { type: 'string' } } } }))
+    const result = await run.result
+    expect(result).toMatchObject({ stopReason: 'error', diagnostic: expect.stringContaining('without a valid structured_output call'), output: [text('here is prose instead')] })
+    await run.dispose()
+  })
+
+  it('the provider name comes from config', async () => {
+    await setup([{ reply: [{ text: 'x' }] }])
+    await harness.plugin(SpawnPlugin, { providerName: 'cheap' })
+    expect(harness.ctx.subagents.list()).toEqual(['spawn', 'cheap'])
+    expect(harness.ctx.subagents.getProvider('cheap')?.inheritsParentContext).toBe(false)
+  })
+})

@@ -1,0 +1,5 @@
+export * from './types.js'
+export * from './errors.js'
+export * from './output.js'
+export * from './service.js'
+export { SubagentService as default } from './service.js'

@@ -1,0 +1,149 @@
+import { randomBytes } from 'node:crypto'
+import { Context, Service } from 'cordis'
+import type {} from '@dsh/agent'
+import { SubagentError } from './errors.js'
+import type { SubagentFeature, SubagentProvider, SubagentRequest, SubagentRun, SubagentRunEndInfo, SubagentRunInfo } from './types.js'
+
+declare module 'cordis' {
+  interface Context {
+    subagents: SubagentService
+  }
+  interface Events {
+    'subagent/provider-added'(provider: SubagentProvider): void
+    'subagent/provider-removed'(name: string): void
+    'subagent/start'(info: SubagentRunInfo): void
+    'subagent/end'(info: SubagentRunEndInfo): void
+  }
+}
+
+/** The start-time features a request asks for, in a fixed order (the first unmet one is reported). */
+export function requestedFeatures(request: SubagentRequest): SubagentFeature[] {
+  const features: SubagentFeature[] = []
+  if (request.outputSchema !== undefined) features.push('outputSchema')
+  if (request.maxDepth !== undefined) features.push('depthLimit')
+  if (request.toolFilter !== undefined) features.push('toolFilter')
+  if (request.persona !== undefined) features.push('persona')
+  return features
+}
+
+/** Malformed start-time inputs, caught before any provider sees them. */
+export function validateRequest(request: SubagentRequest): void {
+  const invalid = (message: string) => new SubagentError('INVALID_REQUEST', message)
+  if (!Array.isArray(request.prompt) || request.prompt.length === 0) throw invalid('the prompt must be a non-empty list of content blocks')
+  if (!request.parent) throw invalid('a request needs the delegating `parent` agent')
+  if (!(request.signal instanceof AbortSignal)) throw invalid('a request needs an AbortSignal `signal`')
+  const { maxDepth, outputSchema, toolFilter, persona } = request
+  if (maxDepth !== undefined && (!Number.isInteger(maxDepth) || maxDepth < 0)) {
+    throw invalid(`maxDepth must be a whole number of at least 0 (got ${String(maxDepth)})`)
+  }
+  if (outputSchema !== undefined && (typeof outputSchema !== 'object' || outputSchema === null || Array.isArray(outputSchema))) {
+    throw invalid('outputSchema must be a JSON Schema object')
+  }
+  if (toolFilter !== undefined) {
+    const lists = [toolFilter.allow, toolFilter.deny].filter((list) => list !== undefined)
+    if (lists.length === 0) throw invalid('toolFilter needs `allow` or `deny`')
+    if (lists.some((list) => !Array.isArray(list) || list.some((name) => typeof name !== 'string'))) throw invalid('toolFilter lists must be lists of tool names')
+    if (toolFilter.allow === undefined && toolFilter.deny!.length === 0) throw invalid('toolFilter has an empty `deny` list and no `allow`: it filters nothing')
+  }
+  if (persona !== undefined && (typeof persona !== 'string' || !persona.trim())) throw invalid('persona must be non-empty text')
+}
+
+/**
+ * `ctx.subagents`: the named-provider registry. Many providers coexist; a caller picks
+ * one by name. `start` checks every requested start-time feature before the provider is
+ * asked for anything, and brackets each published run with `subagent/start` and
+ * `subagent/end`.
+ */
+export class SubagentService extends Service {
+  static inject = ['agents']
+  private providers = new Map<string, SubagentProvider>()
+  private runCounter = 0
+  private readonly runPrefix = randomBytes(3).toString('hex')
+  /** This service's own context: `this.ctx` is the caller's. */
+  private readonly home: Context
+
+  constructor(ctx: Context) {
+    super(ctx, 'subagents')
+    this.home = ctx
+  }
+
+  registerProvider(provider: SubagentProvider): () => void {
+    const { name } = provider
+    if (typeof name !== 'string' || !name) throw new SubagentError('INVALID_REQUEST', 'a provider needs a non-empty name')
+    if (this.providers.has(name)) {
+      throw new SubagentError('DUPLICATE_PROVIDER', `a subagent provider named "${name}" is already registered; give the second one a different providerName`)
+    }
+    return this.ctx.effect(() => {
+      this.providers.set(name, provider)
+      this.notify('subagent/provider-added', provider)
+      return () => {
+        if (this.providers.get(name) !== provider) return
+        this.providers.delete(name)
+        this.notify('subagent/provider-removed', name)
+      }
+    }, `subagents.registerProvider(${JSON.stringify(name)})`)
+  }
+
+  getProvider(name: string): SubagentProvider | undefined {
+    return this.providers.get(name)
+  }
+
+  list(): string[] {
+    return [...this.providers.keys()]
+  }
+
+  async start(name: string, request: SubagentRequest): Promise<SubagentRun> {
+    const provider = this.providers.get(name)
+    if (!provider) {
+      const known = this.list()
+      throw new SubagentError('NO_PROVIDER', `no subagent provider named "${name}" (registered: ${known.length ? known.join(', ') : 'none'})`)
+    }
+    validateRequest(request)
+    for (const feature of requestedFeatures(request)) {
+      if (!provider.capabilities[feature]) {
+        throw new SubagentError('UNSUPPORTED_CAPABILITY', `subagent provider "${name}" does not support ${feature}; drop it from the request or use a provider that does`)
+      }
+    }
+    const run = await provider.start(request)
+    const info: SubagentRunInfo = {
+      runId: `run-${this.runPrefix}-${++this.runCounter}`,
+      provider: name,
+      id: run.id,
+      local: run.local,
+      parentId: request.parent.id,
+    }
+    if (request.label !== undefined) info.label = request.label
+    this.notify('subagent/start', info)
+    // Attached before the caller sees the run, so `end` is emitted before the caller's
+    // own continuation; the clone keeps a mutating listener away from the caller's result.
+    run.result.then(
+      (result) => {
+        const end: SubagentRunEndInfo = { ...info, stopReason: result.stopReason }
+        if (result.diagnostic !== undefined) end.diagnostic = result.diagnostic
+        if (result.output.length > 0) end.lastAssistantMessage = structuredClone(result.output)
+        this.notify('subagent/end', end)
+      },
+      (error: unknown) => {
+        this.notify('subagent/end', { ...info, stopReason: 'error', diagnostic: `the run failed: ${error instanceof Error ? error.message : String(error)}` })
+      },
+    )
+    return run
+  }
+
+  /**
+   * Emit an observe-only event: each listener runs in its own try/catch, so one that
+   * throws is logged and neither its peers nor the run are affected.
+   */
+  private notify<K extends 'subagent/provider-added' | 'subagent/provider-removed' | 'subagent/start' | 'subagent/end'>(name: K, payload: Parameters<import('cordis').Events[K]>[0]): void {
+    // `dispatch` hands back the bound listeners instead of calling them, which lets us
+    // contain each one; plain `emit` stops at the first that throws.
+    const events = this.home.events as unknown as { dispatch(type: 'emit', args: unknown[]): Array<(payload: unknown) => void> }
+    for (const listener of events.dispatch('emit', [name])) {
+      try {
+        listener(payload)
+      } catch (error) {
+        this.home.logger('subagents').warn('a %s listener threw (ignored): %s', name, error instanceof Error ? error.message : String(error))
+      }
+    }
+  }
+}

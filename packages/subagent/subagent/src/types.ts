@@ -1,0 +1,101 @@
+import type { TextBlock } from '@dsh/llm'
+import type { Agent } from '@dsh/agent'
+import type { ToolFilter } from '@dsh/tools'
+
+/** How a run ended. Consumers treat any value they do not know as a failure. */
+export type StopReason = 'completed' | 'aborted' | 'error' | 'max-tokens' | 'refusal'
+
+/** Start-time features a provider may support; checked before any child exists. */
+export interface SubagentCapabilities {
+  /** `request.outputSchema`: the child returns validated structured output. */
+  outputSchema: boolean
+  /** `request.maxDepth`: an absolute bound on delegation depth. */
+  depthLimit: boolean
+  /** `request.toolFilter`: allow/deny the child's tools. */
+  toolFilter: boolean
+  /** `request.persona`: replace the deployment persona for the child. */
+  persona: boolean
+}
+
+export type SubagentFeature = keyof SubagentCapabilities
+
+export interface SubagentRequest {
+  /** The delegated task, as content blocks. */
+  prompt: TextBlock[]
+  /** The delegating agent. */
+  parent: Agent
+  /** The one cancellation channel: before publication it makes `start` reject, after it the run ends `aborted`. */
+  signal: AbortSignal
+  /** A short human label (the delegation's description). */
+  label?: string
+  agentOptions?: { model?: string }
+  /** JSON Schema the child's structured output must satisfy (needs `outputSchema`). */
+  outputSchema?: Record<string, unknown>
+  /** Absolute depth bound: 0 forbids any delegation, 1 lets a root delegate but not its children (needs `depthLimit`). */
+  maxDepth?: number
+  /** Needs `toolFilter`. */
+  toolFilter?: ToolFilter
+  /** Needs `persona`. */
+  persona?: string
+}
+
+export interface SubagentResult {
+  /** Output selection: the last assistant message with content; else all streamed text; else `[]`. */
+  output: TextBlock[]
+  /** Validated structured output, when `outputSchema` was requested and the child produced it. */
+  structured?: unknown
+  /** A readable explanation of a non-`completed` end (stage, cause, exit code, …). */
+  diagnostic?: string
+  stopReason: StopReason | (string & {})
+}
+
+/** One delegation, owned by the caller from publication on. */
+export interface SubagentRun {
+  /** The child's id: its agent/session id in process, a provider-minted id otherwise. */
+  readonly id: string
+  /** True when the child is an agent in this process (`ctx.agents.get(id)` finds it). */
+  readonly local: boolean
+  /** Resolves on every child-level outcome; rejects only for an infrastructure fault. */
+  readonly result: Promise<SubagentResult>
+  /** Stop remaining work; `result` resolves `aborted` unless it already settled. */
+  cancel(reason?: unknown): void
+  /** Idempotent; cancels remaining work and resolves once the child is quiescent. */
+  dispose(): Promise<void>
+  /** Optional runtime feature: steer the running child. Presence is the capability. */
+  sendMessage?(message: string): void
+}
+
+export interface SubagentProvider {
+  readonly name: string
+  readonly capabilities: Readonly<SubagentCapabilities>
+  /** Descriptive only: whether the child sees the parent's conversation (fork). */
+  readonly inheritsParentContext: boolean
+  /** Fulfilment publishes the child; any failure before that rejects with nothing left behind. */
+  start(request: SubagentRequest): Promise<SubagentRun>
+}
+
+/** Payload of `subagent/start`. */
+export interface SubagentRunInfo {
+  runId: string
+  provider: string
+  /** The child's id (`ctx.agents.get(id)` during the notification, for a local child). */
+  id: string
+  local: boolean
+  parentId: string
+  label?: string
+}
+
+/** Payload of `subagent/end`. */
+export interface SubagentRunEndInfo extends SubagentRunInfo {
+  stopReason: string
+  diagnostic?: string
+  /** A deep clone of `result.output`, present when the run settled with output. */
+  lastAssistantMessage?: TextBlock[]
+}
+
+export const NO_CAPABILITIES: Readonly<SubagentCapabilities> = Object.freeze({
+  outputSchema: false,
+  depthLimit: false,
+  toolFilter: false,
+  persona: false,
+})

@@ -1,0 +1,5 @@
+export * from './wording.js'
+export * from './schema.js'
+export * from './foreground.js'
+export * from './plugin.js'
+export { SubagentToolPlugin as default } from './plugin.js'

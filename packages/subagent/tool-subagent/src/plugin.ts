@@ -1,0 +1,117 @@
+import type { Context } from 'cordis'
+import Schema from 'schemastery'
+import { text } from '@dsh/llm'
+import type { ToolExecution, ToolOutput } from '@dsh/tools'
+import type { SubagentProvider, SubagentRequest } from '@dsh/subagent'
+import { collect } from './foreground.js'
+import { toolParameters, type SubagentToolArgs } from './schema.js'
+import { providerWording } from './wording.js'
+
+export interface SubagentToolConfig {
+  provider: string
+  toolName: string
+  enableRunInBackground: boolean
+  agentOptions: { model?: string }
+  persona?: string
+  toolFilter?: { allow?: string[]; deny?: string[] }
+  maxDepth: number
+}
+
+const ToolFilterSchema: Schema<{ allow?: string[]; deny?: string[] }> = Schema.object({
+  allow: Schema.array(Schema.string()),
+  deny: Schema.array(Schema.string()),
+})
+
+/**
+ * The model-facing `subagent` tool, bound by config to one provider. It exists exactly
+ * while that provider is registered (it follows `subagent/provider-added` and
+ * `-removed`, so load order never matters), and its wording comes from the provider.
+ */
+export class SubagentToolPlugin {
+  static inject = ['subagents', 'tools']
+  static Config: Schema<SubagentToolConfig> = Schema.object({
+    provider: Schema.string().min(1).required().description('The ctx.subagents provider this tool starts runs on.'),
+    toolName: Schema.string().pattern(/^[A-Za-z0-9_-]{1,64}$/).default('subagent').description('The model-facing tool name; distinct per instance.'),
+    enableRunInBackground: Schema.boolean().default(true).description('Offer run_in_background in the schema.'),
+    agentOptions: (Schema.object({ model: Schema.string() }) as Schema<{ model?: string }>).default({}).description('Per-child options (model spec).'),
+    persona: Schema.string().description('Persona for every child of this tool.'),
+    toolFilter: ToolFilterSchema.description('Allow/deny lists for the children\'s tools.'),
+    maxDepth: Schema.natural().default(3).description('Absolute delegation depth bound.'),
+  })
+
+  private unregister: (() => void) | undefined
+
+  constructor(private readonly ctx: Context, private readonly config: SubagentToolConfig) {
+    const log = ctx.logger('tool-subagent')
+    ctx.on('subagent/provider-added', (provider) => {
+      if (provider.name === config.provider) this.mount(provider)
+    })
+    ctx.on('subagent/provider-removed', (name) => {
+      if (name === config.provider) this.unmount()
+    })
+    const present = ctx.subagents.getProvider(config.provider)
+    if (present) this.mount(present)
+    else {
+      log.info('tool "%s" waits for subagent provider "%s"', config.toolName, config.provider)
+      // Siblings load concurrently, so absence now is normal; absence a moment later is a typo.
+      const timer = setTimeout(() => {
+        if (!this.unregister) {
+          log.warn('tool "%s" is not available: no subagent provider named "%s" is registered (registered: %s)', config.toolName, config.provider, ctx.subagents.list().join(', ') || 'none')
+        }
+      }, 1000)
+      timer.unref()
+      ctx.effect(() => () => clearTimeout(timer), 'tool-subagent: provider check')
+    }
+    ctx.effect(() => () => this.unmount(), 'tool-subagent: unmount')
+  }
+
+  private mount(provider: SubagentProvider): void {
+    this.unmount()
+    const background = this.config.enableRunInBackground
+    const wording = providerWording(provider, background)
+    this.unregister = this.ctx.tools.register<SubagentToolArgs>({
+      name: this.config.toolName,
+      description: wording.description,
+      parameters: toolParameters(wording, background),
+      concurrencySafe: true,
+      execute: (args, exec) => this.execute(args, exec),
+    })
+  }
+
+  private unmount(): void {
+    const unregister = this.unregister
+    this.unregister = undefined
+    unregister?.()
+  }
+
+  private async execute(args: SubagentToolArgs, exec: ToolExecution): Promise<ToolOutput> {
+    if (args.run_in_background) {
+      return { isError: true, content: 'background runs need the tasks runtime: load @dsh/tasks and @dsh/tool-tasks' }
+    }
+    const request = this.request(args, exec)
+    let run
+    try {
+      run = await this.ctx.subagents.start(this.config.provider, request)
+    } catch (error) {
+      return { isError: true, content: `the subagent could not be started: ${error instanceof Error ? error.message : String(error)}` }
+    }
+    return collect(run)
+  }
+
+  private request(args: SubagentToolArgs, exec: ToolExecution): SubagentRequest {
+    const { config } = this
+    const request: SubagentRequest = {
+      prompt: [text(args.prompt)],
+      parent: exec.agent,
+      signal: exec.signal,
+      label: args.description,
+      maxDepth: config.maxDepth,
+    }
+    if (config.agentOptions.model !== undefined) request.agentOptions = { model: config.agentOptions.model }
+    if (config.persona !== undefined) request.persona = config.persona
+    if (config.toolFilter !== undefined) request.toolFilter = config.toolFilter
+    return request
+  }
+}
+
+export default SubagentToolPlugin

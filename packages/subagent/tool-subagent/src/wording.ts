@@ -1,0 +1,31 @@
+import type { SubagentProvider } from '@dsh/subagent'
+
+export interface ProviderWording {
+  description: string
+  prompt: string
+}
+
+/**
+ * Truthful wording for the model, derived from whether the bound provider's child sees
+ * this conversation. A fresh child needs a standalone prompt; a forked one needs only
+ * what is new.
+ */
+export function providerWording(provider: Pick<SubagentProvider, 'inheritsParentContext'>, background: boolean): ProviderWording {
+  const tail = background
+    ? ' Set run_in_background to keep working while it runs; collect its answer later with task_output.'
+    : ''
+  if (provider.inheritsParentContext) {
+    return {
+      description:
+        'Delegate a task to a subagent that already sees the completed turns of this conversation (not the current one). Say only what is new: the task and what to return. Returns the subagent\'s final answer.' +
+        tail,
+      prompt: 'The task for the subagent. It already sees the completed turns; say only what is new and what it should return.',
+    }
+  }
+  return {
+    description:
+      'Delegate a self-contained task to a subagent. It does not see this conversation: the prompt must carry everything it needs (goal, context, constraints, what to return). Returns the subagent\'s final answer.' +
+      tail,
+    prompt: 'The complete, standalone task for the subagent: it does not see this conversation, so include all needed context and say what to return.',
+  }
+}
