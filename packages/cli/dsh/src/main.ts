@@ -8,6 +8,8 @@ const USAGE = `usage: dsh <command> [options]
 commands:
   run [--config FILE] [--model SPEC] [--session-dir DIR] [--resume ID] [--json] [--quiet] PROMPT
       run one turn of an agent to completion and print its answer
+  acp [--config FILE] [--model SPEC] [--session-dir DIR]
+      serve a dsh agent over the Agent Client Protocol on stdio
 
 model specs: scripted:PATH (keyless, plays a script), deepseek:MODEL (DEEPSEEK_API_KEY),
              openai:MODEL (OPENAI_API_KEY)`
@@ -17,6 +19,8 @@ async function main(argv: string[]): Promise<number> {
   switch (command) {
     case 'run':
       return runVerb(rest)
+    case 'acp':
+      return (await import('./acp.js')).acpVerb(rest)
     case undefined:
     case 'help':
     case '--help':
