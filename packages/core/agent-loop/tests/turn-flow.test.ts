@@ -87,3 +87,13 @@ describe('the turn flow', () => {
     expect(systems).toEqual(['You are the test persona.', 'You are a reviewer.'])
   })
 })
+
+describe('turn queue', () => {
+  it('a followup queued right after the previous turn resolves still runs', async () => {
+    harness = await createHarness({ script: [{ reply: [{ text: 'one' }, { text: 'two' }, { text: 'three' }] }] })
+    const agent = await harness.agent()
+    expect((await agent.followup('a')).reason).toBe('completed')
+    expect((await agent.followup('b')).reason).toBe('completed')
+    expect((await agent.followup('c')).turn).toBe(3)
+  })
+})

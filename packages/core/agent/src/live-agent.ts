@@ -156,15 +156,19 @@ export class LiveAgent implements Agent {
 
   private pump(): void {
     if (this.draining) return
-    this.draining = this.drain().finally(() => {
-      this.draining = undefined
-    })
+    this.draining = this.drain()
   }
 
   private async drain(): Promise<void> {
     // Yield once so a caller can attach to the turn (subscribe, store the promise) before it starts.
     await Promise.resolve()
-    while (this.queue.length > 0 && this._status !== 'disposing') {
+    for (;;) {
+      if (this.queue.length === 0 || this._status === 'disposing') {
+        // Cleared in the same tick the queue is found empty: a followup queued by a caller
+        // that resumed on the last turn's result must start a new drain, not be stranded.
+        this.draining = undefined
+        return
+      }
       const next = this.queue.shift()!
       this._status = 'running'
       const controller = (this.controller = new AbortController())
