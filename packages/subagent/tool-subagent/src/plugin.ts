@@ -109,7 +109,9 @@ export class SubagentToolPlugin {
     }
     if (config.agentOptions.model !== undefined) request.agentOptions = { model: config.agentOptions.model }
     if (config.persona !== undefined) request.persona = config.persona
-    if (config.toolFilter !== undefined) request.toolFilter = config.toolFilter
+    // The config schema turns an absent filter into empty lists: only a non-empty list asks for filtering.
+    const { allow = [], deny = [] } = config.toolFilter ?? {}
+    if (allow.length > 0 || deny.length > 0) request.toolFilter = { ...(allow.length > 0 && { allow }), ...(deny.length > 0 && { deny }) }
     return request
   }
 }
