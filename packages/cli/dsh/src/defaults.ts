@@ -16,6 +16,10 @@ export function defaultEntries(options: { sessionDir?: string; model?: string })
       config: { name: 'openai', baseURL: 'https://api.openai.com/v1', model: 'gpt-4.1', apiKeyEnv: 'OPENAI_API_KEY' },
     },
     { id: 'session-jsonl', name: '@dsh/session-jsonl', config: { dir: options.sessionDir ?? defaultSessionDir() } },
+    { id: 'subagents', name: '@dsh/subagent' },
+    { id: 'subagent-spawn', name: '@dsh/subagent-spawn' },
+    { id: 'subagent-fork', name: '@dsh/subagent-fork' },
+    { id: 'tool-subagent', name: '@dsh/tool-subagent', config: { provider: 'spawn' } },
   ]
   return entries
 }

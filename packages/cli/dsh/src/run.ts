@@ -1,4 +1,5 @@
 import type { Agent } from '@dsh/agent'
+import type {} from '@dsh/subagent'
 import type { SessionUpdate } from '@dsh/session'
 import type { Composition } from './compose.js'
 import { startRuntime, type RuntimeOptions } from './runtime.js'
@@ -73,13 +74,14 @@ function watch(runtime: Composition, agent: Agent, options: RunOptions): void {
     agent.session.subscribe((update: SessionUpdate) => {
       if (update.type !== 'assistant/chunk') jsonLine({ kind: 'session/event', session: agent.id, event: update })
     })
+    runtime.ctx.on('subagent/start', (info) => jsonLine({ kind: 'subagent/start', ...info }))
+    runtime.ctx.on('subagent/end', (info) => jsonLine({ kind: 'subagent/end', ...info }))
     return
   }
   if (options.quiet) return
   agent.session.subscribe((update) => {
     if (update.type === 'assistant/chunk' && update.kind === 'text') process.stdout.write(update.text)
   })
-  void runtime
 }
 
 /** First Ctrl-C cancels the turn (children go with it); a second one exits at once. */

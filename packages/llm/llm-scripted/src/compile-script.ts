@@ -3,6 +3,8 @@ import type { CompiledCall, CompiledReply, CompiledRule, CompiledScript } from '
 
 /** The placeholder replaced, inside reply text, by the latest tool result's text. */
 export const LAST_TOOL_RESULT = '{{last_tool_result}}'
+/** Every tool result of the latest step, one per line (parallel calls). */
+export const TOOL_RESULTS = '{{tool_results}}'
 
 type Fields = Record<string, unknown>
 
@@ -81,6 +83,7 @@ function compileReply(value: unknown, path: string, fail: Fail): CompiledReply {
   if (text !== undefined) {
     if (typeof text !== 'string') fail(`${path}.text`, `must be a string, got ${show(text)}`)
     reply.textParts = (text as string).split(LAST_TOOL_RESULT)
+    if ((text as string).includes(TOOL_RESULTS)) reply.usesToolResults = true
   }
   if (call !== undefined && calls !== undefined) fail(path, 'use either "call" or "calls", not both')
   if (call !== undefined) reply.calls = [compileCall(call, `${path}.call`, fail)]

@@ -19,3 +19,18 @@ function toolResultsOf(message: Message | undefined): ToolResultBlock[] {
   for (const block of message.content) if (block.type === 'tool-result') results.push(block)
   return results
 }
+
+/**
+ * Text of every tool result after the last assistant message (the results of the latest
+ * step, in model order), one per line. Empty when the latest message is not a result.
+ */
+export function stepToolResultsText(messages: MessageHistory): string {
+  const texts: string[] = []
+  for (let i = messages.length - 1; i >= 0; i--) {
+    const message = messages.at(i)
+    if (!message || message.role === 'assistant') break
+    const results = toolResultsOf(message)
+    for (let j = results.length - 1; j >= 0; j--) texts.push(textOf(results[j].content))
+  }
+  return texts.reverse().join('\n')
+}

@@ -49,6 +49,8 @@ export interface CompiledReply {
    * history need not be searched.
    */
   textParts?: string[]
+  /** The text contains `{{tool_results}}`. */
+  usesToolResults?: boolean
   calls: CompiledCall[]
   error?: string
   delayMs: number

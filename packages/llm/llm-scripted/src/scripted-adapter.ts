@@ -1,10 +1,10 @@
 import { resolve } from 'node:path'
 import { LlmError, text as textBlock, type ContentBlock, type LlmAdapter, type LlmChunk, type LlmRequest, type RequestOrigin, type ToolCallBlock } from '@dsh/llm'
 import { abortableDelay, throwIfAborted } from './abortable-delay.js'
-import { compileScript } from './compile-script.js'
+import { compileScript, TOOL_RESULTS } from './compile-script.js'
 import { ScriptError, type ScriptErrorCode } from './errors.js'
 import { estimateInputTokens, estimateOutputTokens } from './estimate-tokens.js'
-import { lastToolResultText } from './last-tool-result.js'
+import { lastToolResultText, stepToolResultsText } from './last-tool-result.js'
 import type { CompiledReply, CompiledScript, Script } from './script.js'
 import { ScriptFileCache } from './script-file-cache.js'
 import { SessionBindings } from './session-bindings.js'
@@ -116,8 +116,8 @@ export class ScriptedAdapter implements LlmAdapter {
 function replyText(reply: CompiledReply, request: LlmRequest): string {
   const parts = reply.textParts
   if (!parts) return ''
-  if (parts.length === 1) return parts[0]
-  return parts.join(lastToolResultText(request.messages))
+  const text = parts.length === 1 ? parts[0] : parts.join(lastToolResultText(request.messages))
+  return reply.usesToolResults ? text.split(TOOL_RESULTS).join(stepToolResultsText(request.messages)) : text
 }
 
 function noReply(code: ScriptErrorCode, origin: RequestOrigin, why: string): ScriptError {

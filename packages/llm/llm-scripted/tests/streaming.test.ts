@@ -96,3 +96,25 @@ describe('streamed replies', () => {
     expect(textOfChunks(await ask('scripted:demo'))).toBe('Result: []')
   })
 })
+
+describe('{{tool_results}}', () => {
+  it('joins every tool result of the latest step in model order', async () => {
+    const { ScriptedAdapter } = await import('../src/index.js')
+    const { historyOf, userText } = await import('@dsh/llm')
+    const adapter = new ScriptedAdapter({ scripts: { s: [{ reply: [{ text: 'got: {{tool_results}} / last: {{last_tool_result}}' }] }] } })
+    const result = (callId: string, value: string) => ({ role: 'tool' as const, content: [{ type: 'tool-result' as const, callId, name: 't', content: [{ type: 'text' as const, text: value }] }] })
+    const messages = historyOf([
+      userText('go'),
+      { role: 'assistant', content: [{ type: 'tool-call', id: 'a', name: 't', args: {} }] },
+      result('old', 'stale'),
+      { role: 'assistant', content: [{ type: 'tool-call', id: 'b', name: 't', args: {} }, { type: 'tool-call', id: 'c', name: 't', args: {} }] },
+      result('b', 'first'),
+      result('c', 'second'),
+    ])
+    let text = ''
+    for await (const chunk of adapter.stream({ model: 's', system: '', messages, tools: [], signal: new AbortController().signal, origin: { sessionId: 's1', delegationDepth: 0, ownPrompt: 'go' } })) {
+      if (chunk.type === 'text-delta') text += chunk.text
+    }
+    expect(text).toBe('got: first\nsecond / last: second')
+  })
+})
