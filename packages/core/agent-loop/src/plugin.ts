@@ -1,6 +1,6 @@
 import { Context, Service } from 'cordis'
 import type { UserMessage } from '@dsh/llm'
-import type { TurnDriver, TurnResult, TurnRuntime } from '@dsh/agent'
+import { serviceInstance, type TurnDriver, type TurnResult, type TurnRuntime } from '@dsh/agent'
 import { runTurn, type LoopServices } from './loop.js'
 
 /** Provides `ctx.agentLoop`, the turn driver `ctx.agents` runs every agent with. */
@@ -10,7 +10,8 @@ export class AgentLoop extends Service implements TurnDriver {
 
   constructor(ctx: Context) {
     super(ctx, 'agentLoop')
-    this.services = { llm: ctx.llm, tools: ctx.tools }
+    // Held directly: the loop calls them several times per step (see `serviceInstance`).
+    this.services = { llm: serviceInstance(ctx.llm), tools: serviceInstance(ctx.tools) }
   }
 
   runTurn(runtime: TurnRuntime, input: UserMessage[], signal: AbortSignal): Promise<TurnResult> {

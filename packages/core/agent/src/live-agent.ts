@@ -1,3 +1,4 @@
+import { setMaxListeners } from 'node:events'
 import type { Context, Fiber } from 'cordis'
 import { userText, type UserMessage } from '@dsh/llm'
 import type { Session } from '@dsh/session'
@@ -141,7 +142,8 @@ export class LiveAgent implements Agent {
     this._status = 'disposing'
     const dropped = this.queue.splice(0)
     for (const turn of dropped) turn.reject(new AgentDisposedError(`agent ${this.id} was disposed before this turn started`))
-    this.cancel(new AgentDisposedError(`agent ${this.id} is being disposed`))
+    // An Error captures a stack trace: only pay for one when there is a turn to abort.
+    if (this.controller) this.cancel(new AgentDisposedError(`agent ${this.id} is being disposed`))
     await this.whenIdle()
     try {
       await this.host.finish(this)
@@ -172,6 +174,8 @@ export class LiveAgent implements Agent {
       const next = this.queue.shift()!
       this._status = 'running'
       const controller = (this.controller = new AbortController())
+      // Every tool call of the turn (a fan-out of hundreds of delegations) listens to this one signal.
+      setMaxListeners(0, controller.signal)
       try {
         const result = await this.host.driver().runTurn(this.runtime, next.message ? [next.message] : [], controller.signal)
         next.resolve(result)

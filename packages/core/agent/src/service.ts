@@ -4,6 +4,7 @@ import type { Session } from '@dsh/session'
 import type {} from '@dsh/tools'
 import type {} from '@dsh/llm'
 import { LiveAgent, type AgentHost } from './live-agent.js'
+import { serviceInstance } from './service-instance.js'
 import type { Agent, AgentCleanup, CreateAgentOptions, TurnDriver } from './types.js'
 
 declare module 'cordis' {
@@ -47,12 +48,20 @@ export class AgentRegistry extends Service {
    */
   private readonly home: Context
 
+  /** The services every create and dispose uses, held directly (see `serviceInstance`). */
+  private readonly sessions: Context['sessions']
+  private readonly tools: Context['tools']
+
   constructor(ctx: Context, public config: AgentRegistry.Config) {
     super(ctx, 'agents')
     const home = (this.home = ctx)
+    this.sessions = serviceInstance(ctx.sessions)
+    this.tools = serviceInstance(ctx.tools)
+    // This service restarts when its injected services are replaced, so holding them is safe.
+    const driver = serviceInstance(ctx.agentLoop)
     this.host = {
       home,
-      driver: () => home.agentLoop,
+      driver: () => driver,
       system: (agent) => agent.options.persona ?? this.config.persona,
       maxSteps: config.maxSteps,
       finish: (agent) => this.finish(agent),
@@ -97,8 +106,8 @@ export class AgentRegistry extends Service {
   }
 
   private async sessionFor(options: CreateAgentOptions): Promise<Session> {
-    if (options.sessionId === undefined) return this.home.sessions.create({ ...options.meta, seed: options.seed })
-    const session = await this.home.sessions.open(options.sessionId)
+    if (options.sessionId === undefined) return this.sessions.create({ ...options.meta, seed: options.seed })
+    const session = await this.sessions.open(options.sessionId)
     if (this.live.has(session.id)) throw new AgentError('SESSION_IN_USE', `session ${session.id} already has a live agent`)
     return session
   }
@@ -114,8 +123,8 @@ export class AgentRegistry extends Service {
     }
     for (const cleanup of this.cleanups) await attempt(() => cleanup(agent))
     await attempt(() => agent.releaseContext())
-    this.home.tools.forgetAgent(agent.id)
-    await attempt(() => this.home.sessions.release(agent.session))
+    this.tools.forgetAgent(agent.id)
+    await attempt(() => this.sessions.release(agent.session))
     if (this.live.get(agent.id) === agent) this.live.delete(agent.id)
     if (errors.length === 1) throw errors[0]
     if (errors.length > 1) throw new AggregateError(errors, `disposing agent ${agent.id} failed`)

@@ -72,16 +72,7 @@ export class MessageProjection {
 
   /** A stable view of the first `length` messages (default: all of them now). */
   view(length = this.length): MessageHistory {
-    const at = (index: number) => (index >= 0 && index < length ? this.at(index) : undefined)
-    const iterate = function* () {
-      for (let i = 0; i < length; i++) yield at(i)!
-    }
-    return {
-      length,
-      at,
-      toArray: () => [...iterate()],
-      [Symbol.iterator]: iterate,
-    }
+    return new ProjectionView(this, length)
   }
 
   private catchUp(): void {
@@ -94,5 +85,23 @@ export class MessageProjection {
       }
       this.processed++
     }
+  }
+}
+
+/** The first `length` messages of a projection; later appends do not change it. */
+class ProjectionView implements MessageHistory {
+  constructor(private readonly projection: MessageProjection, readonly length: number) {}
+
+  at(index: number): Message | undefined {
+    if (index < 0) index += this.length
+    return index >= 0 && index < this.length ? this.projection.at(index) : undefined
+  }
+
+  toArray(): Message[] {
+    return [...this]
+  }
+
+  *[Symbol.iterator](): Iterator<Message> {
+    for (let i = 0; i < this.length; i++) yield this.projection.at(i)!
   }
 }

@@ -77,9 +77,16 @@ export class Session {
     return this.projection.view()
   }
 
+  /**
+   * Append one event. The body object becomes the event (its `seq` and `ts` are set on
+   * it): callers pass a fresh literal, and a fan-out of a thousand children appends enough
+   * events that a copy per event shows up in garbage-collection time.
+   */
   append(body: SessionEventBody): SessionEvent {
     if (this._released) throw new SessionReleasedError(`session ${this.id} is released; it cannot take new events`)
-    const event = { ...body, seq: this.log.length, ts: Date.now() } as SessionEvent
+    const event = body as SessionEvent
+    event.seq = this.log.length
+    event.ts = Date.now()
     this.push(event)
     this.notify(event)
     return event

@@ -1,31 +1,21 @@
-import type { ContentBlock, Message, MessageHistory } from '@dsh/llm'
+import type { ContentBlock, MessageHistory } from '@dsh/llm'
 
 /** Roughly four characters a token: enough for usage accounting and context-size checks. */
 const CHARS_PER_TOKEN = 4
 
 /**
- * Characters per message, memoised: histories share their (immutable) message objects
- * from request to request, so a long session is not re-measured on every turn.
+ * A rough figure for the request's new input: the system prompt and the latest message.
+ * Deliberately not the whole history: measuring it would make every request cost time
+ * proportional to the session (a fork of a 100,000-event parent would pay for all of it),
+ * and a scripted model's usage only needs to be plausible, not exact.
  */
-const charsByMessage = new WeakMap<Message, number>()
-
 export function estimateInputTokens(system: string, messages: MessageHistory): number {
-  let chars = system.length
-  for (const message of messages) chars += charsOfMessage(message)
-  return Math.ceil(chars / CHARS_PER_TOKEN)
+  const latest = messages.at(messages.length - 1)
+  return Math.ceil((system.length + (latest ? charsOfBlocks(latest.content) : 0)) / CHARS_PER_TOKEN)
 }
 
 export function estimateOutputTokens(content: readonly ContentBlock[]): number {
   return Math.ceil(charsOfBlocks(content) / CHARS_PER_TOKEN)
-}
-
-function charsOfMessage(message: Message): number {
-  let chars = charsByMessage.get(message)
-  if (chars === undefined) {
-    chars = charsOfBlocks(message.content)
-    charsByMessage.set(message, chars)
-  }
-  return chars
 }
 
 function charsOfBlocks(blocks: readonly ContentBlock[]): number {

@@ -66,10 +66,6 @@ export class JsonlSessionStorage implements SessionStorage, SessionObserver {
   }
 
   created(session: Session): void {
-    if (session.seedLength > 0 && session.header.parentSession === undefined) {
-      // The store rebuilds a fork's seed from header.parentSession; without it the file can be written but not read back.
-      this.logger.warn('session %s is a fork (seedLength %d) without parentSession; it will be saved but cannot be reopened', session.id, session.seedLength)
-    }
     this.attach(session, 'created')
   }
 

@@ -178,14 +178,19 @@ describe('session-jsonl persistence', () => {
     expect(warnings).toEqual([])
   })
 
-  it('a fork without parentSession is saved, with a warning that it cannot be reopened', async () => {
+  it('a fork created without naming its parent records the seed\'s session as parentSession and reopens', async () => {
     const dir = await tempDir()
-    const { sessions, warnings } = await startProcess(dir)
-    const parent = sessions.create()
+    const first = await startProcess(dir)
+    const parent = first.sessions.create()
     appendTurn(parent, 1, 'one')
-    const child = sessions.create({ seed: { session: parent, length: 6 } })
-    await sessions.release(child)
-    expect(warnings.join('\n')).toContain(`session ${child.id} is a fork (seedLength 6) without parentSession`)
+    const child = first.sessions.create({ seed: { session: parent, length: 6 } })
+    appendTurn(child, 1, 'two')
+    await first.sessions.release(child)
+    await first.sessions.release(parent)
+    expect(child.header.parentSession).toBe(parent.id)
+    expect(first.warnings).toEqual([])
+    const second = await startProcess(dir)
+    expect((await second.sessions.open(child.id)).events()).toEqual(child.events())
   })
 
   it('list() skips a file whose header cannot be read, with a warning', async () => {

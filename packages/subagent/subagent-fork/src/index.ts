@@ -1,5 +1,6 @@
 import type { Context } from 'cordis'
 import Schema from 'schemastery'
+import { serviceInstance, type AgentRegistry } from '@dsh/agent'
 import type { SubagentProvider, SubagentRequest, SubagentRun } from '@dsh/subagent'
 import { IN_PROCESS_CAPABILITIES, startInProcessRun } from '@dsh/subagent-spawn'
 
@@ -13,12 +14,12 @@ export class ForkProvider implements SubagentProvider {
   readonly capabilities = IN_PROCESS_CAPABILITIES
   readonly inheritsParentContext = true
 
-  constructor(private readonly ctx: Context, readonly name: string) {}
+  constructor(private readonly agents: AgentRegistry, readonly name: string) {}
 
   start(request: SubagentRequest): Promise<SubagentRun> {
     const { session } = request.parent
     const length = session.completedLength
-    return startInProcessRun(this.ctx, request, { provider: this.name, ...(length > 0 && { seed: { session, length } }) })
+    return startInProcessRun(this.agents, request, { provider: this.name, ...(length > 0 && { seed: { session, length } }) })
   }
 }
 
@@ -29,7 +30,7 @@ export class ForkPlugin {
   })
 
   constructor(ctx: Context, config: ForkPlugin.Config) {
-    ctx.subagents.registerProvider(new ForkProvider(ctx, config.providerName))
+    ctx.subagents.registerProvider(new ForkProvider(serviceInstance(ctx.agents), config.providerName))
   }
 }
 

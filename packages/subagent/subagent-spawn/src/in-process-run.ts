@@ -5,7 +5,7 @@
  * own events.
  */
 import type { Context } from 'cordis'
-import type { Agent, TurnResult } from '@dsh/agent'
+import type { Agent, AgentRegistry, TurnResult } from '@dsh/agent'
 import type { AssistantMessage } from '@dsh/llm'
 import type { Session } from '@dsh/session'
 import { SubagentError, selectOutput, type StopReason, type SubagentRequest, type SubagentResult, type SubagentRun } from '@dsh/subagent'
@@ -18,7 +18,7 @@ export interface InProcessOptions {
   seed?: { session: Session; length: number }
 }
 
-export async function startInProcessRun(ctx: Context, request: SubagentRequest, options: InProcessOptions): Promise<SubagentRun> {
+export async function startInProcessRun(agents: AgentRegistry, request: SubagentRequest, options: InProcessOptions): Promise<SubagentRun> {
   const { parent, signal } = request
   if (signal.aborted) throw new SubagentError('ABORTED', 'the delegation was cancelled before the child was created', { cause: signal.reason })
   const depth = parent.depth + 1
@@ -32,7 +32,7 @@ export async function startInProcessRun(ctx: Context, request: SubagentRequest, 
   let structured: StructuredSlot | undefined
   let child: Agent
   try {
-    child = await ctx.agents.create({
+    child = await agents.create({
       seed: options.seed,
       parent,
       signal,
@@ -48,14 +48,17 @@ export async function startInProcessRun(ctx: Context, request: SubagentRequest, 
         model: request.agentOptions?.model ?? parent.options.model,
         persona: request.persona ?? parent.options.persona,
       },
-      setup: (childCtx, agent) => {
-        if (request.outputSchema) structured = registerStructuredOutput(childCtx, request.outputSchema)
-        if (request.toolFilter) {
-          // The schema tool is the child's way to answer: a filter never hides it.
-          const allow = request.toolFilter.allow && (structured ? [...request.toolFilter.allow, STRUCTURED_OUTPUT_TOOL] : request.toolFilter.allow)
-          childCtx.tools.restrict(agent.id, { ...request.toolFilter, allow })
-        }
-      },
+      // Only a child that needs scoped registrations pays for its own framework context.
+      ...((request.outputSchema || request.toolFilter) && {
+        setup: (childCtx: Context, agent: Agent) => {
+          if (request.outputSchema) structured = registerStructuredOutput(childCtx, request.outputSchema)
+          if (request.toolFilter) {
+            // The schema tool is the child's way to answer: a filter never hides it.
+            const allow = request.toolFilter.allow && (structured ? [...request.toolFilter.allow, STRUCTURED_OUTPUT_TOOL] : request.toolFilter.allow)
+            childCtx.tools.restrict(agent.id, { ...request.toolFilter, allow })
+          }
+        },
+      }),
     })
   } catch (error) {
     if (error instanceof SubagentError) throw error
@@ -63,7 +66,7 @@ export async function startInProcessRun(ctx: Context, request: SubagentRequest, 
     throw new SubagentError('START_FAILED', `the child could not be started: ${error instanceof Error ? error.message : String(error)}`, { cause: error })
   }
 
-  const cancel = (reason?: unknown) => child.cancel(reason ?? new Error('cancelled'))
+  const cancel = (reason?: unknown) => child.cancel(reason)
   const onAbort = () => cancel(signal.reason)
   signal.addEventListener('abort', onAbort, { once: true })
   const turn = child.followup({ role: 'user', content: request.prompt })

@@ -1,5 +1,6 @@
 import type { Context } from 'cordis'
 import Schema from 'schemastery'
+import { serviceInstance, type AgentRegistry } from '@dsh/agent'
 import type { SubagentCapabilities, SubagentProvider, SubagentRequest, SubagentRun } from '@dsh/subagent'
 import { startInProcessRun } from './in-process-run.js'
 
@@ -15,10 +16,10 @@ export class SpawnProvider implements SubagentProvider {
   readonly capabilities = IN_PROCESS_CAPABILITIES
   readonly inheritsParentContext = false
 
-  constructor(private readonly ctx: Context, readonly name: string) {}
+  constructor(private readonly agents: AgentRegistry, readonly name: string) {}
 
   start(request: SubagentRequest): Promise<SubagentRun> {
-    return startInProcessRun(this.ctx, request, { provider: this.name })
+    return startInProcessRun(this.agents, request, { provider: this.name })
   }
 }
 
@@ -30,7 +31,8 @@ export class SpawnPlugin {
   })
 
   constructor(ctx: Context, config: SpawnPlugin.Config) {
-    ctx.subagents.registerProvider(new SpawnProvider(ctx, config.providerName))
+    // The plugin restarts if ctx.agents is replaced, so the provider may hold it directly.
+    ctx.subagents.registerProvider(new SpawnProvider(serviceInstance(ctx.agents), config.providerName))
   }
 }
 

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto'
 import { Context, Service } from 'cordis'
-import type {} from '@dsh/agent'
+import { serviceInstance } from '@dsh/agent'
+import type { TextBlock } from '@dsh/llm'
 import { SubagentError } from './errors.js'
 import type { SubagentFeature, SubagentProvider, SubagentRequest, SubagentRun, SubagentRunEndInfo, SubagentRunInfo } from './types.js'
 
@@ -14,6 +15,11 @@ declare module 'cordis' {
     'subagent/start'(info: SubagentRunInfo): void
     'subagent/end'(info: SubagentRunEndInfo): void
   }
+}
+
+/** A deep copy of text blocks (all they hold is two strings; cheaper than `structuredClone`). */
+function cloneOutput(output: readonly TextBlock[]): TextBlock[] {
+  return output.map((block) => ({ type: 'text', text: block.text }))
 }
 
 /** The start-time features a request asks for, in a fixed order (the first unmet one is reported). */
@@ -62,9 +68,13 @@ export class SubagentService extends Service {
   /** This service's own context: `this.ctx` is the caller's. */
   private readonly home: Context
 
+  /** The events service itself: lifecycle notices go out on every run (see `serviceInstance`). */
+  private readonly events: { dispatch(type: 'emit', args: unknown[]): Array<(payload: unknown) => void> }
+
   constructor(ctx: Context) {
     super(ctx, 'subagents')
     this.home = ctx
+    this.events = serviceInstance(ctx.events) as unknown as SubagentService['events']
   }
 
   registerProvider(provider: SubagentProvider): () => void {
@@ -120,7 +130,7 @@ export class SubagentService extends Service {
       (result) => {
         const end: SubagentRunEndInfo = { ...info, stopReason: result.stopReason }
         if (result.diagnostic !== undefined) end.diagnostic = result.diagnostic
-        if (result.output.length > 0) end.lastAssistantMessage = structuredClone(result.output)
+        if (result.output.length > 0) end.lastAssistantMessage = cloneOutput(result.output)
         this.notify('subagent/end', end)
       },
       (error: unknown) => {
@@ -137,8 +147,7 @@ export class SubagentService extends Service {
   private notify<K extends 'subagent/provider-added' | 'subagent/provider-removed' | 'subagent/start' | 'subagent/end'>(name: K, payload: Parameters<import('cordis').Events[K]>[0]): void {
     // `dispatch` hands back the bound listeners instead of calling them, which lets us
     // contain each one; plain `emit` stops at the first that throws.
-    const events = this.home.events as unknown as { dispatch(type: 'emit', args: unknown[]): Array<(payload: unknown) => void> }
-    for (const listener of events.dispatch('emit', [name])) {
+    for (const listener of this.events.dispatch('emit', [name])) {
       try {
         listener(payload)
       } catch (error) {

@@ -1,0 +1,57 @@
+// Runs every benchmark scenario in fresh processes and prints the median of each figure.
+//   npm run bench            a table
+//   npm run bench -- --json  one {"name","unit","value"} object a line
+// Scenarios live in bench/scenario.js; bench/README.md says what each figure should be and why.
+import { execFileSync } from 'node:child_process'
+import { dirname, join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+
+const here = dirname(fileURLToPath(import.meta.url))
+const json = process.argv.includes('--json')
+const runsArg = process.argv.find((arg) => arg.startsWith('--runs='))
+const runs = runsArg ? Number(runsArg.slice('--runs='.length)) : 5
+
+const plan = [
+  { scenario: 'delegation', arg: 2000 },
+  { scenario: 'fanout', arg: 100 },
+  { scenario: 'fanout', arg: 1000 },
+  { scenario: 'liveChildren', arg: 1000 },
+  { scenario: 'fork', arg: 10 },
+  { scenario: 'fork', arg: 1000 },
+  { scenario: 'fork', arg: 100000 },
+]
+
+const units = [
+  [/_us$/, 'us'],
+  [/_ms$/, 'ms'],
+  [/_kb$/, 'KB'],
+  [/_events$/, 'events'],
+]
+const unitOf = (name) => units.find(([pattern]) => pattern.test(name))?.[1] ?? ''
+
+const samples = new Map()
+for (const { scenario, arg } of plan) {
+  for (let i = 0; i < runs; i++) {
+    const out = execFileSync(process.execPath, ['--expose-gc', join(here, 'scenario.js'), scenario, String(arg)], { encoding: 'utf8' })
+    const figures = JSON.parse(out.trim().split('\n').at(-1))
+    for (const [name, value] of Object.entries(figures)) samples.set(name, [...(samples.get(name) ?? []), value])
+  }
+  if (!json) process.stderr.write(`  ran ${scenario} ${arg} x${runs}\n`)
+}
+
+const median = (values) => {
+  const sorted = [...values].sort((a, b) => a - b)
+  const mid = sorted.length >> 1
+  return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2
+}
+
+const rows = [...samples].map(([name, values]) => ({ name, unit: unitOf(name), value: median(values), min: Math.min(...values), max: Math.max(...values) }))
+if (json) {
+  for (const { name, unit, value } of rows) process.stdout.write(`${JSON.stringify({ name, unit, value: Number(value.toFixed(3)) })}\n`)
+} else {
+  const fmt = (value) => (value >= 100 ? value.toFixed(0) : value.toFixed(2))
+  process.stdout.write(`median of ${runs} fresh processes each (min-max)\n`)
+  for (const { name, unit, value, min, max } of rows) {
+    process.stdout.write(`${name.padEnd(30)} ${fmt(value).padStart(10)} ${unit.padEnd(6)} (${fmt(min)}-${fmt(max)})\n`)
+  }
+}

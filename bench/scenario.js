@@ -1,0 +1,159 @@
+// One benchmark scenario in a fresh process. Prints one JSON object: { name: value, ... }.
+// Run through bench/run.js, which repeats each scenario in new processes and takes medians.
+import { createHarness } from '@dsh/testkit/harness'
+import { serviceInstance } from '@dsh/agent'
+import { text } from '@dsh/llm'
+import { SubagentService } from '@dsh/subagent'
+import { SpawnPlugin } from '@dsh/subagent-spawn'
+import { ForkPlugin } from '@dsh/subagent-fork'
+import { SubagentToolPlugin } from '@dsh/tool-subagent'
+
+const [name, arg] = process.argv.slice(2)
+
+function cpuMicros() {
+  const { user, system } = process.cpuUsage()
+  return user + system
+}
+
+function gc() {
+  if (!global.gc) throw new Error('run with --expose-gc')
+  global.gc()
+  global.gc()
+}
+
+async function harnessWith(script) {
+  const harness = await createHarness({ script })
+  await harness.plugin(SubagentService)
+  await harness.plugin(SpawnPlugin, {})
+  await harness.plugin(ForkPlugin, {})
+  await harness.plugin(SubagentToolPlugin, { provider: 'spawn', enableRunInBackground: false })
+  harness.ctx.tools.register({ name: 'noop', description: 'does nothing', parameters: { type: 'object' }, concurrencySafe: true, execute: () => 'done' })
+  return harness
+}
+
+const repeat = (count, make) => Array.from({ length: count }, make).flat()
+
+/** Parent turns that call a no-op tool, against parent turns that delegate to a spawn child. */
+async function delegation(iterations) {
+  const warm = 300
+  const turns = iterations + warm
+  const harness = await harnessWith([
+    { when: { prompt: '^child task$' }, reply: [{ text: 'child done' }] },
+    { when: { prompt: '^plain' }, reply: repeat(turns, () => [{ call: { tool: 'noop', args: {} } }, { text: 'ok' }]) },
+    { when: { prompt: '^delegate' }, reply: repeat(turns, () => [{ call: { tool: 'subagent', args: { description: 'd', prompt: 'child task' } } }, { text: 'ok' }]) },
+  ])
+  const plain = await harness.agent()
+  const delegating = await harness.agent()
+  const measure = async (agent, prompt, count) => {
+    const cpu = cpuMicros()
+    const wall = performance.now()
+    for (let i = 0; i < count; i++) {
+      const result = await agent.followup(prompt)
+      if (result.reason !== 'completed') throw new Error(`turn ended ${result.reason}: ${result.error}`)
+    }
+    return { cpu: cpuMicros() - cpu, wall: (performance.now() - wall) * 1000 }
+  }
+  await measure(plain, 'plain', warm)
+  await measure(delegating, 'delegate', warm)
+  gc()
+  const base = await measure(plain, 'plain', iterations)
+  gc()
+  const deleg = await measure(delegating, 'delegate', iterations)
+  if (harness.ctx.agents.list().length !== 2) throw new Error('children leaked')
+  await harness.dispose()
+  return {
+    plain_turn_cpu_us: base.cpu / iterations,
+    delegating_turn_cpu_us: deleg.cpu / iterations,
+    delegation_overhead_cpu_us: (deleg.cpu - base.cpu) / iterations,
+    delegation_overhead_wall_us: (deleg.wall - base.wall) / iterations,
+  }
+}
+
+/** One parent turn whose single step delegates to `count` children at once. */
+async function fanout(count) {
+  const harness = await harnessWith([
+    { when: { prompt: '^child' }, reply: [{ text: 'child done' }] },
+    { when: { prompt: '^warm' }, reply: [{ calls: repeat(100, () => ({ tool: 'subagent', args: { description: 'd', prompt: 'child' } })) }, { text: 'ok' }] },
+    { when: { prompt: '^fan' }, reply: [{ calls: repeat(count, () => ({ tool: 'subagent', args: { description: 'd', prompt: 'child' } })) }, { text: 'ok' }] },
+  ])
+  const warm = await harness.agent()
+  await warm.followup('warm')
+  const parent = await harness.agent()
+  gc()
+  const cpu = cpuMicros()
+  const wall = performance.now()
+  const result = await parent.followup('fan out')
+  const elapsed = performance.now() - wall
+  const used = cpuMicros() - cpu
+  if (result.reason !== 'completed') throw new Error(`turn ended ${result.reason}: ${result.error}`)
+  const results = parent.session.events().filter((event) => event.type === 'tool/result')
+  if (results.length !== count || results.some((event) => event.result.isError)) throw new Error('a child failed')
+  await harness.dispose()
+  return { [`fanout_${count}_ms`]: elapsed, [`fanout_${count}_cpu_ms`]: used / 1000 }
+}
+
+/** Heap held by each of `count` children kept open at once (finished, not disposed). */
+async function liveChildren(count) {
+  const harness = await harnessWith([{ when: { prompt: '^child' }, reply: [{ text: 'child done' }] }])
+  const parent = await harness.agent()
+  const subagents = serviceInstance(harness.ctx.subagents)
+  const startRun = () => subagents.start('spawn', { prompt: [text('child')], parent, signal: new AbortController().signal })
+  // warm the code paths, then measure from a collected heap
+  for (const run of await Promise.all(Array.from({ length: 200 }, startRun))) {
+    await run.result
+    await run.dispose()
+  }
+  gc()
+  const before = process.memoryUsage().heapUsed
+  const runs = await Promise.all(Array.from({ length: count }, startRun))
+  await Promise.all(runs.map((run) => run.result))
+  gc()
+  const after = process.memoryUsage().heapUsed
+  if (harness.ctx.agents.list().length !== count + 1) throw new Error('children not live')
+  await Promise.all(runs.map((run) => run.dispose()))
+  await harness.dispose()
+  return { heap_per_live_child_kb: (after - before) / count / 1024 }
+}
+
+/** Cost of one fork round trip (start, one child request, result, dispose) for a parent log of `events` events. */
+async function fork(events) {
+  const iterations = 400
+  const harness = await harnessWith([{ when: { prompt: '^fork task' }, reply: [{ text: 'forked' }] }])
+  const parent = await harness.agent()
+  const { session } = parent
+  const userMessage = { role: 'user', content: [text('earlier question')] }
+  const assistantMessage = { role: 'assistant', content: [text('earlier answer')] }
+  for (let turn = 1; session.length + 6 <= events; turn++) {
+    session.append({ type: 'turn/start', turn })
+    session.append({ type: 'step/start', step: 1 })
+    session.append({ type: 'user/message', message: userMessage })
+    session.append({ type: 'assistant/message', message: assistantMessage })
+    session.append({ type: 'step/end', step: 1 })
+    session.append({ type: 'turn/end', turn, reason: 'completed' })
+  }
+  // The service itself, as the subagent tool holds it: a call through a context pays for framework proxies.
+  const subagents = serviceInstance(harness.ctx.subagents)
+  const once = async () => {
+    const run = await subagents.start('fork', { prompt: [text('fork task')], parent, signal: new AbortController().signal })
+    const result = await run.result
+    await run.dispose()
+    if (result.stopReason !== 'completed') throw new Error(`fork ended ${result.stopReason}: ${result.diagnostic}`)
+  }
+  for (let i = 0; i < 100; i++) await once()
+  gc()
+  const cpu = cpuMicros()
+  const wall = performance.now()
+  for (let i = 0; i < iterations; i++) await once()
+  const result = { [`fork_${events}_us`]: (cpuMicros() - cpu) / iterations, [`fork_${events}_wall_us`]: ((performance.now() - wall) * 1000) / iterations, [`fork_${events}_parent_events`]: session.length }
+  await harness.dispose()
+  return result
+}
+
+const scenarios = { delegation, fanout, liveChildren, fork }
+const run = scenarios[name]
+if (!run) {
+  console.error(`unknown scenario ${name}; known: ${Object.keys(scenarios).join(', ')}`)
+  process.exit(2)
+}
+const figures = await run(Number(arg))
+process.stdout.write(`${JSON.stringify(figures)}\n`)
