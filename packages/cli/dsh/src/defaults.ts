@@ -1,4 +1,6 @@
+import { join } from 'node:path'
 import type { PluginEntry } from './compose.js'
+import { dshHome } from './config-file.js'
 
 /** What every `dsh` command composes before a user's config. */
 export function defaultEntries(options: { sessionDir?: string; model?: string }): PluginEntry[] {
@@ -26,6 +28,5 @@ export function defaultEntries(options: { sessionDir?: string; model?: string })
 
 /** `$DSH_HOME/sessions`, else `~/.dsh/sessions`. */
 export function defaultSessionDir(): string {
-  const home = process.env.DSH_HOME
-  return home ? `${home.replace(/\/$/, '')}/sessions` : '~/.dsh/sessions'
+  return join(dshHome(), 'sessions')
 }

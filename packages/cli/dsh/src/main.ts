@@ -1,5 +1,7 @@
 #!/usr/bin/env node
 import { parseArgs } from 'node:util'
+import { configCheck } from './commands/config.js'
+import { sessionsCommand } from './commands/sessions.js'
 import { CompositionError } from './compose.js'
 import { runCommand, UsageError } from './run.js'
 
@@ -8,11 +10,25 @@ const USAGE = `usage: dsh <command> [options]
 commands:
   run [--config FILE] [--model SPEC] [--session-dir DIR] [--resume ID] [--json] [--quiet] PROMPT
       run one turn of an agent to completion and print its answer
+  demo [--session-dir DIR] [--quiet]
+      a keyless tour: one parent delegating through every provider, then a summary
   acp [--config FILE] [--model SPEC] [--session-dir DIR]
       serve a dsh agent over the Agent Client Protocol on stdio
+  sessions list | tree [ID] | show ID   [--session-dir DIR]
+      stored sessions, their delegation lineage, and transcripts
+  config check [--config FILE]
+      compose the plugins and print them, or the first configuration error
 
 model specs: scripted:PATH (keyless, plays a script), deepseek:MODEL (DEEPSEEK_API_KEY),
-             openai:MODEL (OPENAI_API_KEY)`
+             openai:MODEL (OPENAI_API_KEY)
+config: --config FILE, else ./dsh.yml, else $DSH_HOME/config.yml (~/.dsh/config.yml)`
+
+const COMMON = {
+  config: { type: 'string' },
+  model: { type: 'string' },
+  'session-dir': { type: 'string' },
+  verbose: { type: 'boolean', default: false },
+} as const
 
 async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv
@@ -21,6 +37,18 @@ async function main(argv: string[]): Promise<number> {
       return runVerb(rest)
     case 'acp':
       return (await import('./acp.js')).acpVerb(rest)
+    case 'demo':
+      return (await import('./commands/demo.js')).demoVerb(rest)
+    case 'sessions': {
+      const { values, positionals } = parseArgs({ args: rest, allowPositionals: true, options: COMMON })
+      const [verb, ...args] = positionals
+      return sessionsCommand(verb, args, { sessionDir: values['session-dir'], config: values.config })
+    }
+    case 'config': {
+      const { values, positionals } = parseArgs({ args: rest, allowPositionals: true, options: COMMON })
+      if (positionals[0] !== 'check') throw new UsageError('dsh config: the only verb is `check`')
+      return configCheck({ config: values.config, model: values.model, sessionDir: values['session-dir'] })
+    }
     case undefined:
     case 'help':
     case '--help':
@@ -38,13 +66,10 @@ async function runVerb(args: string[]): Promise<number> {
     args,
     allowPositionals: true,
     options: {
-      config: { type: 'string' },
-      model: { type: 'string' },
-      'session-dir': { type: 'string' },
+      ...COMMON,
       resume: { type: 'string' },
       json: { type: 'boolean', default: false },
       quiet: { type: 'boolean', default: false },
-      verbose: { type: 'boolean', default: false },
     },
   })
   const prompt = positionals.join(' ').trim()
@@ -67,12 +92,16 @@ process.stdout.on('error', (error: NodeJS.ErrnoException) => {
   throw error
 })
 
+function isParseError(error: unknown): error is Error {
+  return error instanceof Error && 'code' in error && String((error as { code: unknown }).code).startsWith('ERR_PARSE_ARGS')
+}
+
 main(process.argv.slice(2)).then(
   (code) => {
     process.exitCode = code
   },
   (error: unknown) => {
-    if (error instanceof UsageError || error instanceof CompositionError || (error instanceof Error && error.name === 'TypeError' && 'code' in error && String((error as { code: unknown }).code).startsWith('ERR_PARSE_ARGS'))) {
+    if (error instanceof UsageError || error instanceof CompositionError || isParseError(error)) {
       process.stderr.write(`${error.message}\n`)
       process.exitCode = 2
     } else {

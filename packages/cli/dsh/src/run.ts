@@ -1,15 +1,21 @@
-import type { Agent } from '@dsh/agent'
-import type {} from '@dsh/subagent'
+import type { Agent, TurnResult } from '@dsh/agent'
+import { textOf } from '@dsh/llm'
 import type { SessionUpdate } from '@dsh/session'
+import type {} from '@dsh/subagent'
 import type { Composition } from './compose.js'
+import { lifecycleLine, TtyTreeRenderer } from './progress/render.js'
+import { ProgressTracker } from './progress/tracker.js'
 import { startRuntime, type RuntimeOptions } from './runtime.js'
 
 export interface RunOptions extends RuntimeOptions {
   prompt: string
   resume?: string
   json?: boolean
+  /** No live progress (the answer is still printed). */
   quiet?: boolean
   cwd?: string
+  /** Override terminal detection (tests). */
+  tty?: boolean
 }
 
 export class UsageError extends Error {
@@ -25,7 +31,7 @@ export const NO_MODEL_HELP = [
   '  - any OpenAI-compatible:  --model openai:MODEL with OPENAI_API_KEY, or configure @dsh/llm-openai',
 ].join('\n')
 
-/** Pick the model spec: --model, then the config's, then DeepSeek when its key is set. */
+/** Pick the model spec: --model, then DeepSeek when its key is set (a config's `llm.model` applies otherwise). */
 export function chooseModel(explicit: string | undefined, env: NodeJS.ProcessEnv = process.env): string | undefined {
   if (explicit) return explicit
   if (env.DEEPSEEK_API_KEY) return 'deepseek:deepseek-chat'
@@ -52,10 +58,10 @@ export async function runCommand(options: RunOptions): Promise<number> {
       sessionId: options.resume,
       meta: { origin: 'cli', cwd: options.cwd ?? process.cwd() },
     })
-    watch(runtime, agent, options)
+    const view = watch(runtime, agent, options)
     const result = await agent.followup(options.prompt)
     await agent.whenIdle()
-    if (!options.json && !options.quiet) process.stdout.write('\n')
+    view.finish(result)
     if (result.reason !== 'completed') {
       process.stderr.write(`dsh: the turn ended ${result.reason}${result.error ? `: ${result.error}` : ''}\n`)
       return 1
@@ -68,7 +74,16 @@ export async function runCommand(options: RunOptions): Promise<number> {
   }
 }
 
-function watch(runtime: Composition, agent: Agent, options: RunOptions): void {
+interface RunView {
+  finish(result: TurnResult): void
+}
+
+/**
+ * How a run shows itself: NDJSON for `--json`; on a terminal a live tree of the agent and
+ * its children, then the answer; otherwise the answer streamed to stdout with one plain
+ * line per subagent lifecycle change on stderr.
+ */
+function watch(runtime: Composition, agent: Agent, options: RunOptions): RunView {
   if (options.json) {
     jsonLine({ kind: 'session/header', session: agent.id, header: agent.session.header })
     agent.session.subscribe((update: SessionUpdate) => {
@@ -76,12 +91,46 @@ function watch(runtime: Composition, agent: Agent, options: RunOptions): void {
     })
     runtime.ctx.on('subagent/start', (info) => jsonLine({ kind: 'subagent/start', ...info }))
     runtime.ctx.on('subagent/end', (info) => jsonLine({ kind: 'subagent/end', ...info }))
-    return
+    return { finish: () => {} }
   }
-  if (options.quiet) return
+  const tty = options.tty ?? process.stdout.isTTY === true
+  if (tty && !options.quiet) {
+    const tracker = new ProgressTracker(runtime.ctx, agent)
+    const renderer = new TtyTreeRenderer(tracker, process.stdout)
+    return {
+      finish: (result) => {
+        tracker.finishRoot(result.reason)
+        renderer.stop()
+        tracker.dispose()
+        const answer = finalAnswer(agent, result)
+        if (answer) process.stdout.write(`\n${answer}\n`)
+      },
+    }
+  }
   agent.session.subscribe((update) => {
     if (update.type === 'assistant/chunk' && update.kind === 'text') process.stdout.write(update.text)
   })
+  if (!options.quiet) {
+    const tracker = new ProgressTracker(runtime.ctx, agent)
+    tracker.onChange((change) => {
+      const line = lifecycleLine(change, Date.now())
+      if (line) process.stderr.write(`${line}\n`)
+    })
+  }
+  return { finish: () => process.stdout.write('\n') }
+}
+
+/** The text of the turn's last assistant message that has any. */
+function finalAnswer(agent: Agent, result: TurnResult): string {
+  let answer = ''
+  for (let seq = result.startSeq; seq <= result.endSeq; seq++) {
+    const event = agent.session.at(seq)
+    if (event?.type === 'assistant/message') {
+      const text = textOf(event.message.content)
+      if (text) answer = text
+    }
+  }
+  return answer
 }
 
 /** First Ctrl-C cancels the turn (children go with it); a second one exits at once. */

@@ -1,5 +1,6 @@
 import { Context, Logger, type Exporter } from 'cordis'
 import { compose, mergeEntries, readEntries, type Composition, type PluginEntry } from './compose.js'
+import { discoverConfig } from './config-file.js'
 import { defaultEntries } from './defaults.js'
 
 export interface RuntimeOptions {
@@ -27,7 +28,8 @@ export function attachConsoleLogger(ctx: Context, verbose = false): void {
 export async function startRuntime(options: RuntimeOptions): Promise<Composition> {
   const ctx = new Context()
   attachConsoleLogger(ctx, options.verbose)
-  const user = options.config ? await readEntries(options.config) : []
+  const configFile = options.config ?? discoverConfig()
+  const user = configFile ? await readEntries(configFile) : []
   const entries = mergeEntries([...defaultEntries(options), ...(options.extra ?? [])], user)
   try {
     return await compose(ctx, entries)

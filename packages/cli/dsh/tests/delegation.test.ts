@@ -25,9 +25,32 @@ describe('dsh run with delegation', () => {
   it('a scripted parent delegating to a spawn child and a fork child in one step prints an answer built from both', async () => {
     const dir = tempDir()
     const result = await runDsh(['run', '--config', config, '--model', `scripted:${script}`, '--session-dir', dir, 'review the plan'])
-    expect(result.stderr).toBe('')
     expect(result.code).toBe(0)
     expect(result.stdout).toContain('risks: the migration has no rollback')
+    expect(result.stdout).toContain('fix: add a down-migration first')
+  })
+
+  it('when stdout is not a terminal, prints one plain progress line per lifecycle change, in lifecycle order', async () => {
+    const dir = tempDir()
+    const result = await runDsh(['run', '--config', config, '--model', `scripted:${script}`, '--session-dir', dir, 'review the plan'])
+    expect(result.code).toBe(0)
+    const lines = result.stderr.trim().split('\n')
+    expect(lines).toHaveLength(4)
+    const parsed = lines.map((line) => /^\[subagent\] (start|end) (\w+) (\S+)/.exec(line)!)
+    expect(parsed.every(Boolean)).toBe(true)
+    for (const [, kind, provider, id] of parsed.filter(([, kind]) => kind === 'start')) {
+      const endIndex = parsed.findIndex(([, k, , i]) => k === 'end' && i === id)
+      expect(endIndex).toBeGreaterThan(parsed.findIndex(([, k, , i]) => k === kind && i === id))
+      expect(lines[endIndex]).toContain(`${provider} ${id} completed after`)
+    }
+    expect(lines.filter((line) => line.includes('start'))[0]).toMatch(/"find risks" \(parent \S+\)$/)
+  })
+
+  it('--quiet prints the answer without progress lines', async () => {
+    const dir = tempDir()
+    const result = await runDsh(['run', '--quiet', '--config', config, '--model', `scripted:${script}`, '--session-dir', dir, 'review the plan'])
+    expect(result.code).toBe(0)
+    expect(result.stderr).toBe('')
     expect(result.stdout).toContain('fix: add a down-migration first')
   })
 

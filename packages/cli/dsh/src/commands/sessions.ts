@@ -1,0 +1,175 @@
+/**
+ * `dsh sessions`: list stored sessions, show their lineage as a tree (from the session
+ * headers alone), and print one as a readable transcript.
+ */
+import { textOf } from '@dsh/llm'
+import type { SessionEvent, SessionHeader, StoredSession } from '@dsh/session'
+import { startRuntime } from '../runtime.js'
+import { UsageError } from '../run.js'
+
+interface Summary {
+  header: SessionHeader
+  firstPrompt: string
+  /** Reason of the last `turn/end`, or `running`/`empty`. */
+  stopReason: string
+}
+
+export async function sessionsCommand(verb: string | undefined, args: string[], options: { sessionDir?: string; config?: string }): Promise<number> {
+  const runtime = await startRuntime({ ...options, verbose: false })
+  try {
+    const { sessions } = runtime.ctx
+    const headers = await sessions.listStored()
+    switch (verb) {
+      case undefined:
+      case 'list':
+        return await list(headers, (id) => sessions.readStored(id))
+      case 'tree':
+        return await tree(headers, args[0], (id) => sessions.readStored(id))
+      case 'show': {
+        if (!args[0]) throw new UsageError('dsh sessions show: which session? (an id from `dsh sessions list`)')
+        const stored = await sessions.readStored(resolveId(headers, args[0]))
+        if (!stored) throw new UsageError(`dsh sessions show: no stored session ${args[0]}`)
+        process.stdout.write(transcript(stored, sessions.locate(stored.header.id)))
+        return 0
+      }
+      default:
+        throw new UsageError(`dsh sessions: unknown verb "${verb}" (list, tree [ID], show ID)`)
+    }
+  } finally {
+    await runtime.dispose()
+  }
+}
+
+/** An id, or a unique suffix of one (ids are long; their tails are what people copy). */
+function resolveId(headers: SessionHeader[], wanted: string): string {
+  if (headers.some((header) => header.id === wanted)) return wanted
+  const matches = headers.filter((header) => header.id.endsWith(wanted))
+  if (matches.length === 1) return matches[0].id
+  if (matches.length > 1) throw new UsageError(`"${wanted}" matches ${matches.length} sessions; give more of the id`)
+  return wanted
+}
+
+async function summarize(header: SessionHeader, read: (id: string) => Promise<StoredSession | undefined>): Promise<Summary> {
+  const stored = await read(header.id).catch(() => undefined)
+  const events = stored?.events ?? []
+  const firstUser = events.find((event) => event.type === 'user/message')
+  const lastEnd = [...events].reverse().find((event) => event.type === 'turn/end')
+  return {
+    header,
+    firstPrompt: firstUser?.type === 'user/message' ? textOf(firstUser.message.content) : '',
+    stopReason: lastEnd?.type === 'turn/end' ? lastEnd.reason : events.length ? 'running' : 'empty',
+  }
+}
+
+function childrenOf(headers: SessionHeader[]): Map<string, SessionHeader[]> {
+  const children = new Map<string, SessionHeader[]>()
+  for (const header of headers) {
+    if (!header.parentSession) continue
+    children.set(header.parentSession, [...(children.get(header.parentSession) ?? []), header])
+  }
+  for (const list of children.values()) list.sort((a, b) => a.createdAt.localeCompare(b.createdAt))
+  return children
+}
+
+function descendants(id: string, children: Map<string, SessionHeader[]>): number {
+  return (children.get(id) ?? []).reduce((count, child) => count + 1 + descendants(child.id, children), 0)
+}
+
+function clip(text: string, max: number): string {
+  const flat = text.replace(/\s+/g, ' ').trim()
+  return flat.length > max ? `${flat.slice(0, max - 1)}…` : flat
+}
+
+function when(iso: string): string {
+  return iso.replace('T', ' ').slice(0, 19)
+}
+
+async function list(headers: SessionHeader[], read: (id: string) => Promise<StoredSession | undefined>): Promise<number> {
+  const children = childrenOf(headers)
+  const roots = headers.filter((header) => !header.parentSession || !headers.some((other) => other.id === header.parentSession))
+  roots.sort((a, b) => b.createdAt.localeCompare(a.createdAt))
+  if (roots.length === 0) {
+    process.stdout.write('no sessions yet\n')
+    return 0
+  }
+  for (const header of roots) {
+    const summary = await summarize(header, read)
+    const count = descendants(header.id, children)
+    process.stdout.write(`${header.id}  ${when(header.createdAt)}  ${String(count).padStart(3)} ${count === 1 ? 'child ' : 'children'}  ${clip(summary.firstPrompt, 60)}\n`)
+  }
+  return 0
+}
+
+async function tree(headers: SessionHeader[], wanted: string | undefined, read: (id: string) => Promise<StoredSession | undefined>): Promise<number> {
+  const byId = new Map(headers.map((header) => [header.id, header]))
+  let root: SessionHeader | undefined
+  if (wanted) {
+    root = byId.get(resolveId(headers, wanted))
+    if (!root) throw new UsageError(`dsh sessions tree: no stored session ${wanted}`)
+  } else {
+    root = headers.filter((header) => !header.parentSession).sort((a, b) => b.createdAt.localeCompare(a.createdAt))[0]
+    if (!root) {
+      process.stdout.write('no sessions yet\n')
+      return 0
+    }
+  }
+  const children = childrenOf(headers)
+  const lines: string[] = []
+  const visit = async (header: SessionHeader, prefix: string, branch: string) => {
+    const summary = await summarize(header, read)
+    const who = header.provider ?? header.origin ?? 'session'
+    const label = header.label ? ` "${clip(header.label, 40)}"` : summary.firstPrompt ? ` "${clip(summary.firstPrompt, 40)}"` : ''
+    const seed = header.seedLength ? ` (seeded ${header.seedLength} events)` : ''
+    lines.push(`${prefix}${branch}${header.id}  ${who}${label}  ${summary.stopReason}${seed}`)
+    const kids = children.get(header.id) ?? []
+    const childPrefix = prefix + (branch === '' ? '' : branch === '└─ ' ? '   ' : '│  ')
+    for (const [index, child] of kids.entries()) await visit(child, childPrefix, index === kids.length - 1 ? '└─ ' : '├─ ')
+  }
+  await visit(root, '', '')
+  process.stdout.write(`${lines.join('\n')}\n`)
+  return 0
+}
+
+export function transcript(stored: StoredSession, location?: string): string {
+  const { header, events } = stored
+  const lineage = [
+    header.parentSession && `parent ${header.parentSession}`,
+    header.provider && `provider ${header.provider}`,
+    header.delegationDepth !== undefined && `depth ${header.delegationDepth}`,
+    header.seedLength && `seeded with ${header.seedLength} events of its parent`,
+  ].filter(Boolean)
+  const out = [`session ${header.id}  ${when(header.createdAt)}  ${header.origin ?? ''}${lineage.length ? `  (${lineage.join(', ')})` : ''}`, `cwd ${header.cwd}${location ? `  file ${location}` : ''}`]
+  for (const event of events) {
+    const line = describeEvent(event)
+    if (line !== undefined) out.push(line)
+  }
+  return `${out.join('\n')}\n`
+}
+
+function indent(text: string, prefix: string): string {
+  return text.split('\n').map((line, index) => (index === 0 ? line : `${prefix}${line}`)).join('\n')
+}
+
+function describeEvent(event: SessionEvent): string | undefined {
+  switch (event.type) {
+    case 'turn/start':
+      return `\n── turn ${event.turn}`
+    case 'user/message':
+      return `user: ${indent(textOf(event.message.content), '      ')}`
+    case 'assistant/message': {
+      const text = textOf(event.message.content)
+      return text ? `assistant: ${indent(text, '           ')}` : undefined
+    }
+    case 'tool/call':
+      return `  → ${event.call.name} ${clip(event.call.rawArgs ?? JSON.stringify(event.call.args), 200)}`
+    case 'tool/result':
+      return `  ← ${event.result.name}${event.result.isError ? ' (error)' : ''}: ${indent(clip(textOf(event.result.content), 400), '    ')}`
+    case 'turn/end':
+      return `── turn ${event.turn} ended ${event.reason}${event.error ? `: ${event.error}` : ''}`
+    case 'step/start':
+    case 'step/end':
+      return undefined
+    default:
+      return undefined
+  }
+}

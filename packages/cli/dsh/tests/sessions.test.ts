@@ -1,0 +1,85 @@
+import { writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { describe, expect, it } from 'vitest'
+import { repoRoot, runDsh, tempDir } from './cli.js'
+
+const config = join(repoRoot, 'examples/delegate.yml')
+const script = join(repoRoot, 'examples/delegate-script.yml')
+
+async function delegatedRun(dir: string) {
+  const result = await runDsh(['run', '--quiet', '--config', config, '--model', `scripted:${script}`, '--session-dir', dir, 'review the plan'])
+  expect(result.code).toBe(0)
+}
+
+describe('dsh sessions', () => {
+  it('list shows the root session with its child count and first prompt, newest first', async () => {
+    const dir = tempDir()
+    await delegatedRun(dir)
+    const plain = await runDsh(['run', '--model', 'scripted:examples/hello.yml', '--session-dir', dir, 'hello again'])
+    expect(plain.code).toBe(0)
+    const result = await runDsh(['sessions', 'list', '--session-dir', dir])
+    expect(result.code).toBe(0)
+    const lines = result.stdout.trim().split('\n')
+    expect(lines).toHaveLength(2)
+    expect(lines[0]).toMatch(/0 children {2}hello again$/)
+    expect(lines[1]).toMatch(/2 children {2}review the plan$/)
+  })
+
+  it('tree shows the lineage from the headers: parent, then children with provider and stop reason', async () => {
+    const dir = tempDir()
+    await delegatedRun(dir)
+    const result = await runDsh(['sessions', 'tree', '--session-dir', dir])
+    expect(result.code).toBe(0)
+    const lines = result.stdout.trim().split('\n')
+    expect(lines).toHaveLength(3)
+    expect(lines[0]).toMatch(/^\S+ {2}cli "review the plan" {2}completed$/)
+    expect(lines.slice(1).join('\n')).toMatch(/^├─ \S+ {2}spawn "find risks" {2}completed\n└─ \S+ {2}fork "propose a fix" {2}completed/)
+  })
+
+  it('show prints a readable transcript with tool calls and results', async () => {
+    const dir = tempDir()
+    await delegatedRun(dir)
+    const tree = await runDsh(['sessions', 'tree', '--session-dir', dir])
+    const rootId = tree.stdout.split(' ')[0]
+    const result = await runDsh(['sessions', 'show', rootId.slice(-6), '--session-dir', dir])
+    expect(result.code).toBe(0)
+    expect(result.stdout).toContain('user: review the plan')
+    expect(result.stdout).toContain('  → subagent {"description":"find risks"')
+    expect(result.stdout).toContain('  ← subagent_fork: fix: add a down-migration first')
+    expect(result.stdout).toContain('── turn 1 ended completed')
+  })
+
+  it('show of an unknown id exits 2 and says so', async () => {
+    const result = await runDsh(['sessions', 'show', 'nope', '--session-dir', tempDir()])
+    expect(result.code).toBe(2)
+    expect(result.stderr).toContain('no stored session nope')
+  })
+})
+
+describe('dsh config check', () => {
+  it('prints the composed plugin list', async () => {
+    const result = await runDsh(['config', 'check', '--config', config])
+    expect(result.code).toBe(0)
+    expect(result.stdout).toMatch(/tool-subagent-fork +@dsh\/tool-subagent +\{"provider":"fork","toolName":"subagent_fork"\}/)
+    expect(result.stdout).toContain('subagent providers: spawn, fork')
+  })
+
+  it('a bad config key exits non-zero with the plugin and the key named', async () => {
+    const dir = tempDir()
+    const file = join(dir, 'dsh.yml')
+    writeFileSync(file, '- id: tool-subagent\n  name: "@dsh/tool-subagent"\n  config:\n    maxDepth: -2\n')
+    const result = await runDsh(['config', 'check', '--config', file])
+    expect(result.code).toBe(1)
+    expect(result.stderr).toContain('"tool-subagent"')
+    expect(result.stderr).toContain('maxDepth')
+  })
+
+  it('finds dsh.yml in the working directory without --config', async () => {
+    const dir = tempDir()
+    writeFileSync(join(dir, 'dsh.yml'), '- id: agents\n  name: "@dsh/agent"\n  config:\n    persona: 42\n')
+    const result = await runDsh(['config', 'check'], { cwd: dir })
+    expect(result.code).toBe(1)
+    expect(result.stderr).toContain(join(dir, 'dsh.yml'))
+    expect(result.stderr).toContain('persona')
+  })
+})

@@ -1,0 +1,67 @@
+import { execFileSync } from 'node:child_process'
+import { writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { afterEach, describe, expect, it } from 'vitest'
+import { dshBin, repoRoot, tempDir } from './cli.js'
+
+const session = `dsh-tty-${process.pid}`
+const tmux = (...args: string[]) => execFileSync('tmux', args, { encoding: 'utf8' })
+const screen = () => tmux('capture-pane', '-p', '-t', session)
+
+async function until(check: (text: string) => boolean, timeoutMs = 15_000): Promise<string> {
+  const deadline = Date.now() + timeoutMs
+  let text = ''
+  while (Date.now() < deadline) {
+    text = screen()
+    if (check(text)) return text
+    await new Promise((resolve) => setTimeout(resolve, 50))
+  }
+  throw new Error(`the screen never matched; last screen:\n${text}`)
+}
+
+afterEach(() => {
+  try {
+    tmux('kill-session', '-t', session)
+  } catch {
+    // already gone: the test ended it or it never started
+  }
+})
+
+describe('live progress on a terminal', () => {
+  it('draws a tree of the root and its children in place, then the answer', async () => {
+    const dir = tempDir()
+    const script = join(dir, 'script.yml')
+    writeFileSync(script, [
+      '- when: { prompt: "slow one" }',
+      '  reply: [{ text: "first child done", delay_ms: 1500 }]',
+      '- when: { prompt: "slow two" }',
+      '  reply: [{ text: "second child done", delay_ms: 1500 }]',
+      '- when: { depth: 0 }',
+      '  reply:',
+      '    - calls:',
+      '        - { tool: subagent, args: { description: "alpha", prompt: "slow one" } }',
+      '        - { tool: subagent_fork, args: { description: "beta", prompt: "slow two" } }',
+      '    - text: "all done: {{tool_results}}"',
+    ].join('\n'))
+    const command = [process.execPath, dshBin, 'run', '--config', join(repoRoot, 'examples/delegate.yml'), '--model', `scripted:${script}`, '--session-dir', dir, 'go']
+      .map((part) => `'${part}'`)
+      .join(' ')
+    tmux('new-session', '-d', '-s', session, '-x', '120', '-y', '30', `env DSH_HOME=${dir} ${command}; echo EXIT=$?; sleep 30`)
+
+    const live = await until((text) => /alpha/.test(text) && /beta/.test(text))
+    const liveLines = live.split('\n')
+    expect(liveLines.find((line) => /^… dsh {2}running \d+\.\ds/.test(line))).toBeDefined()
+    expect(liveLines.find((line) => /^├─ … spawn \S+ "alpha" {2}running/.test(line))).toBeDefined()
+    expect(liveLines.find((line) => /^└─ … fork \S+ "beta" {2}running/.test(line))).toBeDefined()
+
+    const done = await until((text) => text.includes('EXIT='))
+    expect(done).toContain('EXIT=0')
+    const lines = done.split('\n')
+    // redrawn in place: exactly one copy of the tree remains on screen
+    expect(lines.filter((line) => line.includes('"alpha"'))).toHaveLength(1)
+    expect(lines.find((line) => /^✓ dsh {2}done/.test(line))).toBeDefined()
+    expect(lines.find((line) => /^├─ ✓ spawn \S+ "alpha" {2}done/.test(line))).toBeDefined()
+    expect(lines.find((line) => /^└─ ✓ fork \S+ "beta" {2}done/.test(line))).toBeDefined()
+    expect(done).toContain('all done: first child done')
+  })
+})
