@@ -1,1 +1,7 @@
-export {}
+export * from './types.js'
+export * from './errors.js'
+export * from './output.js'
+export * from './process-group.js'
+export * from './local.js'
+export * from './service.js'
+export { BashService as default } from './service.js'

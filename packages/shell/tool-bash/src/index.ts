@@ -1,1 +1,3 @@
-export {}
+export * from './render.js'
+export * from './plugin.js'
+export { BashToolPlugin as default } from './plugin.js'

@@ -2,7 +2,9 @@ import type { Context } from 'cordis'
 import Schema from 'schemastery'
 import { text } from '@dsh/llm'
 import type { ToolExecution, ToolOutput } from '@dsh/tools'
+import { serviceInstance } from '@dsh/agent'
 import type { SubagentProvider, SubagentRequest } from '@dsh/subagent'
+import { startBackground } from './background.js'
 import { collect } from './foreground.js'
 import { toolParameters, type SubagentToolArgs } from './schema.js'
 import { providerWording } from './wording.js'
@@ -40,8 +42,11 @@ export class SubagentToolPlugin {
   })
 
   private unregister: (() => void) | undefined
+  /** Held directly for the per-call path (see `serviceInstance`); the plugin restarts with the service. */
+  private readonly subagents: Context['subagents']
 
   constructor(private readonly ctx: Context, private readonly config: SubagentToolConfig) {
+    this.subagents = serviceInstance(ctx.subagents)
     const log = ctx.logger('tool-subagent')
     ctx.on('subagent/provider-added', (provider) => {
       if (provider.name === config.provider) this.mount(provider)
@@ -85,13 +90,11 @@ export class SubagentToolPlugin {
   }
 
   private async execute(args: SubagentToolArgs, exec: ToolExecution): Promise<ToolOutput> {
-    if (args.run_in_background) {
-      return { isError: true, content: 'background runs need the tasks runtime: load @dsh/tasks and @dsh/tool-tasks' }
-    }
+    if (args.run_in_background) return startBackground(this.ctx, this.config.provider, this.request(args, exec), exec)
     const request = this.request(args, exec)
     let run
     try {
-      run = await this.ctx.subagents.start(this.config.provider, request)
+      run = await this.subagents.start(this.config.provider, request)
     } catch (error) {
       return { isError: true, content: `the subagent could not be started: ${error instanceof Error ? error.message : String(error)}` }
     }

@@ -1,1 +1,5 @@
-export {}
+export * from './render.js'
+export * from './tools.js'
+export * from './notices.js'
+export * from './plugin.js'
+export { TaskToolsPlugin as default } from './plugin.js'

@@ -1,0 +1,78 @@
+import { Context, Service } from 'cordis'
+import Schema from 'schemastery'
+import { BashError } from './errors.js'
+import { LocalBashExecutor } from './local.js'
+import type { BashExecutor, BashProcess, BashRequest, BashResult } from './types.js'
+
+declare module 'cordis' {
+  interface Context {
+    bash: BashService
+  }
+}
+
+/**
+ * `ctx.bash`: the bash executor seam. Exactly one executor runs every command of a
+ * context (this machine by default; a sandbox or a remote host by replacing it), so a
+ * deployment can never run some commands here and some there by accident.
+ */
+export class BashService extends Service {
+  static Config: Schema<BashService.Config> = Schema.object({
+    executor: Schema.union(['local', 'none'] as const).default('local').description('`local`: run commands on this machine; `none`: another plugin registers the executor.'),
+    killGraceMs: Schema.natural().default(2_000).description('Local executor: SIGTERM → SIGKILL grace when a command is stopped.'),
+    maxOutputChars: Schema.natural().min(1_000).default(30_000).description('Local executor: most output characters kept per command (head and tail).'),
+  })
+
+  private current: BashExecutor | undefined
+
+  constructor(ctx: Context, public config: BashService.Config) {
+    super(ctx, 'bash')
+    if (config.executor === 'local') {
+      const local = new LocalBashExecutor({ killGraceMs: config.killGraceMs, maxOutputChars: config.maxOutputChars })
+      this.registerExecutor(local)
+      // Unloading stops what is still running: no command outlives the seam that started it.
+      ctx.effect(() => () => local.stopAll(), 'bash: stop running commands')
+    }
+  }
+
+  /** Install the executor; a second one while the first is registered throws `DUPLICATE_EXECUTOR`. An effect. */
+  registerExecutor(executor: BashExecutor): () => void {
+    if (this.current) {
+      throw new BashError('DUPLICATE_EXECUTOR', `a bash executor ("${this.current.name}") is already registered; load "${executor.name}" with @dsh/bash configured as executor: none`)
+    }
+    return this.ctx.effect(() => {
+      this.current = executor
+      return () => {
+        if (this.current === executor) this.current = undefined
+      }
+    }, `bash.registerExecutor(${JSON.stringify(executor.name)})`)
+  }
+
+  /** The registered executor, if any. */
+  get executor(): BashExecutor | undefined {
+    return this.current
+  }
+
+  /** Start a command on the executor. */
+  start(request: BashRequest): BashProcess {
+    if (typeof request.command !== 'string' || !request.command.trim()) throw new BashError('INVALID_REQUEST', 'a command must be non-empty text')
+    if (request.command.includes('\0')) throw new BashError('INVALID_REQUEST', 'a command cannot contain NUL characters')
+    if (request.timeoutMs !== undefined && !(request.timeoutMs > 0)) throw new BashError('INVALID_REQUEST', `timeoutMs must be positive (got ${request.timeoutMs})`)
+    if (!this.current) throw new BashError('NO_EXECUTOR', 'no bash executor is registered: load @dsh/bash (executor: local) or an executor plugin')
+    return this.current.start(request)
+  }
+
+  /** Run a command to its end: the exit and the retained output. */
+  async run(request: BashRequest): Promise<BashResult> {
+    const process = this.start(request)
+    const exit = await process.exited
+    return { ...exit, output: process.output() }
+  }
+}
+
+export namespace BashService {
+  export interface Config {
+    executor: 'local' | 'none'
+    killGraceMs: number
+    maxOutputChars: number
+  }
+}

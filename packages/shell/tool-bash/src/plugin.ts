@@ -1,0 +1,108 @@
+import type { Context } from 'cordis'
+import Schema from 'schemastery'
+import type {} from '@dsh/agent'
+import type {} from '@dsh/bash'
+import { TaskError } from '@dsh/tasks'
+import type { ToolExecution, ToolOutput } from '@dsh/tools'
+import { backgroundOutcome, renderForeground } from './render.js'
+
+export interface BashToolArgs {
+  command: string
+  timeout_ms?: number
+  run_in_background?: boolean
+}
+
+export interface BashToolConfig {
+  defaultTimeoutMs: number
+  maxTimeoutMs: number
+  enableRunInBackground: boolean
+}
+
+export const NO_TASKS_MESSAGE = 'background commands need the tasks runtime: load @dsh/tasks and @dsh/tool-tasks'
+
+/**
+ * The model-facing `bash` tool over `ctx.bash`. A foreground call runs the command in the
+ * calling agent's session cwd and returns its exit and output; a timeout or a cancelled
+ * call stops the whole process tree. `run_in_background` registers the command on
+ * `ctx.tasks` as a stream task of kind `bash`, read incrementally with `task_output`.
+ */
+export class BashToolPlugin {
+  static inject = ['bash', 'tools']
+  static Config: Schema<BashToolConfig> = Schema.object({
+    defaultTimeoutMs: Schema.natural().min(1).default(120_000).description('Foreground timeout when the call gives none.'),
+    maxTimeoutMs: Schema.natural().min(1).default(600_000).description('Largest timeout_ms the model may ask for.'),
+    enableRunInBackground: Schema.boolean().default(true).description('Offer run_in_background in the schema.'),
+  })
+
+  constructor(private readonly ctx: Context, private readonly config: BashToolConfig) {
+    if (config.defaultTimeoutMs > config.maxTimeoutMs) {
+      throw new Error(`@dsh/tool-bash: defaultTimeoutMs (${config.defaultTimeoutMs}) exceeds maxTimeoutMs (${config.maxTimeoutMs})`)
+    }
+    const properties: Record<string, unknown> = {
+      command: { type: 'string', minLength: 1, description: 'The bash command to run (bash -c), in the session\'s working directory.' },
+      timeout_ms: {
+        type: 'integer',
+        minimum: 1,
+        maximum: config.maxTimeoutMs,
+        description: `Stop the command after this many milliseconds (default ${config.defaultTimeoutMs} in the foreground; none in the background).`,
+      },
+    }
+    if (config.enableRunInBackground) {
+      properties.run_in_background = {
+        type: 'boolean',
+        description: 'Start the command and return at once with a task id; read its output as it grows with task_output, stop it with task_kill.',
+      }
+    }
+    ctx.tools.register<BashToolArgs>({
+      name: 'bash',
+      description:
+        'Run a bash command and return its exit code and output (stdout and stderr together; long output keeps its beginning and end). A timeout stops the command and everything it started.' +
+        (config.enableRunInBackground ? ' Use run_in_background for long-running commands (servers, watchers, long builds).' : ''),
+      parameters: { type: 'object', properties, required: ['command'], additionalProperties: false },
+      execute: (args, exec) => (args.run_in_background ? this.background(args, exec) : this.foreground(args, exec)),
+    })
+  }
+
+  private async foreground(args: BashToolArgs, exec: ToolExecution): Promise<ToolOutput> {
+    const timeoutMs = args.timeout_ms ?? this.config.defaultTimeoutMs
+    const result = await this.ctx.bash.run({ command: args.command, cwd: exec.agent.session.header.cwd, timeoutMs, signal: exec.signal })
+    return renderForeground(result, timeoutMs)
+  }
+
+  private async background(args: BashToolArgs, exec: ToolExecution): Promise<ToolOutput> {
+    // Optional on purpose: foreground commands work without the tasks runtime.
+    const tasks = this.ctx.get('tasks')
+    if (!tasks) {
+      this.ctx.logger('tool-bash').warn(NO_TASKS_MESSAGE)
+      return { isError: true, content: NO_TASKS_MESSAGE }
+    }
+    if (exec.signal.aborted) return { isError: true, content: 'the command was not started: the call was aborted' }
+    const owner = exec.agent.id
+    try {
+      tasks.assertAdmission({ kind: 'bash', owner })
+    } catch (error) {
+      if (error instanceof TaskError) return { isError: true, content: `the command was not started: ${error.message}` }
+      throw error
+    }
+    // No signal: from here the task owns the process; task_kill or the owner's disposal stops it.
+    const process = this.ctx.bash.start({ command: args.command, cwd: exec.agent.session.header.cwd, timeoutMs: args.timeout_ms })
+    let id: string
+    try {
+      id = tasks.register({
+        kind: 'bash',
+        label: args.command,
+        owner,
+        cancel: () => void process.stop(),
+        done: process.exited.then((exit) => backgroundOutcome(exit, args.timeout_ms)),
+        readOutput: (cursor) => process.read(cursor),
+      })
+    } catch (error) {
+      await process.stop()
+      if (error instanceof TaskError) return { isError: true, content: `the command was not started: ${error.message}` }
+      throw error
+    }
+    return `started background bash task ${id} (pid ${process.pid ?? 'none'}); read its output with task_output, stop it with task_kill`
+  }
+}
+
+export default BashToolPlugin

@@ -1,0 +1,328 @@
+import { afterEach, describe, expect, it, vi } from 'vitest'
+import { createHarness, type Harness, type HarnessOptions } from '@dsh/testkit/harness'
+import type { Agent } from '@dsh/agent'
+import { BashService } from '@dsh/bash'
+import { text, textOf } from '@dsh/llm'
+import { SubagentService, type SubagentProvider, type SubagentResult, type SubagentRun } from '@dsh/subagent'
+import { SpawnPlugin } from '@dsh/subagent-spawn'
+import { TaskService } from '@dsh/tasks'
+import { BashToolPlugin } from '@dsh/tool-bash'
+import { TaskToolsPlugin } from '@dsh/tool-tasks'
+import { SubagentToolPlugin } from '@dsh/tool-subagent'
+import { runOutcome, settleRun } from '../src/background.js'
+
+let harness: Harness
+afterEach(async () => {
+  await harness?.dispose()
+})
+
+interface SetupOptions {
+  tasks?: boolean
+  maxLiveTasksPerOwner?: number
+  provider?: SubagentProvider
+}
+
+/** Real services and the scripted model; spawn children, the task runtime and tools, background bash. */
+async function setup(script: HarnessOptions['script'], options: SetupOptions = {}) {
+  harness = await createHarness({ script })
+  await harness.plugin(SubagentService)
+  if (options.provider) {
+    const provider = options.provider
+    await harness.plugin({ name: 'fake-provider', inject: ['subagents'], apply: (ctx: Harness['ctx']) => void ctx.subagents.registerProvider(provider) })
+  } else {
+    await harness.plugin(SpawnPlugin, {})
+  }
+  if (options.tasks !== false) {
+    await harness.plugin(TaskService, options.maxLiveTasksPerOwner === undefined ? {} : { maxLiveTasksPerOwner: options.maxLiveTasksPerOwner })
+    await harness.plugin(TaskToolsPlugin)
+  }
+  await harness.plugin(BashService)
+  await harness.plugin(BashToolPlugin)
+  await harness.plugin(SubagentToolPlugin, { provider: options.provider?.name ?? 'spawn' })
+}
+
+function results(agent: Agent) {
+  return agent.session.events().flatMap((event) =>
+    event.type === 'tool/result' ? [{ name: event.result.name, text: textOf(event.result.content), isError: event.result.isError === true }] : [],
+  )
+}
+
+function notices(agent: Agent): string[] {
+  return agent.session.events().flatMap((event) => (event.type === 'user/message' && /^Background task update/.test(textOf(event.message.content)) ? [textOf(event.message.content)] : []))
+}
+
+function exists(pid: number): boolean {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ESRCH') return false
+    throw error
+  }
+}
+
+const background = (description: string, prompt = 'child task') => ({ tool: 'subagent', args: { description, prompt, run_in_background: true } })
+const delay = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
+
+describe('outcome mapping', () => {
+  it('completed carries the answer, aborted is killed, anything else fails with reason and diagnostic', () => {
+    expect(runOutcome({ output: [text('the answer')], stopReason: 'completed' })).toEqual({ status: 'completed', output: 'the answer' })
+    expect(runOutcome({ output: [text('x')], structured: { n: 1 }, stopReason: 'completed' })).toEqual({ status: 'completed', output: '{"n":1}' })
+    expect(runOutcome({ output: [text('half')], stopReason: 'aborted' })).toMatchObject({ status: 'killed', output: 'half' })
+    expect(runOutcome({ output: [], stopReason: 'error', diagnostic: 'model overloaded' })).toEqual({ status: 'failed', detail: 'error: model overloaded', output: '' })
+    expect(runOutcome({ output: [], stopReason: 'max-tokens' })).toMatchObject({ status: 'failed', detail: 'max-tokens' })
+    expect(runOutcome({ output: [], stopReason: 'something-new' })).toMatchObject({ status: 'failed', detail: 'something-new' })
+  })
+
+  it('settleRun settles only after dispose, on both result paths, and contains an infrastructure rejection', async () => {
+    const order: string[] = []
+    const fakeRun = (result: Promise<SubagentResult>): SubagentRun => ({
+      id: 'r',
+      local: false,
+      result,
+      cancel: () => {},
+      dispose: async () => {
+        await delay(20)
+        order.push('disposed')
+      },
+    })
+    const ok = await settleRun(fakeRun(Promise.resolve({ output: [text('fine')], stopReason: 'completed' })))
+    order.push('settled')
+    const broken = await settleRun(fakeRun(Promise.reject(new Error('transport exploded'))))
+    order.push('settled')
+    expect(ok).toEqual({ status: 'completed', output: 'fine' })
+    expect(broken).toEqual({ status: 'failed', detail: 'the subagent run failed: transport exploded' })
+    expect(order).toEqual(['disposed', 'settled', 'disposed', 'settled'])
+  })
+})
+
+describe('background delegation', () => {
+  it('returns a task id at once and is collected with task_output (wait)', async () => {
+    await setup([
+      { when: { depth: 1 }, reply: [{ text: 'child answer', delay_ms: 100 }] },
+      {
+        when: { depth: 0 },
+        reply: [
+          { call: background('research') },
+          { call: { tool: 'task_output', args: { task_id: 'subagent-1', wait: true, timeout_ms: 10_000 } } },
+          { text: 'the child said: {{last_tool_result}}' },
+        ],
+      },
+    ])
+    const parent = await harness.agent()
+    await parent.followup('go')
+    const [started, collected] = results(parent)
+    expect(started).toMatchObject({ name: 'subagent', isError: false, text: expect.stringMatching(/^started background subagent task subagent-1\b/) })
+    expect(collected).toMatchObject({ name: 'task_output', isError: false, text: 'subagent-1 completed · subagent: research\nchild answer' })
+    expect(notices(parent)).toEqual([])
+    // The task settled only once the child was released.
+    expect(harness.ctx.agents.list()).toEqual([parent])
+  })
+
+  it('is stopped with task_kill: the task ends killed with the reason and the child is gone', async () => {
+    await setup([
+      { when: { depth: 1 }, reply: [{ text: 'never', delay_ms: 60_000 }] },
+      { when: { depth: 0 }, reply: [{ call: background('research') }, { call: { tool: 'task_kill', args: { task_id: 'subagent-1', reason: 'changed my mind' } } }, { text: 'ok' }] },
+    ])
+    const parent = await harness.agent()
+    const started = Date.now()
+    await parent.followup('go')
+    expect(Date.now() - started).toBeLessThan(5_000)
+    expect(results(parent)[1]).toMatchObject({ name: 'task_kill', text: 'subagent-1 killed: changed my mind · subagent: research' })
+    expect(harness.ctx.agents.list()).toEqual([parent])
+    expect(notices(parent)).toEqual([])
+  })
+
+  it('forwards the kill reason to run.cancel and settles the task only after run.dispose()', async () => {
+    const seen = { cancels: [] as unknown[], disposed: false, signals: [] as AbortSignal[] }
+    const provider: SubagentProvider = {
+      name: 'fake',
+      capabilities: { outputSchema: false, depthLimit: true, toolFilter: false, persona: false },
+      inheritsParentContext: false,
+      start: async (request) => {
+        seen.signals.push(request.signal)
+        let finish!: (result: SubagentResult) => void
+        const result = new Promise<SubagentResult>((resolve) => (finish = resolve))
+        return {
+          id: 'fake-child',
+          local: false,
+          result,
+          cancel: (reason) => {
+            seen.cancels.push(reason)
+            finish({ output: [text('partial')], stopReason: 'aborted' })
+          },
+          dispose: async () => {
+            await delay(30)
+            seen.disposed = true
+          },
+        }
+      },
+    }
+    await setup([{ reply: [{ call: background('fake work') }, { call: { tool: 'task_kill', args: { task_id: 'subagent-1', reason: 'budget' } } }, { text: 'ok' }] }], { provider })
+    let disposedAtSettlement: boolean | undefined
+    harness.ctx.tasks.onSettled(() => (disposedAtSettlement = seen.disposed))
+    const parent = await harness.agent()
+    await parent.followup('go')
+    expect(seen.cancels).toEqual(['budget'])
+    expect(disposedAtSettlement).toBe(true)
+    // The run's signal belongs to the task, not to the tool call (which ended long ago).
+    expect(seen.signals[0].aborted).toBe(false)
+    expect(harness.ctx.tasks.read('subagent-1', parent.id)).toMatchObject({ text: 'partial', task: { status: 'killed', detail: 'budget' } })
+  })
+
+  it('outlives the call that started it: cancelling the parent\'s turn does not touch the child, whose notice then wakes the parent', async () => {
+    let release!: () => void
+    await setup([
+      { when: { depth: 1 }, reply: [{ text: 'child answer', delay_ms: 150 }] },
+      { when: { depth: 0 }, reply: [{ call: background('research') }, { call: { tool: 'hold', args: {} } }, { text: 'noticed: {{last_tool_result}}' }] },
+    ])
+    let held!: () => void
+    const holding = new Promise<void>((resolve) => (held = resolve))
+    harness.ctx.tools.register({
+      name: 'hold',
+      description: 'hold',
+      parameters: { type: 'object' },
+      execute: (_args, exec) =>
+        new Promise<string>((resolve) => {
+          release = () => resolve('released')
+          exec.signal.addEventListener('abort', () => resolve('aborted'))
+          held()
+        }),
+    })
+    const parent = await harness.agent()
+    const turn = parent.followup('go')
+    await holding
+    parent.cancel()
+    expect((await turn).reason).toBe('aborted')
+    await vi.waitFor(() => expect(notices(parent)).toHaveLength(1), { timeout: 5_000, interval: 10 })
+    await parent.whenIdle()
+    expect(notices(parent)[0]).toContain('subagent-1 completed · subagent: research')
+    expect(parent.session.events().filter((event) => event.type === 'turn/start')).toHaveLength(2)
+    expect(harness.ctx.tasks.read('subagent-1', parent.id).text).toBe('child answer')
+    release?.()
+  })
+
+  it('refuses an already-aborted call without starting a child', async () => {
+    await setup([{ reply: [{ text: 'unused' }] }])
+    const parent = await harness.agent()
+    const controller = new AbortController()
+    controller.abort()
+    const tool = harness.ctx.tools.get('subagent', parent.id)!
+    const output = await tool.execute({ description: 'x', prompt: 'child task', run_in_background: true }, { signal: controller.signal, callId: 'c1', agent: parent })
+    expect(output).toEqual({ isError: true, content: 'the subagent was not started: the call was aborted' })
+    expect(harness.ctx.agents.list()).toEqual([parent])
+    expect(harness.ctx.tasks.list(parent.id)).toEqual([])
+  })
+
+  it('without ctx.tasks fails loudly, naming the packages to load', async () => {
+    await setup([{ reply: [{ call: background('x') }, { text: 'ok' }] }], { tasks: false })
+    const parent = await harness.agent()
+    await parent.followup('go')
+    expect(results(parent)).toEqual([{ name: 'subagent', isError: true, text: 'background delegation needs the tasks runtime: load @dsh/tasks and @dsh/tool-tasks' }])
+    expect(harness.ctx.agents.list()).toEqual([parent])
+  })
+
+  it('a refused admission starts no child', async () => {
+    await setup(
+      [
+        { when: { depth: 1 }, reply: [{ text: 'slow', delay_ms: 60_000 }] },
+        { when: { depth: 0 }, reply: [{ calls: [background('first'), background('second')] }, { text: 'ok' }] },
+      ],
+      { maxLiveTasksPerOwner: 1 },
+    )
+    const parent = await harness.agent()
+    await parent.followup('go')
+    const [, second] = results(parent)
+    expect(second).toMatchObject({ isError: true, text: expect.stringMatching(/^the subagent was not started: .*1 live background tasks/) })
+    expect(harness.ctx.agents.list()).toHaveLength(2)
+  })
+})
+
+describe('background work and its owner', () => {
+  it('a parent starts a child and a command in the background, keeps working, then collects both', async () => {
+    await setup([
+      { when: { depth: 1 }, reply: [{ text: 'the child found 42', delay_ms: 100 }] },
+      {
+        when: { depth: 0 },
+        reply: [
+          { calls: [background('find the number'), { tool: 'bash', args: { command: 'sleep 0.2; echo the build passed', run_in_background: true } }] },
+          { call: { tool: 'bash', args: { command: 'echo meanwhile' } } },
+          {
+            calls: [
+              { tool: 'task_output', args: { task_id: 'subagent-1', wait: true, timeout_ms: 10_000 } },
+              { tool: 'task_output', args: { task_id: 'bash-1', wait: true, timeout_ms: 10_000 } },
+            ],
+          },
+          { text: 'Both are in.' },
+        ],
+      },
+    ])
+    const parent = await harness.agent()
+    const turn = await parent.followup('go')
+    expect(turn.reason).toBe('completed')
+    expect(results(parent).map((result) => result.text.split('\n')[0])).toEqual([
+      expect.stringMatching(/^started background subagent task subagent-1/),
+      expect.stringMatching(/^started background bash task bash-1/),
+      'exit code 0',
+      'subagent-1 completed · subagent: find the number',
+      'bash-1 completed (exit code 0) · bash: sleep 0.2; echo the build passed',
+    ])
+    expect(results(parent).slice(3).map((result) => result.text.split('\n').slice(1).join('\n'))).toEqual(['the child found 42', 'the build passed\n'])
+    expect(notices(parent)).toEqual([])
+    expect(harness.ctx.tasks.hasLive(parent.id)).toBe(false)
+  })
+
+  it('ids count per kind across delegations and commands', async () => {
+    await setup([
+      { when: { depth: 1 }, reply: [{ text: 'done' }] },
+      {
+        when: { depth: 0 },
+        reply: [
+          {
+            calls: [
+              background('a'),
+              { tool: 'bash', args: { command: 'true', run_in_background: true } },
+              background('b'),
+              { tool: 'bash', args: { command: 'true', run_in_background: true } },
+            ],
+          },
+          { text: 'ok' },
+        ],
+      },
+    ])
+    const parent = await harness.agent()
+    await parent.followup('go')
+    expect(results(parent).map((result) => /task (\S+?)[;\s]/.exec(result.text)?.[1])).toEqual(['subagent-1', 'bash-1', 'subagent-2', 'bash-2'])
+  })
+
+  it('disposing a parent cancels its running background child and sleep, and resolves only after both have stopped', async () => {
+    await setup([
+      { when: { depth: 1 }, reply: [{ text: 'never', delay_ms: 60_000 }] },
+      { when: { depth: 0 }, reply: [{ calls: [background('long research'), { tool: 'bash', args: { command: 'sleep 30', run_in_background: true } }] }, { text: 'both started' }] },
+    ])
+    const parent = await harness.agent()
+    await parent.followup('go')
+    const pid = Number(/\(pid (\d+)\)/.exec(results(parent)[1].text)![1])
+    const child = harness.ctx.agents.list().find((agent) => agent !== parent)!
+    expect(child.status === 'running' || child.status === 'idle').toBe(true)
+    // Make the child's release take a while, so a parent disposal that did not wait for it would show.
+    let childReleased = false
+    harness.ctx.agents.onCleanup(async (agent) => {
+      if (agent !== child) return
+      await delay(50)
+      childReleased = true
+    })
+    expect(exists(pid)).toBe(true)
+    expect(harness.ctx.tasks.hasLive(parent.id)).toBe(true)
+    const started = Date.now()
+    await parent.dispose()
+    expect(Date.now() - started).toBeLessThan(5_000)
+    expect(childReleased).toBe(true)
+    expect(child.status).toBe('disposed')
+    expect(child.session.released).toBe(true)
+    expect(exists(pid)).toBe(false)
+    expect(harness.ctx.agents.list()).toEqual([])
+    expect(harness.ctx.tasks.hasLive(parent.id)).toBe(false)
+    expect(notices(parent)).toEqual([])
+  })
+})

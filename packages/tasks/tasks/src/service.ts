@@ -1,0 +1,319 @@
+import { Context, Service } from 'cordis'
+import Schema from 'schemastery'
+import type {} from '@dsh/agent'
+import { TaskError } from './errors.js'
+import { TaskRecord } from './task.js'
+import type { TaskInfo, TaskRead, TaskRegistration, TaskSettledListener } from './types.js'
+
+declare module 'cordis' {
+  interface Context {
+    tasks: TaskService
+  }
+}
+
+const KIND = /^[a-z][a-z0-9_]{0,31}$/
+
+/** Longest `wait` the registry accepts, so a forgotten waiter cannot pin a task forever. */
+export const MAX_WAIT_MS = 600_000
+
+/**
+ * `ctx.tasks`: the one registry of background work (background subagents, background
+ * commands). Producers register work with a `cancel` and a `done`; owners read, wait on
+ * and kill it through the registry, which fences every access by owner, bounds how much
+ * live work one owner may have, and stops an owner's work when the owner is disposed
+ * (the agent registry awaits that before releasing the owner's session).
+ */
+export class TaskService extends Service {
+  static inject = ['agents']
+  static Config: Schema<TaskService.Config> = Schema.object({
+    maxLiveTasksPerOwner: Schema.natural().min(1).default(10).description('Most live (running) tasks one owner may have at a time.'),
+  })
+
+  private tasks = new Map<string, TaskRecord>()
+  private counters = new Map<string, number>()
+  private surfaces: string[] = []
+  private listeners: TaskSettledListener[] = []
+  private ownerWaiters = new Map<string, Array<() => void>>()
+  /** This service's own context: `this.ctx` is the caller's (services are reached through proxies). */
+  private readonly home: Context
+
+  constructor(ctx: Context, public config: TaskService.Config) {
+    super(ctx, 'tasks')
+    this.home = ctx
+    ctx.agents.onCleanup((agent) => this.releaseOwner(agent.id))
+    ctx.effect(() => () => this.shutdown(), 'tasks: stop every live task')
+  }
+
+  /**
+   * Declare a surface through which owners collect and stop tasks (`@dsh/tool-tasks`
+   * does). Without one, `register` fails: work nobody can collect or stop is a
+   * misconfiguration, not a feature. An effect of the calling context.
+   */
+  attachSurface(name: string): () => void {
+    return this.ctx.effect(() => {
+      this.surfaces = [...this.surfaces, name]
+      return () => {
+        const index = this.surfaces.indexOf(name)
+        if (index >= 0) this.surfaces = [...this.surfaces.slice(0, index), ...this.surfaces.slice(index + 1)]
+      }
+    }, `tasks.attachSurface(${JSON.stringify(name)})`)
+  }
+
+  /**
+   * Throws the error `register` would throw for this kind and owner, without registering.
+   * A producer checks admission before it starts costly work, so a refused task never
+   * starts a child or a process just to stop it again.
+   */
+  assertAdmission(request: { kind: string; owner?: string }): void {
+    const { kind, owner } = request
+    if (typeof kind !== 'string' || !KIND.test(kind)) {
+      throw new TaskError('INVALID_TASK', `task kind ${JSON.stringify(kind)} must be a lowercase word (letters, digits, "_"; at most 32)`)
+    }
+    if (this.surfaces.length === 0) {
+      throw new TaskError('NO_SURFACE', 'no task surface is loaded, so nobody could collect or stop this task: load @dsh/tool-tasks next to @dsh/tasks')
+    }
+    const label = owner === undefined ? 'unowned work' : `agent ${owner}`
+    if (owner !== undefined) {
+      const agent = this.home.agents.get(owner)
+      if (!agent || agent.status === 'disposing' || agent.status === 'disposed') {
+        throw new TaskError('OWNER_GONE', `cannot start a task for ${label}: it is ${agent ? agent.status : 'not a live agent'}`)
+      }
+    }
+    const live = this.liveCount(owner)
+    const max = this.config.maxLiveTasksPerOwner
+    if (live >= max) {
+      throw new TaskError(
+        'LIMIT',
+        `${label} already has ${live} live background tasks, the most allowed (maxLiveTasksPerOwner ${max}); free a slot first: wait for one to finish (task_output with wait: true) or stop one (task_kill)`,
+      )
+    }
+  }
+
+  /**
+   * Register running work; returns its id, `<kind>-N` with N counted per kind from 1.
+   * A refused registration consumes no id.
+   */
+  register(registration: TaskRegistration): string {
+    this.assertAdmission(registration)
+    if (typeof registration.label !== 'string') throw new TaskError('INVALID_TASK', 'a task needs a text label')
+    if (typeof registration.cancel !== 'function') throw new TaskError('INVALID_TASK', 'a task needs a cancel function')
+    if (!registration.done || typeof registration.done.then !== 'function') throw new TaskError('INVALID_TASK', 'a task needs a done promise')
+    const number = (this.counters.get(registration.kind) ?? 0) + 1
+    this.counters.set(registration.kind, number)
+    const id = `${registration.kind}-${number}`
+    const log = this.home.logger('tasks')
+    const record = new TaskRecord(
+      id,
+      registration,
+      (settled) => this.announce(settled),
+      (error) => log.warn('cancelling task %s threw (it must still settle done): %s', id, describe(error)),
+    )
+    this.tasks.set(id, record)
+    return id
+  }
+
+  /** The caller's own tasks and unowned ones, oldest first. */
+  list(caller: string): TaskInfo[] {
+    const infos: TaskInfo[] = []
+    for (const record of this.tasks.values()) if (this.visible(record, caller)) infos.push(record.info())
+    return infos
+  }
+
+  /** A snapshot; never marks the task reported. */
+  get(id: string, caller: string): TaskInfo {
+    return this.access(id, caller).info()
+  }
+
+  /**
+   * Stream tasks: the output since the previous read. Final-output tasks: the answer once
+   * settled. Reading a settled task marks it reported (its completion notice is no longer
+   * news); reading a running one does not, since its settlement is still to come.
+   */
+  read(id: string, caller: string): TaskRead {
+    return this.readRecord(this.access(id, caller))
+  }
+
+  /**
+   * Wait up to `timeoutMs` (at most `MAX_WAIT_MS`) for the task to settle, then read it.
+   * On timeout the read shows `running`. A settlement that a wait returns is reported.
+   * Aborting `signal` rejects with `TaskError('ABORTED')`.
+   */
+  async wait(id: string, caller: string, timeoutMs: number, signal?: AbortSignal): Promise<TaskRead> {
+    const record = this.access(id, caller)
+    if (record.live && timeoutMs > 0) {
+      record.waiters++
+      try {
+        await settledWithin(record.settled, Math.min(timeoutMs, MAX_WAIT_MS), signal)
+      } finally {
+        record.waiters--
+      }
+    }
+    return this.readRecord(record)
+  }
+
+  /**
+   * Stop a task and resolve once its work has stopped. The kill is recorded first, so
+   * the task ends `killed` with `reason` unless it had already settled (then this
+   * changes nothing and returns it as it is). Either way it is marked reported.
+   */
+  async kill(id: string, caller: string, reason = 'killed by its owner'): Promise<TaskInfo> {
+    const record = this.access(id, caller)
+    record.reported = true
+    record.cancel(reason)
+    await record.settled
+    return record.info()
+  }
+
+  /** Stop every live task of `owner` (no notices follow) and resolve once all have stopped. */
+  async killAll(owner: string, reason: string): Promise<void> {
+    const live = [...this.tasks.values()].filter((record) => record.owner === owner && record.live)
+    for (const record of live) {
+      record.reported = true
+      record.cancel(reason)
+    }
+    await Promise.all(live.map((record) => record.settled))
+  }
+
+  /** Whether `owner` has work that has not stopped yet. */
+  hasLive(owner: string): boolean {
+    return this.liveCount(owner) > 0
+  }
+
+  /** Resolves at the next settlement of one of `owner`'s tasks; at once when it has none live. */
+  whenSettled(owner: string): Promise<void> {
+    if (!this.hasLive(owner)) return Promise.resolve()
+    return new Promise((resolve) => {
+      this.ownerWaiters.set(owner, [...(this.ownerWaiters.get(owner) ?? []), resolve])
+    })
+  }
+
+  /**
+   * `listener(task)` runs once per settlement, after the task's work has stopped and
+   * after any `wait` returning it has marked it reported. An effect of the calling context.
+   */
+  onSettled(listener: TaskSettledListener): () => void {
+    return this.ctx.effect(() => {
+      this.listeners = [...this.listeners, listener]
+      return () => {
+        this.listeners = this.listeners.filter((entry) => entry !== listener)
+      }
+    }, 'tasks.onSettled()')
+  }
+
+  /**
+   * For the notice surface: if the task has settled and nobody has seen it, mark it
+   * reported and return it; otherwise `undefined`. Check and mark in one step, so a
+   * settlement is announced at most once.
+   */
+  takeUnreported(id: string): TaskInfo | undefined {
+    const record = this.tasks.get(id)
+    if (!record || record.live || record.reported) return undefined
+    record.reported = true
+    return record.info()
+  }
+
+  private readRecord(record: TaskRecord): TaskRead {
+    const read = record.read()
+    if (!record.live && !record.reported) {
+      record.reported = true
+      read.task.reported = true
+    }
+    return read
+  }
+
+  private access(id: string, caller: string): TaskRecord {
+    const record = this.tasks.get(id)
+    if (!record) {
+      const own = this.list(caller).map((task) => task.id)
+      throw new TaskError('UNKNOWN_TASK', `no task "${id}" (${own.length ? `yours: ${own.join(', ')}` : 'you have none'})`)
+    }
+    if (!this.visible(record, caller)) {
+      throw new TaskError('NOT_OWNER', `task ${id} belongs to another session: an agent can only read, wait on or kill its own tasks (task_list shows yours)`)
+    }
+    return record
+  }
+
+  private visible(record: TaskRecord, caller: string): boolean {
+    return record.owner === undefined || record.owner === caller
+  }
+
+  private liveCount(owner: string | undefined): number {
+    let count = 0
+    for (const record of this.tasks.values()) if (record.owner === owner && record.live) count++
+    return count
+  }
+
+  private announce(record: TaskRecord): void {
+    const info = record.info()
+    for (const listener of this.listeners) {
+      try {
+        listener(info)
+      } catch (error) {
+        // Listeners observe; one that throws must not keep the others or the waiters from hearing.
+        this.home.logger('tasks').warn('a task settlement listener threw (ignored): %s', describe(error))
+      }
+    }
+    if (record.owner === undefined) return
+    const waiters = this.ownerWaiters.get(record.owner)
+    if (!waiters) return
+    this.ownerWaiters.delete(record.owner)
+    for (const resolve of waiters) resolve()
+  }
+
+  /** The agent registry's cleanup for `owner`: stop its work, then forget its tasks (nobody may read them now). */
+  private async releaseOwner(owner: string): Promise<void> {
+    await this.killAll(owner, `its owner ${owner} was disposed`)
+    for (const [id, record] of this.tasks) if (record.owner === owner) this.tasks.delete(id)
+    const waiters = this.ownerWaiters.get(owner)
+    this.ownerWaiters.delete(owner)
+    for (const resolve of waiters ?? []) resolve()
+  }
+
+  private async shutdown(): Promise<void> {
+    const live = [...this.tasks.values()].filter((record) => record.live)
+    for (const record of live) {
+      record.reported = true
+      record.cancel('the tasks runtime was unloaded')
+    }
+    await Promise.all(live.map((record) => record.settled))
+    this.tasks.clear()
+  }
+}
+
+/** Resolves when `settled` does or `ms` pass; rejects when `signal` aborts first. */
+function settledWithin(settled: Promise<void>, ms: number, signal: AbortSignal | undefined): Promise<void> {
+  if (signal?.aborted) return Promise.reject(abortedWait(signal))
+  return new Promise<void>((resolve, reject) => {
+    const finish = () => {
+      clearTimeout(timer)
+      signal?.removeEventListener('abort', onAbort)
+    }
+    const onAbort = () => {
+      finish()
+      reject(abortedWait(signal!))
+    }
+    const timer = setTimeout(() => {
+      finish()
+      resolve()
+    }, ms)
+    signal?.addEventListener('abort', onAbort, { once: true })
+    void settled.then(() => {
+      finish()
+      resolve()
+    })
+  })
+}
+
+function abortedWait(signal: AbortSignal): TaskError {
+  return new TaskError('ABORTED', 'the wait was aborted', { cause: signal.reason })
+}
+
+function describe(error: unknown): string {
+  return error instanceof Error ? error.message : String(error)
+}
+
+export namespace TaskService {
+  export interface Config {
+    maxLiveTasksPerOwner: number
+  }
+}
