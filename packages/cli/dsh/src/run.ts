@@ -2,6 +2,7 @@ import type { Agent, TurnResult } from '@dsh/agent'
 import { textOf } from '@dsh/llm'
 import type { SessionUpdate } from '@dsh/session'
 import type {} from '@dsh/subagent'
+import type {} from '@dsh/tasks'
 import type { Composition } from './compose.js'
 import { lifecycleLine, TtyTreeRenderer } from './progress/render.js'
 import { ProgressTracker } from './progress/tracker.js'
@@ -51,7 +52,11 @@ export async function runCommand(options: RunOptions): Promise<number> {
   const model = chooseModel(options.model)
   const runtime = await startRuntime({ ...options, model })
   let agent: Agent | undefined
-  const stopSignals = installInterrupt(() => agent)
+  const stopSignals = installInterrupt(() => {
+    // The turn's cancellation reaches its foreground children; background work is the tasks'.
+    agent?.cancel(new Error('interrupted'))
+    if (agent) void runtime.ctx.get('tasks')?.killAll(agent.id, 'interrupted by Ctrl-C')
+  })
   try {
     if (!runtime.ctx.llm.config.model && !model) throw new UsageError(NO_MODEL_HELP)
     agent = await runtime.ctx.agents.create({
@@ -60,7 +65,7 @@ export async function runCommand(options: RunOptions): Promise<number> {
     })
     const view = watch(runtime, agent, options)
     const result = await agent.followup(options.prompt)
-    await agent.whenIdle()
+    await settle(runtime, agent)
     view.finish(result)
     if (result.reason !== 'completed') {
       process.stderr.write(`dsh: the turn ended ${result.reason}${result.error ? `: ${result.error}` : ''}\n`)
@@ -71,6 +76,19 @@ export async function runCommand(options: RunOptions): Promise<number> {
     stopSignals()
     await agent?.dispose().catch((error: unknown) => process.stderr.write(`dsh: disposing the agent failed: ${String(error)}\n`))
     await runtime.dispose()
+  }
+}
+
+/**
+ * Wait until the agent is idle and none of its background tasks is live: a task that
+ * settles queues a completion notice (a new turn), which `whenIdle` then waits for.
+ */
+async function settle(runtime: Composition, agent: Agent): Promise<void> {
+  const tasks = runtime.ctx.get('tasks')
+  for (;;) {
+    await agent.whenIdle()
+    if (!tasks?.hasLive(agent.id)) return
+    await tasks.whenSettled(agent.id)
   }
 }
 
@@ -107,8 +125,16 @@ function watch(runtime: Composition, agent: Agent, options: RunOptions): RunView
       },
     }
   }
+  let midLine = false
   agent.session.subscribe((update) => {
-    if (update.type === 'assistant/chunk' && update.kind === 'text') process.stdout.write(update.text)
+    if (update.type === 'assistant/chunk' && update.kind === 'text') {
+      process.stdout.write(update.text)
+      midLine = !update.text.endsWith('\n')
+    } else if (update.type === 'step/start' && midLine) {
+      // text of the next step starts on its own line
+      process.stdout.write('\n')
+      midLine = false
+    }
   })
   if (!options.quiet) {
     const tracker = new ProgressTracker(runtime.ctx, agent)
@@ -133,14 +159,14 @@ function finalAnswer(agent: Agent, result: TurnResult): string {
   return answer
 }
 
-/** First Ctrl-C cancels the turn (children go with it); a second one exits at once. */
-function installInterrupt(current: () => Agent | undefined): () => void {
+/** First Ctrl-C cancels everything (the command exits once it has stopped); a second one exits at once. */
+function installInterrupt(cancelAll: () => void): () => void {
   let interrupts = 0
   const onSignal = () => {
     interrupts++
     if (interrupts > 1) process.exit(130)
     process.stderr.write('\ndsh: cancelling (Ctrl-C again to exit now)\n')
-    current()?.cancel(new Error('interrupted'))
+    cancelAll()
   }
   process.on('SIGINT', onSignal)
   process.on('SIGTERM', onSignal)

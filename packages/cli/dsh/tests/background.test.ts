@@ -1,0 +1,78 @@
+import { execFileSync, spawn } from 'node:child_process'
+import { writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { describe, expect, it } from 'vitest'
+import { dshBin, repoRoot, runDsh, tempDir } from './cli.js'
+
+function pidsMatching(pattern: string): number[] {
+  try {
+    return execFileSync('pgrep', ['-f', pattern], { encoding: 'utf8' }).trim().split('\n').filter(Boolean).map(Number)
+  } catch {
+    return []
+  }
+}
+
+describe('dsh run with background work', () => {
+  it('collects a background child and a background command with task_output before exiting', async () => {
+    const dir = tempDir()
+    const result = await runDsh(['run', '--model', `scripted:${join(repoRoot, 'examples/background-script.yml')}`, '--session-dir', dir, 'audit the repo'])
+    expect(result.code).toBe(0)
+    expect(result.stdout).toContain('Both are running; meanwhile I keep working.\n')
+    expect(result.stdout).toContain('background command finished')
+    expect(result.stderr).toMatch(/\[subagent\] end spawn \S+ completed/)
+  })
+
+  it('waits for a background task that settles after the turn, and handles its completion notice', async () => {
+    const dir = tempDir()
+    const script = join(dir, 'script.yml')
+    writeFileSync(script, [
+      '- when: { depth: 0 }',
+      '  reply:',
+      '    - call: { tool: bash, args: { command: "sleep 0.3; echo late result", run_in_background: true } }',
+      '    - text: "started it"',
+      '    - text: "the notice said: {{last_tool_result}}"',
+    ].join('\n'))
+    const result = await runDsh(['run', '--json', '--model', `scripted:${script}`, '--session-dir', dir, 'go'])
+    expect(result.code).toBe(0)
+    const events = result.stdout.trim().split('\n').map((line) => JSON.parse(line) as { kind: string; event?: { type: string; message?: { content: { text?: string }[] } } })
+    const turns = events.filter((record) => record.event?.type === 'turn/start')
+    expect(turns).toHaveLength(2)
+    const notice = events.find((record) => record.event?.type === 'user/message' && JSON.stringify(record.event.message).includes('bash-1'))
+    expect(notice).toBeDefined()
+  })
+
+  it('Ctrl-C cancels the turn and every background task, and exits once they are gone', async () => {
+    const dir = tempDir()
+    const marker = `${40 + (process.pid % 1000) / 1000}`
+    const script = join(dir, 'script.yml')
+    writeFileSync(script, [
+      '- when: { prompt: "take forever" }',
+      '  reply: [{ text: "never", delay_ms: 60000 }]',
+      '- when: { depth: 0 }',
+      '  reply:',
+      `    - call: { tool: bash, args: { command: "sleep ${marker}", run_in_background: true } }`,
+      '    - call: { tool: subagent, args: { description: "slow", prompt: "take forever" } }',
+      '    - text: "never"',
+    ].join('\n'))
+    const child = spawn(process.execPath, [dshBin, 'run', '--model', `scripted:${script}`, '--session-dir', dir, 'go'], {
+      cwd: repoRoot,
+      env: { ...process.env, DSH_HOME: dir },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    })
+    let stderr = ''
+    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk))
+    const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)))
+    const deadline = Date.now() + 15_000
+    while (!stderr.includes('[subagent] start') || pidsMatching(`sleep ${marker}`).length === 0) {
+      if (Date.now() > deadline) throw new Error(`the run never got going:\n${stderr}`)
+      await new Promise((resolve) => setTimeout(resolve, 50))
+    }
+    child.kill('SIGINT')
+    const code = await exited
+    expect(code).toBe(1)
+    expect(stderr).toContain('cancelling')
+    expect(stderr).toMatch(/\[subagent\] end spawn \S+ aborted/)
+    expect(stderr).toContain('the turn ended aborted')
+    expect(pidsMatching(`sleep ${marker}`)).toEqual([])
+  })
+})
