@@ -1,1 +1,9 @@
-export {}
+export * from './child-env.js'
+export * from './executable.js'
+export * from './process-tree.js'
+export * from './claude-process.js'
+export * from './outcome.js'
+export * from './run-spec.js'
+export * from './claude-code-run.js'
+export * from './plugin.js'
+export { ClaudeCodePlugin as default } from './plugin.js'

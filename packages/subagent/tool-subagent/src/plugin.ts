@@ -16,8 +16,11 @@ export interface SubagentToolConfig {
   agentOptions: { model?: string }
   persona?: string
   toolFilter?: { allow?: string[]; deny?: string[] }
-  maxDepth: number
+  /** Unset: 3 for providers that support depth limits, none for those that do not. */
+  maxDepth?: number
 }
+
+export const DEFAULT_MAX_DEPTH = 3
 
 const ToolFilterSchema: Schema<{ allow?: string[]; deny?: string[] }> = Schema.object({
   allow: Schema.array(Schema.string()),
@@ -38,7 +41,7 @@ export class SubagentToolPlugin {
     agentOptions: (Schema.object({ model: Schema.string() }) as Schema<{ model?: string }>).default({}).description('Per-child options (model spec).'),
     persona: Schema.string().description('Persona for every child of this tool.'),
     toolFilter: ToolFilterSchema.description('Allow/deny lists for the children\'s tools.'),
-    maxDepth: Schema.natural().default(3).description('Absolute delegation depth bound.'),
+    maxDepth: Schema.natural().description('Absolute delegation depth bound (default 3 where the provider supports depth limits).'),
   })
 
   private unregister: (() => void) | undefined
@@ -108,8 +111,11 @@ export class SubagentToolPlugin {
       parent: exec.agent,
       signal: exec.signal,
       label: args.description,
-      maxDepth: config.maxDepth,
     }
+    // An explicit maxDepth is a request like any other (a provider without depth limits rejects
+    // it loudly); the default bound applies only where the provider can enforce it.
+    const maxDepth = config.maxDepth ?? (this.subagents.getProvider(config.provider)?.capabilities.depthLimit ? DEFAULT_MAX_DEPTH : undefined)
+    if (maxDepth !== undefined) request.maxDepth = maxDepth
     if (config.agentOptions.model !== undefined) request.agentOptions = { model: config.agentOptions.model }
     if (config.persona !== undefined) request.persona = config.persona
     // The config schema turns an absent filter into empty lists: only a non-empty list asks for filtering.

@@ -231,6 +231,29 @@ describe('the subagent tool: foreground delegation', () => {
     expect(harness.ctx.agents.list()).toEqual([parent])
   })
 
+  it('the default depth bound is sent only to providers that support it; an explicit one is rejected loudly', async () => {
+    await setup()
+    const requests: unknown[] = []
+    const provider: SubagentProvider = {
+      name: 'remote',
+      capabilities: NO_CAPABILITIES,
+      inheritsParentContext: false,
+      start: async (request) => {
+        requests.push(request.maxDepth)
+        return { id: 'r', local: false, result: Promise.resolve({ output: [{ type: 'text', text: 'remote answer' }], stopReason: 'completed' }), cancel: () => {}, dispose: async () => {} }
+      },
+    }
+    await harness.ctx.plugin({ inject: ['subagents'], apply: (ctx: Context) => { ctx.subagents.registerProvider(provider) } })
+    await harness.plugin(SubagentToolPlugin, { provider: 'remote' })
+    await harness.plugin(SubagentToolPlugin, { provider: 'remote', toolName: 'bounded', maxDepth: 2 })
+    const parent = await harness.agent()
+    const exec = { signal: new AbortController().signal, callId: 'c', agent: parent }
+    expect(await harness.ctx.tools.get('subagent')!.execute({ description: 'd', prompt: 'p' }, exec)).toEqual({ content: 'remote answer' })
+    expect(requests).toEqual([undefined])
+    const refused = await harness.ctx.tools.get('bounded')!.execute({ description: 'd', prompt: 'p' }, exec)
+    expect(refused).toMatchObject({ isError: true, content: expect.stringContaining('does not support depthLimit') })
+  })
+
   it('maxDepth from config bounds recursion: with maxDepth 1 a child\'s own delegation is refused', async () => {
     await setup([
       { when: { depth: 1 }, reply: [{ call: { tool: 'subagent', args: { description: 'deeper', prompt: 'go deeper' } } }, { text: 'child saw: {{last_tool_result}}' }] },

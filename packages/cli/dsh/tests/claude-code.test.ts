@@ -1,0 +1,79 @@
+/**
+ * `dsh run` with a scripted parent delegating to the real Claude Code binary, which is
+ * pointed at the fake Messages API: the composition in examples/claude-code.yml, with
+ * only the child's environment replaced to keep it offline.
+ */
+import { mkdirSync, readFileSync, readdirSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { afterEach, describe, expect, it } from 'vitest'
+import YAML from 'yaml'
+import { startFakeAnthropicMessages, type FakeAnthropicMessages } from '@dsh/testkit'
+import { repoRoot, runDsh, tempDir } from './cli.js'
+
+let fake: FakeAnthropicMessages | undefined
+afterEach(async () => {
+  await fake?.close()
+  fake = undefined
+})
+
+interface Entry {
+  id: string
+  name: string
+  config: Record<string, unknown>
+}
+
+/** examples/claude-code.yml with the child pointed at the fake server and a throw-away HOME. */
+function offlineConfig(dir: string, server: FakeAnthropicMessages, home: string): string {
+  const entries = YAML.parse(readFileSync(join(repoRoot, 'examples/claude-code.yml'), 'utf8')) as Entry[]
+  const provider = entries.find((entry) => entry.name === '@dsh/subagent-claude-code')!
+  const configDir = join(home, '.claude')
+  mkdirSync(configDir, { recursive: true })
+  writeFileSync(join(configDir, 'settings.json'), JSON.stringify({ permissions: { defaultMode: 'default' } }))
+  provider.config.env = {
+    ...(provider.config.env as Record<string, string>),
+    ANTHROPIC_BASE_URL: server.url,
+    ANTHROPIC_API_KEY: 'sk-ant-fake',
+    CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1',
+    CLAUDE_CODE_MAX_RETRIES: '0',
+    HOME: home,
+    CLAUDE_CONFIG_DIR: configDir,
+  }
+  const file = join(dir, 'claude-code.yml')
+  writeFileSync(file, YAML.stringify(entries))
+  return file
+}
+
+/** Pids of live processes whose environment holds `HOME=<home>`: the child and anything it started. */
+function processesWithHome(home: string): number[] {
+  const found: number[] = []
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue
+    try {
+      if (readFileSync(`/proc/${entry}/environ`, 'utf8').split('\0').includes(`HOME=${home}`)) found.push(Number(entry))
+    } catch {
+      // Gone meanwhile, or not ours to read: either way not a leftover child of this test.
+    }
+  }
+  return found
+}
+
+describe('dsh run delegating to Claude Code', () => {
+  it('a scripted parent delegates through subagent_claude and prints the child\'s answer', async () => {
+    fake = await startFakeAnthropicMessages([{ text: 'Paris is the capital of France.' }])
+    const dir = tempDir()
+    const home = tempDir('dsh-cc-home-')
+    const config = offlineConfig(dir, fake, home)
+    const result = await runDsh(
+      ['run', '--config', config, '--model', 'scripted:examples/claude-code-parent.yml', '--session-dir', dir, 'ask Claude Code about France'],
+      { timeoutMs: 45_000 },
+    )
+    expect(result.code, result.stderr).toBe(0)
+    // stderr carries the CLI's progress lines; no warning (e.g. from the SDK) may join them.
+    expect(result.stderr).not.toMatch(/warn|error/i)
+    expect(result.stdout).toContain('Asking Claude Code.')
+    expect(result.stdout).toContain('Claude Code answered: Paris is the capital of France.')
+    expect(fake.messageRequests).toHaveLength(1)
+    expect(JSON.stringify(fake.messageRequests[0]!.body)).toContain('What is the capital of France? Answer in one sentence.')
+    expect(processesWithHome(home)).toEqual([])
+  })
+})
