@@ -1,1 +1,3 @@
-export {}
+export * from './prompt.js'
+export * from './updates.js'
+export * from './server.js'

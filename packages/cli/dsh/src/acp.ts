@@ -1,5 +1,68 @@
-/** `dsh acp`: placeholder until @dsh/acp-server lands. */
-export async function acpVerb(_args: string[]): Promise<number> {
-  process.stderr.write('dsh acp: not available yet\n')
-  return 2
+/**
+ * `dsh acp`: serve a dsh agent over the Agent Client Protocol on stdio, for editors and
+ * for the `acp` subagent provider. Stdout carries protocol frames and nothing else, so
+ * every log line goes to stderr. The process ends when the client closes stdin (or on
+ * SIGTERM/SIGINT): every ACP session's agent is disposed, its session flushed, and the
+ * exit code is 0.
+ */
+import { parseArgs } from 'node:util'
+import { serveAcpOverStdio } from '@dsh/acp-server'
+import { chooseModel, UsageError } from './run.js'
+import { startRuntime } from './runtime.js'
+
+export async function acpVerb(args: string[]): Promise<number> {
+  const { values } = parseArgs({
+    args,
+    allowPositionals: false,
+    options: {
+      config: { type: 'string' },
+      model: { type: 'string' },
+      'session-dir': { type: 'string' },
+      verbose: { type: 'boolean', default: false },
+    },
+  })
+  keepStdoutForFrames()
+  const model = chooseModel(values.model)
+  const runtime = await startRuntime({ config: values.config, model, sessionDir: values['session-dir'], verbose: values.verbose })
+  if (!runtime.ctx.llm.config.model && !model) {
+    await runtime.dispose()
+    throw new UsageError('dsh acp: no model to run with: pass --model SPEC (e.g. --model scripted:examples/acp-child.yml), set llm.model in --config, or set DEEPSEEK_API_KEY')
+  }
+  const server = serveAcpOverStdio(runtime.ctx)
+  const stopSignals = installStop(() => void server.close())
+  try {
+    await server.done
+  } finally {
+    stopSignals()
+    await runtime.dispose()
+    // After a signal stdin may still be open, and an open stdin keeps the process alive.
+    process.stdin.destroy()
+  }
+  return 0
+}
+
+/**
+ * Anything that writes to stdout through `console` would corrupt the protocol stream:
+ * send it to stderr instead. Frames are written to `process.stdout` directly.
+ */
+function keepStdoutForFrames(): void {
+  const toStderr = (...parts: unknown[]) => console.error(...parts)
+  console.log = toStderr
+  console.info = toStderr
+  console.debug = toStderr
+}
+
+/** The first SIGTERM/SIGINT closes the connection like EOF does; a second exits at once. */
+function installStop(stop: () => void): () => void {
+  let signals = 0
+  const onSignal = () => {
+    if (++signals > 1) process.exit(130)
+    stop()
+  }
+  process.on('SIGTERM', onSignal)
+  process.on('SIGINT', onSignal)
+  return () => {
+    process.off('SIGTERM', onSignal)
+    process.off('SIGINT', onSignal)
+  }
 }

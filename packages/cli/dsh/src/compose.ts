@@ -157,7 +157,9 @@ async function waitForStart(ctx: Context, entries: readonly PluginEntry[], fiber
     const waiting = entries.filter((entry) => fibers.get(entry.id)!.state !== ACTIVE)
     // A plugin still waiting for a service after everything else stopped moving will wait forever.
     const starved = Date.now() - lastProgress > 300 && waiting.some((entry) => missingFor(entry).length > 0)
-    if (!states.includes(FAILED) && (starved || Date.now() > deadline)) {
+    const failed = entries.find((entry) => fibers.get(entry.id)!.state === FAILED)
+    if (failed) throw new CompositionError(`plugin "${failed.id}" (${failed.name}) failed to start (the error is logged above)`)
+    if (starved || Date.now() > deadline) {
       const lines = waiting.map((entry) => {
         const missing = missingFor(entry)
         return `"${entry.id}" (${entry.name}) is waiting for ${missing.length ? missing.map((name) => `ctx.${name}`).join(', ') : 'its start to finish'}`

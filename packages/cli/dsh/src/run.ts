@@ -83,7 +83,7 @@ export async function runCommand(options: RunOptions): Promise<number> {
  * Wait until the agent is idle and none of its background tasks is live: a task that
  * settles queues a completion notice (a new turn), which `whenIdle` then waits for.
  */
-async function settle(runtime: Composition, agent: Agent): Promise<void> {
+export async function settle(runtime: Composition, agent: Agent): Promise<void> {
   const tasks = runtime.ctx.get('tasks')
   for (;;) {
     await agent.whenIdle()
@@ -92,7 +92,7 @@ async function settle(runtime: Composition, agent: Agent): Promise<void> {
   }
 }
 
-interface RunView {
+export interface RunView {
   finish(result: TurnResult): void
 }
 
@@ -101,7 +101,7 @@ interface RunView {
  * its children, then the answer; otherwise the answer streamed to stdout with one plain
  * line per subagent lifecycle change on stderr.
  */
-function watch(runtime: Composition, agent: Agent, options: RunOptions): RunView {
+export function watch(runtime: Composition, agent: Agent, options: RunOptions): RunView {
   if (options.json) {
     jsonLine({ kind: 'session/header', session: agent.id, header: agent.session.header })
     agent.session.subscribe((update: SessionUpdate) => {

@@ -10,6 +10,8 @@ export interface RuntimeOptions {
   verbose?: boolean
   /** Extra entries after the defaults and before the user's config. */
   extra?: PluginEntry[]
+  /** Compose without ./dsh.yml or ~/.dsh/config.yml (the demo must not depend on them). */
+  ignoreDiscoveredConfig?: boolean
 }
 
 /** Print framework log lines (warnings and errors by default) to stderr. */
@@ -28,9 +30,9 @@ export function attachConsoleLogger(ctx: Context, verbose = false): void {
 export async function startRuntime(options: RuntimeOptions): Promise<Composition> {
   const ctx = new Context()
   attachConsoleLogger(ctx, options.verbose)
-  const configFile = options.config ?? discoverConfig()
+  const configFile = options.config ?? (options.ignoreDiscoveredConfig ? undefined : discoverConfig())
   const user = configFile ? await readEntries(configFile) : []
-  const entries = mergeEntries([...defaultEntries(options), ...(options.extra ?? [])], user)
+  const entries = mergeEntries(mergeEntries(defaultEntries(options), options.extra ?? []), user)
   try {
     return await compose(ctx, entries)
   } catch (error) {

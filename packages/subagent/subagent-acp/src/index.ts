@@ -1,1 +1,11 @@
-export {}
+export * from './child-env.js'
+export * from './config.js'
+export * from './permission.js'
+export * from './stop-reason.js'
+export * from './process-tree.js'
+export * from './stdout-guard.js'
+export * from './extension-updates.js'
+export * from './tail-buffer.js'
+export * from './acp-run.js'
+export * from './plugin.js'
+export { AcpPlugin as default } from './plugin.js'

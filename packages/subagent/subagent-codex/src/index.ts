@@ -1,1 +1,5 @@
-export {}
+export * from './plugin.js'
+export { CodexConfig, resolveRunSpec, type CodexRunSpec } from './config.js'
+export { codexCommand, type CodexCommand } from './codex-binary.js'
+export type { PermissionMode } from './approvals.js'
+export { CodexPlugin as default } from './plugin.js'

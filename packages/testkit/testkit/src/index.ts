@@ -1,3 +1,5 @@
 export { startLoopbackServer, pause, untilStopped, writeFlushed, type LoopbackServer, type LoopbackHandler } from './loopback-server.js'
 export { startFakeOpenAIChat, type FakeOpenAIChat, type RecordedRequest } from './openai-chat-server.js'
 export type { FakeChatResponse, FakeToolCall, FakeFinishReason } from './openai-chat-wire.js'
+export { startFakeOpenAIResponses, type FakeOpenAIResponses, type FakeResponsesAnswer, type FakeFunctionCall } from './openai-responses-server.js'
+export { startFakeAnthropicMessages, type FakeAnthropicMessages, type FakeMessagesAnswer, type FakeMessagesResponse, type FakeMessagesEventType, type FakeToolUse, type RecordedAnthropicRequest } from './anthropic-messages-server.js'

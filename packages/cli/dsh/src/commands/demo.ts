@@ -1,5 +1,232 @@
-/** `dsh demo`: placeholder until every provider has landed. */
-export async function demoVerb(_args: string[]): Promise<number> {
-  process.stderr.write('dsh demo: not available yet\n')
-  return 2
+/**
+ * `dsh demo`: the whole seam in one keyless run. A scripted parent delegates in one step
+ * to a spawn child, a fork child, an ACP child (`dsh acp` in its own process) and a
+ * background child it collects later with `task_output`; when the Codex and Claude Code
+ * packages are installed, also to both, pointed at fake model servers on 127.0.0.1. It
+ * ends with a summary of every child.
+ */
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { createRequire } from 'node:module'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { parseArgs } from 'node:util'
+import type { Agent } from '@dsh/agent'
+import type {} from '@dsh/subagent'
+import type { PluginEntry } from '../compose.js'
+import { dshHome } from '../config-file.js'
+import { settle, watch } from '../run.js'
+import { startRuntime } from '../runtime.js'
+import { seconds } from '../progress/render.js'
+
+const here = fileURLToPath(new URL('.', import.meta.url))
+const dshMain = join(here, '..', 'main.js')
+const acpChildScript = join(here, '..', '..', 'demo', 'acp-child.yml')
+
+interface Peer {
+  tool: string
+  entries: PluginEntry[]
+  /** Where the child's session lives, for the summary. */
+  storage: string
+  close(): Promise<void>
+}
+
+interface ChildRecord {
+  id: string
+  provider: string
+  label?: string
+  startedAt: number
+  endedAt?: number
+  stopReason?: string
+  diagnostic?: string
+  local: boolean
+}
+
+export async function demoVerb(args: string[]): Promise<number> {
+  const { values } = parseArgs({
+    args,
+    allowPositionals: false,
+    options: { 'session-dir': { type: 'string' }, quiet: { type: 'boolean', default: false }, verbose: { type: 'boolean', default: false } },
+  })
+  const sessionDir = values['session-dir'] ?? join(dshHome(), 'sessions')
+  const scratch = mkdtempSync(join(tmpdir(), 'dsh-demo-'))
+  const peers = (await Promise.all([codexPeer(scratch), claudePeer(scratch)])).filter((peer): peer is Peer => peer !== undefined)
+  try {
+    const extra: PluginEntry[] = [
+      { id: 'llm-scripted', name: '@dsh/llm-scripted', config: { scripts: { demo: parentScript(peers) } } },
+      { id: 'tool-subagent-fork', name: '@dsh/tool-subagent', config: { provider: 'fork', toolName: 'subagent_fork', enableRunInBackground: false } },
+      {
+        id: 'subagent-acp',
+        name: '@dsh/subagent-acp',
+        config: { command: process.execPath, args: [dshMain, 'acp', '--model', `scripted:${acpChildScript}`, '--session-dir', sessionDir], timeoutMs: 60_000 },
+      },
+      { id: 'tool-subagent-acp', name: '@dsh/tool-subagent', config: { provider: 'acp', toolName: 'subagent_acp', enableRunInBackground: false } },
+      ...peers.flatMap((peer) => peer.entries),
+    ]
+    const runtime = await startRuntime({ model: 'scripted:demo', sessionDir, extra, verbose: values.verbose, config: undefined, ignoreDiscoveredConfig: true })
+    let root: Agent | undefined
+    try {
+      const children = recordChildren(runtime.ctx)
+      root = await runtime.ctx.agents.create({ meta: { origin: 'cli', cwd: process.cwd() } })
+      const view = watch(runtime, root, { prompt: '', quiet: values.quiet })
+      const result = await root.followup('Show what dsh can delegate: one step, every provider, then collect the background child.')
+      await settle(runtime, root)
+      view.finish(result)
+      process.stdout.write(summary(children, runtime.ctx.sessions.locate.bind(runtime.ctx.sessions), peers, sessionDir, root))
+      return result.reason === 'completed' && [...children.values()].every((child) => child.stopReason === 'completed') ? 0 : 1
+    } finally {
+      await root?.dispose()
+      await runtime.dispose()
+    }
+  } finally {
+    await Promise.all(peers.map((peer) => peer.close()))
+    rmSync(scratch, { recursive: true, force: true })
+  }
+}
+
+/** The parent's script: one step of parallel delegations, collect the background child, answer. */
+function parentScript(peers: Peer[]): unknown[] {
+  const delegations = [
+    { tool: 'subagent', args: { description: 'survey the repo', prompt: 'demo: survey the repository layout' } },
+    { tool: 'subagent_fork', args: { description: 'review the plan', prompt: 'demo: review the plan so far' } },
+    { tool: 'subagent_acp', args: { description: 'ask an ACP agent', prompt: 'demo: say hello from another process' } },
+    { tool: 'subagent', args: { description: 'background audit', prompt: 'demo: audit in the background', run_in_background: true } },
+    ...peers.map((peer) => ({ tool: peer.tool, args: { description: `ask ${peer.tool.replace('subagent_', '')}`, prompt: 'Say hello to dsh in one sentence.' } })),
+  ]
+  return [
+    { when: { prompt: '^demo: survey' }, reply: [{ text: 'spawn child: a fresh agent with an empty session; the layout is packages/<group>/<name>.' }] },
+    { when: { prompt: '^demo: review' }, reply: [{ text: 'fork child: I see the completed turns of the parent (there were none yet) and my own prompt.' }] },
+    { when: { prompt: '^demo: audit' }, reply: [{ text: 'background child: audit finished while the parent kept working.', delay_ms: 300 }] },
+    {
+      when: { depth: 0 },
+      reply: [
+        { text: 'Delegating to every provider at once.', calls: delegations },
+        { text: 'The foreground children answered; now collecting the background one.', call: { tool: 'task_output', args: { task_id: 'subagent-1', wait: true, timeout_ms: 30_000 } } },
+        { text: 'Done. What the children said:\n{{tool_results}}' },
+      ],
+    },
+  ]
+}
+
+function recordChildren(ctx: import('cordis').Context): Map<string, ChildRecord> {
+  const children = new Map<string, ChildRecord>()
+  ctx.on('subagent/start', (info) => {
+    children.set(info.runId, { id: info.id, provider: info.provider, label: info.label, startedAt: Date.now(), local: info.local })
+  })
+  ctx.on('subagent/end', (info) => {
+    const child = children.get(info.runId)
+    if (!child) return
+    child.endedAt = Date.now()
+    child.stopReason = info.stopReason
+    child.diagnostic = info.diagnostic
+  })
+  return children
+}
+
+function summary(children: Map<string, ChildRecord>, locate: (id: string) => string | undefined, peers: Peer[], sessionDir: string, root: Agent): string {
+  const rows = [...children.values()].map((child) => {
+    const where = child.local ? locate(child.id) ?? '(not persisted)' : child.provider === 'acp' ? `in ${sessionDir} (written by the dsh acp child)` : peers.find((peer) => peer.entries.some((entry) => entry.config?.providerName === child.provider))?.storage ?? '(kept by the child process)'
+    return [child.provider, child.label ?? '', child.stopReason ?? 'running', child.endedAt ? seconds(child.endedAt - child.startedAt) : '-', where]
+  })
+  const header = ['provider', 'task', 'stop reason', 'took', 'session']
+  const widths = header.map((title, column) => Math.max(title.length, ...rows.map((row) => row[column].length)))
+  const line = (cells: string[]) => cells.map((cell, column) => (column === cells.length - 1 ? cell : cell.padEnd(widths[column]))).join('  ')
+  const missing = ['codex', 'claude-code'].filter((name) => !peers.some((peer) => peer.entries.some((entry) => entry.config?.providerName === name)))
+  return [
+    '',
+    `Summary: ${children.size} children of ${root.id}`,
+    line(header),
+    ...rows.map(line),
+    `Parent session: ${locate(root.id) ?? '(not persisted)'}`,
+    missing.length ? `Not shown (packages not installed): ${missing.join(', ')}` : '',
+    'Next: dsh sessions tree   (the lineage, from the session files)',
+    '',
+  ].join('\n')
+}
+
+const requireHere = createRequire(import.meta.url)
+
+function installed(name: string): boolean {
+  try {
+    requireHere.resolve(name)
+    return true
+  } catch {
+    return false
+  }
+}
+
+/** The codex provider against a fake Responses API, when @dsh/subagent-codex and its binary are installed. */
+async function codexPeer(scratch: string): Promise<Peer | undefined> {
+  if (!installed('@dsh/subagent-codex') || !installed('@openai/codex/package.json')) return undefined
+  const { startFakeOpenAIResponses } = await import('@dsh/testkit')
+  const server = await startFakeOpenAIResponses()
+  const answers = Array.from({ length: 8 }, () => ({ text: 'Codex here: hello, dsh! (answered by a fake Responses API on 127.0.0.1)' }))
+  server.enqueue(...answers)
+  const home = join(scratch, 'codex-home')
+  mkdirSync(home, { recursive: true })
+  writeFileSync(join(home, 'config.toml'), [
+    'model = "gpt-5.5"',
+    'model_provider = "fake"',
+    'check_for_update_on_startup = false',
+    '[model_providers.fake]',
+    'name = "fake"',
+    `base_url = "${server.url}"`,
+    'env_key = "DSH_DEMO_CODEX_KEY"',
+    'wire_api = "responses"',
+    'request_max_retries = 0',
+    'stream_max_retries = 0',
+    '[analytics]',
+    'enabled = false',
+    '[features]',
+    'plugins = false',
+    '',
+  ].join('\n'))
+  return {
+    tool: 'subagent_codex',
+    storage: '(ephemeral Codex thread, not stored)',
+    entries: [
+      { id: 'subagent-codex', name: '@dsh/subagent-codex', config: { providerName: 'codex', env: { CODEX_HOME: home, HOME: home, DSH_DEMO_CODEX_KEY: 'demo' }, timeoutMs: 60_000 } },
+      { id: 'tool-subagent-codex', name: '@dsh/tool-subagent', config: { provider: 'codex', toolName: 'subagent_codex', enableRunInBackground: false } },
+    ],
+    close: () => server.close(),
+  }
+}
+
+/** The claude-code provider against a fake Messages API, when @dsh/subagent-claude-code and its binary are installed. */
+async function claudePeer(scratch: string): Promise<Peer | undefined> {
+  if (!installed('@dsh/subagent-claude-code') || !installed('@anthropic-ai/claude-agent-sdk')) return undefined
+  const { resolveClaudeExecutable } = (await import('@dsh/subagent-claude-code')) as { resolveClaudeExecutable(): string | undefined }
+  if (!resolveClaudeExecutable()) return undefined
+  const { startFakeAnthropicMessages } = await import('@dsh/testkit')
+  // Claude Code may make side requests (titles, counts): answer every one.
+  const server = await startFakeAnthropicMessages(Array.from({ length: 16 }, () => () => ({ text: 'Claude Code here: hello, dsh! (answered by a fake Messages API on 127.0.0.1)' })))
+  const home = join(scratch, 'claude-home')
+  const configDir = join(home, '.claude')
+  mkdirSync(configDir, { recursive: true })
+  writeFileSync(join(configDir, 'settings.json'), JSON.stringify({ permissions: { defaultMode: 'default' } }))
+  return {
+    tool: 'subagent_claude',
+    storage: '(not stored: persistSession is off)',
+    entries: [
+      {
+        id: 'subagent-claude-code',
+        name: '@dsh/subagent-claude-code',
+        config: {
+          providerName: 'claude-code',
+          env: {
+            ANTHROPIC_BASE_URL: server.url,
+            ANTHROPIC_API_KEY: 'demo',
+            CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1',
+            DISABLE_AUTOUPDATER: '1',
+            CLAUDE_CODE_MAX_RETRIES: '0',
+            HOME: home,
+            CLAUDE_CONFIG_DIR: configDir,
+          },
+          timeoutMs: 60_000,
+        },
+      },
+      { id: 'tool-subagent-claude', name: '@dsh/tool-subagent', config: { provider: 'claude-code', toolName: 'subagent_claude', enableRunInBackground: false } },
+    ],
+    close: () => server.close(),
+  }
 }

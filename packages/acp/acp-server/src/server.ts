@@ -1,0 +1,133 @@
+/**
+ * A dsh agent behind the Agent Client Protocol, on the official SDK's agent app.
+ *
+ * Each ACP session is one dsh agent with its own ordinary session (origin `acp`, the
+ * client's cwd), created through `ctx.agents`, so whatever persistence the runtime
+ * loaded keeps it like any other. A prompt is one `followup` turn; while it runs, the
+ * session's live updates stream to the client; `session/cancel` cancels the turn and
+ * the prompt answers `cancelled`. When the connection closes (the client closed our
+ * stdin), every agent is disposed, which flushes its session, before `done` resolves.
+ */
+import { stat } from 'node:fs/promises'
+import { createRequire } from 'node:module'
+import { isAbsolute } from 'node:path'
+import { Readable, Writable } from 'node:stream'
+import { agent as agentApp, methods, ndJsonStream, PROTOCOL_VERSION, RequestError, type AgentContext, type PromptRequest, type PromptResponse, type Stream } from '@agentclientprotocol/sdk'
+import type { Context } from 'cordis'
+import type { Agent } from '@dsh/agent'
+import { promptMessage } from './prompt.js'
+import { acpStopReasonOf, acpUpdateOf } from './updates.js'
+
+export interface AcpServer {
+  /** Resolves once the connection has closed and every agent it created is disposed. */
+  readonly done: Promise<void>
+  /** Close the connection (as if the client went away) and wait for `done`. */
+  close(): Promise<void>
+}
+
+interface ServedSession {
+  readonly agent: Agent
+  /** Present while a prompt turn runs: one at a time per session. */
+  prompt?: { cancelRequested: boolean }
+}
+
+const { version } = createRequire(import.meta.url)('../package.json') as { version: string }
+
+/**
+ * Serve ACP as NDJSON over a pair of Node streams: stdin and stdout for `dsh acp`. Nothing
+ * else may write to `output`.
+ */
+export function serveAcpOverStdio(ctx: Context, input: Readable = process.stdin, output: Writable = process.stdout): AcpServer {
+  return serveAcp(ctx, ndJsonStream(Writable.toWeb(output) as WritableStream<Uint8Array>, Readable.toWeb(input) as ReadableStream<Uint8Array>))
+}
+
+/** Serve ACP on `stream` with the agents of `ctx` (it needs `ctx.agents`). */
+export function serveAcp(ctx: Context, stream: Stream): AcpServer {
+  const log = ctx.logger('acp-server')
+  const sessions = new Map<string, ServedSession>()
+
+  const app = agentApp({ name: 'dsh' })
+    .onRequest(methods.agent.initialize, () => ({
+      protocolVersion: PROTOCOL_VERSION,
+      agentCapabilities: {
+        loadSession: false,
+        promptCapabilities: { image: false, audio: false, embeddedContext: true },
+        mcpCapabilities: { http: false, sse: false },
+      },
+      agentInfo: { name: 'dsh', title: 'dsh', version },
+      authMethods: [],
+    }))
+    .onRequest(methods.agent.session.new, async ({ params }) => {
+      const { cwd } = params
+      if (!isAbsolute(cwd)) throw RequestError.invalidParams({ cwd }, 'cwd must be an absolute path')
+      const info = await stat(cwd).catch(() => undefined)
+      if (!info?.isDirectory()) throw RequestError.invalidParams({ cwd }, `cwd ${cwd} is not a directory`)
+      if (params.mcpServers.length > 0) log.warn('ignoring %d MCP server(s) for the new session: dsh does not connect to MCP servers', params.mcpServers.length)
+      const agent = await ctx.agents.create({ meta: { origin: 'acp', cwd } })
+      if (connection.signal.aborted) {
+        // The client left while the agent was being created: nobody will ever dispose it.
+        await agent.dispose()
+        throw RequestError.internalError(undefined, 'the connection closed')
+      }
+      sessions.set(agent.id, { agent })
+      return { sessionId: agent.id }
+    })
+    .onRequest(methods.agent.session.prompt, ({ params, client, signal }) => prompt(params, client, signal))
+    .onNotification(methods.agent.session.cancel, ({ params }) => {
+      const served = sessions.get(params.sessionId)
+      if (!served?.prompt) return
+      served.prompt.cancelRequested = true
+      served.agent.cancel(new Error('cancelled by the ACP client'))
+    })
+
+  async function prompt(params: PromptRequest, client: AgentContext, signal: AbortSignal): Promise<PromptResponse> {
+    const served = sessions.get(params.sessionId)
+    if (!served) throw RequestError.sessionNotFound(params.sessionId)
+    if (served.prompt) throw RequestError.invalidRequest({ sessionId: params.sessionId }, 'a prompt is already running in this session; wait for its answer or send session/cancel')
+    const message = promptMessage(params.prompt)
+    const { agent } = served
+    const running: { cancelRequested: boolean } = { cancelRequested: false }
+    served.prompt = running
+    const unsubscribe = agent.session.subscribe((update) => {
+      // A cancel that arrived before the turn started running found no turn to abort.
+      if (update.type === 'turn/start' && running.cancelRequested) agent.cancel(new Error('cancelled by the ACP client'))
+      const acpUpdate = acpUpdateOf(update)
+      if (!acpUpdate) return
+      // Sent in order through the connection's write queue, always ahead of the response.
+      client.notify(methods.client.session.update, { sessionId: params.sessionId, update: acpUpdate }).catch(() => {
+        // The connection closed; the turn is being cancelled by the close handler.
+      })
+    })
+    // `$/cancel_request` for this prompt, or the connection closing, aborts `signal`.
+    const onAbort = () => {
+      running.cancelRequested = true
+      agent.cancel(new Error('the ACP prompt request was cancelled'))
+    }
+    signal.addEventListener('abort', onAbort, { once: true })
+    try {
+      const ended = await agent.followup(message)
+      return { stopReason: acpStopReasonOf(ended, running.cancelRequested) }
+    } finally {
+      signal.removeEventListener('abort', onAbort)
+      unsubscribe()
+      served.prompt = undefined
+    }
+  }
+
+  const connection = app.connect(stream)
+  const done = connection.closed.then(async () => {
+    const agents = [...sessions.values()].map((served) => served.agent)
+    sessions.clear()
+    const outcomes = await Promise.allSettled(agents.map((agent) => agent.dispose()))
+    for (const outcome of outcomes) {
+      if (outcome.status === 'rejected') log.warn('disposing an ACP session failed: %s', outcome.reason instanceof Error ? outcome.reason.message : String(outcome.reason))
+    }
+  })
+  return {
+    done,
+    close: () => {
+      connection.close()
+      return done
+    },
+  }
+}

@@ -1,0 +1,146 @@
+import { spawn, type ChildProcess } from 'node:child_process'
+import { readFileSync, readdirSync, realpathSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { PassThrough, Readable, Writable } from 'node:stream'
+import { afterEach, describe, expect, it } from 'vitest'
+import { client, methods, ndJsonStream, PROTOCOL_VERSION, type ClientConnection, type SessionUpdate } from '@agentclientprotocol/sdk'
+import { dshBin, repoRoot, runDsh, tempDir } from './cli.js'
+
+interface Served {
+  child: ChildProcess
+  connection: ClientConnection
+  /** Everything the process wrote to stdout, verbatim. */
+  stdout(): string
+  stderr(): string
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>
+}
+
+const running: ChildProcess[] = []
+afterEach(() => {
+  for (const child of running.splice(0)) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL')
+})
+
+/** `dsh acp` as a real process, with an SDK client on its stdio and a copy of its raw stdout. */
+function serveDsh(args: string[], env: NodeJS.ProcessEnv = {}): Served {
+  const child = spawn(process.execPath, [dshBin, 'acp', ...args], {
+    cwd: repoRoot,
+    env: { ...process.env, DSH_HOME: tempDir('dsh-home-'), DEEPSEEK_API_KEY: '', OPENAI_API_KEY: '', ...env },
+    stdio: ['pipe', 'pipe', 'pipe'],
+  })
+  running.push(child)
+  let stdout = ''
+  let stderr = ''
+  const copy = new PassThrough()
+  child.stdout!.on('data', (chunk: Buffer) => {
+    stdout += chunk.toString('utf8')
+    copy.write(chunk)
+  })
+  child.stdout!.on('end', () => copy.end())
+  child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString('utf8')))
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.on('close', (code, signal) => resolve({ code, signal })))
+  const connection = client({ name: 'cli-test' }).connect(
+    ndJsonStream(Writable.toWeb(child.stdin!) as WritableStream<Uint8Array>, Readable.toWeb(copy) as ReadableStream<Uint8Array>),
+  )
+  return { child, connection, stdout: () => stdout, stderr: () => stderr, exited }
+}
+
+function script(dir: string, yaml: string): string {
+  const file = join(dir, 'child.yml')
+  writeFileSync(file, yaml)
+  return file
+}
+
+function sessionFiles(dir: string): Array<Array<Record<string, unknown>>> {
+  return readdirSync(dir)
+    .filter((name) => name.endsWith('.jsonl'))
+    .map((name) => readFileSync(join(dir, name), 'utf8').trim().split('\n').map((line) => JSON.parse(line) as Record<string, unknown>))
+}
+
+describe('dsh acp', () => {
+  it('serves a scripted dsh agent: cwd honoured, chunks and tool calls streamed, stdout holds only protocol frames, EOF exits 0 with sessions flushed', async () => {
+    const dir = tempDir()
+    const cwd = realpathSync(tempDir('acp-cwd-'))
+    const model = script(dir, [
+      '- when: { prompt: "^use a tool" }',
+      '  reply:',
+      '    - text: "Checking."',
+      '      call: { tool: no_such_tool, args: { x: 1 } }',
+      '    - text: "Done."',
+      '- reply:',
+      '    - text: "plain answer"',
+    ].join('\n'))
+    // --verbose: whatever the runtime logs, at any level, must land on stderr.
+    const served = serveDsh(['--model', `scripted:${model}`, '--session-dir', dir, '--verbose'])
+    const { agent } = served.connection
+    const init = await agent.request(methods.agent.initialize, { protocolVersion: PROTOCOL_VERSION, clientCapabilities: {} })
+    expect(init.protocolVersion).toBe(1)
+    const session = await agent.buildSession(cwd).start()
+    void session.prompt('use a tool please')
+    const updates: SessionUpdate[] = []
+    let stop: string | undefined
+    while (!stop) {
+      const message = await session.nextUpdate()
+      if (message.kind === 'stop') stop = message.stopReason
+      else updates.push(message.update)
+    }
+    expect(stop).toBe('end_turn')
+    expect(updates.map((update) => update.sessionUpdate)).toEqual(expect.arrayContaining(['agent_message_chunk', 'tool_call', 'tool_call_update']))
+    expect(updates.find((update) => update.sessionUpdate === 'tool_call_update')).toMatchObject({ status: 'failed' })
+    // A second session, whose unsupported MCP server makes the server log a warning: on stderr.
+    const second = await agent.buildSession(cwd).withMcpServer({ name: 'files', command: 'mcp-files', args: [], env: [] }).start()
+    expect(await second.prompt('hello')).toEqual({ stopReason: 'end_turn' })
+
+    served.child.stdin!.end()
+    expect(await served.exited).toEqual({ code: 0, signal: null })
+    const lines = served.stdout().split('\n').filter((line) => line !== '')
+    expect(lines.length).toBeGreaterThan(5)
+    for (const line of lines) expect(JSON.parse(line)).toMatchObject({ jsonrpc: '2.0' })
+    expect(served.stderr()).toContain('ignoring 1 MCP server(s)')
+
+    const files = sessionFiles(dir)
+    expect(files).toHaveLength(2)
+    for (const records of files) {
+      expect(records[0]).toMatchObject({ kind: 'header', header: { origin: 'acp', cwd } })
+      expect(records.at(-1)).toMatchObject({ type: 'turn/end', reason: 'completed' })
+    }
+  })
+
+  it('session/cancel answers cancelled; SIGTERM closes like EOF and exits 0', async () => {
+    const dir = tempDir()
+    const model = script(dir, '- reply:\n    - { text: "late", delay_ms: 60000 }\n')
+    const served = serveDsh(['--model', `scripted:${model}`, '--session-dir', dir])
+    const { agent } = served.connection
+    await agent.request(methods.agent.initialize, { protocolVersion: PROTOCOL_VERSION, clientCapabilities: {} })
+    const session = await agent.buildSession(dir).start()
+    const answer = session.prompt('wait')
+    await new Promise((resolve) => setTimeout(resolve, 200))
+    await agent.notify(methods.agent.session.cancel, { sessionId: session.sessionId })
+    expect(await answer).toEqual({ stopReason: 'cancelled' })
+    served.child.kill('SIGTERM')
+    expect(await served.exited).toEqual({ code: 0, signal: null })
+    expect(sessionFiles(dir)[0].at(-1)).toMatchObject({ type: 'turn/end', reason: 'aborted' })
+  })
+
+  it('without a model it exits 2 saying how to pick one, and writes nothing on stdout', async () => {
+    const result = await runDsh(['acp'])
+    expect(result.code).toBe(2)
+    expect(result.stdout).toBe('')
+    expect(result.stderr).toContain('--model')
+  })
+})
+
+describe('dsh run with examples/acp.yml', () => {
+  it('a scripted parent delegating through subagent_acp to `dsh acp` prints the child\'s answer', async () => {
+    const dir = tempDir()
+    const home = tempDir('dsh-home-')
+    const result = await runDsh(
+      ['run', '--config', 'examples/acp.yml', '--model', 'scripted:examples/acp-parent.yml', '--session-dir', dir, 'ask the ACP child about France'],
+      { env: { DSH_HOME: home } },
+    )
+    expect(result.stdout).toContain('The ACP child answered: Paris is the capital of France.')
+    expect(result.code).toBe(0)
+    // The child ran in its own process and persisted its own ordinary session.
+    const [child] = sessionFiles(join(home, 'sessions'))
+    expect(child[0]).toMatchObject({ kind: 'header', header: { origin: 'acp', cwd: repoRoot } })
+  })
+})

@@ -1,0 +1,67 @@
+import { resolve } from 'node:path'
+import Schema from 'schemastery'
+import type { PermissionPolicy } from './permission.js'
+
+/** The plugin's config, as written in a composition file. */
+export interface AcpProviderConfig {
+  providerName: string
+  command: string
+  args: string[]
+  cwd?: string
+  env: Record<string, string>
+  permission: PermissionPolicy
+  timeoutMs?: number
+  startupTimeoutMs: number
+  cancelGraceMs: number
+  stdinGraceMs: number
+  termGraceMs: number
+}
+
+const milliseconds = () => Schema.natural().min(1)
+
+export const AcpProviderConfig: Schema<AcpProviderConfig> = Schema.object({
+  providerName: Schema.string().min(1).default('acp').description('The name the provider registers under on ctx.subagents.'),
+  command: Schema.string().min(1).required().description('The ACP agent program to run for each delegation (looked up on PATH).'),
+  args: Schema.array(Schema.string()).default([]).description('Its arguments.'),
+  cwd: Schema.string().min(1).description('Its working directory (and the ACP session cwd); default: the delegating session\'s cwd.'),
+  env: Schema.dict(Schema.string()).default({}).description('Variables added to the cleaned parent environment.'),
+  permission: Schema.union(['reject', 'allow']).default('reject').description('How session/request_permission is answered.'),
+  timeoutMs: milliseconds().description('Longest a prompt turn may run; on expiry the run ends error and the agent is stopped.'),
+  startupTimeoutMs: milliseconds().default(15_000).description('Longest initialize + session/new may take.'),
+  cancelGraceMs: milliseconds().default(5_000).description('After session/cancel, how long the agent has to answer cancelled.'),
+  stdinGraceMs: milliseconds().default(3_000).description('On dispose, how long the agent has to exit after its stdin closes.'),
+  termGraceMs: milliseconds().default(2_000).description('After SIGTERM, how long before SIGKILL.'),
+}) as Schema<AcpProviderConfig>
+
+/** Everything a run needs, with every default applied and paths made absolute. */
+export interface AcpRunSpec {
+  provider: string
+  command: string
+  args: readonly string[]
+  /** Absolute; `undefined` means the parent session's cwd. */
+  cwd: string | undefined
+  env: Readonly<Record<string, string>>
+  permission: PermissionPolicy
+  timeoutMs: number | undefined
+  startupTimeoutMs: number
+  cancelGraceMs: number
+  stdinGraceMs: number
+  termGraceMs: number
+}
+
+/** The one place defaults meet config: a configured relative `cwd` is taken from the process cwd at load. */
+export function resolveAcpSpec(config: AcpProviderConfig): AcpRunSpec {
+  return {
+    provider: config.providerName,
+    command: config.command,
+    args: [...config.args],
+    cwd: config.cwd === undefined ? undefined : resolve(config.cwd),
+    env: { ...config.env },
+    permission: config.permission,
+    timeoutMs: config.timeoutMs,
+    startupTimeoutMs: config.startupTimeoutMs,
+    cancelGraceMs: config.cancelGraceMs,
+    stdinGraceMs: config.stdinGraceMs,
+    termGraceMs: config.termGraceMs,
+  }
+}

@@ -1,0 +1,76 @@
+import { isAbsolute } from 'node:path'
+import Schema from 'schemastery'
+import type { SubagentRequest } from '@dsh/subagent'
+import type { PermissionMode } from './approvals.js'
+import { childEnvironment } from './child-env.js'
+import type { CodexCommand } from './codex-binary.js'
+import type { AskForApproval, SandboxMode } from './protocol/index.js'
+
+export interface CodexConfig {
+  providerName: string
+  env: Record<string, string>
+  passEnv: string[]
+  cwd?: string
+  permissionMode: PermissionMode
+  timeoutMs?: number
+  startupTimeoutMs: number
+  graceMs: number
+  model?: string
+}
+
+export const CodexConfig: Schema<Partial<CodexConfig>, CodexConfig> = Schema.object({
+  providerName: Schema.string().min(1).default('codex').description('The name the provider registers under on ctx.subagents.'),
+  env: Schema.dict(Schema.string()).default({}).description('Variables added to the app-server environment (e.g. CODEX_HOME), after credential-shaped parent variables are removed.'),
+  passEnv: Schema.array(Schema.string().min(1)).default([]).description('Credential-shaped parent variables (…KEY, …TOKEN, …SECRET, …PASSWORD) to inherit anyway, by exact name.'),
+  cwd: Schema.string().min(1).description("The child's working directory (absolute); default: the parent session's cwd."),
+  permissionMode: Schema.union(['decline', 'accept']).default('decline').description('How approval requests are answered: decline every one, or accept every one (full-auto).'),
+  timeoutMs: Schema.natural().min(1).description('Longest a turn may run before it is interrupted and ends `error`.'),
+  startupTimeoutMs: Schema.natural().min(1).default(30_000).description('Longest the app-server may take from spawn to an accepted turn.'),
+  graceMs: Schema.natural().default(2_000).description('Disposal: wait this long after closing stdin, and again after SIGTERM, before the next step.'),
+  model: Schema.string().min(1).description('A Codex model slug overriding the model of Codex\'s own config.'),
+}) as Schema<Partial<CodexConfig>, CodexConfig>
+
+/** Config problems schemastery cannot express; thrown at load, naming the key. */
+export function checkConfig(config: CodexConfig): void {
+  if (config.cwd !== undefined && !isAbsolute(config.cwd)) {
+    throw new Error(`@dsh/subagent-codex config.cwd must be an absolute path (got ${JSON.stringify(config.cwd)})`)
+  }
+}
+
+/** Everything one run needs, with every default applied: the run path reads no config. */
+export interface CodexRunSpec {
+  command: CodexCommand
+  cwd: string
+  env: NodeJS.ProcessEnv
+  permissionMode: PermissionMode
+  approvalPolicy: AskForApproval
+  sandbox: SandboxMode
+  model: string | undefined
+  timeoutMs: number | undefined
+  startupTimeoutMs: number
+  graceMs: number
+}
+
+/**
+ * `decline` keeps Codex asking about anything not known to be safe (and the answer is
+ * no) inside a read-only sandbox; `accept` is Codex's own full-auto preset, and whatever
+ * it still asks is approved.
+ */
+const MODE_POLICY: Record<PermissionMode, { approvalPolicy: AskForApproval; sandbox: SandboxMode }> = {
+  decline: { approvalPolicy: 'untrusted', sandbox: 'read-only' },
+  accept: { approvalPolicy: 'on-request', sandbox: 'workspace-write' },
+}
+
+export function resolveRunSpec(config: CodexConfig, request: SubagentRequest, command: CodexCommand, parentEnv: NodeJS.ProcessEnv = process.env): CodexRunSpec {
+  return {
+    command,
+    cwd: config.cwd ?? request.parent.session.header.cwd,
+    env: childEnvironment(parentEnv, config.env, config.passEnv),
+    permissionMode: config.permissionMode,
+    ...MODE_POLICY[config.permissionMode],
+    model: request.agentOptions?.model ?? config.model,
+    timeoutMs: config.timeoutMs,
+    startupTimeoutMs: config.startupTimeoutMs,
+    graceMs: config.graceMs,
+  }
+}
