@@ -63,7 +63,7 @@ export function serveAcp(ctx: Context, stream: Stream): AcpServer {
       const info = await stat(cwd).catch(() => undefined)
       if (!info?.isDirectory()) throw RequestError.invalidParams({ cwd }, `cwd ${cwd} is not a directory`)
       if (params.mcpServers.length > 0) log.warn('ignoring %d MCP server(s) for the new session: dsh does not connect to MCP servers', params.mcpServers.length)
-      const agent = await ctx.agents.create({ meta: { origin: 'acp', cwd } })
+      const agent = await ctx.agents.create({ meta: { origin: 'acp', cwd, ...lineageOf(params._meta, log) } })
       if (connection.signal.aborted) {
         // The client left while the agent was being created: nobody will ever dispose it.
         await agent.dispose()
@@ -130,4 +130,27 @@ export function serveAcp(ctx: Context, stream: Stream): AcpServer {
       return done
     },
   }
+}
+
+/**
+ * Lineage a dsh parent sends in `session/new`'s `_meta.dsh` (see @dsh/subagent-acp), so
+ * the session's header links it to its parent and its depth continues the parent's. It
+ * comes off the wire: anything malformed is ignored with a warning, never trusted.
+ */
+export function lineageOf(meta: unknown, log: { warn(format: string, ...args: unknown[]): void }): { parentSession?: string; delegationDepth?: number; provider?: string; label?: string } {
+  const dsh = typeof meta === 'object' && meta !== null ? (meta as Record<string, unknown>).dsh : undefined
+  if (dsh === undefined) return {}
+  if (typeof dsh !== 'object' || dsh === null) {
+    log.warn('ignoring _meta.dsh of session/new: not an object')
+    return {}
+  }
+  const { parentSession, delegationDepth, provider, label } = dsh as Record<string, unknown>
+  const lineage: { parentSession?: string; delegationDepth?: number; provider?: string; label?: string } = {}
+  if (typeof parentSession === 'string' && /^[A-Za-z0-9._-]{1,128}$/.test(parentSession)) lineage.parentSession = parentSession
+  if (Number.isInteger(delegationDepth) && (delegationDepth as number) >= 0) lineage.delegationDepth = delegationDepth as number
+  if (typeof provider === 'string' && provider.length <= 64) lineage.provider = provider
+  if (typeof label === 'string') lineage.label = label.slice(0, 200)
+  const dropped = ['parentSession', 'delegationDepth', 'provider', 'label'].filter((key) => (dsh as Record<string, unknown>)[key] !== undefined && !(key in lineage))
+  if (dropped.length) log.warn('ignoring malformed _meta.dsh field(s) of session/new: %s', dropped.join(', '))
+  return lineage
 }

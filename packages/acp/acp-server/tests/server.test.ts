@@ -68,6 +68,18 @@ describe('acp-server', () => {
     })
   })
 
+  it('session/new records a dsh parent\'s lineage from _meta.dsh, so depth continues across processes', async () => {
+    const { agent } = await serve([{ reply: [{ text: 'x' }] }])
+    const cwd = tempCwd()
+    const linked = await agent.buildSession({ cwd, mcpServers: [], _meta: { dsh: { parentSession: 'parent-1', delegationDepth: 2, provider: 'acp', label: 'a task' } } }).start()
+    expect(harness!.ctx.agents.get(linked.sessionId)!.session.header).toMatchObject({ origin: 'acp', parentSession: 'parent-1', delegationDepth: 2, provider: 'acp', label: 'a task' })
+    expect(harness!.ctx.agents.get(linked.sessionId)!.depth).toBe(2)
+    const malformed = await agent.buildSession({ cwd, mcpServers: [], _meta: { dsh: { parentSession: '../../etc', delegationDepth: -1 } } }).start()
+    const header = harness!.ctx.agents.get(malformed.sessionId)!.session.header
+    expect(header.parentSession).toBeUndefined()
+    expect(header.delegationDepth).toBeUndefined()
+  })
+
   it('session/new creates one dsh agent per ACP session, with origin acp and the client\'s cwd', async () => {
     const { agent } = await serve([{ reply: [{ text: 'x' }] }])
     const cwd = tempCwd()

@@ -143,4 +143,15 @@ describe('dsh run with examples/acp.yml', () => {
     const [child] = sessionFiles(join(home, 'sessions'))
     expect(child[0]).toMatchObject({ kind: 'header', header: { origin: 'acp', cwd: repoRoot } })
   })
+
+  it('the ACP child\'s session is linked to its parent, so dsh sessions tree shows it across the process boundary', async () => {
+    const home = tempDir('dsh-home-')
+    const result = await runDsh(['run', '--quiet', '--config', 'examples/acp.yml', '--model', 'scripted:examples/acp-parent.yml', 'ask the ACP child about France'], { env: { DSH_HOME: home } })
+    expect(result.code).toBe(0)
+    const tree = await runDsh(['sessions', 'tree'], { env: { DSH_HOME: home } })
+    const lines = tree.stdout.trim().split('\n')
+    expect(lines).toHaveLength(2)
+    expect(lines[0]).toMatch(/ {2}cli "ask the ACP child about France" {2}completed$/)
+    expect(lines[1]).toMatch(/^└─ \S+ {2}acp "ask about France" {2}completed$/)
+  })
 })

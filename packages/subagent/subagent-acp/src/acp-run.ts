@@ -23,6 +23,7 @@ import {
   RequestError,
   type ActiveSession,
   type ClientConnection,
+  type NewSessionRequest,
   type SessionUpdate,
 } from '@agentclientprotocol/sdk'
 import type { TextBlock } from '@dsh/llm'
@@ -42,6 +43,25 @@ export type AcpStage = 'spawn' | 'initialize' | 'session/new' | 'session/prompt'
 const EXIT_SETTLE_MS = 1000
 
 const { version } = createRequire(import.meta.url)('../package.json') as { version: string }
+
+/**
+ * `session/new` with the delegation's lineage in `_meta.dsh`. Another dsh (`dsh acp`)
+ * records it in the child session's header, so session trees and the depth bound reach
+ * across the process boundary; other agents ignore `_meta` they do not know.
+ */
+export function newSessionRequest(cwd: string, request: SubagentRequest, provider: string): NewSessionRequest {
+  const lineage: DshSessionMeta = { parentSession: request.parent.id, delegationDepth: request.parent.depth + 1, provider }
+  if (request.label !== undefined) lineage.label = request.label
+  return { cwd, mcpServers: [], _meta: { dsh: lineage } }
+}
+
+/** What a dsh parent tells a dsh child about itself in `session/new`'s `_meta.dsh`. */
+export interface DshSessionMeta {
+  parentSession: string
+  delegationDepth: number
+  provider: string
+  label?: string
+}
 
 export async function startAcpRun(spec: AcpRunSpec, request: SubagentRequest): Promise<SubagentRun> {
   const { signal } = request
@@ -96,7 +116,7 @@ class AcpRun {
     const { spec } = this
     this.tree = new ProcessTree({ command: spec.command, args: spec.args, cwd: this.cwd, env: childEnvironment(process.env, spec.env) })
     try {
-      await this.startup(request.signal)
+      await this.startup(request)
     } catch (error) {
       await this.reap().catch((reapError: unknown) => {
         throw new SubagentError('START_FAILED', `${messageOf(error)}; then stopping the agent failed: ${messageOf(reapError)}`, { cause: error })
@@ -106,8 +126,9 @@ class AcpRun {
     this.publish(request)
   }
 
-  private async startup(signal: AbortSignal): Promise<void> {
+  private async startup(request: SubagentRequest): Promise<void> {
     const { spec } = this
+    const { signal } = request
     let fail!: (error: SubagentError) => void
     const failed = new Promise<never>((_, reject) => (fail = reject))
     failed.catch(() => {})
@@ -142,7 +163,7 @@ class AcpRun {
       }
       guard.disarm()
       this.stage = 'session/new'
-      this.session = await Promise.race([this.connection.agent.buildSession(this.cwd).start(), failed])
+      this.session = await Promise.race([this.connection.agent.buildSession(newSessionRequest(this.cwd, request, spec.provider)).start(), failed])
     } catch (error) {
       if (error instanceof SubagentError) throw error
       // A JSON-RPC error, or the connection closing because the process died: prefer the death.
