@@ -33,9 +33,9 @@ interface Peer {
 
 interface ChildRecord {
   id: string
+  answer?: string
   provider: string
   label?: string
-  startedAt: number
   endedAt?: number
   stopReason?: string
   diagnostic?: string
@@ -68,11 +68,12 @@ export async function demoVerb(args: string[]): Promise<number> {
     try {
       const children = recordChildren(runtime.ctx)
       root = await runtime.ctx.agents.create({ meta: { origin: 'cli', cwd: process.cwd() } })
+      const startedAt = Date.now()
       const view = watch(runtime, root, { prompt: '', quiet: values.quiet })
       const result = await root.followup('Show what dsh can delegate: one step, every provider, then collect the background child.')
       await settle(runtime, root)
       view.finish(result)
-      process.stdout.write(summary(children, runtime.ctx.sessions.locate.bind(runtime.ctx.sessions), peers, sessionDir, root))
+      process.stdout.write(summary(children, runtime.ctx.sessions.locate.bind(runtime.ctx.sessions), peers, sessionDir, root, startedAt))
       return result.reason === 'completed' && [...children.values()].every((child) => child.stopReason === 'completed') ? 0 : 1
     } finally {
       await root?.dispose()
@@ -111,7 +112,7 @@ function parentScript(peers: Peer[]): unknown[] {
 function recordChildren(ctx: import('cordis').Context): Map<string, ChildRecord> {
   const children = new Map<string, ChildRecord>()
   ctx.on('subagent/start', (info) => {
-    children.set(info.runId, { id: info.id, provider: info.provider, label: info.label, startedAt: Date.now(), local: info.local })
+    children.set(info.runId, { id: info.id, provider: info.provider, label: info.label, local: info.local })
   })
   ctx.on('subagent/end', (info) => {
     const child = children.get(info.runId)
@@ -119,16 +120,18 @@ function recordChildren(ctx: import('cordis').Context): Map<string, ChildRecord>
     child.endedAt = Date.now()
     child.stopReason = info.stopReason
     child.diagnostic = info.diagnostic
+    child.answer = info.lastAssistantMessage?.map((block) => block.text).join('')
   })
   return children
 }
 
-function summary(children: Map<string, ChildRecord>, locate: (id: string) => string | undefined, peers: Peer[], sessionDir: string, root: Agent): string {
+function summary(children: Map<string, ChildRecord>, locate: (id: string) => string | undefined, peers: Peer[], sessionDir: string, root: Agent, startedAt: number): string {
   const rows = [...children.values()].map((child) => {
-    const where = child.local ? locate(child.id) ?? '(not persisted)' : child.provider === 'acp' ? `in ${sessionDir} (written by the dsh acp child)` : peers.find((peer) => peer.entries.some((entry) => entry.config?.providerName === child.provider))?.storage ?? '(kept by the child process)'
-    return [child.provider, child.label ?? '', child.stopReason ?? 'running', child.endedAt ? seconds(child.endedAt - child.startedAt) : '-', where]
+    const where = child.local ? locate(child.id) ?? '(not persisted)' : child.provider === 'acp' ? `in ${sessionDir}, written by the dsh acp child` : peers.find((peer) => peer.entries.some((entry) => entry.config?.providerName === child.provider))?.storage ?? '(kept by the child process)'
+    // Measured from the parent's start: a remote child announces itself only once its process is up.
+    return [child.provider, child.label ?? '', child.stopReason ?? 'running', child.endedAt ? seconds(child.endedAt - startedAt) : '-', where]
   })
-  const header = ['provider', 'task', 'stop reason', 'took', 'session']
+  const header = ['provider', 'task', 'stop reason', 'done at', 'session']
   const widths = header.map((title, column) => Math.max(title.length, ...rows.map((row) => row[column].length)))
   const line = (cells: string[]) => cells.map((cell, column) => (column === cells.length - 1 ? cell : cell.padEnd(widths[column]))).join('  ')
   const missing = ['codex', 'claude-code'].filter((name) => !peers.some((peer) => peer.entries.some((entry) => entry.config?.providerName === name)))
@@ -138,8 +141,11 @@ function summary(children: Map<string, ChildRecord>, locate: (id: string) => str
     line(header),
     ...rows.map(line),
     `Parent session: ${locate(root.id) ?? '(not persisted)'}`,
+    '',
+    'What each child said:',
+    ...[...children.values()].map((child) => `  ${child.provider.padEnd(widths[0])}  ${child.answer ?? child.diagnostic ?? '(nothing)'}`),
     missing.length ? `Not shown (packages not installed): ${missing.join(', ')}` : '',
-    'Next: dsh sessions tree   (the lineage, from the session files)',
+    `Next: dsh sessions tree${sessionDir === join(dshHome(), 'sessions') ? '' : ` --session-dir ${sessionDir}`}   (the lineage, rebuilt from the session files)`,
     '',
   ].join('\n')
 }

@@ -1,0 +1,37 @@
+import { describe, expect, it } from 'vitest'
+import { runDsh, tempDir } from './cli.js'
+
+describe('dsh demo', () => {
+  it('runs keylessly through every provider and ends with a summary of every child', async () => {
+    const dir = tempDir()
+    const result = await runDsh(['demo', '--session-dir', dir], { timeoutMs: 60_000 })
+    expect(result.code).toBe(0)
+    const summary = result.stdout.slice(result.stdout.indexOf('Summary:'))
+    expect(summary).toMatch(/^Summary: 6 children of \S+/)
+    const rows = summary.split('\n').slice(2, 8)
+    const providers = rows.map((row) => row.split(/\s+/)[0]).sort()
+    expect(providers).toEqual(['acp', 'claude-code', 'codex', 'fork', 'spawn', 'spawn'])
+    expect(rows.every((row) => /\bcompleted\b/.test(row))).toBe(true)
+    expect(rows.filter((row) => row.includes(dir))).toHaveLength(4)
+    expect(result.stdout).toContain('background child: audit finished while the parent kept working.')
+    expect(result.stdout).toContain('Codex here: hello, dsh!')
+    expect(result.stdout).toContain('Claude Code here: hello, dsh!')
+    expect(result.stdout).toContain('ACP child here, in my own process')
+  })
+
+  it('dsh sessions tree shows the demo\'s lineage, ACP child included', async () => {
+    const dir = tempDir()
+    const demo = await runDsh(['demo', '--quiet', '--session-dir', dir], { timeoutMs: 60_000 })
+    expect(demo.code).toBe(0)
+    const tree = await runDsh(['sessions', 'tree', '--session-dir', dir])
+    const lines = tree.stdout.trim().split('\n')
+    expect(lines[0]).toMatch(/ {2}cli "Show what dsh can delegate/)
+    const children = lines.slice(1).map((line) => /^[├└]─ \S+ {2}(\S+) "([^"]+)" {2}(\S+)/.exec(line)!.slice(1).join(' | '))
+    expect(children.sort()).toEqual([
+      'acp | ask an ACP agent | completed',
+      'fork | review the plan | completed',
+      'spawn | background audit | completed',
+      'spawn | survey the repo | completed',
+    ])
+  })
+})
