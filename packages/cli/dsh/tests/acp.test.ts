@@ -155,3 +155,66 @@ describe('dsh run with examples/acp.yml', () => {
     expect(lines[1]).toMatch(/^└─ \S+ {2}acp "ask about France" {2}completed$/)
   })
 })
+
+describe('dsh run interrupted while an ACP child works', () => {
+  it('SIGINT exits only after the ACP child process is gone', async () => {
+    const dir = tempDir()
+    const childScript = script(dir, '- reply: [{ text: "too slow", delay_ms: 60000 }]\n')
+    const parentScript = join(dir, 'parent.yml')
+    writeFileSync(parentScript, '- when: { depth: 0 }\n  reply:\n    - call: { tool: subagent_acp, args: { description: "slow child", prompt: "work slowly" } }\n    - text: "never"\n')
+    const config = join(dir, 'acp.yml')
+    writeFileSync(config, [
+      '- id: subagent-acp',
+      '  name: "@dsh/subagent-acp"',
+      `  config: { command: ${JSON.stringify(process.execPath)}, args: [${JSON.stringify(dshBin)}, acp, --model, "scripted:${childScript}"] }`,
+      '- id: tool-subagent-acp',
+      '  name: "@dsh/tool-subagent"',
+      '  config: { provider: acp, toolName: subagent_acp }',
+    ].join('\n'))
+    const run = spawn(process.execPath, [dshBin, 'run', '--config', config, '--model', `scripted:${parentScript}`, '--session-dir', dir, 'go'], {
+      cwd: repoRoot,
+      env: { ...process.env, DSH_HOME: dir },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    })
+    running.push(run)
+    let stderr = ''
+    run.stderr!.on('data', (chunk: Buffer) => (stderr += chunk))
+    const exited = new Promise<number | null>((resolve) => run.on('close', (code) => resolve(code)))
+    // the child announces itself once its ACP session exists
+    const deadline = Date.now() + 20_000
+    while (!stderr.includes('[subagent] start acp')) {
+      if (Date.now() > deadline) throw new Error(`the ACP child never started:\n${stderr}`)
+      await new Promise((resolve) => setTimeout(resolve, 50))
+    }
+    const childPids = processesRunning(childScript)
+    expect(childPids.length).toBeGreaterThan(0)
+    run.kill('SIGINT')
+    const code = await exited
+    expect(code).toBe(1)
+    expect(stderr).toMatch(/\[subagent\] end acp \S+ aborted/)
+    for (const pid of childPids) expect(alive(pid)).toBe(false)
+  })
+})
+
+/** Pids whose command line mentions `marker`. */
+function processesRunning(marker: string): number[] {
+  return readdirSync('/proc')
+    .filter((entry) => /^\d+$/.test(entry))
+    .filter((pid) => {
+      try {
+        return readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes(marker)
+      } catch {
+        return false
+      }
+    })
+    .map(Number)
+}
+
+function alive(pid: number): boolean {
+  try {
+    // a zombie is dead for our purposes: nothing reaps orphans on these machines
+    return !/\) Z /.test(readFileSync(`/proc/${pid}/stat`, 'utf8'))
+  } catch {
+    return false
+  }
+}
