@@ -17,6 +17,9 @@ export const AGENT_SCOPE = Symbol.for('dsh.tools.agentScope')
 
 const TOOL_NAME = /^[A-Za-z0-9_-]{1,64}$/
 
+/** The spec-cache key of agents with neither scoped tools nor filters (not a valid agent id). */
+const GLOBAL_VIEW = '\0global'
+
 interface Entry {
   definition: ToolDefinition
   validate: ArgumentValidator
@@ -105,13 +108,15 @@ export class ToolRegistry extends Service {
 
   /** The model-facing specs for `agentId`, cached until the registry changes. */
   specsFor(agentId: string): ToolSpec[] {
-    const cached = this.specCache.get(agentId)
+    // Most agents (every plain child of a fan-out) see exactly the global tools: share one list.
+    const key = this.scoped.has(agentId) || this.filters.has(agentId) ? agentId : GLOBAL_VIEW
+    const cached = this.specCache.get(key)
     if (cached && cached.version === this.version) return cached.specs
     const specs = this.namesFor(agentId, true).map((name) => {
       const { definition } = this.lookup(name, agentId)!
       return { name, description: definition.description, parameters: definition.parameters }
     })
-    this.specCache.set(agentId, { version: this.version, specs })
+    this.specCache.set(key, { version: this.version, specs })
     return specs
   }
 
