@@ -8,6 +8,7 @@
 import { parseArgs } from 'node:util'
 import { serveAcpOverStdio } from '@dsh/acp-server'
 import { chooseModel, UsageError } from './run.js'
+import { onInterrupt } from './interrupt.js'
 import { startRuntime } from './runtime.js'
 
 export async function acpVerb(args: string[]): Promise<number> {
@@ -29,7 +30,8 @@ export async function acpVerb(args: string[]): Promise<number> {
     throw new UsageError('dsh acp: no model to run with: pass --model SPEC (e.g. --model scripted:examples/acp-child.yml), set llm.model in --config, or set DEEPSEEK_API_KEY')
   }
   const server = serveAcpOverStdio(runtime.ctx)
-  const stopSignals = installStop(() => void server.close())
+  // The first SIGTERM/SIGINT closes the connection like EOF does.
+  const stopSignals = onInterrupt(() => void server.close())
   try {
     await server.done
   } finally {
@@ -50,19 +52,4 @@ function keepStdoutForFrames(): void {
   console.log = toStderr
   console.info = toStderr
   console.debug = toStderr
-}
-
-/** The first SIGTERM/SIGINT closes the connection like EOF does; a second exits at once. */
-function installStop(stop: () => void): () => void {
-  let signals = 0
-  const onSignal = () => {
-    if (++signals > 1) process.exit(130)
-    stop()
-  }
-  process.on('SIGTERM', onSignal)
-  process.on('SIGINT', onSignal)
-  return () => {
-    process.off('SIGTERM', onSignal)
-    process.off('SIGINT', onSignal)
-  }
 }

@@ -4,6 +4,7 @@ import type { SessionUpdate } from '@dsh/session'
 import type {} from '@dsh/subagent'
 import type {} from '@dsh/tasks'
 import type { Composition } from './compose.js'
+import { onInterrupt } from './interrupt.js'
 import { lifecycleLine, TtyTreeRenderer } from './progress/render.js'
 import { ProgressTracker } from './progress/tracker.js'
 import { startRuntime, type RuntimeOptions } from './runtime.js'
@@ -52,7 +53,9 @@ export async function runCommand(options: RunOptions): Promise<number> {
   const model = chooseModel(options.model)
   const runtime = await startRuntime({ ...options, model })
   let agent: Agent | undefined
-  const stopSignals = installInterrupt(() => {
+  // First Ctrl-C cancels everything and the command exits once it has stopped.
+  const stopSignals = onInterrupt(() => {
+    process.stderr.write('\ndsh: cancelling (Ctrl-C again to exit now)\n')
     // The turn's cancellation reaches its foreground children; background work is the tasks'.
     agent?.cancel(new Error('interrupted'))
     if (agent) void runtime.ctx.get('tasks')?.killAll(agent.id, 'interrupted by Ctrl-C')
@@ -157,21 +160,4 @@ function finalAnswer(agent: Agent, result: TurnResult): string {
     }
   }
   return answer
-}
-
-/** First Ctrl-C cancels everything (the command exits once it has stopped); a second one exits at once. */
-function installInterrupt(cancelAll: () => void): () => void {
-  let interrupts = 0
-  const onSignal = () => {
-    interrupts++
-    if (interrupts > 1) process.exit(130)
-    process.stderr.write('\ndsh: cancelling (Ctrl-C again to exit now)\n')
-    cancelAll()
-  }
-  process.on('SIGINT', onSignal)
-  process.on('SIGTERM', onSignal)
-  return () => {
-    process.off('SIGINT', onSignal)
-    process.off('SIGTERM', onSignal)
-  }
 }
