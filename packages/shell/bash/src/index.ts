@@ -1,7 +1,6 @@
 export * from './types.js'
 export * from './errors.js'
 export * from './output.js'
-export * from './process-group.js'
 export * from './local.js'
 export * from './service.js'
 export { BashService as default } from './service.js'

@@ -1,6 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process'
+import { groupHasLiveMembers, terminateGroup } from '@dsh/process'
 import { BoundedOutput } from './output.js'
-import { groupAlive, terminateGroup } from './process-group.js'
 import type { BashExecutor, BashExit, BashProcess, BashRequest, OutputSlice } from './types.js'
 
 export interface LocalExecutorOptions {
@@ -110,7 +110,7 @@ class LocalBashProcess implements BashProcess {
     let leftovers = false
     if (end.error === undefined && this.pid !== undefined) {
       if (this.stopping) await this.stopping
-      else if (await groupAlive(this.pid).catch(() => false)) {
+      else if (await groupHasLiveMembers(this.pid).catch(() => false)) {
         // The shell is done but something it started (`cmd &`) still runs in its group:
         // nothing may outlive the command, so it is stopped and the exit says so.
         leftovers = true

@@ -28,11 +28,10 @@ import {
 } from '@agentclientprotocol/sdk'
 import type { TextBlock } from '@dsh/llm'
 import { selectOutput, SubagentError, type SubagentRequest, type SubagentResult, type SubagentRun } from '@dsh/subagent'
-import { childEnvironment } from './child-env.js'
+import { childEnvironment, describeExit, ProcessTree } from '@dsh/process'
 import type { AcpRunSpec } from './config.js'
 import { answerPermission } from './permission.js'
 import { withoutExtensionUpdates } from './extension-updates.js'
-import { describeExit, ProcessTree } from './process-tree.js'
 import { StdoutGuard } from './stdout-guard.js'
 import { stopReasonOf } from './stop-reason.js'
 
@@ -41,6 +40,8 @@ export type AcpStage = 'spawn' | 'initialize' | 'session/new' | 'session/prompt'
 
 /** After the leader exits, how long the prompt may still settle from frames already written. */
 const EXIT_SETTLE_MS = 1000
+/** How much of the agent's stderr a diagnostic quotes. */
+const STDERR_TAIL_CHARS = 2000
 
 const { version } = createRequire(import.meta.url)('../package.json') as { version: string }
 
@@ -114,7 +115,13 @@ class AcpRun {
   /** Everything before publication. Rejects only after the process tree is gone. */
   async start(request: SubagentRequest): Promise<void> {
     const { spec } = this
-    this.tree = new ProcessTree({ command: spec.command, args: spec.args, cwd: this.cwd, env: childEnvironment(process.env, spec.env) })
+    this.tree = new ProcessTree({
+      command: spec.command,
+      args: spec.args,
+      cwd: this.cwd,
+      env: childEnvironment(process.env, { env: spec.env }),
+      stderrTailChars: STDERR_TAIL_CHARS,
+    })
     try {
       await this.startup(request)
     } catch (error) {

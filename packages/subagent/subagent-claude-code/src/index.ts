@@ -1,6 +1,5 @@
-export * from './child-env.js'
+export * from './claude-code-environment.js'
 export * from './executable.js'
-export * from './process-tree.js'
 export * from './claude-process.js'
 export * from './outcome.js'
 export * from './run-spec.js'

@@ -5,7 +5,7 @@
  */
 import type { CanUseTool, Options, PermissionMode } from '@anthropic-ai/claude-agent-sdk'
 import type { SubagentRequest } from '@dsh/subagent'
-import { childEnvironment, runningAsRoot } from './child-env.js'
+import { claudeCodeEnvironment, runningAsRoot } from './claude-code-environment.js'
 import { shortJson, type Denial } from './outcome.js'
 
 /**
@@ -52,7 +52,7 @@ export function resolveRunSpec(settings: ClaudeCodeSettings, request: SubagentRe
     prompt: request.prompt.map((block) => block.text).join('\n'),
     executable: settings.executable,
     cwd: settings.cwd ?? request.parent.session.header.cwd,
-    env: childEnvironment(process.env, { env: settings.env, passEnv: settings.passEnv, isRoot: runningAsRoot() }),
+    env: claudeCodeEnvironment(process.env, { env: settings.env, passEnv: settings.passEnv, isRoot: runningAsRoot() }),
     permissionMode: settings.permissionMode,
     startTimeoutMs: settings.startTimeoutMs,
     graceMs: settings.graceMs,

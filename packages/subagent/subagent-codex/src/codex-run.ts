@@ -11,14 +11,18 @@
 import { createRequire } from 'node:module'
 import type { AssistantMessage } from '@dsh/llm'
 import { selectOutput, SubagentError, type StopReason, type SubagentRequest, type SubagentResult, type SubagentRun } from '@dsh/subagent'
+import { describeExit, ProcessTree, type ExitInfo } from '@dsh/process'
 import { answerServerRequest } from './approvals.js'
 import { readNotification, readThreadId, readTurnId, type AppServerEvent } from './app-server-events.js'
 import type { CodexRunSpec } from './config.js'
 import { AppServerConnection, ConnectionClosedError, ProtocolError, RpcError, type IncomingRequest } from './connection.js'
-import { describeExit, ProcessTree, type ExitInfo } from './process-tree.js'
 
 /** Where a run is; startup failures and diagnostics name it. */
 export type Stage = 'spawn' | 'initialize' | 'thread/start' | 'turn/start' | 'turn'
+
+/** How much of the server's stderr is kept, and how much of it (on one line) a diagnostic quotes. */
+const STDERR_TAIL_CHARS = 4000
+const STDERR_QUOTE_CHARS = 600
 
 const CLIENT_VERSION = (createRequire(import.meta.url)('../package.json') as { version: string }).version
 
@@ -71,7 +75,13 @@ class CodexRun implements SubagentRun {
     private readonly request: SubagentRequest,
   ) {
     this.result = new Promise<SubagentResult>((resolve) => (this.resolveResult = resolve))
-    this.tree = new ProcessTree({ command: spec.command.command, args: [...spec.command.args, 'app-server'], cwd: spec.cwd, env: spec.env })
+    this.tree = new ProcessTree({
+      command: spec.command.command,
+      args: [...spec.command.args, 'app-server'],
+      cwd: spec.cwd,
+      env: spec.env,
+      stderrTailChars: STDERR_TAIL_CHARS,
+    })
     this.connection = new AppServerConnection(this.tree.child.stdout!, this.tree.child.stdin!, {
       notification: (method, params) => this.onNotification(method, params),
       request: (incoming) => this.onServerRequest(incoming),
@@ -81,6 +91,9 @@ class CodexRun implements SubagentRun {
   }
 
   /** Startup. Resolves once the turn is accepted; otherwise reaps the process and rejects. */
+  /** A startup failure that arrived after startup had already succeeded, replayed once it has. */
+  private afterStartup: (() => void) | undefined
+
   async begin(): Promise<void> {
     const { signal } = this.request
     const stopped = new Promise<never>((_, reject) => (this.failStartup = reject))
@@ -124,7 +137,7 @@ class CodexRun implements SubagentRun {
     } catch (error) {
       const failure = await this.describeStartupFailure(error)
       // Reap before rejecting: after a rejected start nobody else will.
-      await this.tree.reap(this.spec.graceMs).catch((reapError: unknown) => {
+      await this.reapTree().catch((reapError: unknown) => {
         failure.message += `; and reaping it failed: ${messageOf(reapError)}`
       })
       this.connection.close(new ConnectionClosedError('the run failed to start'))
@@ -137,6 +150,12 @@ class CodexRun implements SubagentRun {
 
     this.stage = 'turn'
     this.id = `${this.request.parent.id}/codex-${this.threadId}`
+    // A failure reported in the same tick as the last startup reply (garbage after the
+    // turn/start answer in one chunk, an exit right after it) lost the startup race; it
+    // still has to end the run, or the result would never settle.
+    const late = this.afterStartup
+    this.afterStartup = undefined
+    late?.()
     if (signal.aborted) this.cancel(signal.reason)
     else if (!this.settled) signal.addEventListener('abort', this.onAbort, { once: true })
     if (this.spec.timeoutMs !== undefined) {
@@ -162,7 +181,7 @@ class CodexRun implements SubagentRun {
         await Promise.race([this.result, this.pause(this.spec.graceMs)])
       }
       try {
-        await this.tree.reap(this.spec.graceMs)
+        await this.reapTree()
       } finally {
         this.connection.close(new ConnectionClosedError('the run was disposed'))
         if (!this.settled) this.settle('aborted', 'the run was disposed before codex finished the turn')
@@ -184,7 +203,7 @@ class CodexRun implements SubagentRun {
       const detail = `codex did not confirm turn/interrupt within graceMs (${this.spec.graceMs} ms)`
       if (this.stopping === 'timeout') this.settle('error', this.failure('timeout', `the turn ran past timeoutMs (${this.spec.timeoutMs} ms); ${detail}`))
       else this.settle('aborted', detail)
-      void this.tree.reap(this.spec.graceMs).catch(() => {
+      void this.reapTree().catch(() => {
         // dispose() awaits the same reaping and reports its failure.
       })
     })
@@ -242,25 +261,29 @@ class CodexRun implements SubagentRun {
   }
 
   private onProtocolError(error: ProtocolError): void {
-    if (this.failStartup) return this.failStartup(new StartupFailure(false, `the codex app-server broke the protocol during ${this.stage}: ${error.message}`))
+    if (this.failStartup) {
+      this.afterStartup = () => this.onProtocolError(error)
+      return this.failStartup(new StartupFailure(false, `the codex app-server broke the protocol during ${this.stage}: ${error.message}`))
+    }
     if (this.settled) return
     this.settle('error', this.failure('protocol', error.message))
     // A server that writes garbage cannot be trusted to finish: stop it now.
-    void this.tree.reap(this.spec.graceMs).catch(() => {
+    void this.reapTree().catch(() => {
       // dispose() awaits the same reaping and reports its failure.
     })
   }
 
   private onExit(exit: ExitInfo): void {
     if (this.failStartup) {
+      this.afterStartup = () => this.onExit(exit)
       const failStartup = this.failStartup
-      void this.tree.settledExit(0).then(() => failStartup(new StartupFailure(false, this.exitMessage(exit))))
+      void this.tree.exitWithin(0).then(() => failStartup(new StartupFailure(false, this.exitMessage(exit))))
       return
     }
     if (this.settled) return
     // We closed stdin (dispose) or asked the turn to stop: the exit is the end we asked for.
     if (this.stopping === 'cancel' || this.disposal) return this.settle('aborted', this.stopping === 'cancel' ? undefined : 'the run was disposed')
-    void this.tree.settledExit(0).then(() => {
+    void this.tree.exitWithin(0).then(() => {
       if (this.settled) return
       const crash = this.failure('crash', this.exitMessage(exit))
       this.settle('error', this.stopping === 'timeout' ? `${this.failure('timeout', `the turn ran past timeoutMs (${this.spec.timeoutMs} ms)`)}; ${crash}` : crash)
@@ -273,16 +296,24 @@ class CodexRun implements SubagentRun {
     if (error instanceof ProtocolError) return new StartupFailure(false, `the codex app-server broke the protocol during ${this.stage}: ${error.message}`)
     if (error instanceof ConnectionClosedError) {
       // Its stdout closed: the exit (code, stderr) says more than the closed pipe.
-      const exit = await this.tree.settledExit(1000)
+      const exit = await this.tree.exitWithin(1000)
       return new StartupFailure(false, exit ? this.exitMessage(exit) : `${error.message} during ${this.stage}`)
     }
     if (this.stage === 'spawn') return new StartupFailure(false, `the codex app-server could not be started (stage spawn, ${this.spec.command.command}): ${messageOf(error)}`)
     return new StartupFailure(false, `the codex app-server failed during ${this.stage}: ${messageOf(error)}`)
   }
 
+  /**
+   * Close stdin (the app-server exits when its input ends) → graceMs → SIGTERM → graceMs
+   * → SIGKILL; shared by every path that ends the process.
+   */
+  private reapTree(): Promise<void> {
+    return this.tree.reap({ stdinGraceMs: this.spec.graceMs, termGraceMs: this.spec.graceMs })
+  }
+
   /** "the codex app-server exited with code 1 during initialize; stderr: …" */
   private exitMessage(exit: ExitInfo): string {
-    const stderr = this.tree.stderrTail()
+    const stderr = quoteStderr(this.tree.stderr())
     return `the codex app-server ${describeExit(exit)} during ${this.stage}${stderr ? `; stderr: ${stderr}` : ''}`
   }
 
@@ -322,6 +353,13 @@ class CodexRun implements SubagentRun {
     for (const timer of this.timers) clearTimeout(timer)
     this.timers.clear()
   }
+}
+
+/** The server's last stderr output on one line, at most `STDERR_QUOTE_CHARS` long. */
+function quoteStderr(stderr: string): string {
+  // Codex logs with ANSI colours; a diagnostic is plain text.
+  const plain = stderr.replace(/\x1b\[[0-9;]*m/g, '').replace(/\s+/g, ' ').trim()
+  return plain.length > STDERR_QUOTE_CHARS ? `…${plain.slice(-STDERR_QUOTE_CHARS)}` : plain
 }
 
 function errorText(message: string, info: string | undefined): string {

@@ -1,8 +1,8 @@
 import { isAbsolute } from 'node:path'
 import Schema from 'schemastery'
 import type { SubagentRequest } from '@dsh/subagent'
+import { childEnvironment } from '@dsh/process'
 import type { PermissionMode } from './approvals.js'
-import { childEnvironment } from './child-env.js'
 import type { CodexCommand } from './codex-binary.js'
 import type { AskForApproval, SandboxMode } from './protocol/index.js'
 
@@ -65,7 +65,7 @@ export function resolveRunSpec(config: CodexConfig, request: SubagentRequest, co
   return {
     command,
     cwd: config.cwd ?? request.parent.session.header.cwd,
-    env: childEnvironment(parentEnv, config.env, config.passEnv),
+    env: childEnvironment(parentEnv, { env: config.env, passEnv: config.passEnv }),
     permissionMode: config.permissionMode,
     ...MODE_POLICY[config.permissionMode],
     model: request.agentOptions?.model ?? config.model,

@@ -66,6 +66,14 @@ describe('codex provider against a misbehaving app-server', () => {
     expect(result.output).toEqual([text('partial ')])
   })
 
+  it('garbage arriving in the same chunk as the turn/start reply still settles the run error', async () => {
+    await setup('garbage-with-turn-reply')
+    const run = await start()
+    const result = await run.result
+    expect(result.stopReason).toBe('error')
+    expect(result.diagnostic).toMatch(/^protocol during turn: the codex app-server wrote a line that is not JSON: "not json at all"/)
+  })
+
   it('an unknown server request gets a JSON-RPC error answer, never silence', async () => {
     await setup('unknown-request')
     const run = await start()

@@ -213,3 +213,26 @@ describe('spawn: start-time features', () => {
     expect(harness.ctx.subagents.getProvider('cheap')?.inheritsParentContext).toBe(false)
   })
 })
+
+describe('spawn: depth across resume', () => {
+  it('a resumed child keeps the depth its header recorded, so the bound still holds', async () => {
+    const { mkdtempSync } = await import('node:fs')
+    const { tmpdir } = await import('node:os')
+    const { join } = await import('node:path')
+    const { default: SessionJsonl } = await import('@dsh/session-jsonl')
+    const dir = mkdtempSync(join(tmpdir(), 'spawn-resume-'))
+    await setup([{ reply: [{ text: 'child answer' }] }])
+    await harness.plugin(SessionJsonl, { dir })
+    const run = await harness.ctx.subagents.start('spawn', request('x'))
+    await run.result
+    await run.dispose()
+    await harness.dispose()
+
+    await setup([{ reply: [{ text: 'resumed answer' }] }])
+    await harness.plugin(SessionJsonl, { dir })
+    const resumed = await harness.agent({ sessionId: run.id })
+    expect(resumed.depth).toBe(1)
+    expect(resumed.session.header.delegationDepth).toBe(1)
+    await expect(harness.ctx.subagents.start('spawn', { ...request('deeper', { maxDepth: 1 }), parent: resumed })).rejects.toMatchObject({ code: 'DEPTH_LIMIT' })
+  })
+})

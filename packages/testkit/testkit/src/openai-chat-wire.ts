@@ -3,6 +3,8 @@
  * the real wire shapes (`chat.completion`, `chat.completion.chunk`, error bodies). Pure
  * functions: the server in `openai-chat-server.ts` only decides when to write them.
  */
+import type { ErrorDetail } from './scripted-endpoint.js'
+import { jsonFragments, textDeltas } from './stream-pieces.js'
 
 export type FakeFinishReason = 'stop' | 'length' | 'tool_calls' | 'content_filter' | (string & {})
 
@@ -115,7 +117,7 @@ export function streamChunks(answer: FakeChatResponse, ctx: AnswerContext, inclu
   for (const piece of deltasOf(answer.text)) chunks.push(chunk({ content: piece }))
   toolCallsOf(answer, ctx).forEach((call, index) => {
     chunks.push(chunk({ tool_calls: [{ index, id: call.id, type: 'function', function: { name: call.name, arguments: '' } }] }))
-    for (const piece of argumentPieces(call.arguments)) chunks.push(chunk({ tool_calls: [{ index, function: { arguments: piece } }] }))
+    for (const piece of jsonFragments(call.arguments)) chunks.push(chunk({ tool_calls: [{ index, function: { arguments: piece } }] }))
   })
   chunks.push(chunk({}, finishReasonOf(answer)))
   if (includeUsage) chunks.push({ ...head, choices: [], usage: usageOf(answer, ctx) })
@@ -149,9 +151,8 @@ export function completionBody(answer: FakeChatResponse, ctx: AnswerContext): Wi
   }
 }
 
-/** The body shape the OpenAI API (and SDK) use for errors. */
-export function errorBody(status: number, error: FakeChatResponse['error']): WireError {
-  const detail = typeof error === 'string' || error === undefined ? { message: error ?? `fake error (HTTP ${status})` } : error
+/** The body shape the OpenAI API (and SDK) use for errors; both OpenAI fakes answer with it. */
+export function errorBody(status: number, detail: ErrorDetail): WireError {
   return {
     error: {
       message: detail.message,
@@ -187,31 +188,13 @@ function usageOf(answer: FakeChatResponse, ctx: AnswerContext): WireUsage {
   return { prompt_tokens: promptTokens, completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens }
 }
 
-/** Splits text the way a model streams it: roughly a word per delta, and never a lone delta for 2+ characters. */
-function deltasOf(text: string | string[] | undefined): string[] {
-  if (text === undefined) return []
-  if (Array.isArray(text)) return text
-  const words = text.match(/\s*\S+\s*/g) ?? (text ? [text] : [])
-  if (words.length === 1 && text.length > 1) return halves(text)
-  return words
-}
-
-/** The real API sends arguments in several fragments; clients must concatenate them. */
-function argumentPieces(args: string): string[] {
-  if (args.length < 2) return args ? [args] : []
-  const size = Math.max(1, Math.ceil(args.length / 3))
-  const pieces: string[] = []
-  for (let at = 0; at < args.length; at += size) pieces.push(args.slice(at, at + size))
-  return pieces
-}
-
-function halves(text: string): string[] {
-  const middle = Math.ceil(text.length / 2)
-  return [text.slice(0, middle), text.slice(middle)]
-}
-
 function joined(text: string | string[] | undefined): string {
   return Array.isArray(text) ? text.join('') : (text ?? '')
+}
+
+function deltasOf(text: string | string[] | undefined): string[] {
+  if (text === undefined) return []
+  return Array.isArray(text) ? text : textDeltas(text)
 }
 
 function nowSeconds(): number {

@@ -1,15 +1,13 @@
 /**
- * The environment a Claude Code child gets: the parent's, minus anything that looks like a
- * credential, plus what the deployment configured. Claude Code reads its model endpoint
- * and key from the environment, so the deployment passes them explicitly (`env`, or
- * `passEnv` to let named variables through) instead of the child inheriting every secret
- * the parent happens to hold.
+ * The environment a Claude Code child gets: the shared child environment (the parent's
+ * minus credential-shaped names unless `passEnv` names them, plus `env`), with Claude
+ * Code's `IS_SANDBOX` rule on top. Claude Code reads its model endpoint and key from the
+ * environment, so the deployment passes them explicitly instead of the child inheriting
+ * every secret the parent happens to hold.
  */
+import { childEnvironment } from '@dsh/process'
 
-/** Names that look like credentials are never inherited unless `passEnv` names them. */
-export const CREDENTIAL_SHAPED = /KEY|TOKEN|SECRET|PASSWORD/i
-
-export interface ChildEnvOptions {
+export interface ClaudeCodeEnvironmentOptions {
   /** Configured variables, applied last (they win over everything inherited). */
   env: Readonly<Record<string, string>>
   /** Credential-shaped parent variables to inherit anyway, by exact name. */
@@ -18,15 +16,8 @@ export interface ChildEnvOptions {
   isRoot: boolean
 }
 
-export function childEnvironment(parent: NodeJS.ProcessEnv, options: ChildEnvOptions): Record<string, string> {
-  const passed = new Set(options.passEnv)
-  const env: Record<string, string> = {}
-  for (const [name, value] of Object.entries(parent)) {
-    if (value === undefined) continue
-    if (CREDENTIAL_SHAPED.test(name) && !passed.has(name)) continue
-    env[name] = value
-  }
-  Object.assign(env, options.env)
+export function claudeCodeEnvironment(parent: NodeJS.ProcessEnv, options: ClaudeCodeEnvironmentOptions): Record<string, string> {
+  const env = childEnvironment(parent, { env: options.env, passEnv: options.passEnv })
   // Claude Code refuses to start as root in bypass mode unless IS_SANDBOX is exactly `1`,
   // and sandboxes commonly export other truthy spellings (`yes`). A configured value is
   // the deployment's explicit choice and stands; otherwise root gets `1`, and a non-root

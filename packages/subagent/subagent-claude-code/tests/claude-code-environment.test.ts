@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { childEnvironment } from '../src/index.js'
+import { claudeCodeEnvironment } from '../src/index.js'
 
 const parent = {
   PATH: '/usr/bin',
@@ -15,23 +15,23 @@ const parent = {
 
 describe('claude-code child environment', () => {
   it('is the parent\'s minus credential-shaped names (any case), plus the configured env, which wins', () => {
-    const env = childEnvironment(parent, { env: { HOME: '/tmp/home', ANTHROPIC_API_KEY: 'sk-configured' }, passEnv: [], isRoot: false })
+    const env = claudeCodeEnvironment(parent, { env: { HOME: '/tmp/home', ANTHROPIC_API_KEY: 'sk-configured' }, passEnv: [], isRoot: false })
     expect(env).toEqual({ PATH: '/usr/bin', HOME: '/tmp/home', ANTHROPIC_API_KEY: 'sk-configured' })
   })
 
   it('passEnv lets named credential-shaped variables through, and only those', () => {
-    const env = childEnvironment(parent, { env: {}, passEnv: ['ANTHROPIC_API_KEY'], isRoot: false })
+    const env = claudeCodeEnvironment(parent, { env: {}, passEnv: ['ANTHROPIC_API_KEY'], isRoot: false })
     expect(env.ANTHROPIC_API_KEY).toBe('sk-parent')
     expect(env.GITHUB_TOKEN).toBeUndefined()
   })
 
   it('as root, IS_SANDBOX becomes 1 (the only value Claude Code accepts) unless the configured env sets it', () => {
-    expect(childEnvironment(parent, { env: {}, passEnv: [], isRoot: true }).IS_SANDBOX).toBe('1')
-    expect(childEnvironment(parent, { env: { IS_SANDBOX: 'yes' }, passEnv: [], isRoot: true }).IS_SANDBOX).toBe('yes')
+    expect(claudeCodeEnvironment(parent, { env: {}, passEnv: [], isRoot: true }).IS_SANDBOX).toBe('1')
+    expect(claudeCodeEnvironment(parent, { env: { IS_SANDBOX: 'yes' }, passEnv: [], isRoot: true }).IS_SANDBOX).toBe('yes')
   })
 
   it('not as root, an inherited IS_SANDBOX other than 1 is dropped, and 1 is kept', () => {
-    expect(childEnvironment(parent, { env: {}, passEnv: [], isRoot: false })).not.toHaveProperty('IS_SANDBOX')
-    expect(childEnvironment({ IS_SANDBOX: '1' }, { env: {}, passEnv: [], isRoot: false }).IS_SANDBOX).toBe('1')
+    expect(claudeCodeEnvironment(parent, { env: {}, passEnv: [], isRoot: false })).not.toHaveProperty('IS_SANDBOX')
+    expect(claudeCodeEnvironment({ IS_SANDBOX: '1' }, { env: {}, passEnv: [], isRoot: false }).IS_SANDBOX).toBe('1')
   })
 })

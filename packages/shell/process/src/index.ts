@@ -1,0 +1,5 @@
+export * from './child-environment.js'
+export * from './tail-buffer.js'
+export * from './process-liveness.js'
+export * from './process-group.js'
+export * from './process-tree.js'
