@@ -69,17 +69,21 @@ async function delegation(iterations) {
   }
 }
 
-/** One parent turn whose single step delegates to `count` children at once. */
+/**
+ * One parent turn whose single step delegates to `count` children at once, after two
+ * fan-outs of the same size (so the figure is the steady state, not the JIT's first pass).
+ */
 async function fanout(count) {
   const harness = await harnessWith([
     { when: { prompt: '^child' }, reply: [{ text: 'child done' }] },
-    { when: { prompt: '^warm' }, reply: [{ calls: repeat(100, () => ({ tool: 'subagent', args: { description: 'd', prompt: 'child' } })) }, { text: 'ok' }] },
     { when: { prompt: '^fan' }, reply: [{ calls: repeat(count, () => ({ tool: 'subagent', args: { description: 'd', prompt: 'child' } })) }, { text: 'ok' }] },
   ])
-  const warm = await harness.agent()
-  await warm.followup('warm')
+  for (let i = 0; i < 2; i++) {
+    const warm = await harness.agent()
+    await warm.followup('fan out')
+    await warm.dispose()
+  }
   const parent = await harness.agent()
-  gc()
   const cpu = cpuMicros()
   const wall = performance.now()
   const result = await parent.followup('fan out')

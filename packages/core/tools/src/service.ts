@@ -162,10 +162,31 @@ export class ToolRegistry extends Service {
         while (end < calls.length && this.isConcurrencySafe(calls[end], exec.agent.id)) end++
       }
       const batch = calls.slice(index, end)
-      outcomes.push(...(await Promise.all(batch.map((call) => this.execute(call, { ...exec, callId: call.id })))))
+      if (batch.length === 1) outcomes.push(await this.execute(batch[0], { ...exec, callId: batch[0].id }))
+      else outcomes.push(...(await this.executeBatch(batch, exec)))
       index = end
     }
     return outcomes
+  }
+
+  /**
+   * Run calls together, each with its own signal fed by one listener on the turn's
+   * signal. Handing every call the shared signal would have each add its own listener, and
+   * Node's EventTarget checks every new listener against all present ones: quadratic in a
+   * fan-out of a thousand delegations.
+   */
+  private async executeBatch(batch: readonly ToolCallBlock[], exec: Omit<ToolExecution, 'callId'>): Promise<ToolCallOutcome[]> {
+    const controllers = batch.map(() => new AbortController())
+    const abortAll = () => {
+      for (const controller of controllers) controller.abort(exec.signal.reason)
+    }
+    if (exec.signal.aborted) abortAll()
+    else exec.signal.addEventListener('abort', abortAll, { once: true })
+    try {
+      return await Promise.all(batch.map((call, i) => this.execute(call, { ...exec, signal: controllers[i].signal, callId: call.id })))
+    } finally {
+      exec.signal.removeEventListener('abort', abortAll)
+    }
   }
 
   private isConcurrencySafe(call: ToolCallBlock, agentId: string): boolean {
