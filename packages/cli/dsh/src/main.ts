@@ -12,7 +12,7 @@ commands:
       run one turn of an agent to completion and print its answer
   demo [--session-dir DIR] [--quiet]
       a keyless tour: one parent delegating through every provider, then a summary
-  acp [--config FILE] [--model SPEC] [--session-dir DIR]
+  acp [--config FILE] [--model SPEC] [--session-dir DIR] [--verbose]
       serve a dsh agent over the Agent Client Protocol on stdio
   sessions list | tree [ID] | show ID   [--session-dir DIR]
       stored sessions, their delegation lineage, and transcripts
