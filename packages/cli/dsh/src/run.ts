@@ -67,8 +67,7 @@ export async function runCommand(options: RunOptions): Promise<number> {
       meta: { origin: 'cli', cwd: options.cwd ?? process.cwd() },
     })
     const view = watch(runtime, agent, options)
-    const result = await agent.followup(options.prompt)
-    await settle(runtime, agent)
+    const result = await runToQuiet(runtime, agent, options.prompt)
     view.finish(result)
     if (result.reason !== 'completed') {
       process.stderr.write(`dsh: the turn ended ${result.reason}${result.error ? `: ${result.error}` : ''}\n`)
@@ -79,6 +78,29 @@ export async function runCommand(options: RunOptions): Promise<number> {
     stopSignals()
     await agent?.dispose().catch((error: unknown) => process.stderr.write(`dsh: disposing the agent failed: ${String(error)}\n`))
     await runtime.dispose()
+  }
+}
+
+/**
+ * Run the prompt's turn, then every turn that completion notices start, until the agent
+ * is idle with no live task. Resolves with the last turn's result: a notice turn that
+ * fails is the run's outcome, and its answer is the one to show.
+ */
+export async function runToQuiet(runtime: Composition, agent: Agent, prompt: string): Promise<TurnResult> {
+  let last: TurnResult | undefined
+  let startSeq = 0
+  const unsubscribe = agent.session.subscribe((update) => {
+    if (update.type === 'turn/start') startSeq = update.seq
+    else if (update.type === 'turn/end') {
+      last = { turn: update.turn, reason: update.reason, startSeq, endSeq: update.seq, ...(update.error !== undefined && { error: update.error }) }
+    }
+  })
+  try {
+    const first = await agent.followup(prompt)
+    await settle(runtime, agent)
+    return last ?? first
+  } finally {
+    unsubscribe()
   }
 }
 

@@ -76,3 +76,20 @@ describe('dsh run with background work', () => {
     expect(pidsMatching(`sleep ${marker}`)).toEqual([])
   })
 })
+
+describe('dsh run after notice turns', () => {
+  it('a notice turn that fails is the run\'s outcome', async () => {
+    const dir = tempDir()
+    const script = join(dir, 'script.yml')
+    writeFileSync(script, [
+      '- when: { depth: 0 }',
+      '  reply:',
+      '    - call: { tool: bash, args: { command: "sleep 0.3; echo late", run_in_background: true } }',
+      '    - text: "started it"',
+      '    - error: "the model fell over in the notice turn"',
+    ].join('\n'))
+    const result = await runDsh(['run', '--model', `scripted:${script}`, '--session-dir', dir, 'go'])
+    expect(result.code).toBe(1)
+    expect(result.stderr).toContain('the turn ended error: the model fell over in the notice turn')
+  })
+})

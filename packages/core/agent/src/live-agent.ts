@@ -42,6 +42,8 @@ export class LiveAgent implements Agent {
   private inbox: UserMessage[] = []
   /** Set by `steer` (not `inject`): pending input should start a turn if none is running. */
   private wakeRequested = false
+  /** A cancel that arrived before its turn started: applied to that turn's signal. */
+  private pendingCancel: unknown
   private controller: AbortController | undefined
   private draining: Promise<void> | undefined
   private fiber: Fiber | undefined
@@ -118,7 +120,9 @@ export class LiveAgent implements Agent {
   }
 
   cancel(cause?: unknown): void {
-    this.controller?.abort(cause ?? new Error('cancelled'))
+    if (this.controller) this.controller.abort(cause ?? new Error('cancelled'))
+    // A turn queued but not started yet is the one being cancelled: it must not run.
+    else if (this.queue.length > 0) this.pendingCancel = cause ?? new Error('cancelled')
   }
 
   whenIdle(): Promise<void> {
@@ -176,6 +180,10 @@ export class LiveAgent implements Agent {
       const controller = (this.controller = new AbortController())
       // Every tool call of the turn (a fan-out of hundreds of delegations) listens to this one signal.
       setMaxListeners(0, controller.signal)
+      if (this.pendingCancel !== undefined) {
+        controller.abort(this.pendingCancel)
+        this.pendingCancel = undefined
+      }
       try {
         const result = await this.host.driver().runTurn(this.runtime, next.message ? [next.message] : [], controller.signal)
         next.resolve(result)

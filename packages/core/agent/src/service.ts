@@ -5,6 +5,7 @@ import type {} from '@dsh/tools'
 import type {} from '@dsh/llm'
 import { LiveAgent, type AgentHost } from './live-agent.js'
 import { serviceInstance } from './service-instance.js'
+import { closeInterruptedTurn } from './interrupted-turn.js'
 import type { Agent, AgentCleanup, CreateAgentOptions, TurnDriver } from './types.js'
 
 declare module 'cordis' {
@@ -66,6 +67,9 @@ export class AgentRegistry extends Service {
       maxSteps: config.maxSteps,
       finish: (agent) => this.finish(agent),
     }
+    // Agents live only as long as their registry: unloading it (or replacing a service it
+    // needs) disposes them rather than leaving turns running against released services.
+    ctx.effect(() => () => Promise.allSettled([...this.live.values()].map((agent) => agent.dispose())).then(() => {}), 'agents: dispose live agents')
   }
 
   async create(options: CreateAgentOptions = {}): Promise<Agent> {
@@ -109,6 +113,7 @@ export class AgentRegistry extends Service {
     if (options.sessionId === undefined) return this.sessions.create({ ...options.meta, seed: options.seed })
     const session = await this.sessions.open(options.sessionId)
     if (this.live.has(session.id)) throw new AgentError('SESSION_IN_USE', `session ${session.id} already has a live agent`)
+    if (closeInterruptedTurn(session)) this.home.logger('agents').warn('session %s was interrupted mid-turn; that turn is now closed as an error', session.id)
     return session
   }
 

@@ -1,5 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest'
 import { createHarness, type Harness } from '@dsh/testkit/harness'
+import { AgentRegistry } from '@dsh/agent'
 
 let harness: Harness
 afterEach(async () => {
@@ -89,5 +90,56 @@ describe('ctx.agents', () => {
     expect((await first).reason).toBe('aborted')
     await expect(second).rejects.toThrow(/disposed before this turn started/)
     expect(() => agent.followup('three')).toThrow(/disposed/)
+  })
+})
+
+describe('ctx.agents: lifecycle edges', () => {
+  it('cancel before the queued turn starts aborts that turn instead of being lost', async () => {
+    harness = await createHarness({ script: [{ reply: [{ text: 'should not run' }] }] })
+    const agent = await harness.agent()
+    const turn = agent.followup('hi')
+    agent.cancel()
+    expect((await turn).reason).toBe('aborted')
+    expect(agent.session.events().some((event) => event.type === 'assistant/message')).toBe(false)
+  })
+
+  it('cancel on an idle agent does not cancel a later turn', async () => {
+    harness = await createHarness({ script: [{ reply: [{ text: 'ran' }] }] })
+    const agent = await harness.agent()
+    agent.cancel()
+    expect((await agent.followup('hi')).reason).toBe('completed')
+  })
+
+  it('unloading the registry disposes its live agents and releases their sessions', async () => {
+    harness = await createHarness({ script: [{ reply: [{ text: 'slow', delay_ms: 60_000 }] }] })
+    const agent = await harness.agent()
+    const turn = agent.followup('hi')
+    await new Promise((resolve) => setTimeout(resolve, 10))
+    await harness.ctx.registry.delete(AgentRegistry)
+    expect((await turn).reason).toBe('aborted')
+    for (let i = 0; i < 100 && agent.status !== 'disposed'; i++) await new Promise((resolve) => setTimeout(resolve, 10))
+    expect(agent.status).toBe('disposed')
+    expect(agent.session.released).toBe(true)
+  })
+
+  it('resuming a session interrupted mid-tool closes the open turn so the history stays valid', async () => {
+    harness = await createHarness({ script: [{ reply: [{ text: 'carrying on: {{last_tool_result}}' }] }] })
+    const session = harness.ctx.sessions.create({ origin: 'test' })
+    const call = { type: 'tool-call' as const, id: 'call_9', name: 'bash', args: { command: 'make' } }
+    session.append({ type: 'turn/start', turn: 1 })
+    session.append({ type: 'step/start', step: 1 })
+    session.append({ type: 'user/message', message: { role: 'user', content: [{ type: 'text', text: 'build it' }] } })
+    session.append({ type: 'assistant/message', message: { role: 'assistant', content: [call] } })
+    session.append({ type: 'tool/call', call })
+    const agent = await harness.agent({ sessionId: session.id })
+    expect(agent.session.events().slice(-3)).toMatchObject([
+      { type: 'tool/result', result: { callId: 'call_9', isError: true } },
+      { type: 'step/end', step: 1 },
+      { type: 'turn/end', turn: 1, reason: 'error', error: expect.stringContaining('interrupted') },
+    ])
+    const result = await agent.followup('go on')
+    expect(result).toMatchObject({ reason: 'completed', turn: 2 })
+    const last = agent.session.at(agent.session.length - 3)
+    expect(last?.type === 'assistant/message' && last.message.content[0].type === 'text' && last.message.content[0].text).toMatch(/carrying on: bash never returned: interrupted/)
   })
 })

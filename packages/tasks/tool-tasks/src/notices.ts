@@ -86,6 +86,9 @@ export class NoticeDesk {
         this.flush(agent, state, 'inject')
         return
       case 'turn/end':
+        // A cancelled turn means "stop": a waiting notice must not start a new turn behind
+        // the user's back. It stays pending for the agent's next turn.
+        if (update.reason === 'aborted') return
         this.flush(agent, state, 'wake')
         return
       default:

@@ -111,6 +111,22 @@ describe('completion notices', () => {
     expect(types.slice(noticeAt - 1, noticeAt + 2)).toEqual(['step/start', 'user/message', 'assistant/message'])
   })
 
+  it('a cancelled turn is not followed by a turn started by a waiting notice', async () => {
+    await setup([{ reply: [{ call: { tool: 'start_job', args: {} } }, { call: { tool: 'block', args: {} } }, { text: 'next turn' }] }])
+    const owner = await harness.agent()
+    const turn = owner.followup('go')
+    await blocked
+    jobs.get('job-1')!({ status: 'completed', output: 'done' })
+    await settle()
+    owner.cancel()
+    release()
+    expect((await turn).reason).toBe('aborted')
+    await settle()
+    await owner.whenIdle()
+    expect(turns(owner)).toBe(1)
+    expect(notices(owner)).toEqual([])
+  })
+
   it('is suppressed by a read in the same step the task settled in', async () => {
     await setup([
       { reply: [{ call: { tool: 'start_job', args: {} } }, { calls: [{ tool: 'block', args: {} }, { tool: 'task_output', args: { task_id: 'job-1' } }] }, { text: 'done' }] },

@@ -49,7 +49,7 @@ export async function createHarness(options: HarnessOptions = {}): Promise<Harne
     },
     dispose: () => {
       disposal ??= (async () => {
-        await Promise.all(ctx.agents.list().map((agent) => agent.dispose()))
+        await Promise.all((ctx.get('agents')?.list() ?? []).map((agent) => agent.dispose()))
         await ctx.fiber.dispose()
       })()
       return disposal

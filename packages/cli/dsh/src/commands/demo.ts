@@ -15,7 +15,7 @@ import type { Agent } from '@dsh/agent'
 import type {} from '@dsh/subagent'
 import type { PluginEntry } from '../compose.js'
 import { dshHome } from '../config-file.js'
-import { settle, watch } from '../run.js'
+import { runToQuiet, watch } from '../run.js'
 import { startRuntime } from '../runtime.js'
 import { seconds } from '../progress/render.js'
 
@@ -70,8 +70,7 @@ export async function demoVerb(args: string[]): Promise<number> {
       root = await runtime.ctx.agents.create({ meta: { origin: 'cli', cwd: process.cwd() } })
       const startedAt = Date.now()
       const view = watch(runtime, root, { prompt: '', quiet: values.quiet })
-      const result = await root.followup('Show what dsh can delegate: one step, every provider, then collect the background child.')
-      await settle(runtime, root)
+      const result = await runToQuiet(runtime, root, 'Show what dsh can delegate: one step, every provider, then collect the background child.')
       view.finish(result)
       process.stdout.write(summary(children, runtime.ctx.sessions.locate.bind(runtime.ctx.sessions), peers, sessionDir, root, startedAt))
       return result.reason === 'completed' && [...children.values()].every((child) => child.stopReason === 'completed') ? 0 : 1
