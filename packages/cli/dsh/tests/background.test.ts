@@ -93,3 +93,35 @@ describe('dsh run after notice turns', () => {
     expect(result.stderr).toContain('the turn ended error: the model fell over in the notice turn')
   })
 })
+
+describe('dsh run interrupted twice', () => {
+  it('a second Ctrl-C exits at once and still takes every process group it started down with it', async () => {
+    const dir = tempDir()
+    const marker = `${47 + (process.pid % 1000) / 1000}`
+    const script = join(dir, 'script.yml')
+    writeFileSync(script, [
+      '- when: { depth: 0 }',
+      '  reply:',
+      // ignores SIGTERM, so the first Ctrl-C's graceful stop is still waiting when the second arrives
+      `    - call: { tool: bash, args: { command: "trap '' TERM; sleep ${marker}", run_in_background: true } }`,
+      '    - { text: "waiting", delay_ms: 60000 }',
+    ].join('\n'))
+    const child = spawn(process.execPath, [dshBin, 'run', '--model', `scripted:${script}`, '--session-dir', dir, 'go'], {
+      cwd: repoRoot,
+      env: { ...process.env, DSH_HOME: dir },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    })
+    const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)))
+    const deadline = Date.now() + 15_000
+    while (pidsMatching(`sleep ${marker}`).length === 0) {
+      if (Date.now() > deadline) throw new Error('the background command never started')
+      await new Promise((resolve) => setTimeout(resolve, 50))
+    }
+    child.kill('SIGINT')
+    await new Promise((resolve) => setTimeout(resolve, 300))
+    child.kill('SIGINT')
+    expect(await exited).toBe(130)
+    await new Promise((resolve) => setTimeout(resolve, 100))
+    expect(pidsMatching(`sleep ${marker}`)).toEqual([])
+  })
+})

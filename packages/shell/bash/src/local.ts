@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process'
-import { groupHasLiveMembers, terminateGroup } from '@dsh/process'
+import { groupHasLiveMembers, terminateGroup, trackGroup } from '@dsh/process'
 import { BoundedOutput } from './output.js'
 import type { BashExecutor, BashExit, BashProcess, BashRequest, OutputSlice } from './types.js'
 
@@ -69,6 +69,8 @@ class LocalBashProcess implements BashProcess {
       stdio: ['ignore', 'pipe', 'pipe'],
     })
     this.pid = this.child.pid
+    // Until its group is confirmed gone, it is killed if dsh exits abruptly (a second Ctrl-C).
+    const untrack = this.pid !== undefined ? trackGroup(this.pid) : () => {}
     for (const stream of [this.child.stdout!, this.child.stderr!]) {
       stream.setEncoding('utf8')
       stream.on('data', (chunk: string) => this.captured.append(chunk))
@@ -79,6 +81,7 @@ class LocalBashProcess implements BashProcess {
     })
     const closed = new Promise<void>((resolve) => this.child.once('close', () => resolve()))
     this.exited = this.lifecycle(shellEnd, closed)
+    void this.exited.then(untrack)
     if (request.timeoutMs !== undefined) {
       this.timer = setTimeout(() => {
         this.timedOut = true

@@ -11,6 +11,7 @@
 import { spawn, type ChildProcess } from 'node:child_process'
 import { goneWithin, KILL_WAIT_MS, signalGroup, signalProcess, terminate, type StopSignal } from './process-group.js'
 import { exists, isLive, readProcessTable, type ProcessEntry } from './process-liveness.js'
+import { trackGroup } from './live-groups.js'
 import { TailBuffer } from './tail-buffer.js'
 
 export interface ExitInfo {
@@ -71,6 +72,7 @@ export class ProcessTree {
   /** Every process seen in the tree, pid → start time (a pid reused later names another process). */
   private readonly members = new Map<number, number>()
   private reaping: Promise<void> | undefined
+  private untrack: () => void = () => {}
 
   constructor(spec: SpawnSpec) {
     this.child = spawn(spec.command, [...spec.args], {
@@ -81,6 +83,8 @@ export class ProcessTree {
       windowsHide: true,
     })
     const { child } = this
+    // Until reaped, the group is killed if this process exits abruptly (see live-groups).
+    if (child.pid !== undefined) this.untrack = trackGroup(child.pid)
     this.spawned = new Promise<void>((resolve, reject) => {
       child.once('spawn', resolve)
       // Before `spawn`, an error is the spawn failing. After it, it is a failed kill() or
@@ -152,8 +156,8 @@ export class ProcessTree {
       // leader, having lost its stdin, exits and orphans them.
       await this.liveMembers()
       this.child.stdin!.end()
-      if (await goneWithin(() => this.alive(), options.stdinGraceMs)) return
-      if (await terminate({ signal: (signal) => this.signal(signal), alive: () => this.alive() }, options.termGraceMs)) return
+      if (await goneWithin(() => this.alive(), options.stdinGraceMs)) return this.untrack()
+      if (await terminate({ signal: (signal) => this.signal(signal), alive: () => this.alive() }, options.termGraceMs)) return this.untrack()
       const survivors = (await this.liveMembers())?.map((entry) => entry.pid) ?? []
       throw new ReapError(pgid, survivors, this.child.spawnfile)
     } finally {
