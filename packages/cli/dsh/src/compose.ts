@@ -116,6 +116,7 @@ export async function compose(ctx: Context, entries: readonly PluginEntry[], opt
   const plugins = await Promise.all(entries.map(async (entry) => [entry, await importPlugin(entry)] as const))
   const fibers = new Map<string, Fiber>()
   const failures: Promise<never>[] = []
+  for (const [entry, plugin] of plugins) checkConfigKeys(entry, plugin)
   for (const [entry, plugin] of plugins) {
     // eslint-disable-next-line @typescript-eslint/no-explicit-any -- plugins are validated above; cordis types them loosely
     const fiber = ctx.plugin(plugin as any, entry.config ?? {})
@@ -136,6 +137,21 @@ export async function compose(ctx: Context, entries: readonly PluginEntry[], opt
     fibers,
     dispose: () => ctx.fiber.dispose(),
   }
+}
+
+/**
+ * A config key the plugin does not know is a typo until proven otherwise: its schema
+ * would pass it through untouched and the setting would silently do nothing.
+ */
+export function checkConfigKeys(entry: PluginEntry, plugin: unknown): void {
+  const given = Object.keys(entry.config ?? {})
+  if (given.length === 0) return
+  const schema = (plugin as { Config?: { type?: unknown; dict?: Record<string, unknown> } }).Config
+  const allowed = schema?.type === 'object' && schema.dict ? Object.keys(schema.dict) : []
+  const unknown = given.filter((key) => !allowed.includes(key))
+  if (unknown.length === 0) return
+  const known = allowed.length ? `allowed: ${allowed.join(', ')}` : 'it takes no config'
+  throw new CompositionError(`plugin "${entry.id}" (${entry.name}): unknown config key${unknown.length > 1 ? 's' : ''} ${unknown.map((key) => `"${key}"`).join(', ')} (${known})`)
 }
 
 const ACTIVE = 2

@@ -7,7 +7,7 @@ import type { Composition } from './compose.js'
 import { onInterrupt } from './interrupt.js'
 import { lifecycleLine, TtyTreeRenderer } from './progress/render.js'
 import { ProgressTracker } from './progress/tracker.js'
-import { startRuntime, type RuntimeOptions } from './runtime.js'
+import { startRuntime, unboundSubagentTools, type RuntimeOptions } from './runtime.js'
 
 export interface RunOptions extends RuntimeOptions {
   prompt: string
@@ -62,6 +62,7 @@ export async function runCommand(options: RunOptions): Promise<number> {
   })
   try {
     if (!runtime.ctx.llm.config.model && !model) throw new UsageError(NO_MODEL_HELP)
+    for (const problem of unboundSubagentTools(runtime)) process.stderr.write(`dsh: warning: ${problem}\n`)
     agent = await runtime.ctx.agents.create({
       sessionId: options.resume,
       meta: { origin: 'cli', cwd: options.cwd ?? process.cwd() },

@@ -1,4 +1,5 @@
 import { Context, Logger, type Exporter } from 'cordis'
+import type {} from '@dsh/subagent'
 import { compose, mergeEntries, readEntries, type Composition, type PluginEntry } from './compose.js'
 import { discoverConfig } from './config-file.js'
 import { defaultEntries } from './defaults.js'
@@ -39,4 +40,21 @@ export async function startRuntime(options: RuntimeOptions): Promise<Composition
     await ctx.fiber.dispose().catch(() => {})
     throw error
   }
+}
+
+/**
+ * Subagent tool instances whose provider is not registered once composition is done: a
+ * typo'd provider name is a tool that never appears, which a short run would otherwise
+ * finish without ever mentioning.
+ */
+export function unboundSubagentTools(runtime: Composition): string[] {
+  const subagents = runtime.ctx.get('subagents')
+  return runtime.entries
+    .filter((entry) => entry.name === '@dsh/tool-subagent')
+    .flatMap((entry) => {
+      const provider = String(entry.config?.provider ?? '')
+      if (subagents?.getProvider(provider)) return []
+      const tool = String(entry.config?.toolName ?? 'subagent')
+      return [`tool "${tool}" (entry "${entry.id}") is bound to subagent provider "${provider}", which is not registered (registered: ${subagents?.list().join(', ') || 'none'})`]
+    })
 }

@@ -74,6 +74,27 @@ describe('dsh config check', () => {
     expect(result.stderr).toContain('maxDepth')
   })
 
+  it('an unknown config key is an error naming the plugin, the key and the allowed keys', async () => {
+    const dir = tempDir()
+    const file = join(dir, 'dsh.yml')
+    writeFileSync(file, '- id: tool-subagent\n  name: "@dsh/tool-subagent"\n  config:\n    provider: spawn\n    maxDepht: 2\n')
+    const result = await runDsh(['config', 'check', '--config', file])
+    expect(result.code).toBe(1)
+    expect(result.stderr).toMatch(/plugin "tool-subagent" \(@dsh\/tool-subagent\): unknown config key "maxDepht" \(allowed: .*maxDepth/)
+  })
+
+  it('a subagent tool bound to a provider that is not registered fails the check and warns on run', async () => {
+    const dir = tempDir()
+    const file = join(dir, 'dsh.yml')
+    writeFileSync(file, '- id: tool-typo\n  name: "@dsh/tool-subagent"\n  config: { provider: spwan, toolName: helper }\n')
+    const check = await runDsh(['config', 'check', '--config', file])
+    expect(check.code).toBe(1)
+    expect(check.stderr).toContain('tool "helper" (entry "tool-typo") is bound to subagent provider "spwan", which is not registered (registered: spawn, fork)')
+    const run = await runDsh(['run', '--config', file, '--model', 'scripted:examples/hello.yml', '--session-dir', dir, 'hello'])
+    expect(run.code).toBe(0)
+    expect(run.stderr).toContain('warning: tool "helper"')
+  })
+
   it('finds dsh.yml in the working directory without --config', async () => {
     const dir = tempDir()
     writeFileSync(join(dir, 'dsh.yml'), '- id: agents\n  name: "@dsh/agent"\n  config:\n    persona: 42\n')

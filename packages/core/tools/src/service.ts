@@ -12,6 +12,12 @@ declare module 'cordis' {
   }
 }
 
+/** A claimed tool name; `register` fills it (the definition's name is the reserved one). */
+export interface ToolReservation {
+  readonly name: string
+  register<Args>(definition: Omit<ToolDefinition<Args>, 'name'>): () => void
+}
+
 /** Marks a context as an agent's own (value: the agent id); see `ToolRegistry.register`. */
 export const AGENT_SCOPE = Symbol.for('dsh.tools.agentScope')
 
@@ -36,6 +42,8 @@ export class ToolRegistry extends Service {
   private global = new Map<string, Entry>()
   private scoped = new Map<string, Map<string, Entry>>()
   private filters = new Map<string, ToolFilter[]>()
+  /** Global names claimed ahead of registration, by claim token. */
+  private reserved = new Map<string, symbol>()
   /** Bumped on every change; visible-tool lists are cached against it. */
   private version = 0
   private specCache = new Map<string, { version: number; specs: ToolSpec[] }>()
@@ -44,8 +52,36 @@ export class ToolRegistry extends Service {
     super(ctx, 'tools')
   }
 
+  /**
+   * Claim a global tool name now, for a tool registered later (a tool that exists only
+   * while something else does, like the subagent tool and its provider). A taken name
+   * throws `DUPLICATE_TOOL` at once, so a clash is reported when the plugin loads rather
+   * than when the tool finally registers. The claim is an effect of the calling plugin.
+   */
+  reserve(name: string): ToolReservation {
+    if (!TOOL_NAME.test(name)) throw new ToolError('INVALID_TOOL', `tool name ${JSON.stringify(name)} must be 1-64 letters, digits, "_" or "-"`)
+    if (this.global.has(name) || this.reserved.has(name)) {
+      throw new ToolError('DUPLICATE_TOOL', `a tool named "${name}" is already registered or reserved; give each tool (each subagent tool instance) its own name`)
+    }
+    const ctx = this.ctx
+    const token = Symbol(name)
+    ctx.effect(() => {
+      this.reserved.set(name, token)
+      return () => {
+        if (this.reserved.get(name) === token) this.reserved.delete(name)
+      }
+    }, `tools.reserve(${JSON.stringify(name)})`)
+    return {
+      name,
+      register: (definition) => this.registerIn(ctx, { ...definition, name } as ToolDefinition, undefined, token),
+    }
+  }
+
   register<Args>(definition: ToolDefinition<Args>): () => void {
-    const scope = this.ctx[AGENT_SCOPE]
+    return this.registerIn(this.ctx, definition as ToolDefinition, this.ctx[AGENT_SCOPE])
+  }
+
+  private registerIn(ctx: Context, definition: ToolDefinition, scope: string | undefined, token?: symbol): () => void {
     const name = definition.name
     if (!TOOL_NAME.test(name)) throw new ToolError('INVALID_TOOL', `tool name ${JSON.stringify(name)} must be 1-64 letters, digits, "_" or "-"`)
     if (typeof definition.execute !== 'function') throw new ToolError('INVALID_TOOL', `tool "${name}" has no execute function`)
@@ -54,11 +90,13 @@ export class ToolRegistry extends Service {
       throw new ToolError('INVALID_TOOL', `tool "${name}": parameters must be a JSON Schema object`)
     }
     if (this.global.has(name) || (scope !== undefined && this.scoped.get(scope)?.has(name))) {
-      throw new ToolError('DUPLICATE_TOOL', `a tool named "${name}" is already registered${scope ? ` for agent ${scope}` : ''}`)
+      throw new ToolError('DUPLICATE_TOOL', `a tool named "${name}" is already registered${scope ? ` for agent ${scope}` : ''}; give each tool its own name`)
     }
-    const entry: Entry = { definition: definition as ToolDefinition, validate: compileArguments(name, parameters) }
+    const claim = this.reserved.get(name)
+    if (claim !== undefined && claim !== token) throw new ToolError('DUPLICATE_TOOL', `the tool name "${name}" is reserved by another plugin; give each tool its own name`)
+    const entry: Entry = { definition, validate: compileArguments(name, parameters) }
     const label = `tools.register(${JSON.stringify(name)})`
-    return this.ctx.effect(() => {
+    return ctx.effect(() => {
       const table = scope === undefined ? this.global : this.scopeTable(scope)
       table.set(name, entry)
       this.version++

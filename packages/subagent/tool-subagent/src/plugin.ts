@@ -1,7 +1,7 @@
 import type { Context } from 'cordis'
 import Schema from 'schemastery'
 import { text } from '@dsh/llm'
-import type { ToolExecution, ToolOutput } from '@dsh/tools'
+import type { ToolExecution, ToolOutput, ToolReservation } from '@dsh/tools'
 import { serviceInstance } from '@dsh/agent'
 import type { SubagentProvider, SubagentRequest } from '@dsh/subagent'
 import { startBackground } from './background.js'
@@ -22,9 +22,11 @@ export interface SubagentToolConfig {
 
 export const DEFAULT_MAX_DEPTH = 3
 
+// `default(undefined)`: an absent list stays absent, so `allow: []` (no tools at all) is
+// told apart from no filter.
 const ToolFilterSchema: Schema<{ allow?: string[]; deny?: string[] }> = Schema.object({
-  allow: Schema.array(Schema.string()),
-  deny: Schema.array(Schema.string()),
+  allow: Schema.array(Schema.string()).default(undefined as unknown as string[]),
+  deny: Schema.array(Schema.string()).default(undefined as unknown as string[]),
 })
 
 /**
@@ -48,8 +50,12 @@ export class SubagentToolPlugin {
   /** Held directly for the per-call path (see `serviceInstance`); the plugin restarts with the service. */
   private readonly subagents: Context['subagents']
 
+  /** The tool name, claimed at load: a clash fails the plugin now, whatever the load order. */
+  private readonly reservation: ToolReservation
+
   constructor(private readonly ctx: Context, private readonly config: SubagentToolConfig) {
     this.subagents = serviceInstance(ctx.subagents)
+    this.reservation = ctx.tools.reserve(config.toolName)
     const log = ctx.logger('tool-subagent')
     ctx.on('subagent/provider-added', (provider) => {
       if (provider.name === config.provider) this.mount(provider)
@@ -77,8 +83,7 @@ export class SubagentToolPlugin {
     this.unmount()
     const background = this.config.enableRunInBackground
     const wording = providerWording(provider, background)
-    this.unregister = this.ctx.tools.register<SubagentToolArgs>({
-      name: this.config.toolName,
+    this.unregister = this.reservation.register<SubagentToolArgs>({
       description: wording.description,
       parameters: toolParameters(wording, background),
       concurrencySafe: true,
@@ -118,9 +123,8 @@ export class SubagentToolPlugin {
     if (maxDepth !== undefined) request.maxDepth = maxDepth
     if (config.agentOptions.model !== undefined) request.agentOptions = { model: config.agentOptions.model }
     if (config.persona !== undefined) request.persona = config.persona
-    // The config schema turns an absent filter into empty lists: only a non-empty list asks for filtering.
-    const { allow = [], deny = [] } = config.toolFilter ?? {}
-    if (allow.length > 0 || deny.length > 0) request.toolFilter = { ...(allow.length > 0 && { allow }), ...(deny.length > 0 && { deny }) }
+    const { allow, deny } = config.toolFilter ?? {}
+    if (allow !== undefined || deny !== undefined) request.toolFilter = { ...(allow && { allow }), ...(deny && { deny }) }
     return request
   }
 }

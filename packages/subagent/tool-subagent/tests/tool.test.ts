@@ -92,6 +92,30 @@ describe('the subagent tool: registration', () => {
     await expect(harness.plugin(SubagentToolPlugin, { provider: 'fork' })).rejects.toThrow(/"subagent" is already registered/)
   })
 
+  it('a second instance with the same tool name fails at load even when its provider registers later', async () => {
+    await setup()
+    await harness.plugin(SubagentToolPlugin, { provider: 'later' })
+    await expect(harness.plugin(SubagentToolPlugin, { provider: 'spawn' })).rejects.toThrow(/"subagent" is already registered or reserved/)
+    await harness.plugin(SpawnPlugin, { providerName: 'later' })
+    expect(harness.ctx.tools.list()).toEqual(['subagent'])
+  })
+
+  it('an explicit empty allow list gives children no tools; an absent filter gives them all', async () => {
+    await setup([
+      { when: { depth: 1 }, reply: [{ call: { tool: 'probe', args: {} } }, { text: 'child saw: {{last_tool_result}}' }] },
+      { when: { depth: 0 }, reply: [{ call: { tool: 'locked', args: { description: 'd', prompt: 'p' } } }, { call: { tool: 'open', args: { description: 'd', prompt: 'p' } } }, { text: 'done' }] },
+    ])
+    harness.ctx.tools.register({ name: 'probe', description: 'p', parameters: { type: 'object' }, execute: () => 'probe ran' })
+    await harness.plugin(SpawnPlugin, {})
+    await harness.plugin(SubagentToolPlugin, { provider: 'spawn', toolName: 'locked', toolFilter: { allow: [] } })
+    await harness.plugin(SubagentToolPlugin, { provider: 'spawn', toolName: 'open' })
+    const parent = await harness.agent()
+    await parent.followup('go')
+    const [locked, open] = toolResults(parent.session.events())
+    expect(locked.text).toContain('child saw: unknown tool "probe" (available: none)')
+    expect(open.text).toBe('child saw: probe ran')
+  })
+
   it('a provider name that never registers is a tool that never appears, and a log line says so', async () => {
     await setup()
     const lines: string[] = []

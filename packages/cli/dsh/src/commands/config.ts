@@ -1,5 +1,5 @@
 import { discoverConfig } from '../config-file.js'
-import { startRuntime } from '../runtime.js'
+import { startRuntime, unboundSubagentTools } from '../runtime.js'
 
 /** `dsh config check`: compose everything, print the plugin list, or the first error. */
 export async function configCheck(options: { config?: string; model?: string; sessionDir?: string }): Promise<number> {
@@ -12,6 +12,11 @@ export async function configCheck(options: { config?: string; model?: string; se
     return 1
   }
   try {
+    const unbound = unboundSubagentTools(runtime)
+    if (unbound.length > 0) {
+      process.stderr.write(`dsh: config ${file ?? '(defaults only)'} is not valid:\n  ${unbound.join('\n  ')}\n`)
+      return 1
+    }
     process.stdout.write(`config: ${file ?? '(defaults only)'}\n`)
     const width = Math.max(...runtime.entries.map((entry) => entry.id.length))
     for (const entry of runtime.entries) {
