@@ -1,6 +1,6 @@
 import type { Agent, TurnResult } from '@dsh/agent'
 import { textOf } from '@dsh/llm'
-import type { SessionUpdate } from '@dsh/session'
+import { SessionError, type SessionUpdate } from '@dsh/session'
 import type {} from '@dsh/subagent'
 import type {} from '@dsh/tasks'
 import type { Composition } from './compose.js'
@@ -63,10 +63,11 @@ export async function runCommand(options: RunOptions): Promise<number> {
   try {
     if (!runtime.ctx.llm.config.model && !model) throw new UsageError(NO_MODEL_HELP)
     for (const problem of unboundSubagentTools(runtime)) process.stderr.write(`dsh: warning: ${problem}\n`)
-    agent = await runtime.ctx.agents.create({
-      sessionId: options.resume,
-      meta: { origin: 'cli', cwd: options.cwd ?? process.cwd() },
-    })
+    agent = await runtime.ctx.agents
+      .create({ sessionId: options.resume, meta: { origin: 'cli', cwd: options.cwd ?? process.cwd() } })
+      .catch((error: unknown) => {
+        throw resumeProblem(error, options.resume, runtime)
+      })
     const view = watch(runtime, agent, options)
     const result = await runToQuiet(runtime, agent, options.prompt)
     view.finish(result)
@@ -80,6 +81,14 @@ export async function runCommand(options: RunOptions): Promise<number> {
     await agent?.dispose().catch((error: unknown) => process.stderr.write(`dsh: disposing the agent failed: ${String(error)}\n`))
     await runtime.dispose()
   }
+}
+
+/** A session that cannot be resumed is the user's input problem: say which and where to look. */
+function resumeProblem(error: unknown, id: string | undefined, runtime: Composition): unknown {
+  if (id === undefined || !(error instanceof SessionError)) return error
+  const where = runtime.ctx.sessions.locate(id)
+  if (error.code === 'NOT_FOUND') return new UsageError(`dsh run: no stored session ${id}${where ? ` (looked for ${where})` : ''}; \`dsh sessions list\` shows the stored ones`)
+  return new UsageError(`dsh run: session ${id} cannot be resumed: ${error.message}`)
 }
 
 /**

@@ -65,6 +65,13 @@ describe('dsh run', () => {
     expect(events.map((line) => line.seq)).toEqual([...Array(events.length).keys()])
   })
 
+  it('--resume of an unknown session exits 2 saying where it looked, without a stack trace', async () => {
+    const dir = tempDir()
+    const result = await runDsh(['run', '--resume', 'nope', '--model', 'scripted:examples/hello.yml', '--session-dir', dir, 'hi'])
+    expect(result.code).toBe(2)
+    expect(result.stderr.trim()).toBe(`dsh run: no stored session nope (looked for ${join(dir, 'nope.jsonl')}); \`dsh sessions list\` shows the stored ones`)
+  })
+
   it('a config entry with a bad key fails at load naming the plugin and the key', async () => {
     const dir = tempDir()
     const config = join(dir, 'dsh.yml')
