@@ -19,6 +19,7 @@ export type SessionJsonlErrorCode =
   | 'FOREIGN_FILE'
   /** Appending to the file failed (disk full, directory removed, …). */
   | 'WRITE_FAILED'
+  | 'CONCURRENT_WRITER'
 
 export class SessionJsonlError extends Error {
   override name = 'SessionJsonlError'

@@ -36,6 +36,8 @@ export class SessionFileWriter {
   private resume: { terminate: boolean } | undefined
   /** Events with a lower seq are known to be in the file. */
   private savedLength: number
+  /** The file's size as this writer left it: any other size means someone else wrote. */
+  private fileSize = 0
   private flushQueued = false
   private queue: Promise<void>
   private failure: SessionJsonlError | undefined
@@ -92,6 +94,7 @@ export class SessionFileWriter {
     const handle = await open(this.file, 'a+')
     this.handle = handle
     const { size } = await handle.stat()
+    this.fileSize = size
     if (size === 0) {
       this.preamble = headerLine(this.session.header)
       if (start === 'attached') this.catchUp(this.session.seedLength, lengthAtStart)
@@ -148,7 +151,14 @@ export class SessionFileWriter {
     this.firstPendingSeq = undefined
     if (!text) return
     try {
+      // Another process resuming the same session would interleave its lines with ours
+      // and leave a file no one can read back: stop writing instead, and say so.
+      const { size } = await handle.stat()
+      if (size !== this.fileSize) {
+        throw new SessionJsonlError('CONCURRENT_WRITER', `another process appended to it (it grew from ${this.fileSize} to ${size} bytes behind this one); run one process per session`)
+      }
       await writeAll(handle, text)
+      this.fileSize += Buffer.byteLength(text, 'utf8')
       this.savedLength += written
     } catch (error) {
       this.fail(error, 'append to')

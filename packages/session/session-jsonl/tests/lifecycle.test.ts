@@ -118,3 +118,28 @@ describe('session-jsonl config and lifecycle', () => {
     expect(failure).toMatchObject({ code: 'DUPLICATE_STORAGE' })
   })
 })
+
+describe('two processes on one session', () => {
+  it('the second writer stops instead of interleaving lines, and the file stays readable', async () => {
+    const dir = await tempDir()
+    const first = await startProcess(dir)
+    const original = first.sessions.create()
+    appendTurn(original, 1, 'one')
+    await first.sessions.release(original)
+
+    const a = await startProcess(dir)
+    const b = await startProcess(dir)
+    const inA = await a.sessions.open(original.id)
+    const inB = await b.sessions.open(original.id)
+    appendTurn(inA, 2, 'from a')
+    await new Promise((resolve) => setTimeout(resolve, 50))
+    appendTurn(inB, 2, 'from b')
+    await a.sessions.release(inA)
+    await expect(b.sessions.release(inB)).rejects.toMatchObject({ code: 'CONCURRENT_WRITER' })
+    expect(b.warnings.join('\n')).toContain('another process appended to it')
+
+    const reader = await startProcess(dir)
+    const reread = await reader.sessions.open(original.id)
+    expect(reread.events()).toEqual(inA.events())
+  })
+})
