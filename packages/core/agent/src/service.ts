@@ -76,11 +76,14 @@ export class AgentRegistry extends Service {
     const { signal } = options
     throwIfAborted(signal, 'before the agent was created')
     if (options.sessionId !== undefined && options.seed) throw new AgentError('INVALID_OPTIONS', 'an agent resumes a session or is seeded, not both')
+    const fresh = options.sessionId === undefined
     const session = await this.sessionFor(options)
     const agent = new LiveAgent(session, { ...options.agentOptions }, this.host, options.parent)
     try {
       if (options.setup) await options.setup(agent.ctx, agent)
       throwIfAborted(signal, 'while the agent was being set up')
+      // Persisted only once the agent is sure to exist: a rolled-back start leaves no file.
+      if (fresh) this.sessions.announce(session)
     } catch (error) {
       await agent.dispose().catch((cleanupError: unknown) => {
         this.home.logger('agents').warn('rolling back agent %s failed: %s', agent.id, String(cleanupError))
@@ -110,7 +113,7 @@ export class AgentRegistry extends Service {
   }
 
   private async sessionFor(options: CreateAgentOptions): Promise<Session> {
-    if (options.sessionId === undefined) return this.sessions.create({ ...options.meta, seed: options.seed })
+    if (options.sessionId === undefined) return this.sessions.create({ ...options.meta, seed: options.seed, announce: false })
     const session = await this.sessions.open(options.sessionId)
     if (this.live.has(session.id)) throw new AgentError('SESSION_IN_USE', `session ${session.id} already has a live agent`)
     if (closeInterruptedTurn(session)) this.home.logger('agents').warn('session %s was interrupted mid-turn; that turn is now closed as an error', session.id)

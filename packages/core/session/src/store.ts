@@ -45,6 +45,11 @@ export interface SessionInit {
   label?: string
   /** Share the first `length` events of `session` as this session's history (fork). */
   seed?: { session: Session; length: number }
+  /**
+   * `false`: observers (persistence) do not hear of it until `announce(session)`. For a
+   * session whose owner may still be rolled back, so a failed start leaves no file.
+   */
+  announce?: boolean
 }
 
 export class SessionError extends Error {
@@ -97,8 +102,13 @@ export class SessionStore extends Service {
     if (init.label !== undefined) header.label = init.label
     const session = new Session(header, init.seed, this.reportListenerError)
     this.live.set(id, session)
-    for (const observer of this.observers) observer.created?.(session)
+    if (init.announce !== false) this.announce(session)
     return session
+  }
+
+  /** Tell observers about a session created with `announce: false` (persistence starts now). */
+  announce(session: Session): void {
+    for (const observer of this.observers) observer.created?.(session)
   }
 
   get(id: string): Session | undefined {

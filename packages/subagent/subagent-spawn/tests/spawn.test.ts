@@ -236,3 +236,21 @@ describe('spawn: depth across resume', () => {
     await expect(harness.ctx.subagents.start('spawn', { ...request('deeper', { maxDepth: 1 }), parent: resumed })).rejects.toMatchObject({ code: 'DEPTH_LIMIT' })
   })
 })
+
+describe('spawn: persistence of a rejected start', () => {
+  it('a start rejected in the child\'s setup leaves no session file behind', async () => {
+    const { mkdtempSync, readdirSync } = await import('node:fs')
+    const { tmpdir } = await import('node:os')
+    const { join } = await import('node:path')
+    const { default: SessionJsonl } = await import('@dsh/session-jsonl')
+    const dir = mkdtempSync(join(tmpdir(), 'spawn-rejected-'))
+    await setup([{ reply: [{ text: 'x' }] }])
+    await harness.plugin(SessionJsonl, { dir })
+    const before = readdirSync(dir)
+    await expect(harness.ctx.subagents.start('spawn', request('x', { toolFilter: { allow: ['no_such_tool'] } }))).rejects.toMatchObject({ code: 'START_FAILED' })
+    const ok = await harness.ctx.subagents.start('spawn', request('x'))
+    await ok.result
+    await ok.dispose()
+    expect(readdirSync(dir).filter((name) => !before.includes(name))).toEqual([`${ok.id}.jsonl`])
+  })
+})
