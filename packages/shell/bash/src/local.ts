@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process'
-import { groupHasLiveMembers, terminateGroup, trackGroup } from '@dsh/process'
+import { childEnvironment, groupHasLiveMembers, terminateGroup, trackGroup } from '@dsh/process'
 import { BoundedOutput } from './output.js'
 import type { BashExecutor, BashExit, BashProcess, BashRequest, OutputSlice } from './types.js'
 
@@ -10,6 +10,8 @@ export interface LocalExecutorOptions {
   maxOutputChars: number
   /** The shell binary (`bash`). */
   shell?: string
+  /** Credential-shaped variables commands may still see (by exact name). */
+  passEnv?: readonly string[]
 }
 
 /** After the group is gone, how long its pipes may take to close (a process that escaped with `setsid` can hold them). */
@@ -63,7 +65,9 @@ class LocalBashProcess implements BashProcess {
     this.captured = BoundedOutput.withLimit(options.maxOutputChars)
     this.child = spawn(options.shell ?? 'bash', ['-c', request.command], {
       cwd: request.cwd,
-      env: { ...process.env, ...request.env },
+      // The model chooses these commands: they get dsh's environment without its credentials
+      // (the model's own API key among them), like every other child dsh starts.
+      env: childEnvironment(process.env, { env: request.env ?? {}, passEnv: this.options.passEnv ?? [] }),
       // Its own process group (pgid = its pid): a stop signals the group, reaching every descendant.
       detached: true,
       stdio: ['ignore', 'pipe', 'pipe'],

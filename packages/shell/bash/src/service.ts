@@ -20,6 +20,7 @@ export class BashService extends Service {
     executor: Schema.union(['local', 'none'] as const).default('local').description('`local`: run commands on this machine; `none`: another plugin registers the executor.'),
     killGraceMs: Schema.natural().default(2_000).description('Local executor: SIGTERM → SIGKILL grace when a command is stopped.'),
     maxOutputChars: Schema.natural().min(1_000).default(30_000).description('Local executor: most output characters kept per command (head and tail).'),
+    passEnv: Schema.array(Schema.string()).default([]).description('Local executor: credential-shaped variables (…KEY, …TOKEN, …SECRET, …PASSWORD) commands may still see.'),
   })
 
   private current: BashExecutor | undefined
@@ -27,7 +28,7 @@ export class BashService extends Service {
   constructor(ctx: Context, public config: BashService.Config) {
     super(ctx, 'bash')
     if (config.executor === 'local') {
-      const local = new LocalBashExecutor({ killGraceMs: config.killGraceMs, maxOutputChars: config.maxOutputChars })
+      const local = new LocalBashExecutor({ killGraceMs: config.killGraceMs, maxOutputChars: config.maxOutputChars, passEnv: config.passEnv })
       this.registerExecutor(local)
       // Unloading stops what is still running: no command outlives the seam that started it.
       ctx.effect(() => () => local.stopAll(), 'bash: stop running commands')
@@ -74,5 +75,6 @@ export namespace BashService {
     executor: 'local' | 'none'
     killGraceMs: number
     maxOutputChars: number
+    passEnv: string[]
   }
 }

@@ -67,6 +67,21 @@ describe('the local executor', () => {
     expect(result.output).toContain('oops')
   })
 
+  it('commands do not see credential-shaped variables unless passEnv names them', async () => {
+    process.env.DSH_TEST_API_KEY = 'sk-secret'
+    process.env.DSH_TEST_SHARED_TOKEN = 'shared'
+    process.env.DSH_TEST_PLAIN = 'visible'
+    try {
+      const bash = await setup({ passEnv: ['DSH_TEST_SHARED_TOKEN'] })
+      const result = await bash.run({ command: 'echo "key=[$DSH_TEST_API_KEY] token=[$DSH_TEST_SHARED_TOKEN] plain=[$DSH_TEST_PLAIN]"', cwd: tmpdir() })
+      expect(result.output.trim()).toBe('key=[] token=[shared] plain=[visible]')
+    } finally {
+      delete process.env.DSH_TEST_API_KEY
+      delete process.env.DSH_TEST_SHARED_TOKEN
+      delete process.env.DSH_TEST_PLAIN
+    }
+  })
+
   it('a timeout stops the whole process tree', async () => {
     const bash = await setup()
     const started = Date.now()

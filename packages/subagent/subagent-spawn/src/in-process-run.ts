@@ -66,6 +66,11 @@ export async function startInProcessRun(agents: AgentRegistry, request: Subagent
     throw new SubagentError('START_FAILED', `the child could not be started: ${error instanceof Error ? error.message : String(error)}`, { cause: error })
   }
 
+  // An abort that landed while create() resolved has no listener to hear it yet.
+  if (signal.aborted) {
+    await child.dispose()
+    throw new SubagentError('ABORTED', 'the delegation was cancelled while the child was being created', { cause: signal.reason })
+  }
   const cancel = (reason?: unknown) => child.cancel(reason)
   const onAbort = () => cancel(signal.reason)
   signal.addEventListener('abort', onAbort, { once: true })
