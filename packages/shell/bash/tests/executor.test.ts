@@ -5,6 +5,7 @@ import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
 import { Context, type Fiber } from 'cordis'
 import { BashService, type BashExecutor, type BashProcess } from '@dsh/bash'
+import { exists } from '@dsh/testkit'
 
 let ctx: Context
 let fiber: Fiber | undefined
@@ -23,16 +24,6 @@ async function setup(config: Partial<BashService.Config> = {}) {
   return ctx.bash
 }
 
-/** ESRCH for a process that is gone. Reaped children (the shell itself) must be exactly that. */
-function exists(pid: number): boolean {
-  try {
-    process.kill(pid, 0)
-    return true
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'ESRCH') return false
-    throw error
-  }
-}
 
 /**
  * A grandchild whose shell died first is re-parented to PID 1; an init that never reaps

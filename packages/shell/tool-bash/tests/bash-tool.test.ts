@@ -9,6 +9,7 @@ import { textOf } from '@dsh/llm'
 import { TaskService } from '@dsh/tasks'
 import { TaskToolsPlugin } from '@dsh/tool-tasks'
 import { BashToolPlugin } from '@dsh/tool-bash'
+import { exists } from '@dsh/testkit'
 
 let harness: Harness
 let dir: string | undefined
@@ -34,15 +35,6 @@ function results(agent: Agent, name?: string) {
   )
 }
 
-function exists(pid: number): boolean {
-  try {
-    process.kill(pid, 0)
-    return true
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'ESRCH') return false
-    throw error
-  }
-}
 
 const pidOf = (text: string) => Number(/\(pid (\d+)\)/.exec(text)?.[1])
 

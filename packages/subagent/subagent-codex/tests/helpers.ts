@@ -58,16 +58,7 @@ export function environOf(pid: number): Record<string, string> {
   return Object.fromEntries(entries.map((entry) => [entry.slice(0, entry.indexOf('=')), entry.slice(entry.indexOf('=') + 1)]))
 }
 
-/** True while `pid` exists (a zombie counts: it is still in the process table). */
-export function exists(pid: number): boolean {
-  try {
-    process.kill(pid, 0)
-    return true
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'ESRCH') return false
-    throw error
-  }
-}
+export { exists } from '@dsh/testkit'
 
 /** Polls `check` until it returns a value other than `undefined`/`false`. */
 export async function waitFor<T>(check: () => T | undefined | false, what: string, timeoutMs = 10_000): Promise<T> {

@@ -10,6 +10,7 @@ import { BashToolPlugin } from '@dsh/tool-bash'
 import { TaskToolsPlugin } from '@dsh/tool-tasks'
 import { SubagentToolPlugin } from '@dsh/tool-subagent'
 import { runOutcome, settleRun } from '../src/background.js'
+import { exists } from '@dsh/testkit'
 
 let harness: Harness
 afterEach(async () => {
@@ -51,15 +52,6 @@ function notices(agent: Agent): string[] {
   return agent.session.events().flatMap((event) => (event.type === 'user/message' && /^Background task update/.test(textOf(event.message.content)) ? [textOf(event.message.content)] : []))
 }
 
-function exists(pid: number): boolean {
-  try {
-    process.kill(pid, 0)
-    return true
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'ESRCH') return false
-    throw error
-  }
-}
 
 const background = (description: string, prompt = 'child task') => ({ tool: 'subagent', args: { description, prompt, run_in_background: true } })
 const delay = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))

@@ -6,3 +6,4 @@ export { startFakeOpenAIResponses, type FakeOpenAIResponses } from './openai-res
 export type { FakeResponsesAnswer, FakeFunctionCall } from './openai-responses-wire.js'
 export { startFakeAnthropicMessages, type FakeAnthropicMessages, type FakeMessagesAnswer, type RecordedAnthropicRequest } from './anthropic-messages-server.js'
 export type { FakeMessagesResponse, FakeMessagesEventType, FakeToolUse } from './anthropic-messages-wire.js'
+export { exists } from './processes.js'
