@@ -12,7 +12,7 @@ const runsArg = process.argv.find((arg) => arg.startsWith('--runs='))
 const runs = runsArg ? Number(runsArg.slice('--runs='.length)) : 5
 
 const plan = [
-  { scenario: 'delegation', arg: 2000 },
+  { scenario: 'delegation', arg: 6000 },
   { scenario: 'fanout', arg: 100 },
   { scenario: 'fanout', arg: 1000 },
   { scenario: 'liveChildren', arg: 1000 },

@@ -33,10 +33,16 @@ async function harnessWith(script) {
 
 const repeat = (count, make) => Array.from({ length: count }, make).flat()
 
-/** Parent turns that call a no-op tool, against parent turns that delegate to a spawn child. */
+/**
+ * Parent turns that delegate to a spawn child, against parent turns that call a no-op tool
+ * (the same number of parent steps). Measured in interleaved rounds and reported as the
+ * median of the per-round differences, so drift in the machine's speed cancels out.
+ */
 async function delegation(iterations) {
+  const rounds = 10
+  const perRound = Math.ceil(iterations / rounds)
   const warm = 300
-  const turns = iterations + warm
+  const turns = warm + rounds * perRound
   const harness = await harnessWith([
     { when: { prompt: '^child task$' }, reply: [{ text: 'child done' }] },
     { when: { prompt: '^plain' }, reply: repeat(turns, () => [{ call: { tool: 'noop', args: {} } }, { text: 'ok' }]) },
@@ -51,21 +57,24 @@ async function delegation(iterations) {
       const result = await agent.followup(prompt)
       if (result.reason !== 'completed') throw new Error(`turn ended ${result.reason}: ${result.error}`)
     }
-    return { cpu: cpuMicros() - cpu, wall: (performance.now() - wall) * 1000 }
+    return { cpu: (cpuMicros() - cpu) / count, wall: ((performance.now() - wall) * 1000) / count }
   }
   await measure(plain, 'plain', warm)
   await measure(delegating, 'delegate', warm)
-  gc()
-  const base = await measure(plain, 'plain', iterations)
-  gc()
-  const deleg = await measure(delegating, 'delegate', iterations)
+  const samples = []
+  for (let round = 0; round < rounds; round++) {
+    const base = await measure(plain, 'plain', perRound)
+    const deleg = await measure(delegating, 'delegate', perRound)
+    samples.push({ base, deleg })
+  }
   if (harness.ctx.agents.list().length !== 2) throw new Error('children leaked')
   await harness.dispose()
+  const median = (values) => values.sort((a, b) => a - b)[values.length >> 1]
   return {
-    plain_turn_cpu_us: base.cpu / iterations,
-    delegating_turn_cpu_us: deleg.cpu / iterations,
-    delegation_overhead_cpu_us: (deleg.cpu - base.cpu) / iterations,
-    delegation_overhead_wall_us: (deleg.wall - base.wall) / iterations,
+    plain_turn_cpu_us: median(samples.map((sample) => sample.base.cpu)),
+    delegating_turn_cpu_us: median(samples.map((sample) => sample.deleg.cpu)),
+    delegation_overhead_cpu_us: median(samples.map((sample) => sample.deleg.cpu - sample.base.cpu)),
+    delegation_overhead_wall_us: median(samples.map((sample) => sample.deleg.wall - sample.base.wall)),
   }
 }
 

@@ -1,4 +1,3 @@
-import { setMaxListeners } from 'node:events'
 import type { Context, Fiber } from 'cordis'
 import { userText, type UserMessage } from '@dsh/llm'
 import type { Session } from '@dsh/session'
@@ -178,8 +177,6 @@ export class LiveAgent implements Agent {
       const next = this.queue.shift()!
       this._status = 'running'
       const controller = (this.controller = new AbortController())
-      // Every tool call of the turn (a fan-out of hundreds of delegations) listens to this one signal.
-      setMaxListeners(0, controller.signal)
       if (this.pendingCancel !== undefined) {
         controller.abort(this.pendingCancel)
         this.pendingCancel = undefined

@@ -6,41 +6,50 @@ export interface SessionBinding {
   cursor: number
 }
 
+interface Entry {
+  binding: SessionBinding
+  /** A use counter: higher was used more recently. */
+  lastUsed: number
+}
+
 /**
- * One small entry per session that has made a request, least recently used first. Past
- * `maxSessions` the stalest entries are dropped, so a long-running process does not grow
- * without bound; a dropped session that returns is bound again from its first reply.
+ * One small entry per session that has made a request. Past `maxSessions` the least
+ * recently used tenth is dropped at once, so a long-running process does not grow without
+ * bound; a dropped session that returns is bound again from its first reply. Using an
+ * entry only bumps a counter: re-inserting into the Map on every request (to keep it in
+ * LRU order) made large maps rehash all the time.
  */
 export class SessionBindings {
-  private bindings = new Map<string, SessionBinding>()
+  private entries = new Map<string, Entry>()
+  private clock = 0
 
   constructor(private maxSessions: number) {}
 
   get size(): number {
-    return this.bindings.size
+    return this.entries.size
   }
 
   /** The session's binding, marked as just used. */
   touch(sessionId: string): SessionBinding | undefined {
-    const binding = this.bindings.get(sessionId)
-    if (binding) {
-      // Re-inserting moves the entry to the end of the Map's order, which is the LRU order.
-      this.bindings.delete(sessionId)
-      this.bindings.set(sessionId, binding)
-    }
-    return binding
+    const entry = this.entries.get(sessionId)
+    if (!entry) return undefined
+    entry.lastUsed = ++this.clock
+    return entry.binding
   }
 
   bind(sessionId: string, binding: SessionBinding): void {
-    this.bindings.delete(sessionId)
-    this.bindings.set(sessionId, binding)
-    for (const stalest of this.bindings.keys()) {
-      if (this.bindings.size <= this.maxSessions) break
-      this.bindings.delete(stalest)
-    }
+    this.entries.set(sessionId, { binding, lastUsed: ++this.clock })
+    if (this.entries.size > this.maxSessions) this.evictStalest()
   }
 
   forget(sessionId: string): boolean {
-    return this.bindings.delete(sessionId)
+    return this.entries.delete(sessionId)
+  }
+
+  private evictStalest(): void {
+    // Drop a tenth at a time (at least one), so the sort runs once per many bindings.
+    const keep = this.maxSessions + 1 - Math.max(1, Math.floor(this.maxSessions / 10))
+    const byAge = [...this.entries].sort(([, a], [, b]) => a.lastUsed - b.lastUsed)
+    for (const [sessionId] of byAge.slice(0, this.entries.size - keep)) this.entries.delete(sessionId)
   }
 }
