@@ -1,4 +1,4 @@
-import { Context, Logger, type Exporter } from 'cordis'
+import { Context, Logger, ValidationError, type Exporter } from 'cordis'
 import type {} from '@dsh/subagent'
 import { compose, mergeEntries, readEntries, type Composition, type PluginEntry } from './compose.js'
 import { discoverConfig } from './config-file.js'
@@ -21,6 +21,8 @@ export function attachConsoleLogger(ctx: Context, verbose = false): void {
     colors: 0,
     levels: { default: verbose ? 3 : 1 },
     export(message) {
+      // A config that fails validation is reported by compose(), naming the entry and the key.
+      if (message.args[0] instanceof ValidationError) return
       process.stderr.write(`[${message.type}] ${message.name}: ${Logger.format(exporter, message)}\n`)
     },
   }

@@ -41,7 +41,7 @@ export class SubagentToolPlugin {
     toolName: Schema.string().pattern(/^[A-Za-z0-9_-]{1,64}$/).default('subagent').description('The model-facing tool name; distinct per instance.'),
     enableRunInBackground: Schema.boolean().default(true).description('Offer run_in_background in the schema.'),
     agentOptions: (Schema.object({ model: Schema.string() }) as Schema<{ model?: string }>).default({}).description('Per-child options (model spec).'),
-    persona: Schema.string().description('Persona for every child of this tool.'),
+    persona: Schema.string().min(1).description('Persona for every child of this tool.'),
     toolFilter: ToolFilterSchema.description('Allow/deny lists for the children\'s tools.'),
     maxDepth: Schema.natural().description('Absolute delegation depth bound (default 3 where the provider supports depth limits).'),
   })

@@ -13,6 +13,14 @@ export async function configCheck(options: { config?: string; model?: string; se
   }
   try {
     const unbound = unboundSubagentTools(runtime)
+    // A default model naming an adapter that is not loaded would fail every turn.
+    if (runtime.ctx.llm.config.model) {
+      try {
+        runtime.ctx.llm.resolve()
+      } catch (error) {
+        unbound.push(error instanceof Error ? error.message : String(error))
+      }
+    }
     if (unbound.length > 0) {
       process.stderr.write(`dsh: config ${file ?? '(defaults only)'} is not valid:\n  ${unbound.join('\n  ')}\n`)
       return 1
