@@ -66,16 +66,8 @@ function executableFrom(configured: string | undefined): string {
 }
 
 export namespace ClaudeCodePlugin {
-  export interface Config {
-    providerName: string
-    env: Record<string, string>
-    passEnv: string[]
-    cwd?: string
-    permissionMode: PermissionModeSetting
-    model?: string
-    timeoutMs?: number
-    startTimeoutMs: number
-    graceMs: number
+  /** The settings as configured: the executable may be absent (the SDK's bundled binary). */
+  export interface Config extends Omit<ClaudeCodeSettings, 'executable'> {
     executable?: string
   }
 }
