@@ -156,11 +156,16 @@ export class TaskService extends Service {
    * the task ends `killed` with `reason` unless it had already settled (then this
    * changes nothing and returns it as it is). Either way it is marked reported.
    */
-  async kill(id: string, caller: string, reason = 'killed by its owner'): Promise<TaskInfo> {
+  /**
+   * Stop a task and resolve once it has stopped. With `signal` (the calling tool's), the
+   * wait ends when the signal aborts (rejecting), so a producer that never settles cannot
+   * hold its caller's turn, and Ctrl-C, forever; the kill request itself stands.
+   */
+  async kill(id: string, caller: string, reason = 'killed by its owner', signal?: AbortSignal): Promise<TaskInfo> {
     const record = this.access(id, caller)
     record.reported = true
     record.cancel(reason)
-    await record.settled
+    await (signal ? settledWithin(record.settled, MAX_WAIT_MS, signal) : record.settled)
     return record.info()
   }
 

@@ -188,6 +188,19 @@ describe('settlement', () => {
     expect(seen).toEqual([true])
   })
 
+  it('a kill whose caller\'s signal aborts stops waiting for a producer that never stops, and the kill stands', async () => {
+    const tasks = await setup()
+    const stuck = job({ stopMs: 60_000 })
+    const id = tasks.register(stuck.registration)
+    const controller = new AbortController()
+    const killing = tasks.kill(id, 'x', 'enough', controller.signal)
+    setTimeout(() => controller.abort(), 20)
+    await expect(killing).rejects.toMatchObject({ code: 'ABORTED' })
+    expect(stuck.cancels).toEqual(['enough'])
+    expect(tasks.get(id, 'x').status).toBe('running')
+    stuck.finish({ status: 'killed' })
+  })
+
   it('a wait whose signal aborts rejects with ABORTED', async () => {
     const tasks = await setup()
     const id = tasks.register(job().registration)

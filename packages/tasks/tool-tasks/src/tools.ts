@@ -69,7 +69,7 @@ export function registerTaskTools(ctx: Context, options: { defaultWaitMs: number
       guarded(async () => {
         const wasLive = ctx.tasks.get(args.task_id, exec.agent.id).status === 'running'
         const reason = args.reason?.trim() || 'killed with task_kill'
-        return renderKill(await ctx.tasks.kill(args.task_id, exec.agent.id, reason), wasLive)
+        return renderKill(await ctx.tasks.kill(args.task_id, exec.agent.id, reason, exec.signal), wasLive)
       }),
   })
 }
