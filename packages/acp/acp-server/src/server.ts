@@ -14,7 +14,8 @@ import { isAbsolute } from 'node:path'
 import { Readable, Writable } from 'node:stream'
 import { agent as agentApp, methods, ndJsonStream, PROTOCOL_VERSION, RequestError, type AgentContext, type PromptRequest, type PromptResponse, type Stream } from '@agentclientprotocol/sdk'
 import type { Context } from 'cordis'
-import type { Agent } from '@dsh/agent'
+import type { Agent, TurnResult } from '@dsh/agent'
+import { whenQuiet } from '@dsh/tasks'
 import { promptMessage } from './prompt.js'
 import { acpStopReasonOf, acpUpdateOf } from './updates.js'
 
@@ -78,6 +79,8 @@ export function serveAcp(ctx: Context, stream: Stream): AcpServer {
       if (!served?.prompt) return
       served.prompt.cancelRequested = true
       served.agent.cancel(new Error('cancelled by the ACP client'))
+      // Stop means stop: background work the prompt started goes too.
+      void ctx.get('tasks')?.killAll(served.agent.id, 'cancelled by the ACP client')
     })
 
   async function prompt(params: PromptRequest, client: AgentContext, signal: AbortSignal): Promise<PromptResponse> {
@@ -104,10 +107,18 @@ export function serveAcp(ctx: Context, stream: Stream): AcpServer {
       agent.cancel(new Error('the ACP prompt request was cancelled'))
     }
     signal.addEventListener('abort', onAbort, { once: true })
+    let last: TurnResult | undefined
+    const untrack = agent.session.subscribe((update) => {
+      if (update.type === 'turn/end') last = { turn: update.turn, reason: update.reason, startSeq: 0, endSeq: update.seq, ...(update.error !== undefined && { error: update.error }) }
+    })
     try {
       const ended = await agent.followup(message)
-      return { stopReason: acpStopReasonOf(ended, running.cancelRequested) }
+      // Turns that completion notices start belong to this prompt too: they are streamed
+      // like the first, a cancel reaches them, and the answer waits for them.
+      await whenQuiet(agent, ctx.get('tasks'))
+      return { stopReason: acpStopReasonOf(last ?? ended, running.cancelRequested) }
     } finally {
+      untrack()
       signal.removeEventListener('abort', onAbort)
       unsubscribe()
       served.prompt = undefined

@@ -68,6 +68,28 @@ describe('acp-server', () => {
     })
   })
 
+  it('turns started by completion notices belong to the prompt: streamed, and answered after them', async () => {
+    const { agent } = await serve([{ reply: [
+      { call: { tool: 'bash', args: { command: 'sleep 0.2; echo background done', run_in_background: true } } },
+      { text: 'started it' },
+      { text: 'the notice said: {{last_tool_result}}' },
+    ] }])
+    const { TaskService } = await import('@dsh/tasks')
+    const { TaskToolsPlugin } = await import('@dsh/tool-tasks')
+    const { BashService } = await import('@dsh/bash')
+    const { BashToolPlugin } = await import('@dsh/tool-bash')
+    await harness!.plugin(TaskService)
+    await harness!.plugin(TaskToolsPlugin)
+    await harness!.plugin(BashService)
+    await harness!.plugin(BashToolPlugin)
+    const session = await agent.buildSession(tempCwd()).start()
+    const { updates, stopReason } = await turn(session, 'go')
+    expect(stopReason).toBe('end_turn')
+    expect(textOf(updates)).toContain('started it')
+    expect(textOf(updates)).toContain('the notice said:')
+    expect(harness!.ctx.agents.get(session.sessionId)!.status).toBe('idle')
+  })
+
   it('session/new records a dsh parent\'s lineage from _meta.dsh, so depth continues across processes', async () => {
     const { agent } = await serve([{ reply: [{ text: 'x' }] }])
     const cwd = tempCwd()

@@ -2,7 +2,7 @@ import type { Agent, TurnResult } from '@dsh/agent'
 import { textOf } from '@dsh/llm'
 import { SessionError, type SessionUpdate } from '@dsh/session'
 import type {} from '@dsh/subagent'
-import type {} from '@dsh/tasks'
+import { whenQuiet } from '@dsh/tasks'
 import type { Composition } from './compose.js'
 import { onInterrupt } from './interrupt.js'
 import { lifecycleLine, TtyTreeRenderer } from './progress/render.js'
@@ -119,12 +119,7 @@ export async function runToQuiet(runtime: Composition, agent: Agent, prompt: str
  * settles queues a completion notice (a new turn), which `whenIdle` then waits for.
  */
 export async function settle(runtime: Composition, agent: Agent): Promise<void> {
-  const tasks = runtime.ctx.get('tasks')
-  for (;;) {
-    await agent.whenIdle()
-    if (!tasks?.hasLive(agent.id)) return
-    await tasks.whenSettled(agent.id)
-  }
+  await whenQuiet(agent, runtime.ctx.get('tasks'))
 }
 
 export interface RunView {
