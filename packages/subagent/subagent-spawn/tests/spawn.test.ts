@@ -84,6 +84,32 @@ describe('spawn: a fresh in-process child', () => {
     await run.dispose()
   })
 
+  it('sendMessage, a runtime feature present on the run, steers the running child into its next step', async () => {
+    await setup([{ reply: [{ call: { tool: 'gate', args: {} } }, { text: 'saw it' }] }])
+    let release!: () => void
+    let entered!: () => void
+    const inTool = new Promise<void>((resolve) => (entered = resolve))
+    harness.ctx.tools.register({
+      name: 'gate',
+      description: 'waits',
+      parameters: { type: 'object' },
+      execute: () => new Promise<string>((resolve) => {
+        entered()
+        release = () => resolve('open')
+      }),
+    })
+    const run = await harness.ctx.subagents.start('spawn', request('x'))
+    expect(typeof run.sendMessage).toBe('function')
+    await inTool
+    run.sendMessage!('also check the tests')
+    release()
+    expect((await run.result).stopReason).toBe('completed')
+    const child = harness.ctx.agents.get(run.id)!
+    const users = child.session.events().filter((event) => event.type === 'user/message').map((event) => event.type === 'user/message' && textOf(event.message.content))
+    expect(users).toEqual(['x', 'also check the tests'])
+    await run.dispose()
+  })
+
   it('aborting the request signal after publication ends the run aborted', async () => {
     await setup([{ reply: [{ text: 'slow', delay_ms: 60_000 }] }])
     const controller = new AbortController()
