@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest'
-import { createHarness, eventTypes, type Harness } from '@dsh/testkit/harness'
+import { createHarness, gateTool, eventTypes, type Harness } from '@dsh/testkit/harness'
 import type { SessionEvent } from '@dsh/session'
 
 let harness: Harness
@@ -129,23 +129,12 @@ describe('cancel and steer', () => {
     harness = await createHarness({
       script: [{ reply: [{ call: { tool: 'gate', args: {} } }, { text: 'saw the steer' }] }],
     })
-    let release!: () => void
-    let entered!: () => void
-    const inTool = new Promise<void>((resolve) => (entered = resolve))
-    harness.ctx.tools.register({
-      name: 'gate',
-      description: 'waits',
-      parameters: { type: 'object' },
-      execute: () => new Promise<string>((resolve) => {
-        entered()
-        release = () => resolve('open')
-      }),
-    })
+    const gate = gateTool(harness)
     const agent = await harness.agent()
     const turn = agent.followup('start')
-    await inTool
+    await gate.entered
     agent.steer('also consider this')
-    release()
+    gate.release()
     expect((await turn).reason).toBe('completed')
     const events = agent.session.events()
     const steered = events.findIndex((event) => event.type === 'user/message' && event.message.content[0].type === 'text' && event.message.content[0].text === 'also consider this')

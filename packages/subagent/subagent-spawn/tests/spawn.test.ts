@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest'
-import { createHarness, type Harness, type HarnessOptions } from '@dsh/testkit/harness'
+import { createHarness, gateTool, type Harness, type HarnessOptions } from '@dsh/testkit/harness'
 import { text, textOf } from '@dsh/llm'
 import type { Agent } from '@dsh/agent'
 import { SubagentService, type SubagentRequest } from '@dsh/subagent'
@@ -86,23 +86,12 @@ describe('spawn: a fresh in-process child', () => {
 
   it('sendMessage, a runtime feature present on the run, steers the running child into its next step', async () => {
     await setup([{ reply: [{ call: { tool: 'gate', args: {} } }, { text: 'saw it' }] }])
-    let release!: () => void
-    let entered!: () => void
-    const inTool = new Promise<void>((resolve) => (entered = resolve))
-    harness.ctx.tools.register({
-      name: 'gate',
-      description: 'waits',
-      parameters: { type: 'object' },
-      execute: () => new Promise<string>((resolve) => {
-        entered()
-        release = () => resolve('open')
-      }),
-    })
+    const gate = gateTool(harness)
     const run = await harness.ctx.subagents.start('spawn', request('x'))
     expect(typeof run.sendMessage).toBe('function')
-    await inTool
+    await gate.entered
     run.sendMessage!('also check the tests')
-    release()
+    gate.release()
     expect((await run.result).stopReason).toBe('completed')
     const child = harness.ctx.agents.get(run.id)!
     const users = child.session.events().filter((event) => event.type === 'user/message').map((event) => event.type === 'user/message' && textOf(event.message.content))

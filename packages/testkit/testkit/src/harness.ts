@@ -61,3 +61,24 @@ export async function createHarness(options: HarnessOptions = {}): Promise<Harne
 export function eventTypes(agent: Agent, from = 0): string[] {
   return agent.session.events(from).map((event) => event.type)
 }
+
+/**
+ * Register a tool that holds its call open: `entered` resolves when the model calls it,
+ * `release()` lets the call return `open`. For tests that act while a step is in a tool.
+ */
+export function gateTool(harness: Harness, name = 'gate'): { entered: Promise<void>; release(): void } {
+  let release = () => {}
+  let entered!: () => void
+  const gate = { entered: new Promise<void>((resolve) => (entered = resolve)), release: () => release() }
+  harness.ctx.tools.register({
+    name,
+    description: 'waits until the test releases it',
+    parameters: { type: 'object' },
+    execute: () =>
+      new Promise<string>((resolve) => {
+        release = () => resolve('open')
+        entered()
+      }),
+  })
+  return gate
+}
