@@ -1,3 +1,4 @@
+import { acpStopReasonOfTurn } from '@dsh/base'
 import type { SessionUpdate as AcpSessionUpdate, StopReason as AcpStopReason } from '@agentclientprotocol/sdk'
 import { RequestError } from '@agentclientprotocol/sdk'
 import { textOf } from '@dsh/llm'
@@ -54,21 +55,7 @@ export function acpUpdateOf(update: SessionUpdate): AcpSessionUpdate | undefined
  * reason in ACP, so it answers with a JSON-RPC error carrying the turn's error.
  */
 export function acpStopReasonOf(ended: TurnResult, cancelRequested: boolean): AcpStopReason {
-  if (cancelRequested) return 'cancelled'
-  switch (ended.reason) {
-    case 'completed':
-      return 'end_turn'
-    case 'aborted':
-      return 'cancelled'
-    case 'max-tokens':
-      return 'max_tokens'
-    case 'blocked':
-      return 'refusal'
-    case 'error':
-      throw new RequestError(-32603, `the turn ended with an error: ${ended.error ?? 'no detail'}`, { turn: ended.turn, reason: ended.reason })
-    default: {
-      const unknown: never = ended.reason
-      throw new RequestError(-32603, `the turn ended ${String(unknown)}`)
-    }
-  }
+  const answer = acpStopReasonOfTurn(ended.reason, cancelRequested)
+  if (answer === 'error') throw new RequestError(-32603, `the turn ended with an error: ${ended.error ?? 'no detail'}`, { turn: ended.turn, reason: ended.reason })
+  return answer
 }

@@ -1,3 +1,4 @@
+import { turnEndOfFinish } from '@dsh/base'
 /**
  * The default turn driver, readable top to bottom: a turn is steps until nothing is
  * owed; a step logs the claimed input, streams one model response, runs its tool calls
@@ -72,14 +73,15 @@ export async function runTurn(services: LoopServices, runtime: TurnRuntime, inpu
       }
 
       const calls = toolCallsOf(response.message)
-      const truncated = response.finish === 'length'
+      // A finish that ends the turn by itself (cut off, filtered) is decided in one place.
+      const forcedEnd = response.finish === undefined ? undefined : turnEndOfFinish(response.finish)
       let endsTurn = false
       if (calls.length > 0) {
         for (const call of calls) session.append({ type: 'tool/call', call })
-        if (truncated) {
-          // A response cut off by the token limit may carry calls the model never meant
-          // to send as they are: fail them instead of executing them.
-          for (const call of calls) session.append({ type: 'tool/result', result: truncatedResult(call) })
+        if (forcedEnd) {
+          // A response cut off by the token limit (or filtered) may carry calls the model
+          // never meant to send as they are: fail them instead of executing them.
+          for (const call of calls) session.append({ type: 'tool/result', result: unrunResult(call, forcedEnd) })
         } else {
           const outcomes = await services.tools.executeAll(calls, { signal, agent: runtime.agent })
           for (const outcome of outcomes) session.append({ type: 'tool/result', result: outcome.result })
@@ -90,7 +92,7 @@ export async function runTurn(services: LoopServices, runtime: TurnRuntime, inpu
       stepOpen = false
 
       if (signal.aborted) return end('aborted')
-      if (truncated) return end('max-tokens')
+      if (forcedEnd) return end(forcedEnd)
       if (endsTurn) return end('completed')
       if (calls.length === 0 && !runtime.hasInbox()) return end('completed')
     }
@@ -107,12 +109,13 @@ function closeStep(session: Session, step: number): void {
   session.append({ type: 'step/end', step })
 }
 
-function truncatedResult(call: ToolCallBlock) {
+function unrunResult(call: ToolCallBlock, reason: TurnEndReason) {
+  const why = reason === 'max-tokens' ? 'the response was cut off by the token limit' : `the response ended the turn (${reason})`
   return {
     type: 'tool-result' as const,
     callId: call.id,
     name: call.name,
-    content: [{ type: 'text' as const, text: `${call.name} was not run: the response was cut off by the token limit` }],
+    content: [{ type: 'text' as const, text: `${call.name} was not run: ${why}` }],
     isError: true,
   }
 }

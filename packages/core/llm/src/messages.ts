@@ -57,7 +57,7 @@ export interface Usage {
 }
 
 /** Why the model stopped producing this response. */
-export type FinishReason = 'stop' | 'tool-calls' | 'length' | 'content-filter'
+export type { FinishReason } from '@dsh/base'
 
 export function text(value: string): TextBlock {
   return { type: 'text', text: value }

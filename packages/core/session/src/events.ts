@@ -1,7 +1,8 @@
 import type { AssistantMessage, FinishReason, ToolCallBlock, ToolResultBlock, Usage, UserMessage } from '@dsh/llm'
 
-/** Why a turn ended. */
-export type TurnEndReason = 'completed' | 'aborted' | 'error' | 'max-tokens' | 'blocked'
+/** Why a turn ended (the vocabulary and its mappings live in `@dsh/base`). */
+export type { TurnEndReason } from '@dsh/base'
+import type { TurnEndReason } from '@dsh/base'
 
 /**
  * Durable session events, in the order of the turn flow. Each is appended to the

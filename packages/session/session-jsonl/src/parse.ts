@@ -1,3 +1,4 @@
+import { parseTurnEndReason } from '@dsh/base'
 import {
   SESSION_EVENT_TYPES,
   type SessionEvent,
@@ -5,7 +6,6 @@ import {
   type SessionEventType,
   type SessionHeader,
   type StoredSession,
-  type TurnEndReason,
 } from '@dsh/session'
 import { CorruptSessionFileError } from './errors.js'
 import { FORMAT_VERSION } from './format.js'
@@ -15,7 +15,6 @@ type FinishReason = NonNullable<Extract<SessionEventBody, { type: 'assistant/mes
 
 // Records keyed by the union: adding a member upstream fails the build here instead of
 // rejecting files written with it.
-const TURN_END_REASONS: Record<TurnEndReason, true> = { completed: true, aborted: true, error: true, 'max-tokens': true, blocked: true }
 const FINISH_REASONS: Record<FinishReason, true> = { stop: true, 'tool-calls': true, length: true, 'content-filter': true }
 
 type ParsedLine = { ok: true; value: unknown } | { ok: false; error: string }
@@ -126,6 +125,8 @@ function eventOf(value: unknown, file: string, line: number, expected: number): 
   }
   const problem = bodyProblem(value.type as SessionEventType, value)
   if (problem) throw fail(`${value.type} event: ${problem}`)
+  // Logs written before the `refusal` reason existed say `blocked`: read them in today's words.
+  if (value.type === 'turn/end') value.reason = parseTurnEndReason(value.reason)
   return value as unknown as SessionEvent
 }
 
@@ -152,7 +153,7 @@ function bodyProblem(type: SessionEventType, event: Json): string | undefined {
     case 'turn/end':
       return (
         countField(event, 'turn') ??
-        (typeof event.reason === 'string' && Object.hasOwn(TURN_END_REASONS, event.reason) ? undefined : `unknown reason ${JSON.stringify(event.reason)}`) ??
+        (parseTurnEndReason(event.reason) !== undefined ? undefined : `unknown reason ${JSON.stringify(event.reason)}`) ??
         (event.error !== undefined && typeof event.error !== 'string' ? '"error" must be a string' : undefined)
       )
     default:

@@ -1,3 +1,4 @@
+import { stopReasonOfAcp } from '@dsh/base'
 /**
  * One delegation to an ACP agent process, top to bottom:
  *
@@ -33,7 +34,6 @@ import type { AcpRunSpec } from './config.js'
 import { answerPermission } from './permission.js'
 import { withoutExtensionUpdates } from './extension-updates.js'
 import { StdoutGuard } from './stdout-guard.js'
-import { stopReasonOf } from './stop-reason.js'
 
 /** Where a run is; every diagnostic names it. */
 export type AcpStage = 'spawn' | 'initialize' | 'session/new' | 'session/prompt'
@@ -306,7 +306,7 @@ class AcpRun {
   }
 
   private ended(acpStopReason: string): SubagentResult {
-    const stopReason = stopReasonOf(acpStopReason)
+    const stopReason = stopReasonOfAcp(acpStopReason)
     if (stopReason === 'completed') return { output: this.output(), stopReason }
     if (stopReason === 'aborted') return this.aborted()
     return { output: this.output(), stopReason, diagnostic: `the ACP agent ended its turn with stop reason "${acpStopReason}"` }

@@ -1,6 +1,5 @@
 export * from './config.js'
 export * from './permission.js'
-export * from './stop-reason.js'
 export * from './stdout-guard.js'
 export * from './extension-updates.js'
 export * from './acp-run.js'

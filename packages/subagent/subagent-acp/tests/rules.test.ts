@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest'
-import { answerPermission, stopReasonOf, StdoutGuard } from '@dsh/subagent-acp'
+import { stopReasonOfAcp as stopReasonOf } from '@dsh/base'
+import { answerPermission, StdoutGuard } from '@dsh/subagent-acp'
 
 describe('acp rules', () => {
   it('ACP stop reasons map onto the seam; anything unknown is an error', () => {

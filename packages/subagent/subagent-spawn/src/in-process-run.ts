@@ -1,3 +1,4 @@
+import { stopReasonOfTurn } from '@dsh/base'
 /**
  * The driver both in-process providers share: create a child agent with lineage in its
  * session header, apply the start-time features in its setup (so a bad filter rolls the
@@ -99,28 +100,12 @@ export async function startInProcessRun(agents: AgentRegistry, request: Subagent
 function resultOf(child: Agent, ended: TurnResult, structured: StructuredSlot | undefined, wantsStructured: boolean): SubagentResult {
   const output = selectOutput(ownAssistantMessages(child.session))
   const base = { output, ...(structured?.received && { structured: structured.value }) }
-  const stopReason = stopReasonOf(ended)
+  const stopReason = stopReasonOfTurn(ended.reason)
   if (stopReason === 'completed' && wantsStructured && !structured?.received) {
     return { ...base, stopReason: 'error', diagnostic: `the child finished without a valid ${STRUCTURED_OUTPUT_TOOL} call` }
   }
   if (stopReason === 'completed') return { ...base, stopReason }
   return { ...base, stopReason, diagnostic: ended.error ?? `the child's turn ended ${ended.reason}` }
-}
-
-function stopReasonOf(ended: TurnResult): StopReason {
-  switch (ended.reason) {
-    case 'completed':
-    case 'aborted':
-    case 'error':
-    case 'max-tokens':
-      return ended.reason
-    case 'blocked':
-      return 'error'
-    default: {
-      const unknown: never = ended.reason
-      return unknown
-    }
-  }
 }
 
 /** Assistant messages the child produced itself: a fork's seeded parent text is never its answer. */

@@ -3,7 +3,8 @@ import type { Agent } from '@dsh/agent'
 import type { ToolFilter } from '@dsh/tools'
 
 /** How a run ended. Consumers treat any value they do not know as a failure. */
-export type StopReason = 'completed' | 'aborted' | 'error' | 'max-tokens' | 'refusal'
+export type { StopReason } from '@dsh/base'
+import type { StopReason } from '@dsh/base'
 
 /** Start-time features a provider may support; checked before any child exists. */
 export interface SubagentCapabilities {

@@ -1,3 +1,4 @@
+import { assertNever, STOP_REASONS, taskStatusOfStop, type StopReason } from '@dsh/base'
 import type { Context } from 'cordis'
 import { outputText, type SubagentRequest, type SubagentResult, type SubagentRun } from '@dsh/subagent'
 import { TaskError, type TaskOutcome } from '@dsh/tasks'
@@ -13,13 +14,17 @@ export const NO_TASKS_MESSAGE = 'background delegation needs the tasks runtime: 
  */
 export function runOutcome(result: SubagentResult): TaskOutcome {
   const text = outputText(result.output)
-  switch (result.stopReason) {
+  // A reason this version has no word for (a newer provider's) is a failure.
+  const status = (STOP_REASONS as readonly string[]).includes(result.stopReason) ? taskStatusOfStop(result.stopReason as StopReason) : 'failed'
+  switch (status) {
     case 'completed':
-      return { status: 'completed', output: result.structured !== undefined ? JSON.stringify(result.structured) : text }
-    case 'aborted':
-      return { status: 'killed', detail: 'the subagent was stopped', output: text }
+      return { status, output: result.structured !== undefined ? JSON.stringify(result.structured) : text }
+    case 'killed':
+      return { status, detail: 'the subagent was stopped', output: text }
+    case 'failed':
+      return { status, detail: result.diagnostic ? `${result.stopReason}: ${result.diagnostic}` : result.stopReason, output: text }
     default:
-      return { status: 'failed', detail: result.diagnostic ? `${result.stopReason}: ${result.diagnostic}` : result.stopReason, output: text }
+      return assertNever(status)
   }
 }
 

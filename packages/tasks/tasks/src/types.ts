@@ -1,5 +1,6 @@
 /** Where a task stands. `running` is the only live status; the other three are final. */
-export type TaskStatus = 'running' | 'completed' | 'failed' | 'killed'
+export type { TaskStatus } from '@dsh/base'
+import type { TaskStatus } from '@dsh/base'
 
 export type SettledStatus = Exclude<TaskStatus, 'running'>
 

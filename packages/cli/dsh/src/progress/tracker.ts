@@ -3,12 +3,13 @@
  * child, nested by parent), fed only by `subagent/*` lifecycle events and session
  * events, never by a provider's internals. Renderers read it; it never prints.
  */
+import { progressStateOfStop, STOP_REASONS, type ProgressState, type StopReason } from '@dsh/base'
 import type { Context } from 'cordis'
 import type { Agent } from '@dsh/agent'
 import type { SessionUpdate } from '@dsh/session'
 import type { SubagentRunEndInfo, SubagentRunInfo } from '@dsh/subagent'
 
-export type NodeState = 'running' | 'done' | 'failed' | 'cancelled'
+export type NodeState = ProgressState
 
 export interface ProgressNode {
   id: string
@@ -28,10 +29,9 @@ export interface ProgressNode {
 
 export type ProgressChange = { kind: 'start' | 'end'; node: ProgressNode } | { kind: 'step'; node: ProgressNode }
 
+/** A reason the tree has no word for (a newer provider's) is a failure. */
 export function stateOf(stopReason: string): NodeState {
-  if (stopReason === 'completed') return 'done'
-  if (stopReason === 'aborted') return 'cancelled'
-  return 'failed'
+  return (STOP_REASONS as readonly string[]).includes(stopReason) ? progressStateOfStop(stopReason as StopReason) : 'failed'
 }
 
 export class ProgressTracker {

@@ -1,0 +1,75 @@
+import { describe, expect, it } from 'vitest'
+import {
+  DshError, errorMessage, isRecord, assertNever, parseTurnEndReason, turnEndOfFinish, stopReasonOfTurn,
+  stopReasonOfAcp, acpStopReasonOfTurn, taskStatusOfStop, progressStateOfStop, STOP_REASONS, TURN_END_REASONS,
+} from '@dsh/base'
+
+type DemoCode = 'ONE' | 'TWO'
+class DemoError extends DshError<DemoCode> {}
+
+describe('errors', () => {
+  it('a family subclass gets its name from the class and keeps code, message and cause', () => {
+    const cause = new Error('root')
+    const error = new DemoError('TWO', 'what to do next', { cause })
+    expect(error).toBeInstanceOf(DshError)
+    expect(error).toBeInstanceOf(Error)
+    expect(error.name).toBe('DemoError')
+    expect(error.code).toBe('TWO')
+    expect(error.message).toBe('what to do next')
+    expect(error.cause).toBe(cause)
+  })
+
+  it('errorMessage reads errors, strings, and objects whose toString throws', () => {
+    expect(errorMessage(new Error('boom'))).toBe('boom')
+    expect(errorMessage('plain')).toBe('plain')
+    expect(errorMessage(42)).toBe('42')
+    expect(errorMessage({ toString() { throw new Error('no') } })).toBe('[object Object]')
+    expect(errorMessage(Object.create(null))).toBe('[object Object]')
+  })
+
+  it('isRecord accepts plain objects only', () => {
+    expect(isRecord({})).toBe(true)
+    expect(isRecord([])).toBe(false)
+    expect(isRecord(null)).toBe(false)
+    expect(isRecord('x')).toBe(false)
+  })
+
+  it('assertNever throws naming the unexpected value', () => {
+    expect(() => assertNever('odd' as never, 'reason')).toThrow('unexpected reason: "odd"')
+  })
+})
+
+describe('outcomes: one vocabulary for how things end', () => {
+  it('a content filter ends the turn as a refusal and the child run as a refusal', () => {
+    const turn = turnEndOfFinish('content-filter')
+    expect(turn).toBe('refusal')
+    expect(stopReasonOfTurn(turn!)).toBe('refusal')
+    expect(acpStopReasonOfTurn(turn!, false)).toBe('refusal')
+  })
+
+  it('a truncated response ends max-tokens; stop and tool calls do not end the turn', () => {
+    expect(turnEndOfFinish('length')).toBe('max-tokens')
+    expect(turnEndOfFinish('stop')).toBeUndefined()
+    expect(turnEndOfFinish('tool-calls')).toBeUndefined()
+  })
+
+  it('older logs that say blocked read as refusal; unknown reasons are rejected', () => {
+    expect(parseTurnEndReason('blocked')).toBe('refusal')
+    for (const reason of TURN_END_REASONS) expect(parseTurnEndReason(reason)).toBe(reason)
+    expect(parseTurnEndReason('exploded')).toBeUndefined()
+  })
+
+  it('ACP stop reasons map both ways; unknown and max_turn_requests are errors', () => {
+    expect(stopReasonOfAcp('end_turn')).toBe('completed')
+    expect(stopReasonOfAcp('cancelled')).toBe('aborted')
+    expect(stopReasonOfAcp('max_turn_requests')).toBe('error')
+    expect(stopReasonOfAcp('from-the-future')).toBe('error')
+    expect(acpStopReasonOfTurn('completed', true)).toBe('cancelled')
+    expect(acpStopReasonOfTurn('error', false)).toBe('error')
+  })
+
+  it('every stop reason has a task status and a tree state', () => {
+    expect(STOP_REASONS.map(taskStatusOfStop)).toEqual(['completed', 'killed', 'failed', 'failed', 'failed'])
+    expect(STOP_REASONS.map(progressStateOfStop)).toEqual(['done', 'cancelled', 'failed', 'failed', 'failed'])
+  })
+})
