@@ -40,6 +40,7 @@ export async function runTurn(services: LoopServices, runtime: TurnRuntime, inpu
   const turn = runtime.nextTurnNumber()
   const started = session.append({ type: 'turn/start', turn })
   const end = (reason: TurnEndReason, error?: string): TurnResult => {
+    runtime.endingTurn()
     const ended = session.append(error === undefined ? { type: 'turn/end', turn, reason } : { type: 'turn/end', turn, reason, error })
     return error === undefined
       ? { turn, reason, startSeq: started.seq, endSeq: ended.seq }
@@ -56,7 +57,7 @@ export async function runTurn(services: LoopServices, runtime: TurnRuntime, inpu
       step++
       session.append({ type: 'step/start', step })
       stepOpen = true
-      for (const message of [...pending, ...runtime.claimInbox()]) session.append({ type: 'user/message', message })
+      for (const message of [...pending, ...runtime.claimInput()]) session.append({ type: 'user/message', message })
       pending = []
 
       const response = await streamResponse(services, runtime, signal)

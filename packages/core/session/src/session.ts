@@ -128,7 +128,10 @@ export class Session {
     // copy-on-write list: a listener that unsubscribes while we iterate is safe
     for (const listener of this.listeners) {
       try {
-        listener(update)
+        // An async listener returns a promise: its rejection is contained like a throw,
+        // never left to take the host down as an unhandled rejection.
+        const returned: unknown = listener(update)
+        if (returned instanceof Promise) returned.catch(this.reportListenerError)
       } catch (error) {
         // A listener is an observer: its failure must not stop the log or its peers.
         this.reportListenerError(error)
