@@ -1,12 +1,11 @@
-import { turnEndOfFinish } from '@dsh/base'
 /**
  * The default turn driver, readable top to bottom: a turn is steps until nothing is
  * owed; a step logs the claimed input, streams one model response, runs its tool calls
  * and logs their results in model order. Every durable fact goes into the session log,
  * and the model's next request is derived from that log alone.
  */
+import { assertNever, errorMessage, isAbortError, turnEndOfFinish } from '@dsh/base'
 import {
-  isAbortError,
   toolCallsOf,
   type AssistantMessage,
   type FinishReason,
@@ -100,7 +99,7 @@ export async function runTurn(services: LoopServices, runtime: TurnRuntime, inpu
   } catch (error) {
     // Only a bug or a released session lands here; the turn still ends in the log if it can.
     if (stepOpen && !session.released) closeStep(session, step)
-    const message = error instanceof Error ? error.message : String(error)
+    const message = errorMessage(error)
     if (session.released) return { turn, reason: 'error', error: message, startSeq: started.seq, endSeq: started.seq }
     return end('error', message)
   }
@@ -149,7 +148,7 @@ async function streamResponse(services: LoopServices, runtime: TurnRuntime, sign
     if (signal.aborted) aborted = true
   } catch (caught) {
     if (signal.aborted || isAbortError(caught)) aborted = true
-    else error = caught instanceof Error ? caught.message : String(caught)
+    else error = errorMessage(caught)
   }
 
   function fold(chunk: LlmChunk) {
@@ -170,7 +169,7 @@ async function streamResponse(services: LoopServices, runtime: TurnRuntime, sign
         finish = chunk.reason
         return undefined
       default:
-        return assertNever(chunk)
+        return assertNever(chunk, 'stream chunk')
     }
   }
 
@@ -184,8 +183,4 @@ async function streamResponse(services: LoopServices, runtime: TurnRuntime, sign
   if (usage) response.usage = usage
   if (error !== undefined) response.error = error
   return response
-}
-
-function assertNever(value: never): never {
-  throw new Error(`unexpected stream chunk ${JSON.stringify(value)}`)
 }

@@ -43,14 +43,4 @@ export interface LlmAdapter {
   stream(request: LlmRequest): AsyncIterable<LlmChunk>
 }
 
-/** A provider-side failure (HTTP error, malformed stream, no scripted reply, …). */
-export class LlmError extends Error {
-  override name = 'LlmError'
-  constructor(message: string, readonly status?: number, options?: { cause?: unknown }) {
-    super(message, options)
-  }
-}
-
-export function isAbortError(error: unknown): boolean {
-  return error instanceof Error && (error.name === 'AbortError' || error.name === 'APIUserAbortError')
-}
+export { isAbortError } from '@dsh/base'

@@ -52,7 +52,7 @@ export class ScriptedAdapter implements LlmAdapter {
     throwIfAborted(request.signal)
     const reply = this.nextReply(await this.scriptFor(request.model), request.origin)
     if (reply.delayMs > 0) await abortableDelay(reply.delayMs, request.signal)
-    if (reply.error !== undefined) throw new LlmError(reply.error)
+    if (reply.error !== undefined) throw new LlmError('SIMULATED', reply.error)
     yield* this.play(reply, request)
   }
 
