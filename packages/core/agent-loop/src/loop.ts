@@ -138,7 +138,7 @@ async function streamResponse(services: LoopServices, runtime: TurnRuntime, sign
       messages: session.messages(),
       tools: services.tools.specsFor(agent.id),
       signal,
-      origin: { sessionId: session.id, delegationDepth: agent.depth, ownPrompt: session.ownPrompt ?? '' },
+      origin: { sessionId: session.id },
     })
     for await (const chunk of stream) {
       const kind = fold(chunk)

@@ -10,14 +10,12 @@ export interface ToolSpec {
 }
 
 /**
- * Facts about the session making a request. Real adapters ignore them; the scripted
- * adapter picks its replies by them.
+ * Which session makes a request. Real adapters ignore it; an adapter that needs more
+ * about the session (the scripted one picks replies by its prompt and depth) looks the
+ * session up by this id.
  */
 export interface RequestOrigin {
   sessionId: string
-  delegationDepth: number
-  /** Text of the first user message the session itself received (after any fork seed). */
-  ownPrompt: string
 }
 
 export interface LlmRequest {
