@@ -52,6 +52,7 @@ export class ScriptedAdapter implements LlmAdapter {
   private files: ScriptFileCache
   private sessions: SessionBindings
   private callCount = 0
+  private requests = 0
   private readonly sessionFacts: ((sessionId: string) => SessionFacts | undefined) | undefined
 
   constructor(options: ScriptedAdapterOptions = {}) {
@@ -65,6 +66,7 @@ export class ScriptedAdapter implements LlmAdapter {
   }
 
   async *stream(request: LlmRequest): AsyncGenerator<LlmChunk, void, undefined> {
+    this.requests++
     throwIfAborted(request.signal)
     const reply = this.nextReply(await this.scriptFor(request.model), request)
     if (reply.delayMs > 0) await abortableDelay(reply.delayMs, request.signal)
@@ -75,6 +77,11 @@ export class ScriptedAdapter implements LlmAdapter {
   /** Drop a session's rule binding and cursor (e.g. when the session ends). */
   forget(sessionId: string): boolean {
     return this.sessions.forget(sessionId)
+  }
+
+  /** Requests made of this adapter so far (every `stream` call, failed ones included). */
+  get requestCount(): number {
+    return this.requests
   }
 
   /** Sessions whose binding is currently held. */

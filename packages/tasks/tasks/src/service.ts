@@ -4,7 +4,7 @@ import { errorMessage } from '@dsh/base'
 import type {} from '@dsh/agent'
 import { TaskError } from './errors.js'
 import { TaskRecord } from './task.js'
-import type { TaskInfo, TaskRead, TaskRegistration, TaskSettledListener } from './types.js'
+import type { TaskInfo, TaskRead, TaskRegistration, TaskReservation, TaskSettledListener } from './types.js'
 
 declare module 'cordis' {
   interface Context {
@@ -31,6 +31,8 @@ export class TaskService extends Service {
   })
 
   private tasks = new Map<string, TaskRecord>()
+  /** Slots reserved and not yet bound to a task, per owner (`undefined`: unowned work). */
+  private reserved = new Map<string | undefined, number>()
   private counters = new Map<string, number>()
   private surfaces: string[] = []
   private listeners: TaskSettledListener[] = []
@@ -61,9 +63,8 @@ export class TaskService extends Service {
   }
 
   /**
-   * Throws the error `register` would throw for this kind and owner, without registering.
-   * A producer checks admission before it starts costly work, so a refused task never
-   * starts a child or a process just to stop it again.
+   * Throws the error `reserve` would throw for this kind and owner, without reserving.
+   * Prefer `reserve`: a check alone can be overtaken by a parallel start.
    */
   assertAdmission(request: { kind: string; owner?: string }): void {
     const { kind, owner } = request
@@ -74,13 +75,8 @@ export class TaskService extends Service {
       throw new TaskError('NO_SURFACE', 'no task surface is loaded, so nobody could collect or stop this task: load @dsh/tool-tasks next to @dsh/tasks')
     }
     const label = owner === undefined ? 'unowned work' : `agent ${owner}`
-    if (owner !== undefined) {
-      const agent = this.home.agents.get(owner)
-      if (!agent || agent.status === 'disposing' || agent.status === 'disposed') {
-        throw new TaskError('OWNER_GONE', `cannot start a task for ${label}: it is ${agent ? agent.status : 'not a live agent'}`)
-      }
-    }
-    const live = this.liveCount(owner)
+    this.assertOwnerLive(owner)
+    const live = this.liveCount(owner) + (this.reserved.get(owner) ?? 0)
     const max = this.config.maxLiveTasksPerOwner
     if (live >= max) {
       throw new TaskError(
@@ -91,14 +87,59 @@ export class TaskService extends Service {
   }
 
   /**
+   * Admission, checked and taken in one step, before the producer creates anything: a
+   * reserved slot counts against the owner's limit until it is bound to a task
+   * (`reservation.register`) or given back (`reservation.release`, when the start fails).
+   * Throws what `register` would throw (`INVALID_TASK`, `NO_SURFACE`, `OWNER_GONE`, `LIMIT`).
+   */
+  reserve(request: { kind: string; owner?: string }): TaskReservation {
+    this.assertAdmission(request)
+    const { kind, owner } = request
+    this.reserved.set(owner, (this.reserved.get(owner) ?? 0) + 1)
+    let held = true
+    const giveBack = () => {
+      if (!held) return false
+      held = false
+      const left = (this.reserved.get(owner) ?? 1) - 1
+      if (left > 0) this.reserved.set(owner, left)
+      else this.reserved.delete(owner)
+      return true
+    }
+    return {
+      register: (registration) => {
+        if (!held) throw new TaskError('INVALID_TASK', 'this reservation was already used or released; reserve a new slot')
+        // Bound or refused, the slot is no longer held: a refused registration gives it back.
+        giveBack()
+        validate(registration)
+        // The owner may have been disposed while the producer prepared: its work would be orphaned.
+        this.assertOwnerLive(owner)
+        return this.insert({ ...registration, kind, ...(owner !== undefined && { owner }) })
+      },
+      release: () => {
+        giveBack()
+      },
+    }
+  }
+
+  /**
    * Register running work; returns its id, `<kind>-N` with N counted per kind from 1.
    * A refused registration consumes no id.
    */
   register(registration: TaskRegistration): string {
     this.assertAdmission(registration)
-    if (typeof registration.label !== 'string') throw new TaskError('INVALID_TASK', 'a task needs a text label')
-    if (typeof registration.cancel !== 'function') throw new TaskError('INVALID_TASK', 'a task needs a cancel function')
-    if (!registration.done || typeof registration.done.then !== 'function') throw new TaskError('INVALID_TASK', 'a task needs a done promise')
+    validate(registration)
+    return this.insert(registration)
+  }
+
+  private assertOwnerLive(owner: string | undefined): void {
+    if (owner === undefined) return
+    const agent = this.home.agents.get(owner)
+    if (!agent || agent.status === 'disposing' || agent.status === 'disposed') {
+      throw new TaskError('OWNER_GONE', `cannot start a task for agent ${owner}: it is ${agent ? agent.status : 'not a live agent'}`)
+    }
+  }
+
+  private insert(registration: TaskRegistration): string {
     const number = (this.counters.get(registration.kind) ?? 0) + 1
     this.counters.set(registration.kind, number)
     const id = `${registration.kind}-${number}`
@@ -299,6 +340,12 @@ export class TaskService extends Service {
     await Promise.all(live.map((record) => record.settled))
     this.tasks.clear()
   }
+}
+
+function validate(registration: Pick<TaskRegistration, 'label' | 'cancel' | 'done'>): void {
+  if (typeof registration.label !== 'string') throw new TaskError('INVALID_TASK', 'a task needs a text label')
+  if (typeof registration.cancel !== 'function') throw new TaskError('INVALID_TASK', 'a task needs a cancel function')
+  if (!registration.done || typeof registration.done.then !== 'function') throw new TaskError('INVALID_TASK', 'a task needs a done promise')
 }
 
 /** Resolves when `settled` does or `ms` pass; rejects when `signal` aborts first. */

@@ -95,6 +95,32 @@ describe('registration', () => {
   })
 })
 
+describe('reservations', () => {
+  it('a reserved slot counts against the limit until it is bound or released, and is used once', async () => {
+    const tasks = await setup({ maxLiveTasksPerOwner: 1 })
+    const owner = await harness.agent()
+    const slot = tasks.reserve({ kind: 'job', owner: owner.id })
+    expect(() => tasks.reserve({ kind: 'job', owner: owner.id })).toThrow(expect.objectContaining({ code: 'LIMIT' }))
+    expect(() => tasks.register(job({ owner: owner.id }).registration)).toThrow(expect.objectContaining({ code: 'LIMIT' }))
+    slot.release()
+    slot.release()
+    expect(() => slot.register(job().registration)).toThrow(expect.objectContaining({ code: 'INVALID_TASK' }))
+    const next = tasks.reserve({ kind: 'job', owner: owner.id })
+    const work = job()
+    const id = next.register({ label: 'bound', cancel: work.registration.cancel, done: work.registration.done })
+    expect(tasks.get(id, owner.id)).toMatchObject({ kind: 'job', owner: owner.id, label: 'bound', status: 'running' })
+    expect(() => tasks.reserve({ kind: 'job', owner: owner.id })).toThrow(expect.objectContaining({ code: 'LIMIT' }))
+  })
+
+  it('binding a slot whose owner was disposed meanwhile is refused and gives the slot back', async () => {
+    const tasks = await setup()
+    const owner = await harness.agent()
+    const slot = tasks.reserve({ kind: 'job', owner: owner.id })
+    await owner.dispose()
+    expect(() => slot.register(job().registration)).toThrow(expect.objectContaining({ code: 'OWNER_GONE' }))
+  })
+})
+
 describe('the owner fence', () => {
   it('holds for get, read, wait, kill and list; unowned tasks are anyone\'s', async () => {
     const tasks = await setup()
