@@ -7,7 +7,7 @@ export type ToolErrorCode =
   | 'INVALID_TOOL'
   /** A filter or look-up names a tool that is not registered. */
   | 'UNKNOWN_TOOL'
-  /** A tool filter that says neither what to allow nor what to deny, or both at once. */
+  /** A tool filter that says neither what to allow nor what to deny. */
   | 'INVALID_FILTER'
 
 /** Every failure of the tool registry. */
