@@ -139,7 +139,7 @@ export class ScriptedAdapter implements LlmAdapter {
     }
     const usage = { inputTokens: estimateInputTokens(request.system, request.messages), outputTokens: estimateOutputTokens(content) }
     yield { type: 'usage', usage }
-    yield { type: 'finish', reason: reply.calls.length > 0 ? 'tool-calls' : 'stop' }
+    yield { type: 'finish', reason: reply.finish ?? (reply.calls.length > 0 ? 'tool-calls' : 'stop') }
   }
 }
 

@@ -1,6 +1,7 @@
 import { assertNever, errorMessage, STOP_REASONS, taskStatusOfStop, type StopReason } from '@dsh/base'
 import type { Context } from 'cordis'
-import { outputText, type SubagentRequest, type SubagentResult, type SubagentRun } from '@dsh/subagent'
+import { outputText } from '@dsh/llm'
+import type { SubagentRequest, SubagentResult, SubagentRun } from '@dsh/subagent'
 import { TaskError, type TaskOutcome, type TaskReservation } from '@dsh/tasks'
 import type { ToolExecution, ToolOutput } from '@dsh/tools'
 

@@ -1,6 +1,7 @@
 import { errorMessage } from '@dsh/base'
 import type { ToolOutput } from '@dsh/tools'
-import { outputText, type SubagentResult, type SubagentRun } from '@dsh/subagent'
+import { outputText } from '@dsh/llm'
+import type { SubagentResult, SubagentRun } from '@dsh/subagent'
 
 /**
  * Collect a run synchronously: await its result and always dispose it, whatever
