@@ -77,7 +77,7 @@ describe('acp: every startup failure reaps the process and rejects start()', () 
     setTimeout(() => controller.abort(), 300)
     const { error } = await failedStart(s, controller.signal)
     expect(error.code).toBe('ABORTED')
-    expect(error.message).toContain('stage: initialize')
+    expect(error.message).toContain('stage initialize')
   })
 
   it('an unreachable cwd rejects at stage spawn', async () => {
