@@ -99,6 +99,7 @@ export async function startAcpRun(spec: AcpRunSpec, request: SubagentRequest): P
         },
         exited: () => tree!.exited,
         stderr: () => tree?.stderr() ?? '',
+        howItEnded: () => (tree?.exit ? describeExit(tree.exit) : 'stopped answering'),
       },
     },
     (run) => {
@@ -215,11 +216,6 @@ class AcpWire implements RemoteWire {
     const result: SubagentResult = { output: selectOutput([], this.streamed), stopReason }
     if (diagnostic !== undefined) result.diagnostic = diagnostic
     return result
-  }
-
-  lost(): string {
-    const exit = this.tree.exit
-    return `the ACP agent ${exit ? describeExit(exit) : 'stopped answering'}`
   }
 
   startFailed(message: string): SubagentError {

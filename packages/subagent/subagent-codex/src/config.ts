@@ -39,6 +39,8 @@ export function checkConfig(config: CodexConfig): void {
 
 /** Everything one run needs, with every default applied: the run path reads no config. */
 export interface CodexRunSpec {
+  /** The provider's registered name: the prefix of the run's child id. */
+  provider: string
   command: CodexCommand
   cwd: string
   env: NodeJS.ProcessEnv
@@ -63,6 +65,7 @@ const MODE_POLICY: Record<PermissionMode, { approvalPolicy: AskForApproval; sand
 
 export function resolveRunSpec(config: CodexConfig, request: SubagentRequest, command: CodexCommand, parentEnv: NodeJS.ProcessEnv = process.env): CodexRunSpec {
   return {
+    provider: config.providerName,
     command,
     cwd: config.cwd ?? request.parent.session.header.cwd,
     env: childEnvironment(parentEnv, { env: config.env, passEnv: config.passEnv }),

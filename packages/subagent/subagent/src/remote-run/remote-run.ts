@@ -42,6 +42,8 @@ export interface RemoteProcessHooks {
   exited(): Promise<unknown>
   /** The last of what it wrote to stderr. */
   stderr(): string
+  /** How it ended, as a predicate: "exited with code 3", "was killed by SIGKILL". */
+  howItEnded(): string
 }
 
 /** Why the core ended a run; a wire may word its result by it. */
@@ -54,8 +56,6 @@ export interface RemoteWire {
   begin?(): void
   /** Ask the remote side to stop its work. A wire without it is stopped at once on cancel. */
   readonly interrupt?: { readonly name: string; send(): void }
-  /** How the process ended, as a clause ("it exited with code 3"); only called with `process` hooks. */
-  lost?(): string
   /** A `START_FAILED` error in the wire's words (it may name the command and the stage). */
   startFailed(message: string): SubagentError
   /** A result with the wire's output so far (and whatever notes it keeps). */
@@ -96,9 +96,9 @@ export interface RemoteRunControl {
   /** Record where the run is; every message names it. */
   moveTo(stage: string): void
   /**
-   * A failure while starting: `start` rejects with `error`. If the start already won (the
-   * failure arrived in the same tick as the last start-up reply), `ifRunning` ends the run
-   * instead, once it is published; after publication it runs at once.
+   * A failure while starting: `start` rejects with `error`. If the start wins anyway (the
+   * failure arrived in the same chunk as the last start-up reply), `ifRunning` ends the
+   * run instead, once it is published; after publication it runs at once.
    */
   failStartup(error: SubagentError, ifRunning: () => void): void
   /** First outcome wins. */
@@ -222,15 +222,15 @@ class RemoteRun implements RemoteRunControl {
     await hooks.exited()
     if (this.settled) return
     await new Promise<void>((resolve) => setTimeout(resolve, EXIT_DRAIN_MS))
-    const how = this.wire.lost?.() ?? `${this.options.childName} exited`
-    if (this.phase === 'starting') return this.failStartup(this.wire.startFailed(this.withStderr(how)), () => this.lostMidRun(how))
+    const how = hooks.howItEnded()
+    if (this.phase === 'starting') return this.failStartup(this.wire.startFailed(this.withStderr(`it ${how}`)), () => this.lostMidRun(how))
     this.lostMidRun(how)
   }
 
   private lostMidRun(how: string): void {
     if (this.settled) return
     if (this.stopping === 'cancelled') return this.settle(this.wire.result('aborted', 'the run was cancelled', 'cancelled'))
-    this.fail(this.withStderr(`${how} during ${this.stage}`), 'lost')
+    this.fail(this.withStderr(`${this.options.childName} ${how} during ${this.stage}`), 'lost')
   }
 
   moveTo(stage: string): void {
@@ -240,8 +240,13 @@ class RemoteRun implements RemoteRunControl {
   failStartup(error: SubagentError, ifRunning: () => void): void {
     if (this.phase === 'running') return ifRunning()
     if (this.phase === 'settled') return
-    this.rejectStartup?.(error)
     this.pendingRunFailures.push(ifRunning)
+    // A failure read in the same chunk as the last start-up reply loses to it: the wire's
+    // `open` is still resolving (a few microtasks), so the rejection waits one turn of the
+    // event loop, and a start that won meanwhile replays the failure as the run's end.
+    setImmediate(() => {
+      if (this.phase === 'starting') this.rejectStartup?.(error)
+    })
   }
 
   cancel(reason?: unknown): void {
