@@ -28,6 +28,7 @@ import { errorMessage, stopReasonOfAcp, type StopReason } from '@dsh/base'
 import {
   EXIT_DRAIN_MS,
   selectOutput,
+  processTreeHooks,
   startRemoteRun,
   SubagentError,
   type RemoteRunControl,
@@ -93,14 +94,7 @@ export async function startAcpRun(spec: AcpRunSpec, request: SubagentRequest): P
       timeoutMs: spec.timeoutMs,
       cancelGraceMs: spec.cancelGraceMs,
       cancelGraceKey: 'cancelGraceMs',
-      process: {
-        get pid() {
-          return tree?.pid
-        },
-        exited: () => tree!.exited,
-        stderr: () => tree?.stderr() ?? '',
-        howItEnded: () => (tree?.exit ? describeExit(tree.exit) : 'stopped answering'),
-      },
+      process: processTreeHooks(() => tree, describeExit),
     },
     (run) => {
       const wire = new AcpWire(spec, cwd, run)

@@ -12,17 +12,7 @@
 import { createRequire } from 'node:module'
 import { assertNever, errorMessage, type StopReason } from '@dsh/base'
 import type { AssistantMessage } from '@dsh/llm'
-import {
-  selectOutput,
-  startRemoteRun,
-  SubagentError,
-  type RemoteEnding,
-  type RemoteRunControl,
-  type RemoteSubagentRun,
-  type RemoteWire,
-  type SubagentRequest,
-  type SubagentResult,
-} from '@dsh/subagent'
+import { selectOutput, processTreeHooks, startRemoteRun, SubagentError, type RemoteEnding, type RemoteRunControl, type RemoteSubagentRun, type RemoteWire, type SubagentRequest, type SubagentResult } from '@dsh/subagent'
 import { describeExit, ProcessTree } from '@dsh/process'
 import { answerServerRequest } from './approvals.js'
 import { readNotification, readThreadId, readTurnId, type AppServerEvent } from './app-server-events.js'
@@ -55,14 +45,7 @@ export function startCodexRun(spec: CodexRunSpec, request: SubagentRequest): Pro
       timeoutMs: spec.timeoutMs,
       cancelGraceMs: spec.graceMs,
       cancelGraceKey: 'graceMs',
-      process: {
-        get pid() {
-          return tree?.pid
-        },
-        exited: () => tree!.exited,
-        stderr: () => tree?.stderr() ?? '',
-        howItEnded: () => (tree?.exit ? describeExit(tree.exit) : 'stopped answering'),
-      },
+      process: processTreeHooks(() => tree, describeExit),
     },
     (run) => {
       const wire = new CodexWire(spec, run)

@@ -101,7 +101,7 @@ export interface RemoteRunControl {
    * run instead, once it is published; after publication it runs at once.
    */
   failStartup(error: SubagentError, ifRunning: () => void): void
-  /** First outcome wins. */
+  /** First outcome wins; one that arrives before publication is applied right after it. */
   settle(result: SubagentResult): void
   /** Settle `error` with `diagnostic` and release the child: it cannot be trusted to finish. */
   fail(diagnostic: string, ending?: RemoteEnding): void
@@ -135,7 +135,7 @@ class RemoteRun implements RemoteRunControl {
   private resolveResult!: (result: SubagentResult) => void
   readonly result = new Promise<SubagentResult>((resolve) => (this.resolveResult = resolve))
   private rejectStartup: ((error: SubagentError) => void) | undefined
-  private pendingRunFailures: Array<() => void> = []
+  private afterPublication: Array<() => void> = []
   private detachSignal: () => void = () => {}
   private releasing: Promise<void> | undefined
   private disposal: Promise<void> | undefined
@@ -210,7 +210,7 @@ class RemoteRun implements RemoteRunControl {
     signal.addEventListener('abort', onAbort, { once: true })
     this.detachSignal = () => signal.removeEventListener('abort', onAbort)
     this.wire.begin?.()
-    for (const failure of this.pendingRunFailures.splice(0)) failure()
+    for (const failure of this.afterPublication.splice(0)) failure()
     // Aborted between the last start-up step and here: the listener above can no longer fire.
     if (signal.aborted) this.cancel(signal.reason)
   }
@@ -240,7 +240,7 @@ class RemoteRun implements RemoteRunControl {
   failStartup(error: SubagentError, ifRunning: () => void): void {
     if (this.phase === 'running') return ifRunning()
     if (this.phase === 'settled') return
-    this.pendingRunFailures.push(ifRunning)
+    this.afterPublication.push(ifRunning)
     // A failure read in the same chunk as the last start-up reply loses to it: the wire's
     // `open` is still resolving (a few microtasks), so the rejection waits one turn of the
     // event loop, and a start that won meanwhile replays the failure as the run's end.
@@ -274,12 +274,15 @@ class RemoteRun implements RemoteRunControl {
   }
 
   fail(diagnostic: string, ending?: RemoteEnding): void {
+    if (this.phase === 'starting') return void this.afterPublication.push(() => this.fail(diagnostic, ending))
     if (this.settled) return
     this.settle(this.wire.result('error', diagnostic, ending))
     this.releaseInBackground()
   }
 
   settle(result: SubagentResult): void {
+    // An outcome read while the start is still resolving belongs to the run it becomes.
+    if (this.phase === 'starting') return void this.afterPublication.push(() => this.settle(result))
     if (this.settled) return
     this.phase = 'settled'
     this.clearTimers()
@@ -324,5 +327,28 @@ class RemoteRun implements RemoteRunControl {
   private clearTimers(): void {
     for (const timer of this.timers) clearTimeout(timer)
     this.timers.clear()
+  }
+}
+
+/** The part of a process tree (`@dsh/process`'s `ProcessTree`) the hooks read. */
+export interface WatchedProcessTree<Exit> {
+  readonly pid: number | undefined
+  readonly exited: Promise<Exit>
+  readonly exit: Exit | undefined
+  stderr(): string
+}
+
+/** Process hooks over a tree the wire creates when the core asks for it (hence the getter). */
+export function processTreeHooks<Exit>(tree: () => WatchedProcessTree<Exit> | undefined, describeExit: (exit: Exit) => string): RemoteProcessHooks {
+  return {
+    get pid() {
+      return tree()?.pid
+    },
+    exited: () => tree()?.exited ?? new Promise<never>(() => {}),
+    stderr: () => tree()?.stderr() ?? '',
+    howItEnded: () => {
+      const exit = tree()?.exit
+      return exit === undefined ? 'stopped answering' : describeExit(exit)
+    },
   }
 }
