@@ -1,4 +1,4 @@
-import { stopReasonOfTurn } from '@dsh/base'
+import { errorMessage, stopReasonOfTurn } from '@dsh/base'
 /**
  * The driver both in-process providers share: create a child agent with lineage in its
  * session header, apply the start-time features in its setup (so a bad filter rolls the
@@ -64,7 +64,7 @@ export async function startInProcessRun(agents: AgentRegistry, request: Subagent
   } catch (error) {
     if (error instanceof SubagentError) throw error
     if (signal.aborted) throw new SubagentError('ABORTED', 'the delegation was cancelled while the child was being created', { cause: error })
-    throw new SubagentError('START_FAILED', `the child could not be started: ${error instanceof Error ? error.message : String(error)}`, { cause: error })
+    throw new SubagentError('START_FAILED', `the child could not be started: ${errorMessage(error)}`, { cause: error })
   }
 
   // An abort that landed while create() resolved has no listener to hear it yet.
@@ -78,7 +78,7 @@ export async function startInProcessRun(agents: AgentRegistry, request: Subagent
   const turn = child.followup({ role: 'user', content: request.prompt })
   const result = turn.then(
     (ended) => resultOf(child, ended, structured, request.outputSchema !== undefined),
-    (error: unknown): SubagentResult => ({ output: [], stopReason: 'error', diagnostic: `the child's turn never ran: ${error instanceof Error ? error.message : String(error)}` }),
+    (error: unknown): SubagentResult => ({ output: [], stopReason: 'error', diagnostic: `the child's turn never ran: ${errorMessage(error)}` }),
   )
   let disposal: Promise<void> | undefined
   return {

@@ -5,6 +5,7 @@ export type SubagentErrorCode =
   | 'NO_PROVIDER'
   | 'UNSUPPORTED_CAPABILITY'
   | 'INVALID_REQUEST'
+  | 'INVALID_CONFIG'
   | 'DEPTH_LIMIT'
   | 'PARENT_DISPOSED'
   | 'RUN_SETTLED'
