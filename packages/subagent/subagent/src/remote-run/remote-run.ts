@@ -16,7 +16,7 @@
  * service has no exit to watch and no stderr to quote.
  */
 import { errorMessage } from '@dsh/base'
-import { refuseUnstartable } from '../admission.js'
+import { refuseDisposedParent, refuseUnstartable } from '../admission.js'
 import { SubagentError } from '../errors.js'
 import type { StopReason, SubagentRequest, SubagentResult, SubagentRun } from '../types.js'
 import { quoteStderr } from './stderr.js'
@@ -182,7 +182,10 @@ class RemoteRun implements RemoteRunControl {
     signal.addEventListener('abort', onAbort, { once: true })
     void this.watchExit()
     try {
-      return await Promise.race([this.wire.open(), failed])
+      const remoteId = await Promise.race([this.wire.open(), failed])
+      // The parent began disposing while the child started: the child would outlive it.
+      refuseDisposedParent(this.request.parent)
+      return remoteId
     } catch (error) {
       // A failed start has no run: nothing may settle or replay afterwards.
       this.phase = 'settled'
