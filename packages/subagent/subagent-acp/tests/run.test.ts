@@ -123,6 +123,14 @@ describe('acp: a run against a real ACP agent process', () => {
     expect(liveChildren()).toEqual(before)
   })
 
+  it('a disposed parent cannot delegate: PARENT_DISPOSED and no process is started', async () => {
+    const { harness, parent, request } = await provider('echo')
+    const before = liveChildren()
+    await parent.dispose()
+    await expect(harness.ctx.subagents.getProvider('acp')!.start(request('x'))).rejects.toMatchObject({ code: 'PARENT_DISPOSED' })
+    expect(liveChildren()).toEqual(before)
+  })
+
   it('the lineage in session/new carries the child\'s depth and the depth bound', async () => {
     const { harness, parent, request } = await provider('meta')
     const run = await harness.ctx.subagents.start('acp', request('x', { maxDepth: 3, label: 'look around' }))
