@@ -1,3 +1,4 @@
+import { errorMessage } from '@dsh/base'
 import { Context, Service } from 'cordis'
 import type { TextBlock, ToolCallBlock, ToolResultBlock, ToolSpec } from '@dsh/llm'
 import { ToolError } from './errors.js'
@@ -183,7 +184,7 @@ export class ToolRegistry extends Service {
       return outcomeOf(call, output)
     } catch (error) {
       if (exec.signal.aborted) return fail(`${call.name} was aborted${error instanceof Error ? `: ${error.message}` : ''}`)
-      return fail(`${call.name} failed: ${error instanceof Error ? error.message : String(error)}`)
+      return fail(`${call.name} failed: ${errorMessage(error)}`)
     }
   }
 

@@ -1,3 +1,4 @@
+import { errorMessage } from '@dsh/base'
 import { assertNever, STOP_REASONS, taskStatusOfStop, type StopReason } from '@dsh/base'
 import type { Context } from 'cordis'
 import { outputText, type SubagentRequest, type SubagentResult, type SubagentRun } from '@dsh/subagent'
@@ -39,12 +40,12 @@ export async function settleRun(run: SubagentRun): Promise<TaskOutcome> {
   try {
     outcome = runOutcome(await run.result)
   } catch (error) {
-    outcome = { status: 'failed', detail: `the subagent run failed: ${messageOf(error)}` }
+    outcome = { status: 'failed', detail: `the subagent run failed: ${errorMessage(error)}` }
   }
   try {
     await run.dispose()
   } catch (error) {
-    const problem = `releasing the subagent failed: ${messageOf(error)}`
+    const problem = `releasing the subagent failed: ${errorMessage(error)}`
     return { status: 'failed', detail: outcome.detail ? `${outcome.detail}; ${problem}` : problem, ...(outcome.output !== undefined && { output: outcome.output }) }
   }
   return outcome
@@ -81,7 +82,7 @@ export async function startBackground(ctx: Context, provider: string, request: S
   try {
     run = await ctx.subagents.start(provider, { ...request, signal: controller.signal })
   } catch (error) {
-    return { isError: true, content: `the subagent could not be started: ${messageOf(error)}` }
+    return { isError: true, content: `the subagent could not be started: ${errorMessage(error)}` }
   } finally {
     exec.signal.removeEventListener('abort', forward)
   }
@@ -98,12 +99,8 @@ export async function startBackground(ctx: Context, provider: string, request: S
     id = tasks.register({ kind: 'subagent', label: request.label ?? 'subagent', owner, cancel: (reason) => run.cancel(reason), done })
   } catch (error) {
     if (error instanceof TaskError) return refuse(error.message)
-    await refuse(messageOf(error))
+    await refuse(errorMessage(error))
     throw error
   }
   return `started background subagent task ${id}; collect its answer with task_output (wait: true to block), stop it with task_kill`
-}
-
-function messageOf(error: unknown): string {
-  return error instanceof Error ? error.message : String(error)
 }

@@ -1,3 +1,4 @@
+import { errorMessage } from '@dsh/base'
 import type { Context } from 'cordis'
 import Schema from 'schemastery'
 import { text } from '@dsh/llm'
@@ -104,7 +105,7 @@ export class SubagentToolPlugin {
     try {
       run = await this.subagents.start(this.config.provider, request)
     } catch (error) {
-      return { isError: true, content: `the subagent could not be started: ${error instanceof Error ? error.message : String(error)}` }
+      return { isError: true, content: `the subagent could not be started: ${errorMessage(error)}` }
     }
     return collect(run)
   }

@@ -1,5 +1,6 @@
 import { Context, Service } from 'cordis'
 import Schema from 'schemastery'
+import { errorMessage } from '@dsh/base'
 import type {} from '@dsh/agent'
 import { TaskError } from './errors.js'
 import { TaskRecord } from './task.js'
@@ -106,7 +107,7 @@ export class TaskService extends Service {
       id,
       registration,
       (settled) => this.announce(settled),
-      (error) => log.warn('cancelling task %s threw (it must still settle done): %s', id, describe(error)),
+      (error) => log.warn('cancelling task %s threw (it must still settle done): %s', id, errorMessage(error)),
     )
     this.tasks.set(id, record)
     return id
@@ -217,6 +218,17 @@ export class TaskService extends Service {
     return record.info()
   }
 
+  /**
+   * Owned tasks that have settled and that nobody has seen, oldest first: what a notice
+   * surface that (re)starts must still announce, since settlements while it was not
+   * loaded reached no listener.
+   */
+  unreported(): TaskInfo[] {
+    const infos: TaskInfo[] = []
+    for (const record of this.tasks.values()) if (record.owner !== undefined && !record.live && !record.reported) infos.push(record.info())
+    return infos
+  }
+
   private readRecord(record: TaskRecord): TaskRead {
     const read = record.read()
     if (!record.live && !record.reported) {
@@ -250,12 +262,16 @@ export class TaskService extends Service {
 
   private announce(record: TaskRecord): void {
     const info = record.info()
+    const report = (error: unknown) => this.home.logger('tasks').warn('a task settlement listener failed (ignored): %s', errorMessage(error))
     for (const listener of this.listeners) {
       try {
-        listener(info)
+        // Typed to return nothing, but an async listener returns a promise: its rejection is
+        // contained like a throw, never left to take the host down as an unhandled rejection.
+        const returned: unknown = listener(info)
+        if (returned instanceof Promise) returned.catch(report)
       } catch (error) {
         // Listeners observe; one that throws must not keep the others or the waiters from hearing.
-        this.home.logger('tasks').warn('a task settlement listener threw (ignored): %s', describe(error))
+        report(error)
       }
     }
     if (record.owner === undefined) return
@@ -313,26 +329,8 @@ function abortedWait(signal: AbortSignal): TaskError {
   return new TaskError('ABORTED', 'the wait was aborted', { cause: signal.reason })
 }
 
-function describe(error: unknown): string {
-  return error instanceof Error ? error.message : String(error)
-}
-
 export namespace TaskService {
   export interface Config {
     maxLiveTasksPerOwner: number
-  }
-}
-
-/**
- * Resolve once `agent` is idle and none of its tasks is live. A task that settles queues
- * a completion notice (a new turn), which the next `whenIdle` then waits for; so this is
- * "the work the agent started has all ended", what a command or a prompt waits for
- * before it answers. Without a task runtime it is just `whenIdle`.
- */
-export async function whenQuiet(agent: { id: string; whenIdle(): Promise<void> }, tasks: TaskService | undefined): Promise<void> {
-  for (;;) {
-    await agent.whenIdle()
-    if (!tasks?.hasLive(agent.id)) return
-    await tasks.whenSettled(agent.id)
   }
 }

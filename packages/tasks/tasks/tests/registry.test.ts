@@ -188,6 +188,29 @@ describe('settlement', () => {
     expect(seen).toEqual([true])
   })
 
+  it('an async settlement listener that rejects is contained: no unhandled rejection, and later listeners still hear', async () => {
+    const tasks = await setup()
+    const unhandled: unknown[] = []
+    const onUnhandled = (reason: unknown) => unhandled.push(reason)
+    process.on('unhandledRejection', onUnhandled)
+    try {
+      tasks.onSettled(async () => {
+        throw new Error('listener failed')
+      })
+      const heard: string[] = []
+      tasks.onSettled((task) => heard.push(task.id))
+      const work = job()
+      const id = tasks.register(work.registration)
+      work.finish({ status: 'completed' })
+      await tasks.wait(id, 'anyone', 5_000)
+      await new Promise((resolve) => setImmediate(resolve))
+      expect(heard).toEqual([id])
+      expect(unhandled).toEqual([])
+    } finally {
+      process.off('unhandledRejection', onUnhandled)
+    }
+  })
+
   it('a kill whose caller\'s signal aborts stops waiting for a producer that never stops, and the kill stands', async () => {
     const tasks = await setup()
     const stuck = job({ stopMs: 60_000 })
