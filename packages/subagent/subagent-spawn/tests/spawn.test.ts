@@ -20,6 +20,18 @@ async function setup(script: HarnessOptions['script'], options: Omit<HarnessOpti
 
 const request = (prompt: string, extra: Partial<SubagentRequest> = {}): SubagentRequest => ({ prompt: [text(prompt)], parent, signal: new AbortController().signal, ...extra })
 
+/** The system prompt each session's model requests carried, by session id. */
+function captureSystemPrompts(): Map<string, string> {
+  const systems = new Map<string, string>()
+  const adapter = harness.ctx.llm.getAdapter('scripted')!
+  const stream = adapter.stream.bind(adapter)
+  adapter.stream = (req) => {
+    systems.set(req.origin.sessionId, req.system)
+    return stream(req)
+  }
+  return systems
+}
+
 describe('spawn: a fresh in-process child', () => {
   it('runs the child in its own session whose header records its lineage', async () => {
     await setup([{ when: { prompt: 'child task' }, reply: [{ text: 'child answer' }] }])
@@ -178,13 +190,7 @@ describe('spawn: start-time features', () => {
 
   it('a persona replaces the deployment persona for that child only', async () => {
     await setup([{ reply: [{ text: 'x' }] }, { reply: [{ text: 'y' }] }], { persona: 'deployment persona' })
-    const systems = new Map<string, string>()
-    const adapter = harness.ctx.llm.getAdapter('scripted')!
-    const stream = adapter.stream.bind(adapter)
-    adapter.stream = (req) => {
-      systems.set(req.origin.sessionId, req.system)
-      return stream(req)
-    }
+    const systems = captureSystemPrompts()
     const run = await harness.ctx.subagents.start('spawn', request('x', { persona: 'You are a strict reviewer.' }))
     await run.result
     await parent.followup('hello')
@@ -226,13 +232,7 @@ describe('spawn: start-time features', () => {
 
   it('a persona applies to the child it was given to, not to that child\'s own children', async () => {
     await setup([{ reply: [{ text: 'child' }] }, { reply: [{ text: 'grandchild' }] }], { persona: 'deployment persona' })
-    const systems = new Map<string, string>()
-    const adapter = harness.ctx.llm.getAdapter('scripted')!
-    const stream = adapter.stream.bind(adapter)
-    adapter.stream = (req) => {
-      systems.set(req.origin.sessionId, req.system)
-      return stream(req)
-    }
+    const systems = captureSystemPrompts()
     const run = await harness.ctx.subagents.start('spawn', request('x', { persona: 'You are a strict reviewer.' }))
     await run.result
     const child = harness.ctx.agents.get(run.id)!
