@@ -1,18 +1,15 @@
-import { stopReasonOfAcp } from '@dsh/base'
 /**
- * One delegation to an ACP agent process, top to bottom:
+ * The ACP wire of one delegation. The run's lifecycle (start-up race, first-wins settle,
+ * cancel grace, timeout, the process exiting, dispose once) is `@dsh/subagent`'s remote
+ * run core; this file is what is particular to ACP:
  *
  * 1. spawn the configured command in its own process group, with a cleaned environment;
- * 2. `initialize` → `session/new` through the official SDK's client app, racing every
- *    way startup can fail (spawn error, early exit, garbage on stdout, the startup
- *    timeout, the caller's signal); any failure reaps the tree before `start` rejects;
- * 3. publication: `session/prompt` is sent and the run handed over; the agent's
- *    `agent_message_chunk` text is folded into the output while the first of these
- *    settles the result: the prompt's stop reason, a failed prompt, the process dying,
- *    the run's `timeoutMs`, or a cancel the agent never confirms;
- * 4. `dispose()` cancels what is left and reaps the tree.
+ * 2. `initialize` → `session/new` (with the delegation's lineage in `_meta.dsh`) through
+ *    the official SDK's client app; garbage on stdout fails the start at once;
+ * 3. publication: `session/prompt` is sent; the agent's `agent_message_chunk` text is
+ *    folded into the output until the prompt's stop reason (or its error) settles it;
+ * 4. cancel is `session/cancel`; release reaps the tree and closes the connection.
  */
-import { randomBytes } from 'node:crypto'
 import { resolve } from 'node:path'
 import { Readable, Writable } from 'node:stream'
 import { createRequire } from 'node:module'
@@ -27,8 +24,19 @@ import {
   type NewSessionRequest,
   type SessionUpdate,
 } from '@agentclientprotocol/sdk'
-import type { TextBlock } from '@dsh/llm'
-import { selectOutput, SubagentError, type SubagentRequest, type SubagentResult, type SubagentRun } from '@dsh/subagent'
+import { errorMessage, stopReasonOfAcp, type StopReason } from '@dsh/base'
+import {
+  EXIT_DRAIN_MS,
+  selectOutput,
+  processTreeHooks,
+  startRemoteRun,
+  SubagentError,
+  type RemoteRunControl,
+  type RemoteSubagentRun,
+  type RemoteWire,
+  type SubagentRequest,
+  type SubagentResult,
+} from '@dsh/subagent'
 import { childEnvironment, describeExit, ProcessTree } from '@dsh/process'
 import type { AcpRunSpec } from './config.js'
 import { answerPermission } from './permission.js'
@@ -38,12 +46,21 @@ import { StdoutGuard } from './stdout-guard.js'
 /** Where a run is; every diagnostic names it. */
 export type AcpStage = 'spawn' | 'initialize' | 'session/new' | 'session/prompt'
 
-/** After the leader exits, how long the prompt may still settle from frames already written. */
-const EXIT_SETTLE_MS = 1000
-/** How much of the agent's stderr a diagnostic quotes. */
+/** How much of the agent's stderr is kept for diagnostics. */
 const STDERR_TAIL_CHARS = 2000
 
 const { version } = createRequire(import.meta.url)('../package.json') as { version: string }
+
+/** What a dsh parent tells a dsh child about itself in `session/new`'s `_meta.dsh`. */
+export interface DshSessionMeta {
+  parentSession: string
+  /** The child's own depth: the parent's plus one. */
+  delegationDepth: number
+  provider: string
+  label?: string
+  /** The delegation's absolute depth bound, when it has one: the child applies it to its own children. */
+  maxDepth?: number
+}
 
 /**
  * `session/new` with the delegation's lineage in `_meta.dsh`. Another dsh (`dsh acp`)
@@ -53,20 +70,11 @@ const { version } = createRequire(import.meta.url)('../package.json') as { versi
 export function newSessionRequest(cwd: string, request: SubagentRequest, provider: string): NewSessionRequest {
   const lineage: DshSessionMeta = { parentSession: request.parent.id, delegationDepth: request.parent.depth + 1, provider }
   if (request.label !== undefined) lineage.label = request.label
+  if (request.maxDepth !== undefined) lineage.maxDepth = request.maxDepth
   return { cwd, mcpServers: [], _meta: { dsh: lineage } }
 }
 
-/** What a dsh parent tells a dsh child about itself in `session/new`'s `_meta.dsh`. */
-export interface DshSessionMeta {
-  parentSession: string
-  delegationDepth: number
-  provider: string
-  label?: string
-}
-
-export async function startAcpRun(spec: AcpRunSpec, request: SubagentRequest): Promise<SubagentRun> {
-  const { signal } = request
-  if (signal.aborted) throw new SubagentError('ABORTED', 'the delegation was cancelled before the ACP agent was started', { cause: signal.reason })
+export async function startAcpRun(spec: AcpRunSpec, request: SubagentRequest): Promise<RemoteSubagentRun> {
   if (request.agentOptions?.model !== undefined) {
     throw new SubagentError(
       'INVALID_REQUEST',
@@ -74,112 +82,81 @@ export async function startAcpRun(spec: AcpRunSpec, request: SubagentRequest): P
     )
   }
   const cwd = spec.cwd ?? resolve(request.parent.session.header.cwd)
-  const run = new AcpRun(spec, cwd)
-  await run.start(request)
-  return run.handle()
+  let tree: ProcessTree | undefined
+  return startRemoteRun(
+    request,
+    {
+      provider: spec.provider,
+      childName: 'the ACP agent',
+      initialStage: 'spawn' satisfies AcpStage,
+      startupTimeoutMs: spec.startupTimeoutMs,
+      startupTimeoutKey: 'startupTimeoutMs',
+      timeoutMs: spec.timeoutMs,
+      cancelGraceMs: spec.cancelGraceMs,
+      cancelGraceKey: 'cancelGraceMs',
+      process: processTreeHooks(() => tree, describeExit),
+    },
+    (run) => {
+      const wire = new AcpWire(spec, cwd, run)
+      tree = wire.tree
+      return wire
+    },
+  )
 }
 
-class AcpRun {
-  readonly id = `acp-${randomBytes(5).toString('hex')}`
-  readonly result: Promise<SubagentResult>
-  private stage: AcpStage = 'spawn'
-  private tree!: ProcessTree
+class AcpWire implements RemoteWire {
+  readonly tree: ProcessTree
   private connection: ClientConnection | undefined
   private session: ActiveSession | undefined
   private streamed = ''
-  private cancelling = false
-  private settled = false
-  private settleWith!: (result: SubagentResult) => void
-  private readonly timers = new Set<NodeJS.Timeout>()
-  private detachSignal: () => void = () => {}
-  private reaping: Promise<void> | undefined
-  private disposal: Promise<void> | undefined
+  readonly interrupt = { name: 'session/cancel', send: () => this.sendCancel() }
 
   constructor(
     private readonly spec: AcpRunSpec,
     private readonly cwd: string,
+    private readonly run: RemoteRunControl,
   ) {
-    this.result = new Promise<SubagentResult>((resolveResult) => (this.settleWith = resolveResult))
-  }
-
-  handle(): SubagentRun {
-    return {
-      id: this.id,
-      local: false,
-      result: this.result,
-      cancel: () => this.cancel(),
-      dispose: () => this.dispose(),
-    }
-  }
-
-  /** Everything before publication. Rejects only after the process tree is gone. */
-  async start(request: SubagentRequest): Promise<void> {
-    const { spec } = this
     this.tree = new ProcessTree({
       command: spec.command,
       args: spec.args,
-      cwd: this.cwd,
+      cwd,
       env: childEnvironment(process.env, { env: spec.env }),
       stderrTailChars: STDERR_TAIL_CHARS,
     })
-    try {
-      await this.startup(request)
-    } catch (error) {
-      await this.reap().catch((reapError: unknown) => {
-        throw new SubagentError('START_FAILED', `${messageOf(error)}; then stopping the agent failed: ${messageOf(reapError)}`, { cause: error })
-      })
-      throw error
-    }
-    this.publish(request)
   }
 
-  private async startup(request: SubagentRequest): Promise<void> {
-    const { spec } = this
-    const { signal } = request
-    let fail!: (error: SubagentError) => void
-    const failed = new Promise<never>((_, reject) => (fail = reject))
-    failed.catch(() => {})
-    this.addTimer(() => fail(this.startFailed(`it did not finish ${this.stage} within startupTimeoutMs (${spec.startupTimeoutMs} ms); check that the command is an ACP agent, or raise startupTimeoutMs`)), spec.startupTimeoutMs)
-    const onAbort = () => fail(new SubagentError('ABORTED', `the delegation was cancelled while the ACP agent was starting (stage: ${this.stage})`, { cause: signal.reason }))
-    signal.addEventListener('abort', onAbort, { once: true })
+  async open(): Promise<string> {
+    const { run, spec } = this
     const guard = new StdoutGuard()
-    guard.onGarbage = (line) => fail(this.startFailed(`it wrote something other than ACP frames to stdout: ${JSON.stringify(line)}; check that the command and args start an ACP agent (e.g. dsh acp)`))
-    let starting = true
-    void this.tree.exited.then(async () => {
-      if (!starting) return
-      const exit = await this.tree.exitWithin(0)
-      fail(this.startFailed(`it ${describeExit(exit!)}`))
-    })
+    guard.onGarbage = (line) =>
+      run.failStartup(this.startFailed(`it wrote something other than ACP frames to stdout: ${JSON.stringify(line)}; check that the command and args start an ACP agent (e.g. dsh acp)`), () =>
+        run.fail(`the ACP agent wrote something other than ACP frames to stdout: ${JSON.stringify(line)}`),
+      )
     try {
-      await Promise.race([this.tree.spawned, failed]).catch((error: unknown) => {
-        throw error instanceof SubagentError ? error : this.startFailed(`cannot run ${JSON.stringify(spec.command)} in ${this.cwd}: ${messageOf(error)}`)
+      await this.tree.spawned.catch((error: unknown) => {
+        throw this.startFailed(`cannot run ${JSON.stringify(spec.command)} in ${this.cwd}: ${errorMessage(error)}`)
       })
       this.connection = this.connect(guard)
-      this.stage = 'initialize'
-      const initialized = await Promise.race([
-        this.connection.agent.request(methods.agent.initialize, {
-          protocolVersion: PROTOCOL_VERSION,
-          // No fs, no terminal: the child serves itself in its own process.
-          clientCapabilities: { fs: { readTextFile: false, writeTextFile: false }, terminal: false },
-          clientInfo: { name: 'dsh', title: 'dsh subagent-acp', version },
-        }),
-        failed,
-      ])
+      run.moveTo('initialize')
+      const initialized = await this.connection.agent.request(methods.agent.initialize, {
+        protocolVersion: PROTOCOL_VERSION,
+        // No fs, no terminal: the child serves itself in its own process.
+        clientCapabilities: { fs: { readTextFile: false, writeTextFile: false }, terminal: false },
+        clientInfo: { name: 'dsh', title: 'dsh subagent-acp', version },
+      })
       if (initialized.protocolVersion !== PROTOCOL_VERSION) {
         throw this.startFailed(`it speaks ACP protocol version ${initialized.protocolVersion}; this client speaks ${PROTOCOL_VERSION}`)
       }
       guard.disarm()
-      this.stage = 'session/new'
-      this.session = await Promise.race([this.connection.agent.buildSession(newSessionRequest(this.cwd, request, spec.provider)).start(), failed])
+      run.moveTo('session/new')
+      this.session = await this.connection.agent.buildSession(newSessionRequest(this.cwd, run.request, spec.provider)).start()
+      return this.session.sessionId
     } catch (error) {
       if (error instanceof SubagentError) throw error
       // A JSON-RPC error, or the connection closing because the process died: prefer the death.
       const exit = await this.tree.exitWithin(300)
-      throw this.startFailed(exit ? `it ${describeExit(exit)}` : `${this.stage} failed: ${describeRpcError(error)}`)
+      throw this.startFailed(exit ? `it ${describeExit(exit)}` : `${run.stage} failed: ${describeRpcError(error)}`)
     } finally {
-      starting = false
-      this.clearTimers()
-      signal.removeEventListener('abort', onAbort)
       guard.onGarbage = undefined
     }
   }
@@ -187,57 +164,34 @@ class AcpRun {
   private connect(guard: StdoutGuard): ClientConnection {
     const { child } = this.tree
     const app = client({ name: 'dsh-subagent-acp' }).onRequest(methods.client.session.requestPermission, ({ params }) =>
-      answerPermission(this.spec.permission, params.options, this.cancelling),
+      answerPermission(this.spec.permission, params.options, this.run.stopping !== undefined),
     )
     const input = (Readable.toWeb(child.stdout!) as ReadableStream<Uint8Array>).pipeThrough(guard.stream)
     return app.connect(withoutExtensionUpdates(ndJsonStream(Writable.toWeb(child.stdin!) as WritableStream<Uint8Array>, input)))
   }
 
-  /** Send the prompt and attach every way the result can settle. */
-  private publish(request: SubagentRequest): void {
-    this.stage = 'session/prompt'
-    void this.drive(this.session!, request.prompt)
-    void this.tree.exited.then(() => {
-      // The agent may have written its answer just before exiting: give those frames a moment.
-      if (!this.settled) this.addTimer(() => void this.settleAfterExit(), EXIT_SETTLE_MS)
-    })
-    if (this.spec.timeoutMs !== undefined) {
-      const { timeoutMs } = this.spec
-      this.addTimer(() => {
-        this.settle(this.failed(`the run exceeded its timeoutMs of ${timeoutMs} ms during session/prompt; the agent was stopped`))
-        this.sendCancel()
-        void this.reap().catch(() => {
-          // dispose() awaits the same reaping and reports its failure.
-        })
-      }, timeoutMs)
-    }
-    const { signal } = request
-    const onAbort = () => this.cancel()
-    signal.addEventListener('abort', onAbort, { once: true })
-    this.detachSignal = () => signal.removeEventListener('abort', onAbort)
-    if (signal.aborted) this.cancel()
+  begin(): void {
+    this.run.moveTo('session/prompt')
+    void this.drive(this.session!)
   }
 
-  private async drive(session: ActiveSession, prompt: readonly TextBlock[]): Promise<void> {
+  private async drive(session: ActiveSession): Promise<void> {
+    const { run } = this
     // The outcome arrives through nextUpdate() as well: a `stop`, or the same rejection.
-    session.prompt(prompt.map((block) => ({ type: 'text' as const, text: block.text }))).catch(() => {})
+    session.prompt(run.request.prompt.map((block) => ({ type: 'text' as const, text: block.text }))).catch(() => {})
     try {
       for (;;) {
         const message = await session.nextUpdate()
-        if (message.kind === 'stop') {
-          this.settle(this.ended(message.stopReason))
-          return
-        }
+        if (message.kind === 'stop') return run.settle(this.ended(message.stopReason))
         this.fold(message.update)
       }
     } catch (error) {
-      if (this.settled) return
-      if (this.cancelling) return this.settle(this.aborted())
+      if (run.settled) return
+      if (run.stopping === 'cancelled') return run.settle(this.result('aborted', 'the run was cancelled'))
       // An error answer is the agent's verdict; anything else is the connection going
-      // away, most likely because the process died: wait for the death to report it.
-      if (error instanceof RequestError) return this.settle(this.failed(`session/prompt failed: ${describeRpcError(error)}`))
-      const exit = await this.tree.exitWithin(EXIT_SETTLE_MS)
-      this.settle(exit ? this.crashed() : this.failed(`session/prompt failed: ${describeRpcError(error)}`))
+      // away, most likely because the process died: the core's exit watcher reports that.
+      if (error instanceof RequestError) return run.fail(run.withStderr(`session/prompt failed: ${describeRpcError(error)}`))
+      if (!(await this.tree.exitWithin(EXIT_DRAIN_MS))) run.fail(run.withStderr(`session/prompt failed: ${describeRpcError(error)}`))
     }
   }
 
@@ -245,30 +199,22 @@ class AcpRun {
     if (update.sessionUpdate === 'agent_message_chunk' && update.content.type === 'text') this.streamed += update.content.text
   }
 
-  private async settleAfterExit(): Promise<void> {
-    if (this.settled) return
-    await this.tree.exitWithin(0)
-    this.settle(this.cancelling ? this.aborted() : this.crashed())
+  private ended(acpStopReason: string): SubagentResult {
+    const stopReason = stopReasonOfAcp(acpStopReason)
+    if (stopReason === 'completed') return this.result(stopReason, undefined)
+    if (stopReason === 'aborted') return this.result(stopReason, 'the run was cancelled')
+    return this.result(stopReason, `the ACP agent ended its turn with stop reason "${acpStopReason}"`)
   }
 
-  cancel(): void {
-    if (this.settled || this.cancelling) return
-    this.cancelling = true
-    this.sendCancel()
-    const { cancelGraceMs } = this.spec
-    this.addTimer(() => this.settle(this.aborted(`the agent did not confirm session/cancel within cancelGraceMs (${cancelGraceMs} ms)`)), cancelGraceMs)
+  result(stopReason: StopReason, diagnostic: string | undefined): SubagentResult {
+    const result: SubagentResult = { output: selectOutput([], this.streamed), stopReason }
+    if (diagnostic !== undefined) result.diagnostic = diagnostic
+    return result
   }
 
-  dispose(): Promise<void> {
-    this.disposal ??= (async () => {
-      this.cancel()
-      try {
-        await this.reap()
-      } finally {
-        this.settle(this.aborted('the run was disposed before it finished'))
-      }
-    })()
-    return this.disposal
+  startFailed(message: string): SubagentError {
+    const what = `${this.spec.command}${this.spec.args.length ? ` ${this.spec.args.join(' ')}` : ''}`
+    return new SubagentError('START_FAILED', this.run.withStderr(`the ACP agent (${what}) could not be started at stage ${this.run.stage}: ${message}`))
   }
 
   private sendCancel(): void {
@@ -279,73 +225,14 @@ class AcpRun {
     })
   }
 
-  /** Stop the process tree, then release the connection. Shared by dispose, timeout and startup failure. */
-  private reap(): Promise<void> {
-    this.reaping ??= (async () => {
-      try {
-        await this.tree.reap({ stdinGraceMs: this.spec.stdinGraceMs, termGraceMs: this.spec.termGraceMs })
-      } finally {
-        this.session?.dispose()
-        this.connection?.close()
-      }
-    })()
-    return this.reaping
-  }
-
-  /** First outcome wins; everything that could still settle the run is detached. */
-  private settle(result: SubagentResult): void {
-    if (this.settled) return
-    this.settled = true
-    this.clearTimers()
-    this.detachSignal()
-    this.settleWith(result)
-  }
-
-  private output(): TextBlock[] {
-    return selectOutput([], this.streamed)
-  }
-
-  private ended(acpStopReason: string): SubagentResult {
-    const stopReason = stopReasonOfAcp(acpStopReason)
-    if (stopReason === 'completed') return { output: this.output(), stopReason }
-    if (stopReason === 'aborted') return this.aborted()
-    return { output: this.output(), stopReason, diagnostic: `the ACP agent ended its turn with stop reason "${acpStopReason}"` }
-  }
-
-  private aborted(detail?: string): SubagentResult {
-    return { output: this.output(), stopReason: 'aborted', diagnostic: `the run was cancelled${detail ? `: ${detail}` : ''}` }
-  }
-
-  private crashed(): SubagentResult {
-    const exit = this.tree.exit
-    return this.failed(`the ACP agent ${exit ? describeExit(exit) : 'stopped answering'} during ${this.stage}`)
-  }
-
-  private failed(message: string): SubagentResult {
-    return { output: this.output(), stopReason: 'error', diagnostic: this.withStderr(message) }
-  }
-
-  private startFailed(message: string): SubagentError {
-    const what = `${this.spec.command}${this.spec.args.length ? ` ${this.spec.args.join(' ')}` : ''}`
-    return new SubagentError('START_FAILED', this.withStderr(`the ACP agent (${what}) could not be started at stage ${this.stage}: ${message}`))
-  }
-
-  private withStderr(message: string): string {
-    const stderr = this.tree.stderr()
-    return stderr ? `${message}\nstderr (last lines):\n${stderr}` : message
-  }
-
-  private addTimer(callback: () => void, ms: number): void {
-    const timer = setTimeout(() => {
-      this.timers.delete(timer)
-      callback()
-    }, ms)
-    this.timers.add(timer)
-  }
-
-  private clearTimers(): void {
-    for (const timer of this.timers) clearTimeout(timer)
-    this.timers.clear()
+  /** Stop the process tree, then release the connection. */
+  async close(): Promise<void> {
+    try {
+      await this.tree.reap({ stdinGraceMs: this.spec.stdinGraceMs, termGraceMs: this.spec.termGraceMs })
+    } finally {
+      this.session?.dispose()
+      this.connection?.close()
+    }
   }
 }
 
@@ -356,9 +243,5 @@ function describeRpcError(error: unknown): string {
     const details = typeof data?.details === 'string' ? data.details : undefined
     return details && !error.message.includes(details) ? `${error.message} (${details})` : error.message
   }
-  return messageOf(error)
-}
-
-function messageOf(error: unknown): string {
-  return error instanceof Error ? error.message : String(error)
+  return errorMessage(error)
 }

@@ -24,7 +24,7 @@ export const AcpProviderConfig: Schema<AcpProviderConfig> = Schema.object({
   command: Schema.string().min(1).required().description('The ACP agent program to run for each delegation (looked up on PATH).'),
   args: Schema.array(Schema.string()).default([]).description('Its arguments.'),
   cwd: Schema.string().min(1).description('Its working directory (and the ACP session cwd); default: the delegating session\'s cwd.'),
-  env: Schema.dict(Schema.string()).default({}).description('Variables added to the cleaned parent environment.'),
+  env: Schema.dict(Schema.string(), Schema.string().pattern(/^[^=\0]+$/)).default({}).description('Variables added to the cleaned parent environment.'),
   permission: Schema.union(['reject', 'allow']).default('reject').description('How session/request_permission is answered.'),
   timeoutMs: milliseconds().description('Longest a prompt turn may run; on expiry the run ends error and the agent is stopped.'),
   startupTimeoutMs: milliseconds().default(15_000).description('Longest initialize + session/new may take.'),

@@ -1,3 +1,4 @@
+import { assertNever } from '@dsh/base'
 import type { PermissionOption, RequestPermissionResponse } from '@agentclientprotocol/sdk'
 
 /** How the provider answers an agent's `session/request_permission`: nobody is there to ask. */
@@ -21,9 +22,7 @@ function optionKinds(policy: PermissionPolicy): readonly PermissionOption['kind'
       return ['reject_once', 'reject_always']
     case 'allow':
       return ['allow_once', 'allow_always']
-    default: {
-      const unknown: never = policy
-      throw new TypeError(`unknown permission policy ${String(unknown)}`)
-    }
+    default:
+      return assertNever(policy, 'permission policy')
   }
 }

@@ -1,14 +1,20 @@
 import type { Context } from 'cordis'
-import { NO_CAPABILITIES, type SubagentProvider, type SubagentRequest, type SubagentRun } from '@dsh/subagent'
+import { NO_CAPABILITIES, type SubagentCapabilities, type SubagentProvider, type SubagentRequest, type SubagentRun } from '@dsh/subagent'
 import { startAcpRun } from './acp-run.js'
 import { AcpProviderConfig, resolveAcpSpec, type AcpRunSpec } from './config.js'
 
 /**
- * An ACP agent process per delegation. Out of process: no start-time features, no
- * local agent, and the child never sees the parent's conversation.
+ * Of the start-time features only the depth bound: it is checked here before anything is
+ * spawned, and travels in `_meta.dsh` so a dsh child applies it to its own children.
+ */
+export const ACP_CAPABILITIES: Readonly<SubagentCapabilities> = Object.freeze({ ...NO_CAPABILITIES, depthLimit: true })
+
+/**
+ * An ACP agent process per delegation. Out of process: no local agent, and the child
+ * never sees the parent's conversation.
  */
 export class AcpProvider implements SubagentProvider {
-  readonly capabilities = NO_CAPABILITIES
+  readonly capabilities = ACP_CAPABILITIES
   readonly inheritsParentContext = false
 
   constructor(readonly name: string, private readonly spec: AcpRunSpec) {}

@@ -29,7 +29,8 @@ describe('acp: a run against a real ACP agent process', () => {
     const logged = vi.spyOn(console, 'error')
     const run = await harness.ctx.subagents.start('acp', request('what is 6 x 7?'))
     expect(run.local).toBe(false)
-    expect(run.id).toMatch(/^acp-[0-9a-f]{10}$/)
+    // One child-id format for every out-of-process provider: <provider>:<the agent's session id>.
+    expect(run.id).toMatch(/^acp:fixture-\d+$/)
     expect(harness.ctx.agents.get(run.id)).toBeUndefined()
     expect(await run.result).toEqual({ output: [text('echo: what is 6 x 7?')], stopReason: 'completed' })
     await run.dispose()
@@ -106,12 +107,37 @@ describe('acp: a run against a real ACP agent process', () => {
     expect(liveChildren()).toEqual(before)
   })
 
-  it('start-time features are refused by the service: every capability is false', async () => {
+  it('start-time features other than the depth bound are refused by the service', async () => {
     const { harness, request } = await provider('echo')
     const acp = harness.ctx.subagents.getProvider('acp')!
-    expect(acp.capabilities).toEqual({ outputSchema: false, depthLimit: false, toolFilter: false, persona: false })
+    expect(acp.capabilities).toEqual({ outputSchema: false, depthLimit: true, toolFilter: false, persona: false })
     expect(acp.inheritsParentContext).toBe(false)
-    await expect(harness.ctx.subagents.start('acp', request('x', { maxDepth: 2 }))).rejects.toMatchObject({ code: 'UNSUPPORTED_CAPABILITY' })
+    await expect(harness.ctx.subagents.start('acp', request('x', { persona: 'a pirate' }))).rejects.toMatchObject({ code: 'UNSUPPORTED_CAPABILITY' })
+    await expect(harness.ctx.subagents.start('acp', request('x', { toolFilter: { allow: ['read'] } }))).rejects.toMatchObject({ code: 'UNSUPPORTED_CAPABILITY' })
+  })
+
+  it('a delegation beyond maxDepth is refused with DEPTH_LIMIT before anything is spawned', async () => {
+    const { harness, request } = await provider('echo')
+    const before = liveChildren()
+    await expect(harness.ctx.subagents.start('acp', request('x', { maxDepth: 0 }))).rejects.toMatchObject({ code: 'DEPTH_LIMIT', message: expect.stringContaining('maxDepth 0') })
+    expect(liveChildren()).toEqual(before)
+  })
+
+  it('a disposed parent cannot delegate: PARENT_DISPOSED and no process is started', async () => {
+    const { harness, parent, request } = await provider('echo')
+    const before = liveChildren()
+    await parent.dispose()
+    await expect(harness.ctx.subagents.getProvider('acp')!.start(request('x'))).rejects.toMatchObject({ code: 'PARENT_DISPOSED' })
+    expect(liveChildren()).toEqual(before)
+  })
+
+  it('the lineage in session/new carries the child\'s depth and the depth bound', async () => {
+    const { harness, parent, request } = await provider('meta')
+    const run = await harness.ctx.subagents.start('acp', request('x', { maxDepth: 3, label: 'look around' }))
+    expect(JSON.parse(textOf((await run.result).output))).toEqual({
+      dsh: { parentSession: parent.id, delegationDepth: parent.depth + 1, provider: 'acp', label: 'look around', maxDepth: 3 },
+    })
+    await run.dispose()
   })
 })
 
@@ -184,7 +210,7 @@ describe('acp: cancellation, timeouts and crashes after publication', () => {
     const run = await harness.ctx.subagents.start('acp', request('x'))
     const pid = await newChild(before)
     const result = await run.result
-    expect(result).toMatchObject({ stopReason: 'error', output: [text(`working pid=${pid}`)], diagnostic: expect.stringContaining('exceeded its timeoutMs of 800 ms') })
+    expect(result).toMatchObject({ stopReason: 'error', output: [text(`working pid=${pid}`)], diagnostic: expect.stringContaining('did not finish within timeoutMs (800 ms)') })
     expect(Date.now() - started).toBeLessThan(5000)
     await waitFor(() => (isAlive(pid) ? undefined : true))
     await run.dispose()

@@ -77,7 +77,7 @@ describe('acp: every startup failure reaps the process and rejects start()', () 
     setTimeout(() => controller.abort(), 300)
     const { error } = await failedStart(s, controller.signal)
     expect(error.code).toBe('ABORTED')
-    expect(error.message).toContain('stage: initialize')
+    expect(error.message).toContain('stage initialize')
   })
 
   it('an unreachable cwd rejects at stage spawn', async () => {
@@ -94,6 +94,8 @@ describe('acp: config is validated at load, naming the key', () => {
     [{ command: 'x', env: { A: 1 } }, 'env.A'],
     [{ command: 'x', timeoutMs: -5 }, 'timeoutMs'],
     [{ command: 'x', args: 'acp' }, 'args'],
+    [{ command: 'x', env: { 'A=B': '1' } }, 'env'],
+    [{ command: 'x', cwd: '' }, 'cwd'],
   ])('%j fails on %s', async (config, key) => {
     await expect(setup(config as { command: string })).rejects.toThrow(key)
   })

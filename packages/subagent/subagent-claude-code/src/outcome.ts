@@ -4,6 +4,7 @@
  */
 import type { SDKAssistantMessage, SDKResultMessage } from '@anthropic-ai/claude-agent-sdk'
 import type { AssistantMessage, TextBlock } from '@dsh/llm'
+import type { StopReason } from '@dsh/base'
 import { selectOutput, type SubagentResult } from '@dsh/subagent'
 
 /** One tool permission ask the provider answered with a denial. */
@@ -50,16 +51,15 @@ export function resultOf(result: SDKResultMessage, assistantMessages: readonly A
   return { output: selectOutput(assistantMessages), stopReason: 'error', diagnostic }
 }
 
-/** A failure that is not a `result` message (crash, exit, timeout, transport error). */
-export function failureOf(diagnostic: string, assistantMessages: readonly AssistantMessage[], denials: readonly Denial[]): SubagentResult {
-  const denied = describeDenials(denials)
-  return { output: selectOutput(assistantMessages), stopReason: 'error', diagnostic: denied ? `${diagnostic}; ${denied}` : diagnostic }
-}
-
-/** Cancellation keeps the partial output (the output selection rule), and the denials for the record. */
-export function abortedOf(assistantMessages: readonly AssistantMessage[], denials: readonly Denial[], reason: string): SubagentResult {
-  const denied = describeDenials(denials)
-  return { output: selectOutput(assistantMessages), stopReason: 'aborted', diagnostic: denied ? `${reason}; ${denied}` : reason }
+/**
+ * Every end that is not a `result` message (cancel, crash, exit, timeout, transport
+ * error): the partial output by the output selection rule, and the denials for the record.
+ */
+export function endingOf(stopReason: StopReason, diagnostic: string | undefined, assistantMessages: readonly AssistantMessage[], denials: readonly Denial[]): SubagentResult {
+  const lines = [diagnostic, describeDenials(denials)].filter((line): line is string => !!line)
+  const result: SubagentResult = { output: selectOutput(assistantMessages), stopReason }
+  if (lines.length > 0) result.diagnostic = lines.join('; ')
+  return result
 }
 
 /** Our own record plus the result's authoritative list (which also has denials no ask preceded, e.g. from rules). */

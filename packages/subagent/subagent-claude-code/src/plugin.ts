@@ -2,7 +2,7 @@ import { existsSync } from 'node:fs'
 import { isAbsolute, resolve } from 'node:path'
 import type { Context } from 'cordis'
 import Schema from 'schemastery'
-import { NO_CAPABILITIES, type SubagentProvider, type SubagentRequest } from '@dsh/subagent'
+import { NO_CAPABILITIES, SubagentError, type SubagentProvider, type SubagentRequest } from '@dsh/subagent'
 import { startClaudeCodeRun, type ClaudeCodeRun } from './claude-code-run.js'
 import { resolveClaudeExecutable } from './executable.js'
 import { PERMISSION_MODES, resolveRunSpec, type ClaudeCodeSettings, type PermissionModeSetting } from './run-spec.js'
@@ -32,15 +32,15 @@ export class ClaudeCodePlugin {
   static inject = ['subagents']
   static Config: Schema<ClaudeCodePlugin.Config> = Schema.object({
     providerName: Schema.string().min(1).default('claude-code').description('The name the provider registers under.'),
-    env: Schema.dict(Schema.string()).default({}).description('Variables added to the child environment (endpoint, key, HOME, CLAUDE_CONFIG_DIR, …); they win over inherited ones.'),
-    passEnv: Schema.array(Schema.string()).default([]).description('Credential-shaped parent variables (…KEY, …TOKEN, …SECRET, …PASSWORD) to inherit anyway, by exact name.'),
-    cwd: Schema.string().description("The child's working directory; default: the parent session's cwd."),
+    env: Schema.dict(Schema.string(), Schema.string().pattern(/^[^=\0]+$/)).default({}).description('Variables added to the child environment (endpoint, key, HOME, CLAUDE_CONFIG_DIR, …); they win over inherited ones.'),
+    passEnv: Schema.array(Schema.string().min(1)).default([]).description('Credential-shaped parent variables (…KEY, …TOKEN, …SECRET, …PASSWORD) to inherit anyway, by exact name.'),
+    cwd: Schema.string().min(1).description("The child's working directory; default: the parent session's cwd."),
     permissionMode: Schema.union(PERMISSION_MODES.map((mode) => Schema.const(mode))).default('deny').description('How tool permission asks are answered: deny (default) or an SDK mode; asks left over are denied.'),
-    model: Schema.string().description('Claude model name passed to Claude Code (a request\'s agentOptions.model wins).'),
+    model: Schema.string().min(1).description('Claude model name passed to Claude Code (a request\'s agentOptions.model wins).'),
     timeoutMs: Schema.natural().min(1).description('Longest a run may take, start included; it then ends with error.'),
     startTimeoutMs: Schema.natural().min(1).default(60_000).description('Longest the start (up to the init message) may take.'),
     graceMs: Schema.natural().default(2_000).description('Disposal waits this long after closing stdin, and again after SIGTERM, before escalating.'),
-    executable: Schema.string().description('Path of the claude binary; default: the one in the SDK\'s platform package (never PATH).'),
+    executable: Schema.string().min(1).description('Path of the claude binary; default: the one in the SDK\'s platform package (never PATH).'),
   }) as Schema<ClaudeCodePlugin.Config>
 
   constructor(ctx: Context, config: ClaudeCodePlugin.Config) {
@@ -53,12 +53,13 @@ export class ClaudeCodePlugin {
 function executableFrom(configured: string | undefined): string {
   if (configured !== undefined) {
     const path = isAbsolute(configured) ? configured : resolve(configured)
-    if (!existsSync(path)) throw new Error(`claude-code: executable ${path} does not exist; fix the \`executable\` key or remove it to use the SDK's bundled binary`)
+    if (!existsSync(path)) throw new SubagentError('INVALID_CONFIG', `claude-code: executable ${path} does not exist; fix the \`executable\` key or remove it to use the SDK's bundled binary`)
     return path
   }
   const found = resolveClaudeExecutable()
   if (!found) {
-    throw new Error(
+    throw new SubagentError(
+      'INVALID_CONFIG',
       `claude-code: no Claude Code binary for ${process.platform}-${process.arch}: the @anthropic-ai/claude-agent-sdk platform package is not installed; reinstall with optional dependencies or set \`executable\``,
     )
   }

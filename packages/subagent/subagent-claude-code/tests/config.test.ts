@@ -24,6 +24,11 @@ describe('claude-code config and registration', () => {
     expect(() => ClaudeCodePlugin.Config({ permissionMode: 'yolo' })).toThrow(/permissionMode/)
     expect(() => ClaudeCodePlugin.Config({ env: { A: 1 } })).toThrow(/env\.A/)
     expect(() => ClaudeCodePlugin.Config({ timeoutMs: -5 })).toThrow(/timeoutMs/)
+    expect(() => ClaudeCodePlugin.Config({ env: { 'HOME=/tmp': 'x' } })).toThrow(/env/)
+    expect(() => ClaudeCodePlugin.Config({ passEnv: [''] })).toThrow(/passEnv/)
+    expect(() => ClaudeCodePlugin.Config({ cwd: '' })).toThrow(/cwd/)
+    expect(() => ClaudeCodePlugin.Config({ model: '' })).toThrow(/model/)
+    expect(() => ClaudeCodePlugin.Config({ executable: '' })).toThrow(/executable/)
   })
 
   it('a configured executable that does not exist fails at load, naming the key', async () => {

@@ -4,6 +4,7 @@
  * the run reads are checked; everything else in a message is ignored, so a newer server
  * that adds fields keeps working.
  */
+import { isRecord } from '@dsh/base'
 import { ProtocolError } from './connection.js'
 import type { ThreadItem, TurnStatus } from './protocol/index.js'
 
@@ -88,8 +89,4 @@ function string(record: Record<string, unknown>, key: string, where: string): st
   const value = record[key]
   if (typeof value !== 'string') throw new ProtocolError(`the codex app-server sent ${where} without a string \`${key}\``)
   return value
-}
-
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value)
 }

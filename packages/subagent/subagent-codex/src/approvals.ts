@@ -4,6 +4,7 @@
  * decline is noted for the diagnostic, and a request we cannot answer gets a JSON-RPC
  * error at once: the server waits for an answer forever, so silence would hang the turn.
  */
+import { assertNever, isRecord } from '@dsh/base'
 import { METHOD_NOT_FOUND, REQUEST_REFUSED } from './connection.js'
 import type {
   ApplyPatchApprovalResponse,
@@ -71,7 +72,7 @@ export function answerServerRequest(method: string, params: unknown, mode: Permi
     case 'attestation/generate':
       return { kind: 'error', code: REQUEST_REFUSED, message: 'the dsh codex provider did not opt into attestation' }
     default:
-      return assertNever(method)
+      return assertNever(method, 'server request method')
   }
 }
 
@@ -112,12 +113,4 @@ function describe(value: unknown): string {
 /** The requested profile has `null` for "not asked"; the granted one leaves those out. */
 function withoutNulls(value: Record<string, unknown>): PermissionsRequestApprovalResponse['permissions'] {
   return Object.fromEntries(Object.entries(value).filter(([, entry]) => entry !== null)) as PermissionsRequestApprovalResponse['permissions']
-}
-
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value)
-}
-
-function assertNever(value: never): never {
-  throw new Error(`unhandled server request method: ${String(value)}`)
 }

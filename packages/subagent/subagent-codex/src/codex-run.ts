@@ -1,17 +1,19 @@
 /**
- * One delegation to a fresh `codex app-server`, read top to bottom:
+ * The Codex wire of one delegation, read top to bottom:
  *
  *   spawn → `initialize` → `initialized` → `thread/start` (ephemeral) → `turn/start`
- *   → publication → notifications until `turn/completed` → dispose reaps the tree.
+ *   → publication → notifications until `turn/completed`.
  *
- * Before publication the run owns the process: any failure reaps it and rejects `start`.
- * After it, every outcome (model error, crash, garbage on stdout, cancel, timeout)
- * settles `result` with a stop reason and a one-line diagnostic; it never rejects.
+ * The run's lifecycle (start-up race, first-wins settle, cancel grace, timeout, the
+ * process exiting, dispose once) is `@dsh/subagent`'s remote run core. This file maps
+ * the app-server's messages onto it; every diagnostic is one line, "category during
+ * stage: cause".
  */
 import { createRequire } from 'node:module'
+import { assertNever, errorMessage, type StopReason } from '@dsh/base'
 import type { AssistantMessage } from '@dsh/llm'
-import { selectOutput, SubagentError, type StopReason, type SubagentRequest, type SubagentResult, type SubagentRun } from '@dsh/subagent'
-import { describeExit, ProcessTree, type ExitInfo } from '@dsh/process'
+import { selectOutput, processTreeHooks, startRemoteRun, SubagentError, type RemoteEnding, type RemoteRunControl, type RemoteSubagentRun, type RemoteWire, type SubagentRequest, type SubagentResult } from '@dsh/subagent'
+import { describeExit, ProcessTree } from '@dsh/process'
 import { answerServerRequest } from './approvals.js'
 import { readNotification, readThreadId, readTurnId, type AppServerEvent } from './app-server-events.js'
 import type { CodexRunSpec } from './config.js'
@@ -20,39 +22,42 @@ import { AppServerConnection, ConnectionClosedError, ProtocolError, RpcError, ty
 /** Where a run is; startup failures and diagnostics name it. */
 export type Stage = 'spawn' | 'initialize' | 'thread/start' | 'turn/start' | 'turn'
 
-/** How much of the server's stderr is kept, and how much of it (on one line) a diagnostic quotes. */
+/** The kinds of failure a diagnostic starts with. */
+type FailureCategory = 'crash' | 'model-error' | 'protocol' | 'timeout'
+
+/** How much of the server's stderr is kept. */
 const STDERR_TAIL_CHARS = 4000
-const STDERR_QUOTE_CHARS = 600
 
 const CLIENT_VERSION = (createRequire(import.meta.url)('../package.json') as { version: string }).version
 
-export async function startCodexRun(spec: CodexRunSpec, request: SubagentRequest): Promise<SubagentRun> {
-  refuseIfAborted(request.signal)
-  const run = new CodexRun(spec, request)
-  await run.begin()
-  return run
+export const CODEX_CHILD_NAME = 'the codex app-server'
+
+export function startCodexRun(spec: CodexRunSpec, request: SubagentRequest): Promise<RemoteSubagentRun> {
+  let tree: ProcessTree | undefined
+  return startRemoteRun(
+    request,
+    {
+      provider: spec.provider,
+      childName: CODEX_CHILD_NAME,
+      initialStage: 'spawn' satisfies Stage,
+      startupTimeoutMs: spec.startupTimeoutMs,
+      startupTimeoutKey: 'startupTimeoutMs',
+      timeoutMs: spec.timeoutMs,
+      cancelGraceMs: spec.graceMs,
+      cancelGraceKey: 'graceMs',
+      process: processTreeHooks(() => tree, describeExit),
+    },
+    (run) => {
+      const wire = new CodexWire(spec, run)
+      tree = wire.tree
+      return wire
+    },
+  )
 }
 
-/** A pre-aborted delegation never spawns anything. */
-export function refuseIfAborted(signal: AbortSignal): void {
-  if (signal.aborted) throw new SubagentError('ABORTED', 'the delegation was cancelled before the codex app-server was started', { cause: signal.reason })
-}
-
-/** Why startup stopped; turned into the `SubagentError` that `start` rejects with. */
-class StartupFailure extends Error {
-  constructor(readonly aborted: boolean, message: string) {
-    super(message)
-  }
-}
-
-class CodexRun implements SubagentRun {
-  readonly local = false
-  readonly result: Promise<SubagentResult>
-  id = ''
-
-  private readonly tree: ProcessTree
+class CodexWire implements RemoteWire {
+  readonly tree: ProcessTree
   private readonly connection: AppServerConnection
-  private stage: Stage = 'spawn'
   private threadId: string | undefined
   private turnId: string | undefined
   /** Texts of the completed agent messages, in order, and every delta streamed. */
@@ -61,20 +66,12 @@ class CodexRun implements SubagentRun {
   /** Declined approvals and refused requests, for the diagnostic. */
   private readonly notes: string[] = []
   private lastError: string | undefined
-  /** Set once we asked the turn to stop, and why: an `interrupted` turn then means this. */
-  private stopping: 'cancel' | 'timeout' | undefined
-  private settled = false
-  private resolveResult!: (result: SubagentResult) => void
-  private failStartup: ((failure: StartupFailure) => void) | undefined
-  private readonly timers = new Set<NodeJS.Timeout>()
-  private disposal: Promise<void> | undefined
-  private readonly onAbort = () => this.cancel(this.request.signal.reason)
+  readonly interrupt = { name: 'turn/interrupt', send: () => this.sendInterrupt() }
 
   constructor(
     private readonly spec: CodexRunSpec,
-    private readonly request: SubagentRequest,
+    private readonly run: RemoteRunControl,
   ) {
-    this.result = new Promise<SubagentResult>((resolve) => (this.resolveResult = resolve))
     this.tree = new ProcessTree({
       command: spec.command.command,
       args: [...spec.command.args, 'app-server'],
@@ -87,125 +84,45 @@ class CodexRun implements SubagentRun {
       request: (incoming) => this.onServerRequest(incoming),
       protocolError: (error) => this.onProtocolError(error),
     })
-    void this.tree.exited.then((exit) => this.onExit(exit))
   }
 
-  /** Startup. Resolves once the turn is accepted; otherwise reaps the process and rejects. */
-  /** A startup failure that arrived after startup had already succeeded, replayed once it has. */
-  private afterStartup: (() => void) | undefined
-
-  async begin(): Promise<void> {
-    const { signal } = this.request
-    const stopped = new Promise<never>((_, reject) => (this.failStartup = reject))
-    stopped.catch(() => {})
-    const race = <T>(step: Promise<T>) => Promise.race([step, stopped])
-    const onStartAbort = () => this.failStartup?.(new StartupFailure(true, `the delegation was cancelled while the codex app-server was starting (stage ${this.stage})`))
-    signal.addEventListener('abort', onStartAbort, { once: true })
-    const timer = setTimeout(
-      () => this.failStartup?.(new StartupFailure(false, `the codex app-server did not get through ${this.stage} within startupTimeoutMs (${this.spec.startupTimeoutMs} ms)`)),
-      this.spec.startupTimeoutMs,
-    )
+  /** Startup: resolves with the thread id once the turn is accepted. */
+  async open(): Promise<string> {
+    const { run, connection, spec } = this
     try {
-      await race(this.tree.spawned)
-      this.stage = 'initialize'
-      await race(
-        this.connection.request('initialize', {
-          clientInfo: { name: 'dsh', title: 'dsh subagent-codex', version: CLIENT_VERSION },
-          capabilities: { experimentalApi: false, requestAttestation: false },
-        }),
-      )
-      this.connection.notify('initialized')
-      this.stage = 'thread/start'
-      const thread = await race(
-        this.connection.request('thread/start', {
-          cwd: this.spec.cwd,
-          approvalPolicy: this.spec.approvalPolicy,
-          sandbox: this.spec.sandbox,
-          ephemeral: true,
-          ...(this.spec.model !== undefined && { model: this.spec.model }),
-        }),
-      )
+      await this.tree.spawned
+      run.moveTo('initialize')
+      await connection.request('initialize', {
+        clientInfo: { name: 'dsh', title: 'dsh subagent-codex', version: CLIENT_VERSION },
+        capabilities: { experimentalApi: false, requestAttestation: false },
+      })
+      connection.notify('initialized')
+      run.moveTo('thread/start')
+      const thread = await connection.request('thread/start', {
+        cwd: spec.cwd,
+        approvalPolicy: spec.approvalPolicy,
+        sandbox: spec.sandbox,
+        ephemeral: true,
+        ...(spec.model !== undefined && { model: spec.model }),
+      })
       this.threadId = readThreadId(thread)
-      this.stage = 'turn/start'
-      const turn = await race(
-        this.connection.request('turn/start', {
-          threadId: this.threadId,
-          input: this.request.prompt.map((block) => ({ type: 'text' as const, text: block.text, text_elements: [] })),
-        }),
-      )
+      run.moveTo('turn/start')
+      const turn = await connection.request('turn/start', {
+        threadId: this.threadId,
+        input: run.request.prompt.map((block) => ({ type: 'text' as const, text: block.text, text_elements: [] })),
+      })
       this.turnId = readTurnId(turn)
     } catch (error) {
-      const failure = await this.describeStartupFailure(error)
-      // Reap before rejecting: after a rejected start nobody else will.
-      await this.reapTree().catch((reapError: unknown) => {
-        failure.message += `; and reaping it failed: ${messageOf(reapError)}`
-      })
-      this.connection.close(new ConnectionClosedError('the run failed to start'))
-      throw new SubagentError(failure.aborted ? 'ABORTED' : 'START_FAILED', failure.message, { cause: error })
-    } finally {
-      clearTimeout(timer)
-      signal.removeEventListener('abort', onStartAbort)
-      this.failStartup = undefined
+      throw await this.describeStartupFailure(error)
     }
-
-    this.stage = 'turn'
-    this.id = `${this.request.parent.id}/codex-${this.threadId}`
-    // A failure reported in the same tick as the last startup reply (garbage after the
-    // turn/start answer in one chunk, an exit right after it) lost the startup race; it
-    // still has to end the run, or the result would never settle.
-    const late = this.afterStartup
-    this.afterStartup = undefined
-    late?.()
-    if (signal.aborted) this.cancel(signal.reason)
-    else if (!this.settled) signal.addEventListener('abort', this.onAbort, { once: true })
-    if (this.spec.timeoutMs !== undefined) {
-      this.later(this.spec.timeoutMs, () => {
-        if (this.settled || this.stopping) return
-        this.stopping = 'timeout'
-        this.interrupt()
-      })
-    }
+    run.moveTo('turn')
+    return this.threadId
   }
 
-  cancel(_reason?: unknown): void {
-    if (this.settled || this.stopping || this.stage !== 'turn') return
-    this.stopping = 'cancel'
-    this.interrupt()
-  }
-
-  dispose(): Promise<void> {
-    this.disposal ??= (async () => {
-      if (this.stage === 'turn') {
-        this.cancel(new Error('disposed'))
-        // Give the interrupt a moment to land, so the result reports the turn's own end.
-        await Promise.race([this.result, this.pause(this.spec.graceMs)])
-      }
-      try {
-        await this.reapTree()
-      } finally {
-        this.connection.close(new ConnectionClosedError('the run was disposed'))
-        if (!this.settled) this.settle('aborted', 'the run was disposed before codex finished the turn')
-        this.clearTimers()
-      }
-    })()
-    return this.disposal
-  }
-
-  /** Ask codex to stop the turn; if it does not confirm within the grace period, stop waiting and reap. */
-  private interrupt(): void {
-    const threadId = this.threadId!
-    const turnId = this.turnId!
-    this.connection.request('turn/interrupt', { threadId, turnId }).catch(() => {
-      // Refused or unanswered: the watchdog below ends the run either way.
-    })
-    this.later(this.spec.graceMs, () => {
-      if (this.settled) return
-      const detail = `codex did not confirm turn/interrupt within graceMs (${this.spec.graceMs} ms)`
-      if (this.stopping === 'timeout') this.settle('error', this.failure('timeout', `the turn ran past timeoutMs (${this.spec.timeoutMs} ms); ${detail}`))
-      else this.settle('aborted', detail)
-      void this.reapTree().catch(() => {
-        // dispose() awaits the same reaping and reports its failure.
-      })
+  private sendInterrupt(): void {
+    if (this.threadId === undefined || this.turnId === undefined) return
+    this.connection.request('turn/interrupt', { threadId: this.threadId, turnId: this.turnId }).catch(() => {
+      // Refused or unanswered: the core's grace period ends the run either way.
     })
   }
 
@@ -231,25 +148,26 @@ class CodexRun implements SubagentRun {
       case 'turn-completed':
         return this.onTurnCompleted(event)
       default:
-        return assertNever(event)
+        return assertNever(event, 'app-server event')
     }
   }
 
+  /** The one place a codex turn's end becomes a stop reason. */
   private onTurnCompleted(event: Extract<AppServerEvent, { type: 'turn-completed' }>): void {
+    const { run } = this
     switch (event.status) {
       case 'completed':
-        return this.settle('completed')
+        return run.settle(this.result('completed', undefined))
       case 'interrupted':
-        if (this.stopping === 'timeout') return this.settle('error', this.failure('timeout', `the turn ran past timeoutMs (${this.spec.timeoutMs} ms) and was interrupted`))
-        return this.settle('aborted', this.stopping === 'cancel' ? undefined : 'codex interrupted the turn on its own')
+        return run.settle(this.result('aborted', run.stopping === 'cancelled' ? 'the run was cancelled' : 'codex interrupted the turn on its own'))
       case 'failed': {
         const cause = event.error ? errorText(event.error.message, event.error.info) : (this.lastError ?? 'codex reported the turn failed without an error')
-        return this.settle('error', this.failure('model-error', cause))
+        return run.settle(this.result('error', this.failure('model-error', cause)))
       }
       case 'inProgress':
-        return this.settle('error', this.failure('protocol', 'codex sent turn/completed for a turn still in progress'))
+        return run.settle(this.result('error', this.failure('protocol', 'codex sent turn/completed for a turn still in progress')))
       default:
-        return assertNever(event.status)
+        return assertNever(event.status, 'turn status')
     }
   }
 
@@ -260,116 +178,77 @@ class CodexRun implements SubagentRun {
     else this.connection.respondError(incoming.id, answer.code, answer.message)
   }
 
+  /** A server that writes garbage cannot be trusted to finish: the run fails and the server is stopped. */
   private onProtocolError(error: ProtocolError): void {
-    if (this.failStartup) {
-      this.afterStartup = () => this.onProtocolError(error)
-      return this.failStartup(new StartupFailure(false, `the codex app-server broke the protocol during ${this.stage}: ${error.message}`))
-    }
-    if (this.settled) return
-    this.settle('error', this.failure('protocol', error.message))
-    // A server that writes garbage cannot be trusted to finish: stop it now.
-    void this.reapTree().catch(() => {
-      // dispose() awaits the same reaping and reports its failure.
-    })
+    const { run } = this
+    run.failStartup(new SubagentError('START_FAILED', `${CODEX_CHILD_NAME} broke the protocol during ${run.stage}: ${error.message}`), () =>
+      run.fail(this.failure('protocol', error.message)),
+    )
   }
 
-  private onExit(exit: ExitInfo): void {
-    if (this.failStartup) {
-      this.afterStartup = () => this.onExit(exit)
-      const failStartup = this.failStartup
-      void this.tree.exitWithin(0).then(() => failStartup(new StartupFailure(false, this.exitMessage(exit))))
-      return
-    }
-    if (this.settled) return
-    // We closed stdin (dispose) or asked the turn to stop: the exit is the end we asked for.
-    if (this.stopping === 'cancel' || this.disposal) return this.settle('aborted', this.stopping === 'cancel' ? undefined : 'the run was disposed')
-    void this.tree.exitWithin(0).then(() => {
-      if (this.settled) return
-      const crash = this.failure('crash', this.exitMessage(exit))
-      this.settle('error', this.stopping === 'timeout' ? `${this.failure('timeout', `the turn ran past timeoutMs (${this.spec.timeoutMs} ms)`)}; ${crash}` : crash)
-    })
-  }
-
-  private async describeStartupFailure(error: unknown): Promise<StartupFailure> {
-    if (error instanceof StartupFailure) return error
-    if (error instanceof RpcError) return new StartupFailure(false, `the codex app-server refused ${error.method}: ${error.message}`)
-    if (error instanceof ProtocolError) return new StartupFailure(false, `the codex app-server broke the protocol during ${this.stage}: ${error.message}`)
+  private async describeStartupFailure(error: unknown): Promise<SubagentError> {
+    const { run } = this
+    if (error instanceof SubagentError) return error
+    const failed = (message: string) => new SubagentError('START_FAILED', message, { cause: error })
+    if (error instanceof RpcError) return failed(`${CODEX_CHILD_NAME} refused ${error.method}: ${error.message}`)
+    if (error instanceof ProtocolError) return failed(`${CODEX_CHILD_NAME} broke the protocol during ${run.stage}: ${error.message}`)
     if (error instanceof ConnectionClosedError) {
       // Its stdout closed: the exit (code, stderr) says more than the closed pipe.
       const exit = await this.tree.exitWithin(1000)
-      return new StartupFailure(false, exit ? this.exitMessage(exit) : `${error.message} during ${this.stage}`)
+      return failed(exit ? run.withStderr(`${CODEX_CHILD_NAME} ${describeExit(exit)} during ${run.stage}`) : `${error.message} during ${run.stage}`)
     }
-    if (this.stage === 'spawn') return new StartupFailure(false, `the codex app-server could not be started (stage spawn, ${this.spec.command.command}): ${messageOf(error)}`)
-    return new StartupFailure(false, `the codex app-server failed during ${this.stage}: ${messageOf(error)}`)
+    if (run.stage === 'spawn') return failed(`${CODEX_CHILD_NAME} could not be started (stage spawn, ${this.spec.command.command}): ${errorMessage(error)}`)
+    return failed(`${CODEX_CHILD_NAME} failed during ${run.stage}: ${errorMessage(error)}`)
   }
 
-  /**
-   * Close stdin (the app-server exits when its input ends) → graceMs → SIGTERM → graceMs
-   * → SIGKILL; shared by every path that ends the process.
-   */
-  private reapTree(): Promise<void> {
-    return this.tree.reap({ stdinGraceMs: this.spec.graceMs, termGraceMs: this.spec.graceMs })
+  startFailed(message: string): SubagentError {
+    return new SubagentError('START_FAILED', `${CODEX_CHILD_NAME} could not be started (stage ${this.run.stage}): ${message}`)
   }
 
-  /** "the codex app-server exited with code 1 during initialize; stderr: …" */
-  private exitMessage(exit: ExitInfo): string {
-    const stderr = quoteStderr(this.tree.stderr())
-    return `the codex app-server ${describeExit(exit)} during ${this.stage}${stderr ? `; stderr: ${stderr}` : ''}`
-  }
-
-  /** One line: the category, the stage and the cause. */
-  private failure(category: 'crash' | 'model-error' | 'protocol' | 'timeout', cause: string): string {
-    return `${category} during ${this.stage}: ${cause}`
-  }
-
-  private settle(stopReason: StopReason, diagnostic?: string): void {
-    if (this.settled) return
-    this.settled = true
-    this.clearTimers()
-    this.request.signal.removeEventListener('abort', this.onAbort)
+  result(stopReason: StopReason, diagnostic: string | undefined, ending?: RemoteEnding): SubagentResult {
     const output = selectOutput(
       this.messages.map((text): AssistantMessage => ({ role: 'assistant', content: [{ type: 'text', text }] })),
       this.streamed,
     )
-    const lines = [diagnostic, ...this.notes].filter((line): line is string => !!line)
+    const category = ending === undefined ? undefined : categoryOf(ending)
+    const lines = [category && diagnostic ? this.failure(category, diagnostic) : diagnostic, ...this.notes].filter((line): line is string => !!line)
     const result: SubagentResult = { output, stopReason }
     if (lines.length > 0) result.diagnostic = lines.join('; ').replace(/\s+/g, ' ')
-    this.resolveResult(result)
+    return result
   }
 
-  private later(ms: number, action: () => void): void {
-    const timer = setTimeout(() => {
-      this.timers.delete(timer)
-      action()
-    }, ms)
-    this.timers.add(timer)
+  /**
+   * Close stdin (the app-server exits when its input ends) → graceMs → SIGTERM → graceMs
+   * → SIGKILL, then drop the connection.
+   */
+  async close(): Promise<void> {
+    try {
+      await this.tree.reap({ stdinGraceMs: this.spec.graceMs, termGraceMs: this.spec.graceMs })
+    } finally {
+      this.connection.close(new ConnectionClosedError('the run was released'))
+    }
   }
 
-  private pause(ms: number): Promise<void> {
-    return new Promise((resolve) => this.later(ms, resolve))
-  }
-
-  private clearTimers(): void {
-    for (const timer of this.timers) clearTimeout(timer)
-    this.timers.clear()
+  /** One line: the category, the stage and the cause. */
+  private failure(category: FailureCategory, cause: string): string {
+    return `${category} during ${this.run.stage}: ${cause}`
   }
 }
 
-/** The server's last stderr output on one line, at most `STDERR_QUOTE_CHARS` long. */
-function quoteStderr(stderr: string): string {
-  // Codex logs with ANSI colours; a diagnostic is plain text.
-  const plain = stderr.replace(/\x1b\[[0-9;]*m/g, '').replace(/\s+/g, ' ').trim()
-  return plain.length > STDERR_QUOTE_CHARS ? `…${plain.slice(-STDERR_QUOTE_CHARS)}` : plain
+/** The category of an ending the run core decided; a cancel is not a failure. */
+function categoryOf(ending: RemoteEnding): FailureCategory | undefined {
+  switch (ending) {
+    case 'timeout':
+      return 'timeout'
+    case 'lost':
+      return 'crash'
+    case 'cancelled':
+      return undefined
+    default:
+      return assertNever(ending, 'remote ending')
+  }
 }
 
 function errorText(message: string, info: string | undefined): string {
   return info ? `${info}: ${message}` : message
-}
-
-function messageOf(error: unknown): string {
-  return error instanceof Error ? error.message : String(error)
-}
-
-function assertNever(value: never): never {
-  throw new Error(`unhandled case: ${JSON.stringify(value)}`)
 }

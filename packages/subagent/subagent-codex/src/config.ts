@@ -1,6 +1,6 @@
 import { isAbsolute } from 'node:path'
 import Schema from 'schemastery'
-import type { SubagentRequest } from '@dsh/subagent'
+import { SubagentError, type SubagentRequest } from '@dsh/subagent'
 import { childEnvironment } from '@dsh/process'
 import type { PermissionMode } from './approvals.js'
 import type { CodexCommand } from './codex-binary.js'
@@ -20,7 +20,7 @@ export interface CodexConfig {
 
 export const CodexConfig: Schema<Partial<CodexConfig>, CodexConfig> = Schema.object({
   providerName: Schema.string().min(1).default('codex').description('The name the provider registers under on ctx.subagents.'),
-  env: Schema.dict(Schema.string()).default({}).description('Variables added to the app-server environment (e.g. CODEX_HOME), after credential-shaped parent variables are removed.'),
+  env: Schema.dict(Schema.string(), Schema.string().pattern(/^[^=\0]+$/)).default({}).description('Variables added to the app-server environment (e.g. CODEX_HOME), after credential-shaped parent variables are removed.'),
   passEnv: Schema.array(Schema.string().min(1)).default([]).description('Credential-shaped parent variables (…KEY, …TOKEN, …SECRET, …PASSWORD) to inherit anyway, by exact name.'),
   cwd: Schema.string().min(1).description("The child's working directory (absolute); default: the parent session's cwd."),
   permissionMode: Schema.union(['decline', 'accept']).default('decline').description('How approval requests are answered: decline every one, or accept every one (full-auto).'),
@@ -33,12 +33,14 @@ export const CodexConfig: Schema<Partial<CodexConfig>, CodexConfig> = Schema.obj
 /** Config problems schemastery cannot express; thrown at load, naming the key. */
 export function checkConfig(config: CodexConfig): void {
   if (config.cwd !== undefined && !isAbsolute(config.cwd)) {
-    throw new Error(`@dsh/subagent-codex config.cwd must be an absolute path (got ${JSON.stringify(config.cwd)})`)
+    throw new SubagentError('INVALID_CONFIG', `@dsh/subagent-codex config.cwd must be an absolute path (got ${JSON.stringify(config.cwd)}); write it in full, e.g. /home/me/project`)
   }
 }
 
 /** Everything one run needs, with every default applied: the run path reads no config. */
 export interface CodexRunSpec {
+  /** The provider's registered name: the prefix of the run's child id. */
+  provider: string
   command: CodexCommand
   cwd: string
   env: NodeJS.ProcessEnv
@@ -63,6 +65,7 @@ const MODE_POLICY: Record<PermissionMode, { approvalPolicy: AskForApproval; sand
 
 export function resolveRunSpec(config: CodexConfig, request: SubagentRequest, command: CodexCommand, parentEnv: NodeJS.ProcessEnv = process.env): CodexRunSpec {
   return {
+    provider: config.providerName,
     command,
     cwd: config.cwd ?? request.parent.session.header.cwd,
     env: childEnvironment(parentEnv, { env: config.env, passEnv: config.passEnv }),

@@ -4,6 +4,7 @@
  * the server writes is checked here before anyone looks inside it.
  */
 import { StringDecoder } from 'node:string_decoder'
+import { DshError, isRecord } from '@dsh/base'
 import type { Readable, Writable } from 'node:stream'
 import type {
   InitializeParams,
@@ -44,22 +45,30 @@ export interface ConnectionHandlers {
   protocolError(error: ProtocolError): void
 }
 
-/** The server answered one of our requests with a JSON-RPC error. */
-export class RpcError extends Error {
-  override name = 'RpcError'
-  constructor(readonly method: string, readonly code: number, message: string, readonly data?: unknown) {
-    super(`${message} (JSON-RPC error ${code})`)
+export type CodexConnectionErrorCode = 'RPC_ERROR' | 'PROTOCOL_ERROR' | 'CONNECTION_CLOSED'
+
+/** Every failure of the app-server connection; the subclasses fix the code. */
+export class CodexConnectionError extends DshError<CodexConnectionErrorCode> {}
+
+/** The server answered one of our requests with a JSON-RPC error (`rpcCode` is the JSON-RPC error code). */
+export class RpcError extends CodexConnectionError {
+  constructor(readonly method: string, readonly rpcCode: number, message: string, readonly data?: unknown) {
+    super('RPC_ERROR', `${message} (JSON-RPC error ${rpcCode})`)
   }
 }
 
 /** The server wrote something that is not a JSON-RPC message we can accept. */
-export class ProtocolError extends Error {
-  override name = 'ProtocolError'
+export class ProtocolError extends CodexConnectionError {
+  constructor(message: string) {
+    super('PROTOCOL_ERROR', message)
+  }
 }
 
 /** The connection closed before the server answered. */
-export class ConnectionClosedError extends Error {
-  override name = 'ConnectionClosedError'
+export class ConnectionClosedError extends CodexConnectionError {
+  constructor(message: string) {
+    super('CONNECTION_CLOSED', message)
+  }
 }
 
 /** JSON-RPC error codes we answer with. */
@@ -183,6 +192,3 @@ function quote(line: string): string {
   return JSON.stringify(line.length > 200 ? `${line.slice(0, 200)}…` : line)
 }
 
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value)
-}

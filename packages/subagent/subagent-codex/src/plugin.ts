@@ -1,7 +1,8 @@
 import type { Context } from 'cordis'
-import { NO_CAPABILITIES, SubagentError, type SubagentProvider, type SubagentRequest, type SubagentRun } from '@dsh/subagent'
+import { errorMessage } from '@dsh/base'
+import { NO_CAPABILITIES, refuseUnstartable, SubagentError, type SubagentProvider, type SubagentRequest, type SubagentRun } from '@dsh/subagent'
 import { codexCommand, type CodexCommand } from './codex-binary.js'
-import { refuseIfAborted, startCodexRun } from './codex-run.js'
+import { CODEX_CHILD_NAME, startCodexRun } from './codex-run.js'
 import { checkConfig, CodexConfig, resolveRunSpec } from './config.js'
 
 /**
@@ -20,13 +21,13 @@ export class CodexProvider implements SubagentProvider {
   }
 
   async start(request: SubagentRequest): Promise<SubagentRun> {
-    refuseIfAborted(request.signal)
+    refuseUnstartable(request, CODEX_CHILD_NAME)
     let command: CodexCommand
     try {
       // Resolved per run, so a missing binary fails the delegation, loudly, not the plugin load.
       command = this.command ?? codexCommand()
     } catch (error) {
-      throw new SubagentError('START_FAILED', `the codex app-server could not be started (stage spawn): ${(error as Error).message}`, { cause: error })
+      throw new SubagentError('START_FAILED', `${CODEX_CHILD_NAME} could not be started (stage spawn): ${errorMessage(error)}`, { cause: error })
     }
     return startCodexRun(resolveRunSpec(this.config, request, command), request)
   }

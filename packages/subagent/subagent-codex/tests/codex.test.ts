@@ -69,7 +69,8 @@ describe('codex provider against the real app-server', () => {
 
     expect(await run.result).toEqual({ output: [text('The answer is 42.')], stopReason: 'completed' })
     expect(run.local).toBe(false)
-    expect(run.id).toContain(parent.id)
+    // One child-id format for every out-of-process provider: <provider>:<codex thread id>.
+    expect(run.id).toMatch(/^codex:[0-9a-f-]{36}$/)
     expect(fake!.requests).toHaveLength(1)
     const sent = inputText(fake!.requests[0].body)
     expect(sent).toContain('What is the answer?')
@@ -168,7 +169,7 @@ describe('codex provider against the real app-server', () => {
     const run = await start('hi')
     const result = await run.result
     expect(result.stopReason).toBe('error')
-    expect(result.diagnostic).toMatch(/^timeout during turn: the turn ran past timeoutMs \(300 ms\)/)
+    expect(result.diagnostic).toMatch(/^timeout during turn: the codex app-server did not finish within timeoutMs \(300 ms\)/)
   })
 
   it('a pre-aborted signal rejects without spawning anything', async () => {

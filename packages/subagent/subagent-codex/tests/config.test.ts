@@ -20,6 +20,9 @@ describe('codex provider config', () => {
     [{ timeoutMs: -1 }, 'timeoutMs'],
     [{ env: { CODEX_HOME: 1 } }, 'env'],
     [{ passEnv: 'OPENAI_API_KEY' }, 'passEnv'],
+    [{ env: { 'CODEX_HOME=/tmp': 'x' } }, 'env'],
+    [{ passEnv: [''] }, 'passEnv'],
+    [{ model: '' }, 'model'],
   ])('rejects %j naming the key', (bad, key) => {
     expect(() => CodexConfig(bad as never)).toThrow(key)
   })
@@ -29,7 +32,7 @@ describe('codex provider config', () => {
     try {
       await harness.plugin(SubagentService)
       const error = await harness.plugin(CodexPlugin, { cwd: 'relative/dir' }).then(() => undefined, (caught: unknown) => caught)
-      expect(error instanceof Error && error.message).toBe('@dsh/subagent-codex config.cwd must be an absolute path (got "relative/dir")')
+      expect(error).toMatchObject({ name: 'SubagentError', code: 'INVALID_CONFIG', message: expect.stringContaining('config.cwd must be an absolute path (got "relative/dir")') })
       expect(harness.ctx.subagents.list()).toEqual([])
     } finally {
       await harness.dispose()

@@ -43,7 +43,7 @@ describe('app-server connection (NDJSON JSON-RPC)', () => {
     await server('{"id":1,"error":{"code":-32600,"message":"no such turn"}}\n')
     const error = await outcome
     expect(error).toBeInstanceOf(RpcError)
-    expect(error).toMatchObject({ method: 'turn/interrupt', code: -32600, message: 'no such turn (JSON-RPC error -32600)' })
+    expect(error).toMatchObject({ method: 'turn/interrupt', rpcCode: -32600, code: 'RPC_ERROR', name: 'RpcError', message: 'no such turn (JSON-RPC error -32600)' })
   })
 
   it.each([

@@ -1,4 +1,4 @@
-import { stopReasonOfTurn } from '@dsh/base'
+import { errorMessage, stopReasonOfTurn } from '@dsh/base'
 /**
  * The driver both in-process providers share: create a child agent with lineage in its
  * session header, apply the start-time features in its setup (so a bad filter rolls the
@@ -9,7 +9,7 @@ import type { Context } from 'cordis'
 import type { Agent, AgentRegistry, TurnResult } from '@dsh/agent'
 import type { AssistantMessage } from '@dsh/llm'
 import type { Session } from '@dsh/session'
-import { SubagentError, selectOutput, type StopReason, type SubagentRequest, type SubagentResult, type SubagentRun } from '@dsh/subagent'
+import { refuseDisposedParent, refuseUnstartable, SubagentError, selectOutput, type StopReason, type SubagentRequest, type SubagentResult, type SubagentRun } from '@dsh/subagent'
 import { registerStructuredOutput, STRUCTURED_OUTPUT_TOOL, type StructuredSlot } from './structured-output.js'
 
 export interface InProcessOptions {
@@ -21,14 +21,8 @@ export interface InProcessOptions {
 
 export async function startInProcessRun(agents: AgentRegistry, request: SubagentRequest, options: InProcessOptions): Promise<SubagentRun> {
   const { parent, signal } = request
-  if (signal.aborted) throw new SubagentError('ABORTED', 'the delegation was cancelled before the child was created', { cause: signal.reason })
+  refuseUnstartable(request, 'the child')
   const depth = parent.depth + 1
-  if (request.maxDepth !== undefined && depth > request.maxDepth) {
-    throw new SubagentError(
-      'DEPTH_LIMIT',
-      `delegation depth limit reached: a child of ${parent.id} would be at depth ${depth}, above maxDepth ${request.maxDepth}; do this work yourself instead of delegating`,
-    )
-  }
 
   let structured: StructuredSlot | undefined
   let child: Agent
@@ -47,7 +41,9 @@ export async function startInProcessRun(agents: AgentRegistry, request: Subagent
       },
       agentOptions: {
         model: request.agentOptions?.model ?? parent.options.model,
-        persona: request.persona ?? parent.options.persona,
+        // A persona is given to one child: that child's own children start from the
+        // deployment persona again unless their delegation names one.
+        ...(request.persona !== undefined && { persona: request.persona }),
       },
       // Only a child that needs scoped registrations pays for its own framework context.
       ...((request.outputSchema || request.toolFilter) && {
@@ -64,9 +60,16 @@ export async function startInProcessRun(agents: AgentRegistry, request: Subagent
   } catch (error) {
     if (error instanceof SubagentError) throw error
     if (signal.aborted) throw new SubagentError('ABORTED', 'the delegation was cancelled while the child was being created', { cause: error })
-    throw new SubagentError('START_FAILED', `the child could not be started: ${error instanceof Error ? error.message : String(error)}`, { cause: error })
+    throw new SubagentError('START_FAILED', `the child could not be started: ${errorMessage(error)}`, { cause: error })
   }
 
+  // The parent began disposing while the child was created: the child would outlive it.
+  try {
+    refuseDisposedParent(parent)
+  } catch (error) {
+    await child.dispose()
+    throw error
+  }
   // An abort that landed while create() resolved has no listener to hear it yet.
   if (signal.aborted) {
     await child.dispose()
@@ -76,9 +79,13 @@ export async function startInProcessRun(agents: AgentRegistry, request: Subagent
   const onAbort = () => cancel(signal.reason)
   signal.addEventListener('abort', onAbort, { once: true })
   const turn = child.followup({ role: 'user', content: request.prompt })
-  const result = turn.then(
+  // Set as the tracked turn ends (before anyone sees the result): a steer after that
+  // would start a turn nobody tracks or bills to this run.
+  let settled = false
+  const ended = turn.finally(() => (settled = true))
+  const result = ended.then(
     (ended) => resultOf(child, ended, structured, request.outputSchema !== undefined),
-    (error: unknown): SubagentResult => ({ output: [], stopReason: 'error', diagnostic: `the child's turn never ran: ${error instanceof Error ? error.message : String(error)}` }),
+    (error: unknown): SubagentResult => ({ output: [], stopReason: 'error', diagnostic: `the child's turn never ran: ${errorMessage(error)}` }),
   )
   let disposal: Promise<void> | undefined
   return {
@@ -86,7 +93,12 @@ export async function startInProcessRun(agents: AgentRegistry, request: Subagent
     local: true,
     result,
     cancel,
-    sendMessage: (message: string) => child.steer(message),
+    sendMessage: (message: string) => {
+      if (settled) {
+        throw new SubagentError('RUN_SETTLED', `the run of child ${child.id} has already ended; start a new delegation to give it more work`)
+      }
+      child.steer(message)
+    },
     dispose: () => {
       disposal ??= (async () => {
         signal.removeEventListener('abort', onAbort)

@@ -20,6 +20,18 @@ async function setup(script: HarnessOptions['script'], options: Omit<HarnessOpti
 
 const request = (prompt: string, extra: Partial<SubagentRequest> = {}): SubagentRequest => ({ prompt: [text(prompt)], parent, signal: new AbortController().signal, ...extra })
 
+/** The system prompt each session's model requests carried, by session id. */
+function captureSystemPrompts(): Map<string, string> {
+  const systems = new Map<string, string>()
+  const adapter = harness.ctx.llm.getAdapter('scripted')!
+  const stream = adapter.stream.bind(adapter)
+  adapter.stream = (req) => {
+    systems.set(req.origin.sessionId, req.system)
+    return stream(req)
+  }
+  return systems
+}
+
 describe('spawn: a fresh in-process child', () => {
   it('runs the child in its own session whose header records its lineage', async () => {
     await setup([{ when: { prompt: 'child task' }, reply: [{ text: 'child answer' }] }])
@@ -178,18 +190,57 @@ describe('spawn: start-time features', () => {
 
   it('a persona replaces the deployment persona for that child only', async () => {
     await setup([{ reply: [{ text: 'x' }] }, { reply: [{ text: 'y' }] }], { persona: 'deployment persona' })
-    const systems = new Map<string, string>()
-    const adapter = harness.ctx.llm.getAdapter('scripted')!
-    const stream = adapter.stream.bind(adapter)
-    adapter.stream = (req) => {
-      systems.set(req.origin.sessionId, req.system)
-      return stream(req)
-    }
+    const systems = captureSystemPrompts()
     const run = await harness.ctx.subagents.start('spawn', request('x', { persona: 'You are a strict reviewer.' }))
     await run.result
     await parent.followup('hello')
     expect(systems.get(run.id)).toBe('You are a strict reviewer.')
     expect(systems.get(parent.id)).toBe('deployment persona')
+    await run.dispose()
+  })
+
+  it('sendMessage on a settled run throws RUN_SETTLED and starts no turn', async () => {
+    await setup([{ reply: [{ text: 'done' }] }, { reply: [{ text: 'an untracked, billable turn' }] }])
+    const run = await harness.ctx.subagents.start('spawn', request('x'))
+    await run.result
+    const child = harness.ctx.agents.get(run.id)!
+    expect(() => run.sendMessage!('one more thing')).toThrow(expect.objectContaining({ name: 'SubagentError', code: 'RUN_SETTLED' }))
+    expect(child.status).toBe('idle')
+    expect(child.session.events().filter((event) => event.type === 'user/message')).toHaveLength(1)
+    await run.dispose()
+  })
+
+  it('a disposed parent cannot delegate: the provider refuses PARENT_DISPOSED and creates no agent and no session', async () => {
+    await setup([{ reply: [{ text: 'never' }] }])
+    await parent.dispose()
+    const spawn = harness.ctx.subagents.getProvider('spawn')!
+    await expect(spawn.start(request('x'))).rejects.toMatchObject({ name: 'SubagentError', code: 'PARENT_DISPOSED' })
+    expect(harness.ctx.agents.list()).toEqual([])
+    expect(harness.ctx.sessions.list()).toEqual([])
+  })
+
+  it('a parent that starts disposing while its child is created gets no child: the child is disposed and start rejects', async () => {
+    await setup([{ reply: [{ text: 'never' }] }])
+    const spawn = harness.ctx.subagents.getProvider('spawn')!
+    const starting = spawn.start(request('x'))
+    const disposing = parent.dispose()
+    await expect(starting).rejects.toMatchObject({ code: 'PARENT_DISPOSED' })
+    await disposing
+    expect(harness.ctx.agents.list()).toEqual([])
+    expect(harness.ctx.sessions.list()).toEqual([])
+  })
+
+  it('a persona applies to the child it was given to, not to that child\'s own children', async () => {
+    await setup([{ reply: [{ text: 'child' }] }, { reply: [{ text: 'grandchild' }] }], { persona: 'deployment persona' })
+    const systems = captureSystemPrompts()
+    const run = await harness.ctx.subagents.start('spawn', request('x', { persona: 'You are a strict reviewer.' }))
+    await run.result
+    const child = harness.ctx.agents.get(run.id)!
+    const grandchild = await harness.ctx.subagents.start('spawn', { prompt: [text('y')], parent: child, signal: new AbortController().signal })
+    await grandchild.result
+    expect(systems.get(run.id)).toBe('You are a strict reviewer.')
+    expect(systems.get(grandchild.id)).toBe('deployment persona')
+    await grandchild.dispose()
     await run.dispose()
   })
 

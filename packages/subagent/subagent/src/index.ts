@@ -1,5 +1,7 @@
 export * from './types.js'
 export * from './errors.js'
 export * from './output.js'
+export * from './admission.js'
 export * from './service.js'
+export * from './remote-run/index.js'
 export { SubagentService as default } from './service.js'

@@ -1,7 +1,8 @@
 import { randomBytes } from 'node:crypto'
 import { Context, Service } from 'cordis'
-import { serviceInstance } from '@dsh/agent'
+import { errorMessage } from '@dsh/base'
 import type { TextBlock } from '@dsh/llm'
+import { refuseDisposedParent } from './admission.js'
 import { SubagentError } from './errors.js'
 import type { SubagentFeature, SubagentProvider, SubagentRequest, SubagentRun, SubagentRunEndInfo, SubagentRunInfo } from './types.js'
 
@@ -16,6 +17,17 @@ declare module 'cordis' {
     'subagent/end'(info: SubagentRunEndInfo): void
   }
 }
+
+/** The observe-only events whose listeners the service keeps itself. */
+const LIFECYCLE_EVENTS = ['subagent/provider-added', 'subagent/provider-removed', 'subagent/start', 'subagent/end'] as const
+export type SubagentLifecycleEvent = (typeof LIFECYCLE_EVENTS)[number]
+
+function isLifecycleEvent(name: unknown): name is SubagentLifecycleEvent {
+  return (LIFECYCLE_EVENTS as readonly unknown[]).includes(name)
+}
+
+type LifecyclePayload<K extends SubagentLifecycleEvent> = Parameters<import('cordis').Events[K]>[0]
+type LifecycleListener = (payload: never) => unknown
 
 /** A deep copy of text blocks (all they hold is two strings; cheaper than `structuredClone`). */
 function cloneOutput(output: readonly TextBlock[]): TextBlock[] {
@@ -67,14 +79,47 @@ export class SubagentService extends Service {
   private readonly runPrefix = randomBytes(3).toString('hex')
   /** This service's own context: `this.ctx` is the caller's. */
   private readonly home: Context
-
-  /** The events service itself: lifecycle notices go out on every run (see `serviceInstance`). */
-  private readonly events: { dispatch(type: 'emit', args: unknown[]): Array<(payload: unknown) => void> }
+  /** Listeners of the lifecycle events, each an effect of the context that registered it. */
+  private readonly listeners = new Map<SubagentLifecycleEvent, LifecycleListener[]>()
 
   constructor(ctx: Context) {
     super(ctx, 'subagents')
     this.home = ctx
-    this.events = serviceInstance(ctx.events) as unknown as SubagentService['events']
+    // `ctx.on('subagent/…', listener)` anywhere lands in this service's own list (Cordis
+    // asks `internal/listener` hooks before it registers a listener itself), so every
+    // listener is called in its own try/catch and a rejecting one is caught too.
+    const service = this
+    ctx.on(
+      'internal/listener',
+      function (this: Context, name: string, listener: LifecycleListener, options: unknown) {
+        if (!isLifecycleEvent(name)) return
+        const prepend = typeof options === 'object' && options !== null ? (options as { prepend?: boolean }).prepend === true : options === true
+        return service.addListener(this, name, listener, prepend)
+      } as never,
+      { global: true, prepend: true },
+    )
+  }
+
+  /** Register `listener` as an effect of `owner`: it goes when `owner`'s plugin unloads. */
+  private addListener(owner: Context, name: SubagentLifecycleEvent, listener: LifecycleListener, prepend: boolean): () => boolean {
+    let registered = false
+    const dispose = owner.effect(() => {
+      const list = this.listeners.get(name) ?? []
+      if (prepend) list.unshift(listener)
+      else list.push(listener)
+      this.listeners.set(name, list)
+      registered = true
+      return () => {
+        const index = list.indexOf(listener)
+        if (index >= 0) list.splice(index, 1)
+      }
+    }, `ctx.on(${JSON.stringify(name)})`)
+    return () => {
+      const was = registered
+      registered = false
+      dispose()
+      return was
+    }
   }
 
   registerProvider(provider: SubagentProvider): () => void {
@@ -109,6 +154,8 @@ export class SubagentService extends Service {
       throw new SubagentError('NO_PROVIDER', `no subagent provider named "${name}" (registered: ${known.length ? known.join(', ') : 'none'})`)
     }
     validateRequest(request)
+    // Admission before the provider is asked for anything: nothing exists after a refusal.
+    refuseDisposedParent(request.parent)
     for (const feature of requestedFeatures(request)) {
       if (!provider.capabilities[feature]) {
         throw new SubagentError('UNSUPPORTED_CAPABILITY', `subagent provider "${name}" does not support ${feature}; drop it from the request or use a provider that does`)
@@ -134,25 +181,30 @@ export class SubagentService extends Service {
         this.notify('subagent/end', end)
       },
       (error: unknown) => {
-        this.notify('subagent/end', { ...info, stopReason: 'error', diagnostic: `the run failed: ${error instanceof Error ? error.message : String(error)}` })
+        this.notify('subagent/end', { ...info, stopReason: 'error', diagnostic: `the run failed: ${errorMessage(error)}` })
       },
     )
     return run
   }
 
   /**
-   * Emit an observe-only event: each listener runs in its own try/catch, so one that
-   * throws is logged and neither its peers nor the run are affected.
+   * Emit an observe-only event: each listener runs in its own try/catch and a promise it
+   * returns is watched, so one that throws or rejects is logged and affects neither its
+   * peers nor the run, and never becomes an unhandled rejection.
    */
-  private notify<K extends 'subagent/provider-added' | 'subagent/provider-removed' | 'subagent/start' | 'subagent/end'>(name: K, payload: Parameters<import('cordis').Events[K]>[0]): void {
-    // `dispatch` hands back the bound listeners instead of calling them, which lets us
-    // contain each one; plain `emit` stops at the first that throws.
-    for (const listener of this.events.dispatch('emit', [name])) {
+  private notify<K extends SubagentLifecycleEvent>(name: K, payload: LifecyclePayload<K>): void {
+    const contained = (error: unknown) => this.home.logger('subagents').warn('a %s listener failed (ignored): %s', name, errorMessage(error))
+    for (const listener of [...(this.listeners.get(name) ?? [])]) {
       try {
-        listener(payload)
+        const returned = (listener as (payload: LifecyclePayload<K>) => unknown)(payload)
+        if (isThenable(returned)) returned.then(undefined, contained)
       } catch (error) {
-        this.home.logger('subagents').warn('a %s listener threw (ignored): %s', name, error instanceof Error ? error.message : String(error))
+        contained(error)
       }
     }
   }
+}
+
+function isThenable(value: unknown): value is PromiseLike<unknown> {
+  return (typeof value === 'object' || typeof value === 'function') && value !== null && typeof (value as { then?: unknown }).then === 'function'
 }

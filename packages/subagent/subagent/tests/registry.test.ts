@@ -183,6 +183,69 @@ describe('ctx.subagents.start', () => {
     expect(peer).toEqual(['completed'])
   })
 
+  it('an async subagent/end listener that rejects is contained: peers run, the result stands, no unhandled rejection', async () => {
+    await setup()
+    const scripted = scriptedProvider('p')
+    harness.ctx.subagents.registerProvider(scripted.provider)
+    const unhandled: unknown[] = []
+    const onUnhandled = (reason: unknown) => unhandled.push(reason)
+    process.on('unhandledRejection', onUnhandled)
+    try {
+      const peer: string[] = []
+      harness.ctx.on('subagent/start', async () => { throw new Error('async start listener broke') })
+      harness.ctx.on('subagent/end', async () => { throw new Error('async end listener broke') })
+      harness.ctx.on('subagent/end', (info) => peer.push(info.stopReason))
+      const run = await harness.ctx.subagents.start('p', request())
+      scripted.settle[0]({ output: [text('fine')], stopReason: 'completed' })
+      expect(await run.result).toEqual({ output: [text('fine')], stopReason: 'completed' })
+      expect(peer).toEqual(['completed'])
+      // Unhandled rejections are reported after the microtask queue drains: give them that turn.
+      await new Promise((resolve) => setImmediate(resolve))
+      expect(unhandled).toEqual([])
+    } finally {
+      process.off('unhandledRejection', onUnhandled)
+    }
+  })
+
+  it('a lifecycle listener is an effect of the plugin that registered it: it goes when that plugin unloads', async () => {
+    await setup()
+    const scripted = scriptedProvider('p')
+    harness.ctx.subagents.registerProvider(scripted.provider)
+    const seen: string[] = []
+    const fiber = await harness.ctx.plugin({
+      inject: ['subagents'],
+      apply: (ctx: Context) => {
+        ctx.on('subagent/start', (info) => void seen.push(info.runId))
+      },
+    })
+    await harness.ctx.subagents.start('p', request())
+    expect(seen).toHaveLength(1)
+    await fiber.dispose()
+    await harness.ctx.subagents.start('p', request())
+    expect(seen).toHaveLength(1)
+  })
+
+  it('ctx.on returns a disposer that removes the listener', async () => {
+    await setup()
+    const scripted = scriptedProvider('p')
+    harness.ctx.subagents.registerProvider(scripted.provider)
+    let calls = 0
+    const off = harness.ctx.on('subagent/start', () => void calls++)
+    await harness.ctx.subagents.start('p', request())
+    expect(off()).toBe(true)
+    await harness.ctx.subagents.start('p', request())
+    expect(calls).toBe(1)
+  })
+
+  it('a disposed parent cannot delegate: start rejects PARENT_DISPOSED and the provider is never asked', async () => {
+    await setup()
+    const scripted = scriptedProvider('p')
+    harness.ctx.subagents.registerProvider(scripted.provider)
+    await parent.dispose()
+    await expect(harness.ctx.subagents.start('p', request())).rejects.toMatchObject({ name: 'SubagentError', code: 'PARENT_DISPOSED' })
+    expect(scripted.calls).toEqual([])
+  })
+
   it('mutating lastAssistantMessage does not change result.output', async () => {
     await setup()
     const scripted = scriptedProvider('p')

@@ -1,0 +1,2 @@
+export * from './remote-run.js'
+export { quoteStderr, STDERR_QUOTE_CHARS } from './stderr.js'
