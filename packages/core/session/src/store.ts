@@ -213,15 +213,17 @@ export class SessionStore extends Service {
     const length = header.seedLength ?? 0
     if (length === 0) return undefined
     if (!header.parentSession) throw new SessionError('CORRUPT', `session ${header.id} has seedLength ${length} but no parentSession`)
-    const parent = this.live.get(header.parentSession) ?? (await this.readDetached(header.parentSession))
+    const parent = this.live.get(header.parentSession) ?? (await this.readDetached(header.parentSession, header))
     if (parent.length < length) throw new SessionError('CORRUPT', `session ${header.id} is seeded with ${length} events of ${parent.id}, which has only ${parent.length}`)
     return { session: parent, length }
   }
 
   /** A stored session rebuilt without making it live (a fork's parent, read for its prefix). */
-  private async readDetached(id: string): Promise<Session> {
-    const stored = await this.requireStorage().read(id)
-    if (!stored) throw new SessionError('NOT_FOUND', `no stored session ${id} (needed as a fork's parent)`)
+  private async readDetached(id: string, fork: SessionHeader): Promise<Session> {
+    const storage = this.requireStorage()
+    const stored = await storage.read(id)
+    // The fork itself exists: it is its stored state that is broken, so this is not NOT_FOUND.
+    if (!stored) throw new SessionError('CORRUPT', `session ${fork.id} is a fork of session ${id}, whose stored file ${storage.locate(id)} is gone; the fork cannot be rebuilt without the first ${fork.seedLength} events of its parent`)
     const session = new Session(stored.header, await this.rebuildSeed(stored.header), this.reportListenerError)
     session.restore(stored.events)
     return session

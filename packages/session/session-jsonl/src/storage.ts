@@ -1,4 +1,4 @@
-import { open, readdir, readFile } from 'node:fs/promises'
+import { open, readdir, readFile, stat } from 'node:fs/promises'
 import { errorMessage } from '@dsh/base'
 import { join } from 'node:path'
 import type { Logger } from 'cordis'
@@ -64,6 +64,8 @@ export class JsonlSessionStorage implements SessionStorage, SessionObserver {
     await this.idle(id)
     let text: string
     try {
+      // A directory, a FIFO or a device under a session's name would fail or block the read.
+      if (!(await stat(file)).isFile()) throw new Error('it is not a regular file')
       text = await readFile(file, 'utf8')
     } catch (error) {
       if (isMissing(error)) return undefined
