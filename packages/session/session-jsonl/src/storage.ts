@@ -65,10 +65,11 @@ export class JsonlSessionStorage implements SessionStorage, SessionObserver {
     let text: string
     try {
       // A directory, a FIFO or a device under a session's name would fail or block the read.
-      if (!(await stat(file)).isFile()) throw new Error('it is not a regular file')
+      if (!(await stat(file)).isFile()) throw new SessionJsonlError('UNREADABLE', `cannot read session file ${file}: it is not a regular file`)
       text = await readFile(file, 'utf8')
     } catch (error) {
       if (isMissing(error)) return undefined
+      if (error instanceof SessionJsonlError) throw error
       throw new SessionJsonlError('UNREADABLE', `cannot read session file ${file}: ${errorMessage(error)}`, { cause: error })
     }
     return parseSessionFile(text, file, id)
