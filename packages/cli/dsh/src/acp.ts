@@ -7,7 +7,8 @@
  */
 import { parseArgs } from 'node:util'
 import { serveAcpOverStdio } from '@dsh/acp-server'
-import { chooseModel, UsageError } from './run.js'
+import { UsageError } from './errors.js'
+import { chooseModel } from './run.js'
 import { onInterrupt } from './interrupt.js'
 import { startRuntime } from './runtime.js'
 
@@ -27,7 +28,7 @@ export async function acpVerb(args: string[]): Promise<number> {
   const runtime = await startRuntime({ config: values.config, model, sessionDir: values['session-dir'], verbose: values.verbose })
   if (!runtime.ctx.llm.config.model && !model) {
     await runtime.dispose()
-    throw new UsageError('dsh acp: no model to run with: pass --model SPEC (e.g. --model scripted:examples/acp-child.yml), set llm.model in --config, or set DEEPSEEK_API_KEY')
+    throw new UsageError('NO_MODEL', 'dsh acp: no model to run with: pass --model SPEC (e.g. --model scripted:examples/acp-child.yml), set llm.model in --config, or set DEEPSEEK_API_KEY')
   }
   const server = serveAcpOverStdio(runtime.ctx)
   // The first SIGTERM/SIGINT closes the connection like EOF does.

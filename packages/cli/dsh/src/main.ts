@@ -2,8 +2,9 @@
 import { parseArgs } from 'node:util'
 import { configCheck } from './commands/config.js'
 import { sessionsCommand } from './commands/sessions.js'
-import { CompositionError } from './compose.js'
-import { runCommand, UsageError } from './run.js'
+import { UsageError } from './errors.js'
+import { reportFailure } from './exit.js'
+import { runCommand } from './run.js'
 
 const USAGE = `usage: dsh <command> [options]
 
@@ -46,7 +47,7 @@ async function main(argv: string[]): Promise<number> {
     }
     case 'config': {
       const { values, positionals } = parseArgs({ args: rest, allowPositionals: true, options: COMMON })
-      if (positionals[0] !== 'check') throw new UsageError('dsh config: the only verb is `check`')
+      if (positionals[0] !== 'check') throw new UsageError('USAGE', 'dsh config: the only verb is `check`')
       return configCheck({ config: values.config, model: values.model, sessionDir: values['session-dir'] })
     }
     case undefined:
@@ -73,7 +74,7 @@ async function runVerb(args: string[]): Promise<number> {
     },
   })
   const prompt = positionals.join(' ').trim()
-  if (!prompt) throw new UsageError('dsh run: a PROMPT is required')
+  if (!prompt) throw new UsageError('USAGE', 'dsh run: a PROMPT is required')
   return runCommand({
     prompt,
     config: values.config,
@@ -92,21 +93,11 @@ process.stdout.on('error', (error: NodeJS.ErrnoException) => {
   throw error
 })
 
-function isParseError(error: unknown): error is Error {
-  return error instanceof Error && 'code' in error && String((error as { code: unknown }).code).startsWith('ERR_PARSE_ARGS')
-}
-
 main(process.argv.slice(2)).then(
   (code) => {
     process.exitCode = code
   },
   (error: unknown) => {
-    if (error instanceof UsageError || error instanceof CompositionError || isParseError(error)) {
-      process.stderr.write(`${error.message}\n`)
-      process.exitCode = 2
-    } else {
-      process.stderr.write(`dsh: ${error instanceof Error ? error.stack ?? error.message : String(error)}\n`)
-      process.exitCode = 1
-    }
+    process.exitCode = reportFailure(error)
   },
 )

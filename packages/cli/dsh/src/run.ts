@@ -4,10 +4,13 @@ import { SessionError, type SessionUpdate } from '@dsh/session'
 import type {} from '@dsh/subagent'
 import { whenQuiet } from '@dsh/tasks'
 import type { Composition } from './compose.js'
+import { UsageError } from './errors.js'
 import { onInterrupt } from './interrupt.js'
 import { lifecycleLine, TtyTreeRenderer } from './progress/render.js'
 import { ProgressTracker } from './progress/tracker.js'
 import { startRuntime, unboundSubagentTools, type RuntimeOptions } from './runtime.js'
+
+export { UsageError } from './errors.js'
 
 export interface RunOptions extends RuntimeOptions {
   prompt: string
@@ -18,10 +21,6 @@ export interface RunOptions extends RuntimeOptions {
   cwd?: string
   /** Override terminal detection (tests). */
   tty?: boolean
-}
-
-export class UsageError extends Error {
-  override name = 'UsageError'
 }
 
 /** What `dsh run` prints when nothing says which model to use. */
@@ -61,7 +60,7 @@ export async function runCommand(options: RunOptions): Promise<number> {
     if (agent) void runtime.ctx.get('tasks')?.killAll(agent.id, 'interrupted by Ctrl-C')
   })
   try {
-    if (!runtime.ctx.llm.config.model && !model) throw new UsageError(NO_MODEL_HELP)
+    if (!runtime.ctx.llm.config.model && !model) throw new UsageError('NO_MODEL', NO_MODEL_HELP)
     for (const problem of unboundSubagentTools(runtime)) process.stderr.write(`dsh: warning: ${problem}\n`)
     agent = await runtime.ctx.agents
       .create({ sessionId: options.resume, meta: { origin: 'cli', cwd: options.cwd ?? process.cwd() } })
@@ -87,8 +86,8 @@ export async function runCommand(options: RunOptions): Promise<number> {
 function resumeProblem(error: unknown, id: string | undefined, runtime: Composition): unknown {
   if (id === undefined || !(error instanceof SessionError)) return error
   const where = runtime.ctx.sessions.locate(id)
-  if (error.code === 'NOT_FOUND') return new UsageError(`dsh run: no stored session ${id}${where ? ` (looked for ${where})` : ''}; \`dsh sessions list\` shows the stored ones`)
-  return new UsageError(`dsh run: session ${id} cannot be resumed: ${error.message}`)
+  if (error.code === 'NOT_FOUND') return new UsageError('SESSION', `dsh run: no stored session ${id}${where ? ` (looked for ${where})` : ''}; \`dsh sessions list\` shows the stored ones`)
+  return new UsageError('SESSION', `dsh run: session ${id} cannot be resumed: ${error.message}`)
 }
 
 /**

@@ -1,7 +1,9 @@
 import { Context, Logger, ValidationError, type Exporter } from 'cordis'
+import { DshError, errorMessage } from '@dsh/base'
 import type {} from '@dsh/subagent'
 import { compose, mergeEntries, readEntries, type Composition, type PluginEntry } from './compose.js'
 import { discoverConfig } from './config-file.js'
+import { CompositionError } from './errors.js'
 import { defaultEntries } from './defaults.js'
 
 export interface RuntimeOptions {
@@ -22,7 +24,13 @@ export function attachConsoleLogger(ctx: Context, verbose = false): void {
     levels: { default: verbose ? 3 : 1 },
     export(message) {
       // A config that fails validation is reported by compose(), naming the entry and the key.
-      if (message.args[0] instanceof ValidationError) return
+      const [first] = message.args
+      if (first instanceof ValidationError) return
+      // Our own errors say what to do in their message; their stack helps nobody.
+      if (first instanceof DshError) {
+        process.stderr.write(`[${message.type}] ${message.name}: ${first.message}\n`)
+        return
+      }
       process.stderr.write(`[${message.type}] ${message.name}: ${Logger.format(exporter, message)}\n`)
     },
   }
@@ -39,7 +47,15 @@ export async function startRuntime(options: RuntimeOptions): Promise<Composition
   try {
     return await compose(ctx, entries)
   } catch (error) {
-    await ctx.fiber.dispose().catch(() => {})
+    const disposed = ctx.fiber.dispose().catch((disposeError: unknown) => {
+      // The composition error is what the user must see; a failed clean-up is only noted.
+      process.stderr.write(`dsh: cleaning up after a failed start also failed: ${errorMessage(disposeError)}\n`)
+    })
+    // Cordis unloads a plugin only after its start finished: one whose start never ends
+    // would hold the error back forever, so report without waiting for it.
+    if (!(error instanceof CompositionError && error.code === 'PLUGIN_WAITING')) await disposed
+    // Name the file the entries came from: that is where the user goes to fix it.
+    if (error instanceof CompositionError) throw new CompositionError(error.code, `dsh: config ${configFile ?? '(defaults only)'}: ${error.message}`, { cause: error })
     throw error
   }
 }

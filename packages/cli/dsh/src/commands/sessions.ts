@@ -5,7 +5,7 @@
 import { textOf } from '@dsh/llm'
 import type { SessionEvent, SessionHeader, StoredSession } from '@dsh/session'
 import { startRuntime } from '../runtime.js'
-import { UsageError } from '../run.js'
+import { UsageError } from '../errors.js'
 
 interface Summary {
   header: SessionHeader
@@ -26,14 +26,14 @@ export async function sessionsCommand(verb: string | undefined, args: string[], 
       case 'tree':
         return await tree(headers, args[0], (id) => sessions.readStored(id))
       case 'show': {
-        if (!args[0]) throw new UsageError('dsh sessions show: which session? (an id from `dsh sessions list`)')
+        if (!args[0]) throw new UsageError('USAGE', 'dsh sessions show: which session? (an id from `dsh sessions list`)')
         const stored = await sessions.readStored(resolveId(headers, args[0]))
-        if (!stored) throw new UsageError(`dsh sessions show: no stored session ${args[0]}`)
+        if (!stored) throw new UsageError('USAGE', `dsh sessions show: no stored session ${args[0]}`)
         process.stdout.write(transcript(stored, sessions.locate(stored.header.id)))
         return 0
       }
       default:
-        throw new UsageError(`dsh sessions: unknown verb "${verb}" (list, tree [ID], show ID)`)
+        throw new UsageError('USAGE', `dsh sessions: unknown verb "${verb}" (list, tree [ID], show ID)`)
     }
   } finally {
     await runtime.dispose()
@@ -45,7 +45,7 @@ function resolveId(headers: SessionHeader[], wanted: string): string {
   if (headers.some((header) => header.id === wanted)) return wanted
   const matches = headers.filter((header) => header.id.endsWith(wanted))
   if (matches.length === 1) return matches[0].id
-  if (matches.length > 1) throw new UsageError(`"${wanted}" matches ${matches.length} sessions; give more of the id`)
+  if (matches.length > 1) throw new UsageError('USAGE', `"${wanted}" matches ${matches.length} sessions; give more of the id`)
   return wanted
 }
 
@@ -105,7 +105,7 @@ async function tree(headers: SessionHeader[], wanted: string | undefined, read: 
   let root: SessionHeader | undefined
   if (wanted) {
     root = byId.get(resolveId(headers, wanted))
-    if (!root) throw new UsageError(`dsh sessions tree: no stored session ${wanted}`)
+    if (!root) throw new UsageError('USAGE', `dsh sessions tree: no stored session ${wanted}`)
   } else {
     root = headers.filter((header) => !header.parentSession).sort((a, b) => b.createdAt.localeCompare(a.createdAt))[0]
     if (!root) {
