@@ -4,13 +4,16 @@ import { configCheck } from './commands/config.js'
 import { sessionsCommand } from './commands/sessions.js'
 import { UsageError } from './errors.js'
 import { reportFailure } from './exit.js'
+import { readPrompt } from './prompt-input.js'
 import { runCommand } from './run.js'
 
 const USAGE = `usage: dsh <command> [options]
 
 commands:
-  run [--config FILE] [--model SPEC] [--session-dir DIR] [--resume ID] [--json] [--quiet] PROMPT
-      run one turn of an agent to completion and print its answer
+  run [--config FILE] [--model SPEC] [--session-dir DIR] [--resume ID] [--json] [--quiet]
+      (PROMPT | --prompt-file FILE | --prompt-file -)
+      run a prompt to completion (with the turns its background work starts) and print
+      the answer; --prompt-file reads the prompt from a file, - from standard input
   demo [--session-dir DIR] [--quiet]
       a keyless tour: one parent delegating through every provider, then a summary
   acp [--config FILE] [--model SPEC] [--session-dir DIR] [--verbose]
@@ -71,10 +74,10 @@ async function runVerb(args: string[]): Promise<number> {
       resume: { type: 'string' },
       json: { type: 'boolean', default: false },
       quiet: { type: 'boolean', default: false },
+      'prompt-file': { type: 'string' },
     },
   })
-  const prompt = positionals.join(' ').trim()
-  if (!prompt) throw new UsageError('USAGE', 'dsh run: a PROMPT is required')
+  const prompt = await readPrompt({ positionals, promptFile: values['prompt-file'] })
   return runCommand({
     prompt,
     config: values.config,
