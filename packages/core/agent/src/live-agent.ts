@@ -11,6 +11,8 @@ export class AgentDisposedError extends Error {
 interface QueuedTurn {
   /** Absent for a turn woken by `steer`: its input is whatever the inbox holds. */
   message?: UserMessage
+  /** Set for `recordAbort`: no steps run; the turn is logged as ended `aborted` with this text. */
+  abortedWith?: string
   resolve(result: TurnResult): void
   reject(error: Error): void
 }
@@ -118,6 +120,14 @@ export class LiveAgent implements Agent {
     this.inbox.push(asMessage(message))
   }
 
+  recordAbort(why: string): Promise<TurnResult> {
+    this.assertLive()
+    return new Promise<TurnResult>((resolve, reject) => {
+      this.queue.push({ abortedWith: why, resolve, reject })
+      this.pump()
+    })
+  }
+
   cancel(cause?: unknown): void {
     if (this.controller) this.controller.abort(cause ?? new Error('cancelled'))
     // A turn queued but not started yet is the one being cancelled: it must not run.
@@ -155,6 +165,10 @@ export class LiveAgent implements Agent {
     }
   }
 
+  private logAbortedTurn(why: string): TurnResult {
+    return abortedTurn(this.session, this.runtime.nextTurnNumber(), why)
+  }
+
   private assertLive(): void {
     if (this._status === 'disposing' || this._status === 'disposed') throw new AgentDisposedError(`agent ${this.id} is ${this._status}`)
   }
@@ -182,7 +196,10 @@ export class LiveAgent implements Agent {
         this.pendingCancel = undefined
       }
       try {
-        const result = await this.host.driver().runTurn(this.runtime, next.message ? [next.message] : [], controller.signal)
+        const result =
+          next.abortedWith === undefined
+            ? await this.host.driver().runTurn(this.runtime, next.message ? [next.message] : [], controller.signal)
+            : this.logAbortedTurn(next.abortedWith)
         next.resolve(result)
       } catch (error) {
         next.reject(error instanceof Error ? error : new Error(String(error)))
@@ -196,6 +213,16 @@ export class LiveAgent implements Agent {
       }
     }
   }
+}
+
+/**
+ * A turn with no steps that ends `aborted`: the durable record of a cancel that came after
+ * the last real turn had ended (the agent has nothing running to abort).
+ */
+function abortedTurn(session: Session, turn: number, why: string): TurnResult {
+  const started = session.append({ type: 'turn/start', turn })
+  const ended = session.append({ type: 'turn/end', turn, reason: 'aborted', error: why })
+  return { turn, reason: 'aborted', error: why, startSeq: started.seq, endSeq: ended.seq }
 }
 
 function countTurns(session: Session): number {

@@ -45,6 +45,12 @@ export interface Agent {
   steer(message: UserMessage | string): void
   /** Input for the next step, without waking an idle agent. */
   inject(message: UserMessage | string): void
+  /**
+   * Record a cancellation that found no turn running (its work was background work, or it
+   * came after the last turn ended): queues a turn that runs no step and ends `aborted`
+   * with `why`, so the session's last word is the cancel. Resolves with that turn.
+   */
+  recordAbort(why: string): Promise<TurnResult>
   /** Abort the running turn (it ends `aborted`). */
   cancel(cause?: unknown): void
   /** Resolves once no turn is running or queued. */

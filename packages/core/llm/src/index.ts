@@ -1,6 +1,7 @@
 export * from './messages.js'
 export * from './stream.js'
 export * from './history.js'
+export * from './output.js'
 export * from './adapter.js'
 export * from './service.js'
 export { LlmService as default } from './service.js'

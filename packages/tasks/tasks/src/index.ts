@@ -1,4 +1,5 @@
 export * from './types.js'
 export * from './errors.js'
 export * from './service.js'
+export * from './quiet.js'
 export { TaskService as default } from './service.js'

@@ -322,17 +322,3 @@ export namespace TaskService {
     maxLiveTasksPerOwner: number
   }
 }
-
-/**
- * Resolve once `agent` is idle and none of its tasks is live. A task that settles queues
- * a completion notice (a new turn), which the next `whenIdle` then waits for; so this is
- * "the work the agent started has all ended", what a command or a prompt waits for
- * before it answers. Without a task runtime it is just `whenIdle`.
- */
-export async function whenQuiet(agent: { id: string; whenIdle(): Promise<void> }, tasks: TaskService | undefined): Promise<void> {
-  for (;;) {
-    await agent.whenIdle()
-    if (!tasks?.hasLive(agent.id)) return
-    await tasks.whenSettled(agent.id)
-  }
-}

@@ -1,3 +1,4 @@
+import { errorMessage } from '@dsh/base'
 import type { TaskInfo, TaskOutcome, TaskRead, TaskRegistration, TaskStatus } from './types.js'
 
 /**
@@ -35,12 +36,18 @@ export class TaskRecord {
     this.kind = registration.kind
     this.label = registration.label
     this.owner = registration.owner
-    this.settled = Promise.resolve(registration.done)
-      .then(
-        (outcome) => this.settle(outcome),
-        (error: unknown) => this.settle({ status: 'failed', detail: `the task's work failed: ${error instanceof Error ? error.message : String(error)}` }),
-      )
-      .then(() => onSettled(this))
+    // Recording the settlement and announcing it happen in one callback: a host that sees
+    // the task no longer live (`hasLive`) must also see what its announcement queued.
+    this.settled = Promise.resolve(registration.done).then(
+      (outcome) => {
+        this.settle(outcome)
+        onSettled(this)
+      },
+      (error: unknown) => {
+        this.settle({ status: 'failed', detail: `the task's work failed: ${errorMessage(error)}` })
+        onSettled(this)
+      },
+    )
   }
 
   get status(): TaskStatus {

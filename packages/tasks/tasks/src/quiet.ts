@@ -1,0 +1,101 @@
+import { errorMessage } from '@dsh/base'
+import type { Agent, TurnResult } from '@dsh/agent'
+import { selectOutput, type AssistantMessage, type TextBlock, type UserMessage } from '@dsh/llm'
+import type { TaskService } from './service.js'
+
+/**
+ * Resolve once `agent` is idle and none of its tasks is live. A task that settles queues
+ * a completion notice (a new turn), which the next `whenIdle` then waits for; so this is
+ * "the work the agent started has all ended". Without a task runtime it is `whenIdle`.
+ */
+export async function whenQuiet(agent: { id: string; whenIdle(): Promise<void> }, tasks: TaskService | undefined): Promise<void> {
+  for (;;) {
+    await agent.whenIdle()
+    if (!tasks?.hasLive(agent.id)) return
+    await tasks.whenSettled(agent.id)
+  }
+}
+
+/** What `runUntilQuiet` reports. */
+export interface QuietRun {
+  /** The last turn this run covered: a notice turn that fails is the run's outcome. */
+  last: TurnResult
+  /** The answer, by the shared output-selection rule over every turn this run covered. */
+  output: TextBlock[]
+  /** The signal aborted: `last.reason` is then `aborted`, and the session records it. */
+  cancelled: boolean
+}
+
+export interface QuietRunOptions {
+  /** The task runtime, when loaded: its live tasks are waited for, and killed on cancel. */
+  tasks?: TaskService
+  /** Aborting it cancels the running turn and kills the agent's live tasks. */
+  signal?: AbortSignal
+}
+
+/**
+ * Run `input` as a followup turn, then every turn that background-completion notices
+ * start, until the agent is idle and no task of its is live: what a command or a prompt
+ * waits for before it answers.
+ *
+ * Cancelling is one act here: an aborted `signal` cancels the agent's turn and kills its
+ * live tasks. A cancel that lands after the last turn ended (the run was waiting on
+ * background work) is recorded in the session as a step-less turn ending `aborted`, so a
+ * cancelled run never reads `completed`, in the result or in the log.
+ */
+export async function runUntilQuiet(agent: Agent, input: string | UserMessage, options: QuietRunOptions = {}): Promise<QuietRun> {
+  const { tasks, signal } = options
+  const answers: AssistantMessage[] = []
+  let streamed = ''
+  let last: TurnResult | undefined
+  let turnStartSeq = 0
+  const stopWatching = agent.session.subscribe((update) => {
+    switch (update.type) {
+      case 'turn/start':
+        turnStartSeq = update.seq
+        return
+      case 'assistant/chunk':
+        if (update.kind === 'text') streamed += update.text
+        return
+      case 'assistant/message':
+        answers.push(update.message)
+        return
+      case 'turn/end':
+        last = { turn: update.turn, reason: update.reason, startSeq: turnStartSeq, endSeq: update.seq, ...(update.error !== undefined && { error: update.error }) }
+        return
+      default:
+        return
+    }
+  })
+
+  let cancelCause: unknown
+  let cancelled = false
+  const cancel = () => {
+    if (cancelled) return
+    cancelled = true
+    cancelCause = signal?.reason
+    agent.cancel(cancelCause ?? new Error('cancelled'))
+    // killAll never rejects (a task's settlement is always recorded), but a host must not
+    // be taken down if that ever changes: the wait below still sees the tasks settle.
+    tasks?.killAll(agent.id, `cancelled: ${describeCause(cancelCause)}`).catch(() => {})
+  }
+
+  try {
+    const first = agent.followup(input)
+    // Queued before the cancel, so an already-aborted signal aborts this turn before it starts.
+    if (signal?.aborted) cancel()
+    else signal?.addEventListener('abort', cancel, { once: true })
+    const firstResult = await first
+    await whenQuiet(agent, tasks)
+    last ??= firstResult
+    if (cancelled && last.reason !== 'aborted') last = await agent.recordAbort(`cancelled after the turn ended: ${describeCause(cancelCause)}`)
+    return { last, output: selectOutput(answers, streamed), cancelled }
+  } finally {
+    signal?.removeEventListener('abort', cancel)
+    stopWatching()
+  }
+}
+
+function describeCause(cause: unknown): string {
+  return cause === undefined ? 'cancelled' : errorMessage(cause)
+}
