@@ -3,10 +3,12 @@
  *
  * Each ACP session is one dsh agent with its own ordinary session (origin `acp`, the
  * client's cwd), created through `ctx.agents`, so whatever persistence the runtime
- * loaded keeps it like any other. A prompt is one `followup` turn; while it runs, the
- * session's live updates stream to the client; `session/cancel` cancels the turn and
- * the prompt answers `cancelled`. When the connection closes (the client closed our
- * stdin), every agent is disposed, which flushes its session, before `done` resolves.
+ * loaded keeps it like any other. A prompt runs until the agent is quiet (its turn and
+ * the turns its background work starts, `runUntilQuiet`); while it runs, the session's
+ * live updates stream to the client; `session/cancel` cancels the turn and kills the
+ * session's background tasks, and the prompt answers `cancelled`. When the connection
+ * closes (the client closed our stdin), every agent is disposed, which flushes its
+ * session, before `done` resolves.
  */
 import { stat } from 'node:fs/promises'
 import { createRequire } from 'node:module'
@@ -14,8 +16,8 @@ import { isAbsolute } from 'node:path'
 import { Readable, Writable } from 'node:stream'
 import { agent as agentApp, methods, ndJsonStream, PROTOCOL_VERSION, RequestError, type AgentContext, type PromptRequest, type PromptResponse, type Stream } from '@agentclientprotocol/sdk'
 import type { Context } from 'cordis'
-import type { Agent, TurnResult } from '@dsh/agent'
-import { whenQuiet } from '@dsh/tasks'
+import type { Agent } from '@dsh/agent'
+import { runUntilQuiet } from '@dsh/tasks'
 import { promptMessage } from './prompt.js'
 import { acpStopReasonOf, acpUpdateOf } from './updates.js'
 
@@ -28,8 +30,8 @@ export interface AcpServer {
 
 interface ServedSession {
   readonly agent: Agent
-  /** Present while a prompt turn runs: one at a time per session. */
-  prompt?: { cancelRequested: boolean }
+  /** Present while a prompt runs (one at a time per session): aborting it cancels the prompt. */
+  prompt?: AbortController
 }
 
 const { version } = createRequire(import.meta.url)('../package.json') as { version: string }
@@ -75,12 +77,8 @@ export function serveAcp(ctx: Context, stream: Stream): AcpServer {
     })
     .onRequest(methods.agent.session.prompt, ({ params, client, signal }) => prompt(params, client, signal))
     .onNotification(methods.agent.session.cancel, ({ params }) => {
-      const served = sessions.get(params.sessionId)
-      if (!served?.prompt) return
-      served.prompt.cancelRequested = true
-      served.agent.cancel(new Error('cancelled by the ACP client'))
-      // Stop means stop: background work the prompt started goes too.
-      void ctx.get('tasks')?.killAll(served.agent.id, 'cancelled by the ACP client')
+      // Stop means stop: the turn, and the background work the prompt started, go.
+      sessions.get(params.sessionId)?.prompt?.abort(new Error('cancelled by the ACP client'))
     })
 
   async function prompt(params: PromptRequest, client: AgentContext, signal: AbortSignal): Promise<PromptResponse> {
@@ -89,36 +87,26 @@ export function serveAcp(ctx: Context, stream: Stream): AcpServer {
     if (served.prompt) throw RequestError.invalidRequest({ sessionId: params.sessionId }, 'a prompt is already running in this session; wait for its answer or send session/cancel')
     const message = promptMessage(params.prompt)
     const { agent } = served
-    const running: { cancelRequested: boolean } = { cancelRequested: false }
-    served.prompt = running
+    const cancel = new AbortController()
+    served.prompt = cancel
     const unsubscribe = agent.session.subscribe((update) => {
-      // A cancel that arrived before the turn started running found no turn to abort.
-      if (update.type === 'turn/start' && running.cancelRequested) agent.cancel(new Error('cancelled by the ACP client'))
       const acpUpdate = acpUpdateOf(update)
       if (!acpUpdate) return
       // Sent in order through the connection's write queue, always ahead of the response.
       client.notify(methods.client.session.update, { sessionId: params.sessionId, update: acpUpdate }).catch(() => {
-        // The connection closed; the turn is being cancelled by the close handler.
+        // The connection closed; the prompt is being cancelled through `signal`.
       })
     })
     // `$/cancel_request` for this prompt, or the connection closing, aborts `signal`.
-    const onAbort = () => {
-      running.cancelRequested = true
-      agent.cancel(new Error('the ACP prompt request was cancelled'))
-    }
-    signal.addEventListener('abort', onAbort, { once: true })
-    let last: TurnResult | undefined
-    const untrack = agent.session.subscribe((update) => {
-      if (update.type === 'turn/end') last = { turn: update.turn, reason: update.reason, startSeq: 0, endSeq: update.seq, ...(update.error !== undefined && { error: update.error }) }
-    })
+    const onAbort = () => cancel.abort(new Error('the ACP prompt request was cancelled'))
+    if (signal.aborted) onAbort()
+    else signal.addEventListener('abort', onAbort, { once: true })
     try {
-      const ended = await agent.followup(message)
       // Turns that completion notices start belong to this prompt too: they are streamed
       // like the first, a cancel reaches them, and the answer waits for them.
-      await whenQuiet(agent, ctx.get('tasks'))
-      return { stopReason: acpStopReasonOf(last ?? ended, running.cancelRequested) }
+      const run = await runUntilQuiet(agent, message, { tasks: ctx.get('tasks'), signal: cancel.signal })
+      return { stopReason: acpStopReasonOf(run.last, run.cancelled) }
     } finally {
-      untrack()
       signal.removeEventListener('abort', onAbort)
       unsubscribe()
       served.prompt = undefined

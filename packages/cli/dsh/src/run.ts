@@ -1,8 +1,10 @@
-import type { Agent, TurnResult } from '@dsh/agent'
-import { textOf } from '@dsh/llm'
+import { constants as osConstants } from 'node:os'
+import type { Agent } from '@dsh/agent'
+import { errorMessage } from '@dsh/base'
+import { outputText } from '@dsh/llm'
 import { SessionError, type SessionUpdate } from '@dsh/session'
 import type {} from '@dsh/subagent'
-import { whenQuiet } from '@dsh/tasks'
+import { runUntilQuiet, type QuietRun } from '@dsh/tasks'
 import type { Composition } from './compose.js'
 import { UsageError } from './errors.js'
 import { onInterrupt } from './interrupt.js'
@@ -45,19 +47,23 @@ export function jsonLine(record: Record<string, unknown>): void {
 }
 
 /**
- * One turn of a root agent, to completion. Resolves with the process exit code: 0 when
- * the turn completed, 1 otherwise.
+ * A prompt run to completion: its turn, then every turn its background work starts, until
+ * the agent is quiet. Resolves with the process exit code: 0 when the last turn completed,
+ * 128 + the signal's number when SIGINT/SIGTERM cancelled it (the session records the
+ * cancellation), 1 otherwise.
  */
 export async function runCommand(options: RunOptions): Promise<number> {
   const model = chooseModel(options.model)
   const runtime = await startRuntime({ ...options, model })
   let agent: Agent | undefined
-  // First Ctrl-C cancels everything and the command exits once it has stopped.
-  const stopSignals = onInterrupt(() => {
-    process.stderr.write('\ndsh: cancelling (Ctrl-C again to exit now)\n')
-    // The turn's cancellation reaches its foreground children; background work is the tasks'.
-    agent?.cancel(new Error('interrupted'))
-    if (agent) void runtime.ctx.get('tasks')?.killAll(agent.id, 'interrupted by Ctrl-C')
+  const cancel = new AbortController()
+  let cancelledBy: NodeJS.Signals | undefined
+  // The first signal cancels the turn and the agent's background work; the command exits
+  // once they have stopped. A second one exits at once.
+  const stopSignals = onInterrupt((signal) => {
+    cancelledBy ??= signal
+    process.stderr.write(`\ndsh: cancelling (${signal === 'SIGINT' ? 'Ctrl-C' : signal} again to exit now)\n`)
+    cancel.abort(new Error(`interrupted by ${signal}`))
   })
   try {
     if (!runtime.ctx.llm.config.model && !model) throw new UsageError('NO_MODEL', NO_MODEL_HELP)
@@ -68,18 +74,27 @@ export async function runCommand(options: RunOptions): Promise<number> {
         throw resumeProblem(error, options.resume, runtime)
       })
     const view = watch(runtime, agent, options)
-    const result = await runToQuiet(runtime, agent, options.prompt)
-    view.finish(result)
-    if (result.reason !== 'completed') {
-      process.stderr.write(`dsh: the turn ended ${result.reason}${result.error ? `: ${result.error}` : ''}\n`)
+    const run = await runUntilQuiet(agent, options.prompt, { tasks: runtime.ctx.get('tasks'), signal: cancel.signal })
+    view.finish(run)
+    if (run.cancelled) {
+      process.stderr.write(`dsh: cancelled${run.last.error ? `: ${run.last.error}` : ''}\n`)
+      return exitCodeOfSignal(cancelledBy ?? 'SIGINT')
+    }
+    if (run.last.reason !== 'completed') {
+      process.stderr.write(`dsh: the turn ended ${run.last.reason}${run.last.error ? `: ${run.last.error}` : ''}\n`)
       return 1
     }
     return 0
   } finally {
     stopSignals()
-    await agent?.dispose().catch((error: unknown) => process.stderr.write(`dsh: disposing the agent failed: ${String(error)}\n`))
+    await agent?.dispose().catch((error: unknown) => process.stderr.write(`dsh: disposing the agent failed: ${errorMessage(error)}\n`))
     await runtime.dispose()
   }
+}
+
+/** The shell convention: a process ended by signal N exits 128 + N. */
+function exitCodeOfSignal(signal: NodeJS.Signals): number {
+  return 128 + (osConstants.signals[signal] ?? 2)
 }
 
 /** A session that cannot be resumed is the user's input problem: say which and where to look. */
@@ -90,39 +105,8 @@ function resumeProblem(error: unknown, id: string | undefined, runtime: Composit
   return new UsageError('SESSION', `dsh run: session ${id} cannot be resumed: ${error.message}`)
 }
 
-/**
- * Run the prompt's turn, then every turn that completion notices start, until the agent
- * is idle with no live task. Resolves with the last turn's result: a notice turn that
- * fails is the run's outcome, and its answer is the one to show.
- */
-export async function runToQuiet(runtime: Composition, agent: Agent, prompt: string): Promise<TurnResult> {
-  let last: TurnResult | undefined
-  let startSeq = 0
-  const unsubscribe = agent.session.subscribe((update) => {
-    if (update.type === 'turn/start') startSeq = update.seq
-    else if (update.type === 'turn/end') {
-      last = { turn: update.turn, reason: update.reason, startSeq, endSeq: update.seq, ...(update.error !== undefined && { error: update.error }) }
-    }
-  })
-  try {
-    const first = await agent.followup(prompt)
-    await settle(runtime, agent)
-    return last ?? first
-  } finally {
-    unsubscribe()
-  }
-}
-
-/**
- * Wait until the agent is idle and none of its background tasks is live: a task that
- * settles queues a completion notice (a new turn), which `whenIdle` then waits for.
- */
-export async function settle(runtime: Composition, agent: Agent): Promise<void> {
-  await whenQuiet(agent, runtime.ctx.get('tasks'))
-}
-
 export interface RunView {
-  finish(result: TurnResult): void
+  finish(run: QuietRun): void
 }
 
 /**
@@ -145,11 +129,11 @@ export function watch(runtime: Composition, agent: Agent, options: RunOptions): 
     const tracker = new ProgressTracker(runtime.ctx, agent)
     const renderer = new TtyTreeRenderer(tracker, process.stdout)
     return {
-      finish: (result) => {
-        tracker.finishRoot(result.reason)
+      finish: (run) => {
+        tracker.finishRoot(run.last.reason)
         renderer.stop()
         tracker.dispose()
-        const answer = finalAnswer(agent, result)
+        const answer = outputText(run.output)
         if (answer) process.stdout.write(`\n${answer}\n`)
       },
     }
@@ -173,17 +157,4 @@ export function watch(runtime: Composition, agent: Agent, options: RunOptions): 
     })
   }
   return { finish: () => process.stdout.write('\n') }
-}
-
-/** The text of the turn's last assistant message that has any. */
-function finalAnswer(agent: Agent, result: TurnResult): string {
-  let answer = ''
-  for (let seq = result.startSeq; seq <= result.endSeq; seq++) {
-    const event = agent.session.at(seq)
-    if (event?.type === 'assistant/message') {
-      const text = textOf(event.message.content)
-      if (text) answer = text
-    }
-  }
-  return answer
 }

@@ -190,7 +190,7 @@ describe('dsh run interrupted while an ACP child works', () => {
     expect(childPids.length).toBeGreaterThan(0)
     run.kill('SIGINT')
     const code = await exited
-    expect(code).toBe(1)
+    expect(code).toBe(130)
     expect(stderr).toMatch(/\[subagent\] end acp \S+ aborted/)
     for (const pid of childPids) expect(alive(pid)).toBe(false)
   })
