@@ -2,15 +2,18 @@
  * `dsh acp`: serve a dsh agent over the Agent Client Protocol on stdio, for editors and
  * for the `acp` subagent provider. Stdout carries protocol frames and nothing else, so
  * every log line goes to stderr. The process ends when the client closes stdin (or on
- * SIGTERM/SIGINT): every ACP session's agent is disposed, its session flushed, and the
- * exit code is 0.
+ * SIGTERM/SIGINT): every ACP session's agent is disposed (its turn cancelled, its tasks
+ * killed, its session flushed), every process group it started is taken down, and the
+ * exit code is 0. A second signal exits at once, killing those groups.
  */
+import { constants as osConstants } from 'node:os'
 import { parseArgs } from 'node:util'
 import { serveAcpOverStdio } from '@dsh/acp-server'
 import { UsageError } from './errors.js'
 import { chooseModel } from './run.js'
 import { onInterrupt } from './interrupt.js'
 import { startRuntime } from './runtime.js'
+import { stopStartedGroups } from './stop-groups.js'
 
 export async function acpVerb(args: string[]): Promise<number> {
   const { values } = parseArgs({
@@ -31,13 +34,20 @@ export async function acpVerb(args: string[]): Promise<number> {
     throw new UsageError('NO_MODEL', 'dsh acp: no model to run with: pass --model SPEC (e.g. --model scripted:examples/acp-child.yml), set llm.model in --config, or set DEEPSEEK_API_KEY')
   }
   const server = serveAcpOverStdio(runtime.ctx)
-  // The first SIGTERM/SIGINT closes the connection like EOF does.
-  const stopSignals = onInterrupt(() => void server.close())
+  // The first SIGTERM/SIGINT closes the connection like EOF does; a second exits at once,
+  // and the exit hook of @dsh/process kills every process group still running.
+  const stopSignals = onInterrupt(
+    () => void server.close(),
+    (signal) => process.exit(128 + (osConstants.signals[signal] ?? 15)),
+  )
   try {
     await server.done
   } finally {
-    stopSignals()
     await runtime.dispose()
+    // Disposing cancelled every turn and killed every task; a command that ignores
+    // SIGTERM, or one started while we were closing, must not outlive us either.
+    await stopStartedGroups()
+    stopSignals()
     // After a signal stdin may still be open, and an open stdin keeps the process alive.
     process.stdin.destroy()
   }

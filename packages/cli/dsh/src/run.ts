@@ -11,6 +11,7 @@ import { onInterrupt } from './interrupt.js'
 import { lifecycleLine, TtyTreeRenderer } from './progress/render.js'
 import { ProgressTracker } from './progress/tracker.js'
 import { startRuntime, unboundSubagentTools, type RuntimeOptions } from './runtime.js'
+import { stopStartedGroups } from './stop-groups.js'
 
 export { UsageError } from './errors.js'
 
@@ -60,11 +61,16 @@ export async function runCommand(options: RunOptions): Promise<number> {
   let cancelledBy: NodeJS.Signals | undefined
   // The first signal cancels the turn and the agent's background work; the command exits
   // once they have stopped. A second one exits at once.
-  const stopSignals = onInterrupt((signal) => {
-    cancelledBy ??= signal
-    process.stderr.write(`\ndsh: cancelling (${signal === 'SIGINT' ? 'Ctrl-C' : signal} again to exit now)\n`)
-    cancel.abort(new Error(`interrupted by ${signal}`))
-  })
+  const stopSignals = onInterrupt(
+    (signal) => {
+      cancelledBy ??= signal
+      process.stderr.write(`\ndsh: cancelling (${signal === 'SIGINT' ? 'Ctrl-C' : signal} again to exit now)\n`)
+      cancel.abort(new Error(`interrupted by ${signal}`))
+    },
+    // Exit now, but not before every process group started here was asked to go: an ACP
+    // child killed outright would leave its own commands running.
+    (signal) => void stopStartedGroups().finally(() => process.exit(exitCodeOfSignal(signal))),
+  )
   try {
     if (!runtime.ctx.llm.config.model && !model) throw new UsageError('NO_MODEL', NO_MODEL_HELP)
     for (const problem of unboundSubagentTools(runtime)) process.stderr.write(`dsh: warning: ${problem}\n`)
