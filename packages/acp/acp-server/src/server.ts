@@ -36,17 +36,30 @@ interface ServedSession {
 
 const { version } = createRequire(import.meta.url)('../package.json') as { version: string }
 
+/** The same default bound as the subagent tool's: a root (depth 0) and three generations below it. */
+export const DEFAULT_MAX_DEPTH = 3
+
+export interface AcpServerOptions {
+  /**
+   * The deepest delegation this server accepts: a `session/new` whose `_meta.dsh`
+   * lineage puts the session deeper is refused. Default `DEFAULT_MAX_DEPTH`.
+   */
+  maxDepth?: number
+}
+
 /**
  * Serve ACP as NDJSON over a pair of Node streams: stdin and stdout for `dsh acp`. Nothing
  * else may write to `output`.
  */
-export function serveAcpOverStdio(ctx: Context, input: Readable = process.stdin, output: Writable = process.stdout): AcpServer {
-  return serveAcp(ctx, ndJsonStream(Writable.toWeb(output) as WritableStream<Uint8Array>, Readable.toWeb(input) as ReadableStream<Uint8Array>))
+export function serveAcpOverStdio(ctx: Context, options: AcpServerOptions = {}, input: Readable = process.stdin, output: Writable = process.stdout): AcpServer {
+  return serveAcp(ctx, ndJsonStream(Writable.toWeb(output) as WritableStream<Uint8Array>, Readable.toWeb(input) as ReadableStream<Uint8Array>), options)
 }
 
 /** Serve ACP on `stream` with the agents of `ctx` (it needs `ctx.agents`). */
-export function serveAcp(ctx: Context, stream: Stream): AcpServer {
+export function serveAcp(ctx: Context, stream: Stream, options: AcpServerOptions = {}): AcpServer {
   const log = ctx.logger('acp-server')
+  const maxDepth = options.maxDepth ?? DEFAULT_MAX_DEPTH
+  if (!Number.isInteger(maxDepth) || maxDepth < 0) throw new RangeError(`maxDepth must be a whole number of at least 0 (got ${String(maxDepth)})`)
   const sessions = new Map<string, ServedSession>()
 
   const app = agentApp({ name: 'dsh' })
@@ -66,7 +79,16 @@ export function serveAcp(ctx: Context, stream: Stream): AcpServer {
       const info = await stat(cwd).catch(() => undefined)
       if (!info?.isDirectory()) throw RequestError.invalidParams({ cwd }, `cwd ${cwd} is not a directory`)
       if (params.mcpServers.length > 0) log.warn('ignoring %d MCP server(s) for the new session: dsh does not connect to MCP servers', params.mcpServers.length)
-      const agent = await ctx.agents.create({ meta: { origin: 'acp', cwd, ...lineageOf(params._meta, log) } })
+      const lineage = lineageOf(params._meta, log)
+      // Refused before anything exists: a parent recursing through `dsh acp` processes
+      // would otherwise nest without limit, one process per generation.
+      if (lineage.delegationDepth !== undefined && lineage.delegationDepth > maxDepth) {
+        throw RequestError.invalidRequest(
+          { delegationDepth: lineage.delegationDepth, maxDepth },
+          `delegation depth limit reached: this session would be at depth ${lineage.delegationDepth}, above this server's maxDepth ${maxDepth}; do this work yourself instead of delegating`,
+        )
+      }
+      const agent = await ctx.agents.create({ meta: { origin: 'acp', cwd, ...lineage } })
       if (connection.signal.aborted) {
         // The client left while the agent was being created: nobody will ever dispose it.
         await agent.dispose()

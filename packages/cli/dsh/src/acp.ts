@@ -4,7 +4,9 @@
  * every log line goes to stderr. The process ends when the client closes stdin (or on
  * SIGTERM/SIGINT): every ACP session's agent is disposed (its turn cancelled, its tasks
  * killed, its session flushed), every process group it started is taken down, and the
- * exit code is 0. A second signal exits at once, killing those groups.
+ * exit code is 0. A second signal exits at once, killing those groups. A `session/new`
+ * whose lineage (`_meta.dsh.delegationDepth`) is deeper than `--max-depth` (default 3)
+ * is refused with a JSON-RPC error, so delegation through `dsh acp` processes is bounded.
  */
 import { constants as osConstants } from 'node:os'
 import { parseArgs } from 'node:util'
@@ -24,8 +26,10 @@ export async function acpVerb(args: string[]): Promise<number> {
       model: { type: 'string' },
       'session-dir': { type: 'string' },
       verbose: { type: 'boolean', default: false },
+      'max-depth': { type: 'string' },
     },
   })
+  const maxDepth = parseMaxDepth(values['max-depth'])
   keepStdoutForFrames()
   const model = chooseModel(values.model)
   const runtime = await startRuntime({ config: values.config, model, sessionDir: values['session-dir'], verbose: values.verbose })
@@ -33,7 +37,7 @@ export async function acpVerb(args: string[]): Promise<number> {
     await runtime.dispose()
     throw new UsageError('NO_MODEL', 'dsh acp: no model to run with: pass --model SPEC (e.g. --model scripted:examples/acp-child.yml), set llm.model in --config, or set DEEPSEEK_API_KEY')
   }
-  const server = serveAcpOverStdio(runtime.ctx)
+  const server = serveAcpOverStdio(runtime.ctx, { maxDepth })
   // The first SIGTERM/SIGINT closes the connection like EOF does; a second exits at once,
   // and the exit hook of @dsh/process kills every process group still running.
   const stopSignals = onInterrupt(
@@ -52,6 +56,13 @@ export async function acpVerb(args: string[]): Promise<number> {
     process.stdin.destroy()
   }
   return 0
+}
+
+/** `--max-depth N`: the deepest delegation a `session/new` may ask for (default that of @dsh/acp-server, 3). */
+function parseMaxDepth(raw: string | undefined): number | undefined {
+  if (raw === undefined) return undefined
+  if (!/^\d+$/.test(raw) || !Number.isSafeInteger(Number(raw))) throw new UsageError('USAGE', `dsh acp: --max-depth must be a whole number of at least 0 (got "${raw}")`)
+  return Number(raw)
 }
 
 /**

@@ -16,8 +16,9 @@ commands:
       the answer; --prompt-file reads the prompt from a file, - from standard input
   demo [--session-dir DIR] [--quiet]
       a keyless tour: one parent delegating through every provider, then a summary
-  acp [--config FILE] [--model SPEC] [--session-dir DIR] [--verbose]
-      serve a dsh agent over the Agent Client Protocol on stdio
+  acp [--config FILE] [--model SPEC] [--session-dir DIR] [--max-depth N] [--verbose]
+      serve a dsh agent over the Agent Client Protocol on stdio; sessions deeper than
+      --max-depth (default 3) in a delegation chain are refused
   sessions list | tree [ID] | show ID   [--session-dir DIR]
       stored sessions, their delegation lineage, and transcripts
   config check [--config FILE]
