@@ -32,6 +32,12 @@ export interface SessionStorage {
   list(): Promise<SessionHeader[]>
   /** Where a session lives, for people (a file path). */
   locate(id: string): string
+  /**
+   * Hold `id` for a resume before it is read: rejects when another process runs it (the
+   * storage's single-writer rule). The returned function is called once the open has
+   * finished, whether or not it succeeded; a session made live stays held until released.
+   */
+  claim?(id: string): Promise<() => void>
 }
 
 export interface SessionInit {
@@ -128,16 +134,21 @@ export class SessionStore extends Service {
     const existing = this.live.get(id)
     if (existing) return existing
     const storage = this.requireStorage()
-    const stored = await storage.read(id)
-    if (!stored) throw new SessionError('NOT_FOUND', `no stored session ${id} in ${storage.name}`)
-    for (const warning of stored.warnings) this.ctx.logger('sessions').warn(warning)
-    const seed = await this.rebuildSeed(stored.header)
-    const session = new Session(stored.header, seed, this.reportListenerError)
-    session.restore(stored.events)
-    if (this.live.has(id)) return this.live.get(id)!
-    this.live.set(id, session)
-    for (const observer of this.observers) observer.created?.(session)
-    return session
+    const finishClaim = await storage.claim?.(id)
+    try {
+      const stored = await storage.read(id)
+      if (!stored) throw new SessionError('NOT_FOUND', `no stored session ${id} in ${storage.name}`)
+      for (const warning of stored.warnings) this.ctx.logger('sessions').warn(warning)
+      const seed = await this.rebuildSeed(stored.header)
+      const session = new Session(stored.header, seed, this.reportListenerError)
+      session.restore(stored.events)
+      if (this.live.has(id)) return this.live.get(id)!
+      this.live.set(id, session)
+      for (const observer of this.observers) observer.created?.(session)
+      return session
+    } finally {
+      finishClaim?.()
+    }
   }
 
   /** Stop tracking a session: no more events; persistence flushes before this resolves. */
@@ -202,15 +213,17 @@ export class SessionStore extends Service {
     const length = header.seedLength ?? 0
     if (length === 0) return undefined
     if (!header.parentSession) throw new SessionError('CORRUPT', `session ${header.id} has seedLength ${length} but no parentSession`)
-    const parent = this.live.get(header.parentSession) ?? (await this.readDetached(header.parentSession))
+    const parent = this.live.get(header.parentSession) ?? (await this.readDetached(header.parentSession, header))
     if (parent.length < length) throw new SessionError('CORRUPT', `session ${header.id} is seeded with ${length} events of ${parent.id}, which has only ${parent.length}`)
     return { session: parent, length }
   }
 
   /** A stored session rebuilt without making it live (a fork's parent, read for its prefix). */
-  private async readDetached(id: string): Promise<Session> {
-    const stored = await this.requireStorage().read(id)
-    if (!stored) throw new SessionError('NOT_FOUND', `no stored session ${id} (needed as a fork's parent)`)
+  private async readDetached(id: string, fork: SessionHeader): Promise<Session> {
+    const storage = this.requireStorage()
+    const stored = await storage.read(id)
+    // The fork itself exists: it is its stored state that is broken, so this is not NOT_FOUND.
+    if (!stored) throw new SessionError('CORRUPT', `session ${fork.id} is a fork of session ${id}, whose stored file ${storage.locate(id)} is gone; the fork cannot be rebuilt without the first ${fork.seedLength} events of its parent`)
     const session = new Session(stored.header, await this.rebuildSeed(stored.header), this.reportListenerError)
     session.restore(stored.events)
     return session

@@ -1,5 +1,7 @@
-import { mkdir } from 'node:fs/promises'
+import { mkdir, stat } from 'node:fs/promises'
 import type { Context } from 'cordis'
+import { errorMessage } from '@dsh/base'
+import { SessionJsonlError } from './errors.js'
 import { Config, resolveSessionDir } from './config.js'
 import { JsonlSessionStorage } from './storage.js'
 
@@ -19,7 +21,7 @@ export const inject = ['sessions']
  */
 export async function apply(ctx: Context, config: Config): Promise<() => Promise<void>> {
   const dir = resolveSessionDir(config)
-  await mkdir(dir, { recursive: true })
+  await ensureSessionDir(dir)
   const storage = new JsonlSessionStorage(dir, ctx.logger('session-jsonl'))
   ctx.sessions.registerStorage(storage)
   ctx.sessions.addObserver(storage)
@@ -29,3 +31,21 @@ export async function apply(ctx: Context, config: Config): Promise<() => Promise
 }
 
 export default { name, inject, Config, apply }
+
+/**
+ * Create `dir` (and any missing parent, such as `$DSH_HOME`) private to its owner
+ * (0700); an existing directory keeps its mode. A path that is a file, or runs through
+ * one, fails here, at load, rather than at the first write.
+ */
+async function ensureSessionDir(dir: string): Promise<void> {
+  const notADirectory = (detail: string, cause?: unknown) =>
+    new SessionJsonlError('NOT_A_DIRECTORY', `the session directory ${dir} ${detail}; pass a directory (--session-dir, or the plugin's dir)`, { cause })
+  try {
+    await mkdir(dir, { recursive: true, mode: 0o700 })
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code
+    if (code === 'EEXIST' || code === 'ENOTDIR') throw notADirectory('is a file, or a path through a file', error)
+    throw new SessionJsonlError('UNREADABLE', `cannot create the session directory ${dir}: ${errorMessage(error)}`, { cause: error })
+  }
+  if (!(await stat(dir)).isDirectory()) throw notADirectory('is not a directory')
+}

@@ -1,10 +1,12 @@
-import { open, readdir, readFile } from 'node:fs/promises'
+import { open, readdir, readFile, stat } from 'node:fs/promises'
+import { errorMessage } from '@dsh/base'
 import { join } from 'node:path'
 import type { Logger } from 'cordis'
 import type { Session, SessionHeader, SessionObserver, SessionStorage, StoredSession } from '@dsh/session'
-import { CorruptSessionFileError } from './errors.js'
+import { CorruptSessionFileError, SessionJsonlError } from './errors.js'
 import { assertValidSessionId, readFirstLine, SESSION_FILE_SUFFIX, sessionFilePath } from './files.js'
 import { headerOf, parseLine, parseSessionFile } from './parse.js'
+import { SessionLocks } from './session-lock.js'
 import { SessionFileWriter, type WriterStart } from './writer.js'
 
 /** Header reads in flight at once while listing. */
@@ -17,8 +19,40 @@ const LIST_CONCURRENCY = 16
 export class JsonlSessionStorage implements SessionStorage, SessionObserver {
   readonly name = 'jsonl'
   private readonly writers = new Map<Session, SessionFileWriter>()
+  private readonly locks: SessionLocks
+  /** Per id, how many `claim()`s are in flight (an open that has not finished). */
+  private readonly claims = new Map<string, number>()
 
-  constructor(readonly dir: string, private readonly logger: Logger) {}
+  constructor(readonly dir: string, private readonly logger: Logger) {
+    this.locks = new SessionLocks(dir)
+  }
+
+  /**
+   * Hold session `id` for a resume: rejects with `SessionJsonlError('IN_USE')` while
+   * another process (or another storage in this one) runs it; a stale lock is taken
+   * over. The lock stays while the session is live here, and goes with its release (or
+   * with the returned function, when the open fails).
+   */
+  async claim(id: string): Promise<() => void> {
+    assertValidSessionId(id)
+    this.claims.set(id, (this.claims.get(id) ?? 0) + 1)
+    let done = false
+    const finish = () => {
+      if (done) return
+      done = true
+      const left = (this.claims.get(id) ?? 1) - 1
+      if (left > 0) this.claims.set(id, left)
+      else this.claims.delete(id)
+      void this.unlockIfUnused(id)
+    }
+    try {
+      await this.locks.acquire(id)
+    } catch (error) {
+      finish()
+      throw error
+    }
+    return finish
+  }
 
   locate(id: string): string {
     return sessionFilePath(this.dir, id)
@@ -30,10 +64,13 @@ export class JsonlSessionStorage implements SessionStorage, SessionObserver {
     await this.idle(id)
     let text: string
     try {
+      // A directory, a FIFO or a device under a session's name would fail or block the read.
+      if (!(await stat(file)).isFile()) throw new SessionJsonlError('UNREADABLE', `cannot read session file ${file}: it is not a regular file`)
       text = await readFile(file, 'utf8')
     } catch (error) {
       if (isMissing(error)) return undefined
-      throw error
+      if (error instanceof SessionJsonlError) throw error
+      throw new SessionJsonlError('UNREADABLE', `cannot read session file ${file}: ${errorMessage(error)}`, { cause: error })
     }
     return parseSessionFile(text, file, id)
   }
@@ -47,7 +84,8 @@ export class JsonlSessionStorage implements SessionStorage, SessionObserver {
       entries = await readdir(this.dir, { withFileTypes: true })
     } catch (error) {
       if (isMissing(error)) return []
-      throw error
+      const code = (error as NodeJS.ErrnoException).code === 'ENOTDIR' ? 'NOT_A_DIRECTORY' : 'UNREADABLE'
+      throw new SessionJsonlError(code, `cannot list the session directory ${this.dir}: ${errorMessage(error)}`, { cause: error })
     }
     const ids = entries
       .filter((entry) => !entry.isDirectory() && entry.name.endsWith(SESSION_FILE_SUFFIX))
@@ -73,7 +111,8 @@ export class JsonlSessionStorage implements SessionStorage, SessionObserver {
   attach(session: Session, start: WriterStart = 'attached'): void {
     if (this.writers.has(session)) return
     const file = join(this.dir, session.id + SESSION_FILE_SUFFIX) // the id is checked before the file is opened
-    const writer = new SessionFileWriter(session, file, (message) => this.logger.warn(message), this.idle(session.id), start)
+    const lock = () => this.locks.acquire(session.id)
+    const writer = new SessionFileWriter(session, file, (message) => this.logger.warn(message), this.idle(session.id), start, lock)
     this.writers.set(session, writer)
   }
 
@@ -84,7 +123,17 @@ export class JsonlSessionStorage implements SessionStorage, SessionObserver {
       await writer.close()
     } finally {
       this.writers.delete(session)
+      await this.unlockIfUnused(session.id)
     }
+  }
+
+  /** Give the lock of `id` back once no live session and no open in flight needs it. */
+  private async unlockIfUnused(id: string): Promise<void> {
+    if (this.claims.has(id) || [...this.writers.keys()].some((session) => session.id === id)) return
+    await this.locks.release(id).catch((error: unknown) => {
+      // Nothing is lost if a lock cannot be removed: the next process sees its owner gone.
+      this.logger.warn('cannot remove the lock of session %s: %s', id, errorMessage(error))
+    })
   }
 
   /** Flush and close every writer (plugin unload). Failures were already logged when they happened. */
@@ -117,7 +166,7 @@ export class JsonlSessionStorage implements SessionStorage, SessionObserver {
         await handle.close()
       }
     } catch (error) {
-      this.logger.warn('%s is left out of the session list: %s', file, error instanceof Error ? error.message : String(error))
+      this.logger.warn('%s is left out of the session list: %s', file, errorMessage(error))
       return undefined
     }
   }

@@ -1,5 +1,6 @@
 import { open, readFile, type FileHandle } from 'node:fs/promises'
 import { isDeepStrictEqual } from 'node:util'
+import { errorMessage } from '@dsh/base'
 import type { Session, SessionEvent, SessionHeader, SessionUpdate } from '@dsh/session'
 import { CorruptSessionFileError, SessionJsonlError } from './errors.js'
 import { assertValidSessionId, readFirstLine, readLastByte } from './files.js'
@@ -51,6 +52,8 @@ export class SessionFileWriter {
     /** Earlier writers of the same id, still finishing: start after them. */
     after: Promise<void>,
     start: WriterStart,
+    /** Take the session's single-writer lock (see session-lock.ts) before touching the file. */
+    private readonly lock: () => Promise<void>,
   ) {
     const lengthAtStart = session.length
     this.savedLength = start === 'created' ? lengthAtStart : session.seedLength
@@ -91,7 +94,9 @@ export class SessionFileWriter {
 
   private async start(start: WriterStart, lengthAtStart: number): Promise<void> {
     assertValidSessionId(this.session.id)
-    const handle = await open(this.file, 'a+')
+    await this.lock()
+    // Sessions are private: a new file is readable by its owner only.
+    const handle = await open(this.file, 'a+', 0o600)
     this.handle = handle
     const { size } = await handle.stat()
     this.fileSize = size
@@ -185,7 +190,7 @@ export class SessionFileWriter {
 
   private fail(error: unknown, action: string): void {
     if (this.failure) return
-    const reason = error instanceof Error ? error.message : String(error)
+    const reason = errorMessage(error)
     const code = error instanceof SessionJsonlError ? error.code : 'WRITE_FAILED'
     this.failure = new SessionJsonlError(
       code,

@@ -68,9 +68,10 @@ describe('session-jsonl persistence', () => {
     const dir = await tempDir()
     const { sessions } = await startProcess(dir)
     const session = sessions.create()
-    await vi.waitFor(async () => expect(await readdir(dir)).toEqual([`${session.id}.jsonl`]))
+    await vi.waitFor(async () => expect((await readdir(dir)).filter((name) => name.endsWith('.jsonl'))).toEqual([`${session.id}.jsonl`]))
     await vi.waitFor(async () => expect(await fileLines(join(dir, `${session.id}.jsonl`))).toHaveLength(2))
     await sessions.release(session)
+    expect(await readdir(dir)).toEqual([`${session.id}.jsonl`]) // the release gave the lock back
   })
 
   it('events appended in the same tick are written with a single write', async () => {

@@ -1,9 +1,14 @@
-export type BashErrorCode = 'DUPLICATE_EXECUTOR' | 'NO_EXECUTOR' | 'INVALID_REQUEST'
+import { DshError } from '@dsh/base'
 
-/** Failures of the `ctx.bash` seam; messages say what to do next. */
-export class BashError extends Error {
-  override name = 'BashError'
-  constructor(readonly code: BashErrorCode, message: string) {
-    super(message)
-  }
-}
+export type BashErrorCode =
+  /** A second executor while one is registered. */
+  | 'DUPLICATE_EXECUTOR'
+  /** `start()` with no executor registered. */
+  | 'NO_EXECUTOR'
+  /** An empty command, a NUL character, a non-positive timeout. */
+  | 'INVALID_REQUEST'
+  /** A configuration that contradicts itself (the bash tool's timeouts). */
+  | 'INVALID_CONFIG'
+
+/** Failures of the `ctx.bash` seam and its tool; messages say what to do next. */
+export class BashError extends DshError<BashErrorCode> {}

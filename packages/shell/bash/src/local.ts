@@ -10,7 +10,7 @@ export interface LocalExecutorOptions {
   maxOutputChars: number
   /** The shell binary (`bash`). */
   shell?: string
-  /** Credential-shaped variables commands may still see (by exact name). */
+  /** Variables of dsh's environment commands see besides the base allow-list (by exact name). */
   passEnv?: readonly string[]
 }
 
@@ -65,8 +65,9 @@ class LocalBashProcess implements BashProcess {
     this.captured = BoundedOutput.withLimit(options.maxOutputChars)
     this.child = spawn(options.shell ?? 'bash', ['-c', request.command], {
       cwd: request.cwd,
-      // The model chooses these commands: they get dsh's environment without its credentials
-      // (the model's own API key among them), like every other child dsh starts.
+      // The model chooses these commands: they get the base environment (PATH, HOME, locale,
+      // terminal, temp dirs) plus what the config names, like every other child dsh starts;
+      // dsh's own credentials (the model's API key among them) stay with dsh.
       env: childEnvironment(process.env, { env: request.env ?? {}, passEnv: this.options.passEnv ?? [] }),
       // Its own process group (pgid = its pid): a stop signals the group, reaching every descendant.
       detached: true,

@@ -20,7 +20,7 @@ export class BashService extends Service {
     executor: Schema.union(['local', 'none'] as const).default('local').description('`local`: run commands on this machine; `none`: another plugin registers the executor.'),
     killGraceMs: Schema.natural().default(2_000).description('Local executor: SIGTERM → SIGKILL grace when a command is stopped.'),
     maxOutputChars: Schema.natural().min(1_000).default(30_000).description('Local executor: most output characters kept per command (head and tail).'),
-    passEnv: Schema.array(Schema.string()).default([]).description('Local executor: credential-shaped variables (…KEY, …TOKEN, …SECRET, …PASSWORD) commands may still see.'),
+    passEnv: Schema.array(Schema.string().min(1)).default([]).description('Local executor: variables of dsh\'s environment commands see besides the base (PATH, HOME, locale, terminal, temp dirs), by exact name.'),
   })
 
   private current: BashExecutor | undefined

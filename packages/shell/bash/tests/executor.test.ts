@@ -58,18 +58,19 @@ describe('the local executor', () => {
     expect(result.output).toContain('oops')
   })
 
-  it('commands do not see credential-shaped variables unless passEnv names them', async () => {
-    process.env.DSH_TEST_API_KEY = 'sk-secret'
-    process.env.DSH_TEST_SHARED_TOKEN = 'shared'
-    process.env.DSH_TEST_PLAIN = 'visible'
+  it('commands see the base environment and what passEnv names, never the rest of dsh\'s environment', async () => {
+    const planted = { DSH_TEST_API_KEY: 'sk-secret', DATABASE_URL: 'postgres://u:pw@db/app', GH_PAT: 'ghp_x', DSH_TEST_SHARED: 'shared', DSH_TEST_PLAIN: 'plain' }
+    const saved = Object.fromEntries(Object.keys(planted).map((name) => [name, process.env[name]]))
+    Object.assign(process.env, planted)
     try {
-      const bash = await setup({ passEnv: ['DSH_TEST_SHARED_TOKEN'] })
-      const result = await bash.run({ command: 'echo "key=[$DSH_TEST_API_KEY] token=[$DSH_TEST_SHARED_TOKEN] plain=[$DSH_TEST_PLAIN]"', cwd: tmpdir() })
-      expect(result.output.trim()).toBe('key=[] token=[shared] plain=[visible]')
+      const bash = await setup({ passEnv: ['DSH_TEST_SHARED'] })
+      const result = await bash.run({ command: 'echo "key=[$DSH_TEST_API_KEY] db=[$DATABASE_URL] pat=[$GH_PAT] shared=[$DSH_TEST_SHARED] plain=[$DSH_TEST_PLAIN] home=[$HOME] path=[${PATH:+set}]"', cwd: tmpdir() })
+      expect(result.output.trim()).toBe(`key=[] db=[] pat=[] shared=[shared] plain=[] home=[${process.env.HOME}] path=[set]`)
     } finally {
-      delete process.env.DSH_TEST_API_KEY
-      delete process.env.DSH_TEST_SHARED_TOKEN
-      delete process.env.DSH_TEST_PLAIN
+      for (const [name, value] of Object.entries(saved)) {
+        if (value === undefined) delete process.env[name]
+        else process.env[name] = value
+      }
     }
   })
 

@@ -1,34 +1,54 @@
 /**
- * The environment of a child program: the parent's, minus anything that looks like a
- * credential, plus what the deployment configured. A delegated agent is another program
- * with its own trust boundary; it gets a key only when the config hands it one on
- * purpose (`env`, or `passEnv` to let a named parent variable through).
+ * The environment of a child program, by allow-list: a minimal base that any program
+ * needs to run as the user expects (where programs are, whose home, which language and
+ * terminal, where temporary files go), plus the parent variables the config names
+ * (`passEnv`), plus the variables the config sets (`env`). Everything else the parent
+ * holds (database URLs, webhooks, tokens whatever their names) stays with the parent: a
+ * model-run command or a delegated agent is another program with its own trust boundary.
  */
 
-/** Names a credential usually hides behind (`OPENAI_API_KEY`, `GH_TOKEN`, `CLIENT_SECRET`, `DB_PASSWORD`, …). */
-const CREDENTIAL_SHAPED = /KEY|TOKEN|SECRET|PASSWORD/i
+/** Variables every child inherits, when the parent has them. */
+export const BASE_ENVIRONMENT: readonly string[] = [
+  // where programs and the user's files are, and who the user is
+  'PATH', 'HOME', 'USER', 'LOGNAME', 'SHELL',
+  // language, character set and time zone (`LC_*` too, see below)
+  'LANG', 'LANGUAGE', 'TZ',
+  // the terminal and its colours
+  'TERM', 'COLORTERM', 'NO_COLOR', 'FORCE_COLOR',
+  // temporary files
+  'TMPDIR', 'TMP', 'TEMP',
+  // per-user directories of the XDG base directory convention
+  'XDG_CONFIG_HOME', 'XDG_CACHE_HOME', 'XDG_DATA_HOME', 'XDG_STATE_HOME', 'XDG_RUNTIME_DIR',
+  // a dsh started by the child (`dsh acp` as a provider, `dsh run` in a command) keeps the same home
+  'DSH_HOME',
+]
 
-export function isCredentialName(name: string): boolean {
-  return CREDENTIAL_SHAPED.test(name)
+/** Locale categories: `LC_ALL`, `LC_CTYPE`, `LC_MESSAGES`, … */
+const LOCALE_CATEGORY = /^LC_[A-Z_]+$/
+
+const BASE_NAMES = new Set(BASE_ENVIRONMENT)
+
+/** Whether every child inherits `name` (when the parent has it). */
+export function isBaseEnvironmentName(name: string): boolean {
+  return BASE_NAMES.has(name) || LOCALE_CATEGORY.test(name)
 }
 
 export interface ChildEnvironmentOptions {
   /** Variables applied last: they win over everything inherited, whatever their names. */
   env?: Readonly<Record<string, string>>
-  /** Credential-shaped parent variables to inherit anyway, by exact name. */
+  /** Parent variables to inherit besides the base, by exact name (an API key the child needs, `NODE_OPTIONS`, …). */
   passEnv?: readonly string[]
 }
 
 /**
- * `parent` without unset and credential-shaped names (except those `passEnv` names), then
- * `env` on top. A configured variable is kept even when its name is credential-shaped:
- * that is the explicit way to give a child a key.
+ * The base variables of `parent` and those `passEnv` names (unset ones left out), then
+ * `env` on top. Nothing else of `parent` reaches the child.
  */
 export function childEnvironment(parent: NodeJS.ProcessEnv, options: ChildEnvironmentOptions = {}): Record<string, string> {
   const passed = new Set(options.passEnv)
   const env: Record<string, string> = {}
   for (const [name, value] of Object.entries(parent)) {
-    if (value !== undefined && (passed.has(name) || !isCredentialName(name))) env[name] = value
+    if (value !== undefined && (passed.has(name) || isBaseEnvironmentName(name))) env[name] = value
   }
   return { ...env, ...options.env }
 }

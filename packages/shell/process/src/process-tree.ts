@@ -9,6 +9,7 @@
  * process between it and the tree has gone. `reap()` is the one way the tree ends.
  */
 import { spawn, type ChildProcess } from 'node:child_process'
+import { DshError } from '@dsh/base'
 import { goneWithin, KILL_WAIT_MS, signalGroup, signalProcess, terminate, type StopSignal } from './process-group.js'
 import { exists, isLive, readProcessTable, type ProcessEntry } from './process-liveness.js'
 import { trackGroup } from './live-groups.js'
@@ -45,18 +46,21 @@ export function describeExit(exit: ExitInfo): string {
   return exit.signal ? `was killed by ${exit.signal}` : `exited with code ${exit.code}`
 }
 
-/** Something in the tree outlived SIGKILL (a process in uninterruptible sleep, or one we may not signal). */
-export class ReapError extends Error {
-  override name = 'ReapError'
-  readonly code = 'SURVIVED_SIGKILL'
+export type ReapErrorCode =
+  /** Something in the tree outlived SIGKILL (a process in uninterruptible sleep, or one we may not signal). */
+  'SURVIVED_SIGKILL'
 
+export class ReapError extends DshError<ReapErrorCode> {
   constructor(
     readonly pgid: number,
     /** The pids still running, when `/proc` could say which. */
     readonly survivors: readonly number[],
     command: string,
   ) {
-    super(`the process tree of ${command} (group ${pgid}) still has live processes ${KILL_WAIT_MS} ms after SIGKILL: ${survivors.length ? survivors.join(', ') : `group ${pgid}`}`)
+    super(
+      'SURVIVED_SIGKILL',
+      `the process tree of ${command} (group ${pgid}) still has live processes ${KILL_WAIT_MS} ms after SIGKILL: ${survivors.length ? survivors.join(', ') : `group ${pgid}`}; they may be stuck in the kernel (state D): check them with ps`,
+    )
   }
 }
 

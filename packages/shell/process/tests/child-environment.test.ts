@@ -1,24 +1,52 @@
 import { describe, expect, it } from 'vitest'
-import { childEnvironment, isCredentialName } from '@dsh/process'
+import { BASE_ENVIRONMENT, childEnvironment, isBaseEnvironmentName } from '@dsh/process'
+
+const parent = {
+  PATH: '/bin',
+  HOME: '/home/u',
+  LANG: 'C.UTF-8',
+  LC_ALL: 'C',
+  TERM: 'xterm',
+  TMPDIR: '/tmp/u',
+  DSH_HOME: '/home/u/.dsh',
+  // credentials that no name filter recognises
+  DATABASE_URL: 'postgres://u:pw@db/app',
+  MYSQL_PWD: 'pw',
+  GH_PAT: 'ghp_x',
+  SLACK_WEBHOOK_URL: 'https://hooks.example/T0/B0/x',
+  OPENAI_API_KEY: 'sk-1',
+  NODE_OPTIONS: '--require /tmp/inject.js',
+  UNSET: undefined,
+}
 
 describe('the child environment', () => {
-  it('credential-shaped names are KEY, TOKEN, SECRET or PASSWORD anywhere, in any case', () => {
-    for (const name of ['DEEPSEEK_API_KEY', 'GH_TOKEN', 'aws_secret_access_key', 'DbPassword', 'SSH_AUTH_SOCK_KEY']) expect(isCredentialName(name)).toBe(true)
-    for (const name of ['PATH', 'HOME', 'DSH_HOME', 'LANG', 'NODE_OPTIONS']) expect(isCredentialName(name)).toBe(false)
+  it('is the base allow-list only: credentials of any name, and everything else, stay with the parent', () => {
+    expect(childEnvironment(parent)).toEqual({ PATH: '/bin', HOME: '/home/u', LANG: 'C.UTF-8', LC_ALL: 'C', TERM: 'xterm', TMPDIR: '/tmp/u', DSH_HOME: '/home/u/.dsh' })
   })
 
-  it('is the parent minus credentials plus the configured env, which may re-add one on purpose', () => {
-    const env = childEnvironment({ PATH: '/bin', OPENAI_API_KEY: 'sk-1', MY_TOKEN: 't', LANG: 'C' }, { env: { OPENAI_API_KEY: 'for-the-child', EXTRA: '1' } })
-    expect(env).toEqual({ PATH: '/bin', LANG: 'C', OPENAI_API_KEY: 'for-the-child', EXTRA: '1' })
+  it('the base is where programs and files are, who and where the user is, locale, terminal and temp dirs', () => {
+    for (const name of ['PATH', 'HOME', 'USER', 'SHELL', 'LANG', 'LC_CTYPE', 'LC_MESSAGES', 'TZ', 'TERM', 'TMPDIR', 'TMP', 'TEMP', 'XDG_RUNTIME_DIR', 'DSH_HOME']) {
+      expect(isBaseEnvironmentName(name)).toBe(true)
+    }
+    for (const name of ['DATABASE_URL', 'MYSQL_PWD', 'GH_PAT', 'SLACK_WEBHOOK_URL', 'AWS_ACCESS_KEY_ID', 'NODE_OPTIONS', 'LD_PRELOAD', 'LC_', 'lc_all', 'path']) {
+      expect(isBaseEnvironmentName(name)).toBe(false)
+    }
+    expect(BASE_ENVIRONMENT).toContain('PATH')
   })
 
-  it('drops every credential-shaped name (KEY, TOKEN, SECRET, PASSWORD) and adds the configured env', () => {
-    const env = childEnvironment({ PATH: '/bin', OPENAI_API_KEY: 'k', GH_TOKEN: 't', CLIENT_SECRET: 's', DB_PASSWORD: 'p', HOME: '/h' }, { env: { CODEX_HOME: '/c', OPENAI_API_KEY: 'given' } })
-    expect(env).toEqual({ PATH: '/bin', HOME: '/h', CODEX_HOME: '/c', OPENAI_API_KEY: 'given' })
-  })
-
-  it('passEnv lets named credential-shaped variables through, by exact name, and unset variables are left out', () => {
-    const env = childEnvironment({ OPENAI_API_KEY: 'k', OPENAI_API_KEY_2: 'k2', PATH: '/bin', UNSET: undefined }, { passEnv: ['OPENAI_API_KEY'] })
-    expect(env).toEqual({ OPENAI_API_KEY: 'k', PATH: '/bin' })
+  it('passEnv adds named parent variables by exact name, and the configured env wins over everything', () => {
+    const env = childEnvironment(parent, { passEnv: ['OPENAI_API_KEY', 'NODE_OPTIONS', 'UNSET', 'NOT_IN_PARENT'], env: { HOME: '/tmp/child-home', EXTRA: '1' } })
+    expect(env).toEqual({
+      PATH: '/bin',
+      HOME: '/tmp/child-home',
+      LANG: 'C.UTF-8',
+      LC_ALL: 'C',
+      TERM: 'xterm',
+      TMPDIR: '/tmp/u',
+      DSH_HOME: '/home/u/.dsh',
+      OPENAI_API_KEY: 'sk-1',
+      NODE_OPTIONS: '--require /tmp/inject.js',
+      EXTRA: '1',
+    })
   })
 })

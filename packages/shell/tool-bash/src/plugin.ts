@@ -1,7 +1,7 @@
 import type { Context } from 'cordis'
 import Schema from 'schemastery'
 import type {} from '@dsh/agent'
-import type {} from '@dsh/bash'
+import { BashError } from '@dsh/bash'
 import { TaskError } from '@dsh/tasks'
 import type { ToolExecution, ToolOutput } from '@dsh/tools'
 import { backgroundOutcome, renderForeground } from './render.js'
@@ -36,7 +36,7 @@ export class BashToolPlugin {
 
   constructor(private readonly ctx: Context, private readonly config: BashToolConfig) {
     if (config.defaultTimeoutMs > config.maxTimeoutMs) {
-      throw new Error(`@dsh/tool-bash: defaultTimeoutMs (${config.defaultTimeoutMs}) exceeds maxTimeoutMs (${config.maxTimeoutMs})`)
+      throw new BashError('INVALID_CONFIG', `@dsh/tool-bash: defaultTimeoutMs (${config.defaultTimeoutMs}) exceeds maxTimeoutMs (${config.maxTimeoutMs}); lower defaultTimeoutMs or raise maxTimeoutMs`)
     }
     const properties: Record<string, unknown> = {
       command: { type: 'string', minLength: 1, description: 'The bash command to run (bash -c), in the session\'s working directory.' },

@@ -4,7 +4,7 @@ import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
 import { createHarness, type Harness, type HarnessOptions } from '@dsh/testkit/harness'
 import type { Agent } from '@dsh/agent'
-import { BashService } from '@dsh/bash'
+import { BashError, BashService } from '@dsh/bash'
 import { textOf } from '@dsh/llm'
 import { TaskService } from '@dsh/tasks'
 import { TaskToolsPlugin } from '@dsh/tool-tasks'
@@ -37,6 +37,17 @@ function results(agent: Agent, name?: string) {
 
 
 const pidOf = (text: string) => Number(/\(pid (\d+)\)/.exec(text)?.[1])
+
+describe('bash tool config', () => {
+  it('a default timeout above the largest allowed fails at load with INVALID_CONFIG, saying what to change', async () => {
+    harness = await createHarness()
+    await harness.plugin(BashService)
+    const failure = await Promise.resolve(harness.plugin(BashToolPlugin, { defaultTimeoutMs: 5_000, maxTimeoutMs: 1_000 } as never)).then(() => undefined, (error: unknown) => error)
+    expect(failure).toBeInstanceOf(BashError)
+    expect(failure).toMatchObject({ name: 'BashError', code: 'INVALID_CONFIG' })
+    expect((failure as Error).message).toContain('lower defaultTimeoutMs or raise maxTimeoutMs')
+  })
+})
 
 describe('bash in the foreground', () => {
   it('runs in the session\'s cwd and returns the exit code with the output', async () => {

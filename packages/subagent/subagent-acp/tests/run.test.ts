@@ -56,7 +56,7 @@ describe('acp: a run against a real ACP agent process', () => {
     await run.dispose()
   })
 
-  it('the child environment drops credential-shaped names and adds the configured env', async () => {
+  it('the child environment is the base allow-list plus the configured env: other parent variables stay behind', async () => {
     process.env.DSH_TEST_SECRET_TOKEN = 'hunter2'
     process.env.dsh_test_password = 'hunter3'
     process.env.DSH_TEST_PLAIN = 'visible'
@@ -66,7 +66,7 @@ describe('acp: a run against a real ACP agent process', () => {
       expect(JSON.parse(textOf((await run.result).output))).toMatchObject({
         secret: null,
         password: null,
-        plain: 'visible',
+        plain: null,
         configured: 'from config',
         configuredKey: 'deliberate',
       })

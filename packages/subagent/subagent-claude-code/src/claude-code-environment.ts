@@ -1,6 +1,6 @@
 /**
- * The environment a Claude Code child gets: the shared child environment (the parent's
- * minus credential-shaped names unless `passEnv` names them, plus `env`), with Claude
+ * The environment a Claude Code child gets: the shared child environment (the base
+ * allow-list of the parent's, what `passEnv` names, then `env`), with Claude
  * Code's `IS_SANDBOX` rule on top. Claude Code reads its model endpoint and key from the
  * environment, so the deployment passes them explicitly instead of the child inheriting
  * every secret the parent happens to hold.
@@ -17,7 +17,8 @@ export interface ClaudeCodeEnvironmentOptions {
 }
 
 export function claudeCodeEnvironment(parent: NodeJS.ProcessEnv, options: ClaudeCodeEnvironmentOptions): Record<string, string> {
-  const env = childEnvironment(parent, { env: options.env, passEnv: options.passEnv })
+  // IS_SANDBOX is inherited (then checked below): it says what the machine is, not a secret.
+  const env = childEnvironment(parent, { env: options.env, passEnv: [...options.passEnv, 'IS_SANDBOX'] })
   // Claude Code refuses to start as root in bypass mode unless IS_SANDBOX is exactly `1`,
   // and sandboxes commonly export other truthy spellings (`yes`). A configured value is
   // the deployment's explicit choice and stands; otherwise root gets `1`, and a non-root

@@ -1,0 +1,99 @@
+import { existsSync } from 'node:fs'
+import { readFile, stat, writeFile } from 'node:fs/promises'
+import { join } from 'node:path'
+import { Context } from 'cordis'
+import { SessionStore } from '@dsh/session'
+import SessionJsonl, { SessionJsonlError } from '@dsh/session-jsonl'
+import { describe, expect, it } from 'vitest'
+import { appendTurn, startProcess, tempDir } from './harness.js'
+import { startSessionProcess } from './session-process.js'
+
+const modeOf = async (path: string) => (await stat(path)).mode & 0o777
+
+describe('one writer per session, across processes', () => {
+  it('a session a live process runs cannot be resumed by a second process: it is in use by pid N, and the first keeps writing', async () => {
+    const dir = await tempDir()
+    const first = startSessionProcess(dir, 'create')
+    const id = (await first.line('live ')).slice('live '.length)
+    await first.command('turn 1')
+    const file = join(dir, `${id}.jsonl`)
+    await expect.poll(async () => (await readFile(file, 'utf8')).split('\n').length).toBe(8) // header + 6 events + ''
+    const before = await readFile(file)
+
+    const second = startSessionProcess(dir, 'resume', id)
+    const refused = await second.line('refused ')
+    expect(await second.exited).toBe(3)
+    expect(refused).toContain('refused IN_USE ')
+    expect(refused).toContain(`in use by pid ${first.child.pid}`)
+    expect((await readFile(file)).equals(before)).toBe(true)
+
+    await first.command('turn 2')
+    await first.command('release').catch(() => {}) // it exits without answering
+    expect(await first.exited).toBe(0)
+    const { sessions } = await startProcess(dir)
+    const stored = await sessions.readStored(id)
+    expect(stored!.events.map((event) => event.type)).toEqual([...Array(2)].flatMap(() => ['turn/start', 'user/message', 'step/start', 'assistant/message', 'step/end', 'turn/end']))
+    expect(existsSync(join(dir, `${id}.lock`))).toBe(false)
+  })
+
+  it('a stale lock left by a process killed with SIGKILL is taken over by the next resume', async () => {
+    const dir = await tempDir()
+    const first = startSessionProcess(dir, 'create')
+    const id = (await first.line('live ')).slice('live '.length)
+    await first.command('turn 1')
+    const lock = join(dir, `${id}.lock`)
+    await expect.poll(async () => JSON.parse(await readFile(lock, 'utf8').catch(() => '{}')).pid).toBe(first.child.pid)
+    first.child.kill('SIGKILL')
+    expect(await first.exited).toBe('SIGKILL')
+    expect(existsSync(lock)).toBe(true)
+
+    const second = startSessionProcess(dir, 'resume', id)
+    expect(await second.line('live ')).toBe(`live ${id}`)
+    expect(JSON.parse(await readFile(lock, 'utf8'))).toMatchObject({ pid: second.child.pid })
+    await second.command('turn 2')
+    await second.command('release').catch(() => {})
+    expect(await second.exited).toBe(0)
+    expect(existsSync(lock)).toBe(false)
+  })
+
+  it('a lock file that is not a lock (garbage, cut short) is treated as stale', async () => {
+    const dir = await tempDir()
+    const { sessions } = await startProcess(dir)
+    const session = sessions.create()
+    appendTurn(session, 1, 'one')
+    await sessions.release(session)
+    await writeFile(join(dir, `${session.id}.lock`), '{"pid":')
+    const other = await startProcess(dir)
+    const resumed = await other.sessions.open(session.id)
+    expect(resumed.length).toBe(6)
+    await other.sessions.release(resumed)
+  })
+})
+
+describe('sessions are private', () => {
+  it('session files are created 0600, the directory and its missing parents 0700', async () => {
+    const home = join(await tempDir(), 'dsh-home')
+    const dir = join(home, 'sessions')
+    const { sessions } = await startProcess(dir)
+    const session = sessions.create()
+    appendTurn(session, 1, 'private')
+    await sessions.release(session)
+    expect(await modeOf(home)).toBe(0o700)
+    expect(await modeOf(dir)).toBe(0o700)
+    expect(await modeOf(join(dir, `${session.id}.jsonl`))).toBe(0o600)
+  })
+
+  it('a session dir that is a file (or runs through one) fails at load with NOT_A_DIRECTORY, naming it', async () => {
+    const file = join(await tempDir(), 'not-a-dir')
+    await writeFile(file, 'x')
+    for (const dir of [file, join(file, 'sessions')]) {
+      const ctx = new Context()
+      await ctx.plugin(SessionStore)
+      const failure = await Promise.resolve(ctx.plugin(SessionJsonl, { dir })).then(() => undefined, (error: unknown) => error)
+      expect(failure).toBeInstanceOf(SessionJsonlError)
+      expect(failure).toMatchObject({ code: 'NOT_A_DIRECTORY' })
+      expect((failure as Error).message).toContain(`the session directory ${dir} `)
+      expect(ctx.sessions.storageName).toBeUndefined()
+    }
+  })
+})
