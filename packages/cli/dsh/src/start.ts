@@ -8,6 +8,7 @@
 import { type Context, type Fiber, FiberState } from 'cordis'
 import type { PluginEntry } from './config-entries.js'
 import { CompositionError } from './errors.js'
+import { errorMessage } from '@dsh/base'
 
 export interface StartOptions {
   /**
@@ -48,7 +49,11 @@ export function waitForStart(ctx: Context, entries: readonly PluginEntry[], fibe
       const failed = states.find(([, state]) => state === FiberState.FAILED)
       if (failed) {
         const [entry] = failed
-        return finish(new CompositionError('PLUGIN_START', `plugin "${entry.id}" (${entry.name}) failed to start (the error is logged above)`))
+        // A failed fiber keeps its error; awaiting it hands the error over.
+        return void fibers.get(entry.id)!.await().then(
+          () => finish(new CompositionError('PLUGIN_START', `plugin "${entry.id}" (${entry.name}) failed to start`)),
+          (error: unknown) => finish(new CompositionError('PLUGIN_START', `plugin "${entry.id}" (${entry.name}) failed to start: ${oneLine(errorMessage(error))}`)),
+        )
       }
       if (states.every(([, state]) => state === FiberState.ACTIVE)) return finish()
       const moving = states.some(([, state]) => state === FiberState.LOADING || state === FiberState.UNLOADING)
@@ -66,4 +71,8 @@ export function waitForStart(ctx: Context, entries: readonly PluginEntry[], fibe
     const timer = setTimeout(() => finish(waitingReport(`some plugins did not start within ${options.startTimeoutMs} ms`)), options.startTimeoutMs)
     schedule()
   })
+}
+
+function oneLine(message: string): string {
+  return message.replace(/\n\s*/g, ' ')
 }
