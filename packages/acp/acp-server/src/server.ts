@@ -16,6 +16,7 @@ import { isAbsolute } from 'node:path'
 import { Readable, Writable } from 'node:stream'
 import { agent as agentApp, methods, ndJsonStream, PROTOCOL_VERSION, RequestError, type AgentContext, type PromptRequest, type PromptResponse, type Stream } from '@agentclientprotocol/sdk'
 import type { Context } from 'cordis'
+import { DshError, errorMessage } from '@dsh/base'
 import type { Agent } from '@dsh/agent'
 import { runUntilQuiet } from '@dsh/tasks'
 import { promptMessage } from './prompt.js'
@@ -35,6 +36,10 @@ interface ServedSession {
 }
 
 const { version } = createRequire(import.meta.url)('../package.json') as { version: string }
+
+/** A server set up wrongly by its host (not by a client: client mistakes are JSON-RPC errors). */
+export type AcpServerErrorCode = 'INVALID_OPTION'
+export class AcpServerError extends DshError<AcpServerErrorCode> {}
 
 /** The same default bound as the subagent tool's: a root (depth 0) and three generations below it. */
 export const DEFAULT_MAX_DEPTH = 3
@@ -59,7 +64,7 @@ export function serveAcpOverStdio(ctx: Context, options: AcpServerOptions = {}, 
 export function serveAcp(ctx: Context, stream: Stream, options: AcpServerOptions = {}): AcpServer {
   const log = ctx.logger('acp-server')
   const maxDepth = options.maxDepth ?? DEFAULT_MAX_DEPTH
-  if (!Number.isInteger(maxDepth) || maxDepth < 0) throw new RangeError(`maxDepth must be a whole number of at least 0 (got ${String(maxDepth)})`)
+  if (!Number.isInteger(maxDepth) || maxDepth < 0) throw new AcpServerError('INVALID_OPTION', `maxDepth must be a whole number of at least 0 (got ${String(maxDepth)})`)
   const sessions = new Map<string, ServedSession>()
 
   const app = agentApp({ name: 'dsh' })
@@ -141,7 +146,7 @@ export function serveAcp(ctx: Context, stream: Stream, options: AcpServerOptions
     sessions.clear()
     const outcomes = await Promise.allSettled(agents.map((agent) => agent.dispose()))
     for (const outcome of outcomes) {
-      if (outcome.status === 'rejected') log.warn('disposing an ACP session failed: %s', outcome.reason instanceof Error ? outcome.reason.message : String(outcome.reason))
+      if (outcome.status === 'rejected') log.warn('disposing an ACP session failed: %s', errorMessage(outcome.reason))
     }
   })
   return {

@@ -10,7 +10,7 @@ import { errorMessage, isRecord } from '@dsh/base'
 import { Context, type Fiber } from 'cordis'
 import type { PluginEntry } from './config-entries.js'
 import { checkConfigKeys } from './config-keys.js'
-import { CompositionError } from './errors.js'
+import { CompositionError, oneLineMessage } from './errors.js'
 import { waitForStart } from './start.js'
 
 export { mergeEntries, parseEntries, readEntries, type PluginEntry } from './config-entries.js'
@@ -61,7 +61,7 @@ export async function compose(ctx: Context, entries: readonly PluginEntry[], opt
       Promise.resolve(fiber).then(
         () => new Promise<never>(() => {}),
         (error: unknown) => {
-          throw new CompositionError('PLUGIN_START', `plugin "${entry.id}" (${entry.name}) failed to start: ${describe(error)}`)
+          throw new CompositionError('PLUGIN_START', `plugin "${entry.id}" (${entry.name}) failed to start: ${oneLineMessage(error)}`)
         },
       ),
     )
@@ -78,9 +78,4 @@ export async function compose(ctx: Context, entries: readonly PluginEntry[], opt
     fibers,
     dispose: () => ctx.fiber.dispose(),
   }
-}
-
-function describe(error: unknown): string {
-  if (error instanceof Error) return error.message.replace(/\n\s*/g, ' ')
-  return String(error)
 }

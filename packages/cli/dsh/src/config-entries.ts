@@ -38,7 +38,7 @@ export function parseEntries(text: string, file: string): PluginEntry[] {
   try {
     parsed = YAML.parse(text)
   } catch (error) {
-    throw new CompositionError('CONFIG_SYNTAX', `${file} is not valid YAML: ${oneLine(errorMessage(error))}`)
+    throw new CompositionError('CONFIG_SYNTAX', `${file} is not valid YAML: ${firstLine(errorMessage(error))}`)
   }
   const list = Array.isArray(parsed) ? parsed : isRecord(parsed) && Array.isArray(parsed.plugins) ? parsed.plugins : undefined
   if (!list) throw new CompositionError('CONFIG_SHAPE', `${file}: expected a list of plugin entries (or { plugins: [...] })`)
@@ -83,6 +83,6 @@ export function mergeEntries(defaults: readonly PluginEntry[], overrides: readon
 }
 
 /** YAML's messages quote the source over several lines; an error here is one line. */
-function oneLine(message: string): string {
+function firstLine(message: string): string {
   return message.split('\n')[0].trim()
 }

@@ -1,4 +1,4 @@
-import { DshError } from '@dsh/base'
+import { DshError, errorMessage } from '@dsh/base'
 
 /**
  * What the user typed cannot be acted on: a missing argument, an unknown verb, no model,
@@ -17,3 +17,8 @@ export type CompositionErrorCode = 'CONFIG_READ' | 'CONFIG_SYNTAX' | 'CONFIG_SHA
   /** A tool bound to a provider, or a default model naming an adapter, that is not registered. */
   | 'UNRESOLVED'
 export class CompositionError extends DshError<CompositionErrorCode> {}
+
+/** An error's message on one line, for reports that must stay one line per problem. */
+export function oneLineMessage(error: unknown): string {
+  return errorMessage(error).replace(/\s*\n\s*/g, ' ')
+}

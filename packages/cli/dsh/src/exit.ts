@@ -6,7 +6,7 @@
 import { errorMessage } from '@dsh/base'
 import { SessionError } from '@dsh/session'
 import { SessionJsonlError } from '@dsh/session-jsonl'
-import { CompositionError, UsageError } from './errors.js'
+import { CompositionError, oneLineMessage, UsageError } from './errors.js'
 
 export const EXIT_USAGE = 2
 export const EXIT_FAILURE = 1
@@ -15,7 +15,7 @@ export const EXIT_FAILURE = 1
 export function userFacingLine(error: unknown): string | undefined {
   if (error instanceof UsageError || error instanceof CompositionError) return error.message
   if (error instanceof SessionError || error instanceof SessionJsonlError) return `dsh: ${error.message}`
-  if (isParseArgsError(error)) return `dsh: ${error.message}`
+  if (isParseArgsError(error)) return `dsh: ${oneLineMessage(error)}`
   return undefined
 }
 

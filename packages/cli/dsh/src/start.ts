@@ -7,8 +7,7 @@
  */
 import { type Context, type Fiber, FiberState } from 'cordis'
 import type { PluginEntry } from './config-entries.js'
-import { CompositionError } from './errors.js'
-import { errorMessage } from '@dsh/base'
+import { CompositionError, oneLineMessage } from './errors.js'
 
 export interface StartOptions {
   /**
@@ -52,7 +51,7 @@ export function waitForStart(ctx: Context, entries: readonly PluginEntry[], fibe
         // A failed fiber keeps its error; awaiting it hands the error over.
         return void fibers.get(entry.id)!.await().then(
           () => finish(new CompositionError('PLUGIN_START', `plugin "${entry.id}" (${entry.name}) failed to start`)),
-          (error: unknown) => finish(new CompositionError('PLUGIN_START', `plugin "${entry.id}" (${entry.name}) failed to start: ${oneLine(errorMessage(error))}`)),
+          (error: unknown) => finish(new CompositionError('PLUGIN_START', `plugin "${entry.id}" (${entry.name}) failed to start: ${oneLineMessage(error)}`)),
         )
       }
       if (states.every(([, state]) => state === FiberState.ACTIVE)) return finish()
@@ -71,8 +70,4 @@ export function waitForStart(ctx: Context, entries: readonly PluginEntry[], fibe
     const timer = setTimeout(() => finish(waitingReport(`some plugins did not start within ${options.startTimeoutMs} ms`)), options.startTimeoutMs)
     schedule()
   })
-}
-
-function oneLine(message: string): string {
-  return message.replace(/\n\s*/g, ' ')
 }
