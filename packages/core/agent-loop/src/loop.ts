@@ -1,12 +1,11 @@
-import { turnEndOfFinish } from '@dsh/base'
 /**
  * The default turn driver, readable top to bottom: a turn is steps until nothing is
  * owed; a step logs the claimed input, streams one model response, runs its tool calls
  * and logs their results in model order. Every durable fact goes into the session log,
  * and the model's next request is derived from that log alone.
  */
+import { assertNever, errorMessage, isAbortError, turnEndOfFinish } from '@dsh/base'
 import {
-  isAbortError,
   toolCallsOf,
   type AssistantMessage,
   type FinishReason,
@@ -40,6 +39,7 @@ export async function runTurn(services: LoopServices, runtime: TurnRuntime, inpu
   const turn = runtime.nextTurnNumber()
   const started = session.append({ type: 'turn/start', turn })
   const end = (reason: TurnEndReason, error?: string): TurnResult => {
+    runtime.endingTurn()
     const ended = session.append(error === undefined ? { type: 'turn/end', turn, reason } : { type: 'turn/end', turn, reason, error })
     return error === undefined
       ? { turn, reason, startSeq: started.seq, endSeq: ended.seq }
@@ -56,7 +56,7 @@ export async function runTurn(services: LoopServices, runtime: TurnRuntime, inpu
       step++
       session.append({ type: 'step/start', step })
       stepOpen = true
-      for (const message of [...pending, ...runtime.claimInbox()]) session.append({ type: 'user/message', message })
+      for (const message of [...pending, ...runtime.claimInput()]) session.append({ type: 'user/message', message })
       pending = []
 
       const response = await streamResponse(services, runtime, signal)
@@ -99,7 +99,7 @@ export async function runTurn(services: LoopServices, runtime: TurnRuntime, inpu
   } catch (error) {
     // Only a bug or a released session lands here; the turn still ends in the log if it can.
     if (stepOpen && !session.released) closeStep(session, step)
-    const message = error instanceof Error ? error.message : String(error)
+    const message = errorMessage(error)
     if (session.released) return { turn, reason: 'error', error: message, startSeq: started.seq, endSeq: started.seq }
     return end('error', message)
   }
@@ -138,7 +138,7 @@ async function streamResponse(services: LoopServices, runtime: TurnRuntime, sign
       messages: session.messages(),
       tools: services.tools.specsFor(agent.id),
       signal,
-      origin: { sessionId: session.id, delegationDepth: agent.depth, ownPrompt: session.ownPrompt ?? '' },
+      origin: { sessionId: session.id },
     })
     for await (const chunk of stream) {
       const kind = fold(chunk)
@@ -148,7 +148,7 @@ async function streamResponse(services: LoopServices, runtime: TurnRuntime, sign
     if (signal.aborted) aborted = true
   } catch (caught) {
     if (signal.aborted || isAbortError(caught)) aborted = true
-    else error = caught instanceof Error ? caught.message : String(caught)
+    else error = errorMessage(caught)
   }
 
   function fold(chunk: LlmChunk) {
@@ -169,7 +169,7 @@ async function streamResponse(services: LoopServices, runtime: TurnRuntime, sign
         finish = chunk.reason
         return undefined
       default:
-        return assertNever(chunk)
+        return assertNever(chunk, 'stream chunk')
     }
   }
 
@@ -183,8 +183,4 @@ async function streamResponse(services: LoopServices, runtime: TurnRuntime, sign
   if (usage) response.usage = usage
   if (error !== undefined) response.error = error
   return response
-}
-
-function assertNever(value: never): never {
-  throw new Error(`unexpected stream chunk ${JSON.stringify(value)}`)
 }

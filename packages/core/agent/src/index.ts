@@ -1,4 +1,5 @@
 export * from './types.js'
+export * from './errors.js'
 export * from './service-instance.js'
 export * from './live-agent.js'
 export * from './service.js'

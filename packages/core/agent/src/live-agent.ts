@@ -1,21 +1,32 @@
 import type { Context, Fiber } from 'cordis'
+import { errorMessage } from '@dsh/base'
 import { userText, type UserMessage } from '@dsh/llm'
 import type { Session } from '@dsh/session'
 import { AGENT_SCOPE } from '@dsh/tools'
-import type { Agent, AgentOptions, AgentStatus, TurnDriver, TurnResult, TurnRuntime } from './types.js'
+import { AgentError } from './errors.js'
+import type { Agent, AgentOptions, AgentStatus, InputBoundary, InputSource, TurnDriver, TurnResult, TurnRuntime } from './types.js'
 
-export class AgentDisposedError extends Error {
-  override name = 'AgentDisposedError'
-}
-
+/** A turn waiting to run. */
 interface QueuedTurn {
-  /** Absent for a turn woken by `steer`: its input is whatever the inbox holds. */
-  message?: UserMessage
+  /** The turn's own input: a followup's message, or what the sources gave when the agent was woken. */
+  input: UserMessage[]
   /** Set for `recordAbort`: no steps run; the turn is logged as ended `aborted` with this text. */
   abortedWith?: string
+  /** A cancel that arrived before the turn started: its signal starts aborted. */
+  cancelCause?: unknown
   resolve(result: TurnResult): void
   reject(error: Error): void
 }
+
+/**
+ * Where an agent stands, in one value. `running` carries what only a running turn has;
+ * the queue, the inbox and the wake flag are inputs waiting, not state.
+ */
+type AgentState =
+  | { status: 'idle' }
+  | { status: 'running'; controller: AbortController; turn: QueuedTurn }
+  | { status: 'disposing' }
+  | { status: 'disposed' }
 
 /** What a live agent needs from the registry that created it. */
 export interface AgentHost {
@@ -32,20 +43,28 @@ function asMessage(message: UserMessage | string): UserMessage {
   return typeof message === 'string' ? userText(message) : message
 }
 
+const ignoreResult = () => {}
+
 /**
- * An agent: a session, an inbox, and a queue of turns run one at a time by the turn
- * driver. Its scoped context is created only when someone asks for it, so a child that
- * never registers anything costs no framework fiber.
+ * An agent: a session, an inbox, input sources, and a queue of turns run one at a time by
+ * the turn driver. Its scoped context is created only when someone asks for it, so a
+ * child that never registers anything costs no framework fiber.
+ *
+ * Input reaches a turn at one point: the step boundary, where the driver claims the inbox
+ * and polls every input source (`claimInput`). When a turn ends (unless it was aborted)
+ * and when `wake` is called on an idle agent, the sources are polled once more: input they
+ * give then starts a new turn. A `steer` sets the wake flag: steered input that no step
+ * claimed starts a turn of its own, after any aborted turn too (a person asked for it).
  */
 export class LiveAgent implements Agent {
-  private _status: AgentStatus = 'idle'
+  private state: AgentState = { status: 'idle' }
   private queue: QueuedTurn[] = []
   private inbox: UserMessage[] = []
-  /** Set by `steer` (not `inject`): pending input should start a turn if none is running. */
-  private wakeRequested = false
-  /** A cancel that arrived before its turn started: applied to that turn's signal. */
-  private pendingCancel: unknown
-  private controller: AbortController | undefined
+  private sources: InputSource[] = []
+  /** Set by `steer`: inbox input should start a turn if no step claims it first. */
+  private steered = false
+  /** Set by `wake` and by a turn that ended without an abort: poll the sources for a new turn. */
+  private pollSources = false
   private draining: Promise<void> | undefined
   private fiber: Fiber | undefined
   private scopedCtx: Context | undefined
@@ -68,11 +87,14 @@ export class LiveAgent implements Agent {
       },
       maxSteps: options.maxSteps ?? host.maxSteps,
       nextTurnNumber: () => ++this.turnCounter,
-      claimInbox: () => {
-        this.wakeRequested = false
-        return this.inbox.splice(0)
+      claimInput: () => {
+        this.steered = false
+        return [...this.inbox.splice(0), ...this.poll('step')]
       },
       hasInbox: () => this.inbox.length > 0,
+      endingTurn: () => {
+        if (this.state.status === 'running') this.state = { status: 'idle' }
+      },
     }
   }
 
@@ -81,7 +103,7 @@ export class LiveAgent implements Agent {
   }
 
   get status(): AgentStatus {
-    return this._status
+    return this.state.status
   }
 
   get depth(): number {
@@ -90,7 +112,7 @@ export class LiveAgent implements Agent {
 
   get ctx(): Context {
     if (!this.scopedCtx) {
-      if (this._status === 'disposed') throw new AgentDisposedError(`agent ${this.id} is disposed`)
+      if (this.state.status === 'disposed') throw new AgentError('DISPOSED', `agent ${this.id} is disposed`)
       this.fiber = this.host.home.plugin({ name: `agent:${this.id}`, inject: ['sessions', 'tools', 'llm', 'agents'], apply() {} })
       this.scopedCtx = this.fiber.ctx.extend({ [AGENT_SCOPE]: this.id })
     }
@@ -100,7 +122,7 @@ export class LiveAgent implements Agent {
   followup(message: UserMessage | string): Promise<TurnResult> {
     this.assertLive()
     return new Promise<TurnResult>((resolve, reject) => {
-      this.queue.push({ message: asMessage(message), resolve, reject })
+      this.queue.push({ input: [asMessage(message)], resolve, reject })
       this.pump()
     })
   }
@@ -108,11 +130,8 @@ export class LiveAgent implements Agent {
   steer(message: UserMessage | string): void {
     this.assertLive()
     this.inbox.push(asMessage(message))
-    this.wakeRequested = true
-    if (this._status === 'idle' && this.queue.length === 0) {
-      this.queue.push({ resolve: () => {}, reject: () => {} })
-      this.pump()
-    }
+    this.steered = true
+    this.pump()
   }
 
   inject(message: UserMessage | string): void {
@@ -120,18 +139,33 @@ export class LiveAgent implements Agent {
     this.inbox.push(asMessage(message))
   }
 
+  addInputSource(source: InputSource): () => void {
+    this.assertLive()
+    this.sources = [...this.sources, source]
+    return () => {
+      this.sources = this.sources.filter((entry) => entry !== source)
+    }
+  }
+
+  wake(): void {
+    if (this.state.status !== 'idle') return
+    this.pollSources = true
+    this.pump()
+  }
+
   recordAbort(why: string): Promise<TurnResult> {
     this.assertLive()
     return new Promise<TurnResult>((resolve, reject) => {
-      this.queue.push({ abortedWith: why, resolve, reject })
+      this.queue.push({ input: [], abortedWith: why, resolve, reject })
       this.pump()
     })
   }
 
   cancel(cause?: unknown): void {
-    if (this.controller) this.controller.abort(cause ?? new Error('cancelled'))
-    // A turn queued but not started yet is the one being cancelled: it must not run.
-    else if (this.queue.length > 0) this.pendingCancel = cause ?? new Error('cancelled')
+    const why = cause ?? new Error('cancelled')
+    if (this.state.status === 'running') this.state.controller.abort(why)
+    // A turn queued but not started yet is the one being cancelled: it starts aborted.
+    else if (this.queue.length > 0) this.queue[0].cancelCause ??= why
   }
 
   whenIdle(): Promise<void> {
@@ -151,67 +185,93 @@ export class LiveAgent implements Agent {
   }
 
   private async runDisposal(): Promise<void> {
-    if (this._status === 'disposed') return
-    this._status = 'disposing'
-    const dropped = this.queue.splice(0)
-    for (const turn of dropped) turn.reject(new AgentDisposedError(`agent ${this.id} was disposed before this turn started`))
+    if (this.state.status === 'disposed') return
+    const running = this.state.status === 'running' ? this.state.controller : undefined
+    this.state = { status: 'disposing' }
+    this.sources = []
+    for (const turn of this.queue.splice(0)) turn.reject(new AgentError('DISPOSED', `agent ${this.id} was disposed before this turn started`))
     // An Error captures a stack trace: only pay for one when there is a turn to abort.
-    if (this.controller) this.cancel(new AgentDisposedError(`agent ${this.id} is being disposed`))
+    running?.abort(new AgentError('DISPOSED', `agent ${this.id} is being disposed`))
     await this.whenIdle()
     try {
       await this.host.finish(this)
     } finally {
-      this._status = 'disposed'
+      this.state = { status: 'disposed' }
     }
   }
 
-  private logAbortedTurn(why: string): TurnResult {
-    return abortedTurn(this.session, this.runtime.nextTurnNumber(), why)
+  private assertLive(): void {
+    const { status } = this.state
+    if (status === 'disposing' || status === 'disposed') throw new AgentError('DISPOSED', `agent ${this.id} is ${status}`)
   }
 
-  private assertLive(): void {
-    if (this._status === 'disposing' || this._status === 'disposed') throw new AgentDisposedError(`agent ${this.id} is ${this._status}`)
+  /** Every source's input for this boundary. A source that throws gives nothing and is logged. */
+  private poll(boundary: InputBoundary): UserMessage[] {
+    const input: UserMessage[] = []
+    for (const source of this.sources) {
+      try {
+        input.push(...source(boundary))
+      } catch (error) {
+        this.host.home.logger('agents').warn('an input source of agent %s threw (its input is skipped): %s', this.id, errorMessage(error))
+      }
+    }
+    return input
   }
 
   private pump(): void {
-    if (this.draining) return
+    if (this.draining || this.state.status !== 'idle') return
     this.draining = this.drain()
+  }
+
+  /** The next turn: a queued one, else one that a steer or the sources ask for. */
+  private nextTurn(): QueuedTurn | undefined {
+    const queued = this.queue.shift()
+    if (queued) return queued
+    if (this.steered && this.inbox.length > 0) {
+      // Its input is the inbox, claimed at the turn's first step with the sources'.
+      this.pollSources = false
+      return { input: [], resolve: ignoreResult, reject: ignoreResult }
+    }
+    this.steered = false
+    if (!this.pollSources) return undefined
+    this.pollSources = false
+    const input = this.poll('wake')
+    return input.length > 0 ? { input, resolve: ignoreResult, reject: ignoreResult } : undefined
   }
 
   private async drain(): Promise<void> {
     // Yield once so a caller can attach to the turn (subscribe, store the promise) before it starts.
     await Promise.resolve()
     for (;;) {
-      if (this.queue.length === 0 || this._status === 'disposing') {
-        // Cleared in the same tick the queue is found empty: a followup queued by a caller
-        // that resumed on the last turn's result must start a new drain, not be stranded.
+      const next = this.state.status === 'idle' ? this.nextTurn() : undefined
+      if (!next) {
+        // Cleared in the same tick no turn is found: a followup queued by a caller that
+        // resumed on the last turn's result must start a new drain, not be stranded.
         this.draining = undefined
         return
       }
-      const next = this.queue.shift()!
-      this._status = 'running'
-      const controller = (this.controller = new AbortController())
-      if (this.pendingCancel !== undefined) {
-        controller.abort(this.pendingCancel)
-        this.pendingCancel = undefined
-      }
+      const controller = new AbortController()
+      if (next.cancelCause !== undefined) controller.abort(next.cancelCause)
+      this.state = { status: 'running', controller, turn: next }
       try {
         const result =
           next.abortedWith === undefined
-            ? await this.host.driver().runTurn(this.runtime, next.message ? [next.message] : [], controller.signal)
+            ? await this.host.driver().runTurn(this.runtime, next.input, controller.signal)
             : this.logAbortedTurn(next.abortedWith)
+        // A cancelled turn means "stop": the sources do not start another behind the user's back.
+        if (result.reason !== 'aborted') this.pollSources = true
         next.resolve(result)
       } catch (error) {
-        next.reject(error instanceof Error ? error : new Error(String(error)))
+        next.reject(error instanceof Error ? error : new Error(errorMessage(error)))
       } finally {
-        this.controller = undefined
-        if (this._status === 'running') this._status = 'idle'
-      }
-      // input steered in after the last step of a turn starts a new one
-      if (this.queue.length === 0 && this.wakeRequested && this.inbox.length > 0 && this._status === 'idle') {
-        this.queue.push({ resolve: () => {}, reject: () => {} })
+        if (this.state.status === 'running') this.state = { status: 'idle' }
       }
     }
+  }
+
+  private logAbortedTurn(why: string): TurnResult {
+    this.runtime.endingTurn()
+    return abortedTurn(this.session, this.runtime.nextTurnNumber(), why)
   }
 }
 

@@ -1,5 +1,6 @@
 import { Context, Service } from 'cordis'
 import Schema from 'schemastery'
+import { errorMessage } from '@dsh/base'
 import type { Session } from '@dsh/session'
 import type {} from '@dsh/tools'
 import type {} from '@dsh/llm'
@@ -7,6 +8,7 @@ import { LiveAgent, type AgentHost } from './live-agent.js'
 import { serviceInstance } from './service-instance.js'
 import { closeInterruptedTurn } from './interrupted-turn.js'
 import type { Agent, AgentCleanup, CreateAgentOptions, TurnDriver } from './types.js'
+import { AgentError } from './errors.js'
 
 declare module 'cordis' {
   interface Context {
@@ -17,13 +19,6 @@ declare module 'cordis' {
 
 declare module '@dsh/tools' {
   interface ToolAgent extends Agent {}
-}
-
-export class AgentError extends Error {
-  override name = 'AgentError'
-  constructor(readonly code: 'SESSION_IN_USE' | 'ABORTED' | 'INVALID_OPTIONS', message: string, options?: { cause?: unknown }) {
-    super(message, options)
-  }
 }
 
 export const DEFAULT_PERSONA =
@@ -86,7 +81,7 @@ export class AgentRegistry extends Service {
       if (fresh) this.sessions.announce(session)
     } catch (error) {
       await agent.dispose().catch((cleanupError: unknown) => {
-        this.home.logger('agents').warn('rolling back agent %s failed: %s', agent.id, String(cleanupError))
+        this.home.logger('agents').warn('rolling back agent %s failed: %s', agent.id, errorMessage(cleanupError))
       })
       throw error
     }

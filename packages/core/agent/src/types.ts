@@ -46,6 +46,16 @@ export interface Agent {
   /** Input for the next step, without waking an idle agent. */
   inject(message: UserMessage | string): void
   /**
+   * Add a source of input: it is polled at every step boundary of this agent's turns
+   * (`'step'`: what it returns joins that step's input) and, when the agent could start
+   * a turn (`'wake'`: after a turn that was not aborted, or on `wake()` while idle),
+   * what it returns then starts a new turn. Returns the disposer. A source that throws
+   * gives nothing (logged).
+   */
+  addInputSource(source: InputSource): () => void
+  /** Ask an idle agent to poll its input sources now; a no-op while a turn runs (its steps poll them). */
+  wake(): void
+  /**
    * Record a cancellation that found no turn running (its work was background work, or it
    * came after the last turn ended): queues a turn that runs no step and ends `aborted`
    * with `why`, so the session's last word is the cancel. Resolves with that turn.
@@ -83,10 +93,22 @@ export interface TurnRuntime {
   readonly system: string
   readonly maxSteps: number
   nextTurnNumber(): number
-  /** Take every steered or injected message waiting for the next step. */
-  claimInbox(): UserMessage[]
+  /** At a step boundary: every steered or injected message, then what the input sources give. */
+  claimInput(): UserMessage[]
+  /** Whether steered or injected input waits (the turn then takes another step). */
   hasInbox(): boolean
+  /**
+   * Called by the driver right before it logs `turn/end`: from then on the agent reads
+   * `idle`, so a `turn/end` listener sees the turn as over.
+   */
+  endingTurn(): void
 }
+
+/** Where an input source is polled: at a step boundary, or when a new turn could start. */
+export type InputBoundary = 'step' | 'wake'
+
+/** See `Agent.addInputSource`. Returns the messages to add now (often none). */
+export type InputSource = (boundary: InputBoundary) => readonly UserMessage[]
 
 /** Runs turns. `@dsh/agent-loop` provides the default one as `ctx.agentLoop`. */
 export interface TurnDriver {

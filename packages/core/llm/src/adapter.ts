@@ -10,14 +10,12 @@ export interface ToolSpec {
 }
 
 /**
- * Facts about the session making a request. Real adapters ignore them; the scripted
- * adapter picks its replies by them.
+ * Which session makes a request. Real adapters ignore it; an adapter that needs more
+ * about the session (the scripted one picks replies by its prompt and depth) looks the
+ * session up by this id.
  */
 export interface RequestOrigin {
   sessionId: string
-  delegationDepth: number
-  /** Text of the first user message the session itself received (after any fork seed). */
-  ownPrompt: string
 }
 
 export interface LlmRequest {
@@ -43,14 +41,4 @@ export interface LlmAdapter {
   stream(request: LlmRequest): AsyncIterable<LlmChunk>
 }
 
-/** A provider-side failure (HTTP error, malformed stream, no scripted reply, …). */
-export class LlmError extends Error {
-  override name = 'LlmError'
-  constructor(message: string, readonly status?: number, options?: { cause?: unknown }) {
-    super(message, options)
-  }
-}
-
-export function isAbortError(error: unknown): boolean {
-  return error instanceof Error && (error.name === 'AbortError' || error.name === 'APIUserAbortError')
-}
+export { isAbortError } from '@dsh/base'

@@ -1,6 +1,7 @@
 import { Context, Service } from 'cordis'
 import Schema from 'schemastery'
 import type { LlmAdapter } from './adapter.js'
+import { LlmRegistryError } from './errors.js'
 
 declare module 'cordis' {
   interface Context {
@@ -13,13 +14,6 @@ export interface ResolvedModel {
   model: string
   /** The spec as written, for messages and logs. */
   spec: string
-}
-
-export class LlmRegistryError extends Error {
-  override name = 'LlmRegistryError'
-  constructor(readonly code: 'DUPLICATE_ADAPTER' | 'NO_ADAPTER' | 'NO_MODEL', message: string) {
-    super(message)
-  }
 }
 
 /**

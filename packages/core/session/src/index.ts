@@ -1,4 +1,5 @@
 export * from './events.js'
+export * from './errors.js'
 export * from './log.js'
 export * from './projection.js'
 export * from './session.js'

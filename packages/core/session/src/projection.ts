@@ -1,3 +1,4 @@
+import { assertNever } from '@dsh/base'
 import type { Message, MessageHistory } from '@dsh/llm'
 import type { EventLog } from './log.js'
 import type { SessionEvent } from './events.js'
@@ -18,12 +19,8 @@ export function messageOf(event: SessionEvent): Message | undefined {
     case 'turn/end':
       return undefined
     default:
-      return assertNever(event)
+      return assertNever(event, 'session event')
   }
-}
-
-function assertNever(value: never): never {
-  throw new Error(`unexpected session event ${JSON.stringify(value)}`)
 }
 
 /**

@@ -1,13 +1,10 @@
 import { textOf, type MessageHistory } from '@dsh/llm'
 import type { AssistantChunk, SessionEvent, SessionEventBody, SessionHeader, SessionUpdate } from './events.js'
 import { EventLog } from './log.js'
+import { SessionError } from './errors.js'
 import { MessageProjection } from './projection.js'
 
 export type SessionListener = (update: SessionUpdate) => void
-
-export class SessionReleasedError extends Error {
-  override name = 'SessionReleasedError'
-}
 
 /**
  * One conversation: a frozen header and an append-only event log. Appending is the only
@@ -83,7 +80,7 @@ export class Session {
    * events that a copy per event shows up in garbage-collection time.
    */
   append(body: SessionEventBody): SessionEvent {
-    if (this._released) throw new SessionReleasedError(`session ${this.id} is released; it cannot take new events`)
+    if (this._released) throw new SessionError('RELEASED', `session ${this.id} is released; it cannot take new events`)
     const event = body as SessionEvent
     event.seq = this.log.length
     event.ts = Date.now()
@@ -95,7 +92,7 @@ export class Session {
   /** Restore events read back from storage (seqs must continue the log). Listeners are not told. */
   restore(events: readonly SessionEvent[]): void {
     for (const event of events) {
-      if (event.seq !== this.log.length) throw new RangeError(`session ${this.id}: restored event has seq ${event.seq}, expected ${this.log.length}`)
+      if (event.seq !== this.log.length) throw new SessionError('CORRUPT', `session ${this.id}: restored event has seq ${event.seq}, expected ${this.log.length}`)
       this.push(event)
     }
   }
@@ -128,7 +125,10 @@ export class Session {
     // copy-on-write list: a listener that unsubscribes while we iterate is safe
     for (const listener of this.listeners) {
       try {
-        listener(update)
+        // An async listener returns a promise: its rejection is contained like a throw,
+        // never left to take the host down as an unhandled rejection.
+        const returned: unknown = listener(update)
+        if (returned instanceof Promise) returned.catch(this.reportListenerError)
       } catch (error) {
         // A listener is an observer: its failure must not stop the log or its peers.
         this.reportListenerError(error)

@@ -1,6 +1,8 @@
 import { randomBytes } from 'node:crypto'
 import { Context, Service } from 'cordis'
 import Schema from 'schemastery'
+import { errorMessage } from '@dsh/base'
+import { SessionError } from './errors.js'
 import type { SessionEvent, SessionHeader } from './events.js'
 import { Session } from './session.js'
 
@@ -58,12 +60,6 @@ export interface SessionInit {
   announce?: boolean
 }
 
-export class SessionError extends Error {
-  override name = 'SessionError'
-  constructor(readonly code: 'DUPLICATE_SESSION' | 'NOT_FOUND' | 'NO_STORAGE' | 'DUPLICATE_STORAGE' | 'CORRUPT', message: string) {
-    super(message)
-  }
-}
 
 /** 48 random bits per process: ids from two processes never collide, even in the same millisecond. */
 const processTag = randomBytes(6).toString('hex')
@@ -230,7 +226,7 @@ export class SessionStore extends Service {
   }
 
   private reportListenerError = (error: unknown): void => {
-    this.ctx.logger('sessions').warn('a session listener threw: %s', error instanceof Error ? error.stack ?? error.message : String(error))
+    this.ctx.logger('sessions').warn('a session listener threw: %s', error instanceof Error ? error.stack ?? error.message : errorMessage(error))
   }
 }
 

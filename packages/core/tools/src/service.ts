@@ -1,3 +1,4 @@
+import { errorMessage } from '@dsh/base'
 import { Context, Service } from 'cordis'
 import type { TextBlock, ToolCallBlock, ToolResultBlock, ToolSpec } from '@dsh/llm'
 import { ToolError } from './errors.js'
@@ -174,7 +175,7 @@ export class ToolRegistry extends Service {
     if (!entry || !this.allowed(call.name, exec.agent.id)) {
       return fail(`unknown tool "${call.name}" (available: ${this.namesFor(exec.agent.id, true).join(', ') || 'none'})`)
     }
-    if (call.args === undefined) return fail(`the arguments of ${call.name} are not valid JSON: ${call.rawArgs ?? '(empty)'}`)
+    if (call.args === undefined) return fail(`the arguments of ${call.name} are not valid JSON: ${quoteRaw(call.rawArgs)}`)
     const problem = entry.validate(call.args)
     if (problem) return fail(`invalid arguments for ${call.name}: ${problem}`)
     if (exec.signal.aborted) return fail(`${call.name} was not run: the call was aborted`)
@@ -183,7 +184,7 @@ export class ToolRegistry extends Service {
       return outcomeOf(call, output)
     } catch (error) {
       if (exec.signal.aborted) return fail(`${call.name} was aborted${error instanceof Error ? `: ${error.message}` : ''}`)
-      return fail(`${call.name} failed: ${error instanceof Error ? error.message : String(error)}`)
+      return fail(`${call.name} failed: ${errorMessage(error)}`)
     }
   }
 
@@ -271,4 +272,10 @@ function outcomeOf(call: ToolCallBlock, output: ToolOutput): ToolCallOutcome {
   const result: ToolResultBlock = { type: 'tool-result', callId: call.id, name: call.name, content }
   if (output.isError) result.isError = true
   return { result, endsTurn: output.endsTurn === true }
+}
+
+/** The model's unparsable argument text, for its error result: `(empty)` for none, long text cut. */
+function quoteRaw(rawArgs: string | undefined): string {
+  if (!rawArgs) return '(empty)'
+  return rawArgs.length > 500 ? `${rawArgs.slice(0, 500)}… (${rawArgs.length} characters)` : rawArgs
 }

@@ -1,3 +1,4 @@
+import { isRecord } from '@dsh/base'
 import { type FinishReason, type LlmChunk, type ToolCallBlock, type Usage } from '@dsh/llm'
 import type { ChatCompletionChunk } from 'openai/resources/chat/completions'
 import { OpenAIChatError } from './errors.js'
@@ -118,8 +119,4 @@ function reasoningOf(delta: Record<string, unknown>): string | undefined {
 function usageOf(usage: Record<string, unknown>): Usage {
   const count = (value: unknown) => (typeof value === 'number' && Number.isFinite(value) ? value : 0)
   return { inputTokens: count(usage.prompt_tokens), outputTokens: count(usage.completion_tokens) }
-}
-
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value)
 }

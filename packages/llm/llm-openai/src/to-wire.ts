@@ -1,3 +1,4 @@
+import { assertNever } from '@dsh/base'
 import type { AssistantMessage, LlmRequest, Message, ToolResultBlock, ToolSpec } from '@dsh/llm'
 import { textOf, toolCallsOf } from '@dsh/llm'
 import type {
@@ -49,7 +50,7 @@ function toWireMessage(message: Message, options: WireOptions): ChatCompletionMe
     case 'tool':
       return message.content.map(toWireToolResult)
     default:
-      return assertNever(message)
+      return assertNever(message, 'message')
   }
 }
 
@@ -82,8 +83,4 @@ function toWireToolResult(block: ToolResultBlock): ChatCompletionToolMessagePara
 
 function toWireTool(tool: ToolSpec): ChatCompletionFunctionTool {
   return { type: 'function', function: { name: tool.name, description: tool.description, parameters: tool.parameters } }
-}
-
-function assertNever(value: never): never {
-  throw new Error(`unexpected message: ${JSON.stringify(value)}`)
 }

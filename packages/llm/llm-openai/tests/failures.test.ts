@@ -52,16 +52,17 @@ describe('aborting a request', () => {
 
 describe('provider errors', () => {
   it.each([
-    [400, 'Model Not Exist'],
-    [402, 'Insufficient Balance'],
-    [429, 'Rate limit reached for requests'],
-    [500, 'The server had an error while processing your request'],
-    [503, 'Server overloaded, please retry shortly'],
-  ])('turns HTTP %i into an LlmError with the status and the server message, without retrying', async (status, message) => {
+    [400, 'Model Not Exist', 'HTTP_CLIENT'],
+    [402, 'Insufficient Balance', 'HTTP_CLIENT'],
+    [403, 'Forbidden', 'AUTH'],
+    [429, 'Rate limit reached for requests', 'RATE_LIMITED'],
+    [500, 'The server had an error while processing your request', 'HTTP_SERVER'],
+    [503, 'Server overloaded, please retry shortly', 'HTTP_SERVER'],
+  ])('turns HTTP %i into an LlmError coded by its status class, with the status and the server message, without retrying', async (status, message, code) => {
     const { server, adapter } = await fakeEndpoint([{ status, error: message }])
     const error = await failureOf(adapter.stream(requestOf()))
     expect(error).toBeInstanceOf(LlmError)
-    expect(error).toMatchObject({ code: 'HTTP_STATUS', status })
+    expect(error).toMatchObject({ name: 'OpenAIChatError', code, status })
     expect(error.message).toContain(message)
     expect(error.message).toContain(String(status))
     expect(server.requests).toHaveLength(1)

@@ -18,7 +18,7 @@ export function requestOf(parts: RequestParts = {}): LlmRequest {
     messages: historyOf(parts.messages ?? [userText('hi')]),
     tools: parts.tools ?? [],
     signal: parts.signal ?? new AbortController().signal,
-    origin: { sessionId: 's1', delegationDepth: 0, ownPrompt: 'hi' },
+    origin: { sessionId: 's1' },
   }
 }
 

@@ -41,7 +41,7 @@ describe('wire quirks of compatible servers', () => {
     const adapter = await endpointSending([chunk({ content: 'Hi' }), { error: { message: 'upstream model crashed', type: 'server_error' } }])
     const error = await failureOf(adapter.stream(requestOf()))
     expect(error).toBeInstanceOf(LlmError)
-    expect(error.code).toBe('BAD_STREAM')
+    expect(error.code).toBe('BAD_RESPONSE')
     expect(error.message).toContain('upstream model crashed')
   })
 
@@ -49,7 +49,7 @@ describe('wire quirks of compatible servers', () => {
     const adapter = await endpointSending([chunk({ content: 'Hi' }), '{not json'])
     const error = await failureOf(adapter.stream(requestOf()))
     expect(error).toBeInstanceOf(LlmError)
-    expect(error.code).toBe('BAD_STREAM')
+    expect(error.code).toBe('BAD_RESPONSE')
     expect(error.message).toMatch(/malformed response stream/)
   })
 

@@ -1,8 +1,9 @@
-/** The error an aborted request ends with; the agent loop recognises it by its name. */
-export class AbortError extends Error {
-  override name = 'AbortError'
+import { DshError } from '@dsh/base'
+
+/** The error an aborted request ends with; the agent loop recognises it by its name (`AbortError`). */
+export class AbortError extends DshError<'ABORTED'> {
   constructor(options?: { cause?: unknown }) {
-    super('the model request was aborted', options)
+    super('ABORTED', 'the model request was aborted', options)
   }
 }
 

@@ -1,3 +1,4 @@
+import { FINISH_REASONS, isRecord, type FinishReason } from '@dsh/base'
 import { ScriptError } from './errors.js'
 import type { CompiledCall, CompiledReply, CompiledRule, CompiledScript } from './script.js'
 
@@ -66,12 +67,17 @@ function compileRegex(value: unknown, path: string, fail: Fail): RegExp {
 }
 
 function compileReply(value: unknown, path: string, fail: Fail): CompiledReply {
-  if (!isFields(value)) return fail(path, 'a reply must be an object with text, call, calls or error')
-  checkKeys(value, ['text', 'call', 'calls', 'error', 'delay_ms'], path, fail)
-  const { text, call, calls, error, delay_ms: delay } = value
+  if (!isFields(value)) return fail(path, 'a reply must be an object with text, call, calls, error or finish')
+  checkKeys(value, ['text', 'call', 'calls', 'error', 'delay_ms', 'finish'], path, fail)
+  const { text, call, calls, error, delay_ms: delay, finish } = value
   const reply: CompiledReply = { calls: [], delayMs: 0 }
-  if (text === undefined && call === undefined && calls === undefined && error === undefined) {
-    fail(path, 'a reply needs text, call, calls or error')
+  if (text === undefined && call === undefined && calls === undefined && error === undefined && finish === undefined) {
+    fail(path, 'a reply needs text, call, calls, error or finish')
+  }
+  if (finish !== undefined) {
+    if (!(FINISH_REASONS as readonly unknown[]).includes(finish)) fail(`${path}.finish`, `must be one of ${FINISH_REASONS.join(', ')}, got ${show(finish)}`)
+    if (error !== undefined) fail(path, '"finish" cannot be combined with "error" (a failed request has no finish)')
+    reply.finish = finish as FinishReason
   }
   if (error !== undefined) {
     if (typeof error !== 'string') fail(`${path}.error`, `must be a string, got ${show(error)}`)
@@ -121,7 +127,7 @@ function checkKeys(value: Fields, allowed: readonly string[], path: string, fail
 }
 
 function isFields(value: unknown): value is Fields {
-  return typeof value === 'object' && value !== null && !Array.isArray(value)
+  return isRecord(value)
 }
 
 function isNatural(value: unknown): boolean {

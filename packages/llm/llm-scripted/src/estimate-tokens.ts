@@ -1,3 +1,4 @@
+import { assertNever } from '@dsh/base'
 import type { ContentBlock, MessageHistory } from '@dsh/llm'
 
 /** Roughly four characters a token: enough for usage accounting and context-size checks. */
@@ -33,12 +34,8 @@ function charsOfBlocks(blocks: readonly ContentBlock[]): number {
         chars += block.name.length + charsOfBlocks(block.content)
         break
       default:
-        assertNever(block)
+        assertNever(block, 'content block')
     }
   }
   return chars
-}
-
-function assertNever(value: never): never {
-  throw new Error(`unexpected content block ${JSON.stringify(value)}`)
 }

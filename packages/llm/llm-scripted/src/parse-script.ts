@@ -1,3 +1,4 @@
+import { errorMessage } from '@dsh/base'
 import { parse as parseYaml } from 'yaml'
 import { compileScript } from './compile-script.js'
 import { ScriptError } from './errors.js'
@@ -24,7 +25,7 @@ function parseScriptValue(text: string, source: string, format: ScriptFormat): u
   try {
     return format === 'json' ? JSON.parse(text) : parseYaml(text)
   } catch (error) {
-    const message = error instanceof Error ? error.message : String(error)
+    const message = errorMessage(error)
     const language = format === 'json' ? 'JSON' : 'YAML'
     throw new ScriptError('INVALID_SCRIPT', `${source}: invalid ${language}: ${message}`, { cause: error })
   }

@@ -1,7 +1,8 @@
 import type { Context } from 'cordis'
 import Schema from 'schemastery'
-// For its `ctx.llm` declaration on cordis's Context.
+// For their `ctx.llm` and `ctx.sessions` declarations on cordis's Context.
 import type {} from '@dsh/llm'
+import type {} from '@dsh/session'
 import type { Script } from './script.js'
 import { ScriptedAdapter } from './scripted-adapter.js'
 
@@ -22,7 +23,14 @@ export class ScriptedPlugin {
   readonly adapter: ScriptedAdapter
 
   constructor(ctx: Context, config: ScriptedPlugin.Config) {
-    this.adapter = new ScriptedAdapter(config)
+    this.adapter = new ScriptedAdapter({
+      ...config,
+      // Rules match on the session's own prompt and depth, read from the session itself.
+      sessionFacts: (sessionId) => {
+        const session = ctx.get('sessions')?.get(sessionId)
+        return session && { ownPrompt: session.ownPrompt ?? '', delegationDepth: session.header.delegationDepth ?? 0 }
+      },
+    })
     ctx.llm.registerAdapter(this.adapter)
   }
 }

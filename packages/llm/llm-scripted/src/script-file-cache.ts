@@ -1,3 +1,4 @@
+import { errorMessage } from '@dsh/base'
 import { readFile, stat } from 'node:fs/promises'
 import { extname } from 'node:path'
 import { ScriptError } from './errors.js'
@@ -49,7 +50,7 @@ export class ScriptFileCache {
       return script
     } catch (error) {
       if (error instanceof ScriptError) throw error
-      const reason = error instanceof Error ? error.message : String(error)
+      const reason = errorMessage(error)
       throw new ScriptError(
         'UNREADABLE_SCRIPT',
         `scripted model: cannot read script file ${absolutePath}: ${reason} ` +

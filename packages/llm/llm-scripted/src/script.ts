@@ -1,3 +1,5 @@
+import type { FinishReason } from '@dsh/base'
+
 /**
  * The script format as authors write it (YAML or JSON), and the compiled form the adapter
  * plays. `compileScript` turns the first into the second and is the only validator.
@@ -20,6 +22,12 @@ export interface ScriptReply {
   error?: string
   /** Wait this long before answering (abortable). */
   delay_ms?: number
+  /**
+   * The finish reason the response reports; default `tool-calls` when it has calls, else
+   * `stop`. `length` (cut off) and `content-filter` (filtered) let a script exercise how a
+   * turn ends on them.
+   */
+  finish?: FinishReason
 }
 
 export interface ScriptCondition {
@@ -54,6 +62,7 @@ export interface CompiledReply {
   calls: CompiledCall[]
   error?: string
   delayMs: number
+  finish?: FinishReason
 }
 
 export interface CompiledRule {

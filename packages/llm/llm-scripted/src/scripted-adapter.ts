@@ -1,5 +1,5 @@
 import { resolve } from 'node:path'
-import { LlmError, text as textBlock, type ContentBlock, type LlmAdapter, type LlmChunk, type LlmRequest, type RequestOrigin, type ToolCallBlock } from '@dsh/llm'
+import { LlmError, text as textBlock, textOf, type ContentBlock, type LlmAdapter, type LlmChunk, type LlmRequest, type ToolCallBlock } from '@dsh/llm'
 import { abortableDelay, throwIfAborted } from './abortable-delay.js'
 import { compileScript, TOOL_RESULTS } from './compile-script.js'
 import { ScriptError, type ScriptErrorCode } from './errors.js'
@@ -19,6 +19,20 @@ export interface ScriptedAdapterOptions {
   maxSessions?: number
   /** How long a loaded script file is trusted before its mtime is checked again. Default 1,000 ms. */
   recheckMs?: number
+  /**
+   * What rules are matched against, looked up by session id when a session is first bound
+   * (the plugin reads them from `ctx.sessions`). Without it, or for a session it does not
+   * know, the facts come from the request: the first user message's text, depth 0.
+   */
+  sessionFacts?: (sessionId: string) => SessionFacts | undefined
+}
+
+/** What a rule's `when` is matched against. */
+export interface SessionFacts {
+  /** Text of the first user message the session itself received (after any fork seed). */
+  ownPrompt: string
+  /** 0 for a top-level session. */
+  delegationDepth: number
 }
 
 interface ResolvedScript {
@@ -38,6 +52,8 @@ export class ScriptedAdapter implements LlmAdapter {
   private files: ScriptFileCache
   private sessions: SessionBindings
   private callCount = 0
+  private requests = 0
+  private readonly sessionFacts: ((sessionId: string) => SessionFacts | undefined) | undefined
 
   constructor(options: ScriptedAdapterOptions = {}) {
     this.name = options.name ?? 'scripted'
@@ -46,19 +62,26 @@ export class ScriptedAdapter implements LlmAdapter {
     }
     this.files = new ScriptFileCache(options.recheckMs ?? 1000)
     this.sessions = new SessionBindings(options.maxSessions ?? 10_000)
+    this.sessionFacts = options.sessionFacts
   }
 
   async *stream(request: LlmRequest): AsyncGenerator<LlmChunk, void, undefined> {
+    this.requests++
     throwIfAborted(request.signal)
-    const reply = this.nextReply(await this.scriptFor(request.model), request.origin)
+    const reply = this.nextReply(await this.scriptFor(request.model), request)
     if (reply.delayMs > 0) await abortableDelay(reply.delayMs, request.signal)
-    if (reply.error !== undefined) throw new LlmError(reply.error)
+    if (reply.error !== undefined) throw new LlmError('SIMULATED', reply.error)
     yield* this.play(reply, request)
   }
 
   /** Drop a session's rule binding and cursor (e.g. when the session ends). */
   forget(sessionId: string): boolean {
     return this.sessions.forget(sessionId)
+  }
+
+  /** Requests made of this adapter so far (every `stream` call, failed ones included). */
+  get requestCount(): number {
+    return this.requests
   }
 
   /** Sessions whose binding is currently held. */
@@ -74,27 +97,34 @@ export class ScriptedAdapter implements LlmAdapter {
   }
 
   /** Bind the session on its first request, then advance its cursor; fail loud when the script has no reply. */
-  private nextReply({ key, script }: ResolvedScript, origin: RequestOrigin): CompiledReply {
-    let binding = this.sessions.touch(origin.sessionId)
+  private nextReply({ key, script }: ResolvedScript, request: LlmRequest): CompiledReply {
+    const { sessionId } = request.origin
+    let binding = this.sessions.touch(sessionId)
     if (!binding || binding.scriptKey !== key) {
+      // Looked up only when binding: a bound session's requests cost no session look-up.
+      const facts = this.factsOf(request)
       const rule = script.rules.find((candidate) =>
-        (candidate.depth === undefined || candidate.depth === origin.delegationDepth) &&
-        (candidate.prompt === undefined || candidate.prompt.test(origin.ownPrompt)))
-      if (!rule) throw noReply('NO_RULE', origin, `no rule in ${script.source} matches`)
+        (candidate.depth === undefined || candidate.depth === facts.delegationDepth) &&
+        (candidate.prompt === undefined || candidate.prompt.test(facts.ownPrompt)))
+      if (!rule) throw noReply('NO_RULE', sessionId, facts, `no rule in ${script.source} matches`)
       binding = { scriptKey: key, ruleIndex: rule.index, cursor: 0 }
-      this.sessions.bind(origin.sessionId, binding)
+      this.sessions.bind(sessionId, binding)
     }
     const rule = script.rules[binding.ruleIndex]
     if (!rule) {
-      throw noReply('OUT_OF_REPLIES', origin, `it is bound to rules[${binding.ruleIndex}], which the edited ${script.source} no longer has`)
+      throw noReply('OUT_OF_REPLIES', sessionId, this.factsOf(request), `it is bound to rules[${binding.ruleIndex}], which the edited ${script.source} no longer has`)
     }
     const reply = rule.replies[binding.cursor]
     if (!reply) {
       const count = rule.replies.length
-      throw noReply('OUT_OF_REPLIES', origin, `rules[${rule.index}] in ${script.source} has only ${count} ${count === 1 ? 'reply' : 'replies'}`)
+      throw noReply('OUT_OF_REPLIES', sessionId, this.factsOf(request), `rules[${rule.index}] in ${script.source} has only ${count} ${count === 1 ? 'reply' : 'replies'}`)
     }
     binding.cursor++
     return reply
+  }
+
+  private factsOf(request: LlmRequest): SessionFacts {
+    return this.sessionFacts?.(request.origin.sessionId) ?? factsFromRequest(request)
   }
 
   private *play(reply: CompiledReply, request: LlmRequest): Generator<LlmChunk, void, undefined> {
@@ -109,7 +139,7 @@ export class ScriptedAdapter implements LlmAdapter {
     }
     const usage = { inputTokens: estimateInputTokens(request.system, request.messages), outputTokens: estimateOutputTokens(content) }
     yield { type: 'usage', usage }
-    yield { type: 'finish', reason: reply.calls.length > 0 ? 'tool-calls' : 'stop' }
+    yield { type: 'finish', reason: reply.finish ?? (reply.calls.length > 0 ? 'tool-calls' : 'stop') }
   }
 }
 
@@ -120,10 +150,13 @@ function replyText(reply: CompiledReply, request: LlmRequest): string {
   return reply.usesToolResults ? text.split(TOOL_RESULTS).join(stepToolResultsText(request.messages)) : text
 }
 
-function noReply(code: ScriptErrorCode, origin: RequestOrigin, why: string): ScriptError {
-  const prompt = origin.ownPrompt.length > 80 ? `${origin.ownPrompt.slice(0, 80)}…` : origin.ownPrompt
-  return new ScriptError(
-    code,
-    `scripted model: no reply for session ${origin.sessionId} (prompt ${JSON.stringify(prompt)}, depth ${origin.delegationDepth}): ${why}`,
-  )
+/** Facts for a session nobody can look up: its request's first user text, at depth 0. */
+function factsFromRequest(request: LlmRequest): SessionFacts {
+  for (const message of request.messages) if (message.role === 'user') return { ownPrompt: textOf(message.content), delegationDepth: 0 }
+  return { ownPrompt: '', delegationDepth: 0 }
+}
+
+function noReply(code: ScriptErrorCode, sessionId: string, facts: SessionFacts, why: string): ScriptError {
+  const prompt = facts.ownPrompt.length > 80 ? `${facts.ownPrompt.slice(0, 80)}…` : facts.ownPrompt
+  return new ScriptError(code, `scripted model: no reply for session ${sessionId} (prompt ${JSON.stringify(prompt)}, depth ${facts.delegationDepth}): ${why}`)
 }

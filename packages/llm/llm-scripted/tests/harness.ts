@@ -2,7 +2,8 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { Context } from 'cordis'
-import { historyOf, LlmService, type LlmChunk, type LlmRequest, type Message } from '@dsh/llm'
+import { historyOf, LlmService, userText, type LlmChunk, type LlmRequest, type Message } from '@dsh/llm'
+import { SessionStore } from '@dsh/session'
 import ScriptedPlugin from '../src/index.js'
 
 export interface RequestFacts {
@@ -22,7 +23,7 @@ export function requestFor(model: string, facts: RequestFacts = {}): LlmRequest 
     messages: historyOf(facts.messages ?? [{ role: 'user', content: [{ type: 'text', text: prompt }] }]),
     tools: [],
     signal: facts.signal ?? new AbortController().signal,
-    origin: { sessionId: facts.sessionId ?? 'session-1', delegationDepth: facts.depth ?? 0, ownPrompt: prompt },
+    origin: { sessionId: facts.sessionId ?? 'session-1' },
   }
 }
 
@@ -36,13 +37,26 @@ export function textOfChunks(chunks: readonly LlmChunk[]): string {
   return chunks.map((chunk) => (chunk.type === 'text-delta' ? chunk.text : '')).join('')
 }
 
-/** A real Context with the real LlmService and the scripted plugin holding `scripts` inline. */
+/**
+ * A real Context with the real LlmService, a real session store, and the scripted plugin
+ * holding `scripts` inline. The plugin reads a session's prompt and depth from the store.
+ */
 export async function scriptedContext(config: ScriptedPlugin.Config = {}) {
   const ctx = new Context()
   await ctx.plugin(LlmService)
+  await ctx.plugin(SessionStore)
   const fiber = await ctx.plugin(ScriptedPlugin, config)
-  /** Stream one request for `spec` (e.g. `scripted:demo`) through `ctx.llm.resolve`. */
+  /**
+   * Stream one request for `spec` (e.g. `scripted:demo`) through `ctx.llm.resolve`, as the
+   * session `facts.sessionId`; a session asked for the first time is created with
+   * `facts.depth` and `facts.prompt` as its first own message.
+   */
   const ask = (spec: string, facts: RequestFacts = {}) => {
+    const sessionId = facts.sessionId ?? 'session-1'
+    if (!ctx.sessions.get(sessionId)) {
+      const session = ctx.sessions.create({ id: sessionId, delegationDepth: facts.depth ?? 0 })
+      session.append({ type: 'user/message', message: userText(facts.prompt ?? 'hello') })
+    }
     const { adapter, model } = ctx.llm.resolve(spec)
     return collect(adapter.stream(requestFor(model, facts)))
   }

@@ -101,4 +101,18 @@ describe('rule selection', () => {
     await expect(ask('a')).rejects.toThrow(/has only 2 replies/) // a kept its cursor
     expect(textOfChunks(await ask('b'))).toBe('one') // b starts over
   })
+
+  it('reads the prompt and depth from the session itself, not from the request', async () => {
+    const { ctx, ask } = await scriptedContext({ scripts: { demo: [{ when: { prompt: '^child task$', depth: 2 }, reply: [{ text: 'matched from the session' }] }] } })
+    const session = ctx.sessions.create({ id: 'deep', delegationDepth: 2 })
+    session.append({ type: 'user/message', message: { role: 'user', content: [{ type: 'text', text: 'child task' }] } })
+    // The request's own history says something else: only the session's facts count.
+    const messages = [{ role: 'user' as const, content: [{ type: 'text' as const, text: 'seeded parent prompt' }] }]
+    expect(textOfChunks(await ask('scripted:demo', { sessionId: 'deep', messages }))).toBe('matched from the session')
+  })
+
+  it('matches a session nobody can look up on its request\'s first user message, at depth 0', async () => {
+    const adapter = new ScriptedAdapter({ scripts: { demo: [{ when: { prompt: 'hello', depth: 1 }, reply: [{ text: 'deep' }] }, { when: { prompt: 'hello', depth: 0 }, reply: [{ text: 'top' }] }] } })
+    expect(textOfChunks(await collect(adapter.stream(requestFor('demo', { prompt: 'hello there' }))))).toBe('top')
+  })
 })

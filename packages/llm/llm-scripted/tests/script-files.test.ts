@@ -78,7 +78,7 @@ describe('malformed scripts', () => {
     ['args that are not an object', 'args.yml', '- reply: [{ call: { tool: t, args: [1] } }]', ': rules[0].reply[0].call.args: must be an object, got a list'],
     ['a parallel call missing its tool', 'calls.yml', '- reply: [{ calls: [{ tool: a }, { args: {} }] }]', ': rules[0].reply[0].calls[1]: missing "tool"'],
     ['an error mixed with text', 'mixed.yml', '- reply: [{ error: boom, text: hi }]', ': rules[0].reply[0]: "error" cannot be combined'],
-    ['a reply with nothing to say', 'empty.yml', '- reply: [{ delay_ms: 5 }]', ': rules[0].reply[0]: a reply needs text, call, calls or error'],
+    ['a reply with nothing to say', 'empty.yml', '- reply: [{ delay_ms: 5 }]', ': rules[0].reply[0]: a reply needs text, call, calls, error or finish'],
     ['an empty reply list', 'nolist.yml', '- reply: []', ': rules[0].reply: must list at least one reply'],
     ['invalid YAML', 'broken.yml', '- reply: [unclosed', ': invalid YAML:'],
     ['invalid JSON', 'broken.json', '[{"reply": ', ': invalid JSON:'],

@@ -112,7 +112,7 @@ describe('{{tool_results}}', () => {
       result('c', 'second'),
     ])
     let text = ''
-    for await (const chunk of adapter.stream({ model: 's', system: '', messages, tools: [], signal: new AbortController().signal, origin: { sessionId: 's1', delegationDepth: 0, ownPrompt: 'go' } })) {
+    for await (const chunk of adapter.stream({ model: 's', system: '', messages, tools: [], signal: new AbortController().signal, origin: { sessionId: 's1' } })) {
       if (chunk.type === 'text-delta') text += chunk.text
     }
     expect(text).toBe('got: first\nsecond / last: second')

@@ -1,7 +1,8 @@
-import { assertNever, STOP_REASONS, taskStatusOfStop, type StopReason } from '@dsh/base'
+import { assertNever, errorMessage, STOP_REASONS, taskStatusOfStop, type StopReason } from '@dsh/base'
 import type { Context } from 'cordis'
-import { outputText, type SubagentRequest, type SubagentResult, type SubagentRun } from '@dsh/subagent'
-import { TaskError, type TaskOutcome } from '@dsh/tasks'
+import { outputText } from '@dsh/llm'
+import type { SubagentRequest, SubagentResult, SubagentRun } from '@dsh/subagent'
+import { TaskError, type TaskOutcome, type TaskReservation } from '@dsh/tasks'
 import type { ToolExecution, ToolOutput } from '@dsh/tools'
 
 export const NO_TASKS_MESSAGE = 'background delegation needs the tasks runtime: load @dsh/tasks and @dsh/tool-tasks'
@@ -39,22 +40,25 @@ export async function settleRun(run: SubagentRun): Promise<TaskOutcome> {
   try {
     outcome = runOutcome(await run.result)
   } catch (error) {
-    outcome = { status: 'failed', detail: `the subagent run failed: ${messageOf(error)}` }
+    outcome = { status: 'failed', detail: `the subagent run failed: ${errorMessage(error)}` }
   }
   try {
     await run.dispose()
   } catch (error) {
-    const problem = `releasing the subagent failed: ${messageOf(error)}`
+    const problem = `releasing the subagent failed: ${errorMessage(error)}`
     return { status: 'failed', detail: outcome.detail ? `${outcome.detail}; ${problem}` : problem, ...(outcome.output !== undefined && { output: outcome.output }) }
   }
   return outcome
 }
 
 /**
- * `run_in_background`: start the run, hand it to `ctx.tasks` as a final-output task of
- * kind `subagent` owned by the calling agent, and return its id at once. After
- * publication the call's signal no longer reaches the child (the call ends right away);
- * the task's own controller does, through `task_kill` or the owner's disposal.
+ * `run_in_background`: take a slot on `ctx.tasks` first (admission is checked and reserved
+ * in one step, so a refused call creates nothing: no child, no session, no process, no
+ * model request), register the task at once, and return its id without waiting for the
+ * child to start (an out-of-process child may take seconds). The task's `done` starts the
+ * run; a start that fails settles the task `failed` with the reason. The task's cancel
+ * (`task_kill`, the owner's disposal) reaches the start as well as the run. The tool call's
+ * signal matters only until the call returns, which is at once.
  */
 export async function startBackground(ctx: Context, provider: string, request: SubagentRequest, exec: ToolExecution): Promise<ToolOutput> {
   // Looked up, not injected: foreground delegation works without the tasks runtime.
@@ -64,46 +68,45 @@ export async function startBackground(ctx: Context, provider: string, request: S
     return { isError: true, content: NO_TASKS_MESSAGE }
   }
   if (exec.signal.aborted) return { isError: true, content: 'the subagent was not started: the call was aborted' }
-  const owner = exec.agent.id
+  let reservation: TaskReservation
   try {
-    // Refuse before a child exists, rather than start one only to stop it.
-    tasks.assertAdmission({ kind: 'subagent', owner })
+    reservation = tasks.reserve({ kind: 'subagent', owner: exec.agent.id })
   } catch (error) {
     if (error instanceof TaskError) return { isError: true, content: `the subagent was not started: ${error.message}` }
     throw error
   }
 
   const controller = new AbortController()
-  // Until the run is published the call can still be cancelled (its turn aborted mid-start).
-  const forward = () => controller.abort(exec.signal.reason)
-  exec.signal.addEventListener('abort', forward, { once: true })
-  let run: SubagentRun
-  try {
-    run = await ctx.subagents.start(provider, { ...request, signal: controller.signal })
-  } catch (error) {
-    return { isError: true, content: `the subagent could not be started: ${messageOf(error)}` }
-  } finally {
-    exec.signal.removeEventListener('abort', forward)
+  let run: SubagentRun | undefined
+  // Before the run exists, a kill aborts its start; after, it is the run's own cancel.
+  let killReason: string | undefined
+  const cancel = (reason: string) => {
+    killReason = reason
+    if (run) run.cancel(reason)
+    else controller.abort(new Error(reason))
   }
-
-  const done = settleRun(run)
-  const refuse = async (message: string): Promise<ToolOutput> => {
-    run.cancel(message)
-    await done
-    return { isError: true, content: `the subagent was not started: ${message}` }
-  }
-  if (exec.signal.aborted) return refuse('the call was aborted')
+  let startChild!: () => void
+  const mayStart = new Promise<void>((resolve) => (startChild = resolve))
+  const done = mayStart.then(async (): Promise<TaskOutcome> => {
+    try {
+      run = await ctx.subagents.start(provider, { ...request, signal: controller.signal })
+    } catch (error) {
+      if (killReason !== undefined) return { status: 'killed', detail: 'the subagent was stopped before it started' }
+      return { status: 'failed', detail: `the subagent could not be started: ${errorMessage(error)}` }
+    }
+    // A kill that arrived while the child was starting found no run to cancel.
+    if (killReason !== undefined) run.cancel(killReason)
+    return settleRun(run)
+  })
   let id: string
   try {
-    id = tasks.register({ kind: 'subagent', label: request.label ?? 'subagent', owner, cancel: (reason) => run.cancel(reason), done })
+    id = reservation.register({ label: request.label ?? 'subagent', cancel, done })
   } catch (error) {
-    if (error instanceof TaskError) return refuse(error.message)
-    await refuse(messageOf(error))
+    // The child was never started (`mayStart` is still pending): nothing to stop.
+    if (error instanceof TaskError) return { isError: true, content: `the subagent was not started: ${error.message}` }
     throw error
   }
+  // Started only once the task exists, so every child has a task that can stop it.
+  startChild()
   return `started background subagent task ${id}; collect its answer with task_output (wait: true to block), stop it with task_kill`
-}
-
-function messageOf(error: unknown): string {
-  return error instanceof Error ? error.message : String(error)
 }

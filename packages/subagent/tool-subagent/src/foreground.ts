@@ -1,5 +1,7 @@
+import { errorMessage } from '@dsh/base'
 import type { ToolOutput } from '@dsh/tools'
-import { outputText, type SubagentResult, type SubagentRun } from '@dsh/subagent'
+import { outputText } from '@dsh/llm'
+import type { SubagentResult, SubagentRun } from '@dsh/subagent'
 
 /**
  * Collect a run synchronously: await its result and always dispose it, whatever
@@ -20,8 +22,8 @@ export async function collect(run: SubagentRun): Promise<ToolOutput> {
     )
   }
   const problems: string[] = []
-  if (resultError !== undefined) problems.push(`the subagent run failed: ${messageOf(resultError)}`)
-  if (disposeError !== undefined) problems.push(`releasing the subagent failed: ${messageOf(disposeError)}`)
+  if (resultError !== undefined) problems.push(`the subagent run failed: ${errorMessage(resultError)}`)
+  if (disposeError !== undefined) problems.push(`releasing the subagent failed: ${errorMessage(disposeError)}`)
   if (!result) return { isError: true, content: problems.join('\n') }
   const rendered = renderResult(result)
   if (problems.length === 0) return rendered
@@ -38,8 +40,4 @@ export function renderResult(result: SubagentResult): Exclude<ToolOutput, string
   const lines = [`the subagent ended ${result.stopReason}${result.diagnostic ? `: ${result.diagnostic}` : ''}`]
   if (text) lines.push(`partial output:\n${text}`)
   return { isError: true, content: lines.join('\n') }
-}
-
-function messageOf(error: unknown): string {
-  return error instanceof Error ? error.message : String(error)
 }

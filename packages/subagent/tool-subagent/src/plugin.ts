@@ -1,3 +1,4 @@
+import { errorMessage } from '@dsh/base'
 import type { Context } from 'cordis'
 import Schema from 'schemastery'
 import { text } from '@dsh/llm'
@@ -8,6 +9,7 @@ import { startBackground } from './background.js'
 import { collect } from './foreground.js'
 import { toolParameters, type SubagentToolArgs } from './schema.js'
 import { providerWording } from './wording.js'
+import { SubagentToolError } from './errors.js'
 
 export interface SubagentToolConfig {
   provider: string
@@ -22,12 +24,26 @@ export interface SubagentToolConfig {
 
 export const DEFAULT_MAX_DEPTH = 3
 
-// `default(undefined)`: an absent list stays absent, so `allow: []` (no tools at all) is
-// told apart from no filter.
-const ToolFilterSchema: Schema<{ allow?: string[]; deny?: string[] }> = Schema.object({
-  allow: Schema.array(Schema.string()).default(undefined as unknown as string[]),
-  deny: Schema.array(Schema.string()).default(undefined as unknown as string[]),
-})
+type ToolFilterConfig = { allow?: string[]; deny?: string[] }
+
+/**
+ * `default(undefined)`: an absent list stays absent, so `allow: []` (no tools at all) is
+ * told apart from no filter. A filter with neither list (`toolFilter: {}`) is a config
+ * error, not "allow everything": the author meant to restrict something. The keys stay
+ * listed on the inner object (`schema.inner.dict`) for strict unknown-key checks.
+ */
+export const ToolFilterSchema: Schema<ToolFilterConfig, ToolFilterConfig> = Schema.transform(
+  Schema.object({
+    allow: Schema.array(Schema.string()).default(undefined as unknown as string[]).description('Only these tools (by name).'),
+    deny: Schema.array(Schema.string()).default(undefined as unknown as string[]).description('Every tool but these.'),
+  }) as Schema<ToolFilterConfig, ToolFilterConfig>,
+  (filter: ToolFilterConfig) => {
+    if (filter.allow === undefined && filter.deny === undefined) {
+      throw new TypeError('toolFilter needs `allow` or `deny` (a list of tool names); remove toolFilter to give children every tool')
+    }
+    return filter
+  },
+)
 
 /**
  * The model-facing `subagent` tool, bound by config to one provider. It exists exactly
@@ -42,7 +58,7 @@ export class SubagentToolPlugin {
     enableRunInBackground: Schema.boolean().default(true).description('Offer run_in_background in the schema.'),
     agentOptions: (Schema.object({ model: Schema.string() }) as Schema<{ model?: string }>).default({}).description('Per-child options (model spec).'),
     persona: Schema.string().min(1).description('Persona for every child of this tool.'),
-    toolFilter: ToolFilterSchema.description('Allow/deny lists for the children\'s tools.'),
+    toolFilter: ToolFilterSchema.description('Allow/deny lists for the children\'s tools; at least one of the two.'),
     maxDepth: Schema.natural().description('Absolute delegation depth bound (default 3 where the provider supports depth limits).'),
   })
 
@@ -58,12 +74,19 @@ export class SubagentToolPlugin {
     this.reservation = ctx.tools.reserve(config.toolName)
     const log = ctx.logger('tool-subagent')
     ctx.on('subagent/provider-added', (provider) => {
-      if (provider.name === config.provider) this.mount(provider)
+      if (provider.name !== config.provider) return
+      try {
+        this.mount(provider)
+      } catch (error) {
+        // Nobody awaits an event: the tool stays absent and the log says why.
+        log.error('%s', errorMessage(error))
+      }
     })
     ctx.on('subagent/provider-removed', (name) => {
       if (name === config.provider) this.unmount()
     })
     const present = ctx.subagents.getProvider(config.provider)
+    // Present at load: a provider that cannot honour this config fails the plugin now.
     if (present) this.mount(present)
     else {
       log.info('tool "%s" waits for subagent provider "%s"', config.toolName, config.provider)
@@ -81,6 +104,12 @@ export class SubagentToolPlugin {
 
   private mount(provider: SubagentProvider): void {
     this.unmount()
+    if (this.config.maxDepth !== undefined && !provider.capabilities.depthLimit) {
+      throw new SubagentToolError(
+        'DEPTH_UNSUPPORTED',
+        `tool "${this.config.toolName}" sets maxDepth ${this.config.maxDepth}, but subagent provider "${provider.name}" cannot enforce a depth limit; remove maxDepth from the tool's config or use a provider that supports it`,
+      )
+    }
     const background = this.config.enableRunInBackground
     const wording = providerWording(provider, background)
     this.unregister = this.reservation.register<SubagentToolArgs>({
@@ -104,7 +133,7 @@ export class SubagentToolPlugin {
     try {
       run = await this.subagents.start(this.config.provider, request)
     } catch (error) {
-      return { isError: true, content: `the subagent could not be started: ${error instanceof Error ? error.message : String(error)}` }
+      return { isError: true, content: `the subagent could not be started: ${errorMessage(error)}` }
     }
     return collect(run)
   }
@@ -117,8 +146,8 @@ export class SubagentToolPlugin {
       signal: exec.signal,
       label: args.description,
     }
-    // An explicit maxDepth is a request like any other (a provider without depth limits rejects
-    // it loudly); the default bound applies only where the provider can enforce it.
+    // An explicit maxDepth was checked against the provider when the tool mounted; the
+    // default bound applies only where the provider can enforce it.
     const maxDepth = config.maxDepth ?? (this.subagents.getProvider(config.provider)?.capabilities.depthLimit ? DEFAULT_MAX_DEPTH : undefined)
     if (maxDepth !== undefined) request.maxDepth = maxDepth
     if (config.agentOptions.model !== undefined) request.agentOptions = { model: config.agentOptions.model }

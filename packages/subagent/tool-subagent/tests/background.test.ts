@@ -11,6 +11,7 @@ import { TaskToolsPlugin } from '@dsh/tool-tasks'
 import { SubagentToolPlugin } from '@dsh/tool-subagent'
 import { runOutcome, settleRun } from '../src/background.js'
 import { exists } from '@dsh/testkit'
+import { ScriptedAdapter } from '@dsh/llm-scripted'
 
 let harness: Harness
 afterEach(async () => {
@@ -52,6 +53,54 @@ function notices(agent: Agent): string[] {
   return agent.session.events().flatMap((event) => (event.type === 'user/message' && /^Background task update/.test(textOf(event.message.content)) ? [textOf(event.message.content)] : []))
 }
 
+
+function scriptedAdapter(): ScriptedAdapter {
+  const adapter = harness.ctx.llm.getAdapter('scripted')
+  if (!(adapter instanceof ScriptedAdapter)) throw new Error('the harness has no scripted adapter')
+  return adapter
+}
+
+/** A provider whose start waits for the test, like an out-of-process child that takes a while to come up. */
+function slowProvider() {
+  let settleStart: { resolve: () => void; reject: (error: Error) => void } | undefined
+  let lastSignal: AbortSignal | undefined
+  const state = {
+    starts: 0,
+    cancels: [] as string[],
+    signal: () => lastSignal,
+    fail: (error: Error) => settleStart?.reject(error),
+    succeed: () => settleStart?.resolve(),
+    provider: {
+      name: 'slow',
+      capabilities: { outputSchema: false, depthLimit: true, toolFilter: false, persona: false },
+      inheritsParentContext: false,
+      start: (request) => {
+        state.starts++
+        lastSignal = request.signal
+        return new Promise<SubagentRun>((resolve, reject) => {
+          settleStart = {
+            reject,
+            resolve: () => {
+              let finish!: (result: SubagentResult) => void
+              const result = new Promise<SubagentResult>((settle) => (finish = settle))
+              resolve({
+                id: 'slow-child',
+                local: false,
+                result,
+                cancel: (reason) => {
+                  state.cancels.push(reason)
+                  finish({ output: [], stopReason: 'aborted' })
+                },
+                dispose: async () => {},
+              })
+            },
+          }
+        })
+      },
+    } satisfies SubagentProvider,
+  }
+  return state
+}
 
 const background = (description: string, prompt = 'child task') => ({ tool: 'subagent', args: { description, prompt, run_in_background: true } })
 const delay = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
@@ -226,7 +275,51 @@ describe('background delegation', () => {
     await parent.followup('go')
     const [, second] = results(parent)
     expect(second).toMatchObject({ isError: true, text: expect.stringMatching(/^the subagent was not started: .*1 live background tasks/) })
+    // The refused call created no agent, no session and asked the model nothing: the parent
+    // made two requests, the one admitted child one.
     expect(harness.ctx.agents.list()).toHaveLength(2)
+    expect(harness.ctx.sessions.list()).toHaveLength(2)
+    expect(scriptedAdapter().requestCount).toBe(3)
+  })
+
+  it('admission holds while a slow provider is still starting: limit 1, two parallel calls, one start', async () => {
+    const slow = slowProvider()
+    await setup([{ reply: [{ calls: [background('first'), background('second')] }, { text: 'ok' }] }], { provider: slow.provider, maxLiveTasksPerOwner: 1 })
+    const parent = await harness.agent()
+    await parent.followup('go')
+    const [first, second] = results(parent)
+    expect(first).toMatchObject({ isError: false, text: expect.stringMatching(/^started background subagent task subagent-1/) })
+    expect(second).toMatchObject({ isError: true, text: expect.stringMatching(/maxLiveTasksPerOwner 1/) })
+    await vi.waitFor(() => expect(slow.starts).toBe(1), { interval: 5 })
+    slow.fail(new Error('the agent binary was not found'))
+    await harness.ctx.tasks.wait('subagent-1', parent.id, 10_000)
+  })
+
+  it('returns the task id before an out-of-process child has started; a start that fails ends the task failed with the reason', async () => {
+    const slow = slowProvider()
+    await setup([{ reply: [{ call: background('remote work') }, { text: 'ok' }] }], { provider: slow.provider })
+    const parent = await harness.agent()
+    // The turn completes while the provider's start is still pending.
+    expect(await parent.followup('go')).toMatchObject({ reason: 'completed' })
+    expect(results(parent)[0]).toMatchObject({ isError: false, text: expect.stringContaining('subagent-1') })
+    expect(harness.ctx.tasks.get('subagent-1', parent.id).status).toBe('running')
+    slow.fail(new Error('the agent binary was not found'))
+    const read = await harness.ctx.tasks.wait('subagent-1', parent.id, 10_000)
+    expect(read.task).toMatchObject({ status: 'failed', detail: 'the subagent could not be started: the agent binary was not found' })
+  })
+
+  it('a task killed while its child is starting ends killed, and a child that starts late is cancelled', async () => {
+    const slow = slowProvider()
+    await setup([{ reply: [{ call: background('remote work') }, { text: 'ok' }] }], { provider: slow.provider })
+    const parent = await harness.agent()
+    await parent.followup('go')
+    await vi.waitFor(() => expect(slow.starts).toBe(1), { interval: 5 })
+    const killed = harness.ctx.tasks.kill('subagent-1', parent.id, 'not needed')
+    // The start saw its signal abort; this provider starts anyway, and the run is cancelled.
+    expect(slow.signal()?.aborted).toBe(true)
+    slow.succeed()
+    expect(await killed).toMatchObject({ status: 'killed', detail: 'not needed' })
+    expect(slow.cancels).toEqual(['not needed'])
   })
 })
 

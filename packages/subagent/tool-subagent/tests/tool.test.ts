@@ -23,6 +23,19 @@ const schemaOf = (definition: ToolDefinition | undefined) => definition?.paramet
 const toolResults = (events: ReturnType<Harness['ctx']['sessions']['create']>['events'] extends () => infer E ? E : never) =>
   events.flatMap((event) => (event.type === 'tool/result' ? [{ text: textOf(event.result.content), isError: event.result.isError === true }] : []))
 
+/** A provider without depth limits that answers at once, recording each request's maxDepth. */
+function remoteProvider(requests: unknown[]): SubagentProvider {
+  return {
+    name: 'remote',
+    capabilities: NO_CAPABILITIES,
+    inheritsParentContext: false,
+    start: async (request) => {
+      requests.push(request.maxDepth)
+      return { id: 'r', local: false, result: Promise.resolve({ output: [{ type: 'text', text: 'remote answer' }], stopReason: 'completed' }), cancel: () => {}, dispose: async () => {} }
+    },
+  }
+}
+
 describe('the subagent tool: registration', () => {
   it('shows the model only description, prompt and run_in_background', async () => {
     await setup()
@@ -130,6 +143,14 @@ describe('the subagent tool: registration', () => {
   it('rejects a config without a provider, naming the key', async () => {
     await setup()
     await expect(harness.plugin(SubagentToolPlugin, {})).rejects.toThrow(/provider/)
+  })
+
+  it('rejects toolFilter with neither allow nor deny instead of allowing everything', async () => {
+    await setup()
+    await harness.plugin(SpawnPlugin, {})
+    await expect(harness.plugin(SubagentToolPlugin, { provider: 'spawn', toolFilter: {} })).rejects.toThrow(/toolFilter needs `allow` or `deny`/)
+    expect(() => SubagentToolPlugin.Config({ provider: 'spawn', toolFilter: {} })).toThrow(/toolFilter needs/)
+    expect(SubagentToolPlugin.Config({ provider: 'spawn', toolFilter: { deny: ['bash'] } }).toolFilter).toEqual({ deny: ['bash'] })
   })
 })
 
@@ -255,27 +276,37 @@ describe('the subagent tool: foreground delegation', () => {
     expect(harness.ctx.agents.list()).toEqual([parent])
   })
 
-  it('the default depth bound is sent only to providers that support it; an explicit one is rejected loudly', async () => {
+  it('the default depth bound is sent only to providers that support it', async () => {
     await setup()
     const requests: unknown[] = []
-    const provider: SubagentProvider = {
-      name: 'remote',
-      capabilities: NO_CAPABILITIES,
-      inheritsParentContext: false,
-      start: async (request) => {
-        requests.push(request.maxDepth)
-        return { id: 'r', local: false, result: Promise.resolve({ output: [{ type: 'text', text: 'remote answer' }], stopReason: 'completed' }), cancel: () => {}, dispose: async () => {} }
-      },
-    }
-    await harness.ctx.plugin({ inject: ['subagents'], apply: (ctx: Context) => { ctx.subagents.registerProvider(provider) } })
+    await harness.ctx.plugin({ inject: ['subagents'], apply: (ctx: Context) => { ctx.subagents.registerProvider(remoteProvider(requests)) } })
     await harness.plugin(SubagentToolPlugin, { provider: 'remote' })
-    await harness.plugin(SubagentToolPlugin, { provider: 'remote', toolName: 'bounded', maxDepth: 2 })
     const parent = await harness.agent()
     const exec = { signal: new AbortController().signal, callId: 'c', agent: parent }
     expect(await harness.ctx.tools.get('subagent')!.execute({ description: 'd', prompt: 'p' }, exec)).toEqual({ content: 'remote answer' })
     expect(requests).toEqual([undefined])
-    const refused = await harness.ctx.tools.get('bounded')!.execute({ description: 'd', prompt: 'p' }, exec)
-    expect(refused).toMatchObject({ isError: true, content: expect.stringContaining('does not support depthLimit') })
+  })
+
+  it('an explicit maxDepth on a provider that cannot enforce depth fails when the tool mounts, naming the tool and the provider', async () => {
+    await setup()
+    await harness.ctx.plugin({ inject: ['subagents'], apply: (ctx: Context) => { ctx.subagents.registerProvider(remoteProvider([])) } })
+    await expect(harness.plugin(SubagentToolPlugin, { provider: 'remote', toolName: 'bounded', maxDepth: 2 })).rejects.toMatchObject({
+      name: 'SubagentToolError',
+      code: 'DEPTH_UNSUPPORTED',
+      message: expect.stringMatching(/tool "bounded" sets maxDepth 2, but subagent provider "remote" cannot enforce a depth limit/),
+    })
+    expect(harness.ctx.tools.list()).not.toContain('bounded')
+  })
+
+  it('a provider that registers later and cannot enforce the explicit maxDepth leaves the tool absent, with an error in the log', async () => {
+    await setup()
+    const lines: string[] = []
+    const exporter: Exporter = { colors: 0, levels: { default: 3 }, export: (message) => lines.push(Logger.format(exporter, message)) }
+    harness.ctx.logger.exporter(exporter)
+    await harness.plugin(SubagentToolPlugin, { provider: 'remote', toolName: 'bounded', maxDepth: 2 })
+    await harness.ctx.plugin({ inject: ['subagents'], apply: (ctx: Context) => { ctx.subagents.registerProvider(remoteProvider([])) } })
+    expect(harness.ctx.tools.list()).not.toContain('bounded')
+    expect(lines.join('\n')).toMatch(/tool "bounded" sets maxDepth 2, but subagent provider "remote" cannot enforce a depth limit/)
   })
 
   it('maxDepth from config bounds recursion: with maxDepth 1 a child\'s own delegation is refused', async () => {

@@ -1,3 +1,5 @@
+import { DshError } from '@dsh/base'
+
 export type TaskErrorCode =
   /** A malformed registration (kind, label, missing `done`/`cancel`). */
   | 'INVALID_TASK'
@@ -5,7 +7,7 @@ export type TaskErrorCode =
   | 'NO_SURFACE'
   /** The owner is not a live agent (unknown, disposing or disposed). */
   | 'OWNER_GONE'
-  /** The owner already has `maxLiveTasksPerOwner` live tasks. */
+  /** The owner already has `maxLiveTasksPerOwner` live tasks (or reserved slots). */
   | 'LIMIT'
   | 'UNKNOWN_TASK'
   /** The caller is not the task's owner. */
@@ -14,9 +16,4 @@ export type TaskErrorCode =
   | 'ABORTED'
 
 /** Every failure of `ctx.tasks` carries a stable code; messages say what to do next. */
-export class TaskError extends Error {
-  override name = 'TaskError'
-  constructor(readonly code: TaskErrorCode, message: string, options?: { cause?: unknown }) {
-    super(message, options)
-  }
-}
+export class TaskError extends DshError<TaskErrorCode> {}

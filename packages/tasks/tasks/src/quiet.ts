@@ -49,22 +49,13 @@ export async function runUntilQuiet(agent: Agent, input: string | UserMessage, o
   let streamed = ''
   let last: TurnResult | undefined
   let turnStartSeq = 0
+  // Only four kinds of update matter here; every other kind passes by.
   const stopWatching = agent.session.subscribe((update) => {
-    switch (update.type) {
-      case 'turn/start':
-        turnStartSeq = update.seq
-        return
-      case 'assistant/chunk':
-        if (update.kind === 'text') streamed += update.text
-        return
-      case 'assistant/message':
-        answers.push(update.message)
-        return
-      case 'turn/end':
-        last = { turn: update.turn, reason: update.reason, startSeq: turnStartSeq, endSeq: update.seq, ...(update.error !== undefined && { error: update.error }) }
-        return
-      default:
-        return
+    if (update.type === 'turn/start') turnStartSeq = update.seq
+    else if (update.type === 'assistant/chunk' && update.kind === 'text') streamed += update.text
+    else if (update.type === 'assistant/message') answers.push(update.message)
+    else if (update.type === 'turn/end') {
+      last = { turn: update.turn, reason: update.reason, startSeq: turnStartSeq, endSeq: update.seq, ...(update.error !== undefined && { error: update.error }) }
     }
   })
 

@@ -1,9 +1,10 @@
 import { Context, Service } from 'cordis'
 import Schema from 'schemastery'
+import { errorMessage } from '@dsh/base'
 import type {} from '@dsh/agent'
 import { TaskError } from './errors.js'
 import { TaskRecord } from './task.js'
-import type { TaskInfo, TaskRead, TaskRegistration, TaskSettledListener } from './types.js'
+import type { TaskInfo, TaskRead, TaskRegistration, TaskReservation, TaskSettledListener } from './types.js'
 
 declare module 'cordis' {
   interface Context {
@@ -30,6 +31,8 @@ export class TaskService extends Service {
   })
 
   private tasks = new Map<string, TaskRecord>()
+  /** Slots reserved and not yet bound to a task, per owner (`undefined`: unowned work). */
+  private reserved = new Map<string | undefined, number>()
   private counters = new Map<string, number>()
   private surfaces: string[] = []
   private listeners: TaskSettledListener[] = []
@@ -60,9 +63,8 @@ export class TaskService extends Service {
   }
 
   /**
-   * Throws the error `register` would throw for this kind and owner, without registering.
-   * A producer checks admission before it starts costly work, so a refused task never
-   * starts a child or a process just to stop it again.
+   * Throws the error `reserve` would throw for this kind and owner, without reserving.
+   * Prefer `reserve`: a check alone can be overtaken by a parallel start.
    */
   assertAdmission(request: { kind: string; owner?: string }): void {
     const { kind, owner } = request
@@ -73,13 +75,8 @@ export class TaskService extends Service {
       throw new TaskError('NO_SURFACE', 'no task surface is loaded, so nobody could collect or stop this task: load @dsh/tool-tasks next to @dsh/tasks')
     }
     const label = owner === undefined ? 'unowned work' : `agent ${owner}`
-    if (owner !== undefined) {
-      const agent = this.home.agents.get(owner)
-      if (!agent || agent.status === 'disposing' || agent.status === 'disposed') {
-        throw new TaskError('OWNER_GONE', `cannot start a task for ${label}: it is ${agent ? agent.status : 'not a live agent'}`)
-      }
-    }
-    const live = this.liveCount(owner)
+    this.assertOwnerLive(owner)
+    const live = this.liveCount(owner) + (this.reserved.get(owner) ?? 0)
     const max = this.config.maxLiveTasksPerOwner
     if (live >= max) {
       throw new TaskError(
@@ -90,14 +87,59 @@ export class TaskService extends Service {
   }
 
   /**
+   * Admission, checked and taken in one step, before the producer creates anything: a
+   * reserved slot counts against the owner's limit until it is bound to a task
+   * (`reservation.register`) or given back (`reservation.release`, when the start fails).
+   * Throws what `register` would throw (`INVALID_TASK`, `NO_SURFACE`, `OWNER_GONE`, `LIMIT`).
+   */
+  reserve(request: { kind: string; owner?: string }): TaskReservation {
+    this.assertAdmission(request)
+    const { kind, owner } = request
+    this.reserved.set(owner, (this.reserved.get(owner) ?? 0) + 1)
+    let held = true
+    const giveBack = () => {
+      if (!held) return false
+      held = false
+      const left = (this.reserved.get(owner) ?? 1) - 1
+      if (left > 0) this.reserved.set(owner, left)
+      else this.reserved.delete(owner)
+      return true
+    }
+    return {
+      register: (registration) => {
+        if (!held) throw new TaskError('INVALID_TASK', 'this reservation was already used or released; reserve a new slot')
+        // Bound or refused, the slot is no longer held: a refused registration gives it back.
+        giveBack()
+        validate(registration)
+        // The owner may have been disposed while the producer prepared: its work would be orphaned.
+        this.assertOwnerLive(owner)
+        return this.insert({ ...registration, kind, ...(owner !== undefined && { owner }) })
+      },
+      release: () => {
+        giveBack()
+      },
+    }
+  }
+
+  /**
    * Register running work; returns its id, `<kind>-N` with N counted per kind from 1.
    * A refused registration consumes no id.
    */
   register(registration: TaskRegistration): string {
     this.assertAdmission(registration)
-    if (typeof registration.label !== 'string') throw new TaskError('INVALID_TASK', 'a task needs a text label')
-    if (typeof registration.cancel !== 'function') throw new TaskError('INVALID_TASK', 'a task needs a cancel function')
-    if (!registration.done || typeof registration.done.then !== 'function') throw new TaskError('INVALID_TASK', 'a task needs a done promise')
+    validate(registration)
+    return this.insert(registration)
+  }
+
+  private assertOwnerLive(owner: string | undefined): void {
+    if (owner === undefined) return
+    const agent = this.home.agents.get(owner)
+    if (!agent || agent.status === 'disposing' || agent.status === 'disposed') {
+      throw new TaskError('OWNER_GONE', `cannot start a task for agent ${owner}: it is ${agent ? agent.status : 'not a live agent'}`)
+    }
+  }
+
+  private insert(registration: TaskRegistration): string {
     const number = (this.counters.get(registration.kind) ?? 0) + 1
     this.counters.set(registration.kind, number)
     const id = `${registration.kind}-${number}`
@@ -106,7 +148,7 @@ export class TaskService extends Service {
       id,
       registration,
       (settled) => this.announce(settled),
-      (error) => log.warn('cancelling task %s threw (it must still settle done): %s', id, describe(error)),
+      (error) => log.warn('cancelling task %s threw (it must still settle done): %s', id, errorMessage(error)),
     )
     this.tasks.set(id, record)
     return id
@@ -217,6 +259,17 @@ export class TaskService extends Service {
     return record.info()
   }
 
+  /**
+   * Owned tasks that have settled and that nobody has seen, oldest first: what a notice
+   * surface that (re)starts must still announce, since settlements while it was not
+   * loaded reached no listener.
+   */
+  unreported(): TaskInfo[] {
+    const infos: TaskInfo[] = []
+    for (const record of this.tasks.values()) if (record.owner !== undefined && !record.live && !record.reported) infos.push(record.info())
+    return infos
+  }
+
   private readRecord(record: TaskRecord): TaskRead {
     const read = record.read()
     if (!record.live && !record.reported) {
@@ -250,12 +303,16 @@ export class TaskService extends Service {
 
   private announce(record: TaskRecord): void {
     const info = record.info()
+    const report = (error: unknown) => this.home.logger('tasks').warn('a task settlement listener failed (ignored): %s', errorMessage(error))
     for (const listener of this.listeners) {
       try {
-        listener(info)
+        // Typed to return nothing, but an async listener returns a promise: its rejection is
+        // contained like a throw, never left to take the host down as an unhandled rejection.
+        const returned: unknown = listener(info)
+        if (returned instanceof Promise) returned.catch(report)
       } catch (error) {
         // Listeners observe; one that throws must not keep the others or the waiters from hearing.
-        this.home.logger('tasks').warn('a task settlement listener threw (ignored): %s', describe(error))
+        report(error)
       }
     }
     if (record.owner === undefined) return
@@ -285,6 +342,12 @@ export class TaskService extends Service {
   }
 }
 
+function validate(registration: Pick<TaskRegistration, 'label' | 'cancel' | 'done'>): void {
+  if (typeof registration.label !== 'string') throw new TaskError('INVALID_TASK', 'a task needs a text label')
+  if (typeof registration.cancel !== 'function') throw new TaskError('INVALID_TASK', 'a task needs a cancel function')
+  if (!registration.done || typeof registration.done.then !== 'function') throw new TaskError('INVALID_TASK', 'a task needs a done promise')
+}
+
 /** Resolves when `settled` does or `ms` pass; rejects when `signal` aborts first. */
 function settledWithin(settled: Promise<void>, ms: number, signal: AbortSignal | undefined): Promise<void> {
   if (signal?.aborted) return Promise.reject(abortedWait(signal))
@@ -311,10 +374,6 @@ function settledWithin(settled: Promise<void>, ms: number, signal: AbortSignal |
 
 function abortedWait(signal: AbortSignal): TaskError {
   return new TaskError('ABORTED', 'the wait was aborted', { cause: signal.reason })
-}
-
-function describe(error: unknown): string {
-  return error instanceof Error ? error.message : String(error)
 }
 
 export namespace TaskService {

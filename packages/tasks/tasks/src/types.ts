@@ -55,6 +55,21 @@ export interface TaskRegistration {
   readOutput?(cursor: number): StreamSlice
 }
 
+/**
+ * A slot taken by `ctx.tasks.reserve`: it counts against the owner's live-task limit
+ * until it is bound to a task or released. Use it exactly once.
+ */
+export interface TaskReservation {
+  /**
+   * Bind the slot to a task (kind and owner are the reservation's); returns its id. Throws
+   * `INVALID_TASK` for a malformed registration and `OWNER_GONE` when the owner was disposed
+   * meanwhile; either way the slot is given back.
+   */
+  register(registration: Omit<TaskRegistration, 'kind' | 'owner'>): string
+  /** Give the slot back (the start failed before there was a task). Idempotent; a no-op after `register`. */
+  release(): void
+}
+
 /** A snapshot of one task, safe to hand out. */
 export interface TaskInfo {
   id: string

@@ -95,6 +95,32 @@ describe('registration', () => {
   })
 })
 
+describe('reservations', () => {
+  it('a reserved slot counts against the limit until it is bound or released, and is used once', async () => {
+    const tasks = await setup({ maxLiveTasksPerOwner: 1 })
+    const owner = await harness.agent()
+    const slot = tasks.reserve({ kind: 'job', owner: owner.id })
+    expect(() => tasks.reserve({ kind: 'job', owner: owner.id })).toThrow(expect.objectContaining({ code: 'LIMIT' }))
+    expect(() => tasks.register(job({ owner: owner.id }).registration)).toThrow(expect.objectContaining({ code: 'LIMIT' }))
+    slot.release()
+    slot.release()
+    expect(() => slot.register(job().registration)).toThrow(expect.objectContaining({ code: 'INVALID_TASK' }))
+    const next = tasks.reserve({ kind: 'job', owner: owner.id })
+    const work = job()
+    const id = next.register({ label: 'bound', cancel: work.registration.cancel, done: work.registration.done })
+    expect(tasks.get(id, owner.id)).toMatchObject({ kind: 'job', owner: owner.id, label: 'bound', status: 'running' })
+    expect(() => tasks.reserve({ kind: 'job', owner: owner.id })).toThrow(expect.objectContaining({ code: 'LIMIT' }))
+  })
+
+  it('binding a slot whose owner was disposed meanwhile is refused and gives the slot back', async () => {
+    const tasks = await setup()
+    const owner = await harness.agent()
+    const slot = tasks.reserve({ kind: 'job', owner: owner.id })
+    await owner.dispose()
+    expect(() => slot.register(job().registration)).toThrow(expect.objectContaining({ code: 'OWNER_GONE' }))
+  })
+})
+
 describe('the owner fence', () => {
   it('holds for get, read, wait, kill and list; unowned tasks are anyone\'s', async () => {
     const tasks = await setup()
@@ -186,6 +212,29 @@ describe('settlement', () => {
     expect((await waiting).task).toMatchObject({ status: 'completed', reported: true })
     // The settlement listener already saw it as reported: no notice would follow.
     expect(seen).toEqual([true])
+  })
+
+  it('an async settlement listener that rejects is contained: no unhandled rejection, and later listeners still hear', async () => {
+    const tasks = await setup()
+    const unhandled: unknown[] = []
+    const onUnhandled = (reason: unknown) => unhandled.push(reason)
+    process.on('unhandledRejection', onUnhandled)
+    try {
+      tasks.onSettled(async () => {
+        throw new Error('listener failed')
+      })
+      const heard: string[] = []
+      tasks.onSettled((task) => heard.push(task.id))
+      const work = job()
+      const id = tasks.register(work.registration)
+      work.finish({ status: 'completed' })
+      await tasks.wait(id, 'anyone', 5_000)
+      await new Promise((resolve) => setImmediate(resolve))
+      expect(heard).toEqual([id])
+      expect(unhandled).toEqual([])
+    } finally {
+      process.off('unhandledRejection', onUnhandled)
+    }
   })
 
   it('a kill whose caller\'s signal aborts stops waiting for a producer that never stops, and the kill stands', async () => {

@@ -26,6 +26,8 @@ export class TaskToolsPlugin {
     registerTaskTools(ctx, config)
     const desk = new NoticeDesk(ctx.tasks, ctx.agents, config.maxConsecutiveWakeups, ctx.logger('tool-tasks'))
     ctx.tasks.onSettled((task) => desk.settled(task))
+    // Settlements while this plugin was not loaded (a reload) reached no listener: announce them now.
+    for (const task of ctx.tasks.unreported()) desk.settled(task)
     ctx.agents.onCleanup((agent) => desk.forget(agent.id))
     ctx.effect(() => () => desk.close(), 'tool-tasks: stop watching owners')
   }

@@ -1,3 +1,4 @@
+import { assertNever } from '@dsh/base'
 import type { TaskInfo, TaskRead } from '@dsh/tasks'
 
 /** Labels are commands and descriptions: keep a status line to one readable line. */
@@ -18,7 +19,7 @@ function statusText(task: TaskInfo, now: number): string {
     case 'killed':
       return task.detail ? `${task.status}: ${task.detail}` : task.status
     default:
-      return assertNever(task.status)
+      return assertNever(task.status, 'task status')
   }
 }
 
@@ -63,8 +64,4 @@ function shorten(label: string): string {
 
 function seconds(ms: number): string {
   return ms < 1000 ? `${Math.max(0, Math.round(ms))}ms` : `${Math.round(ms / 100) / 10}s`
-}
-
-function assertNever(value: never): never {
-  throw new Error(`unexpected task status ${String(value)}`)
 }

@@ -200,6 +200,22 @@ describe('completion notices', () => {
   })
 })
 
+describe('notices across a reload of the notice plugin', () => {
+  it('a task that settles while the plugin is unloaded is announced once it is loaded again', async () => {
+    await setup([{ reply: [{ call: { tool: 'start_job', args: {} } }, { text: 'started' }, { text: 'noticed after the reload' }] }])
+    const owner = await harness.agent()
+    await owner.followup('go')
+    await Promise.all([...harness.ctx.registry.get(TaskToolsPlugin)!.fibers].map((fiber) => fiber.dispose()))
+    jobs.get('job-1')!({ status: 'completed', output: 'built' })
+    await vi.waitFor(() => expect(harness.ctx.tasks.get('job-1', owner.id)).toMatchObject({ status: 'completed', reported: false }), { interval: 5 })
+    await owner.whenIdle()
+    expect(turns(owner)).toBe(1)
+    await harness.plugin(TaskToolsPlugin, {})
+    await idleAfterTurns(owner, 2)
+    expect(notices(owner)).toEqual([expect.stringContaining('job-1 completed')])
+  })
+})
+
 describe('the task tools', () => {
   it('render compact status lines and keep to the caller\'s own tasks', async () => {
     await setup([

@@ -4,6 +4,7 @@
  * `POST /v1/messages` consumes the next scripted answer; the rest of the API surface a
  * client may touch is answered without consuming anything, and every request is recorded.
  */
+import { assertNever } from '@dsh/base'
 import { errorBody, estimateTokens, messageBody, messageEvents, promptText, type AnswerContext, type FakeMessagesResponse } from './anthropic-messages-wire.js'
 import { startScriptedEndpoint, type EndpointDescription, type RecordedRequest, type Turn } from './scripted-endpoint.js'
 
@@ -60,6 +61,8 @@ const messagesApi: EndpointDescription<FakeMessagesResponse, RecordedAnthropicRe
         return { to: 'fixed', answer: (body) => ({ input_tokens: estimateTokens(promptText(body)) }) }
       case 'other':
         return { to: 'none' }
+      default:
+        return assertNever(request.kind, 'request kind')
     }
   },
   numbering: 'scripted requests',

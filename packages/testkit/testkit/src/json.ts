@@ -10,6 +10,4 @@ export function parseJson(text: string): unknown {
   }
 }
 
-export function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value)
-}
+export { isRecord } from '@dsh/base'

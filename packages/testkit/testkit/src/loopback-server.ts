@@ -1,3 +1,4 @@
+import { errorMessage } from '@dsh/base'
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
 import type { AddressInfo, Socket } from 'node:net'
 
@@ -76,7 +77,7 @@ function failRequest(res: ServerResponse, error: unknown): void {
     res.destroy()
     return
   }
-  const message = error instanceof Error ? error.message : String(error)
+  const message = errorMessage(error)
   res.writeHead(500, { 'content-type': 'text/plain; charset=utf-8' })
   res.end(`fake server handler failed: ${message}`)
 }

@@ -1,0 +1,8 @@
+import { DshError } from '@dsh/base'
+
+export type SubagentToolErrorCode =
+  /** The tool's config sets `maxDepth`, and its provider cannot enforce a depth limit. */
+  'DEPTH_UNSUPPORTED'
+
+/** A subagent tool whose config its provider cannot honour; raised when the tool mounts. */
+export class SubagentToolError extends DshError<SubagentToolErrorCode> {}
