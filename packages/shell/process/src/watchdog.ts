@@ -7,12 +7,13 @@
  * to whatever is left after `WATCHDOG_GRACE_MS`, and exits.
  *
  * It runs in a session of its own (`detached`), so a Ctrl-C in the terminal, meant for
- * dsh, does not reach it; it holds no reference in this process's event loop, so it never
- * keeps dsh alive. The pipe is opened close-on-exec, so no other child inherits the write
- * end and keeps the watchdog waiting.
+ * dsh, does not reach it, and it is not dsh's child (see `LAUNCHER`); it holds no
+ * reference in this process's event loop, so it never keeps dsh alive. The pipe is opened
+ * close-on-exec, so no other child of dsh inherits the write end and keeps it waiting.
  */
 import { spawn, type ChildProcess } from 'node:child_process'
 import type { Socket } from 'node:net'
+import type { Writable } from 'node:stream'
 import { childEnvironment } from './child-environment.js'
 
 /** After SIGTERM, how long the groups get before SIGKILL, once this process is gone. */
@@ -61,29 +62,40 @@ process.stdin.on('close', reap)
 process.stdin.on('error', reap)
 `
 
-let watchdog: ChildProcess | undefined
+/**
+ * Started through `sh`, which puts the watchdog in the background with the pipe (the
+ * launcher's fd 3) as its stdin, prints its pid and exits: the watchdog is then nobody's
+ * child, so it does not show among dsh's children (which tests and users count to find
+ * leaks), and nothing of it is left for dsh to wait for. The pipe is fd 3, not the
+ * launcher's stdin, because Node closes a child's stdin when that child exits.
+ */
+const LAUNCHER = '"$0" -e "$1" <&3 3<&- >/dev/null 2>&1 & echo $!'
+
+/** Our end of the pipe to the watchdog. */
+let pipe: Writable | undefined
+let pid: number | undefined
 /** Set once starting the watchdog failed: there is then no second attempt (see `tellWatchdog`). */
 let unavailable = false
 
 /** Tell the watchdog (starting it if need be) that group `pgid` was started (`+`) or is gone (`-`). */
 export function tellWatchdog(change: '+' | '-', pgid: number): void {
   if (unavailable) return
-  if (change === '-' && !watchdog) return
-  watchdog ??= startWatchdog()
-  watchdog?.stdin?.write(`${change}${pgid}\n`)
+  if (change === '-' && !pipe) return
+  pipe ??= startWatchdog()
+  pipe?.write(`${change}${pgid}\n`)
 }
 
-/** The watchdog's pid, once one runs (for diagnostics and tests). */
+/** The watchdog's pid, once it runs and the launcher has said it (for diagnostics and tests). */
 export function watchdogPid(): number | undefined {
-  return watchdog?.pid
+  return pid
 }
 
-function startWatchdog(): ChildProcess | undefined {
-  let child: ChildProcess
+function startWatchdog(): Writable | undefined {
+  let launcher: ChildProcess
   try {
-    child = spawn(process.execPath, ['-e', WATCHDOG_PROGRAM], {
+    launcher = spawn('/bin/sh', ['-c', LAUNCHER, process.execPath, WATCHDOG_PROGRAM], {
       detached: true,
-      stdio: ['pipe', 'ignore', 'ignore'],
+      stdio: ['ignore', 'pipe', 'ignore', 'pipe'],
       env: childEnvironment(process.env),
     })
   } catch {
@@ -92,17 +104,26 @@ function startWatchdog(): ChildProcess | undefined {
     unavailable = true
     return undefined
   }
+  const toWatchdog = launcher.stdio[3] as Socket
+  const stdout = launcher.stdout!
   // A watchdog that cannot start, or dies, leaves the exit handler as the only net; its
   // errors (spawn failure, EPIPE on a write after it died) are not this process's failure.
-  child.on('error', () => {
+  const lost = () => {
     unavailable = true
-    watchdog = undefined
+    pipe = undefined
+  }
+  launcher.on('error', lost)
+  toWatchdog.on('error', lost)
+  let said = ''
+  stdout.setEncoding('utf8')
+  stdout.on('data', (chunk: string) => {
+    said += chunk
+    const announced = Number(said.trim())
+    if (said.includes('\n') && Number.isSafeInteger(announced) && announced > 0) pid = announced
   })
-  child.stdin!.on('error', () => {
-    unavailable = true
-    watchdog = undefined
-  })
-  child.unref()
-  ;(child.stdin as Socket).unref()
-  return child
+  // Neither the launcher nor the pipes may keep dsh's event loop alive.
+  launcher.unref()
+  toWatchdog.unref()
+  ;(stdout as Socket).unref()
+  return toWatchdog
 }

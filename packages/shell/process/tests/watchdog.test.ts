@@ -1,7 +1,19 @@
 import { spawn } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
 import { afterEach, describe, expect, it } from 'vitest'
-import { goneWithin, processAlive, ProcessTree, reapTrackedGroups, trackedGroups, WATCHDOG_GRACE_MS, childEnvironment, groupHasLiveMembers, signalGroup } from '@dsh/process'
+import {
+  childEnvironment,
+  goneWithin,
+  groupHasLiveMembers,
+  processAlive,
+  ProcessTree,
+  readProcessEntry,
+  reapTrackedGroups,
+  signalGroup,
+  trackedGroups,
+  WATCHDOG_GRACE_MS,
+  watchdogPid,
+} from '@dsh/process'
 
 /** Runs against the built package (`npx tsc -b` first), like the CLI tests. */
 const FIXTURE = fileURLToPath(new URL('./fixtures/start-and-wait.mjs', import.meta.url))
@@ -47,6 +59,22 @@ describe('after kill -9 of the process that started them', () => {
     process.kill(pid, 'SIGKILL')
     await exited
     expect(await goneWithin(() => groupHasLiveMembers(group), WITHIN_MS)).toBe(true)
+  })
+})
+
+describe('while the process that started them lives', () => {
+  it('the watchdog is not its child, and leaves its groups alone once its launcher is gone', async () => {
+    const tree = new ProcessTree({ command: 'sleep', args: ['300'], env: childEnvironment(process.env) })
+    leftovers.push(tree.pid!)
+    await tree.spawned
+    await expect.poll(() => watchdogPid()).toBeDefined()
+    const watchdog = watchdogPid()!
+    // The launcher (`sh`) exits right after starting it; the watchdog is then re-parented.
+    await expect.poll(async () => (await readProcessEntry(watchdog))?.ppid !== process.pid && (await readProcessEntry((await readProcessEntry(watchdog))!.ppid))?.ppid !== process.pid).toBe(true)
+    // A watchdog that mistook its launcher's exit for ours would be stopping the group now.
+    expect(await goneWithin(() => groupHasLiveMembers(tree.pid!), WATCHDOG_GRACE_MS + 500)).toBe(false)
+    expect(await processAlive(watchdog)).toBe(true)
+    await tree.reap({ stdinGraceMs: 0, termGraceMs: 0 })
   })
 })
 

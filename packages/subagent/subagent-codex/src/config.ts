@@ -65,7 +65,8 @@ export function resolveRunSpec(config: CodexConfig, request: SubagentRequest, co
   return {
     command,
     cwd: config.cwd ?? request.parent.session.header.cwd,
-    env: childEnvironment(parentEnv, { env: config.env, passEnv: config.passEnv }),
+    // Codex finds its model, provider and login in CODEX_HOME: dsh's own is the one to use.
+    env: childEnvironment(parentEnv, { env: config.env, passEnv: ['CODEX_HOME', ...config.passEnv] }),
     permissionMode: config.permissionMode,
     ...MODE_POLICY[config.permissionMode],
     model: request.agentOptions?.model ?? config.model,
