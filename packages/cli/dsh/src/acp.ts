@@ -11,11 +11,11 @@
 import { constants as osConstants } from 'node:os'
 import { parseArgs } from 'node:util'
 import { serveAcpOverStdio } from '@dsh/acp-server'
+import { reapTrackedGroups } from '@dsh/process'
 import { UsageError } from './errors.js'
 import { chooseModel } from './run.js'
 import { onInterrupt } from './interrupt.js'
 import { startRuntime } from './runtime.js'
-import { stopStartedGroups } from './stop-groups.js'
 
 export async function acpVerb(args: string[]): Promise<number> {
   const { values } = parseArgs({
@@ -50,7 +50,8 @@ export async function acpVerb(args: string[]): Promise<number> {
     await runtime.dispose()
     // Disposing cancelled every turn and killed every task; a command that ignores
     // SIGTERM, or one started while we were closing, must not outlive us either.
-    await stopStartedGroups()
+    const survivors = await reapTrackedGroups()
+    if (survivors.length > 0) process.stderr.write(`dsh acp: process groups ${survivors.join(', ')} outlived SIGKILL\n`)
     stopSignals()
     // After a signal stdin may still be open, and an open stdin keeps the process alive.
     process.stdin.destroy()
