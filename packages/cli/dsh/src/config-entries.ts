@@ -36,7 +36,12 @@ export async function readEntries(file: string): Promise<PluginEntry[]> {
 export function parseEntries(text: string, file: string): PluginEntry[] {
   let parsed: unknown
   try {
-    parsed = YAML.parse(text)
+    // Warnings (an unresolved `!tag`) count as errors: a config is read exactly or not at
+    // all, and YAML would otherwise print them as process warnings.
+    const document = YAML.parseDocument(text, { logLevel: 'silent' })
+    const [problem] = [...document.errors, ...document.warnings]
+    if (problem) throw problem
+    parsed = document.toJS()
   } catch (error) {
     throw new CompositionError('CONFIG_SYNTAX', `${file} is not valid YAML: ${firstLine(errorMessage(error))}`)
   }

@@ -17,6 +17,7 @@ const cases: Array<[string, () => string[], string | RegExp]> = [
   ['config without check', () => ['config'], 'dsh config: the only verb is `check`'],
   ['a missing config file', () => ['run', '--config', '/nonexistent/dsh.yml', '--model', 'scripted:x', 'hi'], 'cannot read config /nonexistent/dsh.yml'],
   ['config that is not YAML', () => ['config', 'check', '--config', config('- name: [unclosed\n')], /is not valid YAML: /],
+  ['a YAML tag nobody resolves', () => ['config', 'check', '--config', config('- name: !nope "@dsh/agent"\n')], /is not valid YAML: Unresolved tag: !nope/],
   ['a plugin that cannot be loaded', () => ['config', 'check', '--config', config('- name: "@dsh/no-such-plugin"\n')], 'plugin "@dsh/no-such-plugin": cannot load @dsh/no-such-plugin'],
   ['a nested unknown key', () => ['run', '--model', 'scripted:x', '--config', config('- id: tool-subagent\n  name: "@dsh/tool-subagent"\n  config: { provider: spawn, toolFilter: { alow: [bash] } }\n'), 'hi'], 'unknown config key "toolFilter.alow" (allowed there: allow, deny)'],
   ['a config value of the wrong type', () => ['config', 'check', '--config', config('- id: agents\n  name: "@dsh/agent"\n  config: { persona: 42 }\n')], /plugin "agents" \(@dsh\/agent\) failed to start: .*persona/],
