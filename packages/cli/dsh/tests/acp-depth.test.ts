@@ -1,10 +1,10 @@
 /** `dsh acp` bounds delegation depth across processes: a too-deep `session/new` is refused. */
-import { readdirSync, realpathSync, writeFileSync } from 'node:fs'
+import { readdirSync, readFileSync, realpathSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
 import { methods, PROTOCOL_VERSION, RequestError } from '@agentclientprotocol/sdk'
 import { killRunning, serveDsh } from './acp-client.js'
-import { runDsh, tempDir } from './cli.js'
+import { dshBin, runDsh, tempDir } from './cli.js'
 
 afterEach(killRunning)
 
@@ -55,5 +55,36 @@ describe('dsh acp depth bound', () => {
     const result = await runDsh(['acp', '--model', 'scripted:x', '--max-depth', 'two'])
     expect(result.code).toBe(2)
     expect(result.stderr.trim()).toBe('dsh acp: --max-depth must be a whole number of at least 0 (got "two")')
+  })
+})
+
+describe('dsh acp depth bound through a real process chain', () => {
+  it('a dsh run parent delegating to `dsh acp --max-depth 0` gets the refusal as its tool result, and no child session exists', async () => {
+    const dir = tempDir()
+    const childModel = join(dir, 'child.yml')
+    writeFileSync(childModel, '- reply: [{ text: "should never run" }]\n')
+    const parentModel = join(dir, 'parent.yml')
+    writeFileSync(parentModel, [
+      '- when: { depth: 0 }',
+      '  reply:',
+      '    - call: { tool: subagent_acp, args: { description: "too deep", prompt: "go deeper" } }',
+      '    - text: "The child said: {{tool_results}}"',
+    ].join('\n'))
+    const config = join(dir, 'acp.yml')
+    writeFileSync(config, [
+      '- id: subagent-acp',
+      '  name: "@dsh/subagent-acp"',
+      `  config: { command: ${JSON.stringify(process.execPath)}, args: [${JSON.stringify(dshBin)}, acp, --max-depth, "0", --model, "scripted:${childModel}", --session-dir, ${JSON.stringify(dir)}] }`,
+      '- id: tool-subagent-acp',
+      '  name: "@dsh/tool-subagent"',
+      '  config: { provider: acp, toolName: subagent_acp }',
+    ].join('\n'))
+    const result = await runDsh(['run', '--config', config, '--model', `scripted:${parentModel}`, '--session-dir', dir, '--quiet', 'delegate'])
+    expect(result.stdout).toContain('delegation depth limit reached: this session would be at depth 1, above this server\'s maxDepth 0')
+    expect(result.stdout).not.toContain('should never run')
+    const headers = readdirSync(dir)
+      .filter((name) => name.endsWith('.jsonl'))
+      .map((name) => JSON.parse(readFileSync(join(dir, name), 'utf8').split('\n')[0]) as { header: { origin?: string } })
+    expect(headers.map((line) => line.header.origin)).toEqual(['cli'])
   })
 })
