@@ -8,11 +8,11 @@
  * whose lineage (`_meta.dsh.delegationDepth`) is deeper than `--max-depth` (default 3)
  * is refused with a JSON-RPC error, so delegation through `dsh acp` processes is bounded.
  */
-import { constants as osConstants } from 'node:os'
 import { parseArgs } from 'node:util'
 import { serveAcpOverStdio } from '@dsh/acp-server'
 import { reapTrackedGroups } from '@dsh/process'
 import { UsageError } from './errors.js'
+import { exitCodeOfSignal } from './exit.js'
 import { chooseModel } from './run.js'
 import { onInterrupt } from './interrupt.js'
 import { startRuntime } from './runtime.js'
@@ -42,7 +42,7 @@ export async function acpVerb(args: string[]): Promise<number> {
   // and the exit hook of @dsh/process kills every process group still running.
   const stopSignals = onInterrupt(
     () => void server.close(),
-    (signal) => process.exit(128 + (osConstants.signals[signal] ?? 15)),
+    (signal) => process.exit(exitCodeOfSignal(signal)),
   )
   try {
     await server.done

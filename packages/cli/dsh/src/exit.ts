@@ -3,6 +3,7 @@
  * or a session file that cannot be read, is one readable line and exit code 2; only an
  * unexpected failure (a bug) shows its stack, with exit code 1.
  */
+import { constants as osConstants } from 'node:os'
 import { errorMessage } from '@dsh/base'
 import { SessionError } from '@dsh/session'
 import { SessionJsonlError } from '@dsh/session-jsonl'
@@ -10,6 +11,11 @@ import { CompositionError, oneLineMessage, UsageError } from './errors.js'
 
 export const EXIT_USAGE = 2
 export const EXIT_FAILURE = 1
+
+/** The shell convention: a command ended by signal N exits 128 + N (130 for SIGINT, 143 for SIGTERM). */
+export function exitCodeOfSignal(signal: NodeJS.Signals): number {
+  return 128 + (osConstants.signals[signal] ?? osConstants.signals.SIGTERM)
+}
 
 /** The line to print for an error the user can fix, or undefined for an unexpected one. */
 export function userFacingLine(error: unknown): string | undefined {

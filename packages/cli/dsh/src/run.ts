@@ -1,4 +1,3 @@
-import { constants as osConstants } from 'node:os'
 import type { Agent } from '@dsh/agent'
 import { errorMessage } from '@dsh/base'
 import { outputText } from '@dsh/llm'
@@ -7,6 +6,7 @@ import type {} from '@dsh/subagent'
 import { runUntilQuiet, type QuietRun } from '@dsh/tasks'
 import type { Composition } from './compose.js'
 import { UsageError } from './errors.js'
+import { exitCodeOfSignal } from './exit.js'
 import { onInterrupt } from './interrupt.js'
 import { lifecycleLine, TtyTreeRenderer } from './progress/render.js'
 import { ProgressTracker } from './progress/tracker.js'
@@ -96,11 +96,6 @@ export async function runCommand(options: RunOptions): Promise<number> {
     await agent?.dispose().catch((error: unknown) => process.stderr.write(`dsh: disposing the agent failed: ${errorMessage(error)}\n`))
     await runtime.dispose()
   }
-}
-
-/** The shell convention: a process ended by signal N exits 128 + N. */
-function exitCodeOfSignal(signal: NodeJS.Signals): number {
-  return 128 + (osConstants.signals[signal] ?? 2)
 }
 
 /** A session that cannot be resumed is the user's input problem: say which and where to look. */
