@@ -1,8 +1,8 @@
-import type { Context } from 'cordis'
+import { symbols, type Context } from 'cordis'
 import Schema from 'schemastery'
 // For their `ctx.llm` and `ctx.sessions` declarations on cordis's Context.
 import type {} from '@dsh/llm'
-import type {} from '@dsh/session'
+import type { SessionStore } from '@dsh/session'
 import type { Script } from './script.js'
 import { ScriptedAdapter } from './scripted-adapter.js'
 
@@ -23,11 +23,27 @@ export class ScriptedPlugin {
   readonly adapter: ScriptedAdapter
 
   constructor(ctx: Context, config: ScriptedPlugin.Config) {
+    // Rules match on the session's own prompt and depth, read from the session itself. The
+    // store is looked up once and held (as the object behind Cordis's tracing proxy, which
+    // costs microseconds per call on a path every delegated child takes), and looked up
+    // again whenever a sessions service comes or goes.
+    let sessions: SessionStore | undefined
+    let resolved = false
+    ctx.on('internal/service', (name) => {
+      if (name === 'sessions') resolved = false
+    })
+    const store = (): SessionStore | undefined => {
+      if (!resolved) {
+        const service = ctx.get('sessions')
+        sessions = service && (((service as unknown as Record<symbol, unknown>)[symbols.original] as SessionStore | undefined) ?? service)
+        resolved = true
+      }
+      return sessions
+    }
     this.adapter = new ScriptedAdapter({
       ...config,
-      // Rules match on the session's own prompt and depth, read from the session itself.
       sessionFacts: (sessionId) => {
-        const session = ctx.get('sessions')?.get(sessionId)
+        const session = store()?.get(sessionId)
         return session && { ownPrompt: session.ownPrompt ?? '', delegationDepth: session.header.delegationDepth ?? 0 }
       },
     })

@@ -1,6 +1,7 @@
 import { Context } from 'cordis'
 import { describe, expect, it } from 'vitest'
-import { LlmService } from '@dsh/llm'
+import { LlmService, userText } from '@dsh/llm'
+import { SessionStore } from '@dsh/session'
 import ScriptedPlugin, { parseScript, ScriptedAdapter, ScriptError } from '../src/index.js'
 import { collect, requestFor, textOfChunks } from './harness.js'
 
@@ -52,5 +53,18 @@ describe('scripted plugin', () => {
     expect(textOfChunks(await collect(adapter.stream(requestFor('demo'))))).toBe('parsed inline')
     expect(() => parseScript('- reply: [{ txt: x }]', 'fixture.yml')).toThrow(ScriptError)
     expect(() => parseScript('- reply: [{ txt: x }]', 'fixture.yml')).toThrow('fixture.yml: rules[0].reply[0]: unknown key "txt"')
+  })
+
+  it('reads session facts from a session store loaded after the plugin', async () => {
+    const ctx = new Context()
+    await ctx.plugin(LlmService)
+    await ctx.plugin(ScriptedPlugin, { scripts: { demo: [{ when: { depth: 1 }, reply: [{ text: 'child' }] }, { reply: [{ text: 'top' }] }] } })
+    const { adapter, model } = ctx.llm.resolve('scripted:demo')
+    // No store yet: the request's own facts (depth 0).
+    expect(textOfChunks(await collect(adapter.stream(requestFor(model, { sessionId: 'early' }))))).toBe('top')
+    await ctx.plugin(SessionStore)
+    const session = ctx.sessions.create({ id: 'late', delegationDepth: 1 })
+    session.append({ type: 'user/message', message: userText('hello') })
+    expect(textOfChunks(await collect(adapter.stream(requestFor(model, { sessionId: 'late' }))))).toBe('child')
   })
 })

@@ -263,7 +263,7 @@ describe('background delegation', () => {
     expect(harness.ctx.agents.list()).toEqual([parent])
   })
 
-  it('a refused admission starts no child', async () => {
+  it('with limit 1, of two parallel calls one is refused, creating no agent, no session and no model request', async () => {
     await setup(
       [
         { when: { depth: 1 }, reply: [{ text: 'slow', delay_ms: 60_000 }] },

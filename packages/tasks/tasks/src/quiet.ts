@@ -79,7 +79,13 @@ export async function runUntilQuiet(agent: Agent, input: string | UserMessage, o
     const firstResult = await first
     await whenQuiet(agent, tasks)
     last ??= firstResult
-    if (cancelled && last.reason !== 'aborted') last = await agent.recordAbort(`cancelled after the turn ended: ${describeCause(cancelCause)}`)
+    if (cancelled && last.reason !== 'aborted') {
+      const why = `cancelled after the turn ended: ${describeCause(cancelCause)}`
+      // An agent disposed meanwhile (a second Ctrl-C) has a released session: nothing can
+      // be recorded, but the run still reports the cancel.
+      const live = agent.status === 'idle' || agent.status === 'running'
+      last = live ? await agent.recordAbort(why) : { ...last, reason: 'aborted', error: why }
+    }
     return { last, output: selectOutput(answers, streamed), cancelled }
   } finally {
     signal?.removeEventListener('abort', cancel)

@@ -128,6 +128,19 @@ describe('runUntilQuiet', () => {
     expect(quiet.output).toEqual([])
   })
 
+  it('a cancel followed by disposal while waiting still reports an aborted, cancelled run', async () => {
+    await setup([{ reply: [startJob, { text: 'started' }] }])
+    const agent = await harness.agent()
+    const controller = new AbortController()
+    const firstTurnEnded = nextTurnEnd(agent)
+    const run = runUntilQuiet(agent, 'build it', { tasks: harness.ctx.tasks, signal: controller.signal })
+    await firstTurnEnded
+    controller.abort(new Error('interrupted'))
+    await agent.dispose()
+    const quiet = await run
+    expect(quiet).toMatchObject({ cancelled: true, last: { turn: 1, reason: 'aborted' } })
+  })
+
   it('works without a task runtime: one turn, its answer', async () => {
     await setup([{ reply: [{ text: 'hello' }] }])
     const agent = await harness.agent()
