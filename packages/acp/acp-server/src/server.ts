@@ -3,10 +3,12 @@
  *
  * Each ACP session is one dsh agent with its own ordinary session (origin `acp`, the
  * client's cwd), created through `ctx.agents`, so whatever persistence the runtime
- * loaded keeps it like any other. A prompt is one `followup` turn; while it runs, the
- * session's live updates stream to the client; `session/cancel` cancels the turn and
- * the prompt answers `cancelled`. When the connection closes (the client closed our
- * stdin), every agent is disposed, which flushes its session, before `done` resolves.
+ * loaded keeps it like any other. A prompt runs until the agent is quiet (its turn and
+ * the turns its background work starts, `runUntilQuiet`); while it runs, the session's
+ * live updates stream to the client; `session/cancel` cancels the turn and kills the
+ * session's background tasks, and the prompt answers `cancelled`. When the connection
+ * closes (the client closed our stdin), every agent is disposed, which flushes its
+ * session, before `done` resolves.
  */
 import { stat } from 'node:fs/promises'
 import { createRequire } from 'node:module'
@@ -14,8 +16,9 @@ import { isAbsolute } from 'node:path'
 import { Readable, Writable } from 'node:stream'
 import { agent as agentApp, methods, ndJsonStream, PROTOCOL_VERSION, RequestError, type AgentContext, type PromptRequest, type PromptResponse, type Stream } from '@agentclientprotocol/sdk'
 import type { Context } from 'cordis'
-import type { Agent, TurnResult } from '@dsh/agent'
-import { whenQuiet } from '@dsh/tasks'
+import { DshError, errorMessage } from '@dsh/base'
+import type { Agent } from '@dsh/agent'
+import { runUntilQuiet } from '@dsh/tasks'
 import { promptMessage } from './prompt.js'
 import { acpStopReasonOf, acpUpdateOf } from './updates.js'
 
@@ -28,23 +31,40 @@ export interface AcpServer {
 
 interface ServedSession {
   readonly agent: Agent
-  /** Present while a prompt turn runs: one at a time per session. */
-  prompt?: { cancelRequested: boolean }
+  /** Present while a prompt runs (one at a time per session): aborting it cancels the prompt. */
+  prompt?: AbortController
 }
 
 const { version } = createRequire(import.meta.url)('../package.json') as { version: string }
+
+/** A server set up wrongly by its host (not by a client: client mistakes are JSON-RPC errors). */
+export type AcpServerErrorCode = 'INVALID_OPTION'
+export class AcpServerError extends DshError<AcpServerErrorCode> {}
+
+/** The same default bound as the subagent tool's: a root (depth 0) and three generations below it. */
+export const DEFAULT_MAX_DEPTH = 3
+
+export interface AcpServerOptions {
+  /**
+   * The deepest delegation this server accepts: a `session/new` whose `_meta.dsh`
+   * lineage puts the session deeper is refused. Default `DEFAULT_MAX_DEPTH`.
+   */
+  maxDepth?: number
+}
 
 /**
  * Serve ACP as NDJSON over a pair of Node streams: stdin and stdout for `dsh acp`. Nothing
  * else may write to `output`.
  */
-export function serveAcpOverStdio(ctx: Context, input: Readable = process.stdin, output: Writable = process.stdout): AcpServer {
-  return serveAcp(ctx, ndJsonStream(Writable.toWeb(output) as WritableStream<Uint8Array>, Readable.toWeb(input) as ReadableStream<Uint8Array>))
+export function serveAcpOverStdio(ctx: Context, options: AcpServerOptions = {}, input: Readable = process.stdin, output: Writable = process.stdout): AcpServer {
+  return serveAcp(ctx, ndJsonStream(Writable.toWeb(output) as WritableStream<Uint8Array>, Readable.toWeb(input) as ReadableStream<Uint8Array>), options)
 }
 
 /** Serve ACP on `stream` with the agents of `ctx` (it needs `ctx.agents`). */
-export function serveAcp(ctx: Context, stream: Stream): AcpServer {
+export function serveAcp(ctx: Context, stream: Stream, options: AcpServerOptions = {}): AcpServer {
   const log = ctx.logger('acp-server')
+  const maxDepth = options.maxDepth ?? DEFAULT_MAX_DEPTH
+  if (!Number.isInteger(maxDepth) || maxDepth < 0) throw new AcpServerError('INVALID_OPTION', `maxDepth must be a whole number of at least 0 (got ${String(maxDepth)})`)
   const sessions = new Map<string, ServedSession>()
 
   const app = agentApp({ name: 'dsh' })
@@ -64,7 +84,16 @@ export function serveAcp(ctx: Context, stream: Stream): AcpServer {
       const info = await stat(cwd).catch(() => undefined)
       if (!info?.isDirectory()) throw RequestError.invalidParams({ cwd }, `cwd ${cwd} is not a directory`)
       if (params.mcpServers.length > 0) log.warn('ignoring %d MCP server(s) for the new session: dsh does not connect to MCP servers', params.mcpServers.length)
-      const agent = await ctx.agents.create({ meta: { origin: 'acp', cwd, ...lineageOf(params._meta, log) } })
+      const lineage = lineageOf(params._meta, log)
+      // Refused before anything exists: a parent recursing through `dsh acp` processes
+      // would otherwise nest without limit, one process per generation.
+      if (lineage.delegationDepth !== undefined && lineage.delegationDepth > maxDepth) {
+        throw RequestError.invalidRequest(
+          { delegationDepth: lineage.delegationDepth, maxDepth },
+          `delegation depth limit reached: this session would be at depth ${lineage.delegationDepth}, above this server's maxDepth ${maxDepth}; do this work yourself instead of delegating`,
+        )
+      }
+      const agent = await ctx.agents.create({ meta: { origin: 'acp', cwd, ...lineage } })
       if (connection.signal.aborted) {
         // The client left while the agent was being created: nobody will ever dispose it.
         await agent.dispose()
@@ -75,12 +104,8 @@ export function serveAcp(ctx: Context, stream: Stream): AcpServer {
     })
     .onRequest(methods.agent.session.prompt, ({ params, client, signal }) => prompt(params, client, signal))
     .onNotification(methods.agent.session.cancel, ({ params }) => {
-      const served = sessions.get(params.sessionId)
-      if (!served?.prompt) return
-      served.prompt.cancelRequested = true
-      served.agent.cancel(new Error('cancelled by the ACP client'))
-      // Stop means stop: background work the prompt started goes too.
-      void ctx.get('tasks')?.killAll(served.agent.id, 'cancelled by the ACP client')
+      // Stop means stop: the turn, and the background work the prompt started, go.
+      sessions.get(params.sessionId)?.prompt?.abort(new Error('cancelled by the ACP client'))
     })
 
   async function prompt(params: PromptRequest, client: AgentContext, signal: AbortSignal): Promise<PromptResponse> {
@@ -89,36 +114,26 @@ export function serveAcp(ctx: Context, stream: Stream): AcpServer {
     if (served.prompt) throw RequestError.invalidRequest({ sessionId: params.sessionId }, 'a prompt is already running in this session; wait for its answer or send session/cancel')
     const message = promptMessage(params.prompt)
     const { agent } = served
-    const running: { cancelRequested: boolean } = { cancelRequested: false }
-    served.prompt = running
+    const cancel = new AbortController()
+    served.prompt = cancel
     const unsubscribe = agent.session.subscribe((update) => {
-      // A cancel that arrived before the turn started running found no turn to abort.
-      if (update.type === 'turn/start' && running.cancelRequested) agent.cancel(new Error('cancelled by the ACP client'))
       const acpUpdate = acpUpdateOf(update)
       if (!acpUpdate) return
       // Sent in order through the connection's write queue, always ahead of the response.
       client.notify(methods.client.session.update, { sessionId: params.sessionId, update: acpUpdate }).catch(() => {
-        // The connection closed; the turn is being cancelled by the close handler.
+        // The connection closed; the prompt is being cancelled through `signal`.
       })
     })
     // `$/cancel_request` for this prompt, or the connection closing, aborts `signal`.
-    const onAbort = () => {
-      running.cancelRequested = true
-      agent.cancel(new Error('the ACP prompt request was cancelled'))
-    }
-    signal.addEventListener('abort', onAbort, { once: true })
-    let last: TurnResult | undefined
-    const untrack = agent.session.subscribe((update) => {
-      if (update.type === 'turn/end') last = { turn: update.turn, reason: update.reason, startSeq: 0, endSeq: update.seq, ...(update.error !== undefined && { error: update.error }) }
-    })
+    const onAbort = () => cancel.abort(new Error('the ACP prompt request was cancelled'))
+    if (signal.aborted) onAbort()
+    else signal.addEventListener('abort', onAbort, { once: true })
     try {
-      const ended = await agent.followup(message)
       // Turns that completion notices start belong to this prompt too: they are streamed
       // like the first, a cancel reaches them, and the answer waits for them.
-      await whenQuiet(agent, ctx.get('tasks'))
-      return { stopReason: acpStopReasonOf(last ?? ended, running.cancelRequested) }
+      const run = await runUntilQuiet(agent, message, { tasks: ctx.get('tasks'), signal: cancel.signal })
+      return { stopReason: acpStopReasonOf(run.last, run.cancelled) }
     } finally {
-      untrack()
       signal.removeEventListener('abort', onAbort)
       unsubscribe()
       served.prompt = undefined
@@ -131,7 +146,7 @@ export function serveAcp(ctx: Context, stream: Stream): AcpServer {
     sessions.clear()
     const outcomes = await Promise.allSettled(agents.map((agent) => agent.dispose()))
     for (const outcome of outcomes) {
-      if (outcome.status === 'rejected') log.warn('disposing an ACP session failed: %s', outcome.reason instanceof Error ? outcome.reason.message : String(outcome.reason))
+      if (outcome.status === 'rejected') log.warn('disposing an ACP session failed: %s', errorMessage(outcome.reason))
     }
   })
   return {

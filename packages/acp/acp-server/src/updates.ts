@@ -1,4 +1,4 @@
-import { acpStopReasonOfTurn } from '@dsh/base'
+import { acpStopReasonOfTurn, assertNever } from '@dsh/base'
 import type { SessionUpdate as AcpSessionUpdate, StopReason as AcpStopReason } from '@agentclientprotocol/sdk'
 import { RequestError } from '@agentclientprotocol/sdk'
 import { textOf } from '@dsh/llm'
@@ -42,10 +42,9 @@ export function acpUpdateOf(update: SessionUpdate): AcpSessionUpdate | undefined
     case 'step/end':
     case 'turn/end':
       return undefined
-    default: {
-      const unknown: never = update
-      return unknown
-    }
+    default:
+      // A listener's throw is contained by the session (logged); this line never runs for a well-typed update.
+      return assertNever(update, 'session update')
   }
 }
 

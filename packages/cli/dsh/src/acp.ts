@@ -2,12 +2,18 @@
  * `dsh acp`: serve a dsh agent over the Agent Client Protocol on stdio, for editors and
  * for the `acp` subagent provider. Stdout carries protocol frames and nothing else, so
  * every log line goes to stderr. The process ends when the client closes stdin (or on
- * SIGTERM/SIGINT): every ACP session's agent is disposed, its session flushed, and the
- * exit code is 0.
+ * SIGTERM/SIGINT): every ACP session's agent is disposed (its turn cancelled, its tasks
+ * killed, its session flushed), every process group it started is taken down, and the
+ * exit code is 0. A second signal exits at once, killing those groups. A `session/new`
+ * whose lineage (`_meta.dsh.delegationDepth`) is deeper than `--max-depth` (default 3)
+ * is refused with a JSON-RPC error, so delegation through `dsh acp` processes is bounded.
  */
 import { parseArgs } from 'node:util'
 import { serveAcpOverStdio } from '@dsh/acp-server'
-import { chooseModel, UsageError } from './run.js'
+import { reapTrackedGroups } from '@dsh/process'
+import { UsageError } from './errors.js'
+import { exitCodeOfSignal } from './exit.js'
+import { chooseModel } from './run.js'
 import { onInterrupt } from './interrupt.js'
 import { startRuntime } from './runtime.js'
 
@@ -20,27 +26,44 @@ export async function acpVerb(args: string[]): Promise<number> {
       model: { type: 'string' },
       'session-dir': { type: 'string' },
       verbose: { type: 'boolean', default: false },
+      'max-depth': { type: 'string' },
     },
   })
+  const maxDepth = parseMaxDepth(values['max-depth'])
   keepStdoutForFrames()
   const model = chooseModel(values.model)
   const runtime = await startRuntime({ config: values.config, model, sessionDir: values['session-dir'], verbose: values.verbose })
   if (!runtime.ctx.llm.config.model && !model) {
     await runtime.dispose()
-    throw new UsageError('dsh acp: no model to run with: pass --model SPEC (e.g. --model scripted:examples/acp-child.yml), set llm.model in --config, or set DEEPSEEK_API_KEY')
+    throw new UsageError('NO_MODEL', 'dsh acp: no model to run with: pass --model SPEC (e.g. --model scripted:examples/acp-child.yml), set llm.model in --config, or set DEEPSEEK_API_KEY')
   }
-  const server = serveAcpOverStdio(runtime.ctx)
-  // The first SIGTERM/SIGINT closes the connection like EOF does.
-  const stopSignals = onInterrupt(() => void server.close())
+  const server = serveAcpOverStdio(runtime.ctx, { maxDepth })
+  // The first SIGTERM/SIGINT closes the connection like EOF does; a second exits at once,
+  // and the exit hook of @dsh/process kills every process group still running.
+  const stopSignals = onInterrupt(
+    () => void server.close(),
+    (signal) => process.exit(exitCodeOfSignal(signal)),
+  )
   try {
     await server.done
   } finally {
-    stopSignals()
     await runtime.dispose()
+    // Disposing cancelled every turn and killed every task; a command that ignores
+    // SIGTERM, or one started while we were closing, must not outlive us either.
+    const survivors = await reapTrackedGroups()
+    if (survivors.length > 0) process.stderr.write(`dsh acp: process groups ${survivors.join(', ')} outlived SIGKILL\n`)
+    stopSignals()
     // After a signal stdin may still be open, and an open stdin keeps the process alive.
     process.stdin.destroy()
   }
   return 0
+}
+
+/** `--max-depth N`: the deepest delegation a `session/new` may ask for (default that of @dsh/acp-server, 3). */
+function parseMaxDepth(raw: string | undefined): number | undefined {
+  if (raw === undefined) return undefined
+  if (!/^\d+$/.test(raw) || !Number.isSafeInteger(Number(raw))) throw new UsageError('USAGE', `dsh acp: --max-depth must be a whole number of at least 0 (got "${raw}")`)
+  return Number(raw)
 }
 
 /**

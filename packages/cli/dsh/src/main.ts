@@ -2,18 +2,23 @@
 import { parseArgs } from 'node:util'
 import { configCheck } from './commands/config.js'
 import { sessionsCommand } from './commands/sessions.js'
-import { CompositionError } from './compose.js'
-import { runCommand, UsageError } from './run.js'
+import { UsageError } from './errors.js'
+import { reportFailure } from './exit.js'
+import { readPrompt } from './prompt-input.js'
+import { runCommand } from './run.js'
 
 const USAGE = `usage: dsh <command> [options]
 
 commands:
-  run [--config FILE] [--model SPEC] [--session-dir DIR] [--resume ID] [--json] [--quiet] PROMPT
-      run one turn of an agent to completion and print its answer
+  run [--config FILE] [--model SPEC] [--session-dir DIR] [--resume ID] [--json] [--quiet]
+      (PROMPT | --prompt-file FILE | --prompt-file -)
+      run a prompt to completion (with the turns its background work starts) and print
+      the answer; --prompt-file reads the prompt from a file, - from standard input
   demo [--session-dir DIR] [--quiet]
       a keyless tour: one parent delegating through every provider, then a summary
-  acp [--config FILE] [--model SPEC] [--session-dir DIR] [--verbose]
-      serve a dsh agent over the Agent Client Protocol on stdio
+  acp [--config FILE] [--model SPEC] [--session-dir DIR] [--max-depth N] [--verbose]
+      serve a dsh agent over the Agent Client Protocol on stdio; sessions deeper than
+      --max-depth (default 3) in a delegation chain are refused
   sessions list | tree [ID] | show ID   [--session-dir DIR]
       stored sessions, their delegation lineage, and transcripts
   config check [--config FILE]
@@ -46,7 +51,7 @@ async function main(argv: string[]): Promise<number> {
     }
     case 'config': {
       const { values, positionals } = parseArgs({ args: rest, allowPositionals: true, options: COMMON })
-      if (positionals[0] !== 'check') throw new UsageError('dsh config: the only verb is `check`')
+      if (positionals[0] !== 'check') throw new UsageError('USAGE', 'dsh config: the only verb is `check`')
       return configCheck({ config: values.config, model: values.model, sessionDir: values['session-dir'] })
     }
     case undefined:
@@ -70,10 +75,10 @@ async function runVerb(args: string[]): Promise<number> {
       resume: { type: 'string' },
       json: { type: 'boolean', default: false },
       quiet: { type: 'boolean', default: false },
+      'prompt-file': { type: 'string' },
     },
   })
-  const prompt = positionals.join(' ').trim()
-  if (!prompt) throw new UsageError('dsh run: a PROMPT is required')
+  const prompt = await readPrompt({ positionals, promptFile: values['prompt-file'] })
   return runCommand({
     prompt,
     config: values.config,
@@ -92,21 +97,11 @@ process.stdout.on('error', (error: NodeJS.ErrnoException) => {
   throw error
 })
 
-function isParseError(error: unknown): error is Error {
-  return error instanceof Error && 'code' in error && String((error as { code: unknown }).code).startsWith('ERR_PARSE_ARGS')
-}
-
 main(process.argv.slice(2)).then(
   (code) => {
     process.exitCode = code
   },
   (error: unknown) => {
-    if (error instanceof UsageError || error instanceof CompositionError || isParseError(error)) {
-      process.stderr.write(`${error.message}\n`)
-      process.exitCode = 2
-    } else {
-      process.stderr.write(`dsh: ${error instanceof Error ? error.stack ?? error.message : String(error)}\n`)
-      process.exitCode = 1
-    }
+    process.exitCode = reportFailure(error)
   },
 )

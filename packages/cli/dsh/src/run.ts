@@ -1,13 +1,19 @@
-import type { Agent, TurnResult } from '@dsh/agent'
-import { textOf } from '@dsh/llm'
+import type { Agent } from '@dsh/agent'
+import { errorMessage } from '@dsh/base'
+import { outputText } from '@dsh/llm'
 import { SessionError, type SessionUpdate } from '@dsh/session'
 import type {} from '@dsh/subagent'
-import { whenQuiet } from '@dsh/tasks'
+import { runUntilQuiet, type QuietRun } from '@dsh/tasks'
 import type { Composition } from './compose.js'
+import { UsageError } from './errors.js'
+import { exitCodeOfSignal } from './exit.js'
 import { onInterrupt } from './interrupt.js'
 import { lifecycleLine, TtyTreeRenderer } from './progress/render.js'
 import { ProgressTracker } from './progress/tracker.js'
 import { startRuntime, unboundSubagentTools, type RuntimeOptions } from './runtime.js'
+import { stopStartedGroups } from './stop-groups.js'
+
+export { UsageError } from './errors.js'
 
 export interface RunOptions extends RuntimeOptions {
   prompt: string
@@ -18,10 +24,6 @@ export interface RunOptions extends RuntimeOptions {
   cwd?: string
   /** Override terminal detection (tests). */
   tty?: boolean
-}
-
-export class UsageError extends Error {
-  override name = 'UsageError'
 }
 
 /** What `dsh run` prints when nothing says which model to use. */
@@ -46,22 +48,31 @@ export function jsonLine(record: Record<string, unknown>): void {
 }
 
 /**
- * One turn of a root agent, to completion. Resolves with the process exit code: 0 when
- * the turn completed, 1 otherwise.
+ * A prompt run to completion: its turn, then every turn its background work starts, until
+ * the agent is quiet. Resolves with the process exit code: 0 when the last turn completed,
+ * 128 + the signal's number when SIGINT/SIGTERM cancelled it (the session records the
+ * cancellation), 1 otherwise.
  */
 export async function runCommand(options: RunOptions): Promise<number> {
   const model = chooseModel(options.model)
   const runtime = await startRuntime({ ...options, model })
   let agent: Agent | undefined
-  // First Ctrl-C cancels everything and the command exits once it has stopped.
-  const stopSignals = onInterrupt(() => {
-    process.stderr.write('\ndsh: cancelling (Ctrl-C again to exit now)\n')
-    // The turn's cancellation reaches its foreground children; background work is the tasks'.
-    agent?.cancel(new Error('interrupted'))
-    if (agent) void runtime.ctx.get('tasks')?.killAll(agent.id, 'interrupted by Ctrl-C')
-  })
+  const cancel = new AbortController()
+  let cancelledBy: NodeJS.Signals | undefined
+  // The first signal cancels the turn and the agent's background work; the command exits
+  // once they have stopped. A second one exits at once.
+  const stopSignals = onInterrupt(
+    (signal) => {
+      cancelledBy ??= signal
+      process.stderr.write(`\ndsh: cancelling (${signal === 'SIGINT' ? 'Ctrl-C' : signal} again to exit now)\n`)
+      cancel.abort(new Error(`interrupted by ${signal}`))
+    },
+    // Exit now, but not before every process group started here was asked to go: an ACP
+    // child killed outright would leave its own commands running.
+    (signal) => void stopStartedGroups().finally(() => process.exit(exitCodeOfSignal(signal))),
+  )
   try {
-    if (!runtime.ctx.llm.config.model && !model) throw new UsageError(NO_MODEL_HELP)
+    if (!runtime.ctx.llm.config.model && !model) throw new UsageError('NO_MODEL', NO_MODEL_HELP)
     for (const problem of unboundSubagentTools(runtime)) process.stderr.write(`dsh: warning: ${problem}\n`)
     agent = await runtime.ctx.agents
       .create({ sessionId: options.resume, meta: { origin: 'cli', cwd: options.cwd ?? process.cwd() } })
@@ -69,16 +80,20 @@ export async function runCommand(options: RunOptions): Promise<number> {
         throw resumeProblem(error, options.resume, runtime)
       })
     const view = watch(runtime, agent, options)
-    const result = await runToQuiet(runtime, agent, options.prompt)
-    view.finish(result)
-    if (result.reason !== 'completed') {
-      process.stderr.write(`dsh: the turn ended ${result.reason}${result.error ? `: ${result.error}` : ''}\n`)
+    const run = await runUntilQuiet(agent, options.prompt, { tasks: runtime.ctx.get('tasks'), signal: cancel.signal })
+    view.finish(run)
+    if (run.cancelled) {
+      process.stderr.write(`dsh: cancelled${run.last.error ? `: ${run.last.error}` : ''}\n`)
+      return exitCodeOfSignal(cancelledBy ?? 'SIGINT')
+    }
+    if (run.last.reason !== 'completed') {
+      process.stderr.write(`dsh: the turn ended ${run.last.reason}${run.last.error ? `: ${run.last.error}` : ''}\n`)
       return 1
     }
     return 0
   } finally {
     stopSignals()
-    await agent?.dispose().catch((error: unknown) => process.stderr.write(`dsh: disposing the agent failed: ${String(error)}\n`))
+    await agent?.dispose().catch((error: unknown) => process.stderr.write(`dsh: disposing the agent failed: ${errorMessage(error)}\n`))
     await runtime.dispose()
   }
 }
@@ -87,43 +102,12 @@ export async function runCommand(options: RunOptions): Promise<number> {
 function resumeProblem(error: unknown, id: string | undefined, runtime: Composition): unknown {
   if (id === undefined || !(error instanceof SessionError)) return error
   const where = runtime.ctx.sessions.locate(id)
-  if (error.code === 'NOT_FOUND') return new UsageError(`dsh run: no stored session ${id}${where ? ` (looked for ${where})` : ''}; \`dsh sessions list\` shows the stored ones`)
-  return new UsageError(`dsh run: session ${id} cannot be resumed: ${error.message}`)
-}
-
-/**
- * Run the prompt's turn, then every turn that completion notices start, until the agent
- * is idle with no live task. Resolves with the last turn's result: a notice turn that
- * fails is the run's outcome, and its answer is the one to show.
- */
-export async function runToQuiet(runtime: Composition, agent: Agent, prompt: string): Promise<TurnResult> {
-  let last: TurnResult | undefined
-  let startSeq = 0
-  const unsubscribe = agent.session.subscribe((update) => {
-    if (update.type === 'turn/start') startSeq = update.seq
-    else if (update.type === 'turn/end') {
-      last = { turn: update.turn, reason: update.reason, startSeq, endSeq: update.seq, ...(update.error !== undefined && { error: update.error }) }
-    }
-  })
-  try {
-    const first = await agent.followup(prompt)
-    await settle(runtime, agent)
-    return last ?? first
-  } finally {
-    unsubscribe()
-  }
-}
-
-/**
- * Wait until the agent is idle and none of its background tasks is live: a task that
- * settles queues a completion notice (a new turn), which `whenIdle` then waits for.
- */
-export async function settle(runtime: Composition, agent: Agent): Promise<void> {
-  await whenQuiet(agent, runtime.ctx.get('tasks'))
+  if (error.code === 'NOT_FOUND') return new UsageError('SESSION', `dsh run: no stored session ${id}${where ? ` (looked for ${where})` : ''}; \`dsh sessions list\` shows the stored ones`)
+  return new UsageError('SESSION', `dsh run: session ${id} cannot be resumed: ${error.message}`)
 }
 
 export interface RunView {
-  finish(result: TurnResult): void
+  finish(run: QuietRun): void
 }
 
 /**
@@ -146,11 +130,11 @@ export function watch(runtime: Composition, agent: Agent, options: RunOptions): 
     const tracker = new ProgressTracker(runtime.ctx, agent)
     const renderer = new TtyTreeRenderer(tracker, process.stdout)
     return {
-      finish: (result) => {
-        tracker.finishRoot(result.reason)
+      finish: (run) => {
+        tracker.finishRoot(run.last.reason)
         renderer.stop()
         tracker.dispose()
-        const answer = finalAnswer(agent, result)
+        const answer = outputText(run.output)
         if (answer) process.stdout.write(`\n${answer}\n`)
       },
     }
@@ -174,17 +158,4 @@ export function watch(runtime: Composition, agent: Agent, options: RunOptions): 
     })
   }
   return { finish: () => process.stdout.write('\n') }
-}
-
-/** The text of the turn's last assistant message that has any. */
-function finalAnswer(agent: Agent, result: TurnResult): string {
-  let answer = ''
-  for (let seq = result.startSeq; seq <= result.endSeq; seq++) {
-    const event = agent.session.at(seq)
-    if (event?.type === 'assistant/message') {
-      const text = textOf(event.message.content)
-      if (text) answer = text
-    }
-  }
-  return answer
 }

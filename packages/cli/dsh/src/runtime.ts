@@ -1,7 +1,9 @@
 import { Context, Logger, ValidationError, type Exporter } from 'cordis'
+import { DshError, errorMessage } from '@dsh/base'
 import type {} from '@dsh/subagent'
 import { compose, mergeEntries, readEntries, type Composition, type PluginEntry } from './compose.js'
 import { discoverConfig } from './config-file.js'
+import { CompositionError } from './errors.js'
 import { defaultEntries } from './defaults.js'
 
 export interface RuntimeOptions {
@@ -15,31 +17,73 @@ export interface RuntimeOptions {
   ignoreDiscoveredConfig?: boolean
 }
 
-/** Print framework log lines (warnings and errors by default) to stderr. */
-export function attachConsoleLogger(ctx: Context, verbose = false): void {
+export interface ConsoleLogger {
+  /**
+   * Start-up is over: print the lines held back while plugins started (`failed`: the
+   * start failed, and the composition error already says why; they are dropped unless
+   * verbose, since a failing plugin's error would otherwise be printed twice, with its
+   * cause and stack).
+   */
+  started(failed: boolean): void
+}
+
+/**
+ * Print framework log lines (warnings and errors by default) to stderr. Error objects are
+ * printed by their message; their stacks only with `verbose`.
+ */
+export function attachConsoleLogger(ctx: Context, verbose = false): ConsoleLogger {
+  let held: string[] | undefined = []
+  const write = (line: string) => {
+    if (held) held.push(line)
+    else process.stderr.write(line)
+  }
   const exporter: Exporter = {
     colors: 0,
     levels: { default: verbose ? 3 : 1 },
     export(message) {
       // A config that fails validation is reported by compose(), naming the entry and the key.
-      if (message.args[0] instanceof ValidationError) return
-      process.stderr.write(`[${message.type}] ${message.name}: ${Logger.format(exporter, message)}\n`)
+      const [first] = message.args
+      if (first instanceof ValidationError) return
+      // Our own errors say what to do in their message; a stack helps only someone debugging.
+      if (first instanceof Error && message.args.length === 1 && !verbose) {
+        write(`[${message.type}] ${message.name}: ${first instanceof DshError ? first.message : `${first.name}: ${first.message}`}\n`)
+        return
+      }
+      write(`[${message.type}] ${message.name}: ${Logger.format(exporter, message)}\n`)
     },
   }
   ctx.logger.exporter(exporter)
+  return {
+    started(failed) {
+      const lines = held ?? []
+      held = undefined
+      if (!failed || verbose) for (const line of lines) process.stderr.write(line)
+    },
+  }
 }
 
 /** Build the composed context for a command: defaults, command extras, then `--config`. */
 export async function startRuntime(options: RuntimeOptions): Promise<Composition> {
   const ctx = new Context()
-  attachConsoleLogger(ctx, options.verbose)
+  const logger = attachConsoleLogger(ctx, options.verbose)
   const configFile = options.config ?? (options.ignoreDiscoveredConfig ? undefined : discoverConfig())
   const user = configFile ? await readEntries(configFile) : []
   const entries = mergeEntries(mergeEntries(defaultEntries(options), options.extra ?? []), user)
   try {
-    return await compose(ctx, entries)
+    const composition = await compose(ctx, entries)
+    logger.started(false)
+    return composition
   } catch (error) {
-    await ctx.fiber.dispose().catch(() => {})
+    logger.started(true)
+    const disposed = ctx.fiber.dispose().catch((disposeError: unknown) => {
+      // The composition error is what the user must see; a failed clean-up is only noted.
+      process.stderr.write(`dsh: cleaning up after a failed start also failed: ${errorMessage(disposeError)}\n`)
+    })
+    // Cordis unloads a plugin only after its start finished: one whose start never ends
+    // would hold the error back forever, so report without waiting for it.
+    if (!(error instanceof CompositionError && error.code === 'PLUGIN_WAITING')) await disposed
+    // Name the file the entries came from: that is where the user goes to fix it.
+    if (error instanceof CompositionError) throw new CompositionError(error.code, `dsh: ${configFile ? `config ${configFile}: ` : ''}${error.message}`, { cause: error })
     throw error
   }
 }

@@ -1,48 +1,12 @@
-import { spawn, type ChildProcess } from 'node:child_process'
+import { spawn } from 'node:child_process'
 import { readFileSync, readdirSync, realpathSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { PassThrough, Readable, Writable } from 'node:stream'
 import { afterEach, describe, expect, it } from 'vitest'
-import { client, methods, ndJsonStream, PROTOCOL_VERSION, type ClientConnection, type SessionUpdate } from '@agentclientprotocol/sdk'
+import { methods, PROTOCOL_VERSION, type SessionUpdate } from '@agentclientprotocol/sdk'
+import { killRunning, running, serveDsh } from './acp-client.js'
 import { dshBin, repoRoot, runDsh, tempDir } from './cli.js'
 
-interface Served {
-  child: ChildProcess
-  connection: ClientConnection
-  /** Everything the process wrote to stdout, verbatim. */
-  stdout(): string
-  stderr(): string
-  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>
-}
-
-const running: ChildProcess[] = []
-afterEach(() => {
-  for (const child of running.splice(0)) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL')
-})
-
-/** `dsh acp` as a real process, with an SDK client on its stdio and a copy of its raw stdout. */
-function serveDsh(args: string[], env: NodeJS.ProcessEnv = {}): Served {
-  const child = spawn(process.execPath, [dshBin, 'acp', ...args], {
-    cwd: repoRoot,
-    env: { ...process.env, DSH_HOME: tempDir('dsh-home-'), DEEPSEEK_API_KEY: '', OPENAI_API_KEY: '', ...env },
-    stdio: ['pipe', 'pipe', 'pipe'],
-  })
-  running.push(child)
-  let stdout = ''
-  let stderr = ''
-  const copy = new PassThrough()
-  child.stdout!.on('data', (chunk: Buffer) => {
-    stdout += chunk.toString('utf8')
-    copy.write(chunk)
-  })
-  child.stdout!.on('end', () => copy.end())
-  child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString('utf8')))
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.on('close', (code, signal) => resolve({ code, signal })))
-  const connection = client({ name: 'cli-test' }).connect(
-    ndJsonStream(Writable.toWeb(child.stdin!) as WritableStream<Uint8Array>, Readable.toWeb(copy) as ReadableStream<Uint8Array>),
-  )
-  return { child, connection, stdout: () => stdout, stderr: () => stderr, exited }
-}
+afterEach(killRunning)
 
 function script(dir: string, yaml: string): string {
   const file = join(dir, 'child.yml')
@@ -190,7 +154,7 @@ describe('dsh run interrupted while an ACP child works', () => {
     expect(childPids.length).toBeGreaterThan(0)
     run.kill('SIGINT')
     const code = await exited
-    expect(code).toBe(1)
+    expect(code).toBe(130)
     expect(stderr).toMatch(/\[subagent\] end acp \S+ aborted/)
     for (const pid of childPids) expect(alive(pid)).toBe(false)
   })

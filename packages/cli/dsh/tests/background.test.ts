@@ -69,10 +69,10 @@ describe('dsh run with background work', () => {
     }
     child.kill('SIGINT')
     const code = await exited
-    expect(code).toBe(1)
+    expect(code).toBe(130)
     expect(stderr).toContain('cancelling')
     expect(stderr).toMatch(/\[subagent\] end spawn \S+ aborted/)
-    expect(stderr).toContain('the turn ended aborted')
+    expect(stderr).toContain('dsh: cancelled')
     expect(pidsMatching(`sleep ${marker}`)).toEqual([])
   })
 })

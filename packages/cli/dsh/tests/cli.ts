@@ -19,12 +19,14 @@ export function tempDir(prefix = 'dsh-cli-'): string {
 }
 
 /** Run the built `dsh` as a real process, with a private DSH_HOME and no model keys. */
-export function runDsh(args: string[], options: { cwd?: string; env?: NodeJS.ProcessEnv; timeoutMs?: number } = {}): Promise<CliResult> {
+/** `input` is written to its standard input (closed afterwards); without it stdin is closed from the start. */
+export function runDsh(args: string[], options: { cwd?: string; env?: NodeJS.ProcessEnv; timeoutMs?: number; input?: string | Buffer } = {}): Promise<CliResult> {
   return new Promise((resolvePromise, reject) => {
     const env: NodeJS.ProcessEnv = { ...process.env, DSH_HOME: tempDir('dsh-home-'), ...options.env }
     delete env.DEEPSEEK_API_KEY
     delete env.OPENAI_API_KEY
-    const child = spawn(process.execPath, [dshBin, ...args], { cwd: options.cwd ?? repoRoot, env, stdio: ['ignore', 'pipe', 'pipe'] })
+    const child = spawn(process.execPath, [dshBin, ...args], { cwd: options.cwd ?? repoRoot, env, stdio: [options.input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'] })
+    if (options.input !== undefined) child.stdin!.end(options.input)
     let stdout = ''
     let stderr = ''
     child.stdout.on('data', (chunk: Buffer) => (stdout += chunk))

@@ -1,16 +1,16 @@
+import { errorMessage } from '@dsh/base'
 import { discoverConfig } from '../config-file.js'
+import { CompositionError } from '../errors.js'
 import { startRuntime, unboundSubagentTools } from '../runtime.js'
 
-/** `dsh config check`: compose everything, print the plugin list, or the first error. */
+/**
+ * `dsh config check`: compose everything and print the plugin list. A configuration
+ * error is thrown, so it is reported exactly as `dsh run` reports it (one line, exit 2).
+ */
 export async function configCheck(options: { config?: string; model?: string; sessionDir?: string }): Promise<number> {
   const file = options.config ?? discoverConfig()
-  let runtime
-  try {
-    runtime = await startRuntime(options)
-  } catch (error) {
-    process.stderr.write(`dsh: config ${file ?? '(defaults only)'} is not valid:\n  ${error instanceof Error ? error.message : String(error)}\n`)
-    return 1
-  }
+  // A composition error propagates: `dsh run` reports the same one the same way (exit 2).
+  const runtime = await startRuntime(options)
   try {
     const unbound = unboundSubagentTools(runtime)
     // A default model naming an adapter that is not loaded would fail every turn.
@@ -18,13 +18,10 @@ export async function configCheck(options: { config?: string; model?: string; se
       try {
         runtime.ctx.llm.resolve()
       } catch (error) {
-        unbound.push(error instanceof Error ? error.message : String(error))
+        unbound.push(errorMessage(error))
       }
     }
-    if (unbound.length > 0) {
-      process.stderr.write(`dsh: config ${file ?? '(defaults only)'} is not valid:\n  ${unbound.join('\n  ')}\n`)
-      return 1
-    }
+    if (unbound.length > 0) throw new CompositionError('UNRESOLVED', `config ${file ?? '(defaults only)'} names what is not there: ${unbound.join('; ')}`)
     process.stdout.write(`config: ${file ?? '(defaults only)'}\n`)
     const width = Math.max(...runtime.entries.map((entry) => entry.id.length))
     for (const entry of runtime.entries) {

@@ -15,7 +15,8 @@ import type { Agent } from '@dsh/agent'
 import type {} from '@dsh/subagent'
 import type { PluginEntry } from '../compose.js'
 import { dshHome } from '../config-file.js'
-import { runToQuiet, watch } from '../run.js'
+import { runUntilQuiet } from '@dsh/tasks'
+import { watch } from '../run.js'
 import { startRuntime } from '../runtime.js'
 import { seconds } from '../progress/render.js'
 
@@ -70,10 +71,10 @@ export async function demoVerb(args: string[]): Promise<number> {
       root = await runtime.ctx.agents.create({ meta: { origin: 'cli', cwd: process.cwd() } })
       const startedAt = Date.now()
       const view = watch(runtime, root, { prompt: '', quiet: values.quiet })
-      const result = await runToQuiet(runtime, root, 'Show what dsh can delegate: one step, every provider, then collect the background child.')
-      view.finish(result)
+      const run = await runUntilQuiet(root, 'Show what dsh can delegate: one step, every provider, then collect the background child.', { tasks: runtime.ctx.get('tasks') })
+      view.finish(run)
       process.stdout.write(summary(children, runtime.ctx.sessions.locate.bind(runtime.ctx.sessions), peers, sessionDir, root, startedAt))
-      return result.reason === 'completed' && [...children.values()].every((child) => child.stopReason === 'completed') ? 0 : 1
+      return run.last.reason === 'completed' && [...children.values()].every((child) => child.stopReason === 'completed') ? 0 : 1
     } finally {
       await root?.dispose()
       await runtime.dispose()

@@ -5,7 +5,7 @@
 import { textOf } from '@dsh/llm'
 import type { SessionEvent, SessionHeader, StoredSession } from '@dsh/session'
 import { startRuntime } from '../runtime.js'
-import { UsageError } from '../run.js'
+import { UsageError } from '../errors.js'
 
 interface Summary {
   header: SessionHeader
@@ -15,29 +15,35 @@ interface Summary {
 }
 
 export async function sessionsCommand(verb: string | undefined, args: string[], options: { sessionDir?: string; config?: string }): Promise<number> {
+  if (verb === 'show' && !args[0]) throw new UsageError('USAGE', 'dsh sessions show: which session? (an id from `dsh sessions list`)')
   const runtime = await startRuntime({ ...options, verbose: false })
   try {
     const { sessions } = runtime.ctx
-    const headers = await sessions.listStored()
     switch (verb) {
       case undefined:
       case 'list':
-        return await list(headers, (id) => sessions.readStored(id))
+        return await list(await sessions.listStored(), (id) => sessions.readStored(id))
       case 'tree':
-        return await tree(headers, args[0], (id) => sessions.readStored(id))
+        return await tree(await sessions.listStored(), args[0], (id) => sessions.readStored(id))
       case 'show': {
-        if (!args[0]) throw new UsageError('dsh sessions show: which session? (an id from `dsh sessions list`)')
-        const stored = await sessions.readStored(resolveId(headers, args[0]))
-        if (!stored) throw new UsageError(`dsh sessions show: no stored session ${args[0]}`)
+        // An exact id is read on its own: other sessions' files (broken ones included)
+        // are looked at only to match a suffix. A broken file throws its one-line error.
+        const stored = (await sessions.readStored(args[0])) ?? (await readBySuffix(args[0], () => sessions.listStored(), (id) => sessions.readStored(id)))
+        if (!stored) throw new UsageError('SESSION', `dsh sessions show: no stored session ${args[0]}`)
         process.stdout.write(transcript(stored, sessions.locate(stored.header.id)))
         return 0
       }
       default:
-        throw new UsageError(`dsh sessions: unknown verb "${verb}" (list, tree [ID], show ID)`)
+        throw new UsageError('USAGE', `dsh sessions: unknown verb "${verb}" (list, tree [ID], show ID)`)
     }
   } finally {
     await runtime.dispose()
   }
+}
+
+async function readBySuffix(wanted: string, listStored: () => Promise<SessionHeader[]>, read: (id: string) => Promise<StoredSession | undefined>): Promise<StoredSession | undefined> {
+  const id = resolveId(await listStored(), wanted)
+  return id === wanted ? undefined : read(id)
 }
 
 /** An id, or a unique suffix of one (ids are long; their tails are what people copy). */
@@ -45,7 +51,7 @@ function resolveId(headers: SessionHeader[], wanted: string): string {
   if (headers.some((header) => header.id === wanted)) return wanted
   const matches = headers.filter((header) => header.id.endsWith(wanted))
   if (matches.length === 1) return matches[0].id
-  if (matches.length > 1) throw new UsageError(`"${wanted}" matches ${matches.length} sessions; give more of the id`)
+  if (matches.length > 1) throw new UsageError('USAGE', `"${wanted}" matches ${matches.length} sessions; give more of the id`)
   return wanted
 }
 
@@ -105,7 +111,7 @@ async function tree(headers: SessionHeader[], wanted: string | undefined, read: 
   let root: SessionHeader | undefined
   if (wanted) {
     root = byId.get(resolveId(headers, wanted))
-    if (!root) throw new UsageError(`dsh sessions tree: no stored session ${wanted}`)
+    if (!root) throw new UsageError('USAGE', `dsh sessions tree: no stored session ${wanted}`)
   } else {
     root = headers.filter((header) => !header.parentSession).sort((a, b) => b.createdAt.localeCompare(a.createdAt))[0]
     if (!root) {

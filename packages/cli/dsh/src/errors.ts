@@ -1,0 +1,24 @@
+import { DshError, errorMessage } from '@dsh/base'
+
+/**
+ * What the user typed cannot be acted on: a missing argument, an unknown verb, no model,
+ * a session id or file that cannot be read. Printed as one line; the exit code is 2.
+ */
+export type UsageErrorCode = 'USAGE' | 'NO_MODEL' | 'SESSION'
+export class UsageError extends DshError<UsageErrorCode> {}
+
+/**
+ * The plugin list cannot be composed: the config file cannot be read or parsed, an entry
+ * is malformed or has a key its plugin does not know, a plugin cannot be loaded, fails to
+ * start, waits for a service nobody provides, or names a provider or model adapter that
+ * is not there. Printed as one line; the exit code is 2.
+ */
+export type CompositionErrorCode = 'CONFIG_READ' | 'CONFIG_SYNTAX' | 'CONFIG_SHAPE' | 'UNKNOWN_KEY' | 'PLUGIN_LOAD' | 'PLUGIN_START' | 'PLUGIN_WAITING'
+  /** A tool bound to a provider, or a default model naming an adapter, that is not registered. */
+  | 'UNRESOLVED'
+export class CompositionError extends DshError<CompositionErrorCode> {}
+
+/** An error's message on one line, for reports that must stay one line per problem. */
+export function oneLineMessage(error: unknown): string {
+  return errorMessage(error).replace(/\s*\n\s*/g, ' ')
+}

@@ -1,0 +1,50 @@
+/** Every command's usage and configuration errors: one readable line, exit 2, never a stack trace. */
+import { writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { describe, expect, it } from 'vitest'
+import { runDsh, tempDir } from './cli.js'
+
+function config(text: string): string {
+  const file = join(tempDir(), 'dsh.yml')
+  writeFileSync(file, text)
+  return file
+}
+
+const cases: Array<[string, () => string[], string | RegExp]> = [
+  ['an unknown option', () => ['run', '--modle', 'x', 'hi'], "Unknown option '--modle'"],
+  ['run without a prompt', () => ['run', '--model', 'scripted:x'], 'dsh run: a PROMPT is required'],
+  ['an unknown sessions verb', () => ['sessions', 'frobnicate'], 'dsh sessions: unknown verb "frobnicate"'],
+  ['config without check', () => ['config'], 'dsh config: the only verb is `check`'],
+  ['a missing config file', () => ['run', '--config', '/nonexistent/dsh.yml', '--model', 'scripted:x', 'hi'], 'cannot read config /nonexistent/dsh.yml'],
+  ['config that is not YAML', () => ['config', 'check', '--config', config('- name: [unclosed\n')], /is not valid YAML: /],
+  ['a YAML tag nobody resolves', () => ['config', 'check', '--config', config('- name: !nope "@dsh/agent"\n')], /is not valid YAML: Unresolved tag: !nope/],
+  ['a plugin that cannot be loaded', () => ['config', 'check', '--config', config('- name: "@dsh/no-such-plugin"\n')], 'plugin "@dsh/no-such-plugin": cannot load @dsh/no-such-plugin'],
+  ['a nested unknown key', () => ['run', '--model', 'scripted:x', '--config', config('- id: tool-subagent\n  name: "@dsh/tool-subagent"\n  config: { provider: spawn, toolFilter: { alow: [bash] } }\n'), 'hi'], 'unknown config key "toolFilter.alow" (allowed there: allow, deny)'],
+  ['a config value of the wrong type', () => ['config', 'check', '--config', config('- id: agents\n  name: "@dsh/agent"\n  config: { persona: 42 }\n')], /plugin "agents" \(@dsh\/agent\) failed to start: .*persona/],
+  ['acp with a bad --max-depth', () => ['acp', '--model', 'scripted:x', '--max-depth', '-1'], /--max-depth/],
+  ['sessions show without an id', () => ['sessions', 'show'], 'dsh sessions show: which session?'],
+]
+
+describe.concurrent('usage and configuration errors', () => {
+  for (const [name, args, says] of cases) {
+    it(`${name}: one line, exit 2, no stack trace`, async () => {
+      const result = await runDsh(args(), { env: { DSH_HOME: tempDir('dsh-home-') } })
+      expect(result.code, result.stderr).toBe(2)
+      const lines = result.stderr.trim().split('\n')
+      expect(lines, result.stderr).toHaveLength(1)
+      expect(result.stderr).not.toMatch(/^\s+at /m)
+      if (typeof says === 'string') expect(lines[0]).toContain(says)
+      else expect(lines[0]).toMatch(says)
+    })
+  }
+
+  it('config check and run report the same configuration error with the same exit code', async () => {
+    const file = config('- id: tool-subagent\n  name: "@dsh/tool-subagent"\n  config: { provider: spawn, toolFilter: { dney: [bash] } }\n')
+    const check = await runDsh(['config', 'check', '--config', file])
+    const run = await runDsh(['run', '--config', file, '--model', 'scripted:examples/hello.yml', 'hello'])
+    expect(check.code).toBe(2)
+    expect(run.code).toBe(2)
+    expect(check.stderr).toBe(run.stderr)
+    expect(check.stderr).toContain(`dsh: config ${file}: plugin "tool-subagent" (@dsh/tool-subagent): unknown config key "toolFilter.dney"`)
+  })
+})
