@@ -78,23 +78,30 @@ export class BashToolPlugin {
     }
     if (exec.signal.aborted) return { isError: true, content: 'the command was not started: the call was aborted' }
     const owner = exec.agent.id
+    // The slot is taken before the process exists, so a parallel call cannot slip past the limit.
+    let reservation
     try {
-      tasks.assertAdmission({ kind: 'bash', owner })
+      reservation = tasks.reserve({ kind: 'bash', owner })
     } catch (error) {
       if (error instanceof TaskError) return { isError: true, content: `the command was not started: ${error.message}` }
       throw error
     }
     // No signal: from here the task owns the process; task_kill or the owner's disposal stops it.
-    const process = this.ctx.bash.start({ command: args.command, cwd: exec.agent.session.header.cwd, timeoutMs: args.timeout_ms })
+    let process
+    try {
+      process = this.ctx.bash.start({ command: args.command, cwd: exec.agent.session.header.cwd, timeoutMs: args.timeout_ms })
+    } catch (error) {
+      reservation.release()
+      throw error
+    }
     let id: string
     try {
-      id = tasks.register({
-        kind: 'bash',
+      const started = process
+      id = reservation.register({
         label: args.command,
-        owner,
-        cancel: () => void process.stop(),
-        done: process.exited.then((exit) => backgroundOutcome(exit, args.timeout_ms)),
-        readOutput: (cursor) => process.read(cursor),
+        cancel: () => void started.stop(),
+        done: started.exited.then((exit) => backgroundOutcome(exit, args.timeout_ms)),
+        readOutput: (cursor) => started.read(cursor),
       })
     } catch (error) {
       await process.stop()

@@ -10,7 +10,7 @@ import { childEnvironment } from '@dsh/process'
 export interface ClaudeCodeEnvironmentOptions {
   /** Configured variables, applied last (they win over everything inherited). */
   env: Readonly<Record<string, string>>
-  /** Credential-shaped parent variables to inherit anyway, by exact name. */
+  /** Parent variables to pass through beyond the base environment, by exact name. */
   passEnv: readonly string[]
   /** Whether this process runs as root (uid 0). */
   isRoot: boolean

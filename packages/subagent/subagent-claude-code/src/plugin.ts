@@ -33,7 +33,7 @@ export class ClaudeCodePlugin {
   static Config: Schema<ClaudeCodePlugin.Config> = Schema.object({
     providerName: Schema.string().min(1).default('claude-code').description('The name the provider registers under.'),
     env: Schema.dict(Schema.string(), Schema.string().pattern(/^[^=\0]+$/)).default({}).description('Variables added to the child environment (endpoint, key, HOME, CLAUDE_CONFIG_DIR, …); they win over inherited ones.'),
-    passEnv: Schema.array(Schema.string().min(1)).default([]).description('Credential-shaped parent variables (…KEY, …TOKEN, …SECRET, …PASSWORD) to inherit anyway, by exact name.'),
+    passEnv: Schema.array(Schema.string().min(1)).default([]).description('Parent variables to pass through beyond the base environment (PATH, HOME, locale, terminal, temp dirs), by exact name.'),
     cwd: Schema.string().min(1).description("The child's working directory; default: the parent session's cwd."),
     permissionMode: Schema.union(PERMISSION_MODES.map((mode) => Schema.const(mode))).default('deny').description('How tool permission asks are answered: deny (default) or an SDK mode; asks left over are denied.'),
     model: Schema.string().min(1).description('Claude model name passed to Claude Code (a request\'s agentOptions.model wins).'),

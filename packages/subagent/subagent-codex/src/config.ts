@@ -20,8 +20,8 @@ export interface CodexConfig {
 
 export const CodexConfig: Schema<Partial<CodexConfig>, CodexConfig> = Schema.object({
   providerName: Schema.string().min(1).default('codex').description('The name the provider registers under on ctx.subagents.'),
-  env: Schema.dict(Schema.string(), Schema.string().pattern(/^[^=\0]+$/)).default({}).description('Variables added to the app-server environment (e.g. CODEX_HOME), after credential-shaped parent variables are removed.'),
-  passEnv: Schema.array(Schema.string().min(1)).default([]).description('Credential-shaped parent variables (…KEY, …TOKEN, …SECRET, …PASSWORD) to inherit anyway, by exact name.'),
+  env: Schema.dict(Schema.string(), Schema.string().pattern(/^[^=\0]+$/)).default({}).description('Variables added on top of the allow-listed environment of the app-server (e.g. CODEX_HOME).'),
+  passEnv: Schema.array(Schema.string().min(1)).default([]).description('Parent variables to pass through beyond the base environment (PATH, HOME, locale, terminal, temp dirs), by exact name.'),
   cwd: Schema.string().min(1).description("The child's working directory (absolute); default: the parent session's cwd."),
   permissionMode: Schema.union(['decline', 'accept']).default('decline').description('How approval requests are answered: decline every one, or accept every one (full-auto).'),
   timeoutMs: Schema.natural().min(1).description('Longest a turn may run before it is interrupted and ends `error`.'),
