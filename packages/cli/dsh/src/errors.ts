@@ -1,4 +1,4 @@
-import { DshError, errorMessage } from '@dsh/base'
+import { DshError, errorMessage, printable } from '@dsh/base'
 
 /**
  * What the user typed cannot be acted on: a missing argument, an unknown verb, no model,
@@ -20,5 +20,5 @@ export class CompositionError extends DshError<CompositionErrorCode> {}
 
 /** An error's message on one line, for reports that must stay one line per problem. */
 export function oneLineMessage(error: unknown): string {
-  return errorMessage(error).replace(/\s*\n\s*/g, ' ')
+  return printable(errorMessage(error).replace(/\s*\n\s*/g, ' '))
 }

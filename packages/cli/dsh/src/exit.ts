@@ -4,7 +4,7 @@
  * unexpected failure (a bug) shows its stack, with exit code 1.
  */
 import { constants as osConstants } from 'node:os'
-import { errorMessage } from '@dsh/base'
+import { errorMessage, printable } from '@dsh/base'
 import { SessionError } from '@dsh/session'
 import { SessionJsonlError } from '@dsh/session-jsonl'
 import { CompositionError, oneLineMessage, UsageError } from './errors.js'
@@ -19,8 +19,9 @@ export function exitCodeOfSignal(signal: NodeJS.Signals): number {
 
 /** The line to print for an error the user can fix, or undefined for an unexpected one. */
 export function userFacingLine(error: unknown): string | undefined {
-  if (error instanceof UsageError || error instanceof CompositionError) return error.message
-  if (error instanceof SessionError || error instanceof SessionJsonlError) return `dsh: ${error.message}`
+  // Messages can quote a file or a peer: print them so their bytes cannot act on the terminal.
+  if (error instanceof UsageError || error instanceof CompositionError) return printable(error.message)
+  if (error instanceof SessionError || error instanceof SessionJsonlError) return `dsh: ${printable(error.message)}`
   if (isParseArgsError(error)) return `dsh: ${oneLineMessage(error)}`
   return undefined
 }

@@ -3,9 +3,8 @@
  * subclass with a closed union of codes; `name` comes from the subclass, so no family
  * re-declares it, and `code` is what callers and tests branch on (messages may change).
  *
- * The name is set explicitly by each family's `static readonly errorName`-free
- * constructor chain: `new.target.name` survives bundling only with `keepNames`, so the
- * bundle must keep class names (see the CLI's build).
+ * The name is read from `new.target`, the class actually constructed. A bundler that
+ * renames classes would change it, so a bundled build must keep class names.
  */
 export abstract class DshError<Code extends string = string> extends Error {
   readonly code: Code
@@ -26,6 +25,16 @@ export function errorMessage(error: unknown): string {
     // An object whose toString throws (or a null-prototype object) still gets a name.
     return Object.prototype.toString.call(error)
   }
+}
+
+/**
+ * `text` safe to print on a terminal: control characters (escape sequences, bell,
+ * carriage return, …) are shown as `\xHH` instead of acting. Newlines and tabs stay.
+ * Anything that echoes bytes from a file or a peer into a message passes through it.
+ */
+export function printable(text: string): string {
+  // eslint-disable-next-line no-control-regex -- matching control characters is the point
+  return text.replace(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/g, (char) => `\\x${char.charCodeAt(0).toString(16).padStart(2, '0')}`)
 }
 
 /** An abort as any of our dependencies spell it (DOM, Node, the OpenAI SDK). */

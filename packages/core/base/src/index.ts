@@ -1,3 +1,3 @@
-export { DshError, errorMessage, isAbortError } from './errors.js'
+export { DshError, errorMessage, isAbortError, printable } from './errors.js'
 export { assertNever, isRecord } from './guards.js'
 export * from './outcomes.js'

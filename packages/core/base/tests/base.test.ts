@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import {
-  DshError, errorMessage, isRecord, assertNever, parseTurnEndReason, turnEndOfFinish, stopReasonOfTurn,
+  DshError, errorMessage, printable, isRecord, assertNever, parseTurnEndReason, turnEndOfFinish, stopReasonOfTurn,
   stopReasonOfAcp, acpStopReasonOfTurn, taskStatusOfStop, progressStateOfStop, STOP_REASONS, TURN_END_REASONS,
 } from '@dsh/base'
 
@@ -25,6 +25,10 @@ describe('errors', () => {
     expect(errorMessage(42)).toBe('42')
     expect(errorMessage({ toString() { throw new Error('no') } })).toBe('[object Object]')
     expect(errorMessage(Object.create(null))).toBe('[object Object]')
+  })
+
+  it('printable shows control characters as escapes and keeps newlines and tabs', () => {
+    expect(printable('a\u001b]0;x\u0007b\rc\n\td\u009b')).toBe('a\\x1b]0;x\\x07b\\x0dc\n\td\\x9b')
   })
 
   it('isRecord accepts plain objects only', () => {

@@ -1,4 +1,4 @@
-import { DshError } from '@dsh/base'
+import { DshError, printable } from '@dsh/base'
 import { SessionError } from '@dsh/session'
 
 /**
@@ -8,10 +8,9 @@ import { SessionError } from '@dsh/session'
  * way. The message is one line: `<file>:<line>: <what is wrong>`.
  */
 export class CorruptSessionFileError extends SessionError {
-  // `SessionError` sets its own name; this one must read as what it is.
-  override name = 'CorruptSessionFileError'
   constructor(readonly file: string, readonly line: number, detail: string) {
-    super('CORRUPT', `${file}:${line}: ${detail}`)
+    // The detail may quote the file (a JSON parser's message does): never let its bytes act on a terminal.
+    super('CORRUPT', printable(`${file}:${line}: ${detail}`))
   }
 }
 

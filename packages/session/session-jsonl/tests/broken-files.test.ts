@@ -28,6 +28,7 @@ const breakages: Breakage[] = [
   ['reordered lines', (lines) => [lines[0], lines[2], lines[1], ...lines.slice(3)].join('\n') + '\n', 2, 'the event has seq 1, expected 0'],
   ['a seq too large for a number', (lines) => [lines[0], lines[1].replace('"seq":0', '"seq":1e999'), ...lines.slice(2)].join('\n') + '\n', 2, 'the event has no integer "seq"'],
   ['a message whose content holds null', (lines) => [lines[0], lines[1], lines[2].replace(/"content":\[.*\]\}/, '"content":[null]}'), ...lines.slice(3)].join('\n') + '\n', 3, 'user/message event: message.content[0] must be a block of type "text" or "tool-result"'],
+  ['a line of terminal escape sequences', (lines) => [...lines.slice(0, 3), '\u001b]0;pwned\u0007\u001b[2J{"x":\r', ...lines.slice(3)].join('\n') + '\n', 4, 'not valid JSON'],
   ['a header naming another session', (lines) => [lines[0].replace(/"id":"[^"]*"/, '"id":"../../etc/passwd\\nx"'), ...lines.slice(1)].join('\n') + '\n', 1, 'header.id "../../etc/passwd\\nx" does not match the file name'],
 ]
 
@@ -44,6 +45,8 @@ describe('broken session files give one clear error and stay untouched', () => {
       expect(failure).toMatchObject({ code: 'CORRUPT', file, line })
       expect((failure as Error).message).toContain(`${file}:${line}: ${message}`)
       expect((failure as Error).message).not.toContain('\n')
+      // Bytes quoted from the file never reach a terminal as control characters.
+      expect((failure as Error).message).not.toMatch(/[\u0000-\u0008\u000b-\u001f\u007f]/)
     }
     expect((await readFile(file)).equals(before)).toBe(true)
     expect(sessions.get(id)).toBeUndefined()

@@ -7,6 +7,7 @@ import { existsSync, readFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { dirname, join } from 'node:path'
 import { errorMessage } from '@dsh/base'
+import { SubagentError } from '@dsh/subagent'
 
 export interface CodexCommand {
   command: string
@@ -43,7 +44,7 @@ function resolveCodexCommand(): CodexCommand {
   try {
     packageJson = requireHere.resolve('@openai/codex/package.json')
   } catch (error) {
-    throw new Error(`the @openai/codex package is not installed next to @dsh/subagent-codex (${errorMessage(error)}); run npm install`)
+    throw new SubagentError('START_FAILED', `the @openai/codex package is not installed next to @dsh/subagent-codex (${errorMessage(error)}); run npm install`)
   }
   const version = (JSON.parse(readFileSync(packageJson, 'utf8')) as { version: string }).version
   const target = NATIVE_TARGETS[`${process.platform}-${process.arch}`]
