@@ -7,12 +7,13 @@
  *
  * The lock is created by writing a private temporary file and hard-linking it to the lock
  * name, which fails atomically when the name exists, so a reader never sees a half-written
- * lock. Stale takeover re-reads the lock just before replacing it (an atomic rename) and
- * re-reads it afterwards, so of two processes taking over the same stale lock the one
- * whose rename landed last wins and the other is refused.
+ * lock. A stale lock is removed only by the holder of a short-lived takeover mutex
+ * (`<id>.lock.takeover`, an atomic mkdir) and only if it is still the lock that was read;
+ * the name is then won through the same hard link as a fresh lock, so of any number of
+ * processes taking over one stale lock exactly one holds it and the others are refused.
  */
 import { randomBytes } from 'node:crypto'
-import { link, readFile, rename, unlink, writeFile } from 'node:fs/promises'
+import { link, mkdir, readFile, rmdir, stat, unlink, writeFile } from 'node:fs/promises'
 import { unlinkSync } from 'node:fs'
 import { join } from 'node:path'
 import { errorMessage, isRecord } from '@dsh/base'
@@ -20,6 +21,11 @@ import { processAlive, readProcessEntry } from '@dsh/process'
 import { SessionJsonlError } from './errors.js'
 
 export const LOCK_FILE_SUFFIX = '.lock'
+
+/** Rounds of "the lock changed under us" before a resume gives up and says so. */
+const TAKEOVER_ATTEMPTS = 20
+/** A takeover mutex older than this was left by a process that died mid-takeover. */
+const ABANDONED_MUTEX_MS = 5_000
 
 /** What a lock file holds. */
 interface LockOwner {
@@ -121,18 +127,12 @@ export class SessionLocks {
         if (seen === undefined) continue // released between our link and our read: try again
         const owner = parseOwner(seen)
         if (owner && (await ownerAlive(owner))) throw inUse(id, file, owner)
-        if (attempt > 2) throw new SessionJsonlError('IN_USE', `the lock ${file} of session ${id} keeps changing hands; another process is taking it over at the same time; try again`)
-        // Stale: replace it, unless someone else replaced it since we read it.
-        if ((await readFile(file, 'utf8').catch(() => undefined)) !== seen) continue
-        const replacement = `${temporary}.takeover`
-        await writeFile(replacement, text, { mode: 0o600 })
-        await rename(replacement, file)
-        const now = await readOwner(file)
-        if (now?.token === this.token) {
-          rememberForExit(file)
-          return
-        }
-        if (now && (await ownerAlive(now))) throw inUse(id, file, now)
+        if (attempt > TAKEOVER_ATTEMPTS) throw new SessionJsonlError('IN_USE', `the lock ${file} of session ${id} keeps changing hands; another process is taking it over at the same time; try again`)
+        // Stale. Two processes may both have read the same stale lock: only the holder of
+        // the takeover mutex (an atomic mkdir) may remove it, and only while it is still
+        // the lock both read. The remover then competes for the free name like anyone
+        // else, through link() on the next round, which exactly one process wins.
+        await removeStaleLock(file, seen)
       }
     } finally {
       await unlink(temporary).catch(() => {
@@ -177,4 +177,36 @@ async function ownerAlive(owner: LockOwner): Promise<boolean> {
   if (owner.startTime === undefined) return true
   const entry = await readProcessEntry(owner.pid)
   return entry === undefined || entry.startTime === owner.startTime
+}
+
+/**
+ * Remove the stale lock `file` if it still holds `seen`, under the takeover mutex
+ * `<file>.takeover`. Losing the mutex to another process is not an error: the caller
+ * reads the lock again and sees what the winner left.
+ */
+async function removeStaleLock(file: string, seen: string): Promise<void> {
+  const mutex = `${file}.takeover`
+  try {
+    await mkdir(mutex, { mode: 0o700 })
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error
+    const since = await stat(mutex).then((info) => Date.now() - info.mtimeMs, () => 0)
+    if (since > ABANDONED_MUTEX_MS) {
+      await rmdir(mutex).catch(() => {
+        // Another process cleared it first: the next round competes again.
+      })
+    } else await new Promise((resolve) => setTimeout(resolve, 10))
+    return
+  }
+  try {
+    if ((await readFile(file, 'utf8').catch(() => undefined)) === seen) {
+      await unlink(file).catch(() => {
+        // Gone already: the name is free either way.
+      })
+    }
+  } finally {
+    await rmdir(mutex).catch(() => {
+      // Removed as abandoned by a process that waited too long: nothing left to release.
+    })
+  }
 }

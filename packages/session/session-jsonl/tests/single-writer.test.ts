@@ -97,3 +97,28 @@ describe('sessions are private', () => {
     }
   })
 })
+
+describe('stale-lock takeover races', () => {
+  it('of many stores taking over one stale lock at once, exactly one holds it and the rest are refused IN_USE', async () => {
+    const dir = await tempDir()
+    const { sessions } = await startProcess(dir)
+    const stores = await Promise.all(Array.from({ length: 24 }, () => startProcess(dir)))
+    // The race is between two reads and a replace: several rounds make a lost race likely to show.
+    for (let round = 0; round < 6; round++) {
+      const session = sessions.create()
+      appendTurn(session, 1, 'one')
+      await sessions.release(session)
+      // A lock of a process that is gone: pid 2^22 is above Linux's pid_max.
+      await writeFile(join(dir, `${session.id}.lock`), JSON.stringify({ pid: 4_194_304, token: 'gone' }) + '\n')
+      const outcomes = await Promise.allSettled(stores.map(({ sessions: store }) => store.open(session.id)))
+      const won = outcomes.flatMap((outcome, index) => (outcome.status === 'fulfilled' ? [{ store: stores[index].sessions, session: outcome.value }] : []))
+      const refused = outcomes.flatMap((outcome) => (outcome.status === 'rejected' ? [outcome.reason as unknown] : []))
+      expect(won).toHaveLength(1)
+      expect(refused).toHaveLength(stores.length - 1)
+      for (const reason of refused) expect(reason).toMatchObject({ code: 'IN_USE' })
+      await won[0].store.release(won[0].session)
+      expect(existsSync(join(dir, `${session.id}.lock.takeover`))).toBe(false)
+      expect(existsSync(join(dir, `${session.id}.lock`))).toBe(false)
+    }
+  })
+})
