@@ -90,22 +90,22 @@ class A2aWire implements RemoteWire {
         { signal: this.connection.signal },
       )
       const first = await this.stream.next()
-      if (first.done) return this.unanswered('the worker closed the stream before naming a task')
+      if (first.done) return this.unanswered('closed the stream before naming a task')
       this.worker.markAnswering()
       const early = this.fold(first.value)
       if (early) {
         this.run.settle(early)
         return this.taskId ?? `message-${randomUUID()}`
       }
-      if (this.taskId === undefined) return this.unanswered('the worker\'s first event names no task')
+      if (this.taskId === undefined) return this.unanswered('sent a first event that names no task')
       return this.taskId
     } catch (error) {
       const reason = this.connection.signal.aborted ? errorMessage(this.connection.signal.reason) : describeError(error)
       if (isUnreachable(error) || this.connection.signal.aborted) {
         this.worker.markUnreachable()
-        return this.unanswered(`it did not answer at stage ${this.run.stage}: ${reason}; it is skipped for the next runs`)
+        return this.unanswered(`did not answer at stage ${this.run.stage}: ${reason}; it is skipped for the next runs`)
       }
-      return this.unanswered(`it refused the run at stage ${this.run.stage}: ${reason}`)
+      return this.unanswered(`refused the run at stage ${this.run.stage}: ${reason}`)
     } finally {
       clearTimeout(timer)
     }
