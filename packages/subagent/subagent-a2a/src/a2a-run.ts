@@ -14,7 +14,7 @@
  * workers sees one settled result per delegation.
  */
 import { randomUUID } from 'node:crypto'
-import { Role, type Message, type Part, type StreamResponse } from '@a2a-js/sdk'
+import { Role, type Message, type Part, type StreamResponse, type TaskState } from '@a2a-js/sdk'
 import type { Client } from '@a2a-js/sdk/client'
 import { errorMessage, isAbortError, type StopReason } from '@dsh/base'
 import { text, type TextBlock } from '@dsh/llm'
@@ -94,6 +94,8 @@ class A2aWire implements RemoteWire {
       this.worker.markAnswering()
       const early = this.fold(first.value)
       if (early) {
+        // Answered at once: nothing more to read (close() still releases the connection).
+        this.stream = undefined
         this.run.settle(early)
         return this.taskId ?? `message-${randomUUID()}`
       }
@@ -113,6 +115,8 @@ class A2aWire implements RemoteWire {
 
   /** The run is published only to end `error` at once: a fan-out gets one result per delegation. */
   private unanswered(why: string): string {
+    // Nothing more to read: `begin` must not start reading a stream that already failed.
+    this.stream = undefined
     this.run.fail(`the A2A worker ${this.worker.url} ${why}`)
     return `unanswered-${randomUUID()}`
   }
@@ -132,7 +136,7 @@ class A2aWire implements RemoteWire {
   }
 
   begin(): void {
-    if (this.run.settled || !this.stream) return
+    if (!this.stream) return
     this.run.moveTo('task')
     void this.drive(this.stream)
   }
@@ -181,7 +185,7 @@ class A2aWire implements RemoteWire {
     }
   }
 
-  private onStatus(state: Parameters<typeof stopReasonOfTaskState>[0], message: Message | undefined): SubagentResult | undefined {
+  private onStatus(state: TaskState, message: Message | undefined): SubagentResult | undefined {
     if (message) this.statusText = textOfParts(message.parts)
     const stopReason = stopReasonOfTaskState(state)
     if (stopReason === undefined) return undefined
