@@ -111,3 +111,30 @@ describe('dsh a2a server access', () => {
     }
   })
 })
+
+describe('dsh a2a server and the children of a task', () => {
+  it('a cancel stops the children the task delegated to: their turns end aborted too', async () => {
+    const { SubagentService } = await import('@dsh/subagent')
+    const { SpawnPlugin } = await import('@dsh/subagent-spawn')
+    const { SubagentToolPlugin } = await import('@dsh/tool-subagent')
+    const w = await worker([
+      { when: { depth: 0 }, reply: [{ call: { tool: 'subagent', args: { description: 'slow child', prompt: 'work slowly' } } }, { text: 'never' }] },
+      { when: { depth: 1 }, reply: [{ text: 'too slow', delay_ms: 60_000 }] },
+    ])
+    await w.harness.plugin(SubagentService)
+    await w.harness.plugin(SpawnPlugin, {})
+    await w.harness.plugin(SubagentToolPlugin, { provider: 'spawn', enableRunInBackground: false })
+    const client = await sdkClient(w.server.url)
+    let taskId: string | undefined
+    const streamed = streamAll(client, userMessage('delegate something slow'), (event) => {
+      if (event.payload?.$case === 'task') taskId = event.payload.value.id
+    })
+    await until(() => taskId !== undefined && w.sessions.some((session) => session.header.delegationDepth === 1 && session.events().some((event) => event.type === 'turn/start')))
+    await client.cancelTask({ tenant: '', id: taskId!, metadata: undefined })
+    expect(finalState(await streamed)).toBe(TaskState.TASK_STATE_CANCELED)
+    const [task, child] = w.sessions
+    expect(task!.events().some((event) => event.type === 'turn/end' && event.reason === 'aborted')).toBe(true)
+    expect(child!.header).toMatchObject({ parentSession: task!.id, delegationDepth: 1, provider: 'spawn' })
+    expect(child!.events().some((event) => event.type === 'turn/end' && event.reason === 'aborted')).toBe(true)
+  })
+})
