@@ -116,6 +116,17 @@ describe('a2a provider against dsh workers', () => {
     expect(w.sessions).toHaveLength(1)
   })
 
+  it('an oversized prompt ends the run error naming the refusal, and the worker serves the next run', async () => {
+    const w = await worker([{ reply: [{ text: 'fine' }] }])
+    const p = await parent({ urls: [w.server.url] })
+    const refused = await (await p.harness.ctx.subagents.start('a2a', p.request('x'.repeat(300_000)))).result
+    expect(refused.stopReason).toBe('error')
+    expect(refused.diagnostic).toMatch(/refused the run at stage message\/stream: .*413/)
+    const next = await (await p.harness.ctx.subagents.start('a2a', p.request('small'))).result
+    expect(next.stopReason).toBe('completed')
+    expect(w.sessions).toHaveLength(1)
+  })
+
   it('a malformed agent card ends the run error with a diagnostic', async () => {
     const app = express()
     app.get('/.well-known/agent-card.json', (_request, response) => void response.type('application/json').send('{"name": 42, "supportedInterfaces": "nope"'))
