@@ -1,7 +1,7 @@
 // Runs every benchmark scenario in fresh processes and prints the median of each figure.
 //   npm run bench            a table
 //   npm run bench -- --json  one {"name","unit","value"} object a line
-// Scenarios live in bench/scenario.js; bench/README.md says what each figure should be and why.
+// Scenarios live in bench/scenario.js (A2A ones in bench/a2a-scenario.js); bench/README.md says what each figure should be and why.
 import { execFileSync } from 'node:child_process'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -19,6 +19,8 @@ const plan = [
   { scenario: 'fork', arg: 10 },
   { scenario: 'fork', arg: 1000 },
   { scenario: 'fork', arg: 100000 },
+  { scenario: 'a2aRoundTrip', arg: 5, file: 'a2a-scenario.js' },
+  { scenario: 'a2aFanout', arg: 30, file: 'a2a-scenario.js' },
 ]
 
 const units = [
@@ -30,9 +32,9 @@ const units = [
 const unitOf = (name) => units.find(([pattern]) => pattern.test(name))?.[1] ?? ''
 
 const samples = new Map()
-for (const { scenario, arg } of plan) {
+for (const { scenario, arg, file = 'scenario.js' } of plan) {
   for (let i = 0; i < runs; i++) {
-    const out = execFileSync(process.execPath, ['--expose-gc', join(here, 'scenario.js'), scenario, String(arg)], { encoding: 'utf8' })
+    const out = execFileSync(process.execPath, ['--expose-gc', join(here, file), scenario, String(arg)], { encoding: 'utf8' })
     const figures = JSON.parse(out.trim().split('\n').at(-1))
     for (const [name, value] of Object.entries(figures)) samples.set(name, [...(samples.get(name) ?? []), value])
   }

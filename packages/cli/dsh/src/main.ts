@@ -19,6 +19,10 @@ commands:
   acp [--config FILE] [--model SPEC] [--session-dir DIR] [--max-depth N] [--verbose]
       serve a dsh agent over the Agent Client Protocol on stdio; sessions deeper than
       --max-depth (default 3) in a delegation chain are refused
+  a2a serve [--host H] [--port P] [--token-env NAME] [--max-tasks N] [--max-depth N]
+      [--public-url URL] [--config FILE] [--model SPEC] [--session-dir DIR]
+      serve a dsh agent over the Agent2Agent protocol (HTTP, default 127.0.0.1:7700);
+      each task is one session; any address but loopback needs --token-env
   sessions list | tree [ID] | show ID   [--session-dir DIR]
       stored sessions, their delegation lineage, and transcripts
   config check [--config FILE]
@@ -42,6 +46,8 @@ async function main(argv: string[]): Promise<number> {
       return runVerb(rest)
     case 'acp':
       return (await import('./acp.js')).acpVerb(rest)
+    case 'a2a':
+      return (await import('./commands/a2a.js')).a2aVerb(rest)
     case 'demo':
       return (await import('./commands/demo.js')).demoVerb(rest)
     case 'sessions': {

@@ -113,7 +113,8 @@ async function tree(headers: SessionHeader[], wanted: string | undefined, read: 
     root = byId.get(resolveId(headers, wanted))
     if (!root) throw new UsageError('USAGE', `dsh sessions tree: no stored session ${wanted}`)
   } else {
-    root = headers.filter((header) => !header.parentSession).sort((a, b) => b.createdAt.localeCompare(a.createdAt))[0]
+    // As in `list`: a session whose parent is stored elsewhere (a worker's A2A or ACP task) is a root here.
+    root = headers.filter((header) => !header.parentSession || !byId.has(header.parentSession)).sort((a, b) => b.createdAt.localeCompare(a.createdAt))[0]
     if (!root) {
       process.stdout.write('no sessions yet\n')
       return 0
@@ -126,7 +127,8 @@ async function tree(headers: SessionHeader[], wanted: string | undefined, read: 
     const who = header.provider ?? header.origin ?? 'session'
     const label = header.label ? ` "${clip(header.label, 40)}"` : summary.firstPrompt ? ` "${clip(summary.firstPrompt, 40)}"` : ''
     const seed = header.seedLength ? ` (seeded ${header.seedLength} events)` : ''
-    lines.push(`${prefix}${branch}${header.id}  ${who}${label}  ${summary.stopReason}${seed}`)
+    const elsewhere = header.parentSession && !byId.has(header.parentSession) ? `  (parent ${header.parentSession}, depth ${header.delegationDepth ?? '?'}, stored elsewhere)` : ''
+    lines.push(`${prefix}${branch}${header.id}  ${who}${label}  ${summary.stopReason}${seed}${elsewhere}`)
     const kids = children.get(header.id) ?? []
     const childPrefix = prefix + (branch === '' ? '' : branch === '└─ ' ? '   ' : '│  ')
     for (const [index, child] of kids.entries()) await visit(child, childPrefix, index === kids.length - 1 ? '└─ ' : '├─ ')

@@ -1,0 +1,75 @@
+import { randomUUID } from 'node:crypto'
+import { Role, TaskState, type Message, type Part } from '@a2a-js/sdk'
+import { AgentEvent, type AgentExecutionEvent } from '@a2a-js/sdk/server'
+import { assertNever, type StopReason } from '@dsh/base'
+
+/** The artifact carrying the final answer (the output-selection rule's choice); the `@dsh/subagent-a2a` client reads it first. */
+export const ANSWER_ARTIFACT = 'answer'
+/** The artifact assistant text streams into as it is written, across every turn of the task. */
+export const STREAM_ARTIFACT = 'stream'
+
+export function textPart(value: string): Part {
+  return { content: { $case: 'text', value }, metadata: undefined, filename: '', mediaType: 'text/plain' }
+}
+
+export function agentMessage(taskId: string, contextId: string, value: string): Message {
+  return { messageId: randomUUID(), contextId, taskId, role: Role.ROLE_AGENT, parts: [textPart(value)], metadata: undefined, extensions: [], referenceTaskIds: [] }
+}
+
+/** The text a message carries; other part kinds are named so the agent knows something was left out. */
+export function textOfMessage(message: Message): string {
+  return message.parts
+    .map((part) => {
+      const content = part.content
+      if (!content) return ''
+      switch (content.$case) {
+        case 'text':
+          return content.value
+        case 'url':
+          return `[${part.filename || 'file'}](${content.value})`
+        case 'data':
+          return JSON.stringify(content.value)
+        case 'raw':
+          return `[binary part ${part.filename || ''} (${part.mediaType || 'unknown type'}) left out: only text is supported]`
+        default:
+          return assertNever(content, 'A2A part')
+      }
+    })
+    .join('\n')
+}
+
+export function statusEvent(taskId: string, contextId: string, state: TaskState, note?: string): AgentExecutionEvent {
+  return AgentEvent.statusUpdate({
+    taskId,
+    contextId,
+    status: { state, message: note === undefined ? undefined : agentMessage(taskId, contextId, note), timestamp: new Date().toISOString() },
+    metadata: undefined,
+  })
+}
+
+export function artifactEvent(taskId: string, contextId: string, artifactId: string, value: string, append: boolean, lastChunk: boolean): AgentExecutionEvent {
+  return AgentEvent.artifactUpdate({
+    taskId,
+    contextId,
+    artifact: { artifactId, name: artifactId, description: '', parts: [textPart(value)], metadata: undefined, extensions: [] },
+    append,
+    lastChunk,
+    metadata: undefined,
+  })
+}
+
+/** How a dsh run ends its task. */
+export function taskStateOfStop(reason: StopReason): TaskState {
+  switch (reason) {
+    case 'completed':
+      return TaskState.TASK_STATE_COMPLETED
+    case 'aborted':
+      return TaskState.TASK_STATE_CANCELED
+    case 'error':
+    case 'max-tokens':
+    case 'refusal':
+      return TaskState.TASK_STATE_FAILED
+    default:
+      return assertNever(reason, 'stop reason')
+  }
+}

@@ -1,0 +1,127 @@
+/**
+ * Each A2A task is one dsh session: an agent created through `ctx.agents` with the
+ * lineage the message's `metadata.dsh` carries (origin `a2a`), run until quiet, then
+ * disposed (which flushes its session). Progress streams while it runs: assistant text
+ * as appends to the `stream` artifact, each tool call as a `working` status; the answer
+ * ends as the `answer` artifact and a final status. A cancel aborts the run (the turn
+ * ends `aborted`, the agent's tasks and children are stopped) and the task ends
+ * `canceled`. Tasks beyond the concurrency bound wait in `submitted`.
+ */
+import { TaskState, type Task } from '@a2a-js/sdk'
+import { AgentEvent, type AgentExecutor, type ExecutionEventBus, type RequestContext } from '@a2a-js/sdk/server'
+import type { Context } from 'cordis'
+import { errorMessage, stopReasonOfTurn } from '@dsh/base'
+import { lineageOf } from '@dsh/acp-server'
+import { text } from '@dsh/llm'
+import { runUntilQuiet } from '@dsh/tasks'
+import { ANSWER_ARTIFACT, artifactEvent, statusEvent, STREAM_ARTIFACT, taskStateOfStop, textOfMessage } from './events.js'
+import type { TaskSlots } from './slots.js'
+
+export interface ExecutorOptions {
+  maxDepth: number
+  /** The cwd of every task's session. */
+  cwd: string
+  /** Longest prompt text accepted, in characters. */
+  maxPromptChars: number
+}
+
+interface RunningTask {
+  readonly cancel: AbortController
+  readonly finished: Promise<void>
+}
+
+export class DshAgentExecutor implements AgentExecutor {
+  private readonly running = new Map<string, RunningTask>()
+
+  constructor(
+    private readonly ctx: Context,
+    private readonly slots: TaskSlots,
+    private readonly options: ExecutorOptions,
+  ) {}
+
+  /** Tasks started and not yet finished. */
+  get size(): number {
+    return this.running.size
+  }
+
+  execute = async (request: RequestContext, bus: ExecutionEventBus): Promise<void> => {
+    const cancel = new AbortController()
+    let finish!: () => void
+    const finished = new Promise<void>((resolve) => (finish = resolve))
+    this.running.set(request.taskId, { cancel, finished })
+    try {
+      await this.runTask(request, bus, cancel.signal)
+    } finally {
+      this.running.delete(request.taskId)
+      finish()
+      bus.finished()
+    }
+  }
+
+  cancelTask = async (taskId: string, bus: ExecutionEventBus): Promise<void> => {
+    const task = this.running.get(taskId)
+    if (!task) {
+      // Not running here (it finished, or a restart lost it): there is nothing to stop.
+      return void bus.publish(statusEvent(taskId, '', TaskState.TASK_STATE_CANCELED, 'the task was not running'))
+    }
+    task.cancel.abort(new Error('cancelled by the A2A client'))
+    await task.finished
+  }
+
+  /** Cancel every task and wait until each has ended (server shutdown). */
+  async cancelAll(reason: string): Promise<void> {
+    const tasks = [...this.running.values()]
+    for (const task of tasks) task.cancel.abort(new Error(reason))
+    await Promise.all(tasks.map((task) => task.finished))
+  }
+
+  private async runTask(request: RequestContext, bus: ExecutionEventBus, signal: AbortSignal): Promise<void> {
+    const { taskId, contextId, userMessage } = request
+    const log = this.ctx.logger('a2a-server')
+    const task: Task = { id: taskId, contextId, status: { state: TaskState.TASK_STATE_SUBMITTED, message: undefined, timestamp: new Date().toISOString() }, artifacts: [], history: [userMessage], metadata: undefined }
+    bus.publish(AgentEvent.task(task))
+    const end = (state: TaskState, note?: string) => bus.publish(statusEvent(taskId, contextId, state, note))
+
+    const prompt = textOfMessage(userMessage)
+    if (!prompt.trim()) return end(TaskState.TASK_STATE_REJECTED, 'the message has no text; send at least one text part')
+    if (prompt.length > this.options.maxPromptChars) return end(TaskState.TASK_STATE_REJECTED, `the message has ${prompt.length} characters of text, more than this worker accepts (${this.options.maxPromptChars}); send less`)
+    const lineage = lineageOf(userMessage.metadata, log)
+    // Refused before anything exists, like dsh acp: delegation through workers stays bounded.
+    if (lineage.delegationDepth !== undefined && lineage.delegationDepth > this.options.maxDepth) {
+      return end(TaskState.TASK_STATE_REJECTED, `delegation depth limit reached: this task would run at depth ${lineage.delegationDepth}, above this worker's maxDepth ${this.options.maxDepth}; do this work yourself instead of delegating`)
+    }
+
+    try {
+      await this.slots.acquire(signal)
+    } catch {
+      return end(TaskState.TASK_STATE_CANCELED, 'the task was cancelled while it waited for a free slot')
+    }
+    try {
+      end(TaskState.TASK_STATE_WORKING)
+      const agent = await this.ctx.agents.create({ meta: { origin: 'a2a', cwd: this.options.cwd, ...lineage, provider: lineage.provider ?? 'a2a' } })
+      let streamedAny = false
+      const unsubscribe = agent.session.subscribe((update) => {
+        if (update.type === 'assistant/chunk' && update.kind === 'text') {
+          bus.publish(artifactEvent(taskId, contextId, STREAM_ARTIFACT, update.text, streamedAny, false))
+          streamedAny = true
+        } else if (update.type === 'tool/call') {
+          bus.publish(statusEvent(taskId, contextId, TaskState.TASK_STATE_WORKING, `calling ${update.call.name}`))
+        }
+      })
+      try {
+        const run = await runUntilQuiet(agent, { role: 'user', content: [text(prompt)] }, { tasks: this.ctx.get('tasks'), signal })
+        const answer = run.output.map((block) => block.text).join('')
+        if (answer) bus.publish(artifactEvent(taskId, contextId, ANSWER_ARTIFACT, answer, false, true))
+        const stop = run.cancelled ? 'aborted' : stopReasonOfTurn(run.last.reason)
+        end(taskStateOfStop(stop), stop === 'completed' ? undefined : `the turn ended ${run.last.reason}${run.last.error ? `: ${run.last.error}` : ''}`)
+      } finally {
+        unsubscribe()
+        await agent.dispose().catch((error: unknown) => log.warn('disposing the agent of task %s failed: %s', taskId, errorMessage(error)))
+      }
+    } catch (error) {
+      end(TaskState.TASK_STATE_FAILED, `the task could not run: ${errorMessage(error)}`)
+    } finally {
+      this.slots.release()
+    }
+  }
+}

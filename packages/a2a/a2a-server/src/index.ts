@@ -1,0 +1,6 @@
+export * from './server.js'
+export * from './executor.js'
+export * from './events.js'
+export * from './slots.js'
+export * from './auth.js'
+export * from './card.js'

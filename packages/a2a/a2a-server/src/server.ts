@@ -1,0 +1,118 @@
+/**
+ * A dsh agent behind the A2A protocol, on the official SDK's server classes: an agent
+ * card at `/.well-known/agent-card.json`, JSON-RPC at `/a2a/jsonrpc`, tasks executed by
+ * `DshAgentExecutor` (one dsh session per task). With a token every request must carry
+ * it; without one the server listens on loopback only.
+ */
+import { createServer, type Server } from 'node:http'
+import { createRequire } from 'node:module'
+import type { AddressInfo } from 'node:net'
+import express from 'express'
+import { DefaultRequestHandler, InMemoryTaskStore } from '@a2a-js/sdk/server'
+import { agentCardHandler, jsonRpcHandler, UserBuilder } from '@a2a-js/sdk/server/express'
+import type { Context } from 'cordis'
+import { DshError } from '@dsh/base'
+import { DEFAULT_MAX_DEPTH } from '@dsh/acp-server'
+import { requireBearer } from './auth.js'
+import { dshAgentCard, JSON_RPC_PATH } from './card.js'
+import { DshAgentExecutor } from './executor.js'
+import { TaskSlots } from './slots.js'
+
+const { version } = createRequire(import.meta.url)('../package.json') as { version: string }
+
+export type A2aServerErrorCode = 'INVALID_OPTION' | 'INSECURE_LISTEN' | 'LISTEN_FAILED'
+/** A server set up wrongly by its host (client mistakes are protocol errors or 401s). */
+export class A2aServerError extends DshError<A2aServerErrorCode> {}
+
+export const DEFAULT_MAX_TASKS = 4
+/** Longest prompt text a task may carry (the HTTP body limit, 100 kB of JSON, refuses larger bodies first). */
+export const DEFAULT_MAX_PROMPT_CHARS = 64_000
+
+export interface A2aServerOptions {
+  /** Default 127.0.0.1. Any other address needs `token`. */
+  host?: string
+  /** Default 0: a free port (read it from `url`). */
+  port?: number
+  /** The bearer token every request must carry. */
+  token?: string
+  /** How many tasks run at once; the rest wait. Default `DEFAULT_MAX_TASKS`. */
+  maxTasks?: number
+  /** The deepest delegation a task's lineage may ask for. Default that of `dsh acp` (3). */
+  maxDepth?: number
+  /** The base URL the card advertises; default `http://HOST:PORT`. Set it when clients reach the server by another name. */
+  publicUrl?: string
+  /** The cwd of each task's session; default the process cwd. */
+  cwd?: string
+  /** The card's name; default `dsh`. */
+  name?: string
+}
+
+export interface A2aServer {
+  /** The base URL clients use (the card's interfaces are under it). */
+  readonly url: string
+  /** Tasks running or waiting now. */
+  readonly taskCount: number
+  /** Stop accepting, cancel every task, wait until each session is disposed, then close every connection. */
+  close(): Promise<void>
+}
+
+export function isLoopback(host: string): boolean {
+  return host === 'localhost' || host === '::1' || /^127\.\d+\.\d+\.\d+$/.test(host)
+}
+
+/** Serve the agents of `ctx` (it needs `ctx.agents`; `ctx.tasks` when loaded is waited for and killed on cancel). */
+export async function serveA2a(ctx: Context, options: A2aServerOptions = {}): Promise<A2aServer> {
+  const host = options.host ?? '127.0.0.1'
+  const maxTasks = options.maxTasks ?? DEFAULT_MAX_TASKS
+  const maxDepth = options.maxDepth ?? DEFAULT_MAX_DEPTH
+  if (!Number.isInteger(maxTasks) || maxTasks < 1) throw new A2aServerError('INVALID_OPTION', `maxTasks must be a whole number of at least 1 (got ${String(maxTasks)})`)
+  if (!Number.isInteger(maxDepth) || maxDepth < 0) throw new A2aServerError('INVALID_OPTION', `maxDepth must be a whole number of at least 0 (got ${String(maxDepth)})`)
+  if (options.token !== undefined && options.token.length === 0) throw new A2aServerError('INVALID_OPTION', 'the token is empty; set a non-empty token or none')
+  if (!options.token && !isLoopback(host)) {
+    throw new A2aServerError('INSECURE_LISTEN', `refusing to listen on ${host} without a token: anyone who reaches it could run the agent; pass --token-env NAME (a variable holding a bearer token) or listen on 127.0.0.1`)
+  }
+
+  const slots = new TaskSlots(maxTasks)
+  const executor = new DshAgentExecutor(ctx, slots, { maxDepth, cwd: options.cwd ?? process.cwd(), maxPromptChars: DEFAULT_MAX_PROMPT_CHARS })
+  const app = express()
+  app.disable('x-powered-by')
+  if (options.token) app.use(requireBearer(options.token))
+
+  const http = createServer(app)
+  await listen(http, host, options.port ?? 0)
+  const { port } = http.address() as AddressInfo
+  const url = options.publicUrl?.replace(/\/+$/, '') ?? `http://${host.includes(':') ? `[${host}]` : host}:${port}`
+  const card = dshAgentCard({ publicUrl: url, version, name: options.name ?? 'dsh', bearer: options.token !== undefined })
+  const requestHandler = new DefaultRequestHandler(card, new InMemoryTaskStore(), executor)
+  app.use('/.well-known/agent-card.json', agentCardHandler({ agentCardProvider: requestHandler }))
+  app.use(JSON_RPC_PATH, jsonRpcHandler({ requestHandler, userBuilder: UserBuilder.noAuthentication }))
+
+  let closing: Promise<void> | undefined
+  return {
+    url,
+    get taskCount() {
+      return executor.size
+    },
+    close: () => {
+      closing ??= (async () => {
+        const stopped = new Promise<void>((resolve) => http.close(() => resolve()))
+        await executor.cancelAll('the A2A server is shutting down')
+        // Streams of finished tasks end on their own; whatever is still open is cut.
+        http.closeAllConnections()
+        await stopped
+      })()
+      return closing
+    },
+  }
+}
+
+function listen(http: Server, host: string, port: number): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const onError = (error: NodeJS.ErrnoException) => reject(new A2aServerError('LISTEN_FAILED', `cannot listen on ${host}:${port}: ${error.code ?? error.message}; choose another --host or --port`, { cause: error }))
+    http.once('error', onError)
+    http.listen(port, host, () => {
+      http.off('error', onError)
+      resolve()
+    })
+  })
+}

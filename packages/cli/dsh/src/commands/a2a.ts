@@ -1,0 +1,91 @@
+/**
+ * `dsh a2a serve`: a dsh agent behind the Agent2Agent protocol over HTTP, for A2A clients
+ * and for dsh parents whose `a2a` subagent provider lists this worker. Each A2A task runs
+ * as one dsh session (origin `a2a`, the lineage its message carries) until the agent is
+ * quiet. The URL it serves is printed on stdout as the only line there; logs go to
+ * stderr. It runs until SIGTERM/SIGINT: every task is cancelled (its turn ends `aborted`,
+ * its tasks and children are stopped), every session is flushed, every process group it
+ * started is taken down, and the exit code is 0. A second signal exits at once.
+ */
+import { parseArgs } from 'node:util'
+import { A2aServerError, serveA2a } from '@dsh/a2a-server'
+import { reapTrackedGroups } from '@dsh/process'
+import { UsageError } from '../errors.js'
+import { exitCodeOfSignal } from '../exit.js'
+import { onInterrupt } from '../interrupt.js'
+import { chooseModel } from '../run.js'
+import { startRuntime } from '../runtime.js'
+
+export async function a2aVerb(args: string[]): Promise<number> {
+  const { values, positionals } = parseArgs({
+    args,
+    allowPositionals: true,
+    options: {
+      host: { type: 'string', default: '127.0.0.1' },
+      port: { type: 'string', default: '7700' },
+      'token-env': { type: 'string' },
+      'public-url': { type: 'string' },
+      'max-tasks': { type: 'string' },
+      'max-depth': { type: 'string' },
+      config: { type: 'string' },
+      model: { type: 'string' },
+      'session-dir': { type: 'string' },
+      verbose: { type: 'boolean', default: false },
+    },
+  })
+  if (positionals.length !== 1 || positionals[0] !== 'serve') throw new UsageError('USAGE', 'dsh a2a: the only verb is `serve` (dsh a2a serve [--host H] [--port P] [--token-env NAME])')
+  const port = wholeNumber('--port', values.port, 0, 65_535)!
+  const maxTasks = wholeNumber('--max-tasks', values['max-tasks'], 1)
+  const maxDepth = wholeNumber('--max-depth', values['max-depth'], 0)
+  const token = readToken(values['token-env'])
+  const model = chooseModel(values.model)
+  const runtime = await startRuntime({ config: values.config, model, sessionDir: values['session-dir'], verbose: values.verbose })
+  if (!runtime.ctx.llm.config.model && !model) {
+    await runtime.dispose()
+    throw new UsageError('NO_MODEL', 'dsh a2a serve: no model to run with: pass --model SPEC (e.g. --model scripted:examples/acp-child.yml), set llm.model in --config, or set DEEPSEEK_API_KEY')
+  }
+  let server
+  try {
+    server = await serveA2a(runtime.ctx, { host: values.host, port, token, maxTasks, maxDepth, publicUrl: values['public-url'] })
+  } catch (error) {
+    await runtime.dispose()
+    if (error instanceof A2aServerError) throw new UsageError('USAGE', `dsh a2a serve: ${error.message}`, { cause: error })
+    throw error
+  }
+  process.stdout.write(`${server.url}\n`)
+  process.stderr.write(`dsh a2a: serving ${server.url} (card at ${server.url}/.well-known/agent-card.json${token ? ', bearer token required' : ''})\n`)
+  // The first SIGTERM/SIGINT stops the server gracefully; a second exits at once, and the
+  // exit hook of @dsh/process kills every process group still running.
+  let stop!: () => void
+  const stopped = new Promise<void>((resolve) => (stop = resolve))
+  const stopSignals = onInterrupt(
+    () => stop(),
+    (signal) => process.exit(exitCodeOfSignal(signal)),
+  )
+  await stopped
+  try {
+    await server.close()
+  } finally {
+    await runtime.dispose()
+    // Closing cancelled every task; a command that ignores SIGTERM must not outlive us either.
+    const survivors = await reapTrackedGroups()
+    if (survivors.length > 0) process.stderr.write(`dsh a2a: process groups ${survivors.join(', ')} outlived SIGKILL\n`)
+    stopSignals()
+  }
+  return 0
+}
+
+function wholeNumber(flag: string, raw: string | undefined, min: number, max = Number.MAX_SAFE_INTEGER): number | undefined {
+  if (raw === undefined) return undefined
+  const value = Number(raw)
+  if (!/^\d+$/.test(raw) || value < min || value > max) throw new UsageError('USAGE', `dsh a2a serve: ${flag} must be a whole number from ${min} to ${max} (got "${raw}")`)
+  return value
+}
+
+/** The token is read from the named variable, so it never appears in a process listing or a config file. */
+function readToken(name: string | undefined): string | undefined {
+  if (name === undefined) return undefined
+  const token = process.env[name]
+  if (!token) throw new UsageError('USAGE', `dsh a2a serve: --token-env names ${name}, which is not set (or empty); export the bearer token in it`)
+  return token
+}

@@ -1,0 +1,138 @@
+import { spawn, type ChildProcess } from 'node:child_process'
+import { writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { afterEach, describe, expect, it } from 'vitest'
+import { randomUUID } from 'node:crypto'
+import { Role, TaskState, type StreamResponse } from '@a2a-js/sdk'
+import { ClientFactory, DefaultAgentCardResolver, JsonRpcTransportFactory } from '@a2a-js/sdk/client'
+import { dshBin, repoRoot, runDsh, tempDir } from './cli.js'
+import { until } from './processes.js'
+
+interface Served {
+  child: ChildProcess
+  url: string
+  stderr(): string
+  exited: Promise<number | null>
+}
+
+const running: Served[] = []
+afterEach(async () => {
+  for (const served of running.splice(0)) {
+    if (served.child.exitCode === null && served.child.signalCode === null) served.child.kill('SIGKILL')
+    await served.exited
+  }
+})
+
+/** `dsh a2a serve` as a real process on a free loopback port; resolves once it printed its URL. */
+async function serve(args: string[], env: NodeJS.ProcessEnv = {}): Promise<Served> {
+  const child = spawn(process.execPath, [dshBin, 'a2a', 'serve', '--port', '0', ...args], { cwd: repoRoot, env: { ...process.env, DSH_HOME: tempDir('dsh-home-'), ...env }, stdio: ['ignore', 'pipe', 'pipe'] })
+  let stdout = ''
+  let stderr = ''
+  child.stdout!.on('data', (chunk: Buffer) => (stdout += chunk))
+  child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk))
+  const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)))
+  const served: Served = { child, url: '', stderr: () => stderr, exited }
+  running.push(served)
+  await until(
+    () => stdout.includes('\n'),
+    () => (child.exitCode !== null ? `dsh a2a serve exited ${child.exitCode}: ${stderr}` : undefined),
+  )
+  return { ...served, url: stdout.trim() }
+}
+
+function sdkClient(url: string, token?: string) {
+  const fetchImpl: typeof fetch = token === undefined ? fetch : (input, init) => {
+    const headers = new Headers(init?.headers)
+    headers.set('Authorization', `Bearer ${token}`)
+    return fetch(input, { ...init, headers })
+  }
+  return new ClientFactory({ transports: [new JsonRpcTransportFactory({ fetchImpl })], cardResolver: new DefaultAgentCardResolver({ fetchImpl }) }).createFromUrl(url)
+}
+
+function message(text: string, metadata?: Record<string, unknown>) {
+  return {
+    tenant: '',
+    message: { messageId: randomUUID(), contextId: '', taskId: '', role: Role.ROLE_USER, parts: [{ content: { $case: 'text' as const, value: text }, metadata: undefined, filename: '', mediaType: 'text/plain' }], metadata, extensions: [], referenceTaskIds: [] },
+    configuration: undefined,
+    metadata: undefined,
+  }
+}
+
+function lastState(events: StreamResponse[]): TaskState | undefined {
+  let state: TaskState | undefined
+  for (const { payload } of events) {
+    if (payload?.$case === 'task' || payload?.$case === 'statusUpdate') state = payload.value.status?.state ?? state
+  }
+  return state
+}
+
+describe('dsh a2a serve', () => {
+  it('the SDK client drives it: a task completes, and sessions tree shows the session with the lineage its message carried', async () => {
+    const sessions = tempDir()
+    const served = await serve(['--model', 'scripted:examples/acp-child.yml', '--session-dir', sessions])
+    const client = await sdkClient(served.url)
+    const events: StreamResponse[] = []
+    for await (const event of client.sendMessageStream(message('capital of France?', { dsh: { parentSession: 'remote-parent', delegationDepth: 1, provider: 'a2a', label: 'geo' } }))) events.push(event)
+    expect(lastState(events)).toBe(TaskState.TASK_STATE_COMPLETED)
+    const answer = events.flatMap(({ payload }) => (payload?.$case === 'artifactUpdate' && payload.value.artifact?.artifactId === 'answer' ? payload.value.artifact.parts : []))
+    expect(answer.map((part) => (part.content?.$case === 'text' ? part.content.value : '')).join('')).toBe('Paris is the capital of France.')
+    served.child.kill('SIGTERM')
+    expect(await served.exited).toBe(0)
+    const tree = await runDsh(['sessions', 'tree', '--session-dir', sessions])
+    expect(tree.code).toBe(0)
+    expect(tree.stdout).toMatch(/^\S+ {2}a2a "geo" {2}completed {2}\(parent remote-parent, depth 1, stored elsewhere\)$/m)
+  })
+
+  it('with --token-env, a request without the token gets 401 and the SDK client with it is served', async () => {
+    const served = await serve(['--model', 'scripted:examples/acp-child.yml', '--session-dir', tempDir(), '--token-env', 'A2A_TEST_TOKEN'], { A2A_TEST_TOKEN: 'tok-123' })
+    expect((await fetch(`${served.url}/.well-known/agent-card.json`)).status).toBe(401)
+    const client = await sdkClient(served.url, 'tok-123')
+    const events: StreamResponse[] = []
+    for await (const event of client.sendMessageStream(message('capital of France?'))) events.push(event)
+    expect(lastState(events)).toBe(TaskState.TASK_STATE_COMPLETED)
+  })
+
+  it('refuses to listen on a non-loopback address without a token, with exit code 2', async () => {
+    const result = await runDsh(['a2a', 'serve', '--host', '0.0.0.0', '--port', '0', '--model', 'scripted:examples/acp-child.yml'])
+    expect(result.code).toBe(2)
+    expect(result.stderr).toMatch(/refusing to listen on 0\.0\.0\.0 without a token.*--token-env/)
+  })
+
+  it('a --token-env naming an unset variable is a usage error', async () => {
+    const result = await runDsh(['a2a', 'serve', '--token-env', 'A2A_TEST_UNSET_TOKEN', '--model', 'scripted:examples/acp-child.yml'])
+    expect(result.code).toBe(2)
+    expect(result.stderr).toMatch(/A2A_TEST_UNSET_TOKEN, which is not set/)
+  })
+})
+
+describe('the a2a provider in a config file', () => {
+  it('an unknown key is rejected at load, naming it', async () => {
+    const dir = tempDir()
+    const config = join(dir, 'a2a.yml')
+    writeFileSync(config, '- id: subagent-a2a\n  name: "@dsh/subagent-a2a"\n  config:\n    urls: [http://127.0.0.1:7700]\n    token: secret\n')
+    const result = await runDsh(['config', 'check', '--config', config])
+    expect(result.code).toBe(2)
+    expect(result.stderr).toMatch(/unknown config key "token" \(allowed there: providerName, urls, tokenEnv, timeoutMs\)/)
+  })
+
+  it('a tokenEnv that is not set fails the load with what to do', async () => {
+    const dir = tempDir()
+    const config = join(dir, 'a2a.yml')
+    writeFileSync(config, '- id: subagent-a2a\n  name: "@dsh/subagent-a2a"\n  config:\n    urls: [http://127.0.0.1:7700]\n    tokenEnv: A2A_TEST_UNSET_TOKEN\n')
+    const result = await runDsh(['config', 'check', '--config', config])
+    expect(result.code).toBe(2)
+    expect(result.stderr).toMatch(/A2A_TEST_UNSET_TOKEN, which is not set/)
+  })
+
+  it('a parent delegating through the a2a provider reaches a dsh a2a serve worker and gets its answer', async () => {
+    const served = await serve(['--model', 'scripted:examples/acp-child.yml', '--session-dir', tempDir()])
+    const dir = tempDir()
+    const config = join(dir, 'a2a.yml')
+    writeFileSync(config, `- id: subagent-a2a\n  name: "@dsh/subagent-a2a"\n  config:\n    urls: [${served.url}]\n- id: tool-subagent-a2a\n  name: "@dsh/tool-subagent"\n  config:\n    provider: a2a\n    toolName: subagent_a2a\n`)
+    const parentScript = join(dir, 'parent.yml')
+    writeFileSync(parentScript, '- when: { depth: 0 }\n  reply:\n    - call: { tool: subagent_a2a, args: { description: "ask about France", prompt: "What is the capital of France?" } }\n    - text: "The worker answered: {{last_tool_result}}"\n')
+    const result = await runDsh(['run', '--config', config, '--model', `scripted:${parentScript}`, '--session-dir', tempDir(), 'ask the worker'])
+    expect(result.stdout).toContain('The worker answered: Paris is the capital of France.')
+    expect(result.code).toBe(0)
+  })
+})

@@ -1,0 +1,268 @@
+/**
+ * The A2A wire of one delegation, on `@dsh/subagent`'s remote run core (no local process:
+ * the child is a task on a worker elsewhere). What is particular to A2A:
+ *
+ * 1. choose the least busy worker that answers; read its agent card (once per worker);
+ * 2. send the prompt as a streamed message with the lineage in `metadata.dsh`; the first
+ *    event names the task, whose id is the child's remote id;
+ * 3. publication: status and artifact updates are folded until a final state settles it;
+ * 4. cancel is the protocol's task cancel; release aborts the HTTP stream.
+ *
+ * A worker that does not answer (refused connection, reset, a stream cut mid-answer) is
+ * marked so the next runs skip it, and the run that hit it ends `error` with a
+ * diagnostic naming the worker: it does not reject the start, so a fan-out over several
+ * workers sees one settled result per delegation.
+ */
+import { randomUUID } from 'node:crypto'
+import { Role, type Message, type Part, type StreamResponse, type TaskState } from '@a2a-js/sdk'
+import type { Client } from '@a2a-js/sdk/client'
+import { errorMessage, isAbortError, type StopReason } from '@dsh/base'
+import { text, type TextBlock } from '@dsh/llm'
+import { startRemoteRun, SubagentError, type RemoteRunControl, type RemoteSubagentRun, type RemoteWire, type SubagentRequest, type SubagentResult } from '@dsh/subagent'
+import type { A2aRunSpec } from './config.js'
+import { messageLineage } from './lineage.js'
+import { stopReasonOfTaskState, taskStateName } from './task-state.js'
+import type { Worker, WorkerPool } from './worker-pool.js'
+
+/** Where a run is; every diagnostic names it. */
+export type A2aStage = 'agent card' | 'message/stream' | 'task'
+
+/** How long a worker has to send the agent card and the task's first event. */
+export const CONNECT_TIMEOUT_MS = 10_000
+/** After a task cancel, how long the worker has to report the task canceled. */
+export const CANCEL_GRACE_MS = 5_000
+/** The artifact `dsh a2a serve` puts the final answer in (streamed text goes elsewhere). */
+export const ANSWER_ARTIFACT = 'answer'
+
+export function startA2aRun(spec: A2aRunSpec, pool: WorkerPool, request: SubagentRequest): Promise<RemoteSubagentRun> {
+  if (request.agentOptions?.model !== undefined) {
+    throw new SubagentError(
+      'INVALID_REQUEST',
+      `the "${spec.provider}" subagent provider cannot choose the model of an A2A worker (asked for "${request.agentOptions.model}"); choose it where the worker runs (dsh a2a serve --model SPEC) and drop agentOptions.model`,
+    )
+  }
+  return startRemoteRun(
+    request,
+    {
+      provider: spec.provider,
+      childName: 'the A2A worker',
+      initialStage: 'agent card' satisfies A2aStage,
+      // The wire bounds the connection itself (CONNECT_TIMEOUT_MS) and ends the run on expiry;
+      // this is the backstop for a start that never settles at all.
+      startupTimeoutMs: CONNECT_TIMEOUT_MS * 3,
+      startupTimeoutKey: 'the connect timeout',
+      timeoutMs: spec.timeoutMs,
+      timeoutIncludesStartup: true,
+      cancelGraceMs: CANCEL_GRACE_MS,
+      cancelGraceKey: 'the cancel grace period',
+    },
+    (run) => new A2aWire(spec, pool, run),
+  )
+}
+
+class A2aWire implements RemoteWire {
+  private readonly worker: Worker
+  private client: Client | undefined
+  private stream: AsyncGenerator<StreamResponse, void, undefined> | undefined
+  private readonly connection = new AbortController()
+  private taskId: string | undefined
+  /** Artifact text by artifact id, in the order they appeared. */
+  private readonly artifacts = new Map<string, string>()
+  private statusText = ''
+  private released = false
+  readonly interrupt = { name: 'the task cancel', send: () => this.sendCancel() }
+
+  constructor(
+    private readonly spec: A2aRunSpec,
+    private readonly pool: WorkerPool,
+    private readonly run: RemoteRunControl,
+  ) {
+    this.worker = pool.acquire()
+  }
+
+  async open(): Promise<string> {
+    const timer = setTimeout(() => this.connection.abort(new Error(`no answer within ${CONNECT_TIMEOUT_MS} ms`)), CONNECT_TIMEOUT_MS)
+    try {
+      this.client = await raceAbort(this.worker.connect(), this.connection.signal)
+      this.run.moveTo('message/stream')
+      this.stream = this.client.sendMessageStream(
+        { tenant: '', message: this.message(), configuration: undefined, metadata: undefined },
+        { signal: this.connection.signal },
+      )
+      const first = await this.stream.next()
+      if (first.done) return this.unanswered('closed the stream before naming a task')
+      this.worker.markAnswering()
+      const early = this.fold(first.value)
+      if (early) {
+        // Answered at once: nothing more to read (close() still releases the connection).
+        this.stream = undefined
+        this.run.settle(early)
+        return this.taskId ?? `message-${randomUUID()}`
+      }
+      if (this.taskId === undefined) return this.unanswered('sent a first event that names no task')
+      return this.taskId
+    } catch (error) {
+      const reason = this.connection.signal.aborted ? errorMessage(this.connection.signal.reason) : describeError(error)
+      if (isUnreachable(error) || this.connection.signal.aborted) {
+        this.worker.markUnreachable()
+        return this.unanswered(`did not answer at stage ${this.run.stage}: ${reason}; it is skipped for the next runs`)
+      }
+      return this.unanswered(`refused the run at stage ${this.run.stage}: ${reason}`)
+    } finally {
+      clearTimeout(timer)
+    }
+  }
+
+  /** The run is published only to end `error` at once: a fan-out gets one result per delegation. */
+  private unanswered(why: string): string {
+    // Nothing more to read: `begin` must not start reading a stream that already failed.
+    this.stream = undefined
+    this.run.fail(`the A2A worker ${this.worker.url} ${why}`)
+    return `unanswered-${randomUUID()}`
+  }
+
+  private message(): Message {
+    const parts: Part[] = this.run.request.prompt.map((block) => ({ content: { $case: 'text', value: block.text }, metadata: undefined, filename: '', mediaType: 'text/plain' }))
+    return {
+      messageId: randomUUID(),
+      contextId: '',
+      taskId: '',
+      role: Role.ROLE_USER,
+      parts,
+      metadata: { dsh: messageLineage(this.run.request, this.spec.provider) },
+      extensions: [],
+      referenceTaskIds: [],
+    }
+  }
+
+  begin(): void {
+    if (!this.stream) return
+    this.run.moveTo('task')
+    void this.drive(this.stream)
+  }
+
+  private async drive(stream: AsyncGenerator<StreamResponse, void, undefined>): Promise<void> {
+    const { run } = this
+    try {
+      for await (const response of stream) {
+        const ended = this.fold(response)
+        if (ended) return run.settle(ended)
+      }
+      if (run.stopping === 'cancelled') return run.settle(this.result('aborted', 'the run was cancelled'))
+      run.fail(`the A2A worker ${this.worker.url} closed the stream of task ${this.taskId} before it reached a final state`)
+    } catch (error) {
+      if (run.settled || this.released) return
+      if (run.stopping === 'cancelled' && isAbortError(error)) return run.settle(this.result('aborted', 'the run was cancelled'))
+      if (isUnreachable(error)) this.worker.markUnreachable()
+      run.fail(`the A2A worker ${this.worker.url} stopped answering during task ${this.taskId}: ${describeError(error)}${isUnreachable(error) ? '; it is skipped for the next runs' : ''}`)
+    }
+  }
+
+  /** One stream event into the run's state; the result once the task reached a final state. */
+  private fold(response: StreamResponse): SubagentResult | undefined {
+    const payload = response.payload
+    if (!payload) return undefined
+    switch (payload.$case) {
+      case 'message':
+        // A reply without a task: the agent answered at once.
+        this.statusText = textOfParts(payload.value.parts)
+        return this.result('completed', undefined)
+      case 'task': {
+        const task = payload.value
+        this.taskId = task.id
+        for (const artifact of task.artifacts) this.artifacts.set(artifact.artifactId, textOfParts(artifact.parts))
+        return task.status ? this.onStatus(task.status.state, task.status.message) : undefined
+      }
+      case 'statusUpdate':
+        return payload.value.status ? this.onStatus(payload.value.status.state, payload.value.status.message) : undefined
+      case 'artifactUpdate': {
+        const { artifact, append } = payload.value
+        if (!artifact) return undefined
+        const before = append ? (this.artifacts.get(artifact.artifactId) ?? '') : ''
+        this.artifacts.set(artifact.artifactId, before + textOfParts(artifact.parts))
+        return undefined
+      }
+    }
+  }
+
+  private onStatus(state: TaskState, message: Message | undefined): SubagentResult | undefined {
+    if (message) this.statusText = textOfParts(message.parts)
+    const stopReason = stopReasonOfTaskState(state)
+    if (stopReason === undefined) return undefined
+    if (stopReason === 'completed') return this.result(stopReason, undefined)
+    if (stopReason === 'aborted') return this.result(stopReason, 'the run was cancelled')
+    const detail = this.statusText ? `: ${this.statusText}` : ''
+    return this.result(stopReason, `the A2A worker ${this.worker.url} ended task ${this.taskId} ${taskStateName(state)}${detail}`)
+  }
+
+  result(stopReason: StopReason, diagnostic: string | undefined): SubagentResult {
+    const result: SubagentResult = { output: this.output(), stopReason }
+    if (diagnostic !== undefined) result.diagnostic = diagnostic
+    return result
+  }
+
+  /** The `answer` artifact when the worker is dsh; else every artifact's text; else the last status message. */
+  private output(): TextBlock[] {
+    const answer = this.artifacts.get(ANSWER_ARTIFACT)
+    const all = answer ?? [...this.artifacts.values()].join('')
+    const chosen = all || this.statusText
+    return chosen ? [text(chosen)] : []
+  }
+
+  startFailed(message: string): SubagentError {
+    return new SubagentError('START_FAILED', `the A2A worker ${this.worker.url} could not start the run at stage ${this.run.stage}: ${message}`)
+  }
+
+  private sendCancel(): void {
+    const { client, taskId } = this
+    if (!client || taskId === undefined) return
+    client.cancelTask({ tenant: '', id: taskId, metadata: undefined }).catch(() => {
+      // The worker is gone or refused: the core's grace period settles the run aborted.
+    })
+  }
+
+  async close(): Promise<void> {
+    if (this.released) return
+    this.released = true
+    this.pool.release(this.worker)
+    this.connection.abort(new Error('the run was released'))
+    await this.stream?.return(undefined).catch(() => {
+      // The stream was aborted just above; its rejection only repeats that.
+    })
+  }
+}
+
+function textOfParts(parts: readonly Part[]): string {
+  return parts.map((part) => (part.content?.$case === 'text' ? part.content.value : '')).join('')
+}
+
+/** The cause chain, which for fetch holds the socket-level reason ("other side closed"). */
+function describeError(error: unknown): string {
+  const messages: string[] = []
+  for (let current: unknown = error; current !== undefined && messages.length < 4; current = current instanceof Error ? current.cause : undefined) {
+    const message = errorMessage(current)
+    if (!messages.some((seen) => seen.includes(message))) messages.push(message)
+  }
+  return messages.join(': ')
+}
+
+const NETWORK_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'EHOSTUNREACH', 'ENETUNREACH', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'UND_ERR_SOCKET', 'UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_CLOSED'])
+
+/** A failure to reach the worker at all (as opposed to an answer that refuses). */
+function isUnreachable(error: unknown): boolean {
+  for (let current: unknown = error, depth = 0; current instanceof Error && depth < 5; current = current.cause, depth++) {
+    const code = (current as { code?: unknown }).code
+    if (typeof code === 'string' && NETWORK_CODES.has(code)) return true
+    if (current.message === 'fetch failed' || current.message === 'terminated') return true
+  }
+  return false
+}
+
+function raceAbort<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
+  if (signal.aborted) return Promise.reject(signal.reason)
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(signal.reason)
+    signal.addEventListener('abort', onAbort, { once: true })
+    promise.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort))
+  })
+}

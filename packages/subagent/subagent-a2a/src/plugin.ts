@@ -1,0 +1,34 @@
+import type { Context } from 'cordis'
+import { NO_CAPABILITIES, type SubagentCapabilities, type SubagentProvider, type SubagentRequest, type SubagentRun } from '@dsh/subagent'
+import { startA2aRun } from './a2a-run.js'
+import { A2aProviderConfig, resolveA2aSpec, type A2aRunSpec } from './config.js'
+import { WorkerPool } from './worker-pool.js'
+
+/** The depth bound travels in `metadata.dsh` and the worker applies it; nothing else is supported at start. */
+export const A2A_CAPABILITIES: Readonly<SubagentCapabilities> = Object.freeze({ ...NO_CAPABILITIES, depthLimit: true })
+
+/** Each delegation is one A2A task on one of the configured workers. Out of process, no shared context. */
+export class A2aProvider implements SubagentProvider {
+  readonly capabilities = A2A_CAPABILITIES
+  readonly inheritsParentContext = false
+  readonly pool: WorkerPool
+
+  constructor(readonly name: string, private readonly spec: A2aRunSpec) {
+    this.pool = new WorkerPool(spec.urls, spec.token)
+  }
+
+  start(request: SubagentRequest): Promise<SubagentRun> {
+    return startA2aRun(this.spec, this.pool, request)
+  }
+}
+
+/** Registers an `A2aProvider` on `ctx.subagents` under `providerName`. */
+export class A2aPlugin {
+  static inject = ['subagents']
+  static Config = A2aProviderConfig
+
+  constructor(ctx: Context, config: A2aProviderConfig) {
+    const spec = resolveA2aSpec(config)
+    ctx.subagents.registerProvider(new A2aProvider(spec.provider, spec))
+  }
+}

@@ -1,0 +1,80 @@
+/**
+ * The workers of one provider: which is least busy, which stopped answering. A worker
+ * that did not answer is skipped for `UNREACHABLE_SKIP_MS`; when every worker is marked,
+ * the one marked longest ago is tried again rather than failing without a try.
+ */
+import { ClientFactory, DefaultAgentCardResolver, JsonRpcTransportFactory, type Client } from '@a2a-js/sdk/client'
+
+/** How long a worker that did not answer is left out of the choice. */
+export const UNREACHABLE_SKIP_MS = 30_000
+
+export class Worker {
+  /** Runs holding this worker now. */
+  active = 0
+  /** When it last failed to answer; `undefined` while it answers. */
+  unreachableSince: number | undefined
+  private client: Promise<Client> | undefined
+
+  constructor(
+    readonly url: string,
+    private readonly fetchImpl: typeof fetch,
+  ) {}
+
+  /** The SDK client from the worker's agent card, fetched once and again after a failure. */
+  connect(): Promise<Client> {
+    this.client ??= new ClientFactory({
+      transports: [new JsonRpcTransportFactory({ fetchImpl: this.fetchImpl })],
+      cardResolver: new DefaultAgentCardResolver({ fetchImpl: this.fetchImpl }),
+    }).createFromUrl(this.url)
+    this.client.catch(() => {
+      this.client = undefined
+    })
+    return this.client
+  }
+
+  markUnreachable(): void {
+    this.unreachableSince = Date.now()
+    this.client = undefined
+  }
+
+  markAnswering(): void {
+    this.unreachableSince = undefined
+  }
+}
+
+export class WorkerPool {
+  readonly workers: readonly Worker[]
+  private turn = 0
+
+  constructor(urls: readonly string[], token: string | undefined) {
+    const fetchImpl = token === undefined ? fetch : withBearer(token)
+    this.workers = urls.map((url) => new Worker(url, fetchImpl))
+  }
+
+  /** The least busy answering worker (ties in turn); it counts the run until `release`. */
+  acquire(now = Date.now()): Worker {
+    const answering = this.workers.filter((worker) => worker.unreachableSince === undefined || now - worker.unreachableSince >= UNREACHABLE_SKIP_MS)
+    const candidates = answering.length > 0 ? answering : [...this.workers].sort((a, b) => a.unreachableSince! - b.unreachableSince!).slice(0, 1)
+    const start = this.turn++ % candidates.length
+    let best = candidates[start]!
+    for (let offset = 1; offset < candidates.length; offset++) {
+      const worker = candidates[(start + offset) % candidates.length]!
+      if (worker.active < best.active) best = worker
+    }
+    best.active++
+    return best
+  }
+
+  release(worker: Worker): void {
+    worker.active = Math.max(0, worker.active - 1)
+  }
+}
+
+/** `fetch` that adds `Authorization: Bearer <token>` to every request (card and calls alike). */
+function withBearer(token: string): typeof fetch {
+  return (input, init) => {
+    const headers = new Headers(init?.headers ?? (input instanceof Request ? input.headers : undefined))
+    headers.set('Authorization', `Bearer ${token}`)
+    return fetch(input, { ...init, headers })
+  }
+}

@@ -1,0 +1,107 @@
+import { createServer, type Server } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import express from 'express'
+import type { AgentCard } from '@a2a-js/sdk'
+import { DefaultRequestHandler, InMemoryTaskStore, type AgentExecutor } from '@a2a-js/sdk/server'
+import { agentCardHandler, jsonRpcHandler, UserBuilder } from '@a2a-js/sdk/server/express'
+import { createHarness, type Harness } from '@dsh/testkit/harness'
+import type { Script } from '@dsh/llm-scripted'
+import { text } from '@dsh/llm'
+import type { Agent } from '@dsh/agent'
+import type { Session } from '@dsh/session'
+import { SubagentService, type SubagentRequest } from '@dsh/subagent'
+import { A2aPlugin, type A2aProviderConfig } from '@dsh/subagent-a2a'
+import { serveA2a, type A2aServer, type A2aServerOptions } from '@dsh/a2a-server'
+
+export interface Parent {
+  harness: Harness
+  parent: Agent
+  request(prompt: string, extra?: Partial<SubagentRequest>): SubagentRequest
+}
+
+/** A real harness with the subagent service and one a2a provider; the parent is a real agent. */
+export async function parentWith(config: Partial<A2aProviderConfig> & { urls: string[] }): Promise<Parent> {
+  const harness = await createHarness({ script: [{ reply: [{ text: 'unused' }] }] })
+  await harness.plugin(SubagentService)
+  await harness.plugin(A2aPlugin, config)
+  const parent = await harness.agent()
+  return {
+    harness,
+    parent,
+    request: (prompt, extra = {}) => ({ prompt: [text(prompt)], parent, signal: new AbortController().signal, ...extra }),
+  }
+}
+
+export interface DshWorker {
+  harness: Harness
+  server: A2aServer
+  sessions: Session[]
+  dispose(): Promise<void>
+}
+
+/** A dsh worker in this process: a real harness playing `script` behind `serveA2a` on 127.0.0.1. */
+export async function dshWorker(script: Script, options: A2aServerOptions = {}): Promise<DshWorker> {
+  const harness = await createHarness({ script })
+  const sessions: Session[] = []
+  harness.ctx.sessions.addObserver({ created: (session) => void sessions.push(session) })
+  const server = await serveA2a(harness.ctx, options)
+  return {
+    harness,
+    server,
+    sessions,
+    dispose: async () => {
+      await server.close()
+      await harness.dispose()
+    },
+  }
+}
+
+export interface PlainServer {
+  url: string
+  http: Server
+  close(): Promise<void>
+}
+
+/** An HTTP server on 127.0.0.1 with the given express app. */
+export async function listenOnLoopback(app: express.Express): Promise<PlainServer> {
+  const http = createServer(app)
+  await new Promise<void>((resolve) => http.listen(0, '127.0.0.1', resolve))
+  const url = `http://127.0.0.1:${(http.address() as AddressInfo).port}`
+  return {
+    url,
+    http,
+    close: () => {
+      http.closeAllConnections()
+      return new Promise((resolve) => http.close(() => resolve()))
+    },
+  }
+}
+
+/** An agent built on the SDK's own server classes and nothing of dsh: `executor` is its logic. */
+export async function sdkAgent(executor: AgentExecutor): Promise<PlainServer> {
+  const app = express()
+  const server = await listenOnLoopback(app)
+  const card: AgentCard = {
+    name: 'sdk-agent',
+    description: 'an agent on the A2A SDK alone',
+    supportedInterfaces: [{ url: `${server.url}/rpc`, protocolBinding: 'JSONRPC', tenant: '', protocolVersion: '1.0' }],
+    provider: undefined,
+    version: '1.0.0',
+    capabilities: { streaming: true, pushNotifications: false, extensions: [] },
+    securitySchemes: {},
+    securityRequirements: [],
+    defaultInputModes: ['text/plain'],
+    defaultOutputModes: ['text/plain'],
+    skills: [],
+    signatures: [],
+  }
+  const requestHandler = new DefaultRequestHandler(card, new InMemoryTaskStore(), executor)
+  app.use('/.well-known/agent-card.json', agentCardHandler({ agentCardProvider: requestHandler }))
+  app.use('/rpc', jsonRpcHandler({ requestHandler, userBuilder: UserBuilder.noAuthentication }))
+  return server
+}
+
+/** Resolves once `check` holds (the test timeout bounds it). */
+export async function until(check: () => boolean): Promise<void> {
+  while (!check()) await new Promise((resolve) => setTimeout(resolve, 10))
+}

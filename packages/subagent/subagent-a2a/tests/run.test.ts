@@ -1,0 +1,221 @@
+import { afterEach, describe, expect, it } from 'vitest'
+import express from 'express'
+import { TaskState } from '@a2a-js/sdk'
+import { AgentEvent, type AgentExecutor } from '@a2a-js/sdk/server'
+import { outputText } from '@dsh/subagent'
+import { A2aProvider } from '@dsh/subagent-a2a'
+import { dshWorker, listenOnLoopback, parentWith, sdkAgent, until, type DshWorker, type Parent, type PlainServer } from './helpers.js'
+
+const cleanups: Array<() => Promise<void>> = []
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup()
+})
+
+async function worker(...args: Parameters<typeof dshWorker>): Promise<DshWorker> {
+  const started = await dshWorker(...args)
+  cleanups.push(() => started.dispose())
+  return started
+}
+
+async function parent(...args: Parameters<typeof parentWith>): Promise<Parent> {
+  const started = await parentWith(...args)
+  cleanups.push(() => started.harness.dispose())
+  return started
+}
+
+function track<T extends PlainServer>(server: T): T {
+  cleanups.push(() => server.close())
+  return server
+}
+
+function providerOf(p: Parent): A2aProvider {
+  return p.harness.ctx.subagents.getProvider('a2a') as A2aProvider
+}
+
+describe('a2a provider against dsh workers', () => {
+  it('a run is a streamed task that completes with the answer; the worker session records the lineage', async () => {
+    const w = await worker([{ reply: [{ text: 'Paris.' }] }])
+    const p = await parent({ urls: [w.server.url] })
+    const run = await p.harness.ctx.subagents.start('a2a', p.request('capital of France?', { label: 'geo' }))
+    expect(run.local).toBe(false)
+    expect(run.id).toMatch(/^a2a:/)
+    const result = await run.result
+    expect(result).toMatchObject({ stopReason: 'completed' })
+    expect(outputText(result.output)).toBe('Paris.')
+    expect(w.sessions[0]!.header).toMatchObject({ origin: 'a2a', parentSession: p.parent.id, delegationDepth: 1, provider: 'a2a', label: 'geo' })
+    await run.dispose()
+  })
+
+  it('cancel sends the task cancel: the run ends aborted and the worker turn ends aborted', async () => {
+    const w = await worker([{ reply: [{ text: 'never', delay_ms: 60_000 }] }])
+    const p = await parent({ urls: [w.server.url] })
+    const run = await p.harness.ctx.subagents.start('a2a', p.request('slow'))
+    await until(() => w.sessions.length === 1)
+    run.cancel()
+    const result = await run.result
+    expect(result.stopReason).toBe('aborted')
+    await until(() => w.server.taskCount === 0)
+    expect(w.sessions[0]!.events().some((event) => event.type === 'turn/end' && event.reason === 'aborted')).toBe(true)
+    await run.dispose()
+  })
+
+  it('runs spread over the workers least busy first', async () => {
+    const script = [{ reply: [{ text: 'done', delay_ms: 300 }] }]
+    const [a, b] = [await worker(script), await worker(script)]
+    const p = await parent({ urls: [a.server.url, b.server.url] })
+    const runs = await Promise.all([1, 2, 3, 4].map((n) => p.harness.ctx.subagents.start('a2a', p.request(`task ${n}`))))
+    const results = await Promise.all(runs.map((run) => run.result))
+    expect(results.map((result) => result.stopReason)).toEqual(['completed', 'completed', 'completed', 'completed'])
+    expect([a.sessions.length, b.sessions.length]).toEqual([2, 2])
+    await Promise.all(runs.map((run) => run.dispose()))
+  })
+
+  it('an unreachable worker ends its run error with a diagnostic and is skipped for the next runs', async () => {
+    const gone = track(await listenOnLoopback(express()))
+    await gone.close()
+    const w = await worker([{ reply: [{ text: 'here' }] }])
+    const p = await parent({ urls: [gone.url, w.server.url] })
+    const results = []
+    for (let n = 0; n < 4; n++) {
+      const run = await p.harness.ctx.subagents.start('a2a', p.request(`task ${n}`))
+      results.push(await run.result)
+      await run.dispose()
+    }
+    const failed = results.filter((result) => result.stopReason === 'error')
+    expect(failed).toHaveLength(1)
+    expect(failed[0]!.diagnostic).toContain(gone.url)
+    expect(failed[0]!.diagnostic).toMatch(/did not answer.*skipped for the next runs/)
+    expect(w.sessions).toHaveLength(3)
+    expect(providerOf(p).pool.workers[0]!.unreachableSince).toBeDefined()
+  })
+
+  it('timeoutMs ends a run that takes too long with error, and the worker cancels its task', async () => {
+    const w = await worker([{ reply: [{ text: 'late', delay_ms: 60_000 }] }])
+    const p = await parent({ urls: [w.server.url], timeoutMs: 500 })
+    const run = await p.harness.ctx.subagents.start('a2a', p.request('slow'))
+    const result = await run.result
+    expect(result.stopReason).toBe('error')
+    expect(result.diagnostic).toMatch(/timeoutMs \(500 ms\)/)
+    await run.dispose()
+    await until(() => w.server.taskCount === 0)
+    expect(w.sessions[0]!.events().some((event) => event.type === 'turn/end' && event.reason === 'aborted')).toBe(true)
+  })
+
+  it('the bearer token comes from tokenEnv; a wrong one ends the run error naming 401 and the worker keeps serving', async () => {
+    const w = await worker([{ reply: [{ text: 'served' }] }], { token: 'right-token' })
+    process.env.DSH_TEST_A2A_RIGHT = 'right-token'
+    process.env.DSH_TEST_A2A_WRONG = 'wrong-token'
+    const wrong = await parent({ urls: [w.server.url], tokenEnv: 'DSH_TEST_A2A_WRONG' })
+    const refused = await (await wrong.harness.ctx.subagents.start('a2a', wrong.request('hi'))).result
+    expect(refused.stopReason).toBe('error')
+    expect(refused.diagnostic).toMatch(/401/)
+    const right = await parent({ urls: [w.server.url], tokenEnv: 'DSH_TEST_A2A_RIGHT' })
+    const served = await (await right.harness.ctx.subagents.start('a2a', right.request('hi'))).result
+    expect(served.stopReason).toBe('completed')
+    expect(outputText(served.output)).toBe('served')
+    expect(w.sessions).toHaveLength(1)
+  })
+
+  it('an oversized prompt ends the run error naming the refusal, and the worker serves the next run', async () => {
+    const w = await worker([{ reply: [{ text: 'fine' }] }])
+    const p = await parent({ urls: [w.server.url] })
+    const refused = await (await p.harness.ctx.subagents.start('a2a', p.request('x'.repeat(300_000)))).result
+    expect(refused.stopReason).toBe('error')
+    expect(refused.diagnostic).toMatch(/refused the run at stage message\/stream: .*413/)
+    const next = await (await p.harness.ctx.subagents.start('a2a', p.request('small'))).result
+    expect(next.stopReason).toBe('completed')
+    expect(w.sessions).toHaveLength(1)
+  })
+
+  it('a malformed agent card ends the run error with a diagnostic', async () => {
+    const app = express()
+    app.get('/.well-known/agent-card.json', (_request, response) => void response.type('application/json').send('{"name": 42, "supportedInterfaces": "nope"'))
+    const bad = track(await listenOnLoopback(app))
+    const p = await parent({ urls: [bad.url] })
+    const result = await (await p.harness.ctx.subagents.start('a2a', p.request('hi'))).result
+    expect(result.stopReason).toBe('error')
+    expect(result.diagnostic).toContain(bad.url)
+    expect(result.diagnostic).toMatch(/agent card/)
+  })
+})
+
+describe('a2a provider against an agent on the SDK server classes', () => {
+  it('drives it to completion and reads its artifact', async () => {
+    const executor: AgentExecutor = {
+      execute: async (context, bus) => {
+        const { taskId, contextId } = context
+        bus.publish(AgentEvent.task({ id: taskId, contextId, status: { state: TaskState.TASK_STATE_WORKING, message: undefined, timestamp: undefined }, artifacts: [], history: [], metadata: undefined }))
+        const asked = context.userMessage.parts.map((part) => (part.content?.$case === 'text' ? part.content.value : '')).join('')
+        const lineage = (context.userMessage.metadata as { dsh?: { delegationDepth?: number } } | undefined)?.dsh
+        bus.publish(AgentEvent.artifactUpdate({ taskId, contextId, artifact: { artifactId: 'reply', name: 'reply', description: '', parts: [{ content: { $case: 'text', value: `echo ${asked} at depth ${lineage?.delegationDepth}` }, metadata: undefined, filename: '', mediaType: 'text/plain' }], metadata: undefined, extensions: [] }, append: false, lastChunk: true, metadata: undefined }))
+        bus.publish(AgentEvent.statusUpdate({ taskId, contextId, status: { state: TaskState.TASK_STATE_COMPLETED, message: undefined, timestamp: undefined }, metadata: undefined }))
+        bus.finished()
+      },
+      cancelTask: async () => {},
+    }
+    const agent = track(await sdkAgent(executor))
+    const p = await parent({ urls: [agent.url] })
+    const result = await (await p.harness.ctx.subagents.start('a2a', p.request('ping'))).result
+    expect(result).toMatchObject({ stopReason: 'completed' })
+    expect(outputText(result.output)).toBe('echo ping at depth 1')
+  })
+
+  it('a worker that closes the stream mid-answer ends the run error, and its next task is served', async () => {
+    let tasks = 0
+    let entered = false
+    const executor: AgentExecutor = {
+      execute: async (context, bus) => {
+        const { taskId, contextId } = context
+        bus.publish(AgentEvent.task({ id: taskId, contextId, status: { state: TaskState.TASK_STATE_WORKING, message: undefined, timestamp: undefined }, artifacts: [], history: [], metadata: undefined }))
+        if (++tasks === 1) {
+          // The first task never finishes: its stream is cut under it.
+          entered = true
+          return new Promise<void>(() => {})
+        }
+        bus.publish(AgentEvent.statusUpdate({ taskId, contextId, status: { state: TaskState.TASK_STATE_COMPLETED, message: undefined, timestamp: undefined }, metadata: undefined }))
+        bus.finished()
+      },
+      cancelTask: async () => {},
+    }
+    const agent = track(await sdkAgent(executor))
+    const p = await parent({ urls: [agent.url] })
+    const run = await p.harness.ctx.subagents.start('a2a', p.request('first'))
+    await until(() => entered)
+    agent.http.closeAllConnections()
+    const result = await run.result
+    expect(result.stopReason).toBe('error')
+    expect(result.diagnostic).toMatch(/stopped answering during task/)
+    await run.dispose()
+    // The worker still serves (it was marked unreachable by the cut: try it again at once).
+    providerOf(p).pool.workers[0]!.markAnswering()
+    const next = await (await p.harness.ctx.subagents.start('a2a', p.request('second'))).result
+    expect(next.diagnostic).toBeUndefined()
+    expect(next.stopReason).toBe('completed')
+  })
+
+  it('cancel reaches an SDK agent through the task cancel and the run ends aborted', async () => {
+    let cancelled = false
+    let stop = () => {}
+    const executor: AgentExecutor = {
+      execute: async (context, bus) => {
+        bus.publish(AgentEvent.task({ id: context.taskId, contextId: context.contextId, status: { state: TaskState.TASK_STATE_WORKING, message: undefined, timestamp: undefined }, artifacts: [], history: [], metadata: undefined }))
+        // Works until cancelled.
+        await new Promise<void>((resolve) => (stop = resolve))
+      },
+      cancelTask: async (taskId, bus) => {
+        cancelled = true
+        stop()
+        bus.publish(AgentEvent.statusUpdate({ taskId, contextId: '', status: { state: TaskState.TASK_STATE_CANCELED, message: undefined, timestamp: undefined }, metadata: undefined }))
+        bus.finished()
+      },
+    }
+    const agent = track(await sdkAgent(executor))
+    const p = await parent({ urls: [agent.url] })
+    const run = await p.harness.ctx.subagents.start('a2a', p.request('wait'))
+    run.cancel()
+    const result = await run.result
+    expect(result.stopReason).toBe('aborted')
+    expect(cancelled).toBe(true)
+    await run.dispose()
+  })
+})
