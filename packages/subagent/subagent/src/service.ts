@@ -5,7 +5,7 @@ import type { TextBlock } from '@dsh/llm'
 import { refuseDisposedParent } from './admission.js'
 import { SubagentError } from './errors.js'
 import type { SubagentFeature, SubagentProvider, SubagentRequest, SubagentRun, SubagentRunEndInfo, SubagentRunInfo } from './types.js'
-import type { Agent } from '@dsh/agent'
+import { serviceInstance, type Agent } from '@dsh/agent'
 import type { ContinuableChildInfo, ContinuableStarted, FollowupSource, InterruptAuthority, StartContinuableOptions } from './continuable/types.js'
 import { ContinuationManager, type ContinuableSetup } from './continuable/manager.js'
 
@@ -76,7 +76,7 @@ export function validateRequest(request: SubagentRequest): void {
  * `subagent/end`.
  */
 export class SubagentService extends Service {
-  static inject = ['agents']
+  static inject = ['agents', 'sessions']
   private providers = new Map<string, SubagentProvider>()
   private runCounter = 0
   private readonly runPrefix = randomBytes(3).toString('hex')
@@ -94,8 +94,11 @@ export class SubagentService extends Service {
     this.continuation = new ContinuationManager({
       home: ctx,
       provider: (name) => this.providers.get(name),
-      agents: () => ctx.get('agents'),
-      sessions: () => ctx.sessions,
+      agents: () => {
+        const agents = ctx.get('agents')
+        return agents && serviceInstance(agents)
+      },
+      sessions: () => serviceInstance(ctx.sessions),
       setups: () => this.continuableSetups,
     })
     // A parent takes its continuable children down with it: none outlives it.
