@@ -72,6 +72,9 @@ describe('dsh run with a continuable spawn child', () => {
     const second = await runDsh(['run', ...common, '--resume', parentId, 'ask it once more'])
     expect(second.code).toBe(0)
     expect(second.stdout).toContain('noted round three')
+    // The live view shows the child's turn, and the child idle after it.
+    expect(second.stderr).toMatch(new RegExp(`\\[subagent\\] start spawn \\S+ "research"`))
+    expect(second.stderr).toMatch(/\[subagent\] end spawn \S+ completed after [\d.]+s, idle/)
     // The child was rebuilt from its file: one session, every turn in order, its script continued.
     expect(userTexts(join(dir, childFile))).toEqual(['research the repo', 'dig deeper', 'one more thing'])
     expect(userTexts(parentFile).at(-1)).toContain('child turn three')
