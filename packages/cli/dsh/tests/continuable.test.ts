@@ -159,3 +159,34 @@ describe('dsh run cancelled while a continuable child runs', () => {
     expect(userTexts(join(dir, parentFile)).at(-1)).toContain('resumed after the interrupt')
   })
 })
+
+describe('dsh sessions tree with a remote continuable child', () => {
+  /** A stored session file: header and one completed turn per prompt. */
+  function storeSession(dir: string, header: Record<string, unknown>, prompts: string[]): void {
+    const lines = [JSON.stringify({ kind: 'header', version: 1, header: { createdAt: '2026-01-01T00:00:00.000Z', cwd: dir, ...header } })]
+    let seq = 0
+    for (const [index, prompt] of prompts.entries()) {
+      const turn = index + 1
+      lines.push(JSON.stringify({ seq: seq++, ts: 1, type: 'turn/start', turn }))
+      lines.push(JSON.stringify({ seq: seq++, ts: 1, type: 'user/message', message: { role: 'user', content: [{ type: 'text', text: prompt }] } }))
+      lines.push(JSON.stringify({ seq: seq++, ts: 1, type: 'turn/end', turn, reason: 'completed' }))
+    }
+    writeFileSync(join(dir, `${String(header.id)}.jsonl`), `${lines.join('\n')}\n`)
+  }
+
+  it('shows the child once: the remote session\'s own line carries the parent-side record\'s turns', async () => {
+    const dir = tempDir()
+    storeSession(dir, { id: 'root-1', origin: 'cli' }, ['go'])
+    const descriptor = { version: 1, mode: 'continuable', provider: 'acp', label: 'helper', remote: { remoteId: 'remote-7' } }
+    storeSession(dir, { id: 'record-1', parentSession: 'root-1', origin: 'subagent', delegationDepth: 1, provider: 'acp', label: 'helper', descriptor }, ['one', 'two'])
+    storeSession(dir, { id: 'remote-7', parentSession: 'root-1', origin: 'acp', delegationDepth: 1, provider: 'acp' }, ['one', 'two'])
+    const tree = await runDsh(['sessions', 'tree', 'root-1', '--session-dir', dir])
+    expect(tree.code).toBe(0)
+    expect(tree.stdout.trim().split('\n')).toEqual([
+      'root-1  cli "go"  completed',
+      '└─ remote-7  acp "one"  completed  continuable: 2 turns, idle',
+    ])
+    const listed = await runDsh(['sessions', 'list', '--session-dir', dir])
+    expect(listed.stdout).toMatch(/root-1 .* 1 child /)
+  })
+})
