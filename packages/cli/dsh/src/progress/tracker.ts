@@ -39,6 +39,8 @@ export function stateOf(stopReason: string): NodeState {
 export class ProgressTracker {
   readonly nodes = new Map<string, ProgressNode>()
   private unsubscribe: Array<() => void> = []
+  /** The agent object each node's session is followed through (a cold-resumed child is a new one). */
+  private followed = new Map<string, Agent>()
   private listeners: Array<(change: ProgressChange) => void> = []
 
   constructor(private readonly ctx: Context, readonly root: Agent, private readonly now: () => number = Date.now) {
@@ -88,6 +90,8 @@ export class ProgressTracker {
       delete known.endedAt
       delete known.stopReason
       delete known.diagnostic
+      const agent = info.local ? this.ctx.get('agents')?.get(info.id) : undefined
+      if (agent && this.followed.get(info.id) !== agent) this.follow(info.id, agent)
       this.emit({ kind: 'start', node: known })
       return
     }
@@ -115,6 +119,7 @@ export class ProgressTracker {
   }
 
   private follow(id: string, agent: Agent): void {
+    this.followed.set(id, agent)
     this.unsubscribe.push(
       agent.session.subscribe((update: SessionUpdate) => {
         const latest = describe(update)
