@@ -6,7 +6,7 @@ import { createHarness, type Harness } from '@dsh/testkit/harness'
 import { text, textOf, type TextBlock } from '@dsh/llm'
 import type { Agent } from '@dsh/agent'
 import SessionJsonl from '@dsh/session-jsonl'
-import { NO_CAPABILITIES, SubagentService, type RemoteChildRecord, type RemoteConversation, type SubagentProvider, type SubagentResult } from '@dsh/subagent'
+import { NO_CAPABILITIES, SubagentService, type PrepareContinuableRequest, type RemoteChildRecord, type RemoteConversation, type SubagentProvider, type SubagentResult } from '@dsh/subagent'
 
 /**
  * A package-local remote provider: each conversation is a transcript kept outside the
@@ -20,13 +20,15 @@ class TranscriptProvider implements SubagentProvider {
   readonly transcripts = new Map<string, string[]>()
   readonly open = new Set<string>()
   resumed: RemoteChildRecord[] = []
+  prepared: string[] = []
   private counter = 0
 
   start(): never {
     throw new Error('one-shot runs are not used here')
   }
 
-  async prepareContinuable(): Promise<{ kind: 'remote'; conversation: RemoteConversation }> {
+  async prepareContinuable({ childId }: PrepareContinuableRequest): Promise<{ kind: 'remote'; conversation: RemoteConversation }> {
+    this.prepared.push(childId)
     const remoteId = `conv-${++this.counter}`
     this.transcripts.set(remoteId, [])
     return { kind: 'remote', conversation: this.conversation(remoteId) }
@@ -97,6 +99,7 @@ describe('continuable remote children', () => {
     const first = await start(provider, dir)
     const parent = await first.agent()
     const { childId } = await first.ctx.subagents.startContinuable({ provider: 'remote', label: 'remote helper', request: { prompt: [text('hello')], parent }, signal: new AbortController().signal })
+    expect(provider.prepared).toEqual([childId])
     await turnEnds(parent, 1)
     expect(noticeTexts(parent)[0]).toContain(`Subagent ${childId} finished its turn`)
     expect(noticeTexts(parent)[0]).toContain('heard so far: hello')

@@ -91,8 +91,9 @@ export class ContinuationManager {
     if (request.maxDepth !== undefined && depth > request.maxDepth) {
       throw new SubagentError('DEPTH_LIMIT', `delegation depth limit reached: a child of ${parent.id} would be at depth ${depth}, above maxDepth ${request.maxDepth}; do this work yourself instead of delegating`)
     }
-    const childId = options.childId
-    if (childId !== undefined) await this.refuseTakenId(childId, sessions, agents)
+    if (options.childId !== undefined) await this.refuseTakenId(options.childId, sessions, agents)
+    // Chosen before the provider is asked, so a remote provider can name its conversation after it.
+    const childId = options.childId ?? newSessionId()
 
     const descriptor = makeDescriptor({
       provider: name,
@@ -101,17 +102,17 @@ export class ContinuationManager {
       persona: request.persona,
       toolFilter: request.toolFilter,
     })
-    const preparation = await provider.prepareContinuable({ childId: childId ?? '', parent, descriptor, request, signal })
+    const preparation = await provider.prepareContinuable({ childId, parent, descriptor, request, signal })
     if (preparation.kind === 'remote') return this.startRemote(preparation.conversation, { childId, parent, depth, descriptor, signal, prompt: request.prompt })
     if (signal.aborted) throw new SubagentError('ABORTED', 'the delegation was cancelled while the child was being prepared', { cause: signal.reason })
 
-    const child = await this.materialise(childId ?? '', async () => {
+    const child = await this.materialise(childId, async () => {
       const agent = await agents.create({
         seed: preparation.seed,
         parent,
         signal,
         meta: {
-          ...(childId !== undefined && { id: childId }),
+          id: childId,
           parentSession: parent.id,
           origin: 'subagent',
           delegationDepth: depth,
@@ -257,11 +258,11 @@ export class ContinuationManager {
         throw new SubagentError('START_FAILED', `the continuable child could not be created: ${errorMessage(error)}`, { cause: error })
       }
     })()
-    if (lockId) this.materialising.set(lockId, making)
+    this.materialising.set(lockId, making)
     try {
       return await making
     } finally {
-      if (lockId) this.materialising.delete(lockId)
+      this.materialising.delete(lockId)
     }
   }
 
@@ -294,7 +295,7 @@ export class ContinuationManager {
   /** A remote child: its record is a local session (announced once the first prompt is accepted). */
   private async startRemote(
     conversation: RemoteConversation,
-    start: { childId: string | undefined; parent: Agent; depth: number; descriptor: ContinuableDescriptor; signal: AbortSignal; prompt: TextBlock[] },
+    start: { childId: string; parent: Agent; depth: number; descriptor: ContinuableDescriptor; signal: AbortSignal; prompt: TextBlock[] },
   ): Promise<ContinuableStarted> {
     const { parent, descriptor, signal } = start
     const sessions = this.host.sessions()
@@ -302,7 +303,7 @@ export class ContinuationManager {
     let session: Session
     try {
       session = sessions.create({
-        id: start.childId ?? newSessionId(),
+        id: start.childId,
         parentSession: parent.id,
         origin: 'subagent',
         delegationDepth: start.depth,

@@ -67,7 +67,7 @@ export interface ContinuableStarted {
 
 /** What the manager asks a provider when it creates a continuable child. */
 export interface PrepareContinuableRequest {
-  /** The id the manager chose for the child (for an in-process child: its session id). */
+  /** The child's id, chosen before the provider is asked (the caller's reserved one, else a fresh session id); an in-process child's session id, a remote child's record id. */
   childId: string
   parent: Agent
   descriptor: Readonly<ContinuableDescriptor>
