@@ -16,6 +16,7 @@ import { SubagentError } from '../errors.js'
 import { refuseDisposedParent } from '../admission.js'
 import type { SubagentProvider, SubagentRunEndInfo, SubagentRunInfo } from '../types.js'
 import { makeDescriptor, parseDescriptor } from './descriptor.js'
+import { listChildren, listDescendants } from './listing.js'
 import { reportMessage, settlementNotice } from './notice.js'
 import { RemoteChildDriver } from './remote-child.js'
 import type { ContinuableChildInfo, ContinuableDescriptor, ContinuableStarted, InterruptAuthority, RemoteChildRecord, RemoteConversation, StartContinuableOptions } from './types.js'
@@ -173,25 +174,17 @@ export class ContinuationManager {
     return this.nextMessageId()
   }
 
-  async listChildren(parentId: string, signal?: AbortSignal): Promise<ContinuableChildInfo[]> {
-    const all = await this.catalogue(signal)
-    return Promise.all((all.byParent.get(parentId) ?? []).filter((entry) => entry.descriptor).map((entry) => this.infoOf(entry, 1)))
+  listChildren(parentId: string, signal?: AbortSignal): Promise<ContinuableChildInfo[]> {
+    return listChildren(this.host.sessions(), parentId, (id) => this.isResidentRunning(id), signal)
   }
 
-  async listDescendants(rootId: string, signal?: AbortSignal): Promise<ContinuableChildInfo[]> {
-    const all = await this.catalogue(signal)
-    const listed: Array<Promise<ContinuableChildInfo>> = []
-    const seen = new Set<string>([rootId])
-    // Iterative pre-order walk: deep chains cannot grow the stack, and a cycle is cut.
-    const stack: Array<{ entry: CatalogueEntry; depth: number }> = (all.byParent.get(rootId) ?? []).map((entry) => ({ entry, depth: 1 })).reverse()
-    while (stack.length > 0) {
-      const { entry, depth } = stack.pop()!
-      if (seen.has(entry.header.id)) continue
-      seen.add(entry.header.id)
-      if (entry.descriptor) listed.push(this.infoOf(entry, depth))
-      for (const child of [...(all.byParent.get(entry.header.id) ?? [])].reverse()) stack.push({ entry: child, depth: depth + 1 })
-    }
-    return Promise.all(listed)
+  listDescendants(rootId: string, signal?: AbortSignal): Promise<ContinuableChildInfo[]> {
+    return listDescendants(this.host.sessions(), rootId, (id) => this.isResidentRunning(id), signal)
+  }
+
+  private isResidentRunning(id: string): boolean {
+    const resident = this.resident.get(id)
+    return resident !== undefined && isRunning(resident)
   }
 
   /** Some continuable child below `owner` is running a turn. */
@@ -509,49 +502,6 @@ export class ContinuationManager {
   private nextMessageId(): string {
     return `msg-${this.messagePrefix}-${++this.messageCounter}`
   }
-
-  /** Every session header known (live first, then stored), grouped by parent, oldest first. */
-  private async catalogue(signal?: AbortSignal): Promise<{ byParent: Map<string, CatalogueEntry[]> }> {
-    const sessions = this.host.sessions()
-    const headers = new Map<string, SessionHeader>()
-    if (sessions.storageName !== undefined) for (const header of await sessions.listStored()) headers.set(header.id, header)
-    if (signal?.aborted) throw new SubagentError('ABORTED', 'listing the subagents was cancelled', { cause: signal.reason })
-    for (const session of sessions.list()) headers.set(session.id, session.header)
-    const byParent = new Map<string, CatalogueEntry[]>()
-    for (const header of headers.values()) {
-      if (!header.parentSession) continue
-      const parsed = header.descriptor === undefined ? undefined : parseDescriptor(header.descriptor)
-      const entry: CatalogueEntry = { header, ...(parsed && 'descriptor' in parsed && { descriptor: parsed.descriptor }) }
-      const list = byParent.get(header.parentSession) ?? []
-      list.push(entry)
-      byParent.set(header.parentSession, list)
-    }
-    for (const list of byParent.values()) list.sort((a, b) => a.header.createdAt.localeCompare(b.header.createdAt) || a.header.id.localeCompare(b.header.id))
-    return { byParent }
-  }
-
-  private async storedTurns(id: string): Promise<number> {
-    const stored = await this.host.sessions().readStored(id).catch(() => undefined)
-    return stored ? countTurns(stored.events) : 0
-  }
-
-  private async infoOf(entry: CatalogueEntry, depth: number): Promise<ContinuableChildInfo> {
-    const { header } = entry
-    const descriptor = entry.descriptor!
-    const resident = this.resident.get(header.id)
-    const running = resident !== undefined && isRunning(resident)
-    const session = this.host.sessions().get(header.id)
-    return {
-      childId: header.id,
-      parentId: header.parentSession!,
-      depth,
-      provider: descriptor.provider,
-      label: descriptor.label,
-      state: running ? 'running' : 'idle',
-      turns: session ? countTurns(session.ownEvents()) : await this.storedTurns(header.id),
-      local: descriptor.remote === undefined,
-    }
-  }
 }
 
 function isRunning(child: ResidentChild): boolean {
@@ -561,17 +511,6 @@ function isRunning(child: ResidentChild): boolean {
 function cancelTurn(child: ResidentChild, reason: unknown): void {
   if (child.body.kind === 'agent') child.body.agent.cancel(reason)
   else child.body.driver.cancel(reason)
-}
-
-interface CatalogueEntry {
-  header: SessionHeader
-  descriptor?: ContinuableDescriptor
-}
-
-function countTurns(events: Iterable<{ type: string }>): number {
-  let turns = 0
-  for (const event of events) if (event.type === 'turn/start') turns++
-  return turns
 }
 
 function agentOptionsOf(descriptor: ContinuableDescriptor): { model?: string; persona?: string } {
