@@ -44,7 +44,14 @@ export class ScriptedPlugin {
       ...config,
       sessionFacts: (sessionId) => {
         const session = store()?.get(sessionId)
-        return session && { ownPrompt: session.ownPrompt ?? '', delegationDepth: session.header.delegationDepth ?? 0 }
+        if (!session) return undefined
+        // A resumed session continues its rule where its log left off. Every step makes one
+        // model request, which consumed one reply (an aborted or failed one too); the
+        // request being bound is the latest step's own.
+        let steps = 0
+        for (const event of session.ownEvents()) if (event.type === 'step/start') steps++
+        const earlierReplies = Math.max(0, steps - 1)
+        return { ownPrompt: session.ownPrompt ?? '', delegationDepth: session.header.delegationDepth ?? 0, earlierReplies }
       },
     })
     ctx.llm.registerAdapter(this.adapter)

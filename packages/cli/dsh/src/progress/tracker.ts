@@ -24,6 +24,8 @@ export interface ProgressNode {
   diagnostic?: string
   /** The latest thing the agent did, in a few words (`calling bash`, `writing`, …). */
   latest?: string
+  /** A continuable child between turns: it answered and waits for more work. */
+  idle?: boolean
   children: string[]
 }
 
@@ -37,6 +39,8 @@ export function stateOf(stopReason: string): NodeState {
 export class ProgressTracker {
   readonly nodes = new Map<string, ProgressNode>()
   private unsubscribe: Array<() => void> = []
+  /** The agent object each node's session is followed through (a cold-resumed child is a new one). */
+  private followed = new Map<string, Agent>()
   private listeners: Array<(change: ProgressChange) => void> = []
 
   constructor(private readonly ctx: Context, readonly root: Agent, private readonly now: () => number = Date.now) {
@@ -77,6 +81,20 @@ export class ProgressTracker {
   }
 
   private started(info: SubagentRunInfo): void {
+    const known = this.nodes.get(info.id)
+    if (known && info.continuable) {
+      // The next turn of a continuable child: the same node runs again.
+      known.state = 'running'
+      known.idle = false
+      known.startedAt = this.now()
+      delete known.endedAt
+      delete known.stopReason
+      delete known.diagnostic
+      const agent = info.local ? this.ctx.get('agents')?.get(info.id) : undefined
+      if (agent && this.followed.get(info.id) !== agent) this.follow(info.id, agent)
+      this.emit({ kind: 'start', node: known })
+      return
+    }
     const node: ProgressNode = { id: info.id, provider: info.provider, parentId: info.parentId, state: 'running', startedAt: this.now(), children: [] }
     if (info.label !== undefined) node.label = info.label
     this.nodes.set(info.id, node)
@@ -96,10 +114,12 @@ export class ProgressTracker {
     node.stopReason = info.stopReason
     if (info.diagnostic !== undefined) node.diagnostic = info.diagnostic
     node.endedAt = this.now()
+    if (info.continuable) node.idle = true
     this.emit({ kind: 'end', node })
   }
 
   private follow(id: string, agent: Agent): void {
+    this.followed.set(id, agent)
     this.unsubscribe.push(
       agent.session.subscribe((update: SessionUpdate) => {
         const latest = describe(update)
