@@ -11,6 +11,16 @@ export type SubagentErrorCode =
   | 'RUN_SETTLED'
   | 'ABORTED'
   | 'START_FAILED'
+  /** Continuable children need `ctx.agents` (in-process creation and cold resume). */
+  | 'CONTINUATION_UNAVAILABLE'
+  /** Continuable children need session storage: they must be reachable after a restart. */
+  | 'PERSISTENCE_UNAVAILABLE'
+  /** A caller-reserved child id that is already live or stored. */
+  | 'DUPLICATE_CHILD'
+  /** No such child, its record is unreadable, or it has no (or an unknown) descriptor. */
+  | 'NOT_RESUMABLE'
+  /** The caller may not deliver to, or interrupt, that child. */
+  | 'UNAUTHORIZED'
 
 /** Every failure of the seam carries a stable code; messages say what to do next. */
 export class SubagentError extends DshError<SubagentErrorCode> {}

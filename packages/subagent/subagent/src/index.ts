@@ -1,4 +1,5 @@
 export * from './types.js'
+export * from './continuable/types.js'
 export * from './errors.js'
 export * from './output.js'
 export * from './admission.js'

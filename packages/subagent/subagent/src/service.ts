@@ -5,6 +5,8 @@ import type { TextBlock } from '@dsh/llm'
 import { refuseDisposedParent } from './admission.js'
 import { SubagentError } from './errors.js'
 import type { SubagentFeature, SubagentProvider, SubagentRequest, SubagentRun, SubagentRunEndInfo, SubagentRunInfo } from './types.js'
+import type { Agent } from '@dsh/agent'
+import type { ContinuableChildInfo, ContinuableStarted, FollowupSource, InterruptAuthority, StartContinuableOptions } from './continuable/types.js'
 
 declare module 'cordis' {
   interface Context {
@@ -185,6 +187,45 @@ export class SubagentService extends Service {
       },
     )
     return run
+  }
+
+  /**
+   * Start a continuable child: resolves `{ childId, messageId }` once the child's inbox
+   * accepted the first prompt; any failure before that rolls everything back and rejects.
+   */
+  async startContinuable(options: StartContinuableOptions): Promise<ContinuableStarted> {
+    void options
+    throw new SubagentError('UNSUPPORTED_CAPABILITY', 'continuable children are not available yet')
+  }
+
+  /** Deliver `message` to continuable child `childId` as a new turn; only its direct parent may. */
+  async followup(parent: Agent, childId: string, message: string | TextBlock[], options: { source?: FollowupSource; signal?: AbortSignal } = {}): Promise<{ messageId: string }> {
+    void parent, childId, message, options
+    throw new SubagentError('UNSUPPORTED_CAPABILITY', 'continuable children are not available yet')
+  }
+
+  /** Stop the running turn of continuable child `childId` (it stays resumable). */
+  interrupt(childId: string, authority: InterruptAuthority): void {
+    void childId, authority
+    throw new SubagentError('UNSUPPORTED_CAPABILITY', 'continuable children are not available yet')
+  }
+
+  /** A continuable child hands its parent an intermediate result; returns the message id. */
+  reportFrom(child: Agent, output: string | TextBlock[]): string {
+    void child, output
+    throw new SubagentError('UNSUPPORTED_CAPABILITY', 'continuable children are not available yet')
+  }
+
+  /** The continuable children of `parentId`, live and stored. */
+  async listChildren(parentId: string, signal?: AbortSignal): Promise<ContinuableChildInfo[]> {
+    void parentId, signal
+    throw new SubagentError('UNSUPPORTED_CAPABILITY', 'continuable children are not available yet')
+  }
+
+  /** Every continuable descendant of `rootId`, pre-order, with parent and depth. */
+  async listDescendants(rootId: string, signal?: AbortSignal): Promise<ContinuableChildInfo[]> {
+    void rootId, signal
+    throw new SubagentError('UNSUPPORTED_CAPABILITY', 'continuable children are not available yet')
   }
 
   /**

@@ -1,6 +1,7 @@
 import type { TextBlock } from '@dsh/llm'
 import type { Agent } from '@dsh/agent'
 import type { ToolFilter } from '@dsh/tools'
+import type { ContinuablePreparation, PrepareContinuableRequest, RemoteChildRecord, RemoteConversation } from './continuable/types.js'
 
 /** How a run ended. Consumers treat any value they do not know as a failure. */
 export type { StopReason } from '@dsh/base'
@@ -73,6 +74,19 @@ export interface SubagentProvider {
   readonly inheritsParentContext: boolean
   /** Fulfilment publishes the child; any failure before that rejects with nothing left behind. */
   start(request: SubagentRequest): Promise<SubagentRun>
+  /**
+   * Optional: take part in a continuable start (presence is the capability; without it
+   * `startContinuable` rejects `UNSUPPORTED_CAPABILITY` before anything exists). An
+   * in-process provider returns data only (`{ kind: 'in-process', seed? }`); a remote one
+   * opens a conversation and returns it. A rejection must leave nothing behind.
+   */
+  prepareContinuable?(request: PrepareContinuableRequest): Promise<ContinuablePreparation>
+  /**
+   * Optional, remote providers: reopen the conversation of a record written by an earlier
+   * process (ACP: start the agent again and `session/load` the `remoteId`). Rejects with a
+   * readable reason when it cannot; the manager then answers `NOT_RESUMABLE`.
+   */
+  resumeContinuable?(record: RemoteChildRecord, signal: AbortSignal): Promise<RemoteConversation>
 }
 
 /** Payload of `subagent/start`. */
