@@ -74,8 +74,8 @@ export interface CreateAgentOptions {
   sessionId?: string
   /** Share the first `length` events of `session` as the new session's history (fork). */
   seed?: { session: Session; length: number }
-  /** Header fields of a new session. */
-  meta?: Omit<SessionInit, 'id' | 'seed'>
+  /** Header fields of a new session (`id`: a reserved id, which must not be live). */
+  meta?: Omit<SessionInit, 'seed'>
   agentOptions?: AgentOptions
   parent?: Agent
   /**

@@ -123,7 +123,8 @@ describe('ctx.agents: lifecycle edges', () => {
   })
 
   it('resuming a session interrupted mid-tool closes the open turn so the history stays valid', async () => {
-    harness = await createHarness({ script: [{ reply: [{ text: 'carrying on: {{last_tool_result}}' }] }] })
+    // The logged tool-calling answer was the rule's first reply: a resumed session continues after it.
+    harness = await createHarness({ script: [{ reply: [{ text: 'the logged call' }, { text: 'carrying on: {{last_tool_result}}' }] }] })
     const session = harness.ctx.sessions.create({ origin: 'test' })
     const call = { type: 'tool-call' as const, id: 'call_9', name: 'bash', args: { command: 'make' } }
     session.append({ type: 'turn/start', turn: 1 })

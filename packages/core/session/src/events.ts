@@ -58,4 +58,9 @@ export interface SessionHeader {
   provider?: string
   /** A short human label (the delegation's description). */
   label?: string
+  /**
+   * The durable description of a continuable child (owned and validated by
+   * `@dsh/subagent`; opaque JSON here): enough to rebuild the child from its file alone.
+   */
+  descriptor?: Readonly<Record<string, unknown>>
 }

@@ -44,7 +44,11 @@ export class ScriptedPlugin {
       ...config,
       sessionFacts: (sessionId) => {
         const session = store()?.get(sessionId)
-        return session && { ownPrompt: session.ownPrompt ?? '', delegationDepth: session.header.delegationDepth ?? 0 }
+        if (!session) return undefined
+        // A resumed session continues its rule where its log left off: one reply per logged answer.
+        let earlierReplies = 0
+        for (const event of session.ownEvents()) if (event.type === 'assistant/message') earlierReplies++
+        return { ownPrompt: session.ownPrompt ?? '', delegationDepth: session.header.delegationDepth ?? 0, earlierReplies }
       },
     })
     ctx.llm.registerAdapter(this.adapter)

@@ -33,6 +33,12 @@ export interface SessionFacts {
   ownPrompt: string
   /** 0 for a top-level session. */
   delegationDepth: number
+  /**
+   * Model replies the session already holds in its own history (a resumed session's
+   * earlier turns): its cursor starts after them, so a resumed script continues where
+   * its log left off. Default 0.
+   */
+  earlierReplies?: number
 }
 
 interface ResolvedScript {
@@ -107,7 +113,7 @@ export class ScriptedAdapter implements LlmAdapter {
         (candidate.depth === undefined || candidate.depth === facts.delegationDepth) &&
         (candidate.prompt === undefined || candidate.prompt.test(facts.ownPrompt)))
       if (!rule) throw noReply('NO_RULE', sessionId, facts, `no rule in ${script.source} matches`)
-      binding = { scriptKey: key, ruleIndex: rule.index, cursor: 0 }
+      binding = { scriptKey: key, ruleIndex: rule.index, cursor: facts.earlierReplies ?? 0 }
       this.sessions.bind(sessionId, binding)
     }
     const rule = script.rules[binding.ruleIndex]

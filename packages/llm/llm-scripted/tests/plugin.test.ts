@@ -67,4 +67,22 @@ describe('scripted plugin', () => {
     session.append({ type: 'user/message', message: userText('hello') })
     expect(textOfChunks(await collect(adapter.stream(requestFor(model, { sessionId: 'late' }))))).toBe('child')
   })
+
+  it('a session that already holds model replies continues its rule after them (resume)', async () => {
+    const ctx = new Context()
+    await ctx.plugin(LlmService)
+    await ctx.plugin(SessionStore)
+    await ctx.plugin(ScriptedPlugin, { scripts: { demo: [{ reply: [{ text: 'first' }, { text: 'second' }, { text: 'third' }] }] } })
+    const { adapter, model } = ctx.llm.resolve('scripted:demo')
+    // A session read back with two answered turns: what a resumed session looks like.
+    const session = ctx.sessions.create({ id: 'resumed' })
+    for (const answer of ['first', 'second']) {
+      session.append({ type: 'user/message', message: userText('again') })
+      session.append({ type: 'assistant/message', message: { role: 'assistant', content: [{ type: 'text', text: answer }] } })
+    }
+    expect(textOfChunks(await collect(adapter.stream(requestFor(model, { sessionId: 'resumed' }))))).toBe('third')
+    // A fresh session of the same rule still starts at the first reply.
+    ctx.sessions.create({ id: 'fresh' }).append({ type: 'user/message', message: userText('hi') })
+    expect(textOfChunks(await collect(adapter.stream(requestFor(model, { sessionId: 'fresh' }))))).toBe('first')
+  })
 })

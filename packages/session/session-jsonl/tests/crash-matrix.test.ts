@@ -46,7 +46,8 @@ describe('crash matrix: the writing process is killed with SIGKILL', () => {
     stored!.events.forEach((event, index) => expect(event.seq).toBe(index))
 
     // It resumes: the stale lock is taken over, an interrupted turn is closed, a new turn completes.
-    const harness = await createHarness({ script: [{ reply: [{ text: 'resumed' }, { text: 'resumed' }] }] })
+    // A resumed session continues its rule after the replies its log holds: room for every stage.
+    const harness = await createHarness({ script: [{ reply: Array.from({ length: 8 }, () => ({ text: 'resumed' })) }] })
     try {
       await harness.plugin(SessionJsonl, { dir })
       const agent = await harness.agent({ sessionId: id })

@@ -1,7 +1,7 @@
 import type { Context } from 'cordis'
 import Schema from 'schemastery'
 import { serviceInstance, type AgentRegistry } from '@dsh/agent'
-import type { SubagentProvider, SubagentRequest, SubagentRun } from '@dsh/subagent'
+import type { ContinuablePreparation, PrepareContinuableRequest, SubagentProvider, SubagentRequest, SubagentRun } from '@dsh/subagent'
 import { IN_PROCESS_CAPABILITIES, startInProcessRun } from '@dsh/subagent-spawn'
 
 /**
@@ -20,6 +20,12 @@ export class ForkProvider implements SubagentProvider {
     const { session } = request.parent
     const length = session.completedLength
     return startInProcessRun(this.agents, request, { provider: this.name, ...(length > 0 && { seed: { session, length } }) })
+  }
+
+  /** The same completed-turn prefix as a one-shot fork; the seed is history, never the child's descriptor. */
+  async prepareContinuable({ parent }: PrepareContinuableRequest): Promise<ContinuablePreparation> {
+    const length = parent.session.completedLength
+    return { kind: 'in-process', ...(length > 0 && { seed: { session: parent.session, length } }) }
   }
 }
 

@@ -1,7 +1,7 @@
 import type { Context } from 'cordis'
 import Schema from 'schemastery'
 import { serviceInstance, type AgentRegistry } from '@dsh/agent'
-import type { SubagentCapabilities, SubagentProvider, SubagentRequest, SubagentRun } from '@dsh/subagent'
+import type { ContinuablePreparation, SubagentCapabilities, SubagentProvider, SubagentRequest, SubagentRun } from '@dsh/subagent'
 import { startInProcessRun } from './in-process-run.js'
 
 export const IN_PROCESS_CAPABILITIES: Readonly<SubagentCapabilities> = Object.freeze({
@@ -20,6 +20,11 @@ export class SpawnProvider implements SubagentProvider {
 
   start(request: SubagentRequest): Promise<SubagentRun> {
     return startInProcessRun(this.agents, request, { provider: this.name })
+  }
+
+  /** A continuable spawn child is a fresh agent: the manager creates it; there is no seed. */
+  async prepareContinuable(): Promise<ContinuablePreparation> {
+    return { kind: 'in-process' }
   }
 }
 

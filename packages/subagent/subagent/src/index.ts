@@ -1,5 +1,8 @@
 export * from './types.js'
 export * from './continuable/types.js'
+export { ContinuationManager, type ContinuableSetup } from './continuable/manager.js'
+export { makeDescriptor, parseDescriptor } from './continuable/descriptor.js'
+export { settlementSummary } from './continuable/notice.js'
 export * from './errors.js'
 export * from './output.js'
 export * from './admission.js'

@@ -5,8 +5,9 @@ import type { TextBlock } from '@dsh/llm'
 import { refuseDisposedParent } from './admission.js'
 import { SubagentError } from './errors.js'
 import type { SubagentFeature, SubagentProvider, SubagentRequest, SubagentRun, SubagentRunEndInfo, SubagentRunInfo } from './types.js'
-import type { Agent } from '@dsh/agent'
+import { serviceInstance, type Agent } from '@dsh/agent'
 import type { ContinuableChildInfo, ContinuableStarted, FollowupSource, InterruptAuthority, StartContinuableOptions } from './continuable/types.js'
+import { ContinuationManager, type ContinuableSetup } from './continuable/manager.js'
 
 declare module 'cordis' {
   interface Context {
@@ -75,7 +76,7 @@ export function validateRequest(request: SubagentRequest): void {
  * `subagent/end`.
  */
 export class SubagentService extends Service {
-  static inject = ['agents']
+  static inject = ['agents', 'sessions']
   private providers = new Map<string, SubagentProvider>()
   private runCounter = 0
   private readonly runPrefix = randomBytes(3).toString('hex')
@@ -83,10 +84,25 @@ export class SubagentService extends Service {
   private readonly home: Context
   /** Listeners of the lifecycle events, each an effect of the context that registered it. */
   private readonly listeners = new Map<SubagentLifecycleEvent, LifecycleListener[]>()
+  private continuableSetups: ContinuableSetup[] = []
+  /** Owns continuable children: creation, delivery, cold resume, notices. */
+  readonly continuation: ContinuationManager
 
   constructor(ctx: Context) {
     super(ctx, 'subagents')
     this.home = ctx
+    this.continuation = new ContinuationManager({
+      home: ctx,
+      provider: (name) => this.providers.get(name),
+      agents: () => {
+        const agents = ctx.get('agents')
+        return agents && serviceInstance(agents)
+      },
+      sessions: () => serviceInstance(ctx.sessions),
+      setups: () => this.continuableSetups,
+    })
+    // A parent takes its continuable children down with it: none outlives it.
+    ctx.agents.onCleanup((agent) => this.continuation.disposeChildrenOf(agent))
     // `ctx.on('subagent/…', listener)` anywhere lands in this service's own list (Cordis
     // asks `internal/listener` hooks before it registers a listener itself), so every
     // listener is called in its own try/catch and a rejecting one is caught too.
@@ -194,38 +210,58 @@ export class SubagentService extends Service {
    * accepted the first prompt; any failure before that rolls everything back and rejects.
    */
   async startContinuable(options: StartContinuableOptions): Promise<ContinuableStarted> {
-    void options
-    throw new SubagentError('UNSUPPORTED_CAPABILITY', 'continuable children are not available yet')
+    const { request } = options
+    if (!this.providers.has(options.provider)) {
+      const known = this.list()
+      throw new SubagentError('NO_PROVIDER', `no subagent provider named "${options.provider}" (registered: ${known.length ? known.join(', ') : 'none'})`)
+    }
+    const asRequest: SubagentRequest = { ...request, signal: options.signal }
+    validateRequest(asRequest)
+    const provider = this.providers.get(options.provider)!
+    for (const feature of requestedFeatures(asRequest)) {
+      if (!provider.capabilities[feature]) {
+        throw new SubagentError('UNSUPPORTED_CAPABILITY', `subagent provider "${provider.name}" does not support ${feature}; drop it from the request or use a provider that does`)
+      }
+    }
+    return this.continuation.startContinuable(options)
   }
 
   /** Deliver `message` to continuable child `childId` as a new turn; only its direct parent may. */
   async followup(parent: Agent, childId: string, message: string | TextBlock[], options: { source?: FollowupSource; signal?: AbortSignal } = {}): Promise<{ messageId: string }> {
-    void parent, childId, message, options
-    throw new SubagentError('UNSUPPORTED_CAPABILITY', 'continuable children are not available yet')
+    return this.continuation.followup(parent, childId, message, options.signal)
   }
 
   /** Stop the running turn of continuable child `childId` (it stays resumable). */
   interrupt(childId: string, authority: InterruptAuthority): void {
-    void childId, authority
-    throw new SubagentError('UNSUPPORTED_CAPABILITY', 'continuable children are not available yet')
+    this.continuation.interrupt(childId, authority)
   }
 
   /** A continuable child hands its parent an intermediate result; returns the message id. */
   reportFrom(child: Agent, output: string | TextBlock[]): string {
-    void child, output
-    throw new SubagentError('UNSUPPORTED_CAPABILITY', 'continuable children are not available yet')
+    return this.continuation.reportFrom(child, output)
   }
 
   /** The continuable children of `parentId`, live and stored. */
-  async listChildren(parentId: string, signal?: AbortSignal): Promise<ContinuableChildInfo[]> {
-    void parentId, signal
-    throw new SubagentError('UNSUPPORTED_CAPABILITY', 'continuable children are not available yet')
+  listChildren(parentId: string, signal?: AbortSignal): Promise<ContinuableChildInfo[]> {
+    return this.continuation.listChildren(parentId, signal)
   }
 
   /** Every continuable descendant of `rootId`, pre-order, with parent and depth. */
-  async listDescendants(rootId: string, signal?: AbortSignal): Promise<ContinuableChildInfo[]> {
-    void rootId, signal
-    throw new SubagentError('UNSUPPORTED_CAPABILITY', 'continuable children are not available yet')
+  listDescendants(rootId: string, signal?: AbortSignal): Promise<ContinuableChildInfo[]> {
+    return this.continuation.listDescendants(rootId, signal)
+  }
+
+  /**
+   * Install `setup` in every continuable child's own context before it is visible (fresh
+   * and cold-resumed); it returns the tool names a child's filter must keep. An effect.
+   */
+  registerContinuableSetup(setup: ContinuableSetup): () => void {
+    return this.ctx.effect(() => {
+      this.continuableSetups = [...this.continuableSetups, setup]
+      return () => {
+        this.continuableSetups = this.continuableSetups.filter((entry) => entry !== setup)
+      }
+    }, 'subagents.registerContinuableSetup()')
   }
 
   /**

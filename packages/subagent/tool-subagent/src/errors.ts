@@ -2,7 +2,9 @@ import { DshError } from '@dsh/base'
 
 export type SubagentToolErrorCode =
   /** The tool's config sets `maxDepth`, and its provider cannot enforce a depth limit. */
-  'DEPTH_UNSUPPORTED'
+  | 'DEPTH_UNSUPPORTED'
+  /** `backgroundMode: continuable`, and its provider cannot keep a child across turns. */
+  | 'CONTINUATION_UNSUPPORTED'
 
 /** A subagent tool whose config its provider cannot honour; raised when the tool mounts. */
 export class SubagentToolError extends DshError<SubagentToolErrorCode> {}

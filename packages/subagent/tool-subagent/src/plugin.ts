@@ -15,6 +15,8 @@ export interface SubagentToolConfig {
   provider: string
   toolName: string
   enableRunInBackground: boolean
+  /** What `run_in_background` starts: a one-shot task, or a continuable child. */
+  backgroundMode: 'one-shot' | 'continuable'
   agentOptions: { model?: string }
   persona?: string
   toolFilter?: { allow?: string[]; deny?: string[] }
@@ -56,6 +58,7 @@ export class SubagentToolPlugin {
     provider: Schema.string().min(1).required().description('The ctx.subagents provider this tool starts runs on.'),
     toolName: Schema.string().pattern(/^[A-Za-z0-9_-]{1,64}$/).default('subagent').description('The model-facing tool name; distinct per instance.'),
     enableRunInBackground: Schema.boolean().default(true).description('Offer run_in_background in the schema.'),
+    backgroundMode: Schema.union(['one-shot', 'continuable']).default('one-shot').description('run_in_background starts a one-shot task (collected with task_output) or a continuable child (its id returned at once, a notice at each settlement, more work with send_message).'),
     agentOptions: (Schema.object({ model: Schema.string() }) as Schema<{ model?: string }>).default({}).description('Per-child options (model spec).'),
     persona: Schema.string().min(1).description('Persona for every child of this tool.'),
     toolFilter: ToolFilterSchema.description('Allow/deny lists for the children\'s tools; at least one of the two.'),
@@ -110,8 +113,14 @@ export class SubagentToolPlugin {
         `tool "${this.config.toolName}" sets maxDepth ${this.config.maxDepth}, but subagent provider "${provider.name}" cannot enforce a depth limit; remove maxDepth from the tool's config or use a provider that supports it`,
       )
     }
+    if (this.config.backgroundMode === 'continuable' && !provider.prepareContinuable) {
+      throw new SubagentToolError(
+        'CONTINUATION_UNSUPPORTED',
+        `tool "${this.config.toolName}" sets backgroundMode continuable, but subagent provider "${provider.name}" cannot keep a child across turns; use backgroundMode one-shot or a provider that can (spawn, fork)`,
+      )
+    }
     const background = this.config.enableRunInBackground
-    const wording = providerWording(provider, background)
+    const wording = providerWording(provider, background, this.config.backgroundMode)
     this.unregister = this.reservation.register<SubagentToolArgs>({
       description: wording.description,
       parameters: toolParameters(wording, background),
@@ -127,6 +136,7 @@ export class SubagentToolPlugin {
   }
 
   private async execute(args: SubagentToolArgs, exec: ToolExecution): Promise<ToolOutput> {
+    if (args.run_in_background && this.config.backgroundMode === 'continuable') return this.startContinuable(args, exec)
     if (args.run_in_background) return startBackground(this.ctx, this.config.provider, this.request(args, exec), exec)
     const request = this.request(args, exec)
     let run
@@ -136,6 +146,22 @@ export class SubagentToolPlugin {
       return { isError: true, content: `the subagent could not be started: ${errorMessage(error)}` }
     }
     return collect(run)
+  }
+
+  /** A continuable child: its id at once; its parent hears of every settled turn through a notice. */
+  private async startContinuable(args: SubagentToolArgs, exec: ToolExecution): Promise<ToolOutput> {
+    const { prompt, parent, maxDepth, agentOptions, persona, toolFilter } = this.request(args, exec)
+    try {
+      const { childId } = await this.subagents.startContinuable({
+        provider: this.config.provider,
+        label: args.description,
+        request: { prompt, parent, ...(maxDepth !== undefined && { maxDepth }), ...(agentOptions && { agentOptions }), ...(persona !== undefined && { persona }), ...(toolFilter && { toolFilter }) },
+        signal: exec.signal,
+      })
+      return `started continuable subagent ${childId}. You will get a message when its turn ends; send it more work with send_message (subagent_id ${childId}).`
+    } catch (error) {
+      return { isError: true, content: `the subagent could not be started: ${errorMessage(error)}` }
+    }
   }
 
   private request(args: SubagentToolArgs, exec: ToolExecution): SubagentRequest {

@@ -10,10 +10,12 @@ export interface ProviderWording {
  * this conversation. A fresh child needs a standalone prompt; a forked one needs only
  * what is new.
  */
-export function providerWording(provider: Pick<SubagentProvider, 'inheritsParentContext'>, background: boolean): ProviderWording {
-  const tail = background
-    ? ' Set run_in_background to keep working while it runs; collect its answer later with task_output.'
-    : ''
+export function providerWording(provider: Pick<SubagentProvider, 'inheritsParentContext'>, background: boolean, backgroundMode: 'one-shot' | 'continuable' = 'one-shot'): ProviderWording {
+  const tail = !background
+    ? ''
+    : backgroundMode === 'continuable'
+      ? ' Set run_in_background to start a subagent you can keep talking to: you get its id at once and a message each time it finishes a turn; send it more work with send_message.'
+      : ' Set run_in_background to keep working while it runs; collect its answer later with task_output.'
   if (provider.inheritsParentContext) {
     return {
       description:

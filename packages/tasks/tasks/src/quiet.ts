@@ -4,15 +4,31 @@ import { selectOutput, type AssistantMessage, type TextBlock, type UserMessage }
 import type { TaskService } from './service.js'
 
 /**
- * Resolve once `agent` is idle and none of its tasks is live. A task that settles queues
- * a completion notice (a new turn), which the next `whenIdle` then waits for; so this is
- * "the work the agent started has all ended". Without a task runtime it is `whenIdle`.
+ * Work an agent owns beyond its own turns, which a run waits for: background tasks
+ * (`ctx.tasks`), continuable children (`ctx.subagents.continuation`). Settling may queue
+ * a notice that starts a turn of the owner.
  */
-export async function whenQuiet(agent: { id: string; whenIdle(): Promise<void> }, tasks: TaskService | undefined): Promise<void> {
+export interface OwnedWork {
+  /** Some of `owner`'s work is still running. */
+  hasLive(owner: string): boolean
+  /** Resolves at the next settlement of `owner`'s work (at once when none runs), after its notice is queued. */
+  whenSettled(owner: string): Promise<void>
+  /** Stop all of `owner`'s running work without notices; resolves once it has stopped. Never rejects. */
+  killAll(owner: string, reason: string): Promise<void>
+}
+
+/**
+ * Resolve once `agent` is idle and none of its owned work is live. Work that settles
+ * queues a notice (a new turn), which the next `whenIdle` then waits for; so this is "the
+ * work the agent started has all ended". With no owned work it is `whenIdle`.
+ */
+export async function whenQuiet(agent: { id: string; whenIdle(): Promise<void> }, work: TaskService | readonly OwnedWork[] | undefined): Promise<void> {
+  const all: readonly OwnedWork[] = work === undefined ? [] : Array.isArray(work) ? work : [work as OwnedWork]
   for (;;) {
     await agent.whenIdle()
-    if (!tasks?.hasLive(agent.id)) return
-    await tasks.whenSettled(agent.id)
+    const live = all.filter((entry) => entry.hasLive(agent.id))
+    if (live.length === 0) return
+    await Promise.race(live.map((entry) => entry.whenSettled(agent.id)))
   }
 }
 
@@ -29,6 +45,8 @@ export interface QuietRun {
 export interface QuietRunOptions {
   /** The task runtime, when loaded: its live tasks are waited for, and killed on cancel. */
   tasks?: TaskService
+  /** More owned work to wait for and stop on cancel (continuable children). */
+  work?: readonly OwnedWork[]
   /** Aborting it cancels the running turn and kills the agent's live tasks. */
   signal?: AbortSignal
 }
@@ -45,6 +63,7 @@ export interface QuietRunOptions {
  */
 export async function runUntilQuiet(agent: Agent, input: string | UserMessage, options: QuietRunOptions = {}): Promise<QuietRun> {
   const { tasks, signal } = options
+  const owned: OwnedWork[] = [...(tasks ? [tasks] : []), ...(options.work ?? [])]
   const answers: AssistantMessage[] = []
   let streamed = ''
   let last: TurnResult | undefined
@@ -68,7 +87,7 @@ export async function runUntilQuiet(agent: Agent, input: string | UserMessage, o
     agent.cancel(cancelCause ?? new Error('cancelled'))
     // killAll never rejects (a task's settlement is always recorded), but a host must not
     // be taken down if that ever changes: the wait below still sees the tasks settle.
-    tasks?.killAll(agent.id, `cancelled: ${describeCause(cancelCause)}`).catch(() => {})
+    for (const work of owned) work.killAll(agent.id, `cancelled: ${describeCause(cancelCause)}`).catch(() => {})
   }
 
   try {
@@ -77,7 +96,7 @@ export async function runUntilQuiet(agent: Agent, input: string | UserMessage, o
     if (signal?.aborted) cancel()
     else signal?.addEventListener('abort', cancel, { once: true })
     const firstResult = await first
-    await whenQuiet(agent, tasks)
+    await whenQuiet(agent, owned)
     last ??= firstResult
     if (cancelled && last.reason !== 'aborted') {
       const why = `cancelled after the turn ended: ${describeCause(cancelCause)}`

@@ -1,0 +1,218 @@
+import { mkdtemp, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { afterEach, describe, expect, it } from 'vitest'
+import { createHarness, type Harness, type HarnessOptions } from '@dsh/testkit/harness'
+import { text, textOf, type LlmRequest } from '@dsh/llm'
+import type { Agent } from '@dsh/agent'
+import SessionJsonl from '@dsh/session-jsonl'
+import { SubagentError, SubagentService, parseDescriptor, type ContinuableRequest, type SubagentProvider } from '@dsh/subagent'
+import { SpawnPlugin } from '@dsh/subagent-spawn'
+
+let harness: Harness | undefined
+let dir: string | undefined
+afterEach(async () => {
+  await harness?.dispose()
+  harness = undefined
+  if (dir) await rm(dir, { recursive: true, force: true })
+  dir = undefined
+})
+
+/** Parent and children play one script; each session is bound to its rule by its own prompt. */
+const SCRIPT: HarnessOptions['script'] = [
+  { when: { prompt: '^research' }, reply: [{ text: 'child turn one' }, { text: 'child turn two' }, { text: 'child turn three' }] },
+  { when: { prompt: '^slow' }, reply: [{ delay_ms: 60_000, text: 'never' }, { text: 'resumed after the interrupt' }] },
+  { reply: [{ text: 'parent ack 1' }, { text: 'parent ack 2' }, { text: 'parent ack 3' }, { text: 'parent ack 4' }, { text: 'parent ack 5' }] },
+]
+
+async function start(options: { storage?: boolean; sessionDir?: string } = {}): Promise<{ harness: Harness; requests: LlmRequest[] }> {
+  const h = (harness = await createHarness({ script: SCRIPT }))
+  if (options.storage !== false) {
+    dir ??= options.sessionDir ?? (await mkdtemp(join(tmpdir(), 'dsh-continuable-')))
+    await h.plugin(SessionJsonl, { dir })
+  }
+  await h.plugin(SubagentService)
+  await h.plugin(SpawnPlugin, {})
+  const requests: LlmRequest[] = []
+  const adapter = h.ctx.llm.getAdapter('scripted')!
+  const stream = adapter.stream.bind(adapter)
+  adapter.stream = (request) => {
+    requests.push(request)
+    return stream(request)
+  }
+  return { harness: h, requests }
+}
+
+const request = (parent: Agent, prompt: string, extra: Partial<ContinuableRequest> = {}): ContinuableRequest => ({ prompt: [text(prompt)], parent, ...extra })
+
+/** Resolves once `agent` has logged `count` turn ends. */
+function turnEnds(agent: Agent, count: number): Promise<void> {
+  const ended = () => agent.session.ownEvents().filter((event) => event.type === 'turn/end').length
+  if (ended() >= count) return Promise.resolve()
+  return new Promise((resolve) => {
+    const stop = agent.session.subscribe((update) => {
+      if (update.type === 'turn/end' && ended() >= count) {
+        stop()
+        resolve()
+      }
+    })
+  })
+}
+
+function lastAnswer(agent: Agent): string | undefined {
+  const answers = agent.session.ownEvents().flatMap((event) => (event.type === 'assistant/message' ? [textOf(event.message.content.filter((b) => b.type === 'text'))] : []))
+  return answers.at(-1)
+}
+
+function userTexts(agent: Agent): string[] {
+  return agent.session.ownEvents().flatMap((event) => (event.type === 'user/message' ? [textOf(event.message.content)] : []))
+}
+
+async function rejection(promise: Promise<unknown>): Promise<SubagentError> {
+  const error = await promise.then(() => undefined, (caught: unknown) => caught)
+  expect(error).toBeInstanceOf(SubagentError)
+  return error as SubagentError
+}
+
+describe('continuable spawn children', () => {
+  it('a started child settles, its idle parent gets one notice turn, and a follow-up sees the earlier turn', async () => {
+    const { harness: h, requests } = await start()
+    const parent = await h.agent()
+    const { childId, messageId } = await h.ctx.subagents.startContinuable({ provider: 'spawn', label: 'research', request: request(parent, 'research the repo'), signal: new AbortController().signal })
+    expect(messageId).toMatch(/^msg-/)
+    const child = h.ctx.agents.get(childId)!
+    expect(child.session.header).toMatchObject({ parentSession: parent.id, origin: 'subagent', delegationDepth: 1, provider: 'spawn', label: 'research' })
+    expect(parseDescriptor(child.session.header.descriptor)).toEqual({ descriptor: { version: 1, mode: 'continuable', provider: 'spawn', label: 'research' } })
+
+    await turnEnds(parent, 1)
+    const notice = userTexts(parent)
+    expect(notice).toHaveLength(1)
+    expect(notice[0]).toContain(`Subagent ${childId} finished its turn`)
+    expect(notice[0]).toContain('child turn one')
+
+    await h.ctx.subagents.followup(parent, childId, 'research more')
+    await turnEnds(child, 2)
+    // The child's second request carries its first turn.
+    const childRequests = requests.filter((r) => r.origin.sessionId === childId)
+    expect(childRequests).toHaveLength(2)
+    expect(childRequests[1].messages.toArray().map((m) => textOf(m.content.filter((b) => b.type === 'text')))).toEqual(['research the repo', 'child turn one', 'research more'])
+    await turnEnds(parent, 2)
+    expect(userTexts(parent)[1]).toContain('child turn two')
+    expect(await h.ctx.subagents.listChildren(parent.id)).toEqual([{ childId, parentId: parent.id, depth: 1, provider: 'spawn', label: 'research', state: 'idle', turns: 2, local: true }])
+  })
+
+  it('after a restart a follow-up rebuilds the child from its file with every earlier turn in context', async () => {
+    const first = await start()
+    const parent = await first.harness.agent()
+    const parentId = parent.id
+    const { childId } = await first.harness.ctx.subagents.startContinuable({ provider: 'spawn', label: 'research', request: request(parent, 'research the repo'), signal: new AbortController().signal })
+    await turnEnds(parent, 1)
+    await first.harness.dispose()
+    expect(first.harness.ctx.get('agents')?.list() ?? []).toEqual([])
+
+    const sessionDir = dir!
+    dir = undefined
+    const second = await start({ sessionDir })
+    dir = sessionDir
+    const resumed = await second.harness.ctx.agents.create({ sessionId: parentId })
+    await second.harness.ctx.subagents.followup(resumed, childId, 'what did you find?')
+    const child = second.harness.ctx.agents.get(childId)!
+    expect(child.depth).toBe(1)
+    await turnEnds(child, 2)
+    const childRequest = second.requests.find((r) => r.origin.sessionId === childId)!
+    expect(childRequest.messages.toArray().map((m) => textOf(m.content.filter((b) => b.type === 'text')))).toEqual(['research the repo', 'child turn one', 'what did you find?'])
+    // The script continued where the child's log left off.
+    expect(lastAnswer(child)).toBe('child turn two')
+    await turnEnds(resumed, 2)
+    const [listed] = await second.harness.ctx.subagents.listChildren(parentId)
+    expect(listed).toMatchObject({ childId, turns: 2, state: 'idle' })
+  })
+
+  it('only the direct parent may deliver, and unknown ids are not resumable; neither creates anything', async () => {
+    const { harness: h } = await start()
+    const parent = await h.agent()
+    const other = await h.agent()
+    const { childId } = await h.ctx.subagents.startContinuable({ provider: 'spawn', label: 'research', request: request(parent, 'research the repo'), signal: new AbortController().signal })
+    await turnEnds(parent, 1)
+    const sessionsBefore = h.ctx.sessions.list().length
+    expect((await rejection(h.ctx.subagents.followup(other, childId, 'hi'))).code).toBe('UNAUTHORIZED')
+    const unknown = await rejection(h.ctx.subagents.followup(parent, 'no-such-child', 'hi'))
+    expect(unknown.code).toBe('NOT_RESUMABLE')
+    expect(unknown.message).toContain('no-such-child')
+    expect(h.ctx.sessions.list().length).toBe(sessionsBefore)
+    expect(h.ctx.agents.get(childId)!.session.ownEvents().filter((e) => e.type === 'turn/start')).toHaveLength(1)
+  })
+
+  it('a stored child whose descriptor has an unknown version is refused naming the child, and its file is untouched', async () => {
+    const { harness: h } = await start()
+    const parent = await h.agent()
+    const odd = h.ctx.sessions.create({ parentSession: parent.id, origin: 'subagent', delegationDepth: 1, descriptor: { version: 99, mode: 'continuable', provider: 'spawn', label: 'x' } })
+    odd.append({ type: 'turn/start', turn: 1 })
+    odd.append({ type: 'turn/end', turn: 1, reason: 'completed' })
+    await h.ctx.sessions.release(odd)
+    const before = await h.ctx.sessions.readStored(odd.id)
+    const error = await rejection(h.ctx.subagents.followup(parent, odd.id, 'hi'))
+    expect(error.code).toBe('NOT_RESUMABLE')
+    expect(error.message).toContain(odd.id)
+    expect(error.message).toContain('version 99')
+    expect(await h.ctx.sessions.readStored(odd.id)).toEqual(before)
+    expect(h.ctx.agents.get(odd.id)).toBeUndefined()
+  })
+
+  it('refuses before anything exists: a provider that cannot continue, no storage, a reserved id already stored', async () => {
+    const { harness: h } = await start()
+    const parent = await h.agent()
+    const oneShotOnly: SubagentProvider = { name: 'one-shot', capabilities: { outputSchema: false, depthLimit: false, toolFilter: false, persona: false }, inheritsParentContext: false, start: () => Promise.reject(new Error('not called')) }
+    h.ctx.subagents.registerProvider(oneShotOnly)
+    const signal = new AbortController().signal
+    expect((await rejection(h.ctx.subagents.startContinuable({ provider: 'one-shot', label: 'x', request: request(parent, 'research'), signal }))).code).toBe('UNSUPPORTED_CAPABILITY')
+    expect((await rejection(h.ctx.subagents.startContinuable({ provider: 'spawn', label: 'x', childId: parent.id, request: request(parent, 'research'), signal }))).code).toBe('DUPLICATE_CHILD')
+    expect(h.ctx.agents.list()).toEqual([parent])
+    expect(h.ctx.sessions.list().map((s) => s.id)).toEqual([parent.id])
+
+    await h.dispose()
+    const bare = await start({ storage: false })
+    const root = await bare.harness.agent()
+    expect((await rejection(bare.harness.ctx.subagents.startContinuable({ provider: 'spawn', label: 'x', request: request(root, 'research'), signal }))).code).toBe('PERSISTENCE_UNAVAILABLE')
+    expect(bare.harness.ctx.agents.list()).toEqual([root])
+  })
+
+  it('interrupting stops the running turn and leaves the child resumable; only ancestors may interrupt', async () => {
+    const { harness: h } = await start()
+    const parent = await h.agent()
+    const stranger = await h.agent()
+    const { childId } = await h.ctx.subagents.startContinuable({ provider: 'spawn', label: 'slow', request: request(parent, 'slow work'), signal: new AbortController().signal })
+    const child = h.ctx.agents.get(childId)!
+    // The first step may have started before startContinuable's caller resumed.
+    if (!child.session.ownEvents().some((event) => event.type === 'step/start')) {
+      await new Promise<void>((resolve) => {
+        const stop = child.session.subscribe((update) => {
+          if (update.type === 'step/start') {
+            stop()
+            resolve()
+          }
+        })
+      })
+    }
+    expect(() => h.ctx.subagents.interrupt(childId, { kind: 'ancestor', agent: stranger })).toThrow(expect.objectContaining({ code: 'UNAUTHORIZED' }))
+    expect(() => h.ctx.subagents.interrupt(childId, { kind: 'ancestor', agent: child })).toThrow(expect.objectContaining({ code: 'UNAUTHORIZED' }))
+    h.ctx.subagents.interrupt(childId, { kind: 'ancestor', agent: parent })
+    await turnEnds(child, 1)
+    expect(child.session.ownEvents().find((e) => e.type === 'turn/end')).toMatchObject({ reason: 'aborted' })
+    await turnEnds(parent, 1)
+    expect(userTexts(parent)[0]).toContain(`Subagent ${childId} was stopped`)
+    await h.ctx.subagents.followup(parent, childId, 'go on')
+    await turnEnds(child, 2)
+    expect(child.session.ownEvents().filter((e) => e.type === 'turn/end').at(-1)).toMatchObject({ reason: 'completed' })
+  })
+
+  it('disposing the parent disposes its continuable child', async () => {
+    const { harness: h } = await start()
+    const parent = await h.agent()
+    const { childId } = await h.ctx.subagents.startContinuable({ provider: 'spawn', label: 'slow', request: request(parent, 'slow work'), signal: new AbortController().signal })
+    const child = h.ctx.agents.get(childId)!
+    await parent.dispose()
+    expect(child.status).toBe('disposed')
+    expect(h.ctx.agents.list()).toEqual([])
+  })
+})

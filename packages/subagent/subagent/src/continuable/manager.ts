@@ -1,0 +1,475 @@
+/**
+ * The continuation manager: creates continuable in-process children, delivers follow-ups
+ * as new turns (cold-resuming a child from its session when it is not in memory), tells
+ * each parent when a child's turn settles, and takes children down with their parent.
+ *
+ * A child is one durable session (its header holds the lineage and the descriptor) and,
+ * while it is in memory, one agent in `ctx.agents`. The agent's inbox is the only queue.
+ */
+import { randomBytes } from 'node:crypto'
+import type { Context } from 'cordis'
+import { errorMessage, stopReasonOfTurn } from '@dsh/base'
+import type { Agent, AgentRegistry } from '@dsh/agent'
+import { selectOutput, type AssistantMessage, type TextBlock, type UserMessage } from '@dsh/llm'
+import type { SessionHeader, SessionStore } from '@dsh/session'
+import { SubagentError } from '../errors.js'
+import { refuseDisposedParent } from '../admission.js'
+import type { SubagentProvider } from '../types.js'
+import { makeDescriptor, parseDescriptor } from './descriptor.js'
+import { reportMessage, settlementNotice } from './notice.js'
+import type { ContinuableChildInfo, ContinuableDescriptor, ContinuableStarted, InterruptAuthority, StartContinuableOptions } from './types.js'
+
+/**
+ * Installed in every continuable child's own context before it is visible (fresh and
+ * cold-resumed alike). Returns the names of tools it registered: a child's tool filter
+ * never hides them.
+ */
+export type ContinuableSetup = (childCtx: Context, child: Agent) => readonly string[] | void
+
+/** A continuable child in memory. */
+interface ResidentChild {
+  childId: string
+  parentId: string
+  parent: Agent
+  agent: Agent
+  descriptor: ContinuableDescriptor
+  /** Accepted follow-ups whose turns have not ended yet. */
+  pending: number
+  /** Set by `killAll`: the turn that ends because of it sends no notice (its owner asked to stop). */
+  quietNextEnd: boolean
+  stopWatching: () => void
+}
+
+/** What the manager needs from the service that owns it. */
+export interface ManagerHost {
+  home: Context
+  provider(name: string): SubagentProvider | undefined
+  agents(): AgentRegistry | undefined
+  sessions(): SessionStore
+  setups(): readonly ContinuableSetup[]
+}
+
+export class ContinuationManager {
+  private readonly resident = new Map<string, ResidentChild>()
+  /** Children being created or cold-resumed: a second caller waits for the first. */
+  private readonly materialising = new Map<string, Promise<ResidentChild>>()
+  /** Settlement notices and reports waiting for their parent's next step or turn. */
+  private readonly mailbox = new Map<string, UserMessage[]>()
+  /** One input source per parent agent, removed when the parent has no resident child. */
+  private readonly sources = new Map<string, { agent: Agent; dispose: () => void }>()
+  private settledWaiters: Array<() => void> = []
+  private messageCounter = 0
+  private readonly messagePrefix = randomBytes(3).toString('hex')
+
+  constructor(private readonly host: ManagerHost) {}
+
+  async startContinuable(options: StartContinuableOptions): Promise<ContinuableStarted> {
+    const { provider: name, label, request, signal } = options
+    const provider = this.host.provider(name)
+    if (!provider) throw new SubagentError('NO_PROVIDER', `no subagent provider named "${name}"`)
+    if (!provider.prepareContinuable) {
+      throw new SubagentError('UNSUPPORTED_CAPABILITY', `subagent provider "${name}" cannot keep a child across turns (it has no prepareContinuable); use a one-shot delegation or a provider that can`)
+    }
+    if (typeof label !== 'string' || !label.trim()) throw new SubagentError('INVALID_REQUEST', 'a continuable child needs a non-empty label')
+    const agents = this.host.agents()
+    if (!agents) throw new SubagentError('CONTINUATION_UNAVAILABLE', 'continuable children need ctx.agents (load @dsh/agent)')
+    const sessions = this.host.sessions()
+    if (sessions.storageName === undefined) {
+      throw new SubagentError('PERSISTENCE_UNAVAILABLE', 'continuable children need session storage to be reachable after a restart; load @dsh/session-jsonl (dsh run does unless --no-persist)')
+    }
+    const { parent } = request
+    refuseDisposedParent(parent)
+    if (signal.aborted) throw new SubagentError('ABORTED', 'the delegation was cancelled before the child was started', { cause: signal.reason })
+    const depth = parent.depth + 1
+    if (request.maxDepth !== undefined && depth > request.maxDepth) {
+      throw new SubagentError('DEPTH_LIMIT', `delegation depth limit reached: a child of ${parent.id} would be at depth ${depth}, above maxDepth ${request.maxDepth}; do this work yourself instead of delegating`)
+    }
+    const childId = options.childId
+    if (childId !== undefined) await this.refuseTakenId(childId, sessions, agents)
+
+    const descriptor = makeDescriptor({
+      provider: name,
+      label,
+      model: request.agentOptions?.model ?? parent.options.model,
+      persona: request.persona,
+      toolFilter: request.toolFilter,
+    })
+    const preparation = await provider.prepareContinuable({ childId: childId ?? '', parent, descriptor, request, signal })
+    if (preparation.kind === 'remote') {
+      // The remote side is not driven by this manager yet: close what the provider opened.
+      await preparation.conversation.dispose().catch(() => {
+        /* best effort: the refusal below is what the caller needs to hear */
+      })
+      throw new SubagentError('UNSUPPORTED_CAPABILITY', `subagent provider "${name}" offers a remote continuable child, which this build cannot keep yet`)
+    }
+    if (signal.aborted) throw new SubagentError('ABORTED', 'the delegation was cancelled while the child was being prepared', { cause: signal.reason })
+
+    const child = await this.materialise(childId ?? '', () =>
+      agents.create({
+        seed: preparation.seed,
+        parent,
+        signal,
+        meta: {
+          ...(childId !== undefined && { id: childId }),
+          parentSession: parent.id,
+          origin: 'subagent',
+          delegationDepth: depth,
+          provider: name,
+          label,
+          cwd: parent.session.header.cwd,
+          descriptor: descriptor as unknown as Record<string, unknown>,
+        },
+        agentOptions: agentOptionsOf(descriptor),
+        setup: (childCtx, agent) => this.setUp(childCtx, agent, descriptor),
+      }), parent, descriptor)
+    // Between publication and acceptance the parent may have gone, or the caller given up.
+    if (signal.aborted || parent.status === 'disposing' || parent.status === 'disposed') {
+      await this.disposeChild(child)
+      if (signal.aborted) throw new SubagentError('ABORTED', 'the delegation was cancelled while the child was being created', { cause: signal.reason })
+      refuseDisposedParent(parent)
+    }
+    const messageId = this.deliver(child, { role: 'user', content: request.prompt })
+    return { childId: child.childId, messageId }
+  }
+
+  async followup(parent: Agent, childId: string, message: string | TextBlock[], signal?: AbortSignal): Promise<{ messageId: string }> {
+    const content: TextBlock[] = typeof message === 'string' ? [{ type: 'text', text: message }] : message
+    if (content.length === 0 || content.every((block) => !block.text)) throw new SubagentError('INVALID_REQUEST', `a message to subagent ${childId} needs some text`)
+    refuseDisposedParent(parent)
+    const resident = this.resident.get(childId)
+    if (resident) {
+      this.assertParent(resident.parentId, parent, childId)
+      return { messageId: this.deliver(resident, { role: 'user', content }) }
+    }
+    const child = await this.coldResume(parent, childId, signal)
+    return { messageId: this.deliver(child, { role: 'user', content }) }
+  }
+
+  interrupt(childId: string, authority: InterruptAuthority): void {
+    const child = this.resident.get(childId)
+    if (authority.kind === 'user') {
+      if (child && child.parentId !== authority.parentSessionId) throw unauthorized(`session ${authority.parentSessionId} is not the parent of subagent ${childId}`)
+    } else if (authority.agent.id === childId) {
+      throw unauthorized(`agent ${childId} cannot interrupt itself`)
+    } else if (child && !this.isAncestor(authority.agent.id, child)) {
+      throw unauthorized(`agent ${authority.agent.id} is not an ancestor of subagent ${childId}; only the agents that (transitively) started it may interrupt it`)
+    }
+    // Not in memory: nothing runs, so there is nothing to stop (an idle child ignores a cancel).
+    if (!child) return
+    child.agent.cancel(new SubagentError('ABORTED', `subagent ${childId} was interrupted`))
+  }
+
+  reportFrom(child: Agent, output: string | TextBlock[]): string {
+    const resident = this.resident.get(child.id)
+    if (!resident || resident.agent !== child) throw unauthorized(`agent ${child.id} is not a live continuable child; only continuable children report to the agent that started them`)
+    const content: TextBlock[] = typeof output === 'string' ? [{ type: 'text', text: output }] : output
+    const { parent } = resident
+    if (parent.status === 'disposing' || parent.status === 'disposed') throw new SubagentError('PARENT_DISPOSED', `the parent ${parent.id} of subagent ${child.id} is ${parent.status}; the report cannot be delivered`)
+    parent.steer(reportMessage(child.id, content))
+    return this.nextMessageId()
+  }
+
+  async listChildren(parentId: string, signal?: AbortSignal): Promise<ContinuableChildInfo[]> {
+    const all = await this.catalogue(signal)
+    return Promise.all((all.byParent.get(parentId) ?? []).filter((entry) => entry.descriptor).map((entry) => this.infoOf(entry, 1)))
+  }
+
+  async listDescendants(rootId: string, signal?: AbortSignal): Promise<ContinuableChildInfo[]> {
+    const all = await this.catalogue(signal)
+    const listed: Array<Promise<ContinuableChildInfo>> = []
+    const seen = new Set<string>([rootId])
+    // Iterative pre-order walk: deep chains cannot grow the stack, and a cycle is cut.
+    const stack: Array<{ entry: CatalogueEntry; depth: number }> = (all.byParent.get(rootId) ?? []).map((entry) => ({ entry, depth: 1 })).reverse()
+    while (stack.length > 0) {
+      const { entry, depth } = stack.pop()!
+      if (seen.has(entry.header.id)) continue
+      seen.add(entry.header.id)
+      if (entry.descriptor) listed.push(this.infoOf(entry, depth))
+      for (const child of [...(all.byParent.get(entry.header.id) ?? [])].reverse()) stack.push({ entry: child, depth: depth + 1 })
+    }
+    return Promise.all(listed)
+  }
+
+  /** Some continuable child below `owner` is running a turn. */
+  hasLive(owner: string): boolean {
+    for (const child of this.resident.values()) {
+      if ((child.pending > 0 || child.agent.status === 'running') && this.isBelow(child, owner)) return true
+    }
+    return false
+  }
+
+  /** Resolves at the next settlement of any continuable child's turn. */
+  whenSettled(owner: string): Promise<void> {
+    if (!this.hasLive(owner)) return Promise.resolve()
+    return new Promise((resolve) => this.settledWaiters.push(resolve))
+  }
+
+  /** Stop every running turn of a continuable child below `owner`, without notices. */
+  async killAll(owner: string, reason: string): Promise<void> {
+    const stopping: Promise<void>[] = []
+    for (const child of this.resident.values()) {
+      if (!this.isBelow(child, owner)) continue
+      if (child.pending === 0 && child.agent.status !== 'running') continue
+      child.quietNextEnd = true
+      child.agent.cancel(new SubagentError('ABORTED', reason))
+      stopping.push(child.agent.whenIdle())
+    }
+    await Promise.all(stopping)
+  }
+
+  /** Dispose the resident children of `parent` (during its disposal): child-first, so none outlives it. */
+  async disposeChildrenOf(parent: Agent): Promise<void> {
+    const children = [...this.resident.values()].filter((child) => child.parentId === parent.id)
+    await Promise.all(children.map((child) => this.disposeChild(child)))
+    this.mailbox.delete(parent.id)
+  }
+
+  // ---- internals ----
+
+  private async refuseTakenId(childId: string, sessions: SessionStore, agents: AgentRegistry): Promise<void> {
+    if (typeof childId !== 'string' || !/^[A-Za-z0-9._-]{1,128}$/.test(childId)) {
+      throw new SubagentError('INVALID_REQUEST', `a reserved child id must be 1-128 letters, digits, '.', '_' or '-' (got ${JSON.stringify(childId)})`)
+    }
+    if (this.resident.has(childId) || this.materialising.has(childId) || agents.get(childId) || sessions.get(childId)) {
+      throw new SubagentError('DUPLICATE_CHILD', `a child with id ${childId} is already live; reserve another id or send it a message instead`)
+    }
+    const stored = await sessions.readStored(childId).catch(() => 'unreadable' as const)
+    if (stored !== undefined) throw new SubagentError('DUPLICATE_CHILD', `a session with id ${childId} is already stored; reserve another id or send it a message instead`)
+  }
+
+  private setUp(childCtx: Context, agent: Agent, descriptor: ContinuableDescriptor): void {
+    const kept: string[] = []
+    for (const setup of this.host.setups()) kept.push(...(setup(childCtx, agent) ?? []))
+    const filter = descriptor.toolFilter
+    if (filter) childCtx.tools.restrict(agent.id, { ...filter, ...(filter.allow && { allow: [...filter.allow, ...kept] }) })
+  }
+
+  /** Create (or cold-resume) a child under a per-child lock and make it resident. */
+  private async materialise(lockId: string, create: () => Promise<Agent>, parent: Agent, descriptor: ContinuableDescriptor): Promise<ResidentChild> {
+    const making = (async () => {
+      let agent: Agent
+      try {
+        agent = await create()
+      } catch (error) {
+        if (error instanceof SubagentError) throw error
+        throw new SubagentError('START_FAILED', `the continuable child could not be created: ${errorMessage(error)}`, { cause: error })
+      }
+      return this.makeResident(agent, parent, descriptor)
+    })()
+    if (lockId) this.materialising.set(lockId, making)
+    try {
+      return await making
+    } finally {
+      if (lockId) this.materialising.delete(lockId)
+    }
+  }
+
+  private makeResident(agent: Agent, parent: Agent, descriptor: ContinuableDescriptor): ResidentChild {
+    let turnStart = 0
+    const child: ResidentChild = { childId: agent.id, parentId: parent.id, parent, agent, descriptor, pending: 0, quietNextEnd: false, stopWatching: () => {} }
+    child.stopWatching = agent.session.subscribe((update) => {
+      if (update.type === 'turn/start') turnStart = update.seq
+      else if (update.type === 'turn/end') this.settled(child, turnStart, update.seq, stopReasonOfTurn(update.reason), update.error)
+    })
+    this.resident.set(agent.id, child)
+    this.ensureSource(parent)
+    return child
+  }
+
+  private deliver(child: ResidentChild, message: UserMessage): string {
+    child.pending++
+    child.agent.followup(message).then(
+      () => {
+        child.pending--
+        this.wakeWaiters()
+      },
+      (error: unknown) => {
+        // Disposed before the turn ran: nothing settles, nobody is told.
+        child.pending--
+        this.host.home.logger('subagents').debug('a follow-up of subagent %s never ran: %s', child.childId, errorMessage(error))
+        this.wakeWaiters()
+      },
+    )
+    return this.nextMessageId()
+  }
+
+  private settled(child: ResidentChild, turnStart: number, turnEnd: number, stopReason: string, error: string | undefined): void {
+    const quiet = child.quietNextEnd
+    child.quietNextEnd = false
+    if (!quiet) {
+      const answers: AssistantMessage[] = []
+      for (const event of child.agent.session.events(turnStart)) {
+        if (event.seq > turnEnd) break
+        if (event.type === 'assistant/message') answers.push(event.message)
+      }
+      this.post(child.parent, settlementNotice(child.childId, stopReason, selectOutput(answers), stopReason === 'completed' ? undefined : error))
+    }
+    this.wakeWaiters()
+  }
+
+  /** Queue `message` for `parent` and wake it (an idle parent starts a turn; a busy one reads it at its next step). */
+  private post(parent: Agent, message: UserMessage): void {
+    if (parent.status === 'disposing' || parent.status === 'disposed') {
+      this.host.home.logger('subagents').info('a subagent notice for %s was dropped: the parent is %s', parent.id, parent.status)
+      return
+    }
+    const box = this.mailbox.get(parent.id) ?? []
+    box.push(message)
+    this.mailbox.set(parent.id, box)
+    this.ensureSource(parent)
+    parent.wake()
+  }
+
+  private ensureSource(parent: Agent): void {
+    const existing = this.sources.get(parent.id)
+    if (existing?.agent === parent) return
+    if (parent.status === 'disposing' || parent.status === 'disposed') return
+    const dispose = parent.addInputSource(() => {
+      const box = this.mailbox.get(parent.id)
+      if (!box || box.length === 0) return []
+      this.mailbox.delete(parent.id)
+      return box
+    })
+    this.sources.set(parent.id, { agent: parent, dispose })
+  }
+
+  private async disposeChild(child: ResidentChild): Promise<void> {
+    try {
+      await child.agent.dispose()
+    } finally {
+      child.stopWatching()
+      if (this.resident.get(child.childId) === child) this.resident.delete(child.childId)
+      this.wakeWaiters()
+    }
+  }
+
+  private async coldResume(parent: Agent, childId: string, signal: AbortSignal | undefined): Promise<ResidentChild> {
+    const pending = this.materialising.get(childId)
+    if (pending) {
+      const child = await pending
+      this.assertParent(child.parentId, parent, childId)
+      return child
+    }
+    const agents = this.host.agents()
+    if (!agents) throw new SubagentError('CONTINUATION_UNAVAILABLE', 'continuable children need ctx.agents (load @dsh/agent)')
+    const sessions = this.host.sessions()
+    if (sessions.storageName === undefined) throw notResumable(childId, 'no session storage is loaded, so it cannot be read back')
+    let header: SessionHeader
+    try {
+      const stored = await sessions.readStored(childId)
+      if (!stored) throw notResumable(childId, 'there is no such child (no stored session has this id); list_agents shows your children')
+      header = stored.header
+    } catch (error) {
+      if (error instanceof SubagentError) throw error
+      throw notResumable(childId, `its session cannot be read: ${errorMessage(error)}`)
+    }
+    if (signal?.aborted) throw new SubagentError('ABORTED', `the message to subagent ${childId} was cancelled`, { cause: signal.reason })
+    this.assertParent(header.parentSession, parent, childId)
+    const parsed = parseDescriptor(header.descriptor)
+    if ('problem' in parsed) throw notResumable(childId, parsed.problem)
+    const { descriptor } = parsed
+    return this.materialise(childId, async () => {
+      try {
+        return await agents.create({ sessionId: childId, parent, agentOptions: agentOptionsOf(descriptor), setup: (childCtx, agent) => this.setUp(childCtx, agent, descriptor), ...(signal && { signal }) })
+      } catch (error) {
+        throw notResumable(childId, `its session could not be reopened: ${errorMessage(error)}`)
+      }
+    }, parent, descriptor)
+  }
+
+  private assertParent(recordedParent: string | undefined, caller: Agent, childId: string): void {
+    if (recordedParent !== caller.id) throw unauthorized(`agent ${caller.id} is not the parent of subagent ${childId}; only the agent that started it may send it messages`)
+  }
+
+  /** Whether `ancestorId` is on `child`'s lineage (through resident children and live agents). */
+  private isAncestor(ancestorId: string, child: ResidentChild): boolean {
+    let current: string | undefined = child.parentId
+    const seen = new Set<string>()
+    while (current !== undefined && !seen.has(current)) {
+      if (current === ancestorId) return true
+      seen.add(current)
+      current = this.resident.get(current)?.parentId ?? this.host.agents()?.get(current)?.session.header.parentSession
+    }
+    return false
+  }
+
+  private isBelow(child: ResidentChild, owner: string): boolean {
+    return child.parentId === owner || this.isAncestor(owner, child)
+  }
+
+  private wakeWaiters(): void {
+    const waiters = this.settledWaiters
+    this.settledWaiters = []
+    for (const resolve of waiters) resolve()
+  }
+
+  private nextMessageId(): string {
+    return `msg-${this.messagePrefix}-${++this.messageCounter}`
+  }
+
+  /** Every session header known (live first, then stored), grouped by parent, oldest first. */
+  private async catalogue(signal?: AbortSignal): Promise<{ byParent: Map<string, CatalogueEntry[]> }> {
+    const sessions = this.host.sessions()
+    const headers = new Map<string, SessionHeader>()
+    if (sessions.storageName !== undefined) for (const header of await sessions.listStored()) headers.set(header.id, header)
+    if (signal?.aborted) throw new SubagentError('ABORTED', 'listing the subagents was cancelled', { cause: signal.reason })
+    for (const session of sessions.list()) headers.set(session.id, session.header)
+    const byParent = new Map<string, CatalogueEntry[]>()
+    for (const header of headers.values()) {
+      if (!header.parentSession) continue
+      const parsed = header.descriptor === undefined ? undefined : parseDescriptor(header.descriptor)
+      const entry: CatalogueEntry = { header, ...(parsed && 'descriptor' in parsed && { descriptor: parsed.descriptor }) }
+      const list = byParent.get(header.parentSession) ?? []
+      list.push(entry)
+      byParent.set(header.parentSession, list)
+    }
+    for (const list of byParent.values()) list.sort((a, b) => a.header.createdAt.localeCompare(b.header.createdAt) || a.header.id.localeCompare(b.header.id))
+    return { byParent }
+  }
+
+  private async storedTurns(id: string): Promise<number> {
+    const stored = await this.host.sessions().readStored(id).catch(() => undefined)
+    return stored ? countTurns(stored.events) : 0
+  }
+
+  private async infoOf(entry: CatalogueEntry, depth: number): Promise<ContinuableChildInfo> {
+    const { header } = entry
+    const descriptor = entry.descriptor!
+    const resident = this.resident.get(header.id)
+    const running = resident !== undefined && (resident.pending > 0 || resident.agent.status === 'running')
+    const session = this.host.sessions().get(header.id)
+    return {
+      childId: header.id,
+      parentId: header.parentSession!,
+      depth,
+      provider: descriptor.provider,
+      label: descriptor.label,
+      state: running ? 'running' : 'idle',
+      turns: session ? countTurns(session.ownEvents()) : await this.storedTurns(header.id),
+      local: true,
+    }
+  }
+}
+
+interface CatalogueEntry {
+  header: SessionHeader
+  descriptor?: ContinuableDescriptor
+}
+
+function countTurns(events: Iterable<{ type: string }>): number {
+  let turns = 0
+  for (const event of events) if (event.type === 'turn/start') turns++
+  return turns
+}
+
+function agentOptionsOf(descriptor: ContinuableDescriptor): { model?: string; persona?: string } {
+  return { ...(descriptor.model !== undefined && { model: descriptor.model }), ...(descriptor.persona !== undefined && { persona: descriptor.persona }) }
+}
+
+function notResumable(childId: string, reason: string): SubagentError {
+  return new SubagentError('NOT_RESUMABLE', `subagent ${childId} cannot be reached: ${reason}`)
+}
+
+function unauthorized(message: string): SubagentError {
+  return new SubagentError('UNAUTHORIZED', message)
+}

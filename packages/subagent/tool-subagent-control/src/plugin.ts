@@ -1,0 +1,106 @@
+import type { Context } from 'cordis'
+import Schema from 'schemastery'
+import { errorMessage } from '@dsh/base'
+import type { Agent } from '@dsh/agent'
+import { SubagentError } from '@dsh/subagent'
+import type { ToolExecution, ToolOutput } from '@dsh/tools'
+import { renderAgents } from './render.js'
+
+export interface SendMessageArgs {
+  subagent_id: string
+  message: string
+}
+
+export interface InterruptAgentArgs {
+  agent_id: string
+}
+
+export interface ListAgentsArgs {
+  scope?: 'children' | 'descendants'
+}
+
+/**
+ * The model's controls over continuable children: `send_message` (only to its own
+ * children: a new turn for them), `interrupt_agent` (any descendant: stops its running
+ * turn, it stays resumable) and `list_agents`. Each acts for the calling agent.
+ */
+export class SubagentControlPlugin {
+  static inject = ['subagents', 'tools', 'agents']
+  static Config: Schema<SubagentControlPlugin.Config> = Schema.object({})
+
+  constructor(ctx: Context) {
+    const caller = (exec: ToolExecution): Agent => {
+      const agent = ctx.agents.get(exec.agent.id)
+      if (!agent) throw new SubagentError('UNAUTHORIZED', `the calling agent ${exec.agent.id} is not live`)
+      return agent
+    }
+
+    ctx.tools.register<SendMessageArgs>({
+      name: 'send_message',
+      description:
+        'Send a message to one of your continuable subagents (started with a subagent tool in continuable mode). It becomes the subagent\'s next turn; it keeps its whole history, even after a restart. You are told when that turn ends.',
+      parameters: {
+        type: 'object',
+        properties: {
+          subagent_id: { type: 'string', minLength: 1, description: 'The subagent id (list_agents shows yours).' },
+          message: { type: 'string', minLength: 1, description: 'What to tell or ask the subagent.' },
+        },
+        required: ['subagent_id', 'message'],
+        additionalProperties: false,
+      },
+      concurrencySafe: true,
+      execute: (args, exec) =>
+        refused('message not delivered', async () => {
+          await ctx.subagents.followup(caller(exec), args.subagent_id, args.message, { source: { kind: 'coordinator', senderSessionId: exec.agent.id }, signal: exec.signal })
+          return `message queued as the next turn for subagent ${args.subagent_id}`
+        }),
+    })
+
+    ctx.tools.register<InterruptAgentArgs>({
+      name: 'interrupt_agent',
+      description: 'Stop the running turn of a continuable subagent you started (directly or through your subagents). It keeps its history and can be sent more work.',
+      parameters: {
+        type: 'object',
+        properties: { agent_id: { type: 'string', minLength: 1, description: 'The subagent id.' } },
+        required: ['agent_id'],
+        additionalProperties: false,
+      },
+      execute: (args, exec) =>
+        refused('interrupt refused', async () => {
+          ctx.subagents.interrupt(args.agent_id, { kind: 'ancestor', agent: caller(exec) })
+          return `interrupt requested for agent ${args.agent_id}`
+        }),
+    })
+
+    ctx.tools.register<ListAgentsArgs>({
+      name: 'list_agents',
+      description: 'List your continuable subagents with their state (running or idle) and label; scope "descendants" includes theirs, with parent and depth.',
+      parameters: {
+        type: 'object',
+        properties: { scope: { type: 'string', enum: ['children', 'descendants'], description: 'children (default) or descendants.' } },
+        additionalProperties: false,
+      },
+      concurrencySafe: true,
+      execute: (args, exec) =>
+        refused('listing failed', async () => {
+          const descendants = args.scope === 'descendants'
+          const listed = descendants ? await ctx.subagents.listDescendants(exec.agent.id, exec.signal) : await ctx.subagents.listChildren(exec.agent.id, exec.signal)
+          return renderAgents(listed, descendants)
+        }),
+    })
+  }
+}
+
+/** A refusal of the seam becomes an error result the model can read; anything else is a fault. */
+async function refused(what: string, act: () => Promise<string>): Promise<ToolOutput> {
+  try {
+    return await act()
+  } catch (error) {
+    if (error instanceof SubagentError) return { isError: true, content: `${what}: ${errorMessage(error)}` }
+    throw error
+  }
+}
+
+export namespace SubagentControlPlugin {
+  export interface Config {}
+}

@@ -1,0 +1,120 @@
+import { mkdtemp, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { afterEach, describe, expect, it } from 'vitest'
+import { createHarness, type Harness, type HarnessOptions } from '@dsh/testkit/harness'
+import { text, textOf } from '@dsh/llm'
+import type { Agent } from '@dsh/agent'
+import SessionJsonl from '@dsh/session-jsonl'
+import { SubagentService } from '@dsh/subagent'
+import { SpawnPlugin } from '@dsh/subagent-spawn'
+import SubagentReportPlugin from '@dsh/tool-subagent-report'
+import SubagentControlPlugin from '@dsh/tool-subagent-control'
+
+let harness: Harness | undefined
+let dir: string | undefined
+afterEach(async () => {
+  await harness?.dispose()
+  if (dir) await rm(dir, { recursive: true, force: true })
+  harness = undefined
+  dir = undefined
+})
+
+async function start(script: HarnessOptions['script']): Promise<Harness> {
+  const h = (harness = await createHarness({ script }))
+  dir = await mkdtemp(join(tmpdir(), 'dsh-control-'))
+  await h.plugin(SessionJsonl, { dir })
+  await h.plugin(SubagentService)
+  await h.plugin(SpawnPlugin, {})
+  await h.plugin(SubagentControlPlugin, {})
+  await h.plugin(SubagentReportPlugin, {})
+  return h
+}
+
+async function call(h: Harness, agent: Agent, name: string, args: Record<string, unknown>) {
+  const { result } = await h.ctx.tools.execute({ type: 'tool-call', id: `call-${name}`, name, args }, { signal: new AbortController().signal, callId: `call-${name}`, agent })
+  return { text: textOf(result.content), isError: result.isError === true }
+}
+
+function turnEnds(agent: Agent, count: number): Promise<void> {
+  const ended = () => agent.session.ownEvents().filter((event) => event.type === 'turn/end').length
+  if (ended() >= count) return Promise.resolve()
+  return new Promise((resolve) => {
+    const stop = agent.session.subscribe((update) => {
+      if (update.type === 'turn/end' && ended() >= count) {
+        stop()
+        resolve()
+      }
+    })
+  })
+}
+
+const signal = () => new AbortController().signal
+
+describe('subagent control tools', () => {
+  it('send_message queues a turn for the caller\'s own child and refuses anyone else\'s or an unknown id', async () => {
+    const h = await start([
+      { when: { prompt: '^research' }, reply: [{ text: 'one' }, { text: 'two' }] },
+      { reply: [{ text: 'ack' }, { text: 'ack' }, { text: 'ack' }] },
+    ])
+    const parent = await h.agent()
+    const stranger = await h.agent()
+    const { childId } = await h.ctx.subagents.startContinuable({ provider: 'spawn', label: 'research', request: { prompt: [text('research')], parent }, signal: signal() })
+    await turnEnds(parent, 1)
+    const child = h.ctx.agents.get(childId)!
+
+    expect(await call(h, stranger, 'send_message', { subagent_id: childId, message: 'hi' })).toEqual({ isError: true, text: expect.stringMatching(/^message not delivered: .*not the parent/) })
+    expect(await call(h, parent, 'send_message', { subagent_id: 'nobody', message: 'hi' })).toEqual({ isError: true, text: expect.stringMatching(/^message not delivered: subagent nobody cannot be reached/) })
+    expect(child.session.ownEvents().filter((e) => e.type === 'turn/start')).toHaveLength(1)
+
+    expect(await call(h, parent, 'send_message', { subagent_id: childId, message: 'more' })).toEqual({ isError: false, text: `message queued as the next turn for subagent ${childId}` })
+    await turnEnds(child, 2)
+    expect(await call(h, parent, 'list_agents', {})).toEqual({ isError: false, text: `${childId} [idle] — research (spawn, 2 turns)` })
+    expect(await call(h, stranger, 'list_agents', { scope: 'descendants' })).toEqual({ isError: false, text: '(no subagents)' })
+  })
+
+  it('interrupt_agent is for ancestors only; a grandparent may stop a grandchild', async () => {
+    const h = await start([
+      { when: { prompt: '^middle' }, reply: [{ text: 'middle done' }, { text: 'ack' }, { text: 'ack' }] },
+      { when: { prompt: '^slow' }, reply: [{ delay_ms: 60_000, text: 'never' }] },
+      { reply: [{ text: 'ack' }, { text: 'ack' }, { text: 'ack' }] },
+    ])
+    const root = await h.agent()
+    const stranger = await h.agent()
+    const { childId: middleId } = await h.ctx.subagents.startContinuable({ provider: 'spawn', label: 'middle', request: { prompt: [text('middle')], parent: root }, signal: signal() })
+    const middle = h.ctx.agents.get(middleId)!
+    const { childId: leafId } = await h.ctx.subagents.startContinuable({ provider: 'spawn', label: 'slow', request: { prompt: [text('slow')], parent: middle }, signal: signal() })
+    const leaf = h.ctx.agents.get(leafId)!
+
+    expect(await call(h, stranger, 'interrupt_agent', { agent_id: leafId })).toMatchObject({ isError: true, text: expect.stringContaining('not an ancestor') })
+    expect(await call(h, leaf, 'interrupt_agent', { agent_id: leafId })).toMatchObject({ isError: true })
+    expect(await call(h, root, 'interrupt_agent', { agent_id: leafId })).toEqual({ isError: false, text: `interrupt requested for agent ${leafId}` })
+    await turnEnds(leaf, 1)
+    expect(leaf.session.ownEvents().find((e) => e.type === 'turn/end')).toMatchObject({ reason: 'aborted' })
+    const listed = await call(h, root, 'list_agents', { scope: 'descendants' })
+    expect(listed.text.split('\n')).toEqual([
+      expect.stringMatching(new RegExp(`^${middleId} \\[(idle|running)\\] — middle .* parent=${root.id} depth=1$`)),
+      expect.stringMatching(new RegExp(`^${leafId} \\[(idle|running)\\] — slow .* parent=${middleId} depth=2$`)),
+    ])
+  })
+
+  it('report reaches only continuable children and delivers to the parent at its next step', async () => {
+    const h = await start([
+      { when: { prompt: '^research' }, reply: [{ call: { tool: 'report', args: { output: 'halfway there' } } }, { text: 'all done' }] },
+      { reply: [{ text: 'ack' }, { text: 'ack' }, { text: 'ack' }, { text: 'ack' }] },
+    ])
+    const parent = await h.agent()
+    expect(h.ctx.tools.list(parent.id)).not.toContain('report')
+    const { childId } = await h.ctx.subagents.startContinuable({ provider: 'spawn', label: 'research', request: { prompt: [text('research')], parent, toolFilter: { allow: [] } }, signal: signal() })
+    const child = h.ctx.agents.get(childId)!
+    // The filter allows nothing, yet the report tool survives it.
+    expect(h.ctx.tools.list(childId)).toEqual(['report'])
+    await turnEnds(child, 1)
+    await h.ctx.agents.get(parent.id)!.whenIdle()
+    const seen = parent.session.ownEvents().flatMap((e) => (e.type === 'user/message' ? [textOf(e.message.content)] : [])).join('\n')
+    expect(seen).toContain(`Background subagent ${childId} reported:\nhalfway there`)
+    expect(seen).toContain('all done')
+    const toolResult = child.session.ownEvents().find((e) => e.type === 'tool/result')
+    expect(toolResult?.type === 'tool/result' && textOf(toolResult.result.content)).toMatch(/^report accepted by the agent that started you as message msg-/)
+  })
+})

@@ -1,0 +1,2 @@
+export * from './plugin.js'
+export { SubagentReportPlugin as default } from './plugin.js'
