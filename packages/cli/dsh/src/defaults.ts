@@ -22,6 +22,8 @@ export function defaultEntries(options: { sessionDir?: string; model?: string })
     { id: 'subagent-spawn', name: '@dsh/subagent-spawn' },
     { id: 'subagent-fork', name: '@dsh/subagent-fork' },
     { id: 'tool-subagent', name: '@dsh/tool-subagent', config: { provider: 'spawn' } },
+    { id: 'tool-subagent-control', name: '@dsh/tool-subagent-control' },
+    { id: 'tool-subagent-report', name: '@dsh/tool-subagent-report' },
     { id: 'tasks', name: '@dsh/tasks' },
     { id: 'tool-tasks', name: '@dsh/tool-tasks' },
     { id: 'bash', name: '@dsh/bash' },

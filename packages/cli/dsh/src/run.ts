@@ -80,7 +80,9 @@ export async function runCommand(options: RunOptions): Promise<number> {
         throw resumeProblem(error, options.resume, runtime)
       })
     const view = watch(runtime, agent, options)
-    const run = await runUntilQuiet(agent, options.prompt, { tasks: runtime.ctx.get('tasks'), signal: cancel.signal })
+    // Continuable children are owned work too: the run ends once none runs and no notice waits.
+    const continuation = runtime.ctx.get('subagents')?.continuation
+    const run = await runUntilQuiet(agent, options.prompt, { tasks: runtime.ctx.get('tasks'), work: continuation ? [continuation] : [], signal: cancel.signal })
     view.finish(run)
     if (run.cancelled) {
       process.stderr.write(`dsh: cancelled${run.last.error ? `: ${run.last.error}` : ''}\n`)

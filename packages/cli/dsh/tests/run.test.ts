@@ -49,8 +49,8 @@ describe('dsh run', () => {
 
   it('persists the session to --session-dir and --resume continues it with a new turn', async () => {
     const dir = tempDir()
-    // Reply cursors live in the process, so the resumed run plays the rule from its start again.
-    const file = script(dir, '- when: { prompt: first }\n  reply:\n    - text: "one"\n')
+    // The resumed run continues the rule after the reply its log holds.
+    const file = script(dir, '- when: { prompt: first }\n  reply:\n    - text: "one"\n    - text: "two"\n')
     const first = await runDsh(['run', '--model', `scripted:${file}`, '--session-dir', dir, 'first question'])
     expect(first.code).toBe(0)
     const [sessionFile] = readdirSync(dir).filter((name) => name.endsWith('.jsonl'))
@@ -58,6 +58,7 @@ describe('dsh run', () => {
     const second = await runDsh(['run', '--model', `scripted:${file}`, '--session-dir', dir, '--resume', id, 'second question'])
     expect(second.stderr).toBe('')
     expect(second.code).toBe(0)
+    expect(second.stdout).toContain('two')
     const lines = readFileSync(join(dir, sessionFile), 'utf8').trim().split('\n').map((line) => JSON.parse(line) as { type?: string; turn?: number; seq?: number; message?: { content: { text: string }[] } })
     expect(lines.filter((line) => line.type === 'turn/start').map((line) => line.turn)).toEqual([1, 2])
     expect(lines.filter((line) => line.type === 'user/message').map((line) => line.message!.content[0].text)).toEqual(['first question', 'second question'])

@@ -100,6 +100,11 @@ export class SubagentService extends Service {
       },
       sessions: () => serviceInstance(ctx.sessions),
       setups: () => this.continuableSetups,
+      announce: (kind: 'start' | 'end', info: SubagentRunInfo | SubagentRunEndInfo) => {
+        if (kind === 'start') this.notify('subagent/start', info)
+        else this.notify('subagent/end', info as SubagentRunEndInfo)
+      },
+      nextRunId: () => `run-${this.runPrefix}-${++this.runCounter}`,
     })
     // A parent takes its continuable children down with it: none outlives it.
     ctx.agents.onCleanup((agent) => this.continuation.disposeChildrenOf(agent))

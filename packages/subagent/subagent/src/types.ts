@@ -98,6 +98,8 @@ export interface SubagentRunInfo {
   local: boolean
   parentId: string
   label?: string
+  /** A turn of a continuable child: one start/end pair per turn, the same `id` each time; between turns it is idle. */
+  continuable?: true
 }
 
 /** Payload of `subagent/end`. */

@@ -42,7 +42,7 @@ export class SubagentControlPlugin {
       parameters: {
         type: 'object',
         properties: {
-          subagent_id: { type: 'string', minLength: 1, description: 'The subagent id (list_agents shows yours).' },
+          subagent_id: { type: 'string', minLength: 1, description: 'The subagent id (list_agents shows yours), or its label when exactly one of your subagents has that label.' },
           message: { type: 'string', minLength: 1, description: 'What to tell or ask the subagent.' },
         },
         required: ['subagent_id', 'message'],
@@ -51,8 +51,10 @@ export class SubagentControlPlugin {
       concurrencySafe: true,
       execute: (args, exec) =>
         refused('message not delivered', async () => {
-          await ctx.subagents.followup(caller(exec), args.subagent_id, args.message, { source: { kind: 'coordinator', senderSessionId: exec.agent.id }, signal: exec.signal })
-          return `message queued as the next turn for subagent ${args.subagent_id}`
+          const parent = caller(exec)
+          const childId = await resolveChild(ctx, parent.id, args.subagent_id, exec.signal)
+          await ctx.subagents.followup(parent, childId, args.message, { source: { kind: 'coordinator', senderSessionId: exec.agent.id }, signal: exec.signal })
+          return `message queued as the next turn for subagent ${childId}`
         }),
     })
 
@@ -89,6 +91,21 @@ export class SubagentControlPlugin {
         }),
     })
   }
+}
+
+/**
+ * The child `wanted` names: an id of one of the caller's children as given, else the one
+ * child of the caller with that label (models name children by what they do). Anything
+ * else is passed on unchanged, for the service to refuse with its own reason.
+ */
+async function resolveChild(ctx: Context, parentId: string, wanted: string, signal: AbortSignal): Promise<string> {
+  const children = await ctx.subagents.listChildren(parentId, signal)
+  if (children.some((child) => child.childId === wanted)) return wanted
+  const labelled = children.filter((child) => child.label === wanted)
+  if (labelled.length > 1) {
+    throw new SubagentError('NOT_RESUMABLE', `${labelled.length} of your subagents are labelled "${wanted}" (${labelled.map((child) => child.childId).join(', ')}); name one by its id`)
+  }
+  return labelled[0]?.childId ?? wanted
 }
 
 /** A refusal of the seam becomes an error result the model can read; anything else is a fault. */

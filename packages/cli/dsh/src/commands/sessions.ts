@@ -12,6 +12,10 @@ interface Summary {
   firstPrompt: string
   /** Reason of the last `turn/end`, or `running`/`empty`. */
   stopReason: string
+  /** Turns the session took (its own). */
+  turns: number
+  /** The log ends inside a turn. */
+  open: boolean
 }
 
 export async function sessionsCommand(verb: string | undefined, args: string[], options: { sessionDir?: string; config?: string }): Promise<number> {
@@ -64,7 +68,18 @@ async function summarize(header: SessionHeader, read: (id: string) => Promise<St
     header,
     firstPrompt: firstUser?.type === 'user/message' ? textOf(firstUser.message.content) : '',
     stopReason: lastEnd?.type === 'turn/end' ? lastEnd.reason : events.length ? 'running' : 'empty',
+    turns: events.filter((event) => event.type === 'turn/start').length,
+    open: openTurn(events),
   }
+}
+
+/** Whether the log ends inside a turn (its writer is running it, or stopped mid-turn). */
+function openTurn(events: readonly SessionEvent[]): boolean {
+  for (let i = events.length - 1; i >= 0; i--) {
+    if (events[i].type === 'turn/end') return false
+    if (events[i].type === 'turn/start') return true
+  }
+  return false
 }
 
 function childrenOf(headers: SessionHeader[]): Map<string, SessionHeader[]> {
@@ -126,7 +141,9 @@ async function tree(headers: SessionHeader[], wanted: string | undefined, read: 
     const who = header.provider ?? header.origin ?? 'session'
     const label = header.label ? ` "${clip(header.label, 40)}"` : summary.firstPrompt ? ` "${clip(summary.firstPrompt, 40)}"` : ''
     const seed = header.seedLength ? ` (seeded ${header.seedLength} events)` : ''
-    lines.push(`${prefix}${branch}${header.id}  ${who}${label}  ${summary.stopReason}${seed}`)
+    // A continuable child is one session however many turns it takes: one line, its turns and state.
+    const continuable = header.descriptor ? `  continuable: ${summary.turns} ${summary.turns === 1 ? 'turn' : 'turns'}, ${summary.open ? 'running' : 'idle'}` : ''
+    lines.push(`${prefix}${branch}${header.id}  ${who}${label}  ${summary.stopReason}${seed}${continuable}`)
     const kids = children.get(header.id) ?? []
     const childPrefix = prefix + (branch === '' ? '' : branch === '└─ ' ? '   ' : '│  ')
     for (const [index, child] of kids.entries()) await visit(child, childPrefix, index === kids.length - 1 ? '└─ ' : '├─ ')

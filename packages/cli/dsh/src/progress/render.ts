@@ -21,7 +21,9 @@ export function treeLines(tracker: ProgressTracker, now: number, width = 100): s
     const name = node.provider === 'root' ? 'dsh' : `${node.provider} ${shortId(node.id)}`
     const label = node.label ? ` "${node.label}"` : ''
     const latest = node.latest && node.state === 'running' ? `  ${node.latest}` : node.state === 'failed' && node.stopReason ? `  (${node.stopReason})` : ''
-    const line = `${branch}${MARK[node.state]} ${name}${label}  ${node.state} ${seconds(elapsed(node, now))}${latest}`
+    // A continuable child between turns is idle, whatever its last turn's outcome.
+    const shown = node.idle ? `idle after ${node.stopReason ?? 'its turn'}` : node.state
+    const line = `${branch}${node.idle ? '◦' : MARK[node.state]} ${name}${label}  ${shown} ${seconds(elapsed(node, now))}${latest}`
     return line.length > width ? `${line.slice(0, width - 1)}…` : line
   })
 }
@@ -33,7 +35,8 @@ export function lifecycleLine(change: ProgressChange, now: number): string | und
   const label = node.label ? ` "${node.label}"` : ''
   if (change.kind === 'start') return `[subagent] start ${node.provider} ${node.id}${label} (parent ${node.parentId})`
   const why = node.diagnostic && node.state !== 'done' ? `: ${node.diagnostic}` : ''
-  return `[subagent] end ${node.provider} ${node.id} ${node.stopReason} after ${seconds(elapsed(node, now))}${why}`
+  const idle = node.idle ? ', idle' : ''
+  return `[subagent] end ${node.provider} ${node.id} ${node.stopReason} after ${seconds(elapsed(node, now))}${why}${idle}`
 }
 
 /**

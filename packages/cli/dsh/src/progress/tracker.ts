@@ -24,6 +24,8 @@ export interface ProgressNode {
   diagnostic?: string
   /** The latest thing the agent did, in a few words (`calling bash`, `writing`, …). */
   latest?: string
+  /** A continuable child between turns: it answered and waits for more work. */
+  idle?: boolean
   children: string[]
 }
 
@@ -77,6 +79,18 @@ export class ProgressTracker {
   }
 
   private started(info: SubagentRunInfo): void {
+    const known = this.nodes.get(info.id)
+    if (known && info.continuable) {
+      // The next turn of a continuable child: the same node runs again.
+      known.state = 'running'
+      known.idle = false
+      known.startedAt = this.now()
+      delete known.endedAt
+      delete known.stopReason
+      delete known.diagnostic
+      this.emit({ kind: 'start', node: known })
+      return
+    }
     const node: ProgressNode = { id: info.id, provider: info.provider, parentId: info.parentId, state: 'running', startedAt: this.now(), children: [] }
     if (info.label !== undefined) node.label = info.label
     this.nodes.set(info.id, node)
@@ -96,6 +110,7 @@ export class ProgressTracker {
     node.stopReason = info.stopReason
     if (info.diagnostic !== undefined) node.diagnostic = info.diagnostic
     node.endedAt = this.now()
+    if (info.continuable) node.idle = true
     this.emit({ kind: 'end', node })
   }
 

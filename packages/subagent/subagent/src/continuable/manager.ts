@@ -14,7 +14,7 @@ import { selectOutput, type AssistantMessage, type TextBlock, type UserMessage }
 import type { SessionHeader, SessionStore } from '@dsh/session'
 import { SubagentError } from '../errors.js'
 import { refuseDisposedParent } from '../admission.js'
-import type { SubagentProvider } from '../types.js'
+import type { SubagentProvider, SubagentRunEndInfo, SubagentRunInfo } from '../types.js'
 import { makeDescriptor, parseDescriptor } from './descriptor.js'
 import { reportMessage, settlementNotice } from './notice.js'
 import type { ContinuableChildInfo, ContinuableDescriptor, ContinuableStarted, InterruptAuthority, StartContinuableOptions } from './types.js'
@@ -47,6 +47,10 @@ export interface ManagerHost {
   agents(): AgentRegistry | undefined
   sessions(): SessionStore
   setups(): readonly ContinuableSetup[]
+  /** Announce a continuable child's turn on the observe-only lifecycle events. */
+  announce(kind: 'start', info: SubagentRunInfo): void
+  announce(kind: 'end', info: SubagentRunEndInfo): void
+  nextRunId(): string
 }
 
 export class ContinuationManager {
@@ -266,10 +270,24 @@ export class ContinuationManager {
 
   private makeResident(agent: Agent, parent: Agent, descriptor: ContinuableDescriptor): ResidentChild {
     let turnStart = 0
+    let run: SubagentRunInfo | undefined
     const child: ResidentChild = { childId: agent.id, parentId: parent.id, parent, agent, descriptor, pending: 0, quietNextEnd: false, stopWatching: () => {} }
     child.stopWatching = agent.session.subscribe((update) => {
-      if (update.type === 'turn/start') turnStart = update.seq
-      else if (update.type === 'turn/end') this.settled(child, turnStart, update.seq, stopReasonOfTurn(update.reason), update.error)
+      if (update.type === 'turn/start') {
+        turnStart = update.seq
+        run = { runId: this.host.nextRunId(), provider: descriptor.provider, id: agent.id, local: true, parentId: parent.id, label: descriptor.label, continuable: true }
+        this.host.announce('start', run)
+      } else if (update.type === 'turn/end') {
+        const stopReason = stopReasonOfTurn(update.reason)
+        const closing = this.settled(child, turnStart, update.seq, stopReason, update.error)
+        if (run) {
+          const end: SubagentRunEndInfo = { ...run, stopReason }
+          if (update.error !== undefined && stopReason !== 'completed') end.diagnostic = update.error
+          if (closing.length > 0) end.lastAssistantMessage = closing.map((block) => ({ type: 'text', text: block.text }))
+          run = undefined
+          this.host.announce('end', end)
+        }
+      }
     })
     this.resident.set(agent.id, child)
     this.ensureSource(parent)
@@ -293,18 +311,19 @@ export class ContinuationManager {
     return this.nextMessageId()
   }
 
-  private settled(child: ResidentChild, turnStart: number, turnEnd: number, stopReason: string, error: string | undefined): void {
+  /** A turn of `child` ended: tell its parent (unless its owner asked to stop), wake waiters; returns the turn's closing message. */
+  private settled(child: ResidentChild, turnStart: number, turnEnd: number, stopReason: string, error: string | undefined): TextBlock[] {
     const quiet = child.quietNextEnd
     child.quietNextEnd = false
-    if (!quiet) {
-      const answers: AssistantMessage[] = []
-      for (const event of child.agent.session.events(turnStart)) {
-        if (event.seq > turnEnd) break
-        if (event.type === 'assistant/message') answers.push(event.message)
-      }
-      this.post(child.parent, settlementNotice(child.childId, stopReason, selectOutput(answers), stopReason === 'completed' ? undefined : error))
+    const answers: AssistantMessage[] = []
+    for (const event of child.agent.session.events(turnStart)) {
+      if (event.seq > turnEnd) break
+      if (event.type === 'assistant/message') answers.push(event.message)
     }
+    const closing = selectOutput(answers)
+    if (!quiet) this.post(child.parent, settlementNotice(child.childId, stopReason, closing, stopReason === 'completed' ? undefined : error))
     this.wakeWaiters()
+    return closing
   }
 
   /** Queue `message` for `parent` and wake it (an idle parent starts a turn; a busy one reads it at its next step). */

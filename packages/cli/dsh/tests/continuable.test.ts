@@ -1,0 +1,104 @@
+import { readFileSync, readdirSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { describe, expect, it } from 'vitest'
+import { runDsh, tempDir } from './cli.js'
+
+/** A deployment with a continuable delegation tool beside the default one-shot `subagent`. */
+const CONFIG = [
+  '- id: tool-subagent-keep',
+  '  name: "@dsh/tool-subagent"',
+  '  config: { provider: spawn, toolName: subagent_keep, backgroundMode: continuable }',
+].join('\n')
+
+/**
+ * One rule per session kind, replies running across both process runs: a resumed session
+ * continues its rule after the replies its log holds.
+ */
+const SCRIPT = [
+  '- when: { prompt: "^research" }',
+  '  reply:',
+  '    - text: "child turn one"',
+  '    - text: "child turn two"',
+  '    - text: "child turn three"',
+  '- when: { depth: 0 }',
+  '  reply:',
+  '    - call: { tool: subagent_keep, args: { description: research, prompt: "research the repo", run_in_background: true } }',
+  '    - text: "started the researcher"',
+  '    - call: { tool: send_message, args: { subagent_id: research, message: "dig deeper" } }',
+  '    - text: "asked for more"',
+  '    - text: "noted round two"',
+  '    - call: { tool: send_message, args: { subagent_id: research, message: "one more thing" } }',
+  '    - text: "asked again"',
+  '    - text: "noted round three"',
+].join('\n')
+
+interface Line {
+  kind: string
+  header?: { id: string; parentSession?: string }
+  event?: { type: string; reason?: string; message?: { content: { type: string; text?: string }[] } }
+}
+
+function userTexts(file: string): string[] {
+  return readFileSync(file, 'utf8').trim().split('\n').slice(1).map((line) => JSON.parse(line) as NonNullable<Line['event']>)
+    .filter((event) => event.type === 'user/message')
+    .map((event) => event.message!.content.map((block) => block.text ?? '').join(''))
+}
+
+describe('dsh run with a continuable spawn child', () => {
+  it('keeps a child across turns and process runs: notices, follow-ups, a cold resume, one entry in the tree', async () => {
+    const dir = tempDir()
+    const config = join(dir, 'dsh.yml')
+    const script = join(dir, 'script.yml')
+    writeFileSync(config, CONFIG)
+    writeFileSync(script, SCRIPT)
+    const common = ['--config', config, '--model', `scripted:${script}`, '--session-dir', dir]
+
+    const first = await runDsh(['run', '--json', ...common, 'start a researcher'])
+    expect(first.stderr).toBe('')
+    expect(first.code).toBe(0)
+    const lines = first.stdout.trim().split('\n').map((line) => JSON.parse(line) as Line)
+    const parentId = lines.find((line) => line.kind === 'session/header')!.header!.id
+    const parentFile = join(dir, `${parentId}.jsonl`)
+    const childFile = readdirSync(dir).find((name) => name.endsWith('.jsonl') && name !== `${parentId}.jsonl`)!
+    const childId = childFile.replace(/\.jsonl$/, '')
+    // The parent heard of both settled turns of the child, each with its closing message.
+    const heard = userTexts(parentFile)
+    expect(heard[0]).toBe('start a researcher')
+    expect(heard[1]).toContain(`Subagent ${childId} finished its turn`)
+    expect(heard[1]).toContain('child turn one')
+    expect(heard[2]).toContain('child turn two')
+    expect(userTexts(join(dir, childFile))).toEqual(['research the repo', 'dig deeper'])
+
+    const second = await runDsh(['run', ...common, '--resume', parentId, 'ask it once more'])
+    expect(second.code).toBe(0)
+    expect(second.stdout).toContain('noted round three')
+    // The live view shows the child's turn, and the child idle after it.
+    expect(second.stderr).toMatch(new RegExp(`\\[subagent\\] start spawn \\S+ "research"`))
+    expect(second.stderr).toMatch(/\[subagent\] end spawn \S+ completed after [\d.]+s, idle/)
+    // The child was rebuilt from its file: one session, every turn in order, its script continued.
+    expect(userTexts(join(dir, childFile))).toEqual(['research the repo', 'dig deeper', 'one more thing'])
+    expect(userTexts(parentFile).at(-1)).toContain('child turn three')
+    expect(readdirSync(dir).filter((name) => name.endsWith('.jsonl'))).toHaveLength(2)
+
+    const tree = await runDsh(['sessions', 'tree', parentId, '--session-dir', dir])
+    expect(tree.code).toBe(0)
+    const treeLines = tree.stdout.trim().split('\n')
+    expect(treeLines).toHaveLength(2)
+    expect(treeLines[1]).toMatch(new RegExp(`^└─ ${childId}  spawn "research"  completed  continuable: 3 turns, idle$`))
+  })
+
+  it('a message to an unknown child is refused to the model and creates nothing', async () => {
+    const dir = tempDir()
+    const script = join(dir, 'script.yml')
+    writeFileSync(script, [
+      '- when: { depth: 0 }',
+      '  reply:',
+      '    - call: { tool: send_message, args: { subagent_id: nobody, message: hi } }',
+      '    - text: "the tool said: {{last_tool_result}}"',
+    ].join('\n'))
+    const result = await runDsh(['run', '--model', `scripted:${script}`, '--session-dir', dir, 'go'])
+    expect(result.code).toBe(0)
+    expect(result.stdout).toContain('the tool said: message not delivered: subagent nobody cannot be reached: there is no such child')
+    expect(readdirSync(dir).filter((name) => name.endsWith('.jsonl'))).toHaveLength(1)
+  })
+})
