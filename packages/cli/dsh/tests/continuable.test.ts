@@ -1,7 +1,8 @@
+import { spawn } from 'node:child_process'
 import { readFileSync, readdirSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
-import { runDsh, tempDir } from './cli.js'
+import { dshBin, repoRoot, runDsh, tempDir } from './cli.js'
 
 /** A deployment with a continuable delegation tool beside the default one-shot `subagent`. */
 const CONFIG = [
@@ -100,5 +101,92 @@ describe('dsh run with a continuable spawn child', () => {
     expect(result.code).toBe(0)
     expect(result.stdout).toContain('the tool said: message not delivered: subagent nobody cannot be reached: there is no such child')
     expect(readdirSync(dir).filter((name) => name.endsWith('.jsonl'))).toHaveLength(1)
+  })
+})
+
+describe('dsh run cancelled while a continuable child runs', () => {
+  it('Ctrl-C stops the child\'s turn, leaves nothing running, and the child answers the next message after a resume', async () => {
+    const dir = tempDir()
+    const config = join(dir, 'dsh.yml')
+    const script = join(dir, 'script.yml')
+    writeFileSync(config, CONFIG)
+    writeFileSync(script, [
+      '- when: { prompt: "^take forever" }',
+      '  reply:',
+      '    - { text: "never", delay_ms: 60000 }',
+      '    - text: "resumed after the interrupt"',
+      '- when: { depth: 0 }',
+      '  reply:',
+      '    - call: { tool: subagent_keep, args: { description: slow, prompt: "take forever", run_in_background: true } }',
+      '    - text: "started it"',
+      '    - call: { tool: send_message, args: { subagent_id: slow, message: "go on" } }',
+      '    - text: "asked"',
+      '    - text: "heard back"',
+    ].join('\n'))
+    const common = ['--config', config, '--model', `scripted:${script}`, '--session-dir', dir]
+    const child = spawn(process.execPath, [dshBin, 'run', ...common, 'go'], { cwd: repoRoot, env: { ...process.env, DSH_HOME: dir }, stdio: ['ignore', 'pipe', 'pipe'] })
+    let stderr = ''
+    let stdout = ''
+    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk))
+    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk))
+    const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)))
+    // The parent has answered ("started it") and the child's turn is under way.
+    await new Promise<void>((resolve, reject) => {
+      const check = () => {
+        if (/\[subagent\] start spawn \S+ "slow"/.test(stderr) && stdout.includes('started it')) resolve()
+        else if (child.exitCode !== null) reject(new Error(`dsh exited early:\n${stderr}`))
+        else setTimeout(check, 50)
+      }
+      check()
+    })
+    child.kill('SIGINT')
+    expect(await exited).toBe(130)
+    expect(stderr).toMatch(/\[subagent\] end spawn \S+ aborted/)
+
+    const files = readdirSync(dir).filter((name) => name.endsWith('.jsonl'))
+    expect(files).toHaveLength(2)
+    const childFile = files.find((name) => readFileSync(join(dir, name), 'utf8').includes('"descriptor"'))!
+    const parentFile = files.find((name) => name !== childFile)!
+    const lastEnd = (file: string) => readFileSync(join(dir, file), 'utf8').trim().split('\n').map((line) => JSON.parse(line) as { type?: string; reason?: string }).filter((event) => event.type === 'turn/end').at(-1)
+    expect(lastEnd(childFile)).toMatchObject({ reason: 'aborted' })
+    expect(lastEnd(parentFile)).toMatchObject({ reason: 'aborted' })
+
+    const resumed = await runDsh(['run', ...common, '--resume', parentFile.replace(/\.jsonl$/, ''), 'carry on'])
+    expect(resumed.code).toBe(0)
+    expect(resumed.stdout).toContain('heard back')
+    expect(userTexts(join(dir, childFile))).toEqual(['take forever', 'go on'])
+    expect(lastEnd(childFile)).toMatchObject({ reason: 'completed' })
+    expect(userTexts(join(dir, parentFile)).at(-1)).toContain('resumed after the interrupt')
+  })
+})
+
+describe('dsh sessions tree with a remote continuable child', () => {
+  /** A stored session file: header and one completed turn per prompt. */
+  function storeSession(dir: string, header: Record<string, unknown>, prompts: string[]): void {
+    const lines = [JSON.stringify({ kind: 'header', version: 1, header: { createdAt: '2026-01-01T00:00:00.000Z', cwd: dir, ...header } })]
+    let seq = 0
+    for (const [index, prompt] of prompts.entries()) {
+      const turn = index + 1
+      lines.push(JSON.stringify({ seq: seq++, ts: 1, type: 'turn/start', turn }))
+      lines.push(JSON.stringify({ seq: seq++, ts: 1, type: 'user/message', message: { role: 'user', content: [{ type: 'text', text: prompt }] } }))
+      lines.push(JSON.stringify({ seq: seq++, ts: 1, type: 'turn/end', turn, reason: 'completed' }))
+    }
+    writeFileSync(join(dir, `${String(header.id)}.jsonl`), `${lines.join('\n')}\n`)
+  }
+
+  it('shows the child once: the remote session\'s own line carries the parent-side record\'s turns', async () => {
+    const dir = tempDir()
+    storeSession(dir, { id: 'root-1', origin: 'cli' }, ['go'])
+    const descriptor = { version: 1, mode: 'continuable', provider: 'acp', label: 'helper', remote: { remoteId: 'remote-7' } }
+    storeSession(dir, { id: 'record-1', parentSession: 'root-1', origin: 'subagent', delegationDepth: 1, provider: 'acp', label: 'helper', descriptor }, ['one', 'two'])
+    storeSession(dir, { id: 'remote-7', parentSession: 'root-1', origin: 'acp', delegationDepth: 1, provider: 'acp' }, ['one', 'two'])
+    const tree = await runDsh(['sessions', 'tree', 'root-1', '--session-dir', dir])
+    expect(tree.code).toBe(0)
+    expect(tree.stdout.trim().split('\n')).toEqual([
+      'root-1  cli "go"  completed',
+      '└─ remote-7  acp "one"  completed  continuable: 2 turns, idle',
+    ])
+    const listed = await runDsh(['sessions', 'list', '--session-dir', dir])
+    expect(listed.stdout).toMatch(/root-1 .* 1 child /)
   })
 })

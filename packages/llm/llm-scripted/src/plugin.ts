@@ -45,9 +45,12 @@ export class ScriptedPlugin {
       sessionFacts: (sessionId) => {
         const session = store()?.get(sessionId)
         if (!session) return undefined
-        // A resumed session continues its rule where its log left off: one reply per logged answer.
-        let earlierReplies = 0
-        for (const event of session.ownEvents()) if (event.type === 'assistant/message') earlierReplies++
+        // A resumed session continues its rule where its log left off. Every step makes one
+        // model request, which consumed one reply (an aborted or failed one too); the
+        // request being bound is the latest step's own.
+        let steps = 0
+        for (const event of session.ownEvents()) if (event.type === 'step/start') steps++
+        const earlierReplies = Math.max(0, steps - 1)
         return { ownPrompt: session.ownPrompt ?? '', delegationDepth: session.header.delegationDepth ?? 0, earlierReplies }
       },
     })

@@ -34,9 +34,9 @@ export interface SessionFacts {
   /** 0 for a top-level session. */
   delegationDepth: number
   /**
-   * Model replies the session already holds in its own history (a resumed session's
-   * earlier turns): its cursor starts after them, so a resumed script continues where
-   * its log left off. Default 0.
+   * Model requests the session already made (a resumed session's earlier steps, each of
+   * which consumed a reply): its cursor starts after them, so a resumed script continues
+   * where its log left off. Default 0.
    */
   earlierReplies?: number
 }

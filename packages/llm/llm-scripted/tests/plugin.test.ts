@@ -76,13 +76,18 @@ describe('scripted plugin', () => {
     const { adapter, model } = ctx.llm.resolve('scripted:demo')
     // A session read back with two answered turns: what a resumed session looks like.
     const session = ctx.sessions.create({ id: 'resumed' })
-    for (const answer of ['first', 'second']) {
+    for (const [index, answer] of ['first', 'second'].entries()) {
+      session.append({ type: 'step/start', step: index + 1 })
       session.append({ type: 'user/message', message: userText('again') })
       session.append({ type: 'assistant/message', message: { role: 'assistant', content: [{ type: 'text', text: answer }] } })
     }
+    // The step that makes this request.
+    session.append({ type: 'step/start', step: 3 })
     expect(textOfChunks(await collect(adapter.stream(requestFor(model, { sessionId: 'resumed' }))))).toBe('third')
     // A fresh session of the same rule still starts at the first reply.
-    ctx.sessions.create({ id: 'fresh' }).append({ type: 'user/message', message: userText('hi') })
+    const fresh = ctx.sessions.create({ id: 'fresh' })
+    fresh.append({ type: 'step/start', step: 1 })
+    fresh.append({ type: 'user/message', message: userText('hi') })
     expect(textOfChunks(await collect(adapter.stream(requestFor(model, { sessionId: 'fresh' }))))).toBe('first')
   })
 })

@@ -3,6 +3,7 @@
  * headers alone), and print one as a readable transcript.
  */
 import { textOf } from '@dsh/llm'
+import { parseDescriptor } from '@dsh/subagent'
 import type { SessionEvent, SessionHeader, StoredSession } from '@dsh/session'
 import { startRuntime } from '../runtime.js'
 import { UsageError } from '../errors.js'
@@ -73,6 +74,23 @@ async function summarize(header: SessionHeader, read: (id: string) => Promise<St
   }
 }
 
+/** Remote continuable children's records by the id of their remote session, when it is stored here under the same parent. */
+function remoteRecords(headers: readonly SessionHeader[]): Map<string, SessionHeader> {
+  const byId = new Map(headers.map((header) => [header.id, header]))
+  const recordOf = new Map<string, SessionHeader>()
+  for (const header of headers) {
+    const remoteId = remoteIdOf(header)
+    if (remoteId !== undefined && byId.get(remoteId)?.parentSession === header.parentSession) recordOf.set(remoteId, header)
+  }
+  return recordOf
+}
+
+/** The remote session a remote continuable child's record stands for. */
+function remoteIdOf(header: SessionHeader): string | undefined {
+  const parsed = header.descriptor === undefined ? undefined : parseDescriptor(header.descriptor)
+  return parsed && 'descriptor' in parsed ? parsed.descriptor.remote?.remoteId : undefined
+}
+
 /** Whether the log ends inside a turn (its writer is running it, or stopped mid-turn). */
 function openTurn(events: readonly SessionEvent[]): boolean {
   for (let i = events.length - 1; i >= 0; i--) {
@@ -106,7 +124,9 @@ function when(iso: string): string {
 }
 
 async function list(headers: SessionHeader[], read: (id: string) => Promise<StoredSession | undefined>): Promise<number> {
-  const children = childrenOf(headers)
+  // A remote child recorded twice (its own session and the parent-side record) counts once.
+  const hidden = new Set(remoteRecords(headers).values())
+  const children = childrenOf(headers.filter((header) => !hidden.has(header)))
   const roots = headers.filter((header) => !header.parentSession || !headers.some((other) => other.id === header.parentSession))
   roots.sort((a, b) => b.createdAt.localeCompare(a.createdAt))
   if (roots.length === 0) {
@@ -134,15 +154,24 @@ async function tree(headers: SessionHeader[], wanted: string | undefined, read: 
       return 0
     }
   }
-  const children = childrenOf(headers)
+  // A remote continuable child is shown once. When the remote session is stored here under
+  // the same parent (a `dsh acp` child records its lineage), its own line carries the
+  // parent-side record's continuable facts and the record is not shown; otherwise the
+  // record stands for the child.
+  const recordOf = remoteRecords(headers)
+  const hidden = new Set([...recordOf.values()])
+  const shown = headers.filter((header) => !hidden.has(header))
+  const children = childrenOf(shown)
   const lines: string[] = []
   const visit = async (header: SessionHeader, prefix: string, branch: string) => {
     const summary = await summarize(header, read)
+    const record = recordOf.get(header.id)
     const who = header.provider ?? header.origin ?? 'session'
     const label = header.label ? ` "${clip(header.label, 40)}"` : summary.firstPrompt ? ` "${clip(summary.firstPrompt, 40)}"` : ''
     const seed = header.seedLength ? ` (seeded ${header.seedLength} events)` : ''
     // A continuable child is one session however many turns it takes: one line, its turns and state.
-    const continuable = header.descriptor ? `  continuable: ${summary.turns} ${summary.turns === 1 ? 'turn' : 'turns'}, ${summary.open ? 'running' : 'idle'}` : ''
+    const facts = record ? await summarize(record, read) : header.descriptor ? summary : undefined
+    const continuable = facts ? `  continuable: ${facts.turns} ${facts.turns === 1 ? 'turn' : 'turns'}, ${facts.open ? 'running' : 'idle'}` : ''
     lines.push(`${prefix}${branch}${header.id}  ${who}${label}  ${summary.stopReason}${seed}${continuable}`)
     const kids = children.get(header.id) ?? []
     const childPrefix = prefix + (branch === '' ? '' : branch === '└─ ' ? '   ' : '│  ')

@@ -7,7 +7,7 @@ import { isRecord } from '@dsh/base'
 import type { ToolFilter } from '@dsh/tools'
 import { DESCRIPTOR_VERSION, type ContinuableDescriptor } from './types.js'
 
-const KNOWN_KEYS = new Set(['version', 'mode', 'provider', 'label', 'model', 'persona', 'toolFilter'])
+const KNOWN_KEYS = new Set(['version', 'mode', 'provider', 'label', 'model', 'persona', 'toolFilter', 'remote'])
 
 /** A descriptor with only the fields that are set (JSON has no `undefined`). */
 export function makeDescriptor(fields: { provider: string; label: string; model?: string; persona?: string; toolFilter?: ToolFilter }): ContinuableDescriptor {
@@ -43,6 +43,12 @@ export function parseDescriptor(value: unknown): { descriptor: ContinuableDescri
     const valid = isRecord(filter) && Object.keys(filter).every((key) => key === 'allow' || key === 'deny') && lists.some((list) => list !== undefined) &&
       lists.every((list) => list === undefined || (Array.isArray(list) && list.every((name) => typeof name === 'string')))
     if (!valid) return { problem: 'its descriptor\'s toolFilter must have `allow` and/or `deny` lists of tool names' }
+  }
+  const remote = value.remote
+  if (remote !== undefined) {
+    const valid = isRecord(remote) && typeof remote.remoteId === 'string' && remote.remoteId !== '' && (remote.resumeData === undefined || isRecord(remote.resumeData)) &&
+      Object.keys(remote).every((key) => key === 'remoteId' || key === 'resumeData')
+    if (!valid) return { problem: 'its descriptor\'s remote record must be { remoteId, resumeData? }' }
   }
   return { descriptor: value as unknown as ContinuableDescriptor }
 }

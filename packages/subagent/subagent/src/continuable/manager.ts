@@ -11,13 +11,14 @@ import type { Context } from 'cordis'
 import { errorMessage, stopReasonOfTurn } from '@dsh/base'
 import type { Agent, AgentRegistry } from '@dsh/agent'
 import { selectOutput, type AssistantMessage, type TextBlock, type UserMessage } from '@dsh/llm'
-import type { SessionHeader, SessionStore } from '@dsh/session'
+import { newSessionId, type Session, type SessionHeader, type SessionStore } from '@dsh/session'
 import { SubagentError } from '../errors.js'
 import { refuseDisposedParent } from '../admission.js'
 import type { SubagentProvider, SubagentRunEndInfo, SubagentRunInfo } from '../types.js'
 import { makeDescriptor, parseDescriptor } from './descriptor.js'
 import { reportMessage, settlementNotice } from './notice.js'
-import type { ContinuableChildInfo, ContinuableDescriptor, ContinuableStarted, InterruptAuthority, StartContinuableOptions } from './types.js'
+import { RemoteChildDriver } from './remote-child.js'
+import type { ContinuableChildInfo, ContinuableDescriptor, ContinuableStarted, InterruptAuthority, RemoteChildRecord, RemoteConversation, StartContinuableOptions } from './types.js'
 
 /**
  * Installed in every continuable child's own context before it is visible (fresh and
@@ -26,13 +27,15 @@ import type { ContinuableChildInfo, ContinuableDescriptor, ContinuableStarted, I
  */
 export type ContinuableSetup = (childCtx: Context, child: Agent) => readonly string[] | void
 
-/** A continuable child in memory. */
+/** A continuable child in memory: an agent in this process, or a driven remote conversation. */
 interface ResidentChild {
   childId: string
   parentId: string
   parent: Agent
-  agent: Agent
   descriptor: ContinuableDescriptor
+  /** Its durable session: the agent's own, or a remote child's parent-side record. */
+  session: Session
+  body: { kind: 'agent'; agent: Agent } | { kind: 'remote'; driver: RemoteChildDriver }
   /** Accepted follow-ups whose turns have not ended yet. */
   pending: number
   /** Set by `killAll`: the turn that ends because of it sends no notice (its owner asked to stop). */
@@ -99,17 +102,11 @@ export class ContinuationManager {
       toolFilter: request.toolFilter,
     })
     const preparation = await provider.prepareContinuable({ childId: childId ?? '', parent, descriptor, request, signal })
-    if (preparation.kind === 'remote') {
-      // The remote side is not driven by this manager yet: close what the provider opened.
-      await preparation.conversation.dispose().catch(() => {
-        /* best effort: the refusal below is what the caller needs to hear */
-      })
-      throw new SubagentError('UNSUPPORTED_CAPABILITY', `subagent provider "${name}" offers a remote continuable child, which this build cannot keep yet`)
-    }
+    if (preparation.kind === 'remote') return this.startRemote(preparation.conversation, { childId, parent, depth, descriptor, signal, prompt: request.prompt })
     if (signal.aborted) throw new SubagentError('ABORTED', 'the delegation was cancelled while the child was being prepared', { cause: signal.reason })
 
-    const child = await this.materialise(childId ?? '', () =>
-      agents.create({
+    const child = await this.materialise(childId ?? '', async () => {
+      const agent = await agents.create({
         seed: preparation.seed,
         parent,
         signal,
@@ -124,8 +121,10 @@ export class ContinuationManager {
           descriptor: descriptor as unknown as Record<string, unknown>,
         },
         agentOptions: agentOptionsOf(descriptor),
-        setup: (childCtx, agent) => this.setUp(childCtx, agent, descriptor),
-      }), parent, descriptor)
+        setup: (childCtx, created) => this.setUp(childCtx, created, descriptor),
+      })
+      return this.makeResident(agent.session, parent, descriptor, { kind: 'agent', agent })
+    })
     // Between publication and acceptance the parent may have gone, or the caller given up.
     if (signal.aborted || parent.status === 'disposing' || parent.status === 'disposed') {
       await this.disposeChild(child)
@@ -160,12 +159,12 @@ export class ContinuationManager {
     }
     // Not in memory: nothing runs, so there is nothing to stop (an idle child ignores a cancel).
     if (!child) return
-    child.agent.cancel(new SubagentError('ABORTED', `subagent ${childId} was interrupted`))
+    cancelTurn(child, new SubagentError('ABORTED', `subagent ${childId} was interrupted`))
   }
 
   reportFrom(child: Agent, output: string | TextBlock[]): string {
     const resident = this.resident.get(child.id)
-    if (!resident || resident.agent !== child) throw unauthorized(`agent ${child.id} is not a live continuable child; only continuable children report to the agent that started them`)
+    if (!resident || resident.body.kind !== 'agent' || resident.body.agent !== child) throw unauthorized(`agent ${child.id} is not a live continuable child; only continuable children report to the agent that started them`)
     const content: TextBlock[] = typeof output === 'string' ? [{ type: 'text', text: output }] : output
     const { parent } = resident
     if (parent.status === 'disposing' || parent.status === 'disposed') throw new SubagentError('PARENT_DISPOSED', `the parent ${parent.id} of subagent ${child.id} is ${parent.status}; the report cannot be delivered`)
@@ -197,7 +196,7 @@ export class ContinuationManager {
   /** Some continuable child below `owner` is running a turn. */
   hasLive(owner: string): boolean {
     for (const child of this.resident.values()) {
-      if ((child.pending > 0 || child.agent.status === 'running') && this.isBelow(child, owner)) return true
+      if (isRunning(child) && this.isBelow(child, owner)) return true
     }
     return false
   }
@@ -213,10 +212,10 @@ export class ContinuationManager {
     const stopping: Promise<void>[] = []
     for (const child of this.resident.values()) {
       if (!this.isBelow(child, owner)) continue
-      if (child.pending === 0 && child.agent.status !== 'running') continue
+      if (!isRunning(child)) continue
       child.quietNextEnd = true
-      child.agent.cancel(new SubagentError('ABORTED', reason))
-      stopping.push(child.agent.whenIdle())
+      cancelTurn(child, new SubagentError('ABORTED', reason))
+      stopping.push(child.body.kind === 'agent' ? child.body.agent.whenIdle() : child.body.driver.whenIdle())
     }
     await Promise.all(stopping)
   }
@@ -249,16 +248,14 @@ export class ContinuationManager {
   }
 
   /** Create (or cold-resume) a child under a per-child lock and make it resident. */
-  private async materialise(lockId: string, create: () => Promise<Agent>, parent: Agent, descriptor: ContinuableDescriptor): Promise<ResidentChild> {
+  private async materialise(lockId: string, create: () => Promise<ResidentChild>): Promise<ResidentChild> {
     const making = (async () => {
-      let agent: Agent
       try {
-        agent = await create()
+        return await create()
       } catch (error) {
         if (error instanceof SubagentError) throw error
         throw new SubagentError('START_FAILED', `the continuable child could not be created: ${errorMessage(error)}`, { cause: error })
       }
-      return this.makeResident(agent, parent, descriptor)
     })()
     if (lockId) this.materialising.set(lockId, making)
     try {
@@ -268,14 +265,14 @@ export class ContinuationManager {
     }
   }
 
-  private makeResident(agent: Agent, parent: Agent, descriptor: ContinuableDescriptor): ResidentChild {
+  private makeResident(session: Session, parent: Agent, descriptor: ContinuableDescriptor, body: ResidentChild['body']): ResidentChild {
     let turnStart = 0
     let run: SubagentRunInfo | undefined
-    const child: ResidentChild = { childId: agent.id, parentId: parent.id, parent, agent, descriptor, pending: 0, quietNextEnd: false, stopWatching: () => {} }
-    child.stopWatching = agent.session.subscribe((update) => {
+    const child: ResidentChild = { childId: session.id, parentId: parent.id, parent, session, body, descriptor, pending: 0, quietNextEnd: false, stopWatching: () => {} }
+    child.stopWatching = session.subscribe((update) => {
       if (update.type === 'turn/start') {
         turnStart = update.seq
-        run = { runId: this.host.nextRunId(), provider: descriptor.provider, id: agent.id, local: true, parentId: parent.id, label: descriptor.label, continuable: true }
+        run = { runId: this.host.nextRunId(), provider: descriptor.provider, id: session.id, local: body.kind === 'agent', parentId: parent.id, label: descriptor.label, continuable: true }
         this.host.announce('start', run)
       } else if (update.type === 'turn/end') {
         const stopReason = stopReasonOfTurn(update.reason)
@@ -289,14 +286,54 @@ export class ContinuationManager {
         }
       }
     })
-    this.resident.set(agent.id, child)
+    this.resident.set(session.id, child)
     this.ensureSource(parent)
     return child
   }
 
+  /** A remote child: its record is a local session (announced once the first prompt is accepted). */
+  private async startRemote(
+    conversation: RemoteConversation,
+    start: { childId: string | undefined; parent: Agent; depth: number; descriptor: ContinuableDescriptor; signal: AbortSignal; prompt: TextBlock[] },
+  ): Promise<ContinuableStarted> {
+    const { parent, descriptor, signal } = start
+    const sessions = this.host.sessions()
+    const recorded: ContinuableDescriptor = { ...descriptor, remote: { remoteId: conversation.remoteId, ...(conversation.resumeData && { resumeData: { ...conversation.resumeData } }) } }
+    let session: Session
+    try {
+      session = sessions.create({
+        id: start.childId ?? newSessionId(),
+        parentSession: parent.id,
+        origin: 'subagent',
+        delegationDepth: start.depth,
+        provider: descriptor.provider,
+        label: descriptor.label,
+        cwd: parent.session.header.cwd,
+        descriptor: recorded as unknown as Record<string, unknown>,
+        announce: false,
+      })
+    } catch (error) {
+      await conversation.dispose().catch(() => {
+        /* the creation failure is what the caller must hear */
+      })
+      throw new SubagentError('START_FAILED', `the continuable child could not be recorded: ${errorMessage(error)}`, { cause: error })
+    }
+    if (signal.aborted || parent.status === 'disposing' || parent.status === 'disposed') {
+      await Promise.allSettled([conversation.dispose(), sessions.release(session)])
+      if (signal.aborted) throw new SubagentError('ABORTED', 'the delegation was cancelled while the child was being created', { cause: signal.reason })
+      refuseDisposedParent(parent)
+    }
+    sessions.announce(session)
+    const driver = new RemoteChildDriver(session, conversation, (error) => this.host.home.logger('subagents').warn('remote child %s: %s', session.id, errorMessage(error)))
+    const child = this.makeResident(session, parent, recorded, { kind: 'remote', driver })
+    const messageId = this.deliver(child, { role: 'user', content: start.prompt })
+    return { childId: child.childId, messageId }
+  }
+
   private deliver(child: ResidentChild, message: UserMessage): string {
     child.pending++
-    child.agent.followup(message).then(
+    const turn: Promise<unknown> = child.body.kind === 'agent' ? child.body.agent.followup(message) : child.body.driver.deliver(message)
+    turn.then(
       () => {
         child.pending--
         this.wakeWaiters()
@@ -316,7 +353,7 @@ export class ContinuationManager {
     const quiet = child.quietNextEnd
     child.quietNextEnd = false
     const answers: AssistantMessage[] = []
-    for (const event of child.agent.session.events(turnStart)) {
+    for (const event of child.session.events(turnStart)) {
       if (event.seq > turnEnd) break
       if (event.type === 'assistant/message') answers.push(event.message)
     }
@@ -354,7 +391,14 @@ export class ContinuationManager {
 
   private async disposeChild(child: ResidentChild): Promise<void> {
     try {
-      await child.agent.dispose()
+      if (child.body.kind === 'agent') await child.body.agent.dispose()
+      else {
+        try {
+          await child.body.driver.dispose()
+        } finally {
+          await this.host.sessions().release(child.session)
+        }
+      }
     } finally {
       child.stopWatching()
       if (this.resident.get(child.childId) === child) this.resident.delete(child.childId)
@@ -387,13 +431,52 @@ export class ContinuationManager {
     const parsed = parseDescriptor(header.descriptor)
     if ('problem' in parsed) throw notResumable(childId, parsed.problem)
     const { descriptor } = parsed
+    if (descriptor.remote) return this.resumeRemote(parent, header, descriptor, descriptor.remote, signal)
     return this.materialise(childId, async () => {
+      let agent: Agent
       try {
-        return await agents.create({ sessionId: childId, parent, agentOptions: agentOptionsOf(descriptor), setup: (childCtx, agent) => this.setUp(childCtx, agent, descriptor), ...(signal && { signal }) })
+        agent = await agents.create({ sessionId: childId, parent, agentOptions: agentOptionsOf(descriptor), setup: (childCtx, created) => this.setUp(childCtx, created, descriptor), ...(signal && { signal }) })
       } catch (error) {
         throw notResumable(childId, `its session could not be reopened: ${errorMessage(error)}`)
       }
-    }, parent, descriptor)
+      return this.makeResident(agent.session, parent, descriptor, { kind: 'agent', agent })
+    })
+  }
+
+  /** Reopen a remote child's conversation through its provider, then its record. */
+  private resumeRemote(parent: Agent, header: SessionHeader, descriptor: ContinuableDescriptor, remote: NonNullable<ContinuableDescriptor['remote']>, signal: AbortSignal | undefined): Promise<ResidentChild> {
+    const childId = header.id
+    const provider = this.host.provider(descriptor.provider)
+    if (!provider?.resumeContinuable) {
+      throw notResumable(childId, provider ? `its provider "${descriptor.provider}" cannot reopen a conversation` : `its provider "${descriptor.provider}" is not registered`)
+    }
+    const record: RemoteChildRecord = {
+      childId,
+      parentId: parent.id,
+      depth: header.delegationDepth ?? parent.depth + 1,
+      remoteId: remote.remoteId,
+      descriptor,
+      ...(remote.resumeData && { resumeData: remote.resumeData }),
+    }
+    return this.materialise(childId, async () => {
+      let conversation: RemoteConversation
+      try {
+        conversation = await provider.resumeContinuable!(record, signal ?? new AbortController().signal)
+      } catch (error) {
+        throw notResumable(childId, `its provider could not reopen conversation ${remote.remoteId}: ${errorMessage(error)}`)
+      }
+      let session: Session
+      try {
+        session = await this.host.sessions().open(childId)
+      } catch (error) {
+        await conversation.dispose().catch(() => {
+          /* the unreadable record is what the caller must hear */
+        })
+        throw notResumable(childId, `its record could not be reopened: ${errorMessage(error)}`)
+      }
+      const driver = new RemoteChildDriver(session, conversation, (error) => this.host.home.logger('subagents').warn('remote child %s: %s', childId, errorMessage(error)))
+      return this.makeResident(session, parent, descriptor, { kind: 'remote', driver })
+    })
   }
 
   private assertParent(recordedParent: string | undefined, caller: Agent, childId: string): void {
@@ -455,7 +538,7 @@ export class ContinuationManager {
     const { header } = entry
     const descriptor = entry.descriptor!
     const resident = this.resident.get(header.id)
-    const running = resident !== undefined && (resident.pending > 0 || resident.agent.status === 'running')
+    const running = resident !== undefined && isRunning(resident)
     const session = this.host.sessions().get(header.id)
     return {
       childId: header.id,
@@ -465,9 +548,18 @@ export class ContinuationManager {
       label: descriptor.label,
       state: running ? 'running' : 'idle',
       turns: session ? countTurns(session.ownEvents()) : await this.storedTurns(header.id),
-      local: true,
+      local: descriptor.remote === undefined,
     }
   }
+}
+
+function isRunning(child: ResidentChild): boolean {
+  return child.pending > 0 || (child.body.kind === 'agent' ? child.body.agent.status === 'running' : child.body.driver.busy)
+}
+
+function cancelTurn(child: ResidentChild, reason: unknown): void {
+  if (child.body.kind === 'agent') child.body.agent.cancel(reason)
+  else child.body.driver.cancel(reason)
 }
 
 interface CatalogueEntry {

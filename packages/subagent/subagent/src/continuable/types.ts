@@ -27,6 +27,12 @@ export interface ContinuableDescriptor {
   model?: string
   persona?: string
   toolFilter?: ToolFilter
+  /**
+   * A remote child only: the conversation to reopen (`RemoteConversation.remoteId`) and
+   * the provider's own `resumeData`. Written once the conversation exists; absent from
+   * the descriptor a provider is given in `prepareContinuable`.
+   */
+  remote?: { remoteId: string; resumeData?: Record<string, unknown> }
 }
 
 /** The work of a continuable start: a one-shot request without label, signal and output schema. */

@@ -1,0 +1,97 @@
+/**
+ * A continuable child in another process, driven through a `RemoteConversation`. Its
+ * durable record is a local session of its own (the parent-side record): the header holds
+ * the lineage and the descriptor with the remote id, and each turn is logged as a user
+ * message, the child's answer and a `turn/end`, so listing, authority, turn counting and
+ * cold resume read it exactly like an in-process child's session.
+ */
+import { errorMessage, parseTurnEndReason } from '@dsh/base'
+import type { TextBlock, UserMessage } from '@dsh/llm'
+import type { Session } from '@dsh/session'
+import type { RemoteConversation } from './types.js'
+
+export class RemoteChildDriver {
+  private queue: Array<{ message: UserMessage; done: () => void }> = []
+  private running = false
+  private turns: number
+  private idle: Promise<void> = Promise.resolve()
+  private markIdle: () => void = () => {}
+  private disposed = false
+
+  constructor(
+    readonly session: Session,
+    readonly conversation: RemoteConversation,
+    private readonly onFault: (error: unknown) => void,
+  ) {
+    this.turns = 0
+    for (const event of session.ownEvents()) if (event.type === 'turn/start') this.turns = event.turn
+  }
+
+  get busy(): boolean {
+    return this.running || this.queue.length > 0
+  }
+
+  /** Queue a turn; resolves when it has ended (logged). */
+  deliver(message: UserMessage): Promise<void> {
+    if (this.disposed) return Promise.reject(new Error(`remote child ${this.session.id} is disposed`))
+    return new Promise<void>((resolve) => {
+      this.queue.push({ message, done: resolve })
+      this.pump()
+    })
+  }
+
+  cancel(reason: unknown): void {
+    if (this.running) this.conversation.cancel(reason)
+  }
+
+  whenIdle(): Promise<void> {
+    return this.busy ? this.idle : Promise.resolve()
+  }
+
+  async dispose(): Promise<void> {
+    this.disposed = true
+    for (const entry of this.queue.splice(0)) entry.done()
+    if (this.running) this.conversation.cancel(new Error('the parent is going away'))
+    await this.conversation.dispose()
+    await this.whenIdle()
+  }
+
+  private pump(): void {
+    if (this.running || this.disposed) return
+    const next = this.queue.shift()
+    if (!next) return
+    this.running = true
+    this.idle = new Promise<void>((resolve) => (this.markIdle = resolve))
+    void this.runTurn(next.message).finally(() => {
+      this.running = false
+      next.done()
+      if (this.queue.length === 0) this.markIdle()
+      this.pump()
+    })
+  }
+
+  private async runTurn(message: UserMessage): Promise<void> {
+    const turn = ++this.turns
+    const { session } = this
+    session.append({ type: 'turn/start', turn })
+    session.append({ type: 'step/start', step: 1 })
+    session.append({ type: 'user/message', message })
+    let output: TextBlock[] = []
+    let reason: ReturnType<typeof parseTurnEndReason> = 'error'
+    let error: string | undefined
+    try {
+      const result = await this.conversation.send(message.content.filter((block): block is TextBlock => block.type === 'text'))
+      output = result.output
+      reason = parseTurnEndReason(result.stopReason) ?? 'error'
+      if (reason !== 'completed') error = result.diagnostic ?? (reason === 'error' && result.stopReason !== 'error' ? `unknown stop reason ${result.stopReason}` : undefined)
+    } catch (caught) {
+      // A conversation must resolve every turn; one that rejects is still recorded as a failed turn.
+      error = `the remote child failed: ${errorMessage(caught)}`
+      this.onFault(caught)
+    }
+    if (session.released) return
+    if (output.length > 0) session.append({ type: 'assistant/message', message: { role: 'assistant', content: output } })
+    session.append({ type: 'step/end', step: 1 })
+    session.append(error === undefined ? { type: 'turn/end', turn, reason: reason ?? 'error' } : { type: 'turn/end', turn, reason: reason ?? 'error', error })
+  }
+}

@@ -1,0 +1,138 @@
+import { mkdtemp, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { afterEach, describe, expect, it } from 'vitest'
+import { createHarness, type Harness } from '@dsh/testkit/harness'
+import { text, textOf, type TextBlock } from '@dsh/llm'
+import type { Agent } from '@dsh/agent'
+import SessionJsonl from '@dsh/session-jsonl'
+import { NO_CAPABILITIES, SubagentService, type RemoteChildRecord, type RemoteConversation, type SubagentProvider, type SubagentResult } from '@dsh/subagent'
+
+/**
+ * A package-local remote provider: each conversation is a transcript kept outside the
+ * harness (as a remote agent keeps its session across our restarts); the child answers
+ * with everything it has been told so far, so an answer shows the whole history.
+ */
+class TranscriptProvider implements SubagentProvider {
+  readonly name = 'remote'
+  readonly capabilities = NO_CAPABILITIES
+  readonly inheritsParentContext = false
+  readonly transcripts = new Map<string, string[]>()
+  readonly open = new Set<string>()
+  resumed: RemoteChildRecord[] = []
+  private counter = 0
+
+  start(): never {
+    throw new Error('one-shot runs are not used here')
+  }
+
+  async prepareContinuable(): Promise<{ kind: 'remote'; conversation: RemoteConversation }> {
+    const remoteId = `conv-${++this.counter}`
+    this.transcripts.set(remoteId, [])
+    return { kind: 'remote', conversation: this.conversation(remoteId) }
+  }
+
+  async resumeContinuable(record: RemoteChildRecord): Promise<RemoteConversation> {
+    if (!this.transcripts.has(record.remoteId)) throw new Error(`no conversation ${record.remoteId}`)
+    this.resumed.push(record)
+    return this.conversation(record.remoteId)
+  }
+
+  private conversation(remoteId: string): RemoteConversation {
+    this.open.add(remoteId)
+    const transcript = this.transcripts.get(remoteId)!
+    return {
+      remoteId,
+      resumeData: { note: 'kept verbatim' },
+      send: async (message: TextBlock[]): Promise<SubagentResult> => {
+        transcript.push(textOf(message))
+        return { output: [text(`heard so far: ${transcript.join(' | ')}`)], stopReason: 'completed' }
+      },
+      cancel: () => {},
+      dispose: async () => {
+        this.open.delete(remoteId)
+      },
+    }
+  }
+}
+
+const SCRIPT = [{ reply: Array.from({ length: 8 }, (_, index) => ({ text: `parent ack ${index + 1}` })) }]
+
+let harness: Harness | undefined
+let dir: string | undefined
+afterEach(async () => {
+  await harness?.dispose()
+  if (dir) await rm(dir, { recursive: true, force: true })
+  harness = undefined
+  dir = undefined
+})
+
+async function start(provider: TranscriptProvider, sessionDir: string): Promise<Harness> {
+  const h = (harness = await createHarness({ script: SCRIPT }))
+  await h.plugin(SessionJsonl, { dir: sessionDir })
+  await h.plugin(SubagentService)
+  h.ctx.subagents.registerProvider(provider)
+  return h
+}
+
+function turnEnds(agent: Agent, count: number): Promise<void> {
+  const ended = () => agent.session.ownEvents().filter((event) => event.type === 'turn/end').length
+  if (ended() >= count) return Promise.resolve()
+  return new Promise((resolve) => {
+    const stop = agent.session.subscribe((update) => {
+      if (update.type === 'turn/end' && ended() >= count) {
+        stop()
+        resolve()
+      }
+    })
+  })
+}
+
+const noticeTexts = (agent: Agent) => agent.session.ownEvents().flatMap((event) => (event.type === 'user/message' ? [textOf(event.message.content)] : []))
+
+describe('continuable remote children', () => {
+  it('a remote child is driven turn by turn, recorded on the parent side, and reopened through its provider after a restart', async () => {
+    dir = await mkdtemp(join(tmpdir(), 'dsh-remote-continuable-'))
+    const provider = new TranscriptProvider()
+    const first = await start(provider, dir)
+    const parent = await first.agent()
+    const { childId } = await first.ctx.subagents.startContinuable({ provider: 'remote', label: 'remote helper', request: { prompt: [text('hello')], parent }, signal: new AbortController().signal })
+    await turnEnds(parent, 1)
+    expect(noticeTexts(parent)[0]).toContain(`Subagent ${childId} finished its turn`)
+    expect(noticeTexts(parent)[0]).toContain('heard so far: hello')
+    const record = await first.ctx.sessions.readStored(childId)
+    expect(record?.header).toMatchObject({ parentSession: parent.id, delegationDepth: 1, provider: 'remote', descriptor: { version: 1, mode: 'continuable', provider: 'remote', label: 'remote helper', remote: { remoteId: 'conv-1', resumeData: { note: 'kept verbatim' } } } })
+    expect((await first.ctx.subagents.listChildren(parent.id)).map((child) => ({ ...child }))).toEqual([{ childId, parentId: parent.id, depth: 1, provider: 'remote', label: 'remote helper', state: 'idle', turns: 1, local: false }])
+
+    // The parent going away closes the conversation: nothing of the child stays open.
+    const parentId = parent.id
+    await first.dispose()
+    expect(provider.open.size).toBe(0)
+
+    const second = await start(provider, dir)
+    const resumed = await second.ctx.agents.create({ sessionId: parentId })
+    await second.ctx.subagents.followup(resumed, childId, 'are you there?')
+    expect(provider.resumed).toEqual([{ childId, parentId, depth: 1, remoteId: 'conv-1', descriptor: expect.objectContaining({ label: 'remote helper' }), resumeData: { note: 'kept verbatim' } }])
+    await turnEnds(resumed, 2)
+    expect(noticeTexts(resumed).at(-1)).toContain('heard so far: hello | are you there?')
+    const [listed] = await second.ctx.subagents.listChildren(parentId)
+    expect(listed).toMatchObject({ childId, turns: 2, local: false })
+  })
+
+  it('a child whose provider is gone is not resumable, naming the child and the provider', async () => {
+    dir = await mkdtemp(join(tmpdir(), 'dsh-remote-continuable-'))
+    const provider = new TranscriptProvider()
+    const first = await start(provider, dir)
+    const parent = await first.agent()
+    const { childId } = await first.ctx.subagents.startContinuable({ provider: 'remote', label: 'x', request: { prompt: [text('hi')], parent }, signal: new AbortController().signal })
+    await turnEnds(parent, 1)
+    const parentId = parent.id
+    await first.dispose()
+
+    const h = (harness = await createHarness({ script: SCRIPT }))
+    await h.plugin(SessionJsonl, { dir })
+    await h.plugin(SubagentService)
+    const resumed = await h.ctx.agents.create({ sessionId: parentId })
+    await expect(h.ctx.subagents.followup(resumed, childId, 'hello?')).rejects.toMatchObject({ code: 'NOT_RESUMABLE', message: expect.stringMatching(new RegExp(`subagent ${childId} .*provider "remote" is not registered`)) })
+  })
+})
