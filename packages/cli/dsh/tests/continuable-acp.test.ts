@@ -204,4 +204,33 @@ describe('dsh run with a continuable dsh acp child', () => {
     expect(second.stdout).toMatch(/the tool said: message not delivered: .*no stored dsh session/)
     expect(processesMentioning(dir)).toEqual([])
   })
+
+  it('a child whose agent cannot be started again is a clear error to the parent\'s model, and nothing is left running', async () => {
+    const dir = tempDir()
+    const script = join(dir, 'script.yml')
+    writeFileSync(script, [
+      '- when: { prompt: "^remember" }',
+      '  reply:',
+      '    - text: "remembered"',
+      '- when: { depth: 0 }',
+      '  reply:',
+      '    - call: { tool: subagent_keep, args: { description: keeper, prompt: "remember this", run_in_background: true } }',
+      '    - text: "started the keeper"',
+      '    - text: "keeper settled"',
+      '    - call: { tool: send_message, args: { subagent_id: keeper, message: "still there?" } }',
+      '    - text: "the tool said: {{last_tool_result}}"',
+    ].join('\n'))
+    const working = config(dir, script)
+    const first = await runDsh(['run', '--json', '--config', working, '--model', `scripted:${script}`, '--session-dir', dir, 'start a keeper'], { timeoutMs: 60_000 })
+    expect(first.code).toBe(0)
+    const parentId = (first.stdout.trim().split('\n').map((line) => JSON.parse(line) as { kind: string; header?: { id: string } }).find((line) => line.kind === 'session/header')!.header!).id
+    // The deployment changed: the agent program is gone.
+    const broken = join(tempDir('dsh-broken-config-'), 'dsh.yml')
+    writeFileSync(broken, readFileSync(working, 'utf8').replace(JSON.stringify(process.execPath), JSON.stringify(join(dir, 'no-such-agent'))))
+    const second = await runDsh(['run', '--config', broken, '--model', `scripted:${script}`, '--session-dir', dir, '--resume', parentId, 'ask the keeper'], { timeoutMs: 60_000 })
+    expect(second.code).toBe(0)
+    expect(second.stdout).toMatch(/the tool said: message not delivered: .*could not be started at stage spawn: cannot run .*no-such-agent.*ENOENT/)
+    expect(processesMentioning(dir)).toEqual([])
+    expect(userTexts(acpChildFile(dir))).toEqual(['remember this'])
+  })
 })
