@@ -1,8 +1,8 @@
-import { mkdtemp, rm } from 'node:fs/promises'
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
-import { createHarness, type Harness, type HarnessOptions } from '@dsh/testkit/harness'
+import { createHarness, gateTool, type Harness, type HarnessOptions } from '@dsh/testkit/harness'
 import { text, textOf, type LlmRequest } from '@dsh/llm'
 import type { Agent } from '@dsh/agent'
 import SessionJsonl from '@dsh/session-jsonl'
@@ -22,6 +22,7 @@ afterEach(async () => {
 const SCRIPT: HarnessOptions['script'] = [
   { when: { prompt: '^research' }, reply: [{ text: 'child turn one' }, { text: 'child turn two' }, { text: 'child turn three' }] },
   { when: { prompt: '^slow' }, reply: [{ delay_ms: 60_000, text: 'never' }, { text: 'resumed after the interrupt' }] },
+  { when: { prompt: '^hold on' }, reply: [{ call: { tool: 'gate', args: {} } }, { text: 'released' }] },
   { reply: [{ text: 'parent ack 1' }, { text: 'parent ack 2' }, { text: 'parent ack 3' }, { text: 'parent ack 4' }, { text: 'parent ack 5' }] },
 ]
 
@@ -214,5 +215,53 @@ describe('continuable spawn children', () => {
     await parent.dispose()
     expect(child.status).toBe('disposed')
     expect(h.ctx.agents.list()).toEqual([])
+  })
+
+  it('a corrupt child file is not resumable, naming the child; nothing starts and the file is untouched', async () => {
+    const { harness: h } = await start()
+    const parent = await h.agent()
+    const id = 'broken-child'
+    const file = join(dir!, `${id}.jsonl`)
+    await writeFile(file, '{"kind":"header","version":1,"header":{"id":"broken-child"\n')
+    const error = await rejection(h.ctx.subagents.followup(parent, id, 'hi'))
+    expect(error.code).toBe('NOT_RESUMABLE')
+    expect(error.message).toContain(`subagent ${id} cannot be reached: its session cannot be read`)
+    expect(await readFile(file, 'utf8')).toBe('{"kind":"header","version":1,"header":{"id":"broken-child"\n')
+    expect(h.ctx.agents.list()).toEqual([parent])
+  })
+
+  it('a notice for a parent that is being disposed is dropped without blocking its teardown', async () => {
+    const { harness: h } = await start()
+    const parent = await h.agent()
+    const { childId } = await h.ctx.subagents.startContinuable({ provider: 'spawn', label: 'slow', request: request(parent, 'slow work'), signal: new AbortController().signal })
+    const child = h.ctx.agents.get(childId)!
+    const parentEvents = parent.session.length
+    // The parent's disposal cancels the child's turn; its settlement finds the parent going away.
+    await parent.dispose()
+    expect(child.status).toBe('disposed')
+    expect(child.session.ownEvents().find((e) => e.type === 'turn/end')).toMatchObject({ reason: 'aborted' })
+    expect(parent.session.length).toBe(parentEvents)
+  })
+
+  it('two children settling while the parent is busy reach it together at its next step', async () => {
+    const { harness: h } = await start()
+    const parent = await h.agent()
+    const gate = gateTool(h)
+    const busy = parent.followup('hold on')
+    const first = await h.ctx.subagents.startContinuable({ provider: 'spawn', label: 'one', request: request(parent, 'research one'), signal: new AbortController().signal })
+    const second = await h.ctx.subagents.startContinuable({ provider: 'spawn', label: 'two', request: request(parent, 'research two'), signal: new AbortController().signal })
+    await turnEnds(h.ctx.agents.get(first.childId)!, 1)
+    await turnEnds(h.ctx.agents.get(second.childId)!, 1)
+    await gate.entered
+    gate.release()
+    await busy
+    await parent.whenIdle()
+    // Both notices joined one step of the busy turn: no extra turn was started for them.
+    const turns = parent.session.ownEvents().filter((e) => e.type === 'turn/start')
+    expect(turns).toHaveLength(1)
+    const stepTwoInput = userTexts(parent).slice(1)
+    expect(stepTwoInput).toHaveLength(2)
+    expect(stepTwoInput.join('\n')).toContain(`Subagent ${first.childId} finished its turn`)
+    expect(stepTwoInput.join('\n')).toContain(`Subagent ${second.childId} finished its turn`)
   })
 })

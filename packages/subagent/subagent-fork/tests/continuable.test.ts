@@ -1,0 +1,80 @@
+import { mkdtemp, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { afterEach, describe, expect, it } from 'vitest'
+import { createHarness, type Harness } from '@dsh/testkit/harness'
+import { text, textOf, type LlmRequest } from '@dsh/llm'
+import type { Agent } from '@dsh/agent'
+import SessionJsonl from '@dsh/session-jsonl'
+import { SubagentService } from '@dsh/subagent'
+import { ForkPlugin } from '@dsh/subagent-fork'
+
+const SCRIPT = [
+  { when: { prompt: '^review' }, reply: [{ text: 'review one' }, { text: 'review two' }] },
+  { reply: Array.from({ length: 6 }, (_, index) => ({ text: `parent ${index + 1}` })) },
+]
+
+let harness: Harness | undefined
+let dir: string | undefined
+afterEach(async () => {
+  await harness?.dispose()
+  if (dir) await rm(dir, { recursive: true, force: true })
+  harness = undefined
+  dir = undefined
+})
+
+async function start(sessionDir: string): Promise<{ h: Harness; requests: LlmRequest[] }> {
+  const h = (harness = await createHarness({ script: SCRIPT }))
+  await h.plugin(SessionJsonl, { dir: sessionDir })
+  await h.plugin(SubagentService)
+  await h.plugin(ForkPlugin, {})
+  const requests: LlmRequest[] = []
+  const adapter = h.ctx.llm.getAdapter('scripted')!
+  const stream = adapter.stream.bind(adapter)
+  adapter.stream = (request) => {
+    requests.push(request)
+    return stream(request)
+  }
+  return { h, requests }
+}
+
+function turnEnds(agent: Agent, count: number): Promise<void> {
+  const ended = () => agent.session.ownEvents().filter((event) => event.type === 'turn/end').length
+  if (ended() >= count) return Promise.resolve()
+  return new Promise((resolve) => {
+    const stop = agent.session.subscribe((update) => {
+      if (update.type === 'turn/end' && ended() >= count) {
+        stop()
+        resolve()
+      }
+    })
+  })
+}
+
+const texts = (request: LlmRequest) => request.messages.toArray().map((message) => textOf(message.content.filter((block) => block.type === 'text')))
+
+describe('continuable fork children', () => {
+  it('a continuable fork child is seeded with the completed turns, and keeps them after a restart', async () => {
+    dir = await mkdtemp(join(tmpdir(), 'dsh-fork-continuable-'))
+    const first = await start(dir)
+    const parent = await first.h.agent()
+    await parent.followup('earlier work')
+    const { childId } = await first.h.ctx.subagents.startContinuable({ provider: 'fork', label: 'review', request: { prompt: [text('review it')], parent }, signal: new AbortController().signal })
+    const child = first.h.ctx.agents.get(childId)!
+    expect(child.session.seedLength).toBeGreaterThan(0)
+    expect(child.session.header.descriptor).toMatchObject({ provider: 'fork', label: 'review' })
+    await turnEnds(parent, 2)
+    expect(texts(first.requests.find((r) => r.origin.sessionId === childId)!)).toEqual(['earlier work', 'parent 1', 'review it'])
+    const parentId = parent.id
+    await first.h.dispose()
+
+    const second = await start(dir)
+    const resumed = await second.h.ctx.agents.create({ sessionId: parentId })
+    await second.h.ctx.subagents.followup(resumed, childId, 'review again')
+    const again = second.h.ctx.agents.get(childId)!
+    await turnEnds(again, 2)
+    expect(texts(second.requests.find((r) => r.origin.sessionId === childId)!)).toEqual(['earlier work', 'parent 1', 'review it', 'review one', 'review again'])
+    const answers = again.session.ownEvents().flatMap((event) => (event.type === 'assistant/message' ? [textOf(event.message.content)] : []))
+    expect(answers).toEqual(['review one', 'review two'])
+  })
+})
