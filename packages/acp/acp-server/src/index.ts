@@ -1,3 +1,6 @@
 export * from './prompt.js'
 export * from './updates.js'
+export * from './replay.js'
+export * from './lineage.js'
+export * from './load.js'
 export * from './server.js'

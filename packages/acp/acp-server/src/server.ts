@@ -14,12 +14,15 @@ import { stat } from 'node:fs/promises'
 import { createRequire } from 'node:module'
 import { isAbsolute } from 'node:path'
 import { Readable, Writable } from 'node:stream'
-import { agent as agentApp, methods, ndJsonStream, PROTOCOL_VERSION, RequestError, type AgentContext, type PromptRequest, type PromptResponse, type Stream } from '@agentclientprotocol/sdk'
+import { agent as agentApp, methods, ndJsonStream, PROTOCOL_VERSION, RequestError, type AgentContext, type LoadSessionRequest, type LoadSessionResponse, type PromptRequest, type PromptResponse, type Stream } from '@agentclientprotocol/sdk'
 import type { Context } from 'cordis'
 import { DshError, errorMessage } from '@dsh/base'
 import type { Agent } from '@dsh/agent'
 import { runUntilQuiet } from '@dsh/tasks'
 import { promptMessage } from './prompt.js'
+import { lineageOf } from './lineage.js'
+import { checkLoadable, openStored } from './load.js'
+import { acpReplayOf } from './replay.js'
 import { acpStopReasonOf, acpUpdateOf } from './updates.js'
 
 export interface AcpServer {
@@ -71,7 +74,8 @@ export function serveAcp(ctx: Context, stream: Stream, options: AcpServerOptions
     .onRequest(methods.agent.initialize, () => ({
       protocolVersion: PROTOCOL_VERSION,
       agentCapabilities: {
-        loadSession: false,
+        // Reopening needs stored sessions: without a storage there is nothing to load.
+        loadSession: ctx.sessions.storageName !== undefined,
         promptCapabilities: { image: false, audio: false, embeddedContext: true },
         mcpCapabilities: { http: false, sse: false },
       },
@@ -81,8 +85,7 @@ export function serveAcp(ctx: Context, stream: Stream, options: AcpServerOptions
     .onRequest(methods.agent.session.new, async ({ params }) => {
       const { cwd } = params
       if (!isAbsolute(cwd)) throw RequestError.invalidParams({ cwd }, 'cwd must be an absolute path')
-      const info = await stat(cwd).catch(() => undefined)
-      if (!info?.isDirectory()) throw RequestError.invalidParams({ cwd }, `cwd ${cwd} is not a directory`)
+      await checkCwd(cwd)
       if (params.mcpServers.length > 0) log.warn('ignoring %d MCP server(s) for the new session: dsh does not connect to MCP servers', params.mcpServers.length)
       const lineage = lineageOf(params._meta, log)
       // Refused before anything exists: a parent recursing through `dsh acp` processes
@@ -94,19 +97,53 @@ export function serveAcp(ctx: Context, stream: Stream, options: AcpServerOptions
         )
       }
       const agent = await ctx.agents.create({ meta: { origin: 'acp', cwd, ...lineage } })
-      if (connection.signal.aborted) {
-        // The client left while the agent was being created: nobody will ever dispose it.
-        await agent.dispose()
-        throw RequestError.internalError(undefined, 'the connection closed')
-      }
-      sessions.set(agent.id, { agent })
+      await serve(agent)
       return { sessionId: agent.id }
     })
+    .onRequest(methods.agent.session.load, ({ params, client }) => load(params, client))
     .onRequest(methods.agent.session.prompt, ({ params, client, signal }) => prompt(params, client, signal))
     .onNotification(methods.agent.session.cancel, ({ params }) => {
       // Stop means stop: the turn, and the background work the prompt started, go.
       sessions.get(params.sessionId)?.prompt?.abort(new Error('cancelled by the ACP client'))
     })
+
+  /** Take a new or reopened agent into this connection, unless the client has already left. */
+  async function serve(agent: Agent): Promise<void> {
+    if (connection.signal.aborted) {
+      // The client left while the agent was being created: nobody will ever dispose it.
+      await agent.dispose()
+      throw RequestError.internalError(undefined, 'the connection closed')
+    }
+    sessions.set(agent.id, { agent })
+  }
+
+  /** Sessions being reopened right now: a second load of one of them is refused, not raced. */
+  const loading = new Set<string>()
+
+  async function load(params: LoadSessionRequest, client: AgentContext): Promise<LoadSessionResponse> {
+    const { sessionId, cwd } = params
+    if (!isAbsolute(cwd)) throw RequestError.invalidParams({ cwd }, 'cwd must be an absolute path')
+    if (sessions.has(sessionId) || loading.has(sessionId)) {
+      throw RequestError.invalidRequest({ sessionId }, `session ${sessionId} is already open on this connection; prompt it, or open another connection to load it again`)
+    }
+    loading.add(sessionId)
+    let agent: Agent
+    try {
+      await checkCwd(cwd)
+      await checkLoadable(ctx, params, { lineage: lineageOf(params._meta, log, 'session/load'), maxDepth })
+      if (params.mcpServers.length > 0) log.warn('ignoring %d MCP server(s) for the loaded session: dsh does not connect to MCP servers', params.mcpServers.length)
+      agent = await openStored(ctx, sessionId)
+      await serve(agent)
+    } finally {
+      loading.delete(sessionId)
+    }
+    // The whole conversation, in order, before the answer (ACP's rule for session/load).
+    // A client that leaves meanwhile ends the replay; the connection's end disposes the agent.
+    for (const event of agent.session.events()) {
+      for (const update of acpReplayOf(event)) await client.notify(methods.client.session.update, { sessionId, update })
+    }
+    return {}
+  }
 
   async function prompt(params: PromptRequest, client: AgentContext, signal: AbortSignal): Promise<PromptResponse> {
     const served = sessions.get(params.sessionId)
@@ -140,6 +177,11 @@ export function serveAcp(ctx: Context, stream: Stream, options: AcpServerOptions
     }
   }
 
+  async function checkCwd(cwd: string): Promise<void> {
+    const info = await stat(cwd).catch(() => undefined)
+    if (!info?.isDirectory()) throw RequestError.invalidParams({ cwd }, `cwd ${cwd} is not a directory`)
+  }
+
   const connection = app.connect(stream)
   const done = connection.closed.then(async () => {
     const agents = [...sessions.values()].map((served) => served.agent)
@@ -156,27 +198,4 @@ export function serveAcp(ctx: Context, stream: Stream, options: AcpServerOptions
       return done
     },
   }
-}
-
-/**
- * Lineage a dsh parent sends in `session/new`'s `_meta.dsh` (see @dsh/subagent-acp), so
- * the session's header links it to its parent and its depth continues the parent's. It
- * comes off the wire: anything malformed is ignored with a warning, never trusted.
- */
-export function lineageOf(meta: unknown, log: { warn(format: string, ...args: unknown[]): void }): { parentSession?: string; delegationDepth?: number; provider?: string; label?: string } {
-  const dsh = typeof meta === 'object' && meta !== null ? (meta as Record<string, unknown>).dsh : undefined
-  if (dsh === undefined) return {}
-  if (typeof dsh !== 'object' || dsh === null) {
-    log.warn('ignoring _meta.dsh of session/new: not an object')
-    return {}
-  }
-  const { parentSession, delegationDepth, provider, label } = dsh as Record<string, unknown>
-  const lineage: { parentSession?: string; delegationDepth?: number; provider?: string; label?: string } = {}
-  if (typeof parentSession === 'string' && /^[A-Za-z0-9._-]{1,128}$/.test(parentSession)) lineage.parentSession = parentSession
-  if (Number.isInteger(delegationDepth) && (delegationDepth as number) >= 0) lineage.delegationDepth = delegationDepth as number
-  if (typeof provider === 'string' && provider.length <= 64) lineage.provider = provider
-  if (typeof label === 'string') lineage.label = label.slice(0, 200)
-  const dropped = ['parentSession', 'delegationDepth', 'provider', 'label'].filter((key) => (dsh as Record<string, unknown>)[key] !== undefined && !(key in lineage))
-  if (dropped.length) log.warn('ignoring malformed _meta.dsh field(s) of session/new: %s', dropped.join(', '))
-  return lineage
 }

@@ -53,7 +53,7 @@ const textOf = (updates: SessionUpdate[], kind = 'agent_message_chunk') =>
   updates.map((update) => (update.sessionUpdate === kind && update.content.type === 'text' ? update.content.text : '')).join('')
 
 describe('acp-server', () => {
-  it('initialize advertises ACP v1 with text and embedded context only, no session/load', async () => {
+  it('initialize advertises ACP v1 with text and embedded context only, and no session/load without a session storage', async () => {
     harness = await createHarness({})
     const toServer = new TransformStream()
     const toClient = new TransformStream()

@@ -42,6 +42,7 @@ import type { AcpRunSpec } from './config.js'
 import { answerPermission } from './permission.js'
 import { withoutExtensionUpdates } from './extension-updates.js'
 import { StdoutGuard } from './stdout-guard.js'
+import { describeRpcError } from './rpc-error.js'
 
 /** Where a run is; every diagnostic names it. */
 export type AcpStage = 'spawn' | 'initialize' | 'session/new' | 'session/prompt'
@@ -234,14 +235,4 @@ class AcpWire implements RemoteWire {
       this.connection?.close()
     }
   }
-}
-
-/** A JSON-RPC error with its details (the SDK puts a handler's message in `data.details`). */
-function describeRpcError(error: unknown): string {
-  if (error instanceof RequestError) {
-    const data = error.data as { details?: unknown } | undefined
-    const details = typeof data?.details === 'string' ? data.details : undefined
-    return details && !error.message.includes(details) ? `${error.message} (${details})` : error.message
-  }
-  return errorMessage(error)
 }

@@ -103,7 +103,9 @@ class ClaudeCodeWire implements RemoteWire {
         this.run.moveTo('startup')
         return child
       },
-      persistSession: false,
+      // A one-shot child leaves no transcript; a continuable one must, to be resumed.
+      persistSession: this.spec.session !== undefined,
+      ...(this.spec.session && (this.spec.session.resume ? { resume: this.spec.session.id } : { sessionId: this.spec.session.id })),
       // A subagent has nobody to answer its questions.
       disallowedTools: ['AskUserQuestion'],
       ...permissionOptions(this.spec.permissionMode, this.denials),

@@ -2,7 +2,19 @@ import { existsSync } from 'node:fs'
 import { isAbsolute, resolve } from 'node:path'
 import type { Context } from 'cordis'
 import Schema from 'schemastery'
-import { NO_CAPABILITIES, SubagentError, type SubagentProvider, type SubagentRequest } from '@dsh/subagent'
+import type { Agent } from '@dsh/agent'
+import {
+  NO_CAPABILITIES,
+  refuseUnstartable,
+  SubagentError,
+  type ContinuablePreparation,
+  type PrepareContinuableRequest,
+  type RemoteChildRecord,
+  type RemoteConversation,
+  type SubagentProvider,
+  type SubagentRequest,
+} from '@dsh/subagent'
+import { ClaudeCodeConversation, isClaudeSessionId } from './conversation.js'
 import { startClaudeCodeRun, type ClaudeCodeRun } from './claude-code-run.js'
 import { resolveClaudeExecutable } from './executable.js'
 import { PERMISSION_MODES, resolveRunSpec, type ClaudeCodeSettings, type PermissionModeSetting } from './run-spec.js'
@@ -16,7 +28,11 @@ export class ClaudeCodeProvider implements SubagentProvider {
   readonly capabilities = NO_CAPABILITIES
   readonly inheritsParentContext = false
 
-  constructor(private readonly settings: ClaudeCodeSettings) {}
+  /** `liveAgent(id)` finds a parent agent in this process (a resumed child's parent). */
+  constructor(
+    private readonly settings: ClaudeCodeSettings,
+    private readonly liveAgent: (id: string) => Agent | undefined = () => undefined,
+  ) {}
 
   get name(): string {
     return this.settings.providerName
@@ -24,6 +40,41 @@ export class ClaudeCodeProvider implements SubagentProvider {
 
   start(request: SubagentRequest): Promise<ClaudeCodeRun> {
     return startClaudeCodeRun(resolveRunSpec(this.settings, request), request)
+  }
+
+  /**
+   * A continuable child is a Claude Code session persisted in its transcript: nothing runs
+   * between messages, so preparing one starts nothing (the first message starts the first
+   * process), and refusals happen here exactly as for a one-shot start.
+   */
+  async prepareContinuable({ parent, descriptor, request, signal }: PrepareContinuableRequest): Promise<ContinuablePreparation> {
+    const model = request.agentOptions?.model
+    refuseUnstartable({ prompt: request.prompt, parent, signal, ...(request.maxDepth !== undefined && { maxDepth: request.maxDepth }) }, 'Claude Code')
+    const conversation = new ClaudeCodeConversation({
+      settings: this.settings,
+      parent: () => this.liveAgent(parent.id) ?? parent,
+      parentId: parent.id,
+      label: descriptor.label,
+      ...(model !== undefined && { model }),
+    })
+    return { kind: 'remote', conversation }
+  }
+
+  /** Reopen a record written by an earlier process: the next message resumes the session by id. */
+  async resumeContinuable(record: RemoteChildRecord, signal: AbortSignal): Promise<RemoteConversation> {
+    if (signal.aborted) throw new SubagentError('ABORTED', `resuming Claude Code child ${record.childId} was cancelled`, { cause: signal.reason })
+    if (!isClaudeSessionId(record.remoteId)) {
+      throw new SubagentError('INVALID_REQUEST', `the record of Claude Code child ${record.childId} names session ${JSON.stringify(record.remoteId)}, which is not a Claude Code session id (a UUID); it was not written by this provider`)
+    }
+    const model = record.resumeData?.model
+    return new ClaudeCodeConversation({
+      settings: this.settings,
+      parent: () => this.liveAgent(record.parentId),
+      parentId: record.parentId,
+      resume: { sessionId: record.remoteId },
+      label: record.descriptor.label,
+      ...(typeof model === 'string' && { model }),
+    })
   }
 }
 
@@ -45,7 +96,7 @@ export class ClaudeCodePlugin {
 
   constructor(ctx: Context, config: ClaudeCodePlugin.Config) {
     const settings: ClaudeCodeSettings = { ...config, executable: executableFrom(config.executable) }
-    ctx.subagents.registerProvider(new ClaudeCodeProvider(settings))
+    ctx.subagents.registerProvider(new ClaudeCodeProvider(settings, (id) => ctx.get('agents')?.get(id)))
   }
 }
 

@@ -44,6 +44,12 @@ export interface ClaudeCodeRunSpec {
   timeoutMs?: number
   startTimeoutMs: number
   graceMs: number
+  /**
+   * A continuable child's session, persisted by Claude Code: `resume: false` starts it
+   * under this id (`sessionId`), `resume: true` continues it (`resume`). Absent for a
+   * one-shot run, which persists nothing.
+   */
+  session?: { id: string; resume: boolean }
 }
 
 export function resolveRunSpec(settings: ClaudeCodeSettings, request: SubagentRequest): ClaudeCodeRunSpec {

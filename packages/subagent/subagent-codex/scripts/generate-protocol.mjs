@@ -30,6 +30,8 @@ const ROOTS = [
   'v2/AskForApproval',
   'v2/SandboxMode',
   'v2/ThreadStartResponse',
+  'v2/ThreadResumeParams',
+  'v2/ThreadResumeResponse',
   'v2/TurnStartParams',
   'v2/TurnStartResponse',
   'v2/TurnInterruptParams',

@@ -63,16 +63,28 @@ const MODE_POLICY: Record<PermissionMode, { approvalPolicy: AskForApproval; sand
   accept: { approvalPolicy: 'on-request', sandbox: 'workspace-write' },
 }
 
-export function resolveRunSpec(config: CodexConfig, request: SubagentRequest, command: CodexCommand, parentEnv: NodeJS.ProcessEnv = process.env): CodexRunSpec {
+/** Where a child runs and the model it asked for: from a request, or from a resumed child's record. */
+export interface CodexRunTarget {
+  cwd: string
+  model?: string
+}
+
+export function targetOfRequest(config: CodexConfig, request: SubagentRequest): CodexRunTarget {
+  const model = request.agentOptions?.model ?? config.model
+  return { cwd: config.cwd ?? request.parent.session.header.cwd, ...(model !== undefined && { model }) }
+}
+
+export function resolveRunSpec(config: CodexConfig, request: SubagentRequest | CodexRunTarget, command: CodexCommand, parentEnv: NodeJS.ProcessEnv = process.env): CodexRunSpec {
+  const target = 'parent' in request ? targetOfRequest(config, request) : request
   return {
     provider: config.providerName,
     command,
-    cwd: config.cwd ?? request.parent.session.header.cwd,
+    cwd: target.cwd,
     // Codex finds its model, provider and login in CODEX_HOME: dsh's own is the one to use.
     env: childEnvironment(parentEnv, { env: config.env, passEnv: ['CODEX_HOME', ...config.passEnv] }),
     permissionMode: config.permissionMode,
     ...MODE_POLICY[config.permissionMode],
-    model: request.agentOptions?.model ?? config.model,
+    model: target.model,
     timeoutMs: config.timeoutMs,
     startupTimeoutMs: config.startupTimeoutMs,
     graceMs: config.graceMs,

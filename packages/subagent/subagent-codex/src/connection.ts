@@ -16,12 +16,15 @@ import type {
   TurnInterruptResponse,
   TurnStartParams,
   TurnStartResponse,
+  ThreadResumeParams,
+  ThreadResumeResponse,
 } from './protocol/index.js'
 
 /** The client → server requests this provider makes, with their generated param and result types. */
 export interface ClientRequests {
   initialize: { params: InitializeParams; result: InitializeResponse }
   'thread/start': { params: ThreadStartParams; result: ThreadStartResponse }
+  'thread/resume': { params: ThreadResumeParams; result: ThreadResumeResponse }
   'turn/start': { params: TurnStartParams; result: TurnStartResponse }
   'turn/interrupt': { params: TurnInterruptParams; result: TurnInterruptResponse }
 }

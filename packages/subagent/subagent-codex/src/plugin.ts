@@ -1,6 +1,22 @@
 import type { Context } from 'cordis'
 import { errorMessage } from '@dsh/base'
-import { NO_CAPABILITIES, refuseUnstartable, SubagentError, type SubagentProvider, type SubagentRequest, type SubagentRun } from '@dsh/subagent'
+import { isAbsolute } from 'node:path'
+import type { Agent } from '@dsh/agent'
+import {
+  NO_CAPABILITIES,
+  refuseDisposedParent,
+  refuseUnstartable,
+  SubagentError,
+  type ContinuablePreparation,
+  type PrepareContinuableRequest,
+  type RemoteChildRecord,
+  type RemoteConversation,
+  type SubagentProvider,
+  type SubagentRequest,
+  type SubagentRun,
+} from '@dsh/subagent'
+import { CodexChild } from './continuable/codex-child.js'
+import { CodexConversation } from './continuable/conversation.js'
 import { codexCommand, type CodexCommand } from './codex-binary.js'
 import { CODEX_CHILD_NAME, startCodexRun } from './codex-run.js'
 import { checkConfig, CodexConfig, resolveRunSpec } from './config.js'
@@ -22,14 +38,51 @@ export class CodexProvider implements SubagentProvider {
 
   async start(request: SubagentRequest): Promise<SubagentRun> {
     refuseUnstartable(request, CODEX_CHILD_NAME)
-    let command: CodexCommand
+    return startCodexRun(resolveRunSpec(this.config, request, this.resolveCommand()), request)
+  }
+
+  /**
+   * A continuable child is one non-ephemeral thread: the app-server is started and the
+   * thread created now (its id is the child's remote id); the process stays for the turns.
+   */
+  async prepareContinuable({ parent, descriptor, request, signal }: PrepareContinuableRequest): Promise<ContinuablePreparation> {
+    const oneShot: SubagentRequest = { prompt: request.prompt, parent, signal, label: descriptor.label, ...(request.agentOptions && { agentOptions: request.agentOptions }), ...(request.maxDepth !== undefined && { maxDepth: request.maxDepth }) }
+    refuseUnstartable(oneShot, CODEX_CHILD_NAME)
+    const spec = resolveRunSpec(this.config, oneShot, this.resolveCommand())
+    const child = await CodexChild.launch(spec, { kind: 'start' }, signal)
+    try {
+      refuseDisposedParent(parent)
+    } catch (error) {
+      await child.close()
+      throw error
+    }
+    return { kind: 'remote', conversation: new CodexConversation(spec, child.threadId, child) }
+  }
+
+  /**
+   * Reopen a record an earlier process wrote: the app-server is started and the thread
+   * reopened with `thread/resume` before this resolves, so a thread Codex cannot find
+   * (never materialized, or another CODEX_HOME) fails now, with nothing left running.
+   */
+  async resumeContinuable(record: RemoteChildRecord, signal: AbortSignal): Promise<RemoteConversation> {
+    const cwd = record.resumeData?.cwd
+    if (typeof cwd !== 'string' || !isAbsolute(cwd)) {
+      throw new SubagentError('INVALID_REQUEST', `the record of Codex child ${record.childId} has no absolute cwd in its resumeData (got ${JSON.stringify(cwd)}); it was not written by this provider`)
+    }
+    const model = record.resumeData?.model
+    const spec = resolveRunSpec(this.config, { cwd, ...(typeof model === 'string' ? { model } : this.config.model !== undefined && { model: this.config.model }) }, this.resolveCommand())
+    const conversation = new CodexConversation(spec, record.remoteId, undefined)
+    await conversation.reconnect(signal)
+    return conversation
+  }
+
+  private resolveCommand(): CodexCommand {
     try {
       // Resolved per run, so a missing binary fails the delegation, loudly, not the plugin load.
-      command = this.command ?? codexCommand()
+      return this.command ?? codexCommand()
     } catch (error) {
       throw new SubagentError('START_FAILED', `${CODEX_CHILD_NAME} could not be started (stage spawn): ${errorMessage(error)}`, { cause: error })
     }
-    return startCodexRun(resolveRunSpec(this.config, request, command), request)
   }
 }
 
