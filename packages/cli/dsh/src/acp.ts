@@ -32,7 +32,7 @@ export async function acpVerb(args: string[]): Promise<number> {
   const maxDepth = parseMaxDepth(values['max-depth'])
   keepStdoutForFrames()
   const model = chooseModel(values.model)
-  const runtime = await startRuntime({ config: values.config, model, sessionDir: values['session-dir'], verbose: values.verbose })
+  const runtime = await startRuntime({ config: values.config, model, sessionDir: values['session-dir'], verbose: values.verbose, checkReady: true })
   if (!runtime.ctx.llm.config.model && !model) {
     await runtime.dispose()
     throw new UsageError('NO_MODEL', 'dsh acp: no model to run with: pass --model SPEC (e.g. --model scripted:examples/acp-child.yml), set llm.model in --config, or set DEEPSEEK_API_KEY')

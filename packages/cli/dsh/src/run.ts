@@ -10,7 +10,7 @@ import { exitCodeOfSignal } from './exit.js'
 import { onInterrupt } from './interrupt.js'
 import { lifecycleLine, TtyTreeRenderer } from './progress/render.js'
 import { ProgressTracker } from './progress/tracker.js'
-import { startRuntime, unboundSubagentTools, type RuntimeOptions } from './runtime.js'
+import { startRuntime, type RuntimeOptions } from './runtime.js'
 import { stopStartedGroups } from './stop-groups.js'
 
 export { UsageError } from './errors.js'
@@ -55,7 +55,7 @@ export function jsonLine(record: Record<string, unknown>): void {
  */
 export async function runCommand(options: RunOptions): Promise<number> {
   const model = chooseModel(options.model)
-  const runtime = await startRuntime({ ...options, model })
+  const runtime = await startRuntime({ ...options, model, checkReady: true })
   let agent: Agent | undefined
   const cancel = new AbortController()
   let cancelledBy: NodeJS.Signals | undefined
@@ -73,7 +73,6 @@ export async function runCommand(options: RunOptions): Promise<number> {
   )
   try {
     if (!runtime.ctx.llm.config.model && !model) throw new UsageError('NO_MODEL', NO_MODEL_HELP)
-    for (const problem of unboundSubagentTools(runtime)) process.stderr.write(`dsh: warning: ${problem}\n`)
     agent = await runtime.ctx.agents
       .create({ sessionId: options.resume, meta: { origin: 'cli', cwd: options.cwd ?? process.cwd() } })
       .catch((error: unknown) => {

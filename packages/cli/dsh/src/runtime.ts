@@ -1,9 +1,10 @@
 import { Context, Logger, ValidationError, type Exporter } from 'cordis'
 import { DshError, errorMessage } from '@dsh/base'
 import type {} from '@dsh/subagent'
+import { subagentToolMountProblem } from '@dsh/tool-subagent'
 import { compose, mergeEntries, readEntries, type Composition, type PluginEntry } from './compose.js'
 import { discoverConfig } from './config-file.js'
-import { CompositionError } from './errors.js'
+import { CompositionError, oneLineMessage } from './errors.js'
 import { defaultEntries } from './defaults.js'
 
 export interface RuntimeOptions {
@@ -15,6 +16,11 @@ export interface RuntimeOptions {
   extra?: PluginEntry[]
   /** Compose without ./dsh.yml or ~/.dsh/config.yml (the demo must not depend on them). */
   ignoreDiscoveredConfig?: boolean
+  /**
+   * Fail the start (exit 2, one line) when the composed runtime is not ready to run: see
+   * `readinessProblems`. For the commands that run agents and for `config check`.
+   */
+  checkReady?: boolean
 }
 
 export interface ConsoleLogger {
@@ -71,6 +77,7 @@ export async function startRuntime(options: RuntimeOptions): Promise<Composition
   const entries = mergeEntries(mergeEntries(defaultEntries(options), options.extra ?? []), user)
   try {
     const composition = await compose(ctx, entries)
+    if (options.checkReady) await assertReady(composition, configFile)
     logger.started(false)
     return composition
   } catch (error) {
@@ -83,24 +90,51 @@ export async function startRuntime(options: RuntimeOptions): Promise<Composition
     // would hold the error back forever, so report without waiting for it.
     if (!(error instanceof CompositionError && error.code === 'PLUGIN_WAITING')) await disposed
     // Name the file the entries came from: that is where the user goes to fix it.
-    if (error instanceof CompositionError) throw new CompositionError(error.code, `dsh: ${configFile ? `config ${configFile}: ` : ''}${error.message}`, { cause: error })
+    if (error instanceof CompositionError && error.code !== 'UNRESOLVED') throw new CompositionError(error.code, `dsh: ${configFile ? `config ${configFile}: ` : ''}${error.message}`, { cause: error })
     throw error
   }
 }
 
 /**
- * Subagent tool instances whose provider is not registered once composition is done: a
- * typo'd provider name is a tool that never appears, which a short run would otherwise
- * finish without ever mentioning.
+ * What would make a composed runtime fail at its first use, found before any session is
+ * created: a subagent tool that is not mounted (its provider is not registered, or cannot
+ * honour the tool's config; a provider that registered after the tool could only say so
+ * in the log), and a model spec that names no loaded adapter or a script or recording
+ * that cannot be used. One line per problem.
  */
-export function unboundSubagentTools(runtime: Composition): string[] {
+export async function readinessProblems(runtime: Composition): Promise<string[]> {
   const subagents = runtime.ctx.get('subagents')
-  return runtime.entries
+  const registered = subagents?.list() ?? []
+  const problems = runtime.entries
     .filter((entry) => entry.name === '@dsh/tool-subagent')
     .flatMap((entry) => {
-      const provider = String(entry.config?.provider ?? '')
-      if (subagents?.getProvider(provider)) return []
-      const tool = String(entry.config?.toolName ?? 'subagent')
-      return [`tool "${tool}" (entry "${entry.id}") is bound to subagent provider "${provider}", which is not registered (registered: ${subagents?.list().join(', ') || 'none'})`]
+      const config = entry.config ?? {}
+      const provider = String(config.provider ?? '')
+      const problem = subagentToolMountProblem(
+        {
+          provider,
+          toolName: String(config.toolName ?? 'subagent'),
+          backgroundMode: config.backgroundMode === 'continuable' ? 'continuable' : 'one-shot',
+          ...(typeof config.maxDepth === 'number' && { maxDepth: config.maxDepth }),
+        },
+        subagents?.getProvider(provider),
+        registered,
+      )
+      return problem ? [`${problem.message} (entry "${entry.id}")`] : []
     })
+  if (runtime.ctx.llm.config.model) {
+    try {
+      const { adapter, model } = runtime.ctx.llm.resolve()
+      await adapter.prepare?.(model)
+    } catch (error) {
+      problems.push(oneLineMessage(error))
+    }
+  }
+  return problems
+}
+
+/** Fail (exit 2, one line) when `readinessProblems` finds anything; `where` names the config. */
+async function assertReady(runtime: Composition, where: string | undefined): Promise<void> {
+  const problems = await readinessProblems(runtime)
+  if (problems.length > 0) throw new CompositionError('UNRESOLVED', `dsh: ${where ? `config ${where}: ` : ''}${problems.join('; ')}`)
 }

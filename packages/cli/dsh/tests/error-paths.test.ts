@@ -1,5 +1,5 @@
 /** Every command's usage and configuration errors: one readable line, exit 2, never a stack trace. */
-import { writeFileSync } from 'node:fs'
+import { existsSync, readdirSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { runDsh, tempDir } from './cli.js'
@@ -35,6 +35,40 @@ describe.concurrent('usage and configuration errors', () => {
       expect(result.stderr).not.toMatch(/^\s+at /m)
       if (typeof says === 'string') expect(lines[0]).toContain(says)
       else expect(lines[0]).toMatch(says)
+    })
+  }
+
+  const notReady: Array<[string, () => string[], string]> = [
+    [
+      'an explicit maxDepth on a provider that cannot enforce depth (the provider registers after the tool)',
+      () => ['--config', config('- name: "@dsh/subagent-codex"\n- id: t\n  name: "@dsh/tool-subagent"\n  config: { provider: codex, toolName: codex, maxDepth: 2 }\n'), '--model', 'scripted:examples/hello.yml'],
+      'tool "codex" sets maxDepth 2, but subagent provider "codex" cannot enforce a depth limit',
+    ],
+    [
+      'a tool bound to a provider nobody registers',
+      () => ['--config', config('- id: t\n  name: "@dsh/tool-subagent"\n  config: { provider: spwan, toolName: helper }\n'), '--model', 'scripted:examples/hello.yml'],
+      'tool "helper" is bound to subagent provider "spwan", which is not registered',
+    ],
+    ['a model spec naming no loaded adapter', () => ['--model', 'bogus:x'], 'model spec "bogus:x" names adapter "bogus", which is not loaded'],
+    ['a scripted model whose file is missing', () => ['--model', 'scripted:/nonexistent/script.yml'], '/nonexistent/script.yml'],
+  ]
+  for (const [name, args, says] of notReady) {
+    it(`${name}: the same one line and exit 2 from config check, run and acp, before any session`, async () => {
+      const sessions = join(tempDir(), 'sessions')
+      const common = [...args(), '--session-dir', sessions]
+      const [check, run, acp] = await Promise.all([
+        runDsh(['config', 'check', ...common]),
+        runDsh(['run', ...common, 'hello']),
+        runDsh(['acp', ...common], { input: '' }),
+      ])
+      for (const result of [check, run, acp]) {
+        expect(result.code, result.stderr).toBe(2)
+        expect(result.stderr.trim().split('\n'), result.stderr).toHaveLength(1)
+        expect(result.stderr).toContain(says)
+      }
+      expect(run.stderr).toBe(check.stderr)
+      expect(acp.stderr).toBe(check.stderr)
+      expect(existsSync(sessions) ? readdirSync(sessions) : []).toEqual([])
     })
   }
 

@@ -1,4 +1,4 @@
-import { writeFileSync } from 'node:fs'
+import { existsSync, readdirSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { repoRoot, runDsh, tempDir } from './cli.js'
@@ -83,16 +83,18 @@ describe('dsh config check', () => {
     expect(result.stderr).toMatch(/plugin "tool-subagent" \(@dsh\/tool-subagent\): unknown config key "maxDepht" \(allowed there: .*maxDepth/)
   })
 
-  it('a subagent tool bound to a provider that is not registered fails the check and warns on run', async () => {
+  it('a subagent tool bound to a provider that is not registered fails the check and the run alike, before any session', async () => {
     const dir = tempDir()
     const file = join(dir, 'dsh.yml')
     writeFileSync(file, '- id: tool-typo\n  name: "@dsh/tool-subagent"\n  config: { provider: spwan, toolName: helper }\n')
     const check = await runDsh(['config', 'check', '--config', file])
     expect(check.code).toBe(2)
-    expect(check.stderr).toContain('tool "helper" (entry "tool-typo") is bound to subagent provider "spwan", which is not registered (registered: spawn, fork)')
-    const run = await runDsh(['run', '--config', file, '--model', 'scripted:examples/hello.yml', '--session-dir', dir, 'hello'])
-    expect(run.code).toBe(0)
-    expect(run.stderr).toContain('warning: tool "helper"')
+    expect(check.stderr).toContain('tool "helper" is bound to subagent provider "spwan", which is not registered (registered: spawn, fork) (entry "tool-typo")')
+    const sessions = join(dir, 'sessions')
+    const run = await runDsh(['run', '--config', file, '--model', 'scripted:examples/hello.yml', '--session-dir', sessions, 'hello'])
+    expect(run.code).toBe(2)
+    expect(run.stderr).toBe(check.stderr)
+    expect(existsSync(sessions) ? readdirSync(sessions) : []).toEqual([])
   })
 
   it('finds dsh.yml in the working directory without --config', async () => {

@@ -39,6 +39,12 @@ export interface LlmAdapter {
    * an aborted signal ends it with an `AbortError`-named error.
    */
   stream(request: LlmRequest): AsyncIterable<LlmChunk>
+  /**
+   * Optional: check that `model` can be used at all (a script file that exists and
+   * parses, a recording directory), so a host refuses a bad model spec before any
+   * session is created. Rejects with an `LlmError` saying what to fix.
+   */
+  prepare?(model: string): Promise<void>
 }
 
 export { isAbortError } from '@dsh/base'

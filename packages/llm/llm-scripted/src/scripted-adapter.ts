@@ -95,6 +95,11 @@ export class ScriptedAdapter implements LlmAdapter {
     return this.sessions.size
   }
 
+  /** Load (and so validate) the script a spec names: a missing or broken file fails here, before any session. */
+  async prepare(model: string): Promise<void> {
+    await this.scriptFor(model)
+  }
+
   private async scriptFor(model: string): Promise<ResolvedScript> {
     const inline = this.inline.get(model)
     if (inline) return { key: `inline:${model}`, script: inline }

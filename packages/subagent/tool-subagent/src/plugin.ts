@@ -47,6 +47,41 @@ export const ToolFilterSchema: Schema<ToolFilterConfig, ToolFilterConfig> = Sche
   },
 )
 
+export interface SubagentToolMountProblem {
+  code: 'NO_PROVIDER' | 'DEPTH_UNSUPPORTED' | 'CONTINUATION_UNSUPPORTED'
+  /** One line naming the tool and the provider, and what to change. */
+  message: string
+}
+
+/**
+ * Why a tool with this config is not (or would not be) mounted on `provider`, or
+ * undefined when it is mountable. The plugin refuses to mount for exactly these reasons;
+ * a host checks every tool with it once start-up is over, because a provider that
+ * registers after the tool (siblings start concurrently) can only be refused in the log.
+ */
+export function subagentToolMountProblem(
+  config: Pick<SubagentToolConfig, 'toolName' | 'provider' | 'maxDepth' | 'backgroundMode'>,
+  provider: SubagentProvider | undefined,
+  registered: readonly string[] = [],
+): SubagentToolMountProblem | undefined {
+  if (!provider) {
+    return { code: 'NO_PROVIDER', message: `tool "${config.toolName}" is bound to subagent provider "${config.provider}", which is not registered (registered: ${registered.join(', ') || 'none'})` }
+  }
+  if (config.maxDepth !== undefined && !provider.capabilities.depthLimit) {
+    return {
+      code: 'DEPTH_UNSUPPORTED',
+      message: `tool "${config.toolName}" sets maxDepth ${config.maxDepth}, but subagent provider "${provider.name}" cannot enforce a depth limit; remove maxDepth from the tool's config or use a provider that supports it`,
+    }
+  }
+  if (config.backgroundMode === 'continuable' && !provider.prepareContinuable) {
+    return {
+      code: 'CONTINUATION_UNSUPPORTED',
+      message: `tool "${config.toolName}" sets backgroundMode continuable, but subagent provider "${provider.name}" cannot keep a child across turns; use backgroundMode one-shot or a provider that can (spawn, fork)`,
+    }
+  }
+  return undefined
+}
+
 /**
  * The model-facing `subagent` tool, bound by config to one provider. It exists exactly
  * while that provider is registered (it follows `subagent/provider-added` and
@@ -107,18 +142,8 @@ export class SubagentToolPlugin {
 
   private mount(provider: SubagentProvider): void {
     this.unmount()
-    if (this.config.maxDepth !== undefined && !provider.capabilities.depthLimit) {
-      throw new SubagentToolError(
-        'DEPTH_UNSUPPORTED',
-        `tool "${this.config.toolName}" sets maxDepth ${this.config.maxDepth}, but subagent provider "${provider.name}" cannot enforce a depth limit; remove maxDepth from the tool's config or use a provider that supports it`,
-      )
-    }
-    if (this.config.backgroundMode === 'continuable' && !provider.prepareContinuable) {
-      throw new SubagentToolError(
-        'CONTINUATION_UNSUPPORTED',
-        `tool "${this.config.toolName}" sets backgroundMode continuable, but subagent provider "${provider.name}" cannot keep a child across turns; use backgroundMode one-shot or a provider that can (spawn, fork)`,
-      )
-    }
+    const problem = subagentToolMountProblem(this.config, provider)
+    if (problem) throw new SubagentToolError(problem.code, problem.message)
     const background = this.config.enableRunInBackground
     const wording = providerWording(provider, background, this.config.backgroundMode)
     this.unregister = this.reservation.register<SubagentToolArgs>({

@@ -6,7 +6,7 @@ import type { ToolDefinition } from '@dsh/tools'
 import { NO_CAPABILITIES, SubagentService, type SubagentProvider, type SubagentResult } from '@dsh/subagent'
 import { SpawnPlugin } from '@dsh/subagent-spawn'
 import { ForkPlugin } from '@dsh/subagent-fork'
-import { SubagentToolPlugin } from '@dsh/tool-subagent'
+import { SubagentToolPlugin, subagentToolMountProblem } from '@dsh/tool-subagent'
 
 let harness: Harness
 afterEach(async () => {
@@ -298,15 +298,23 @@ describe('the subagent tool: foreground delegation', () => {
     expect(harness.ctx.tools.list()).not.toContain('bounded')
   })
 
-  it('a provider that registers later and cannot enforce the explicit maxDepth leaves the tool absent, with an error in the log', async () => {
+  it('a provider that registers later and cannot enforce the explicit maxDepth leaves the tool absent, and the mount check names the tool and the provider for the host to fail on', async () => {
     await setup()
-    const lines: string[] = []
-    const exporter: Exporter = { colors: 0, levels: { default: 3 }, export: (message) => lines.push(Logger.format(exporter, message)) }
-    harness.ctx.logger.exporter(exporter)
-    await harness.plugin(SubagentToolPlugin, { provider: 'remote', toolName: 'bounded', maxDepth: 2 })
+    const config = { provider: 'remote', toolName: 'bounded', maxDepth: 2 }
+    await harness.plugin(SubagentToolPlugin, config)
     await harness.ctx.plugin({ inject: ['subagents'], apply: (ctx: Context) => { ctx.subagents.registerProvider(remoteProvider([])) } })
     expect(harness.ctx.tools.list()).not.toContain('bounded')
-    expect(lines.join('\n')).toMatch(/tool "bounded" sets maxDepth 2, but subagent provider "remote" cannot enforce a depth limit/)
+    expect(subagentToolMountProblem(config, harness.ctx.subagents.getProvider('remote'))).toEqual({
+      code: 'DEPTH_UNSUPPORTED',
+      message: expect.stringMatching(/tool "bounded" sets maxDepth 2, but subagent provider "remote" cannot enforce a depth limit/),
+    })
+  })
+
+  it('the mount check names a provider nobody registered, with the registered ones', () => {
+    expect(subagentToolMountProblem({ provider: 'sapwn', toolName: 'subagent', backgroundMode: 'one-shot' }, undefined, ['spawn', 'fork'])).toEqual({
+      code: 'NO_PROVIDER',
+      message: 'tool "subagent" is bound to subagent provider "sapwn", which is not registered (registered: spawn, fork)',
+    })
   })
 
   it('maxDepth from config bounds recursion: with maxDepth 1 a child\'s own delegation is refused', async () => {

@@ -39,7 +39,7 @@ export async function a2aVerb(args: string[]): Promise<number> {
   const maxDepth = wholeNumber('--max-depth', values['max-depth'], 0)
   const token = readToken(values['token-env'])
   const model = chooseModel(values.model)
-  const runtime = await startRuntime({ config: values.config, model, sessionDir: values['session-dir'], verbose: values.verbose })
+  const runtime = await startRuntime({ config: values.config, model, sessionDir: values['session-dir'], verbose: values.verbose, checkReady: true })
   if (!runtime.ctx.llm.config.model && !model) {
     await runtime.dispose()
     throw new UsageError('NO_MODEL', 'dsh a2a serve: no model to run with: pass --model SPEC (e.g. --model scripted:examples/acp-child.yml), set llm.model in --config, or set DEEPSEEK_API_KEY')

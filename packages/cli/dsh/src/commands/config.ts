@@ -1,7 +1,5 @@
-import { errorMessage } from '@dsh/base'
 import { discoverConfig } from '../config-file.js'
-import { CompositionError } from '../errors.js'
-import { startRuntime, unboundSubagentTools } from '../runtime.js'
+import { startRuntime } from '../runtime.js'
 
 /**
  * `dsh config check`: compose everything and print the plugin list. A configuration
@@ -10,18 +8,8 @@ import { startRuntime, unboundSubagentTools } from '../runtime.js'
 export async function configCheck(options: { config?: string; model?: string; sessionDir?: string }): Promise<number> {
   const file = options.config ?? discoverConfig()
   // A composition error propagates: `dsh run` reports the same one the same way (exit 2).
-  const runtime = await startRuntime(options)
+  const runtime = await startRuntime({ ...options, checkReady: true })
   try {
-    const unbound = unboundSubagentTools(runtime)
-    // A default model naming an adapter that is not loaded would fail every turn.
-    if (runtime.ctx.llm.config.model) {
-      try {
-        runtime.ctx.llm.resolve()
-      } catch (error) {
-        unbound.push(errorMessage(error))
-      }
-    }
-    if (unbound.length > 0) throw new CompositionError('UNRESOLVED', `config ${file ?? '(defaults only)'} names what is not there: ${unbound.join('; ')}`)
     process.stdout.write(`config: ${file ?? '(defaults only)'}\n`)
     const width = Math.max(...runtime.entries.map((entry) => entry.id.length))
     for (const entry of runtime.entries) {
