@@ -112,9 +112,12 @@ export interface RunView {
 }
 
 /**
- * How a run shows itself: NDJSON for `--json`; on a terminal a live tree of the agent and
- * its children, then the answer; otherwise the answer streamed to stdout with one plain
- * line per subagent lifecycle change on stderr.
+ * How a run shows itself. The answer is chosen by the shared output-selection rule over
+ * the whole run (`runUntilQuiet`'s `output`), in every mode: text a step streamed before
+ * its tool calls is not the answer. `--json`: NDJSON of every session event and subagent
+ * lifecycle change, then one `{"kind":"answer","text":...}` record; on a terminal a live
+ * tree of the agent and its children, then the answer; otherwise one plain line per
+ * subagent lifecycle change on stderr (unless quiet) and the answer on stdout.
  */
 export function watch(runtime: Composition, agent: Agent, options: RunOptions): RunView {
   if (options.json) {
@@ -124,9 +127,13 @@ export function watch(runtime: Composition, agent: Agent, options: RunOptions): 
     })
     runtime.ctx.on('subagent/start', (info) => jsonLine({ kind: 'subagent/start', ...info }))
     runtime.ctx.on('subagent/end', (info) => jsonLine({ kind: 'subagent/end', ...info }))
-    return { finish: () => {} }
+    return { finish: (run) => jsonLine({ kind: 'answer', session: agent.id, text: outputText(run.output) }) }
   }
   const tty = options.tty ?? process.stdout.isTTY === true
+  const printAnswer = (run: QuietRun, separator: string) => {
+    const answer = outputText(run.output)
+    if (answer) process.stdout.write(`${separator}${answer}${answer.endsWith('\n') ? '' : '\n'}`)
+  }
   if (tty && !options.quiet) {
     const tracker = new ProgressTracker(runtime.ctx, agent)
     const renderer = new TtyTreeRenderer(tracker, process.stdout)
@@ -135,22 +142,10 @@ export function watch(runtime: Composition, agent: Agent, options: RunOptions): 
         tracker.finishRoot(run.last.reason)
         renderer.stop()
         tracker.dispose()
-        const answer = outputText(run.output)
-        if (answer) process.stdout.write(`\n${answer}\n`)
+        printAnswer(run, '\n')
       },
     }
   }
-  let midLine = false
-  agent.session.subscribe((update) => {
-    if (update.type === 'assistant/chunk' && update.kind === 'text') {
-      process.stdout.write(update.text)
-      midLine = !update.text.endsWith('\n')
-    } else if (update.type === 'step/start' && midLine) {
-      // text of the next step starts on its own line
-      process.stdout.write('\n')
-      midLine = false
-    }
-  })
   if (!options.quiet) {
     const tracker = new ProgressTracker(runtime.ctx, agent)
     tracker.onChange((change) => {
@@ -158,5 +153,5 @@ export function watch(runtime: Composition, agent: Agent, options: RunOptions): 
       if (line) process.stderr.write(`${line}\n`)
     })
   }
-  return { finish: () => process.stdout.write('\n') }
+  return { finish: (run) => printAnswer(run, '') }
 }

@@ -130,10 +130,12 @@ describe('dsh run cancelled while a continuable child runs', () => {
     child.stderr.on('data', (chunk: Buffer) => (stderr += chunk))
     child.stdout.on('data', (chunk: Buffer) => (stdout += chunk))
     const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)))
-    // The parent has answered ("started it") and the child's turn is under way.
+    // The parent has answered ("started it", in its session file: stdout gets the answer
+    // only when the run ends) and the child's turn is under way.
+    const parentAnswered = () => readdirSync(dir).some((name) => name.endsWith('.jsonl') && readFileSync(join(dir, name), 'utf8').includes('"started it"'))
     await new Promise<void>((resolve, reject) => {
       const check = () => {
-        if (/\[subagent\] start spawn \S+ "slow"/.test(stderr) && stdout.includes('started it')) resolve()
+        if (/\[subagent\] start spawn \S+ "slow"/.test(stderr) && parentAnswered()) resolve()
         else if (child.exitCode !== null) reject(new Error(`dsh exited early:\n${stderr}`))
         else setTimeout(check, 50)
       }

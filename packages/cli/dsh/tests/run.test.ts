@@ -91,4 +91,37 @@ describe('dsh run', () => {
     expect(result.code).toBe(2)
     expect(result.stderr).toContain(`${config}: plugins[0]: unknown key "nmae"`)
   })
+
+  describe('prints the answer chosen by output selection, not every streamed text', () => {
+    const stepThenAnswer = (dir: string) => script(dir, [
+      '- reply:',
+      '    - text: "Let me check first."',
+      '      call: { tool: bash, args: { command: "true" } }',
+      '    - text: "FINAL ANSWER"',
+      '',
+    ].join('\n'))
+
+    it('piped with --quiet: only the final answer on stdout', async () => {
+      const dir = tempDir()
+      const result = await runDsh(['run', '--quiet', '--model', `scripted:${stepThenAnswer(dir)}`, '--session-dir', dir, 'check then answer'])
+      expect(result.code, result.stderr).toBe(0)
+      expect(result.stdout).toBe('FINAL ANSWER\n')
+    })
+
+    it('piped with progress: only the final answer on stdout', async () => {
+      const dir = tempDir()
+      const result = await runDsh(['run', '--model', `scripted:${stepThenAnswer(dir)}`, '--session-dir', dir, 'check then answer'])
+      expect(result.code, result.stderr).toBe(0)
+      expect(result.stdout).toBe('FINAL ANSWER\n')
+    })
+
+    it('--json: one answer record, last, with the final answer only', async () => {
+      const dir = tempDir()
+      const result = await runDsh(['run', '--json', '--model', `scripted:${stepThenAnswer(dir)}`, '--session-dir', dir, 'check then answer'])
+      expect(result.code, result.stderr).toBe(0)
+      const records = result.stdout.trim().split('\n').map((line) => JSON.parse(line) as { kind: string; text?: string })
+      expect(records.filter((record) => record.kind === 'answer')).toHaveLength(1)
+      expect(records.at(-1)).toMatchObject({ kind: 'answer', text: 'FINAL ANSWER' })
+    })
+  })
 })

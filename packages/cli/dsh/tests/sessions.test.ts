@@ -49,6 +49,18 @@ describe('dsh sessions', () => {
     expect(result.stdout).toContain('── turn 1 ended completed')
   })
 
+  it('show prints text from a session file with its control characters escaped, keeping newlines and tabs', async () => {
+    const dir = tempDir()
+    const hostile = 'look \u001b]0;owned\u0007 and \u001b[31mred\u001b[0m\there\nsecond line'
+    const run = await runDsh(['run', '--quiet', '--model', 'scripted:examples/hello.yml', '--session-dir', dir, hostile])
+    expect(run.code, run.stderr).toBe(0)
+    const id = readdirSync(dir).find((name) => name.endsWith('.jsonl'))!.replace(/\.jsonl$/, '')
+    const result = await runDsh(['sessions', 'show', id, '--session-dir', dir])
+    expect(result.code).toBe(0)
+    expect(result.stdout).not.toMatch(/[\u001b\u0007]/)
+    expect(result.stdout).toContain('user: look \\x1b]0;owned\\x07 and \\x1b[31mred\\x1b[0m\there\n      second line')
+  })
+
   it('show of an unknown id exits 2 and says so', async () => {
     const result = await runDsh(['sessions', 'show', 'nope', '--session-dir', tempDir()])
     expect(result.code).toBe(2)

@@ -2,6 +2,7 @@
  * `dsh sessions`: list stored sessions, show their lineage as a tree (from the session
  * headers alone), and print one as a readable transcript.
  */
+import { assertNever, printable } from '@dsh/base'
 import { textOf } from '@dsh/llm'
 import { parseDescriptor } from '@dsh/subagent'
 import type { SessionEvent, SessionHeader, StoredSession } from '@dsh/session'
@@ -35,7 +36,8 @@ export async function sessionsCommand(verb: string | undefined, args: string[], 
         // are looked at only to match a suffix. A broken file throws its one-line error.
         const stored = (await sessions.readStored(args[0])) ?? (await readBySuffix(args[0], () => sessions.listStored(), (id) => sessions.readStored(id)))
         if (!stored) throw new UsageError('SESSION', `dsh sessions show: no stored session ${args[0]}`)
-        process.stdout.write(transcript(stored, sessions.locate(stored.header.id)))
+        // A session file is input like any other: its bytes must not drive the terminal.
+        process.stdout.write(printable(transcript(stored, sessions.locate(stored.header.id))))
         return 0
       }
       default:
@@ -136,7 +138,7 @@ async function list(headers: SessionHeader[], read: (id: string) => Promise<Stor
   for (const header of roots) {
     const summary = await summarize(header, read)
     const count = descendants(header.id, children)
-    process.stdout.write(`${header.id}  ${when(header.createdAt)}  ${String(count).padStart(3)} ${count === 1 ? 'child ' : 'children'}  ${clip(summary.firstPrompt, 60)}\n`)
+    process.stdout.write(printable(`${header.id}  ${when(header.createdAt)}  ${String(count).padStart(3)} ${count === 1 ? 'child ' : 'children'}  ${clip(summary.firstPrompt, 60)}\n`))
   }
   return 0
 }
@@ -180,7 +182,7 @@ async function tree(headers: SessionHeader[], wanted: string | undefined, read: 
     for (const [index, child] of kids.entries()) await visit(child, childPrefix, index === kids.length - 1 ? '└─ ' : '├─ ')
   }
   await visit(root, '', '')
-  process.stdout.write(`${lines.join('\n')}\n`)
+  process.stdout.write(printable(`${lines.join('\n')}\n`))
   return 0
 }
 
@@ -224,6 +226,6 @@ function describeEvent(event: SessionEvent): string | undefined {
     case 'step/end':
       return undefined
     default:
-      return undefined
+      return assertNever(event, 'session event')
   }
 }

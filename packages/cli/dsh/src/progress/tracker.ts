@@ -3,7 +3,7 @@
  * child, nested by parent), fed only by `subagent/*` lifecycle events and session
  * events, never by a provider's internals. Renderers read it; it never prints.
  */
-import { progressStateOfStop, STOP_REASONS, type ProgressState, type StopReason } from '@dsh/base'
+import { assertNever, progressStateOfStop, STOP_REASONS, type ProgressState, type StopReason } from '@dsh/base'
 import type { Context } from 'cordis'
 import type { Agent } from '@dsh/agent'
 import type { SessionUpdate } from '@dsh/session'
@@ -148,7 +148,12 @@ function describe(update: SessionUpdate): string | undefined {
       return update.result.isError ? `${update.result.name} failed` : `${update.result.name} done`
     case 'turn/end':
       return update.reason === 'completed' ? 'answered' : `ended ${update.reason}`
-    default:
+    case 'turn/start':
+    case 'user/message':
+    case 'assistant/message':
+    case 'step/end':
       return undefined
+    default:
+      return assertNever(update, 'session update')
   }
 }
