@@ -13,7 +13,7 @@ import { serveAcpOverStdio } from '@dsh/acp-server'
 import { reapTrackedGroups } from '@dsh/process'
 import { UsageError } from './errors.js'
 import { exitCodeOfSignal } from './exit.js'
-import { chooseModel } from './run.js'
+import { chooseModel, replayProblems } from './run.js'
 import { onInterrupt } from './interrupt.js'
 import { startRuntime } from './runtime.js'
 
@@ -27,12 +27,13 @@ export async function acpVerb(args: string[]): Promise<number> {
       'session-dir': { type: 'string' },
       verbose: { type: 'boolean', default: false },
       'max-depth': { type: 'string' },
+      record: { type: 'string' },
     },
   })
   const maxDepth = parseMaxDepth(values['max-depth'])
   keepStdoutForFrames()
   const model = chooseModel(values.model)
-  const runtime = await startRuntime({ config: values.config, model, sessionDir: values['session-dir'], verbose: values.verbose, checkReady: true })
+  const runtime = await startRuntime({ config: values.config, model, sessionDir: values['session-dir'], verbose: values.verbose, checkReady: true, ...(values.record !== undefined && { record: values.record }) })
   if (!runtime.ctx.llm.config.model && !model) {
     await runtime.dispose()
     throw new UsageError('NO_MODEL', 'dsh acp: no model to run with: pass --model SPEC (e.g. --model scripted:examples/acp-child.yml), set llm.model in --config, or set DEEPSEEK_API_KEY')
@@ -44,9 +45,11 @@ export async function acpVerb(args: string[]): Promise<number> {
     () => void server.close(),
     (signal) => process.exit(exitCodeOfSignal(signal)),
   )
+  let replayed: string[] = []
   try {
     await server.done
   } finally {
+    replayed = replayProblems(runtime)
     await runtime.dispose()
     // Disposing cancelled every turn and killed every task; a command that ignores
     // SIGTERM, or one started while we were closing, must not outlive us either.
@@ -56,7 +59,9 @@ export async function acpVerb(args: string[]): Promise<number> {
     // After a signal stdin may still be open, and an open stdin keeps the process alive.
     process.stdin.destroy()
   }
-  return 0
+  // A replayed ACP server that diverged says so, and its parent sees a failed child.
+  for (const problem of replayed) process.stderr.write(`dsh acp: ${problem}\n`)
+  return replayed.length > 0 ? 1 : 0
 }
 
 /** `--max-depth N`: the deepest delegation a `session/new` may ask for (default that of @dsh/acp-server, 3). */

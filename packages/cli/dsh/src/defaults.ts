@@ -3,7 +3,7 @@ import type { PluginEntry } from './compose.js'
 import { dshHome } from './config-file.js'
 
 /** What every `dsh` command composes before a user's config. */
-export function defaultEntries(options: { sessionDir?: string; model?: string }): PluginEntry[] {
+export function defaultEntries(options: { sessionDir?: string; model?: string; record?: string; lineageRoot?: string }): PluginEntry[] {
   const entries: PluginEntry[] = [
     { id: 'llm', name: '@dsh/llm', config: options.model ? { model: options.model } : {} },
     { id: 'sessions', name: '@dsh/session' },
@@ -16,6 +16,11 @@ export function defaultEntries(options: { sessionDir?: string; model?: string })
       id: 'llm-openai',
       name: '@dsh/llm-openai',
       config: { name: 'openai', baseURL: 'https://api.openai.com/v1', model: 'gpt-4.1', apiKeyEnv: 'OPENAI_API_KEY' },
+    },
+    {
+      id: 'llm-replay',
+      name: '@dsh/llm-replay',
+      config: { ...(options.record !== undefined && { record: options.record }), ...(options.lineageRoot !== undefined && { lineageRoot: options.lineageRoot }) },
     },
     { id: 'session-jsonl', name: '@dsh/session-jsonl', config: { dir: options.sessionDir ?? defaultSessionDir() } },
     { id: 'subagents', name: '@dsh/subagent' },

@@ -11,12 +11,13 @@ const USAGE = `usage: dsh <command> [options]
 
 commands:
   run [--config FILE] [--model SPEC] [--session-dir DIR] [--resume ID] [--json] [--quiet]
-      (PROMPT | --prompt-file FILE | --prompt-file -)
+      [--record DIR] (PROMPT | --prompt-file FILE | --prompt-file -)
       run a prompt to completion (with the turns its background work starts) and print
-      the answer; --prompt-file reads the prompt from a file, - from standard input
+      the answer; --prompt-file reads the prompt from a file, - from standard input;
+      --record DIR stores every session's model calls there (replay: --model replay:DIR)
   demo [--session-dir DIR] [--quiet]
       a keyless tour: one parent delegating through every provider, then a summary
-  acp [--config FILE] [--model SPEC] [--session-dir DIR] [--max-depth N] [--verbose]
+  acp [--config FILE] [--model SPEC] [--session-dir DIR] [--max-depth N] [--record DIR] [--verbose]
       serve a dsh agent over the Agent Client Protocol on stdio; sessions deeper than
       --max-depth (default 3) in a delegation chain are refused
   a2a serve [--host H] [--port P] [--token-env NAME] [--max-tasks N] [--max-depth N]
@@ -29,7 +30,7 @@ commands:
       compose the plugins and print them, or the first configuration error
 
 model specs: scripted:PATH (keyless, plays a script), deepseek:MODEL (DEEPSEEK_API_KEY),
-             openai:MODEL (OPENAI_API_KEY)
+             openai:MODEL (OPENAI_API_KEY), replay:DIR (keyless, plays a --record DIR)
 config: --config FILE, else ./dsh.yml, else $DSH_HOME/config.yml (~/.dsh/config.yml)`
 
 const COMMON = {
@@ -82,6 +83,7 @@ async function runVerb(args: string[]): Promise<number> {
       json: { type: 'boolean', default: false },
       quiet: { type: 'boolean', default: false },
       'prompt-file': { type: 'string' },
+      record: { type: 'string' },
     },
   })
   const prompt = await readPrompt({ positionals, promptFile: values['prompt-file'] })
@@ -94,6 +96,7 @@ async function runVerb(args: string[]): Promise<number> {
     json: values.json,
     quiet: values.quiet,
     verbose: values.verbose,
+    ...(values.record !== undefined && { record: values.record }),
   })
 }
 

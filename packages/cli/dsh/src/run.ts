@@ -1,6 +1,7 @@
 import type { Agent } from '@dsh/agent'
 import { errorMessage } from '@dsh/base'
 import { outputText } from '@dsh/llm'
+import { isReplayAdapter } from '@dsh/llm-replay'
 import { SessionError, type SessionUpdate } from '@dsh/session'
 import type {} from '@dsh/subagent'
 import { runUntilQuiet, type QuietRun } from '@dsh/tasks'
@@ -83,6 +84,11 @@ export async function runCommand(options: RunOptions): Promise<number> {
     const continuation = runtime.ctx.get('subagents')?.continuation
     const run = await runUntilQuiet(agent, options.prompt, { tasks: runtime.ctx.get('tasks'), work: continuation ? [continuation] : [], signal: cancel.signal })
     view.finish(run)
+    const replayed = replayProblems(runtime)
+    if (replayed.length > 0) {
+      process.stderr.write(`dsh: ${replayed[0]}${replayed.length > 1 ? ` (and ${replayed.length - 1} more problem${replayed.length > 2 ? 's' : ''} after it)` : ''}\n`)
+      return 1
+    }
     if (run.cancelled) {
       process.stderr.write(`dsh: cancelled${run.last.error ? `: ${run.last.error}` : ''}\n`)
       return exitCodeOfSignal(cancelledBy ?? 'SIGINT')
@@ -97,6 +103,12 @@ export async function runCommand(options: RunOptions): Promise<number> {
     await agent?.dispose().catch((error: unknown) => process.stderr.write(`dsh: disposing the agent failed: ${errorMessage(error)}\n`))
     await runtime.dispose()
   }
+}
+
+/** What a replay (`--model replay:DIR`) found wrong: divergences first, then unused calls and recordings. */
+export function replayProblems(runtime: Composition): string[] {
+  const adapter = runtime.ctx.llm.getAdapter('replay')
+  return isReplayAdapter(adapter) ? adapter.problems() : []
 }
 
 /** A session that cannot be resumed is the user's input problem: say which and where to look. */

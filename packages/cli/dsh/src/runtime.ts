@@ -11,6 +11,10 @@ export interface RuntimeOptions {
   config?: string
   model?: string
   sessionDir?: string
+  /** Record every session's model calls into this directory (`--record`). */
+  record?: string
+  /** Lineage key of this process's root session, for recording and replay (an ACP child's from its parent). */
+  lineageRoot?: string
   verbose?: boolean
   /** Extra entries after the defaults and before the user's config. */
   extra?: PluginEntry[]

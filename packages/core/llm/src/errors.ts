@@ -37,6 +37,12 @@ export type LlmErrorCode =
   | 'OUT_OF_REPLIES'
   /** A scripted `error` item: a provider failure the script simulates. */
   | 'SIMULATED'
+  /** A recording to replay is missing, truncated, hand-edited into an invalid shape, or from another format version. */
+  | 'INVALID_RECORDING'
+  /** A replayed session has no recording (more live sessions than recorded ones, or a lineage that differs). */
+  | 'NO_RECORDING'
+  /** A replayed session asked the model something other than what was recorded, or more often. */
+  | 'REPLAY_DIVERGED'
 
 /**
  * A provider-side failure of one model request. Adapters may narrow `Code` to the codes

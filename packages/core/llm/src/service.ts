@@ -16,6 +16,9 @@ export interface ResolvedModel {
   spec: string
 }
 
+/** Sees every resolved model and returns what callers get instead (or the same). */
+export type ModelInterceptor = (resolved: ResolvedModel) => ResolvedModel
+
 /**
  * `ctx.llm`: a named registry of model adapters. Several adapters coexist; a model spec
  * `adapter:model` picks one. Registration is an effect of the registering plugin.
@@ -26,6 +29,7 @@ export class LlmService extends Service {
   })
 
   private adapters = new Map<string, LlmAdapter>()
+  private interceptors: ModelInterceptor[] = []
 
   constructor(ctx: Context, public config: LlmService.Config = {}) {
     super(ctx, 'llm')
@@ -41,6 +45,21 @@ export class LlmService extends Service {
         if (this.adapters.get(adapter.name) === adapter) this.adapters.delete(adapter.name)
       }
     }, `llm.registerAdapter(${JSON.stringify(adapter.name)})`)
+  }
+
+  /**
+   * Change what every `resolve` returns (recording wraps the adapter; replay puts itself in
+   * place of every model, so no request can reach another one). Interceptors apply in
+   * registration order; the registration is an effect of the registering plugin.
+   */
+  intercept(interceptor: ModelInterceptor): () => void {
+    return this.ctx.effect(() => {
+      this.interceptors.push(interceptor)
+      return () => {
+        const index = this.interceptors.indexOf(interceptor)
+        if (index >= 0) this.interceptors.splice(index, 1)
+      }
+    }, 'llm.intercept()')
   }
 
   getAdapter(name: string): LlmAdapter | undefined {
@@ -69,7 +88,9 @@ export class LlmService extends Service {
     }
     const model = colon < 0 ? adapter.defaultModel : wanted.slice(colon + 1)
     if (!model) throw new LlmRegistryError('NO_MODEL', `model spec "${wanted}" names no model and adapter "${name}" has no default`)
-    return { adapter, model, spec: wanted }
+    let resolved: ResolvedModel = { adapter, model, spec: wanted }
+    for (const interceptor of this.interceptors) resolved = interceptor(resolved)
+    return resolved
   }
 }
 

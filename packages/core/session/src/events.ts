@@ -59,6 +59,12 @@ export interface SessionHeader {
   /** A short human label (the delegation's description). */
   label?: string
   /**
+   * The id of the parent's tool call that started this child, when a tool did. With the
+   * parent's own lineage it names the child stably across runs (a replay binds the child
+   * to its recording by it).
+   */
+  toolCallId?: string
+  /**
    * The durable description of a continuable child (owned and validated by
    * `@dsh/subagent`; opaque JSON here): enough to rebuild the child from its file alone.
    */

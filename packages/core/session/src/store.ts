@@ -51,6 +51,8 @@ export interface SessionInit {
   delegationDepth?: number
   provider?: string
   label?: string
+  /** See `SessionHeader.toolCallId`. */
+  toolCallId?: string
   /** See `SessionHeader.descriptor`. */
   descriptor?: Readonly<Record<string, unknown>>
   /** Share the first `length` events of `session` as this session's history (fork). */
@@ -104,6 +106,7 @@ export class SessionStore extends Service {
     if (init.delegationDepth !== undefined) header.delegationDepth = init.delegationDepth
     if (init.provider !== undefined) header.provider = init.provider
     if (init.label !== undefined) header.label = init.label
+    if (init.toolCallId !== undefined) header.toolCallId = init.toolCallId
     if (init.descriptor !== undefined) header.descriptor = init.descriptor
     const session = new Session(header, init.seed, this.reportListenerError)
     this.live.set(id, session)

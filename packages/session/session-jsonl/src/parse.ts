@@ -77,7 +77,7 @@ export function headerOf(value: unknown, file: string, id: string): SessionHeade
     if (typeof header[key] !== 'string') throw fail(`header.${key} must be a string`)
   }
   if (header.id !== id) throw fail(`header.id ${quoted(header.id)} does not match the file name (session ${quoted(id)})`)
-  for (const key of ['parentSession', 'origin', 'provider', 'label'] as const) {
+  for (const key of ['parentSession', 'origin', 'provider', 'label', 'toolCallId'] as const) {
     if (header[key] !== undefined && typeof header[key] !== 'string') throw fail(`header.${key} must be a string when present`)
   }
   for (const key of ['delegationDepth', 'seedLength'] as const) {

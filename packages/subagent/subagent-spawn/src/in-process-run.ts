@@ -38,6 +38,7 @@ export async function startInProcessRun(agents: AgentRegistry, request: Subagent
         provider: options.provider,
         cwd: parent.session.header.cwd,
         ...(request.label !== undefined && { label: request.label }),
+        ...(request.callId !== undefined && { toolCallId: request.callId }),
       },
       agentOptions: {
         model: request.agentOptions?.model ?? parent.options.model,

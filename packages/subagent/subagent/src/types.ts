@@ -30,6 +30,11 @@ export interface SubagentRequest {
   signal: AbortSignal
   /** A short human label (the delegation's description). */
   label?: string
+  /**
+   * The parent's tool call that asked for this child, when a tool did. An in-process child
+   * records it in its session header (`toolCallId`), naming it stably across runs.
+   */
+  callId?: string
   agentOptions?: { model?: string }
   /** JSON Schema the child's structured output must satisfy (needs `outputSchema`). */
   outputSchema?: Record<string, unknown>

@@ -196,6 +196,7 @@ export class SubagentToolPlugin {
       parent: exec.agent,
       signal: exec.signal,
       label: args.description,
+      callId: exec.callId,
     }
     // An explicit maxDepth was checked against the provider when the tool mounted; the
     // default bound applies only where the provider can enforce it.

@@ -1,0 +1,123 @@
+/**
+ * Recording: every resolved adapter is wrapped, so whatever model a session uses
+ * (DeepSeek, an OpenAI-compatible endpoint, the scripted one) streams through unchanged
+ * while each call's request digest and response are appended to the session's file.
+ * Lines are written synchronously as each call starts and ends, so a run that crashes
+ * leaves every finished call on disk.
+ */
+import { appendFileSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { errorMessage, isAbortError } from '@dsh/base'
+import { LlmError, type LlmAdapter, type LlmChunk, type LlmRequest, type Message, type ToolSpec } from '@dsh/llm'
+import { RECORDING_KIND, RECORDING_VERSION, recordingFileName, type RecordedError, type RecordedRequest, type RecordedResponse, type RecordingHeader } from './format.js'
+import type { Lineage, SessionFacts } from './lineage.js'
+
+interface SessionFile {
+  file: string
+  calls: number
+  previous?: { system: string; tools: string; messages: string[] }
+}
+
+export class Recorder {
+  private sessions = new Map<string, SessionFile>()
+  private wrapped = new WeakMap<LlmAdapter, LlmAdapter>()
+
+  /** Starts a fresh recording in `dir`: recordings of an earlier run there are removed. */
+  constructor(
+    readonly dir: string,
+    private readonly lineage: Lineage,
+    private readonly facts: (sessionId: string) => SessionFacts | undefined,
+  ) {
+    mkdirSync(dir, { recursive: true })
+    for (const name of readdirSync(dir)) {
+      if (name.endsWith('.jsonl') && isRecordingFile(join(dir, name))) rmSync(join(dir, name))
+    }
+  }
+
+  wrap(adapter: LlmAdapter): LlmAdapter {
+    let wrapper = this.wrapped.get(adapter)
+    if (!wrapper) {
+      const recorder = this
+      wrapper = {
+        name: adapter.name,
+        ...(adapter.defaultModel !== undefined && { defaultModel: adapter.defaultModel }),
+        ...(adapter.prepare && { prepare: (model: string) => adapter.prepare!(model) }),
+        stream: (request) => recorder.record(adapter, request),
+      }
+      this.wrapped.set(adapter, wrapper)
+    }
+    return wrapper
+  }
+
+  private async *record(adapter: LlmAdapter, request: LlmRequest): AsyncGenerator<LlmChunk, void, undefined> {
+    const session = this.sessionFile(request.origin.sessionId)
+    const call = session.calls++
+    const messages = request.messages.toArray()
+    appendFileSync(session.file, `${JSON.stringify({ call, request: this.digest(session, request, messages) })}\n`)
+    const chunks: LlmChunk[] = []
+    let response: RecordedResponse | undefined
+    try {
+      for await (const chunk of adapter.stream(request)) {
+        chunks.push(chunk)
+        yield chunk
+      }
+      response = { chunks, end: 'finish' }
+    } catch (error) {
+      response = isAbortError(error) || request.signal.aborted ? { chunks, end: 'aborted' } : { chunks, end: 'error', error: recordedError(error) }
+      throw error
+    } finally {
+      // A consumer that stopped reading early abandoned the call: replay ends it the same way.
+      appendFileSync(session.file, `${JSON.stringify({ call, response: response ?? { chunks, end: 'aborted' } })}\n`)
+    }
+  }
+
+  private sessionFile(sessionId: string): SessionFile {
+    let session = this.sessions.get(sessionId)
+    if (!session) {
+      const key = this.lineage.keyOf(sessionId)
+      const facts = this.facts(sessionId)
+      const header: RecordingHeader = { recording: RECORDING_KIND, version: RECORDING_VERSION, session: key, prompt: facts?.ownPrompt ?? '' }
+      const parent = facts?.header.parentSession
+      if (parent !== undefined) header.parent = this.lineage.keyOf(parent)
+      if (facts?.header.toolCallId !== undefined) header.toolCallId = facts.header.toolCallId
+      const file = join(this.dir, recordingFileName(key))
+      writeFileSync(file, `${JSON.stringify(header)}\n`, { mode: 0o644 })
+      session = { file, calls: 0 }
+      this.sessions.set(sessionId, session)
+    }
+    return session
+  }
+
+  private digest(session: SessionFile, request: LlmRequest, messages: Message[]): RecordedRequest {
+    const tools = JSON.stringify(request.tools)
+    const encoded = messages.map((message) => JSON.stringify(message))
+    const previous = session.previous
+    let keep = 0
+    if (previous) while (keep < previous.messages.length && keep < encoded.length && previous.messages[keep] === encoded[keep]) keep++
+    const digest: RecordedRequest = { model: request.model, messages: { keep, add: encoded.slice(keep).map((text) => JSON.parse(text) as Message) } }
+    if (!previous || previous.system !== request.system) digest.system = request.system
+    if (!previous || previous.tools !== tools) digest.tools = JSON.parse(tools) as ToolSpec[]
+    session.previous = { system: request.system, tools, messages: encoded }
+    // Key order for readable lines: model, system, tools, messages.
+    return { model: digest.model, ...(digest.system !== undefined && { system: digest.system }), ...(digest.tools && { tools: digest.tools }), messages: digest.messages }
+  }
+}
+
+function recordedError(error: unknown): RecordedError {
+  const recorded: RecordedError = { name: error instanceof Error ? error.name : 'Error', message: errorMessage(error) }
+  if (error instanceof LlmError) {
+    recorded.code = error.code
+    if (error.status !== undefined) recorded.status = error.status
+  }
+  return recorded
+}
+
+function isRecordingFile(file: string): boolean {
+  try {
+    const first = readFileSync(file, 'utf8').split('\n', 1)[0]
+    return first.includes(`"recording":"${RECORDING_KIND}"`)
+  } catch {
+    // Unreadable: not ours to remove.
+    return false
+  }
+}

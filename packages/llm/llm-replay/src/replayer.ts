@@ -1,0 +1,195 @@
+/**
+ * Replay: each live session is bound, at its first request, to the recording its lineage
+ * names, then plays that recording's calls in order. Every request is compared with the
+ * recorded one (system prompt, tools, messages) before the recorded response is streamed;
+ * the first difference fails the call loudly. What went wrong is also kept, so the host
+ * can report it after the run together with the calls and recordings left unused.
+ */
+import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs'
+import { join, resolve } from 'node:path'
+import { errorMessage } from '@dsh/base'
+import { LlmError, type LlmAdapter, type LlmChunk, type LlmRequest } from '@dsh/llm'
+import { firstDifference } from './diff.js'
+import { RecordingError } from './errors.js'
+import { recordingFileName, type RecordedCall, type RecordedResponse, type Recording } from './format.js'
+import type { Lineage, SessionFacts } from './lineage.js'
+import { parseRecording } from './parse.js'
+
+interface Binding {
+  key: string
+  recording: Recording
+  next: number
+}
+
+/** One recording directory being replayed. */
+export class Replay {
+  readonly dir: string
+  private recordings = new Map<string, Recording>()
+  private bindings = new Map<string, Binding>()
+  private boundKeys = new Map<string, string>()
+  private failures: string[] = []
+
+  constructor(
+    dir: string,
+    private readonly lineage: Lineage,
+    private readonly facts: (sessionId: string) => SessionFacts | undefined,
+  ) {
+    this.dir = resolve(dir)
+    if (!existsSync(this.dir) || !statSync(this.dir).isDirectory()) {
+      throw new RecordingError('INVALID_RECORDING', `replay: ${this.dir} is not a directory of recordings; record one with dsh run --record ${dir} ...`)
+    }
+    // Every file is read and checked now: a broken one fails before any session starts.
+    for (const name of readdirSync(this.dir).filter((entry) => entry.endsWith('.jsonl')).sort()) {
+      const file = join(this.dir, name)
+      const recording = parseRecording(file, readFileSync(file, 'utf8'))
+      if (recordingFileName(recording.header.session) !== name) {
+        throw new RecordingError('INVALID_RECORDING', `${file}:1: the recording is of session "${recording.header.session}" but the file is named ${name}; rename it back or record again`)
+      }
+      this.recordings.set(recording.header.session, recording)
+    }
+    if (this.recordings.size === 0) throw new RecordingError('INVALID_RECORDING', `replay: ${this.dir} holds no recordings (*.jsonl); record one with dsh run --record ${dir} ...`)
+  }
+
+  async *stream(request: LlmRequest): AsyncGenerator<LlmChunk, void, undefined> {
+    const call = this.nextCall(request)
+    yield* playResponse(call.response, request.signal)
+  }
+
+  /**
+   * Problems the run left: each failure in the order it happened, then every bound
+   * recording with calls never made and every recording no session used.
+   */
+  problems(): string[] {
+    const problems = [...this.failures]
+    for (const binding of this.bindings.values()) {
+      const left = binding.recording.calls.length - binding.next
+      if (left > 0) problems.push(`replay: session ${binding.key} made ${binding.next} of its ${binding.recording.calls.length} recorded calls; the next was never made (${binding.recording.file}:${binding.recording.calls[binding.next].line})`)
+    }
+    for (const [key, recording] of this.recordings) {
+      if (!this.boundKeys.has(key)) problems.push(`replay: no live session had the lineage of recording ${key} (${recording.file}:1); the run started fewer sessions than were recorded`)
+    }
+    return problems
+  }
+
+  private nextCall(request: LlmRequest): RecordedCall {
+    try {
+      const binding = this.bind(request.origin.sessionId)
+      const { recording } = binding
+      const call = recording.calls[binding.next]
+      if (!call) {
+        throw new RecordingError('REPLAY_DIVERGED', `replay diverged: session ${binding.key} made call ${binding.next}, but its recording holds only ${recording.calls.length} calls (${recording.file})`)
+      }
+      binding.next++
+      const live = { system: request.system, tools: request.tools, messages: request.messages.toArray() }
+      const expected = { system: call.request.system, tools: call.request.tools, messages: call.request.messages }
+      // Through JSON, as the recording went: absent optional fields compare equal.
+      const difference = firstDifference(expected, JSON.parse(JSON.stringify(live)) as unknown)
+      if (difference) {
+        throw new RecordingError(
+          'REPLAY_DIVERGED',
+          `replay diverged: session ${binding.key}, call ${call.index}: ${difference.path} differs: recorded ${difference.recorded}, live ${difference.live} (${recording.file}:${call.line})`,
+        )
+      }
+      return call
+    } catch (error) {
+      this.failures.push(errorMessage(error))
+      throw error
+    }
+  }
+
+  private bind(sessionId: string): Binding {
+    const bound = this.bindings.get(sessionId)
+    if (bound) return bound
+    const key = this.lineage.keyOf(sessionId)
+    const recording = this.recordings.get(key)
+    const file = join(this.dir, recordingFileName(key))
+    if (!recording) {
+      throw new RecordingError('NO_RECORDING', `replay: live session ${sessionId} has lineage ${key}, but there is no recording ${file}; the run started a session the recording does not have (record the run again if that is intended)`)
+    }
+    const other = this.boundKeys.get(key)
+    if (other !== undefined) throw new RecordingError('NO_RECORDING', `replay: live sessions ${other} and ${sessionId} both have lineage ${key} (${file}); one recording cannot answer two sessions`)
+    const prompt = this.facts(sessionId)?.ownPrompt ?? ''
+    if (prompt !== recording.header.prompt) {
+      const difference = firstDifference(recording.header.prompt, prompt)!
+      throw new RecordingError('REPLAY_DIVERGED', `replay diverged: session ${key}, call 0: prompt differs: recorded ${difference.recorded}, live ${difference.live} (${file}:1)`)
+    }
+    const binding: Binding = { key, recording, next: 0 }
+    this.bindings.set(sessionId, binding)
+    this.boundKeys.set(key, sessionId)
+    return binding
+  }
+}
+
+/** A recorded response as the adapter streamed it: the same chunks, then the same end. */
+async function* playResponse(response: RecordedResponse, signal: AbortSignal): AsyncGenerator<LlmChunk, void, undefined> {
+  for (const chunk of response.chunks) {
+    throwIfAborted(signal)
+    yield chunk
+  }
+  switch (response.end) {
+    case 'finish':
+      return
+    case 'error': {
+      const recorded = response.error!
+      if (recorded.code !== undefined) {
+        const error = new LlmError(recorded.code, recorded.message, recorded.status !== undefined ? { status: recorded.status } : undefined)
+        throw error
+      }
+      const error = new Error(recorded.message)
+      error.name = recorded.name
+      throw error
+    }
+    case 'aborted':
+      // The recorded call was cancelled while it streamed: so is this one, when the run
+      // cancels it the same way.
+      await new Promise<void>((resolvePromise) => {
+        if (signal.aborted) resolvePromise()
+        else signal.addEventListener('abort', () => resolvePromise(), { once: true })
+      })
+      throwIfAborted(signal)
+  }
+}
+
+function throwIfAborted(signal: AbortSignal): void {
+  if (!signal.aborted) return
+  const error = new Error('the model request was aborted')
+  error.name = 'AbortError'
+  throw error
+}
+
+/**
+ * The `replay` adapter: `replay:DIR` replays the recordings in DIR. One `Replay` per
+ * directory, created (and every file checked) by `prepare` or the first request.
+ */
+export class ReplayAdapter implements LlmAdapter {
+  private replays = new Map<string, Replay>()
+
+  constructor(
+    readonly name: string,
+    private readonly lineage: Lineage,
+    private readonly facts: (sessionId: string) => SessionFacts | undefined,
+  ) {}
+
+  async prepare(model: string): Promise<void> {
+    this.replayOf(model)
+  }
+
+  async *stream(request: LlmRequest): AsyncGenerator<LlmChunk, void, undefined> {
+    yield* this.replayOf(request.model).stream(request)
+  }
+
+  /** What every replayed directory reports (see `Replay.problems`). */
+  problems(): string[] {
+    return [...this.replays.values()].flatMap((replay) => replay.problems())
+  }
+
+  private replayOf(dir: string): Replay {
+    const key = resolve(dir)
+    let replay = this.replays.get(key)
+    if (!replay) {
+      replay = new Replay(dir, this.lineage, this.facts)
+      this.replays.set(key, replay)
+    }
+    return replay
+  }
+}
