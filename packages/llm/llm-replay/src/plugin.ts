@@ -6,6 +6,7 @@ import type { SessionStore } from '@dsh/session'
 import { Lineage, type SessionFacts } from './lineage.js'
 import { Recorder } from './recorder.js'
 import { ReplayAdapter } from './replayer.js'
+import { SessionIdMask } from './session-ids.js'
 
 /**
  * Registers the `replay` adapter (`replay:DIR`). When the default model is a replay spec,
@@ -28,10 +29,11 @@ export class ReplayPlugin {
   readonly recorder: Recorder | undefined
 
   constructor(ctx: Context, config: ReplayPlugin.Config) {
-    const facts = sessionFacts(ctx)
+    const { facts, liveSessionIds } = sessionLookups(ctx)
     const lineage = new Lineage(facts, config.lineageRoot ?? 'root')
+    const ids = new SessionIdMask(lineage, liveSessionIds)
     const name = config.name ?? 'replay'
-    this.adapter = new ReplayAdapter(name, lineage, facts)
+    this.adapter = new ReplayAdapter(name, lineage, facts, ids)
     ctx.llm.registerAdapter(this.adapter)
     const defaultSpec = ctx.llm.config.model
     if (defaultSpec?.startsWith(`${name}:`)) {
@@ -39,7 +41,7 @@ export class ReplayPlugin {
       ctx.llm.intercept((resolved) => (resolved.adapter === this.adapter ? resolved : { adapter: this.adapter, model: dir, spec: resolved.spec }))
     }
     if (config.record !== undefined) {
-      const recorder = new Recorder(config.record, lineage, facts)
+      const recorder = new Recorder(config.record, lineage, facts, ids)
       this.recorder = recorder
       ctx.llm.intercept((resolved) => ({ ...resolved, adapter: recorder.wrap(resolved.adapter) }))
     }
@@ -54,21 +56,27 @@ export namespace ReplayPlugin {
   }
 }
 
-/** A session's header and own prompt from `ctx.sessions` (looked up again when the service changes). */
-function sessionFacts(ctx: Context): (sessionId: string) => SessionFacts | undefined {
+/** A session's header and own prompt, and the ids of live sessions, from `ctx.sessions` (looked up again when the service changes). */
+function sessionLookups(ctx: Context): { facts: (sessionId: string) => SessionFacts | undefined; liveSessionIds: () => string[] } {
   let sessions: SessionStore | undefined
   let resolved = false
   ctx.on('internal/service', (name) => {
     if (name === 'sessions') resolved = false
   })
-  return (sessionId) => {
+  const store = () => {
     if (!resolved) {
       const service = ctx.get('sessions')
       // The object behind Cordis's tracing proxy: looked up on every model request.
       sessions = service && (((service as unknown as Record<symbol, unknown>)[symbols.original] as SessionStore | undefined) ?? service)
       resolved = true
     }
-    const session = sessions?.get(sessionId)
-    return session && { header: session.header, ownPrompt: session.ownPrompt ?? '' }
+    return sessions
+  }
+  return {
+    facts: (sessionId) => {
+      const session = store()?.get(sessionId)
+      return session && { header: session.header, ownPrompt: session.ownPrompt ?? '' }
+    },
+    liveSessionIds: () => store()?.list().map((session) => session.id) ?? [],
   }
 }

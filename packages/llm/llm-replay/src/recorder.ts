@@ -11,6 +11,7 @@ import { errorMessage, isAbortError } from '@dsh/base'
 import { LlmError, type LlmAdapter, type LlmChunk, type LlmRequest, type Message, type ToolSpec } from '@dsh/llm'
 import { RECORDING_KIND, RECORDING_VERSION, recordingFileName, type RecordedError, type RecordedRequest, type RecordedResponse, type RecordingHeader } from './format.js'
 import type { Lineage, SessionFacts } from './lineage.js'
+import type { SessionIdMask } from './session-ids.js'
 
 interface SessionFile {
   file: string
@@ -27,6 +28,7 @@ export class Recorder {
     readonly dir: string,
     private readonly lineage: Lineage,
     private readonly facts: (sessionId: string) => SessionFacts | undefined,
+    private readonly ids: SessionIdMask,
   ) {
     mkdirSync(dir, { recursive: true })
     for (const name of readdirSync(dir)) {
@@ -52,8 +54,8 @@ export class Recorder {
   private async *record(adapter: LlmAdapter, request: LlmRequest): AsyncGenerator<LlmChunk, void, undefined> {
     const session = this.sessionFile(request.origin.sessionId)
     const call = session.calls++
-    const messages = request.messages.toArray()
-    appendFileSync(session.file, `${JSON.stringify({ call, request: this.digest(session, request, messages) })}\n`)
+    const { system, tools, messages } = this.ids.mask({ system: request.system, tools: request.tools, messages: request.messages.toArray() })
+    appendFileSync(session.file, `${JSON.stringify({ call, request: this.digest(session, request.model, system, tools, messages) })}\n`)
     const chunks: LlmChunk[] = []
     let response: RecordedResponse | undefined
     try {
@@ -67,7 +69,7 @@ export class Recorder {
       throw error
     } finally {
       // A consumer that stopped reading early abandoned the call: replay ends it the same way.
-      appendFileSync(session.file, `${JSON.stringify({ call, response: response ?? { chunks, end: 'aborted' } })}\n`)
+      appendFileSync(session.file, `${JSON.stringify({ call, response: this.ids.mask(response ?? { chunks, end: 'aborted' }) })}\n`)
     }
   }
 
@@ -76,7 +78,7 @@ export class Recorder {
     if (!session) {
       const key = this.lineage.keyOf(sessionId)
       const facts = this.facts(sessionId)
-      const header: RecordingHeader = { recording: RECORDING_KIND, version: RECORDING_VERSION, session: key, prompt: facts?.ownPrompt ?? '' }
+      const header: RecordingHeader = { recording: RECORDING_KIND, version: RECORDING_VERSION, session: key, prompt: this.ids.mask(facts?.ownPrompt ?? '') }
       const parent = facts?.header.parentSession
       if (parent !== undefined) header.parent = this.lineage.keyOf(parent)
       if (facts?.header.toolCallId !== undefined) header.toolCallId = facts.header.toolCallId
@@ -88,16 +90,16 @@ export class Recorder {
     return session
   }
 
-  private digest(session: SessionFile, request: LlmRequest, messages: Message[]): RecordedRequest {
-    const tools = JSON.stringify(request.tools)
+  private digest(session: SessionFile, model: string, system: string, toolSpecs: readonly ToolSpec[], messages: Message[]): RecordedRequest {
+    const tools = JSON.stringify(toolSpecs)
     const encoded = messages.map((message) => JSON.stringify(message))
     const previous = session.previous
     let keep = 0
     if (previous) while (keep < previous.messages.length && keep < encoded.length && previous.messages[keep] === encoded[keep]) keep++
-    const digest: RecordedRequest = { model: request.model, messages: { keep, add: encoded.slice(keep).map((text) => JSON.parse(text) as Message) } }
-    if (!previous || previous.system !== request.system) digest.system = request.system
+    const digest: RecordedRequest = { model, messages: { keep, add: encoded.slice(keep).map((text) => JSON.parse(text) as Message) } }
+    if (!previous || previous.system !== system) digest.system = system
     if (!previous || previous.tools !== tools) digest.tools = JSON.parse(tools) as ToolSpec[]
-    session.previous = { system: request.system, tools, messages: encoded }
+    session.previous = { system, tools, messages: encoded }
     // Key order for readable lines: model, system, tools, messages.
     return { model: digest.model, ...(digest.system !== undefined && { system: digest.system }), ...(digest.tools && { tools: digest.tools }), messages: digest.messages }
   }

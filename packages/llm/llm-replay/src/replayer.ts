@@ -13,6 +13,7 @@ import { firstDifference } from './diff.js'
 import { RecordingError } from './errors.js'
 import { recordingFileName, type RecordedCall, type RecordedResponse, type Recording } from './format.js'
 import type { Lineage, SessionFacts } from './lineage.js'
+import type { SessionIdMask } from './session-ids.js'
 import { parseRecording } from './parse.js'
 
 interface Binding {
@@ -33,6 +34,7 @@ export class Replay {
     dir: string,
     private readonly lineage: Lineage,
     private readonly facts: (sessionId: string) => SessionFacts | undefined,
+    private readonly ids: SessionIdMask,
   ) {
     this.dir = resolve(dir)
     if (!existsSync(this.dir) || !statSync(this.dir).isDirectory()) {
@@ -52,7 +54,7 @@ export class Replay {
 
   async *stream(request: LlmRequest): AsyncGenerator<LlmChunk, void, undefined> {
     const call = this.nextCall(request)
-    yield* playResponse(call.response, request.signal)
+    yield* playResponse(this.ids.unmask(call.response), request.signal)
   }
 
   /**
@@ -80,7 +82,7 @@ export class Replay {
         throw new RecordingError('REPLAY_DIVERGED', `replay diverged: session ${binding.key} made call ${binding.next}, but its recording holds only ${recording.calls.length} calls (${recording.file})`)
       }
       binding.next++
-      const live = { system: request.system, tools: request.tools, messages: request.messages.toArray() }
+      const live = this.ids.mask({ system: request.system, tools: request.tools, messages: request.messages.toArray() })
       const expected = { system: call.request.system, tools: call.request.tools, messages: call.request.messages }
       // Through JSON, as the recording went: absent optional fields compare equal.
       const difference = firstDifference(expected, JSON.parse(JSON.stringify(live)) as unknown)
@@ -108,7 +110,7 @@ export class Replay {
     }
     const other = this.boundKeys.get(key)
     if (other !== undefined) throw new RecordingError('NO_RECORDING', `replay: live sessions ${other} and ${sessionId} both have lineage ${key} (${file}); one recording cannot answer two sessions`)
-    const prompt = this.facts(sessionId)?.ownPrompt ?? ''
+    const prompt = this.ids.mask(this.facts(sessionId)?.ownPrompt ?? '')
     if (prompt !== recording.header.prompt) {
       const difference = firstDifference(recording.header.prompt, prompt)!
       throw new RecordingError('REPLAY_DIVERGED', `replay diverged: session ${key}, call 0: prompt differs: recorded ${difference.recorded}, live ${difference.live} (${file}:1)`)
@@ -168,6 +170,7 @@ export class ReplayAdapter implements LlmAdapter {
     readonly name: string,
     private readonly lineage: Lineage,
     private readonly facts: (sessionId: string) => SessionFacts | undefined,
+    private readonly ids: SessionIdMask,
   ) {}
 
   async prepare(model: string): Promise<void> {
@@ -187,7 +190,7 @@ export class ReplayAdapter implements LlmAdapter {
     const key = resolve(dir)
     let replay = this.replays.get(key)
     if (!replay) {
-      replay = new Replay(dir, this.lineage, this.facts)
+      replay = new Replay(dir, this.lineage, this.facts, this.ids)
       this.replays.set(key, replay)
     }
     return replay

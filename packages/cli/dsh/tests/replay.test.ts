@@ -1,0 +1,55 @@
+import { cpSync, readFileSync, readdirSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { describe, expect, it } from 'vitest'
+import { repoRoot, runDsh, tempDir } from './cli.js'
+import { expectedOf, listScenarios, runScenario } from './scenario-runner.js'
+
+describe('dsh run --record and --model replay:DIR', () => {
+  it('the nested run recorded against the fake OpenAI server (three concurrent spawn children and a fork child) replays without it twenty times: identical stdout and normalised session logs', async () => {
+    const scenario = listScenarios().find((candidate) => candidate.name === 'nested-openai')!
+    const expected = expectedOf(scenario)!
+    expect(Object.keys(expected.sessions).sort()).toEqual(['root', 'root.call_docs', 'root.call_notes', 'root.call_review', 'root.call_tests'])
+    for (let batch = 0; batch < 5; batch++) {
+      const outcomes = await Promise.all([0, 1, 2, 3].map(() => runScenario(scenario, 'replay')))
+      for (const outcome of outcomes) {
+        expect(outcome.code, outcome.stderr).toBe(0)
+        expect(outcome.stdout).toBe(expected.stdout)
+        expect(outcome.sessions).toEqual(expected.sessions)
+      }
+    }
+  })
+
+  it('one word changed in a child\'s prompt in the recording fails the replay, naming the session, the call and the field with both values', async () => {
+    const dir = tempDir()
+    cpSync(join(repoRoot, 'scenarios/nested-openai'), dir, { recursive: true })
+    const root = join(dir, 'recording/root.jsonl')
+    writeFileSync(root, readFileSync(root, 'utf8').replace('check the tests for the release', 'check the benchmarks for the release'))
+    const result = await runDsh(['run', '--quiet', '--config', 'config.yml', '--model', 'replay:recording', '--session-dir', join(dir, 'sessions'), 'plan the release'], { cwd: dir })
+    expect(result.code).toBe(1)
+    expect(result.stderr).toContain(`dsh: replay diverged: session root.call_tests, call 0: prompt differs: recorded "check the tests for the release", live "check the benchmarks for the release" (${join(dir, 'recording/root.call_tests.jsonl')}:1)`)
+  })
+
+  it('--record stores one readable file per session named by lineage, and replaying it prints the same answer', async () => {
+    const dir = tempDir()
+    const recording = join(dir, 'recording')
+    const args = ['--config', join(repoRoot, 'examples/delegate.yml'), 'review the plan']
+    const recorded = await runDsh(['run', '--quiet', '--model', `scripted:${join(repoRoot, 'examples/delegate-script.yml')}`, '--record', recording, '--session-dir', join(dir, 'a'), ...args])
+    expect(recorded.code, recorded.stderr).toBe(0)
+    expect(readdirSync(recording).sort()).toEqual(['root.call_1.jsonl', 'root.call_2.jsonl', 'root.jsonl'])
+    const child = readFileSync(join(recording, 'root.call_1.jsonl'), 'utf8').trim().split('\n').map((line) => JSON.parse(line) as Record<string, unknown>)
+    expect(child[0]).toEqual({ recording: 'dsh-llm-recording', version: 1, session: 'root.call_1', parent: 'root', toolCallId: 'call_1', prompt: 'list the risks of the plan' })
+    expect(child[1]).toMatchObject({ call: 0, request: { model: expect.any(String), system: expect.any(String), messages: { keep: 0, add: [{ role: 'user' }] } } })
+    expect(child[2]).toMatchObject({ call: 0, response: { end: 'finish', chunks: expect.arrayContaining([{ type: 'finish', reason: 'stop' }]) } })
+    const replayed = await runDsh(['run', '--quiet', '--model', `replay:${recording}`, '--session-dir', join(dir, 'b'), ...args])
+    expect(replayed.code, replayed.stderr).toBe(0)
+    expect(replayed.stdout).toBe(recorded.stdout)
+  })
+
+  it('a replay directory that does not exist is a usage error before any session', async () => {
+    const dir = tempDir()
+    const result = await runDsh(['run', '--model', `replay:${join(dir, 'nope')}`, '--session-dir', join(dir, 's'), 'hi'])
+    expect(result.code).toBe(2)
+    expect(result.stderr.trim().split('\n')).toHaveLength(1)
+    expect(result.stderr).toContain(`${join(dir, 'nope')} is not a directory of recordings`)
+  })
+})

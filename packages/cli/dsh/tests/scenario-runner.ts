@@ -1,0 +1,186 @@
+/**
+ * The scenario tier: `scenarios/<name>/` holds a command (scenario.json), the recording of
+ * every session's model calls (recording/), and what the command must print and store
+ * (expected/stdout.txt and expected/sessions/<lineage>.jsonl, normalised for ids, times
+ * and paths). Modes:
+ * - replay (default): run the command with `--model replay:recording` and compare;
+ * - refresh: run it the same way and write the expectations (keyless);
+ * - record: run it against its recording model (a script, or testkit's fake OpenAI
+ *   server with scripted answers; a real model with a key works the same way), storing a
+ *   new recording, then refresh.
+ */
+import { mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync, existsSync } from 'node:fs'
+import { join, resolve } from 'node:path'
+import { isRecord } from '@dsh/base'
+import { startFakeOpenAIChat, type FakeChatResponse } from '@dsh/testkit'
+import { repoRoot, runDsh, tempDir } from './cli.js'
+
+export const scenariosRoot = join(repoRoot, 'scenarios')
+
+export type ScenarioMode = 'replay' | 'refresh' | 'record'
+
+export interface Scenario {
+  name: string
+  dir: string
+  /** `dsh run` arguments after the model and session flags (config relative to the scenario). */
+  args: string[]
+  /** How `record` produces the recording. */
+  record: { model: string } | { fakeOpenAI: FakeChatResponse[] }
+  /** The exit code the command must end with (default 0). */
+  exitCode: number
+}
+
+export function listScenarios(): Scenario[] {
+  if (!existsSync(scenariosRoot)) return []
+  return readdirSync(scenariosRoot, { withFileTypes: true })
+    .filter((entry) => entry.isDirectory() && existsSync(join(scenariosRoot, entry.name, 'scenario.json')))
+    .map((entry) => loadScenario(entry.name))
+}
+
+function loadScenario(name: string): Scenario {
+  const dir = join(scenariosRoot, name)
+  const file = join(dir, 'scenario.json')
+  const raw = JSON.parse(readFileSync(file, 'utf8')) as unknown
+  if (!isRecord(raw) || !Array.isArray(raw.args) || !raw.args.every((arg) => typeof arg === 'string') || !isRecord(raw.record)) {
+    throw new Error(`${file}: expected {"args": [...], "record": {"model": SPEC} | {"fakeOpenAI": [...]}, "exitCode"?: N}`)
+  }
+  const record = typeof raw.record.model === 'string' ? { model: raw.record.model } : Array.isArray(raw.record.fakeOpenAI) ? { fakeOpenAI: raw.record.fakeOpenAI as FakeChatResponse[] } : undefined
+  if (!record) throw new Error(`${file}: "record" needs "model" or "fakeOpenAI"`)
+  return { name, dir, args: raw.args.map((arg) => arg.replaceAll('{scenario}', dir)), record, exitCode: typeof raw.exitCode === 'number' ? raw.exitCode : 0 }
+}
+
+export interface ScenarioOutcome {
+  code: number | null
+  stdout: string
+  stderr: string
+  /** Normalised session logs by lineage key. */
+  sessions: Record<string, string>
+}
+
+/** Run the scenario's command in `mode`; record first when asked. */
+export async function runScenario(scenario: Scenario, mode: ScenarioMode): Promise<ScenarioOutcome> {
+  if (mode === 'record') await recordScenario(scenario)
+  const sessionDir = tempDir('dsh-scenario-')
+  const result = await runDsh(['run', '--quiet', '--model', `replay:${join(scenario.dir, 'recording')}`, '--session-dir', sessionDir, ...scenario.args], { cwd: scenario.dir })
+  const outcome = { code: result.code, stdout: normaliseText(result.stdout, sessionDir, scenario.dir, new Map()), stderr: result.stderr, sessions: {} as Record<string, string> }
+  const names = normalisedSessions(sessionDir, scenario.dir)
+  outcome.stdout = normaliseText(result.stdout, sessionDir, scenario.dir, names.ids)
+  outcome.sessions = names.logs
+  rmSync(sessionDir, { recursive: true, force: true })
+  return outcome
+}
+
+export function expectedOf(scenario: Scenario): { stdout: string; sessions: Record<string, string> } | undefined {
+  const dir = join(scenario.dir, 'expected')
+  if (!existsSync(dir)) return undefined
+  const sessionsDir = join(dir, 'sessions')
+  const sessions: Record<string, string> = {}
+  for (const name of existsSync(sessionsDir) ? readdirSync(sessionsDir) : []) sessions[name.replace(/\.jsonl$/, '')] = readFileSync(join(sessionsDir, name), 'utf8')
+  return { stdout: readFileSync(join(dir, 'stdout.txt'), 'utf8'), sessions }
+}
+
+export function writeExpected(scenario: Scenario, outcome: ScenarioOutcome): void {
+  const dir = join(scenario.dir, 'expected')
+  rmSync(dir, { recursive: true, force: true })
+  mkdirSync(join(dir, 'sessions'), { recursive: true })
+  writeFileSync(join(dir, 'stdout.txt'), outcome.stdout)
+  for (const [key, log] of Object.entries(outcome.sessions)) writeFileSync(join(dir, 'sessions', `${key}.jsonl`), log)
+}
+
+async function recordScenario(scenario: Scenario): Promise<void> {
+  const recording = join(scenario.dir, 'recording')
+  const sessionDir = tempDir('dsh-scenario-record-')
+  let model: string
+  let extraConfig: string[] = []
+  let close = async () => {}
+  if ('model' in scenario.record) model = scenario.record.model
+  else {
+    const server = await startFakeOpenAIChat(scenario.record.fakeOpenAI)
+    close = () => server.close()
+    const config = join(sessionDir, 'fake-openai.yml')
+    writeFileSync(config, `- id: llm-fake\n  name: "@dsh/llm-openai"\n  config: { name: fake, baseURL: "${server.url}", model: fake-model, apiKeyEnv: FAKE_OPENAI_KEY }\n`)
+    extraConfig = [config]
+    model = 'fake:fake-model'
+  }
+  try {
+    const args = mergeConfig(scenario.args, extraConfig, sessionDir, scenario.dir)
+    const result = await runDsh(['run', '--quiet', '--model', model, '--record', recording, '--session-dir', sessionDir, ...args], { cwd: scenario.dir, env: { FAKE_OPENAI_KEY: 'fake-key' }, timeoutMs: 60_000 })
+    if (result.code !== scenario.exitCode) throw new Error(`recording ${scenario.name} ended ${result.code}, expected ${scenario.exitCode}:\n${result.stderr}`)
+  } finally {
+    await close()
+    rmSync(sessionDir, { recursive: true, force: true })
+  }
+}
+
+/** The scenario's --config with the recording-only entries appended (one merged file). */
+function mergeConfig(args: string[], extra: string[], scratch: string, scenarioDir: string): string[] {
+  if (extra.length === 0) return args
+  const at = args.indexOf('--config')
+  const own = at >= 0 ? readFileSync(resolve(scenarioDir, args[at + 1]), 'utf8') : ''
+  const merged = join(scratch, 'merged.yml')
+  writeFileSync(merged, [own, ...extra.map((file) => readFileSync(file, 'utf8'))].join('\n'))
+  return at >= 0 ? [...args.slice(0, at), '--config', merged, ...args.slice(at + 2)] : ['--config', merged, ...args]
+}
+
+interface StoredLine {
+  kind?: string
+  header?: { id: string; parentSession?: string; toolCallId?: string }
+}
+
+/**
+ * Every session file in `sessionDir`, by lineage key (root, root.call_1, …), with ids,
+ * times and paths replaced by stable placeholders.
+ */
+function normalisedSessions(sessionDir: string, scenarioDir: string): { logs: Record<string, string>; ids: Map<string, string> } {
+  const files = readdirSync(sessionDir).filter((name) => name.endsWith('.jsonl'))
+  const headers = new Map<string, NonNullable<StoredLine['header']>>()
+  const texts = new Map<string, string>()
+  for (const name of files) {
+    const text = readFileSync(join(sessionDir, name), 'utf8')
+    const first = JSON.parse(text.split('\n', 1)[0]) as StoredLine
+    if (first.kind !== 'header' || !first.header) continue
+    headers.set(first.header.id, first.header)
+    texts.set(first.header.id, text)
+  }
+  const ids = new Map<string, string>()
+  const keyOf = (id: string): string => {
+    const known = ids.get(id)
+    if (known) return known
+    const header = headers.get(id)!
+    const parent = header.parentSession !== undefined && headers.has(header.parentSession) ? keyOf(header.parentSession) : undefined
+    const key = parent === undefined ? 'root' : `${parent}.${header.toolCallId ?? 'child'}`
+    ids.set(id, key)
+    return key
+  }
+  for (const id of headers.keys()) keyOf(id)
+  const logs: Record<string, string> = {}
+  for (const [id, text] of texts) {
+    const lines = text
+      .trimEnd()
+      .split('\n')
+      .map((line) => JSON.stringify(normaliseValue(JSON.parse(line) as unknown)))
+    logs[ids.get(id)!] = `${normaliseText(lines.join('\n'), sessionDir, scenarioDir, ids)}\n`
+  }
+  return { logs, ids }
+}
+
+/** Times are not part of behaviour: every `ts` and `createdAt` becomes 0 / a fixed date. */
+function normaliseValue(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(normaliseValue)
+  if (!isRecord(value)) return value
+  const out: Record<string, unknown> = {}
+  for (const [key, inner] of Object.entries(value)) {
+    if (key === 'ts' && typeof inner === 'number') out[key] = 0
+    else if (key === 'createdAt' && typeof inner === 'string') out[key] = '<time>'
+    else if (key === 'cwd' && typeof inner === 'string') out[key] = '<cwd>'
+    else out[key] = normaliseValue(inner)
+  }
+  return out
+}
+
+function normaliseText(text: string, sessionDir: string, scenarioDir: string, ids: Map<string, string>): string {
+  let out = text.replaceAll(sessionDir, '<session-dir>').replaceAll(scenarioDir, '<scenario>')
+  for (const [id, key] of ids) out = out.replaceAll(id, `<session:${key}>`)
+  // Durations a progress or result line may carry.
+  return out.replace(/\b\d+(\.\d+)?\s?(ms|s)\b/g, '<duration>')
+}
