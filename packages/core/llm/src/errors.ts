@@ -72,6 +72,8 @@ export type LlmRegistryErrorCode =
   | 'NO_ADAPTER'
   /** No model spec was given and none is configured, or the adapter has no default model. */
   | 'NO_MODEL'
+  /** A session must be recorded or replayed, and no recording plugin is loaded. */
+  | 'NO_RECORDING'
 
 /** A failure of `ctx.llm` itself (registration, resolving a model spec). */
 export class LlmRegistryError extends DshError<LlmRegistryErrorCode> {}

@@ -20,6 +20,26 @@ export interface ResolvedModel {
 export type ModelInterceptor = (resolved: ResolvedModel) => ResolvedModel
 
 /**
+ * How a session's model calls are recorded or replayed, handed across a process boundary
+ * (an ACP child of a recorded or replayed parent does the same with its own calls).
+ */
+export interface RecordingLink {
+  mode: 'record' | 'replay'
+  /** Absolute directory of the recordings. */
+  dir: string
+  /** The lineage key of the session the link is for (its recording's name). */
+  lineage: string
+}
+
+/** What a recording plugin offers `ctx.llm` (see `registerRecording`). */
+export interface RecordingLinks {
+  /** The link for a child another process runs, started by `callId` of `parentSession`; undefined when the parent is neither recorded nor replayed. */
+  childLink(parentSession: string, callId: string | undefined): RecordingLink | undefined
+  /** Record or replay `sessionId` (a root of this process) as `link` says, from its first call on. */
+  adopt(sessionId: string, link: RecordingLink): void
+}
+
+/**
  * `ctx.llm`: a named registry of model adapters. Several adapters coexist; a model spec
  * `adapter:model` picks one. Registration is an effect of the registering plugin.
  */
@@ -30,6 +50,7 @@ export class LlmService extends Service {
 
   private adapters = new Map<string, LlmAdapter>()
   private interceptors: ModelInterceptor[] = []
+  private recording: RecordingLinks | undefined
 
   constructor(ctx: Context, public config: LlmService.Config = {}) {
     super(ctx, 'llm')
@@ -60,6 +81,31 @@ export class LlmService extends Service {
         if (index >= 0) this.interceptors.splice(index, 1)
       }
     }, 'llm.intercept()')
+  }
+
+  /** Install the recording plugin's links (one at a time); an effect of the calling plugin. */
+  registerRecording(links: RecordingLinks): () => void {
+    if (this.recording) throw new LlmRegistryError('DUPLICATE_ADAPTER', 'a recording plugin is already registered on ctx.llm')
+    return this.ctx.effect(() => {
+      this.recording = links
+      return () => {
+        if (this.recording === links) this.recording = undefined
+      }
+    }, 'llm.registerRecording()')
+  }
+
+  /** See `RecordingLinks.childLink`; undefined without a recording plugin. */
+  childRecordingLink(parentSession: string, callId: string | undefined): RecordingLink | undefined {
+    return this.recording?.childLink(parentSession, callId)
+  }
+
+  /**
+   * See `RecordingLinks.adopt`. Without a recording plugin it throws `NO_RECORDING`: a
+   * session its parent expects to be replayed must never reach a real model instead.
+   */
+  adoptRecordingLink(sessionId: string, link: RecordingLink): void {
+    if (!this.recording) throw new LlmRegistryError('NO_RECORDING', `session ${sessionId} should ${link.mode} its model calls (${link.dir}), but no recording plugin (@dsh/llm-replay) is loaded`)
+    this.recording.adopt(sessionId, link)
   }
 
   getAdapter(name: string): LlmAdapter | undefined {

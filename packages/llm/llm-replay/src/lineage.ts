@@ -24,14 +24,18 @@ export class Lineage {
   constructor(
     private readonly facts: (sessionId: string) => SessionFacts | undefined,
     private readonly rootKey: string,
+    /** A key given from outside (an ACP session whose parent runs in another process). */
+    private readonly assignedKey: (sessionId: string) => string | undefined = () => undefined,
   ) {}
 
   keyOf(sessionId: string): string {
     const known = this.keys.get(sessionId)
     if (known !== undefined) return known
     const header = this.facts(sessionId)?.header
+    const assigned = this.assignedKey(sessionId)
     let key: string
-    if (header?.parentSession === undefined) {
+    if (assigned !== undefined) key = assigned
+    else if (header?.parentSession === undefined || this.facts(header.parentSession) === undefined) {
       // Several roots in one process (an ACP server's sessions) are numbered in the order
       // they first call the model; one root, the usual case, is just the base key.
       this.roots++

@@ -4,15 +4,17 @@ import Schema from 'schemastery'
 import type {} from '@dsh/llm'
 import type { SessionStore } from '@dsh/session'
 import { Lineage, type SessionFacts } from './lineage.js'
-import { Recorder } from './recorder.js'
+import { resolve } from 'node:path'
+import { RecordingRouter, type DefaultLink } from './router.js'
 import { ReplayAdapter } from './replayer.js'
 import { SessionIdMask } from './session-ids.js'
 
 /**
- * Registers the `replay` adapter (`replay:DIR`). When the default model is a replay spec,
- * every model resolves to it (a child configured with another model replays too: nothing
- * reaches a real model). With `record: DIR`, every resolved model is wrapped and each
- * session's calls are recorded in DIR.
+ * Registers the `replay` adapter (`replay:DIR`) and wraps every resolved adapter with the
+ * recording router: when the default model is a replay spec, every request of the run is
+ * answered by the replay (a child configured with another model too: nothing reaches a
+ * real model); with `record: DIR`, each session's calls are recorded in DIR; an ACP
+ * session whose parent records or replays (`ctx.llm.adoptRecordingLink`) does the same.
  */
 export class ReplayPlugin {
   static inject = ['llm']
@@ -26,25 +28,29 @@ export class ReplayPlugin {
   })
 
   readonly adapter: ReplayAdapter
-  readonly recorder: Recorder | undefined
+  readonly router: RecordingRouter
 
   constructor(ctx: Context, config: ReplayPlugin.Config) {
     const { facts, liveSessionIds } = sessionLookups(ctx)
-    const lineage = new Lineage(facts, config.lineageRoot ?? 'root')
-    const ids = new SessionIdMask(lineage, liveSessionIds)
     const name = config.name ?? 'replay'
-    this.adapter = new ReplayAdapter(name, lineage, facts, ids)
-    ctx.llm.registerAdapter(this.adapter)
     const defaultSpec = ctx.llm.config.model
-    if (defaultSpec?.startsWith(`${name}:`)) {
-      const dir = defaultSpec.slice(name.length + 1)
-      ctx.llm.intercept((resolved) => (resolved.adapter === this.adapter ? resolved : { adapter: this.adapter, model: dir, spec: resolved.spec }))
-    }
-    if (config.record !== undefined) {
-      const recorder = new Recorder(config.record, lineage, facts, ids)
-      this.recorder = recorder
-      ctx.llm.intercept((resolved) => ({ ...resolved, adapter: recorder.wrap(resolved.adapter) }))
-    }
+    const defaultLink: DefaultLink | undefined = defaultSpec?.startsWith(`${name}:`)
+      ? { mode: 'replay', dir: resolve(defaultSpec.slice(name.length + 1)) }
+      : config.record !== undefined
+        ? { mode: 'record', dir: resolve(config.record) }
+        : undefined
+    // The router and the lineage need each other: the lineage asks for keys given from
+    // outside, the router names children by lineage.
+    let router: RecordingRouter | undefined
+    const lineage = new Lineage(facts, config.lineageRoot ?? 'root', (sessionId) => router?.assignedKey(sessionId))
+    const ids = new SessionIdMask(lineage, liveSessionIds)
+    this.adapter = new ReplayAdapter(name, lineage, facts, ids)
+    router = new RecordingRouter(lineage, facts, ids, this.adapter, defaultLink)
+    this.router = router
+    ctx.llm.registerAdapter(this.adapter)
+    const installed = router
+    ctx.llm.intercept((resolved) => ({ ...resolved, adapter: installed.wrap(resolved.adapter) }))
+    ctx.llm.registerRecording(installed)
   }
 }
 

@@ -21,37 +21,29 @@ interface SessionFile {
 
 export class Recorder {
   private sessions = new Map<string, SessionFile>()
-  private wrapped = new WeakMap<LlmAdapter, LlmAdapter>()
 
-  /** Starts a fresh recording in `dir`: recordings of an earlier run there are removed. */
+  /**
+   * Records into `dir`. `fresh`: a new recording, so recordings of an earlier run there
+   * are removed first (a child process adding its own sessions to its parent's recording
+   * is not fresh).
+   */
   constructor(
     readonly dir: string,
+    fresh: boolean,
     private readonly lineage: Lineage,
     private readonly facts: (sessionId: string) => SessionFacts | undefined,
     private readonly ids: SessionIdMask,
   ) {
     mkdirSync(dir, { recursive: true })
-    for (const name of readdirSync(dir)) {
-      if (name.endsWith('.jsonl') && isRecordingFile(join(dir, name))) rmSync(join(dir, name))
-    }
-  }
-
-  wrap(adapter: LlmAdapter): LlmAdapter {
-    let wrapper = this.wrapped.get(adapter)
-    if (!wrapper) {
-      const recorder = this
-      wrapper = {
-        name: adapter.name,
-        ...(adapter.defaultModel !== undefined && { defaultModel: adapter.defaultModel }),
-        ...(adapter.prepare && { prepare: (model: string) => adapter.prepare!(model) }),
-        stream: (request) => recorder.record(adapter, request),
+    if (fresh) {
+      for (const name of readdirSync(dir)) {
+        if (name.endsWith('.jsonl') && isRecordingFile(join(dir, name))) rmSync(join(dir, name))
       }
-      this.wrapped.set(adapter, wrapper)
     }
-    return wrapper
   }
 
-  private async *record(adapter: LlmAdapter, request: LlmRequest): AsyncGenerator<LlmChunk, void, undefined> {
+  /** Stream `request` through `adapter`, recording the call in its session's file. */
+  async *record(adapter: LlmAdapter, request: LlmRequest): AsyncGenerator<LlmChunk, void, undefined> {
     const session = this.sessionFile(request.origin.sessionId)
     const call = session.calls++
     const { system, tools, messages } = this.ids.mask({ system: request.system, tools: request.tools, messages: request.messages.toArray() })
@@ -79,8 +71,9 @@ export class Recorder {
       const key = this.lineage.keyOf(sessionId)
       const facts = this.facts(sessionId)
       const header: RecordingHeader = { recording: RECORDING_KIND, version: RECORDING_VERSION, session: key, prompt: this.ids.mask(facts?.ownPrompt ?? '') }
-      const parent = facts?.header.parentSession
-      if (parent !== undefined) header.parent = this.lineage.keyOf(parent)
+      // The parent's key is this key's prefix (also for a parent in another process).
+      const lastDot = key.lastIndexOf('.')
+      if (lastDot > 0) header.parent = key.slice(0, lastDot)
       if (facts?.header.toolCallId !== undefined) header.toolCallId = facts.header.toolCallId
       const file = join(this.dir, recordingFileName(key))
       writeFileSync(file, `${JSON.stringify(header)}\n`, { mode: 0o644 })

@@ -29,6 +29,10 @@ export class Replay {
   private bindings = new Map<string, Binding>()
   private boundKeys = new Map<string, string>()
   private failures: string[] = []
+  /** Lineages handed to child processes: their recordings are theirs to use. */
+  private delegated = new Set<string>()
+  /** Set in a child process: only recordings under these lineages are this process's. */
+  private scope: Set<string> | undefined
 
   constructor(
     dir: string,
@@ -57,6 +61,16 @@ export class Replay {
     yield* playResponse(this.ids.unmask(call.response), request.signal)
   }
 
+  /** `lineage` (and everything below it) is replayed by another process. */
+  delegate(lineage: string): void {
+    this.delegated.add(lineage)
+  }
+
+  /** This process replays only `lineage` and what is below it (an adopted ACP session). */
+  scopeTo(lineage: string): void {
+    ;(this.scope ??= new Set()).add(lineage)
+  }
+
   /**
    * Problems the run left: each failure in the order it happened, then every bound
    * recording with calls never made and every recording no session used.
@@ -67,7 +81,9 @@ export class Replay {
       const left = binding.recording.calls.length - binding.next
       if (left > 0) problems.push(`replay: session ${binding.key} made ${binding.next} of its ${binding.recording.calls.length} recorded calls; the next was never made (${binding.recording.file}:${binding.recording.calls[binding.next].line})`)
     }
+    const under = (key: string, lineages: Iterable<string>) => [...lineages].some((lineage) => key === lineage || key.startsWith(`${lineage}.`))
     for (const [key, recording] of this.recordings) {
+      if (under(key, this.delegated) || (this.scope && !under(key, this.scope))) continue
       if (!this.boundKeys.has(key)) problems.push(`replay: no live session had the lineage of recording ${key} (${recording.file}:1); the run started fewer sessions than were recorded`)
     }
     return problems
@@ -181,12 +197,18 @@ export class ReplayAdapter implements LlmAdapter {
     yield* this.replayOf(request.model).stream(request)
   }
 
+  /** Answer `request` from the recordings in `dir`, whatever model it named. */
+  async *streamFrom(dir: string, request: LlmRequest): AsyncGenerator<LlmChunk, void, undefined> {
+    yield* this.replayOf(dir).stream(request)
+  }
+
   /** What every replayed directory reports (see `Replay.problems`). */
   problems(): string[] {
     return [...this.replays.values()].flatMap((replay) => replay.problems())
   }
 
-  private replayOf(dir: string): Replay {
+  /** The replay of `dir`, created (and every file in it checked) on first use. */
+  replayOf(dir: string): Replay {
     const key = resolve(dir)
     let replay = this.replays.get(key)
     if (!replay) {
