@@ -1,9 +1,28 @@
+import type { RecordingLink } from '@dsh/llm'
+
 /** What a dsh parent says about itself in `_meta.dsh` (see @dsh/subagent-acp), once validated. */
 export interface Lineage {
   parentSession?: string
   delegationDepth?: number
   provider?: string
   label?: string
+}
+
+/**
+ * `_meta.dsh.recording` of `session/new`: the parent records or replays its model calls,
+ * and this session must do the same with its own under the lineage given (see
+ * @dsh/llm-replay). Malformed is refused, not ignored: a session its parent replays must
+ * never reach a real model.
+ */
+export function recordingLinkOf(meta: unknown): RecordingLink | undefined {
+  const dsh = typeof meta === 'object' && meta !== null ? (meta as Record<string, unknown>).dsh : undefined
+  const recording = typeof dsh === 'object' && dsh !== null ? (dsh as Record<string, unknown>).recording : undefined
+  if (recording === undefined) return undefined
+  const { mode, dir, lineage } = (typeof recording === 'object' && recording !== null ? recording : {}) as Record<string, unknown>
+  if ((mode !== 'record' && mode !== 'replay') || typeof dir !== 'string' || !dir.startsWith('/') || typeof lineage !== 'string' || !/^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$/.test(lineage)) {
+    throw new TypeError('_meta.dsh.recording must be { mode: "record" | "replay", dir: an absolute path, lineage: a lineage key }')
+  }
+  return { mode, dir, lineage }
 }
 
 /**

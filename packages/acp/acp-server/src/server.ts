@@ -20,7 +20,7 @@ import { DshError, errorMessage } from '@dsh/base'
 import type { Agent } from '@dsh/agent'
 import { runUntilQuiet } from '@dsh/tasks'
 import { promptMessage } from './prompt.js'
-import { lineageOf } from './lineage.js'
+import { lineageOf, recordingLinkOf } from './lineage.js'
 import { checkLoadable, openStored } from './load.js'
 import { acpReplayOf } from './replay.js'
 import { acpStopReasonOf, acpUpdateOf } from './updates.js'
@@ -96,7 +96,23 @@ export function serveAcp(ctx: Context, stream: Stream, options: AcpServerOptions
           `delegation depth limit reached: this session would be at depth ${lineage.delegationDepth}, above this server's maxDepth ${maxDepth}; do this work yourself instead of delegating`,
         )
       }
+      let recording
+      try {
+        recording = recordingLinkOf(params._meta)
+      } catch (error) {
+        throw RequestError.invalidParams({ _meta: 'dsh.recording' }, errorMessage(error))
+      }
       const agent = await ctx.agents.create({ meta: { origin: 'acp', cwd, ...lineage } })
+      // Recording and replay reach across processes: this session records or replays its
+      // own model calls as its parent does (before its first call, or not at all).
+      if (recording) {
+        try {
+          ctx.llm.adoptRecordingLink(agent.id, recording)
+        } catch (error) {
+          await agent.dispose()
+          throw RequestError.invalidRequest({ recording }, `cannot ${recording.mode} this session's model calls: ${errorMessage(error)}`)
+        }
+      }
       await serve(agent)
       return { sessionId: agent.id }
     })

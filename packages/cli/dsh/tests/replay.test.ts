@@ -1,4 +1,4 @@
-import { cpSync, readFileSync, readdirSync, writeFileSync } from 'node:fs'
+import { cpSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { repoRoot, runDsh, tempDir } from './cli.js'
@@ -51,5 +51,34 @@ describe('dsh run --record and --model replay:DIR', () => {
     expect(result.code).toBe(2)
     expect(result.stderr.trim().split('\n')).toHaveLength(1)
     expect(result.stderr).toContain(`${join(dir, 'nope')} is not a directory of recordings`)
+  })
+
+  describe('a dsh acp child of a recorded parent', () => {
+    function acpScenarioCopy(): string {
+      const dir = tempDir()
+      cpSync(join(repoRoot, 'scenarios/acp-child'), dir, { recursive: true })
+      const config = join(dir, 'config.yml')
+      writeFileSync(config, readFileSync(config, 'utf8').replace('../../packages/cli/dsh/dist/main.js', join(repoRoot, 'packages/cli/dsh/dist/main.js')))
+      return dir
+    }
+    const replay = (dir: string) => runDsh(['run', '--quiet', '--config', 'config.yml', '--model', 'replay:recording', '--session-dir', join(dir, 'sessions'), 'ask the ACP child about France'], { cwd: dir })
+
+    it('replays its own recording in its own process, not its configured model', async () => {
+      const dir = acpScenarioCopy()
+      writeFileSync(join(dir, 'child.yml'), '- reply:\n    - text: "Lyon, says the live script."\n')
+      const result = await replay(dir)
+      expect(result.code, result.stderr).toBe(0)
+      expect(result.stdout).toBe('The ACP child answered: Paris is the capital of France.\n')
+    })
+
+    it('without its recording the child fails and the replay says so, naming the missing file', async () => {
+      const dir = acpScenarioCopy()
+      rmSync(join(dir, 'recording/root.call_1.jsonl'))
+      const result = await replay(dir)
+      expect(result.code).toBe(1)
+      expect(result.stderr).toContain('replay diverged: session root, call 1')
+      const childSession = readdirSync(join(dir, 'sessions')).map((name) => readFileSync(join(dir, 'sessions', name), 'utf8')).join('\n')
+      expect(childSession).toContain(`there is no recording ${join(dir, 'recording/root.call_1.jsonl')}`)
+    })
   })
 })

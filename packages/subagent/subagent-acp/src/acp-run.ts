@@ -38,6 +38,7 @@ import {
   type SubagentResult,
 } from '@dsh/subagent'
 import { childEnvironment, describeExit, ProcessTree } from '@dsh/process'
+import type { RecordingLink } from '@dsh/llm'
 import type { AcpRunSpec } from './config.js'
 import { answerPermission } from './permission.js'
 import { withoutExtensionUpdates } from './extension-updates.js'
@@ -61,6 +62,8 @@ export interface DshSessionMeta {
   label?: string
   /** The delegation's absolute depth bound, when it has one: the child applies it to its own children. */
   maxDepth?: number
+  /** Where and under which lineage the child records or replays its model calls (see @dsh/llm-replay). */
+  recording?: RecordingLink
 }
 
 /**
@@ -68,10 +71,12 @@ export interface DshSessionMeta {
  * records it in the child session's header, so session trees and the depth bound reach
  * across the process boundary; other agents ignore `_meta` they do not know.
  */
-export function newSessionRequest(cwd: string, request: SubagentRequest, provider: string): NewSessionRequest {
+export function newSessionRequest(cwd: string, request: SubagentRequest, provider: string, recording?: RecordingLink): NewSessionRequest {
   const lineage: DshSessionMeta = { parentSession: request.parent.id, delegationDepth: request.parent.depth + 1, provider }
   if (request.label !== undefined) lineage.label = request.label
   if (request.maxDepth !== undefined) lineage.maxDepth = request.maxDepth
+  // The parent records or replays its model calls: the child does the same with its own.
+  if (recording !== undefined) lineage.recording = recording
   return { cwd, mcpServers: [], _meta: { dsh: lineage } }
 }
 
@@ -150,7 +155,7 @@ class AcpWire implements RemoteWire {
       }
       guard.disarm()
       run.moveTo('session/new')
-      this.session = await this.connection.agent.buildSession(newSessionRequest(this.cwd, run.request, spec.provider)).start()
+      this.session = await this.connection.agent.buildSession(newSessionRequest(this.cwd, run.request, spec.provider, spec.recordingLink?.(run.request.parent.id, run.request.callId))).start()
       return this.session.sessionId
     } catch (error) {
       if (error instanceof SubagentError) throw error

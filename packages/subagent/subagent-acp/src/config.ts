@@ -1,5 +1,6 @@
 import { resolve } from 'node:path'
 import Schema from 'schemastery'
+import type { RecordingLink } from '@dsh/llm'
 import type { PermissionPolicy } from './permission.js'
 
 /** The plugin's config, as written in a composition file. */
@@ -36,6 +37,8 @@ export const AcpProviderConfig: Schema<AcpProviderConfig> = Schema.object({
 /** Everything a run needs, with every default applied and paths made absolute. */
 export interface AcpRunSpec {
   provider: string
+  /** The recording link a child of `parentSession` started by `callId` is given (`ctx.llm.childRecordingLink`). */
+  recordingLink?: (parentSession: string, callId: string | undefined) => RecordingLink | undefined
   command: string
   args: readonly string[]
   /** Absolute; `undefined` means the parent session's cwd. */

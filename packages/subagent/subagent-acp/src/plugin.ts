@@ -49,7 +49,7 @@ export class AcpProvider implements SubagentProvider {
     }
     refuseUnstartable(oneShot, 'the ACP agent')
     const cwd = this.spec.cwd ?? resolve(parent.session.header.cwd)
-    const { child, sessionId } = await AcpChild.launch(this.spec, cwd, signal, (opening) => opening.newSession(newSessionRequest(cwd, oneShot, this.name)))
+    const { child, sessionId } = await AcpChild.launch(this.spec, cwd, signal, (opening) => opening.newSession(newSessionRequest(cwd, oneShot, this.name, this.spec.recordingLink?.(parent.id, undefined))))
     try {
       // The parent began disposing while the agent started: the child would outlive it.
       refuseDisposedParent(parent)
@@ -82,6 +82,8 @@ export class AcpPlugin {
   static Config = AcpProviderConfig
 
   constructor(ctx: Context, config: AcpProviderConfig) {
-    ctx.subagents.registerProvider(new AcpProvider(config.providerName, resolveAcpSpec(config)))
+    ctx.subagents.registerProvider(
+      new AcpProvider(config.providerName, { ...resolveAcpSpec(config), recordingLink: (parent, callId) => ctx.get('llm')?.childRecordingLink(parent, callId) }),
+    )
   }
 }
