@@ -12,7 +12,8 @@
 import { mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync, existsSync } from 'node:fs'
 import { join, resolve } from 'node:path'
 import { isRecord } from '@dsh/base'
-import { startFakeOpenAIChat, type FakeChatResponse } from '@dsh/testkit'
+import { startFakeAnthropicMessages, startFakeOpenAIChat, startFakeOpenAIResponses, type FakeChatResponse, type FakeMessagesAnswer, type FakeResponsesAnswer } from '@dsh/testkit'
+import YAML from 'yaml'
 import { repoRoot, runDsh, tempDir } from './cli.js'
 
 export const scenariosRoot = join(repoRoot, 'scenarios')
@@ -28,6 +29,11 @@ export interface Scenario {
   record: { model: string } | { fakeOpenAI: FakeChatResponse[] }
   /** The exit code the command must end with (default 0). */
   exitCode: number
+  /**
+   * Product children (Codex, Claude Code) call their own model endpoints, which are not
+   * recorded: testkit's fake servers answer them with these, in replay as in record.
+   */
+  products: { codex?: FakeResponsesAnswer[]; claudeCode?: FakeMessagesAnswer[] }
 }
 
 export function listScenarios(): Scenario[] {
@@ -46,7 +52,8 @@ function loadScenario(name: string): Scenario {
   }
   const record = typeof raw.record.model === 'string' ? { model: raw.record.model } : Array.isArray(raw.record.fakeOpenAI) ? { fakeOpenAI: raw.record.fakeOpenAI as FakeChatResponse[] } : undefined
   if (!record) throw new Error(`${file}: "record" needs "model" or "fakeOpenAI"`)
-  return { name, dir, args: raw.args.map((arg) => arg.replaceAll('{scenario}', dir)), record, exitCode: typeof raw.exitCode === 'number' ? raw.exitCode : 0 }
+  const products = isRecord(raw.products) ? (raw.products as Scenario['products']) : {}
+  return { name, dir, args: raw.args as string[], record, exitCode: typeof raw.exitCode === 'number' ? raw.exitCode : 0, products }
 }
 
 export interface ScenarioOutcome {
@@ -61,7 +68,15 @@ export interface ScenarioOutcome {
 export async function runScenario(scenario: Scenario, mode: ScenarioMode): Promise<ScenarioOutcome> {
   if (mode === 'record') await recordScenario(scenario)
   const sessionDir = tempDir('dsh-scenario-')
-  const result = await runDsh(['run', '--quiet', '--model', `replay:${join(scenario.dir, 'recording')}`, '--session-dir', sessionDir, ...scenario.args], { cwd: scenario.dir })
+  const scratch = tempDir('dsh-scenario-scratch-')
+  const products = await startProducts(scenario, scratch)
+  let result
+  try {
+    result = await runDsh(['run', '--quiet', '--model', `replay:${join(scenario.dir, 'recording')}`, '--session-dir', sessionDir, ...products.args(scenario.args)], { cwd: scenario.dir, env: products.env, timeoutMs: 60_000 })
+  } finally {
+    await products.close()
+    rmSync(scratch, { recursive: true, force: true })
+  }
   const outcome = { code: result.code, stdout: normaliseText(result.stdout, sessionDir, scenario.dir, new Map()), stderr: result.stderr, sessions: {} as Record<string, string> }
   const names = normalisedSessions(sessionDir, scenario.dir)
   outcome.stdout = normaliseText(result.stdout, sessionDir, scenario.dir, names.ids)
@@ -92,23 +107,83 @@ async function recordScenario(scenario: Scenario): Promise<void> {
   const sessionDir = tempDir('dsh-scenario-record-')
   let model: string
   let extraConfig: string[] = []
-  let close = async () => {}
+  const products = await startProducts(scenario, sessionDir)
+  let close = () => products.close()
   if ('model' in scenario.record) model = scenario.record.model
   else {
     const server = await startFakeOpenAIChat(scenario.record.fakeOpenAI)
-    close = () => server.close()
+    close = async () => {
+      await server.close()
+      await products.close()
+    }
     const config = join(sessionDir, 'fake-openai.yml')
     writeFileSync(config, `- id: llm-fake\n  name: "@dsh/llm-openai"\n  config: { name: fake, baseURL: "${server.url}", model: fake-model, apiKeyEnv: FAKE_OPENAI_KEY }\n`)
     extraConfig = [config]
     model = 'fake:fake-model'
   }
   try {
-    const args = mergeConfig(scenario.args, extraConfig, sessionDir, scenario.dir)
-    const result = await runDsh(['run', '--quiet', '--model', model, '--record', recording, '--session-dir', sessionDir, ...args], { cwd: scenario.dir, env: { FAKE_OPENAI_KEY: 'fake-key' }, timeoutMs: 60_000 })
+    const args = mergeConfig(products.args(scenario.args), extraConfig, sessionDir, scenario.dir)
+    const result = await runDsh(['run', '--quiet', '--model', model, '--record', recording, '--session-dir', sessionDir, ...args], { cwd: scenario.dir, env: { FAKE_OPENAI_KEY: 'fake-key', ...products.env }, timeoutMs: 60_000 })
     if (result.code !== scenario.exitCode) throw new Error(`recording ${scenario.name} ended ${result.code}, expected ${scenario.exitCode}:\n${result.stderr}`)
   } finally {
     await close()
     rmSync(sessionDir, { recursive: true, force: true })
+  }
+}
+
+interface Products {
+  env: NodeJS.ProcessEnv
+  /** The command's arguments with its config pointed at the fake servers. */
+  args(args: string[]): string[]
+  close(): Promise<void>
+}
+
+/** Fake model servers for the scenario's product children, and where their programs find them. */
+async function startProducts(scenario: Scenario, scratch: string): Promise<Products> {
+  const closers: (() => Promise<void>)[] = []
+  const env: NodeJS.ProcessEnv = {}
+  let claudeEnv: Record<string, string> | undefined
+  try {
+    if (scenario.products.codex) {
+      const server = await startFakeOpenAIResponses(scenario.products.codex)
+      closers.push(() => server.close())
+      const home = join(scratch, 'codex-home')
+      mkdirSync(home, { recursive: true })
+      // The offline recipe: no retries, update check, analytics or plugins; no key needed.
+      writeFileSync(join(home, 'config.toml'), `model = "gpt-5.5"\nmodel_provider = "fake"\ncheck_for_update_on_startup = false\n\n[model_providers.fake]\nname = "fake"\nbase_url = "${server.url}"\nwire_api = "responses"\nrequest_max_retries = 0\nstream_max_retries = 0\n\n[analytics]\nenabled = false\n\n[features]\nplugins = false\n`)
+      env.CODEX_HOME = home
+      env.HOME = home
+    }
+    if (scenario.products.claudeCode) {
+      const server = await startFakeAnthropicMessages(scenario.products.claudeCode)
+      closers.push(() => server.close())
+      const home = join(scratch, 'claude-home')
+      const configDir = join(home, '.claude')
+      mkdirSync(configDir, { recursive: true })
+      writeFileSync(join(configDir, 'settings.json'), JSON.stringify({ permissions: { defaultMode: 'default' } }))
+      claudeEnv = { ANTHROPIC_BASE_URL: server.url, ANTHROPIC_API_KEY: 'sk-ant-fake', CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1', CLAUDE_CODE_MAX_RETRIES: '0', HOME: home, CLAUDE_CONFIG_DIR: configDir, DISABLE_AUTOUPDATER: '1' }
+    }
+  } catch (error) {
+    await Promise.all(closers.map((close) => close()))
+    throw error
+  }
+  return {
+    env,
+    args: (args) => {
+      const at = args.indexOf('--config')
+      if (!claudeEnv || at < 0) return args
+      // The Claude Code child's environment is the provider's `env`: point it at the fake.
+      const entries = YAML.parse(readFileSync(resolve(scenario.dir, args[at + 1]), 'utf8')) as { name: string; config?: Record<string, unknown> }[]
+      for (const entry of entries) {
+        if (entry.name === '@dsh/subagent-claude-code') entry.config = { ...entry.config, env: { ...(entry.config?.env as Record<string, string> | undefined), ...claudeEnv } }
+      }
+      const file = join(scratch, 'products.yml')
+      writeFileSync(file, YAML.stringify(entries))
+      return [...args.slice(0, at), '--config', file, ...args.slice(at + 2)]
+    },
+    close: async () => {
+      await Promise.all(closers.map((close) => close()))
+    },
   }
 }
 
