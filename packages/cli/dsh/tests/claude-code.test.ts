@@ -70,7 +70,8 @@ describe('dsh run delegating to Claude Code', () => {
     expect(result.code, result.stderr).toBe(0)
     // stderr carries the CLI's progress lines; no warning (e.g. from the SDK) may join them.
     expect(result.stderr).not.toMatch(/warn|error/i)
-    expect(result.stdout).toContain('Asking Claude Code.')
+    // The answer only: the text of the step that delegated is not printed.
+    expect(result.stdout).not.toContain('Asking Claude Code.')
     expect(result.stdout).toContain('Claude Code answered: Paris is the capital of France.')
     expect(fake.messageRequests).toHaveLength(1)
     expect(JSON.stringify(fake.messageRequests[0]!.body)).toContain('What is the capital of France? Answer in one sentence.')

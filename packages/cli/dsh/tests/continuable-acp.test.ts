@@ -148,11 +148,13 @@ describe('dsh run with a continuable dsh acp child', () => {
     parent.stderr.on('data', (chunk: Buffer) => (stderr += chunk))
     parent.stdout.on('data', (chunk: Buffer) => (stdout += chunk))
     const exited = new Promise<number | null>((resolve) => parent.on('close', (code) => resolve(code)))
-    // The parent has answered and the child's first turn is under way in its dsh acp.
+    // The parent has answered (in its session file: stdout gets the answer only when the
+    // run ends) and the child's first turn is under way in its dsh acp.
+    const parentAnswered = () => readdirSync(dir).some((name) => name.endsWith('.jsonl') && readFileSync(join(dir, name), 'utf8').includes('"started it"'))
     await new Promise<void>((resolve, reject) => {
       const check = () => {
         const childTurnStarted = readdirSync(dir).some((name) => name.endsWith('.jsonl') && readFileSync(join(dir, name), 'utf8').includes('take forever') && headerOf(join(dir, name)).origin === 'acp')
-        if (stdout.includes('started it') && childTurnStarted) resolve()
+        if (parentAnswered() && childTurnStarted) resolve()
         else if (parent.exitCode !== null) reject(new Error(`dsh exited early:\n${stderr}`))
         else setTimeout(check, 50)
       }
