@@ -49,7 +49,7 @@ export class AcpProvider implements SubagentProvider {
     }
     refuseUnstartable(oneShot, 'the ACP agent')
     const cwd = this.spec.cwd ?? resolve(parent.session.header.cwd)
-    const { child, sessionId } = await AcpChild.launch(this.spec, cwd, signal, (opening) => opening.newSession(newSessionRequest(cwd, oneShot, this.name, this.spec.recordingLink?.(parent.id, undefined))))
+    const { child, sessionId } = await AcpChild.launch(this.spec, cwd, signal, (opening) => opening.newSession(newSessionRequest(cwd, oneShot, this.name, this.spec.recordingLink?.(parent.id, request.callId))))
     try {
       // The parent began disposing while the agent started: the child would outlive it.
       refuseDisposedParent(parent)

@@ -175,12 +175,12 @@ export class SubagentToolPlugin {
 
   /** A continuable child: its id at once; its parent hears of every settled turn through a notice. */
   private async startContinuable(args: SubagentToolArgs, exec: ToolExecution): Promise<ToolOutput> {
-    const { prompt, parent, maxDepth, agentOptions, persona, toolFilter } = this.request(args, exec)
+    const { prompt, parent, callId, maxDepth, agentOptions, persona, toolFilter } = this.request(args, exec)
     try {
       const { childId } = await this.subagents.startContinuable({
         provider: this.config.provider,
         label: args.description,
-        request: { prompt, parent, ...(maxDepth !== undefined && { maxDepth }), ...(agentOptions && { agentOptions }), ...(persona !== undefined && { persona }), ...(toolFilter && { toolFilter }) },
+        request: { prompt, parent, ...(callId !== undefined && { callId }), ...(maxDepth !== undefined && { maxDepth }), ...(agentOptions && { agentOptions }), ...(persona !== undefined && { persona }), ...(toolFilter && { toolFilter }) },
         signal: exec.signal,
       })
       return `started continuable subagent ${childId}. You will get a message when its turn ends; send it more work with send_message (subagent_id ${childId}).`

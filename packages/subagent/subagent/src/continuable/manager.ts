@@ -121,6 +121,7 @@ export class ContinuationManager {
           label,
           cwd: parent.session.header.cwd,
           descriptor: descriptor as unknown as Record<string, unknown>,
+          ...(request.callId !== undefined && { toolCallId: request.callId }),
         },
         agentOptions: agentOptionsOf(descriptor),
         setup: (childCtx, created) => this.setUp(childCtx, created, descriptor),

@@ -39,6 +39,8 @@ export interface ContinuableDescriptor {
 export interface ContinuableRequest {
   prompt: TextBlock[]
   parent: Agent
+  /** The parent's tool call that asked for the child: recorded as the header's `toolCallId`. */
+  callId?: string
   agentOptions?: { model?: string }
   /** Absolute depth bound (needs `depthLimit`). */
   maxDepth?: number
