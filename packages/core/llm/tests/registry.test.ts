@@ -50,4 +50,26 @@ describe('ctx.llm', () => {
     expect([...history]).toHaveLength(2)
     expect(history.toArray()).not.toBe(history.toArray())
   })
+
+  it('interceptors see every resolved model in registration order and go with their plugin', async () => {
+    const ctx = new Context()
+    await ctx.plugin(LlmService)
+    const real = adapter('real', 'm')
+    const stand = adapter('stand-in')
+    ctx.llm.registerAdapter(real)
+    const seen: string[] = []
+    const first = await ctx.plugin({ inject: ['llm'], apply: (child: Context) => void child.llm.intercept((resolved) => (seen.push(`first ${resolved.adapter.name}`), { ...resolved, adapter: stand })) })
+    await ctx.plugin({ inject: ['llm'], apply: (child: Context) => void child.llm.intercept((resolved) => (seen.push(`second ${resolved.adapter.name}`), resolved)) })
+    expect(ctx.llm.resolve('real').adapter).toBe(stand)
+    expect(seen).toEqual(['first real', 'second stand-in'])
+    await first.dispose()
+    expect(ctx.llm.resolve('real').adapter).toBe(real)
+  })
+
+  it('without a recording plugin, no child link is given and adopting one is refused', async () => {
+    const ctx = new Context()
+    await ctx.plugin(LlmService)
+    expect(ctx.llm.childRecordingLink('parent', 'call_1')).toBeUndefined()
+    expect(() => ctx.llm.adoptRecordingLink('s', { mode: 'replay', dir: '/r', lineage: 'root.call_1' })).toThrow(expect.objectContaining({ code: 'NO_RECORDING', message: expect.stringContaining('no recording plugin (@dsh/llm-replay) is loaded') }))
+  })
 })
