@@ -33,6 +33,8 @@ export class Replay {
   private delegated = new Set<string>()
   /** Set in a child process: only recordings under these lineages are this process's. */
   private scope: Set<string> | undefined
+  /** Aborted at the first failure: calls waiting to be cancelled as recorded stop waiting. */
+  private failed = new AbortController()
 
   constructor(
     dir: string,
@@ -58,7 +60,11 @@ export class Replay {
 
   async *stream(request: LlmRequest): AsyncGenerator<LlmChunk, void, undefined> {
     const call = this.nextCall(request)
-    yield* playResponse(this.ids.unmask(call.response), request.signal)
+    // A cancelled call of a child waits for its parent to cancel it as recorded; one of a
+    // root (cancelled by a user, who does not take part in a replay) ends cancelled now.
+    const header = this.facts(request.origin.sessionId)?.header
+    const child = header?.parentSession !== undefined && this.facts(header.parentSession) !== undefined
+    yield* playResponse(this.ids.unmask(call.response), request.signal, child ? this.failed.signal : undefined)
   }
 
   /** `lineage` (and everything below it) is replayed by another process. */
@@ -111,6 +117,7 @@ export class Replay {
       return call
     } catch (error) {
       this.failures.push(errorMessage(error))
+      this.failed.abort()
       throw error
     }
   }
@@ -138,8 +145,13 @@ export class Replay {
   }
 }
 
-/** A recorded response as the adapter streamed it: the same chunks, then the same end. */
-async function* playResponse(response: RecordedResponse, signal: AbortSignal): AsyncGenerator<LlmChunk, void, undefined> {
+/**
+ * A recorded response as the adapter streamed it: the same chunks, then the same end. A
+ * cancelled call waits for its own cancellation while `waitUnless` is given and not
+ * aborted (another session's failure would leave it waiting forever); without it, it
+ * ends cancelled at once.
+ */
+async function* playResponse(response: RecordedResponse, signal: AbortSignal, waitUnless: AbortSignal | undefined): AsyncGenerator<LlmChunk, void, undefined> {
   for (const chunk of response.chunks) {
     throwIfAborted(signal)
     yield chunk
@@ -157,22 +169,27 @@ async function* playResponse(response: RecordedResponse, signal: AbortSignal): A
       error.name = recorded.name
       throw error
     }
-    case 'aborted':
-      // The recorded call was cancelled while it streamed: so is this one, when the run
-      // cancels it the same way.
+    case 'aborted': {
+      if (waitUnless === undefined) throw abortError()
+      const stop = AbortSignal.any([signal, waitUnless])
       await new Promise<void>((resolvePromise) => {
-        if (signal.aborted) resolvePromise()
-        else signal.addEventListener('abort', () => resolvePromise(), { once: true })
+        if (stop.aborted) resolvePromise()
+        else stop.addEventListener('abort', () => resolvePromise(), { once: true })
       })
       throwIfAborted(signal)
+      throw new RecordingError('REPLAY_DIVERGED', 'replay: this call was cancelled in the recording, but another session diverged before cancelling it')
+    }
   }
 }
 
 function throwIfAborted(signal: AbortSignal): void {
-  if (!signal.aborted) return
+  if (signal.aborted) throw abortError()
+}
+
+function abortError(): Error {
   const error = new Error('the model request was aborted')
   error.name = 'AbortError'
-  throw error
+  return error
 }
 
 /**

@@ -143,6 +143,25 @@ describe('replay binds each session to its recording by lineage', () => {
   })
 })
 
+describe('a cancelled call', () => {
+  it('of a root replays as a cancelled turn at once: the replay does not wait for a Ctrl-C nobody sends', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'dsh-replay-'))
+    const recording = await stack({ model: 'scripted:test', script: [{ reply: [{ text: 'never', delay_ms: 60_000 }] }], record: dir })
+    const agent = await recording.ctx.agents.create({ meta: { origin: 'test' } })
+    const turn = agent.followup('wait forever')
+    // The request line is written when the call starts.
+    while (!readFileSync(join(dir, 'root.jsonl'), { encoding: 'utf8', flag: 'a+' }).includes('"request"')) await new Promise((resolve) => setTimeout(resolve, 10))
+    agent.cancel(new Error('Ctrl-C'))
+    expect((await turn).reason).toBe('aborted')
+    await agent.dispose()
+    expect(readFileSync(join(dir, 'root.jsonl'), 'utf8')).toContain('"end":"aborted"')
+
+    const replay = await stack({ model: `replay:${dir}` })
+    expect(await replay.run('wait forever')).toEqual({ reason: 'aborted' })
+    expect(problems(replay)).toEqual([])
+  })
+})
+
 describe('a recording that cannot be replayed is refused before any session, naming the file and line', () => {
   it('a missing directory', async () => {
     const replay = await stack({ model: 'replay:/nonexistent/recording' })
