@@ -77,10 +77,8 @@ export async function runScenario(scenario: Scenario, mode: ScenarioMode): Promi
     await products.close()
     rmSync(scratch, { recursive: true, force: true })
   }
-  const outcome = { code: result.code, stdout: normaliseText(result.stdout, sessionDir, scenario.dir, new Map()), stderr: result.stderr, sessions: {} as Record<string, string> }
-  const names = normalisedSessions(sessionDir, scenario.dir)
-  outcome.stdout = normaliseText(result.stdout, sessionDir, scenario.dir, names.ids)
-  outcome.sessions = names.logs
+  const { logs, ids } = normalisedSessions(sessionDir, scenario.dir)
+  const outcome: ScenarioOutcome = { code: result.code, stdout: normaliseText(result.stdout, sessionDir, scenario.dir, ids), stderr: result.stderr, sessions: logs }
   rmSync(sessionDir, { recursive: true, force: true })
   return outcome
 }

@@ -1,3 +1,6 @@
+import type { LlmAdapter } from '@dsh/llm'
+import type { ReplayAdapter } from './replayer.js'
+
 export * from './errors.js'
 export * from './format.js'
 export { parseRecording } from './parse.js'
@@ -8,9 +11,6 @@ export { RecordingRouter, type DefaultLink } from './router.js'
 export { Replay, ReplayAdapter } from './replayer.js'
 export { ReplayPlugin } from './plugin.js'
 export { ReplayPlugin as default } from './plugin.js'
-
-import type { LlmAdapter } from '@dsh/llm'
-import type { ReplayAdapter } from './replayer.js'
 
 /** Whether `adapter` is a replay adapter (by shape: a host may hold another copy of this module). */
 export function isReplayAdapter(adapter: LlmAdapter | undefined): adapter is ReplayAdapter {

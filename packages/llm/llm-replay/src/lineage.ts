@@ -18,7 +18,7 @@ export interface SessionFacts {
 export class Lineage {
   private keys = new Map<string, string>()
   private roots = 0
-  /** Children started without a tool call (none today but continuable follow-ups), numbered per parent. */
+  /** Children started without a tool call (not by the subagent tools), numbered per parent. */
   private untracedChildren = new Map<string, number>()
 
   constructor(
