@@ -83,6 +83,8 @@ export class RecordingRouter implements RecordingLinks {
   }
 
   private route(adapter: LlmAdapter, request: LlmRequest): AsyncIterable<LlmChunk> {
+    // The usual case, nothing recorded or replayed: no look-up on the request path.
+    if (this.defaultLink === undefined && this.assigned.size === 0) return adapter.stream(request)
     const link = this.linkOf(request.origin.sessionId)
     if (!link) return adapter.stream(request)
     if (link.mode === 'replay') return this.replay.streamFrom(link.dir, request)
