@@ -45,6 +45,14 @@ describe('dsh run --record and --model replay:DIR', () => {
     expect(replayed.stdout).toBe(recorded.stdout)
   })
 
+  it('--record together with --model replay:DIR is a usage error before any session', async () => {
+    const dir = tempDir()
+    const result = await runDsh(['run', '--model', `replay:${join(repoRoot, 'scenarios/spawn/recording')}`, '--record', join(dir, 'r'), '--session-dir', join(dir, 's'), 'hi'])
+    expect(result.code).toBe(2)
+    expect(result.stderr.trim().split('\n')).toHaveLength(1)
+    expect(result.stderr).toContain('exclude each other')
+  })
+
   it('a replay directory that does not exist is a usage error before any session', async () => {
     const dir = tempDir()
     const result = await runDsh(['run', '--model', `replay:${join(dir, 'nope')}`, '--session-dir', join(dir, 's'), 'hi'])

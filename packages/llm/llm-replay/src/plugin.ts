@@ -5,6 +5,7 @@ import type {} from '@dsh/llm'
 import type { SessionStore } from '@dsh/session'
 import { Lineage, type SessionFacts } from './lineage.js'
 import { resolve } from 'node:path'
+import { RecordingError } from './errors.js'
 import { RecordingRouter, type DefaultLink } from './router.js'
 import { ReplayAdapter } from './replayer.js'
 import { SessionIdMask } from './session-ids.js'
@@ -34,6 +35,9 @@ export class ReplayPlugin {
     const { facts, liveSessionIds } = sessionLookups(ctx)
     const name = config.name ?? 'replay'
     const defaultSpec = ctx.llm.config.model
+    if (defaultSpec?.startsWith(`${name}:`) && config.record !== undefined) {
+      throw new RecordingError('INVALID_RECORDING', `record (${config.record}) and a replayed model (${defaultSpec}) exclude each other: a replay is already a recording; drop one of them`)
+    }
     const defaultLink: DefaultLink | undefined = defaultSpec?.startsWith(`${name}:`)
       ? { mode: 'replay', dir: resolve(defaultSpec.slice(name.length + 1)) }
       : config.record !== undefined
