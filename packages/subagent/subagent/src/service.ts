@@ -21,16 +21,10 @@ declare module 'cordis' {
   }
 }
 
-/** The observe-only events whose listeners the service keeps itself. */
-const LIFECYCLE_EVENTS = ['subagent/provider-added', 'subagent/provider-removed', 'subagent/start', 'subagent/end'] as const
-export type SubagentLifecycleEvent = (typeof LIFECYCLE_EVENTS)[number]
-
-function isLifecycleEvent(name: unknown): name is SubagentLifecycleEvent {
-  return (LIFECYCLE_EVENTS as readonly unknown[]).includes(name)
-}
+/** The observe-only events of the seam: listeners may throw or reject, never to any effect. */
+export type SubagentLifecycleEvent = 'subagent/provider-added' | 'subagent/provider-removed' | 'subagent/start' | 'subagent/end'
 
 type LifecyclePayload<K extends SubagentLifecycleEvent> = Parameters<import('cordis').Events[K]>[0]
-type LifecycleListener = (payload: never) => unknown
 
 /** A deep copy of text blocks (all they hold is two strings; cheaper than `structuredClone`). */
 function cloneOutput(output: readonly TextBlock[]): TextBlock[] {
@@ -82,8 +76,6 @@ export class SubagentService extends Service {
   private readonly runPrefix = randomBytes(3).toString('hex')
   /** This service's own context: `this.ctx` is the caller's. */
   private readonly home: Context
-  /** Listeners of the lifecycle events, each an effect of the context that registered it. */
-  private readonly listeners = new Map<SubagentLifecycleEvent, LifecycleListener[]>()
   private continuableSetups: ContinuableSetup[] = []
   /** Owns continuable children: creation, delivery, cold resume, notices. */
   readonly continuation: ContinuationManager
@@ -108,41 +100,6 @@ export class SubagentService extends Service {
     })
     // A parent takes its continuable children down with it: none outlives it.
     ctx.agents.onCleanup((agent) => this.continuation.disposeChildrenOf(agent))
-    // `ctx.on('subagent/…', listener)` anywhere lands in this service's own list (Cordis
-    // asks `internal/listener` hooks before it registers a listener itself), so every
-    // listener is called in its own try/catch and a rejecting one is caught too.
-    const service = this
-    ctx.on(
-      'internal/listener',
-      function (this: Context, name: string, listener: LifecycleListener, options: unknown) {
-        if (!isLifecycleEvent(name)) return
-        const prepend = typeof options === 'object' && options !== null ? (options as { prepend?: boolean }).prepend === true : options === true
-        return service.addListener(this, name, listener, prepend)
-      } as never,
-      { global: true, prepend: true },
-    )
-  }
-
-  /** Register `listener` as an effect of `owner`: it goes when `owner`'s plugin unloads. */
-  private addListener(owner: Context, name: SubagentLifecycleEvent, listener: LifecycleListener, prepend: boolean): () => boolean {
-    let registered = false
-    const dispose = owner.effect(() => {
-      const list = this.listeners.get(name) ?? []
-      if (prepend) list.unshift(listener)
-      else list.push(listener)
-      this.listeners.set(name, list)
-      registered = true
-      return () => {
-        const index = list.indexOf(listener)
-        if (index >= 0) list.splice(index, 1)
-      }
-    }, `ctx.on(${JSON.stringify(name)})`)
-    return () => {
-      const was = registered
-      registered = false
-      dispose()
-      return was
-    }
   }
 
   registerProvider(provider: SubagentProvider): () => void {
@@ -270,23 +227,18 @@ export class SubagentService extends Service {
   }
 
   /**
-   * Emit an observe-only event: each listener runs in its own try/catch and a promise it
-   * returns is watched, so one that throws or rejects is logged and affects neither its
-   * peers nor the run, and never becomes an unhandled rejection.
+   * Emit an observe-only event to every `ctx.on(name, …)` listener, whichever plugin
+   * registered it and whenever (before this service existed too). Cordis's `parallel`
+   * calls each listener at once, in registration order, and gathers what each throws or
+   * rejects; nothing waits for it here, so a listener affects neither its peers nor the
+   * run, and a failure is logged instead of becoming an unhandled rejection.
    */
   private notify<K extends SubagentLifecycleEvent>(name: K, payload: LifecyclePayload<K>): void {
-    const contained = (error: unknown) => this.home.logger('subagents').warn('a %s listener failed (ignored): %s', name, errorMessage(error))
-    for (const listener of [...(this.listeners.get(name) ?? [])]) {
-      try {
-        const returned = (listener as (payload: LifecyclePayload<K>) => unknown)(payload)
-        if (isThenable(returned)) returned.then(undefined, contained)
-      } catch (error) {
-        contained(error)
-      }
-    }
+    const log = this.home.logger('subagents')
+    const emitted = (this.home.parallel as (name: K, payload: LifecyclePayload<K>) => Promise<void>)(name, payload)
+    emitted.catch((error: unknown) => {
+      const failures = error instanceof AggregateError ? error.errors : [error]
+      for (const failure of failures) log.warn('a %s listener failed (ignored): %s', name, errorMessage(failure))
+    })
   }
-}
-
-function isThenable(value: unknown): value is PromiseLike<unknown> {
-  return (typeof value === 'object' || typeof value === 'function') && value !== null && typeof (value as { then?: unknown }).then === 'function'
 }
