@@ -85,9 +85,11 @@ describe('a2a provider against dsh workers', () => {
     expect((await third.result).stopReason).toBe('completed')
     // In turn it would be the busy worker's; it has one run, the quick one none.
     const fourth = await start()
-    expect((await fourth.result).stopReason).toBe('completed')
+    cleanups.push(() => fourth.dispose())
+    await until(() => quick.sessions.length + busy.sessions.length === 4)
     expect([quick.sessions.length, busy.sessions.length]).toEqual([3, 1])
-    await Promise.all([first, third, fourth].map((run) => run.dispose()))
+    expect((await fourth.result).stopReason).toBe('completed')
+    await Promise.all([first, third].map((run) => run.dispose()))
   })
 
   it('an unreachable worker ends its run error with a diagnostic and is skipped for the next runs', async () => {
