@@ -37,8 +37,8 @@ import {
   type SubagentRequest,
   type SubagentResult,
 } from '@dsh/subagent'
-import { childEnvironment, describeExit, ProcessTree } from '@dsh/process'
-import type { AcpRunSpec } from './config.js'
+import { describeExit, ProcessTree } from '@dsh/process'
+import { acpChildEnvironment, type AcpRunSpec } from './config.js'
 import { answerPermission } from './permission.js'
 import { withoutExtensionUpdates } from './extension-updates.js'
 import { StdoutGuard } from './stdout-guard.js'
@@ -121,7 +121,7 @@ class AcpWire implements RemoteWire {
       command: spec.command,
       args: spec.args,
       cwd,
-      env: childEnvironment(process.env, { env: spec.env }),
+      env: acpChildEnvironment(spec),
       stderrTailChars: STDERR_TAIL_CHARS,
     })
   }

@@ -1,4 +1,5 @@
 import { resolve } from 'node:path'
+import { childEnvironment } from '@dsh/process'
 import Schema from 'schemastery'
 import type { PermissionPolicy } from './permission.js'
 
@@ -9,6 +10,7 @@ export interface AcpProviderConfig {
   args: string[]
   cwd?: string
   env: Record<string, string>
+  passEnv: string[]
   permission: PermissionPolicy
   timeoutMs?: number
   startupTimeoutMs: number
@@ -25,6 +27,7 @@ export const AcpProviderConfig: Schema<AcpProviderConfig> = Schema.object({
   args: Schema.array(Schema.string()).default([]).description('Its arguments.'),
   cwd: Schema.string().min(1).description('Its working directory (and the ACP session cwd); default: the delegating session\'s cwd.'),
   env: Schema.dict(Schema.string(), Schema.string().pattern(/^[^=\0]+$/)).default({}).description('Variables added to the cleaned parent environment.'),
+  passEnv: Schema.array(Schema.string().min(1).pattern(/^[^=\0]+$/)).default([]).description('Parent variables the agent inherits beyond the base environment (PATH, HOME, locale, terminal, temp dirs), by exact name: an API key its model needs.'),
   permission: Schema.union(['reject', 'allow']).default('reject').description('How session/request_permission is answered.'),
   timeoutMs: milliseconds().description('Longest a prompt turn may run; on expiry the run ends error and the agent is stopped.'),
   startupTimeoutMs: milliseconds().default(15_000).description('Longest initialize + session/new may take.'),
@@ -41,6 +44,8 @@ export interface AcpRunSpec {
   /** Absolute; `undefined` means the parent session's cwd. */
   cwd: string | undefined
   env: Readonly<Record<string, string>>
+  /** Parent variables passed through by exact name (see `acpChildEnvironment`). */
+  passEnv: readonly string[]
   permission: PermissionPolicy
   timeoutMs: number | undefined
   startupTimeoutMs: number
@@ -57,6 +62,7 @@ export function resolveAcpSpec(config: AcpProviderConfig): AcpRunSpec {
     args: [...config.args],
     cwd: config.cwd === undefined ? undefined : resolve(config.cwd),
     env: { ...config.env },
+    passEnv: [...config.passEnv],
     permission: config.permission,
     timeoutMs: config.timeoutMs,
     startupTimeoutMs: config.startupTimeoutMs,
@@ -64,4 +70,12 @@ export function resolveAcpSpec(config: AcpProviderConfig): AcpRunSpec {
     stdinGraceMs: config.stdinGraceMs,
     termGraceMs: config.termGraceMs,
   }
+}
+
+/**
+ * The agent's environment: the base variables, the `passEnv` names the parent has, then
+ * `env` on top. Nothing else of the parent (other keys, tokens) reaches the agent.
+ */
+export function acpChildEnvironment(spec: Pick<AcpRunSpec, 'env' | 'passEnv'>, parentEnv: NodeJS.ProcessEnv = process.env): Record<string, string> {
+  return childEnvironment(parentEnv, { env: spec.env, passEnv: spec.passEnv })
 }

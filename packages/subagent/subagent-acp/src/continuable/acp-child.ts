@@ -13,8 +13,8 @@ import { createRequire } from 'node:module'
 import { client, methods, ndJsonStream, PROTOCOL_VERSION, RequestError, type ClientConnection, type ContentBlock, type LoadSessionRequest, type NewSessionRequest, type PromptResponse, type SessionUpdate } from '@agentclientprotocol/sdk'
 import { errorMessage } from '@dsh/base'
 import { quoteStderr, SubagentError } from '@dsh/subagent'
-import { childEnvironment, describeExit, processAlive, ProcessTree } from '@dsh/process'
-import type { AcpRunSpec } from '../config.js'
+import { describeExit, processAlive, ProcessTree } from '@dsh/process'
+import { acpChildEnvironment, type AcpRunSpec } from '../config.js'
 import { answerPermission } from '../permission.js'
 import { withoutExtensionUpdates } from '../extension-updates.js'
 import { StdoutGuard } from '../stdout-guard.js'
@@ -40,7 +40,7 @@ export class AcpChild {
     private readonly spec: AcpRunSpec,
     private readonly cwd: string,
   ) {
-    this.tree = new ProcessTree({ command: spec.command, args: spec.args, cwd, env: childEnvironment(process.env, { env: spec.env }), stderrTailChars: STDERR_TAIL_CHARS })
+    this.tree = new ProcessTree({ command: spec.command, args: spec.args, cwd, env: acpChildEnvironment(spec), stderrTailChars: STDERR_TAIL_CHARS })
   }
 
   /**
