@@ -88,15 +88,18 @@ export function serveAcp(ctx: Context, stream: Stream, options: AcpServerOptions
       await checkCwd(cwd)
       if (params.mcpServers.length > 0) log.warn('ignoring %d MCP server(s) for the new session: dsh does not connect to MCP servers', params.mcpServers.length)
       const lineage = lineageOf(params._meta, log)
+      // The tighter of this server's bound and the one the delegating parent inherited: it is
+      // recorded in the header, so the session's own delegations stay within it too.
+      const bound = lineage.maxDepth === undefined ? maxDepth : Math.min(maxDepth, lineage.maxDepth)
       // Refused before anything exists: a parent recursing through `dsh acp` processes
       // would otherwise nest without limit, one process per generation.
-      if (lineage.delegationDepth !== undefined && lineage.delegationDepth > maxDepth) {
+      if (lineage.delegationDepth !== undefined && lineage.delegationDepth > bound) {
         throw RequestError.invalidRequest(
-          { delegationDepth: lineage.delegationDepth, maxDepth },
-          `delegation depth limit reached: this session would be at depth ${lineage.delegationDepth}, above this server's maxDepth ${maxDepth}; do this work yourself instead of delegating`,
+          { delegationDepth: lineage.delegationDepth, maxDepth: bound },
+          `delegation depth limit reached: this session would be at depth ${lineage.delegationDepth}, above ${bound === maxDepth ? "this server's maxDepth" : "the delegating parent's maxDepth"} ${bound}; do this work yourself instead of delegating`,
         )
       }
-      const agent = await ctx.agents.create({ meta: { origin: 'acp', cwd, ...lineage } })
+      const agent = await ctx.agents.create({ meta: { origin: 'acp', cwd, ...lineage, maxDepth: bound } })
       await serve(agent)
       return { sessionId: agent.id }
     })
@@ -168,7 +171,10 @@ export function serveAcp(ctx: Context, stream: Stream, options: AcpServerOptions
     try {
       // Turns that completion notices start belong to this prompt too: they are streamed
       // like the first, a cancel reaches them, and the answer waits for them.
-      const run = await runUntilQuiet(agent, message, { tasks: ctx.get('tasks'), signal: cancel.signal })
+      // Continuable children are the prompt's work too: the answer waits until none runs
+      // and no settlement notice is left for the agent.
+      const continuation = ctx.get('subagents')?.continuation
+      const run = await runUntilQuiet(agent, message, { tasks: ctx.get('tasks'), work: continuation ? [continuation] : [], signal: cancel.signal })
       return { stopReason: acpStopReasonOf(run.last, run.cancelled) }
     } finally {
       signal.removeEventListener('abort', onAbort)
