@@ -2,6 +2,7 @@ import { resolve } from 'node:path'
 import { childEnvironment } from '@dsh/process'
 import Schema from 'schemastery'
 import type { PermissionPolicy } from './permission.js'
+import { DEFAULT_MAX_FRAME_BYTES } from './frame-limit.js'
 
 /** The plugin's config, as written in a composition file. */
 export interface AcpProviderConfig {
@@ -17,6 +18,7 @@ export interface AcpProviderConfig {
   cancelGraceMs: number
   stdinGraceMs: number
   termGraceMs: number
+  maxFrameBytes: number
 }
 
 const milliseconds = () => Schema.natural().min(1)
@@ -34,6 +36,7 @@ export const AcpProviderConfig: Schema<AcpProviderConfig> = Schema.object({
   cancelGraceMs: milliseconds().default(5_000).description('After session/cancel, how long the agent has to answer cancelled.'),
   stdinGraceMs: milliseconds().default(3_000).description('On dispose, how long the agent has to exit after its stdin closes.'),
   termGraceMs: milliseconds().default(2_000).description('After SIGTERM, how long before SIGKILL.'),
+  maxFrameBytes: Schema.natural().min(1024).default(DEFAULT_MAX_FRAME_BYTES).description('The longest ACP frame (one line) either way: a longer update from the agent ends the run error; a longer prompt is refused before the agent starts.'),
 }) as Schema<AcpProviderConfig>
 
 /** Everything a run needs, with every default applied and paths made absolute. */
@@ -52,6 +55,7 @@ export interface AcpRunSpec {
   cancelGraceMs: number
   stdinGraceMs: number
   termGraceMs: number
+  maxFrameBytes: number
 }
 
 /** The one place defaults meet config: a configured relative `cwd` is taken from the process cwd at load. */
@@ -69,6 +73,7 @@ export function resolveAcpSpec(config: AcpProviderConfig): AcpRunSpec {
     cancelGraceMs: config.cancelGraceMs,
     stdinGraceMs: config.stdinGraceMs,
     termGraceMs: config.termGraceMs,
+    maxFrameBytes: config.maxFrameBytes,
   }
 }
 
