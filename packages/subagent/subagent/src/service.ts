@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto'
 import { Context, Service } from 'cordis'
 import { errorMessage } from '@dsh/base'
 import type { TextBlock } from '@dsh/llm'
-import { refuseDisposedParent } from './admission.js'
+import { effectiveMaxDepth, refuseDisposedParent, refuseTooDeep } from './admission.js'
 import { SubagentError } from './errors.js'
 import type { SubagentFeature, SubagentProvider, SubagentRequest, SubagentRun, SubagentRunEndInfo, SubagentRunInfo } from './types.js'
 import { serviceInstance, type Agent } from '@dsh/agent'
@@ -141,7 +141,11 @@ export class SubagentService extends Service {
         throw new SubagentError('UNSUPPORTED_CAPABILITY', `subagent provider "${name}" does not support ${feature}; drop it from the request or use a provider that does`)
       }
     }
-    const run = await provider.start(request)
+    // The bound a parent inherited holds even when this request sets none or a looser one.
+    refuseTooDeep(request)
+    const maxDepth = effectiveMaxDepth(request)
+    const bounded = maxDepth !== request.maxDepth && provider.capabilities.depthLimit ? { ...request, maxDepth } : request
+    const run = await provider.start(bounded)
     const info: SubagentRunInfo = {
       runId: `run-${this.runPrefix}-${++this.runCounter}`,
       provider: name,

@@ -13,7 +13,7 @@ import type { Agent, AgentRegistry } from '@dsh/agent'
 import { selectOutput, type AssistantMessage, type TextBlock, type UserMessage } from '@dsh/llm'
 import { newSessionId, type Session, type SessionHeader, type SessionStore } from '@dsh/session'
 import { SubagentError } from '../errors.js'
-import { refuseDisposedParent } from '../admission.js'
+import { effectiveMaxDepth, refuseDisposedParent, refuseTooDeep } from '../admission.js'
 import type { SubagentProvider, SubagentRunEndInfo, SubagentRunInfo } from '../types.js'
 import { makeDescriptor, parseDescriptor } from './descriptor.js'
 import { listChildren, listDescendants } from './listing.js'
@@ -89,9 +89,8 @@ export class ContinuationManager {
     refuseDisposedParent(parent)
     if (signal.aborted) throw new SubagentError('ABORTED', 'the delegation was cancelled before the child was started', { cause: signal.reason })
     const depth = parent.depth + 1
-    if (request.maxDepth !== undefined && depth > request.maxDepth) {
-      throw new SubagentError('DEPTH_LIMIT', `delegation depth limit reached: a child of ${parent.id} would be at depth ${depth}, above maxDepth ${request.maxDepth}; do this work yourself instead of delegating`)
-    }
+    refuseTooDeep(request)
+    const maxDepth = effectiveMaxDepth(request)
     if (options.childId !== undefined) await this.refuseTakenId(options.childId, sessions, agents)
     // Chosen before the provider is asked, so a remote provider can name its conversation after it.
     const childId = options.childId ?? newSessionId()
@@ -103,7 +102,9 @@ export class ContinuationManager {
       persona: request.persona,
       toolFilter: request.toolFilter,
     })
-    const preparation = await provider.prepareContinuable({ childId, parent, descriptor, request, signal })
+    // A remote child is told the tighter bound, so it holds across the process boundary.
+    const bounded = maxDepth !== request.maxDepth ? { ...request, maxDepth } : request
+    const preparation = await provider.prepareContinuable({ childId, parent, descriptor, request: bounded, signal })
     if (preparation.kind === 'remote') return this.startRemote(preparation.conversation, { childId, parent, depth, descriptor, signal, prompt: request.prompt })
     if (signal.aborted) throw new SubagentError('ABORTED', 'the delegation was cancelled while the child was being prepared', { cause: signal.reason })
 
@@ -117,6 +118,7 @@ export class ContinuationManager {
           parentSession: parent.id,
           origin: 'subagent',
           delegationDepth: depth,
+          ...(maxDepth !== undefined && { maxDepth }),
           provider: name,
           label,
           cwd: parent.session.header.cwd,
