@@ -36,7 +36,7 @@ export interface ExecutorOptions {
 }
 
 /** The lineage fields `metadata.dsh` may carry (as `_meta.dsh` of `dsh acp`). */
-const LINEAGE_FIELDS = ['parentSession', 'delegationDepth', 'provider', 'label'] as const
+const LINEAGE_FIELDS = ['parentSession', 'delegationDepth', 'provider', 'label', 'maxDepth'] as const
 
 interface RunningTask {
   readonly cancel: AbortController
@@ -130,9 +130,12 @@ export class DshAgentExecutor implements AgentExecutor {
     if (!prompt.trim()) return end(TaskState.TASK_STATE_REJECTED, 'the message has no text; send at least one text part')
     if (prompt.length > this.options.maxPromptChars) return end(TaskState.TASK_STATE_REJECTED, `the message has ${prompt.length} characters of text, more than this worker accepts (${this.options.maxPromptChars}); send less`)
     const lineage = messageLineage(userMessage.metadata, log)
-    // Refused before anything exists, like dsh acp: delegation through workers stays bounded.
-    if (lineage.delegationDepth !== undefined && lineage.delegationDepth > this.options.maxDepth) {
-      return end(TaskState.TASK_STATE_REJECTED, `delegation depth limit reached: this task would run at depth ${lineage.delegationDepth}, above this worker's maxDepth ${this.options.maxDepth}; do this work yourself instead of delegating`)
+    // Refused before anything exists, like dsh acp: delegation through workers stays bounded,
+    // by the tighter of this worker's bound and the one the delegating parent inherited.
+    const bound = lineage.maxDepth === undefined ? this.options.maxDepth : Math.min(this.options.maxDepth, lineage.maxDepth)
+    if (lineage.delegationDepth !== undefined && lineage.delegationDepth > bound) {
+      const whose = bound === this.options.maxDepth ? "this worker's maxDepth" : "the delegating parent's maxDepth"
+      return end(TaskState.TASK_STATE_REJECTED, `delegation depth limit reached: this task would run at depth ${lineage.delegationDepth}, above ${whose} ${bound}; do this work yourself instead of delegating`)
     }
 
     try {
@@ -142,7 +145,8 @@ export class DshAgentExecutor implements AgentExecutor {
     }
     try {
       end(TaskState.TASK_STATE_WORKING)
-      const agent = await this.ctx.agents.create({ meta: { origin: 'a2a', cwd: this.options.cwd, ...lineage, provider: lineage.provider ?? 'a2a' } })
+      // The session records the bound, so the task's own delegations stay within it.
+      const agent = await this.ctx.agents.create({ meta: { origin: 'a2a', cwd: this.options.cwd, ...lineage, provider: lineage.provider ?? 'a2a', maxDepth: bound } })
       let streamedAny = false
       const unsubscribe = agent.session.subscribe((update) => {
         if (update.type === 'assistant/chunk' && update.kind === 'text') {
@@ -153,7 +157,9 @@ export class DshAgentExecutor implements AgentExecutor {
         }
       })
       try {
-        const run = await runUntilQuiet(agent, { role: 'user', content: [text(prompt)] }, { tasks: this.ctx.get('tasks'), signal })
+        // The answer waits for continuable children the task started, as in dsh run and dsh acp.
+        const continuation = this.ctx.get('subagents')?.continuation
+        const run = await runUntilQuiet(agent, { role: 'user', content: [text(prompt)] }, { tasks: this.ctx.get('tasks'), ...(continuation && { work: [continuation] }), signal })
         const answer = run.output.map((block) => block.text).join('')
         if (answer) bus.publish(artifactEvent(taskId, contextId, ANSWER_ARTIFACT, answer, false, true))
         const stop = run.cancelled ? 'aborted' : stopReasonOfTurn(run.last.reason)

@@ -49,6 +49,16 @@ describe('dsh a2a server driven by the SDK client', () => {
     expect(w.sessions).toHaveLength(0)
   })
 
+  it('the delegating parent\'s inherited bound holds on the worker: deeper tasks are refused, and the session records the bound', async () => {
+    const w = await worker([{ reply: [{ text: 'ok' }] }], { maxDepth: 3 })
+    const client = await sdkClient(w.server.url)
+    const refused = await streamAll(client, userMessage('hi', { dsh: { parentSession: 'p', delegationDepth: 2, provider: 'a2a', maxDepth: 1 } }))
+    expect(finalState(refused)).toBe(TaskState.TASK_STATE_REJECTED)
+    expect(w.sessions).toHaveLength(0)
+    await streamAll(client, userMessage('hi', { dsh: { parentSession: 'p', delegationDepth: 1, provider: 'a2a', maxDepth: 1 } }))
+    expect(w.sessions[0]!.header).toMatchObject({ delegationDepth: 1, maxDepth: 1 })
+  })
+
   it('a cancel ends the turn aborted and the task canceled', async () => {
     const w = await worker([{ reply: [{ text: 'slow', delay_ms: 60_000 }] }])
     const client = await sdkClient(w.server.url)
