@@ -95,10 +95,11 @@ export class SubagentControlPlugin {
 
 /**
  * The child `wanted` names: an id of one of the caller's children as given, else the one
- * child of the caller with that label (models name children by what they do). Anything
- * else is passed on unchanged, for the service to refuse with its own reason.
+ * child of the caller with that label (models name children by what they do); a label
+ * several children share is `AMBIGUOUS_CHILD`, listing their ids. Anything else is passed
+ * on unchanged, for the service to refuse with its own reason.
  */
-async function resolveChild(ctx: Context, parentId: string, wanted: string, signal: AbortSignal): Promise<string> {
+export async function resolveChild(ctx: Context, parentId: string, wanted: string, signal: AbortSignal): Promise<string> {
   const children = await ctx.subagents.listChildren(parentId, signal)
   if (children.some((child) => child.childId === wanted)) return wanted
   const labelled = children.filter((child) => child.label === wanted)
