@@ -21,7 +21,7 @@ import { isDurableAncestor, lookUpHeader } from './lineage.js'
 import { listChildren, listDescendants } from './listing.js'
 import { ParentMailbox } from './mailbox.js'
 import { reportMessage, settlementNotice } from './notice.js'
-import { RemoteChildDriver } from './remote-child.js'
+import { recordRemoteChild, reopenRemoteChild, type RemoteStart } from './remote-lifecycle.js'
 import { ResidentChild, type ResidentBody, type ResidentEvents, type TurnSettlement } from './resident.js'
 import type { ContinuableChildInfo, ContinuableDescriptor, ContinuableStarted, InterruptAuthority, RemoteChildRecord, RemoteConversation, StartContinuableOptions } from './types.js'
 
@@ -326,45 +326,15 @@ export class ContinuationManager {
     }
   }
 
-  /** A remote child: its record is a local session (announced once the first prompt is accepted). */
-  private async startRemote(
-    conversation: RemoteConversation,
-    start: { childId: string; parent: Agent; depth: number; descriptor: ContinuableDescriptor; signal: AbortSignal; prompt: TextBlock[] },
-  ): Promise<ContinuableStarted> {
-    const { parent, descriptor, signal } = start
-    const sessions = this.host.sessions()
-    const recorded: ContinuableDescriptor = { ...descriptor, remote: { remoteId: conversation.remoteId, ...(conversation.resumeData && { resumeData: { ...conversation.resumeData } }) } }
-    let session: Session
-    try {
-      session = sessions.create({
-        id: start.childId,
-        parentSession: parent.id,
-        origin: 'subagent',
-        delegationDepth: start.depth,
-        provider: descriptor.provider,
-        label: descriptor.label,
-        cwd: parent.session.header.cwd,
-        descriptor: recorded as unknown as Record<string, unknown>,
-        announce: false,
-      })
-    } catch (error) {
-      await conversation.dispose().catch(() => {
-        /* the creation failure is what the caller must hear */
-      })
-      throw new SubagentError('START_FAILED', `the continuable child could not be recorded: ${errorMessage(error)}`, { cause: error })
-    }
-    if (signal.aborted || parent.status === 'disposing' || parent.status === 'disposed') {
-      await Promise.allSettled([conversation.dispose(), sessions.release(session)])
-      if (signal.aborted) throw new SubagentError('ABORTED', 'the delegation was cancelled while the child was being created', { cause: signal.reason })
-      refuseDisposedParent(parent)
-    }
-    sessions.announce(session)
-    const child = this.makeResident(session, parent, recorded, { kind: 'remote', driver: this.driver(session, conversation) })
+  /** A remote child: its record is a local session of this process, announced once the child exists. */
+  private async startRemote(conversation: RemoteConversation, start: RemoteStart & { prompt: TextBlock[] }): Promise<ContinuableStarted> {
+    const { session, descriptor, driver } = await recordRemoteChild(this.host.sessions(), conversation, start, this.faultLog(start.childId))
+    const child = this.makeResident(session, start.parent, descriptor, { kind: 'remote', driver })
     return { childId: child.childId, messageId: this.deliver(child, { role: 'user', content: start.prompt }) }
   }
 
-  private driver(session: Session, conversation: RemoteConversation): RemoteChildDriver {
-    return new RemoteChildDriver(session, conversation, (error) => this.host.home.logger('subagents').warn('remote child %s: %s', session.id, errorMessage(error)))
+  private faultLog(childId: string): (error: unknown) => void {
+    return (error) => this.host.home.logger('subagents').warn('remote child %s: %s', childId, errorMessage(error))
   }
 
   private async coldResume(parent: Agent, childId: string, signal: AbortSignal | undefined): Promise<ResidentChild> {
@@ -410,6 +380,7 @@ export class ContinuationManager {
     if (!provider?.resumeContinuable) {
       throw notResumable(childId, provider ? `its provider "${descriptor.provider}" cannot reopen a conversation` : `its provider "${descriptor.provider}" is not registered`)
     }
+    const resume = provider.resumeContinuable.bind(provider)
     const record: RemoteChildRecord = {
       childId,
       parentId: parent.id,
@@ -419,22 +390,9 @@ export class ContinuationManager {
       ...(remote.resumeData && { resumeData: remote.resumeData }),
     }
     return this.materialise(childId, async () => {
-      let conversation: RemoteConversation
-      try {
-        conversation = await provider.resumeContinuable!(record, signal ?? new AbortController().signal)
-      } catch (error) {
-        throw notResumable(childId, `its provider could not reopen conversation ${remote.remoteId}: ${errorMessage(error)}`)
-      }
-      let session: Session
-      try {
-        session = await this.host.sessions().open(childId)
-      } catch (error) {
-        await conversation.dispose().catch(() => {
-          /* the unreadable record is what the caller must hear */
-        })
-        throw notResumable(childId, `its record could not be reopened: ${errorMessage(error)}`)
-      }
-      return this.makeResident(session, parent, descriptor, { kind: 'remote', driver: this.driver(session, conversation) })
+      const reopened = await reopenRemoteChild(this.host.sessions(), resume, record, signal, this.faultLog(childId))
+      if ('problem' in reopened) throw notResumable(childId, reopened.problem)
+      return this.makeResident(reopened.session, parent, descriptor, { kind: 'remote', driver: reopened.driver })
     })
   }
 
