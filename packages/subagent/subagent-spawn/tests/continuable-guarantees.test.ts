@@ -76,7 +76,7 @@ const turnEndReasons = (agent: Agent) => agent.session.ownEvents().flatMap((even
 
 describe('continuable children: guarantees', () => {
   it('stopping a parent\'s work drops the child\'s queued follow-ups, ends its turn aborted without a notice, and leaves it resumable', async () => {
-    const { harness: h } = await start()
+    const { harness: h, logs } = await start()
     const parent = await h.agent()
     const { childId } = await h.ctx.subagents.startContinuable({ provider: 'spawn', label: 'slow', request: request(parent, 'slow work'), signal: signal() })
     await h.ctx.subagents.followup(parent, childId, 'queued one')
@@ -88,6 +88,7 @@ describe('continuable children: guarantees', () => {
     expect(h.ctx.subagents.continuation.hasLive(parent.id)).toBe(false)
     expect(turnEndReasons(child)).toEqual(['aborted'])
     expect(userTexts(child)).toEqual(['slow work'])
+    expect(logs.join('\n')).toContain(`2 queued message(s) to subagent ${childId} were dropped: cancelled: by the test`)
     await parent.whenIdle()
     // No notice reached the parent, so no turn of its was started after the cancel.
     expect(parent.session.ownEvents()).toEqual([])

@@ -65,7 +65,7 @@ export class ContinuationManager {
       turnStarted: (child) => this.turnStarted(child),
       turnEnded: (child, settlement) => this.turnEnded(child, settlement),
       changed: () => this.wakeWaiters(),
-      log: (message) => log.debug(message),
+      log: (level, message) => (level === 'info' ? log.info(message) : log.debug(message)),
     }
   }
 

@@ -32,7 +32,8 @@ export interface ResidentEvents {
   turnEnded(child: ResidentChild, settlement: TurnSettlement): void
   /** The child's running state may have changed (a turn or a queued follow-up finished). */
   changed(): void
-  log(message: string): void
+  /** `info` for what a user may miss (dropped messages), `debug` for the expected. */
+  log(level: 'info' | 'debug', message: string): void
 }
 
 export class ResidentChild {
@@ -87,7 +88,7 @@ export class ResidentChild {
    */
   async stop(reason: unknown): Promise<void> {
     const dropped = this.queue.splice(0)
-    if (dropped.length > 0) this.events.log(`${dropped.length} queued message(s) to subagent ${this.childId} were dropped: ${errorMessage(reason)}`)
+    if (dropped.length > 0) this.events.log('info', `${dropped.length} queued message(s) to subagent ${this.childId} were dropped: ${errorMessage(reason)}`)
     if (!this.running) return
     this.silenced = true
     try {
@@ -126,7 +127,7 @@ export class ResidentChild {
       () => {},
       (error: unknown) => {
         // Disposed before the turn ran: nothing settles, nobody is told.
-        this.events.log(`a follow-up of subagent ${this.childId} never ran: ${errorMessage(error)}`)
+        this.events.log('debug', `a follow-up of subagent ${this.childId} never ran: ${errorMessage(error)}`)
       },
     ).finally(() => {
       this.inFlight = undefined
