@@ -6,7 +6,7 @@ import { effectiveMaxDepth, refuseDisposedParent, refuseTooDeep } from './admiss
 import { SubagentError } from './errors.js'
 import type { SubagentFeature, SubagentProvider, SubagentRequest, SubagentRun, SubagentRunEndInfo, SubagentRunInfo } from './types.js'
 import { serviceInstance, type Agent } from '@dsh/agent'
-import type { ContinuableChildInfo, ContinuableStarted, FollowupSource, InterruptAuthority, StartContinuableOptions } from './continuable/types.js'
+import type { ContinuableChildInfo, ContinuableStarted, InterruptAuthority, StartContinuableOptions } from './continuable/types.js'
 import { ContinuationManager, type ContinuableSetup } from './continuable/manager.js'
 
 declare module 'cordis' {
@@ -70,7 +70,8 @@ export function validateRequest(request: SubagentRequest): void {
  * `subagent/end`.
  */
 export class SubagentService extends Service {
-  static inject = ['agents', 'sessions']
+  /** `agents` is not required: one-shot delegation works without it; continuation needs it (`CONTINUATION_UNAVAILABLE`). */
+  static inject = ['sessions']
   private providers = new Map<string, SubagentProvider>()
   private runCounter = 0
   private readonly runPrefix = randomBytes(3).toString('hex')
@@ -98,8 +99,11 @@ export class SubagentService extends Service {
       },
       nextRunId: () => `run-${this.runPrefix}-${++this.runCounter}`,
     })
-    // A parent takes its continuable children down with it: none outlives it.
-    ctx.agents.onCleanup((agent) => this.continuation.disposeChildrenOf(agent))
+    // A parent takes its continuable children down with it: none outlives it. Registered
+    // whenever `ctx.agents` is there (continuable children exist only then).
+    ctx.inject(['agents'], (withAgents) => {
+      withAgents.agents.onCleanup((agent) => this.continuation.disposeChildrenOf(agent))
+    })
   }
 
   registerProvider(provider: SubagentProvider): () => void {
@@ -193,13 +197,13 @@ export class SubagentService extends Service {
   }
 
   /** Deliver `message` to continuable child `childId` as a new turn; only its direct parent may. */
-  async followup(parent: Agent, childId: string, message: string | TextBlock[], options: { source?: FollowupSource; signal?: AbortSignal } = {}): Promise<{ messageId: string }> {
+  async followup(parent: Agent, childId: string, message: string | TextBlock[], options: { signal?: AbortSignal } = {}): Promise<{ messageId: string }> {
     return this.continuation.followup(parent, childId, message, options.signal)
   }
 
-  /** Stop the running turn of continuable child `childId` (it stays resumable). */
-  interrupt(childId: string, authority: InterruptAuthority): void {
-    this.continuation.interrupt(childId, authority)
+  /** Stop the running turn of continuable child `childId` (it stays resumable); authority from the durable lineage. */
+  interrupt(childId: string, authority: InterruptAuthority): Promise<void> {
+    return this.continuation.interrupt(childId, authority)
   }
 
   /** A continuable child hands its parent an intermediate result; returns the message id. */
