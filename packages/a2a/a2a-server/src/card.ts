@@ -3,15 +3,26 @@ import type { AgentCard } from '@a2a-js/sdk'
 /** Where the JSON-RPC endpoint is mounted under the server's base URL. */
 export const JSON_RPC_PATH = '/a2a/jsonrpc'
 
+/**
+ * The extension by which the card promises keep-alive status updates: `params.intervalMs`
+ * is how often a working (or waiting) task sends one. `@dsh/subagent-a2a` reads it to tell
+ * a silent worker from a busy one; other clients may ignore it (it is not required).
+ */
+export const KEEPALIVE_EXTENSION = 'urn:dsh:a2a:keepalive:v1'
+
 /** The card a client reads from `/.well-known/agent-card.json`: one JSON-RPC interface, streaming, text in and out. */
-export function dshAgentCard(options: { publicUrl: string; version: string; name: string; bearer: boolean }): AgentCard {
+export function dshAgentCard(options: { publicUrl: string; version: string; name: string; bearer: boolean; keepAliveMs: number }): AgentCard {
   const card: AgentCard = {
     name: options.name,
     description: 'A dsh agent: each task runs as one dsh session until the agent is quiet (its turn and the turns its background work starts).',
     supportedInterfaces: [{ url: `${options.publicUrl}${JSON_RPC_PATH}`, protocolBinding: 'JSONRPC', tenant: '', protocolVersion: '1.0' }],
     provider: undefined,
     version: options.version,
-    capabilities: { streaming: true, pushNotifications: false, extensions: [] },
+    capabilities: {
+      streaming: true,
+      pushNotifications: false,
+      extensions: [{ uri: KEEPALIVE_EXTENSION, description: 'While a task waits or works, a status update repeating its state is sent every intervalMs milliseconds (metadata.dsh.keepAlive = true).', required: false, params: { intervalMs: options.keepAliveMs } }],
+    },
     securitySchemes: {},
     securityRequirements: [],
     defaultInputModes: ['text/plain'],

@@ -47,6 +47,21 @@ export function statusEvent(taskId: string, contextId: string, state: TaskState,
   })
 }
 
+/**
+ * A status update that repeats the task's current state with no message, sent every
+ * `KEEPALIVE_INTERVAL_MS` while a task waits or works, so a client can tell a worker
+ * that went silent (link down, process stopped) from one that is busy. Marked in its
+ * metadata so it can be told apart from a real change.
+ */
+export function keepAliveEvent(taskId: string, contextId: string, state: TaskState): AgentExecutionEvent {
+  return AgentEvent.statusUpdate({
+    taskId,
+    contextId,
+    status: { state, message: undefined, timestamp: new Date().toISOString() },
+    metadata: { dsh: { keepAlive: true } },
+  })
+}
+
 export function artifactEvent(taskId: string, contextId: string, artifactId: string, value: string, append: boolean, lastChunk: boolean): AgentExecutionEvent {
   return AgentEvent.artifactUpdate({
     taskId,

@@ -5,16 +5,24 @@
  * as appends to the `stream` artifact, each tool call as a `working` status; the answer
  * ends as the `answer` artifact and a final status. A cancel aborts the run (the turn
  * ends `aborted`, the agent's tasks and children are stopped) and the task ends
- * `canceled`. Tasks beyond the concurrency bound wait in `submitted`.
+ * `canceled`. Tasks beyond the concurrency bound wait in `submitted`. While a task waits
+ * or works, a keep-alive status update repeats its state every `keepAliveMs`, so a client
+ * can tell a silent worker from a busy one.
+ *
+ * A message that names a task still running here is refused before it reaches the
+ * executor (`refuseRunningTask`, called by the request handler): the SDK would otherwise
+ * run a second session on the same task's event bus.
  */
 import { TaskState, type Task } from '@a2a-js/sdk'
 import { AgentEvent, type AgentExecutor, type ExecutionEventBus, type RequestContext } from '@a2a-js/sdk/server'
 import type { Context } from 'cordis'
-import { errorMessage, stopReasonOfTurn } from '@dsh/base'
+import { UnsupportedOperationError } from '@a2a-js/sdk/errors'
+import { errorMessage, isRecord, stopReasonOfTurn } from '@dsh/base'
 import { lineageOf } from '@dsh/acp-server'
 import { text } from '@dsh/llm'
 import { runUntilQuiet } from '@dsh/tasks'
-import { ANSWER_ARTIFACT, artifactEvent, statusEvent, STREAM_ARTIFACT, taskStateOfStop, textOfMessage } from './events.js'
+import { A2aServerError } from './errors.js'
+import { ANSWER_ARTIFACT, artifactEvent, keepAliveEvent, statusEvent, STREAM_ARTIFACT, taskStateOfStop, textOfMessage } from './events.js'
 import type { TaskSlots } from './slots.js'
 
 export interface ExecutorOptions {
@@ -23,7 +31,12 @@ export interface ExecutorOptions {
   cwd: string
   /** Longest prompt text accepted, in characters. */
   maxPromptChars: number
+  /** How often a waiting or working task sends a keep-alive status update. */
+  keepAliveMs: number
 }
+
+/** The lineage fields `metadata.dsh` may carry (as `_meta.dsh` of `dsh acp`). */
+const LINEAGE_FIELDS = ['parentSession', 'delegationDepth', 'provider', 'label', 'maxDepth'] as const
 
 interface RunningTask {
   readonly cancel: AbortController
@@ -42,6 +55,21 @@ export class DshAgentExecutor implements AgentExecutor {
   /** Tasks started and not yet finished. */
   get size(): number {
     return this.running.size
+  }
+
+  /** Whether a task is waiting or working here. */
+  isRunning(taskId: string): boolean {
+    return this.running.has(taskId)
+  }
+
+  /**
+   * A message may continue no task that is still running: it would start a second session
+   * on the same task, and the two would share (and break) its event stream. Throws the
+   * A2A error the client receives; the running task is left alone.
+   */
+  refuseRunningTask(taskId: string | undefined): void {
+    if (!taskId || !this.running.has(taskId)) return
+    throw new UnsupportedOperationError(`task ${taskId} is still running; wait until it ends (or cancel it), then send a new message without a taskId`)
   }
 
   execute = async (request: RequestContext, bus: ExecutionEventBus): Promise<void> => {
@@ -64,31 +92,50 @@ export class DshAgentExecutor implements AgentExecutor {
       // Not running here (it finished, or a restart lost it): there is nothing to stop.
       return void bus.publish(statusEvent(taskId, '', TaskState.TASK_STATE_CANCELED, 'the task was not running'))
     }
-    task.cancel.abort(new Error('cancelled by the A2A client'))
+    task.cancel.abort(new A2aServerError('TASK_CANCELLED', `task ${taskId} was cancelled by the A2A client`))
     await task.finished
   }
 
   /** Cancel every task and wait until each has ended (server shutdown). */
   async cancelAll(reason: string): Promise<void> {
     const tasks = [...this.running.values()]
-    for (const task of tasks) task.cancel.abort(new Error(reason))
+    for (const task of tasks) task.cancel.abort(new A2aServerError('TASK_CANCELLED', reason))
     await Promise.all(tasks.map((task) => task.finished))
   }
 
   private async runTask(request: RequestContext, bus: ExecutionEventBus, signal: AbortSignal): Promise<void> {
     const { taskId, contextId, userMessage } = request
-    const log = this.ctx.logger('a2a-server')
     const task: Task = { id: taskId, contextId, status: { state: TaskState.TASK_STATE_SUBMITTED, message: undefined, timestamp: new Date().toISOString() }, artifacts: [], history: [userMessage], metadata: undefined }
     bus.publish(AgentEvent.task(task))
-    const end = (state: TaskState, note?: string) => bus.publish(statusEvent(taskId, contextId, state, note))
+    // Until the final status: a keep-alive repeating the current state.
+    let state = TaskState.TASK_STATE_SUBMITTED
+    const keepAlive = setInterval(() => bus.publish(keepAliveEvent(taskId, contextId, state)), this.options.keepAliveMs)
+    try {
+      await this.runToEnd(request, bus, signal, (next) => (state = next), () => clearInterval(keepAlive))
+    } finally {
+      clearInterval(keepAlive)
+    }
+  }
+
+  private async runToEnd(request: RequestContext, bus: ExecutionEventBus, signal: AbortSignal, enter: (state: TaskState) => void, stopKeepAlive: () => void): Promise<void> {
+    const { taskId, contextId, userMessage } = request
+    const log = this.ctx.logger('a2a-server')
+    const end = (state: TaskState, note?: string) => {
+      if (state !== TaskState.TASK_STATE_WORKING) stopKeepAlive()
+      else enter(state)
+      bus.publish(statusEvent(taskId, contextId, state, note))
+    }
 
     const prompt = textOfMessage(userMessage)
     if (!prompt.trim()) return end(TaskState.TASK_STATE_REJECTED, 'the message has no text; send at least one text part')
     if (prompt.length > this.options.maxPromptChars) return end(TaskState.TASK_STATE_REJECTED, `the message has ${prompt.length} characters of text, more than this worker accepts (${this.options.maxPromptChars}); send less`)
-    const lineage = lineageOf(userMessage.metadata, log)
-    // Refused before anything exists, like dsh acp: delegation through workers stays bounded.
-    if (lineage.delegationDepth !== undefined && lineage.delegationDepth > this.options.maxDepth) {
-      return end(TaskState.TASK_STATE_REJECTED, `delegation depth limit reached: this task would run at depth ${lineage.delegationDepth}, above this worker's maxDepth ${this.options.maxDepth}; do this work yourself instead of delegating`)
+    const lineage = messageLineage(userMessage.metadata, log)
+    // Refused before anything exists, like dsh acp: delegation through workers stays bounded,
+    // by the tighter of this worker's bound and the one the delegating parent inherited.
+    const bound = lineage.maxDepth === undefined ? this.options.maxDepth : Math.min(this.options.maxDepth, lineage.maxDepth)
+    if (lineage.delegationDepth !== undefined && lineage.delegationDepth > bound) {
+      const whose = bound === this.options.maxDepth ? "this worker's maxDepth" : "the delegating parent's maxDepth"
+      return end(TaskState.TASK_STATE_REJECTED, `delegation depth limit reached: this task would run at depth ${lineage.delegationDepth}, above ${whose} ${bound}; do this work yourself instead of delegating`)
     }
 
     try {
@@ -98,7 +145,8 @@ export class DshAgentExecutor implements AgentExecutor {
     }
     try {
       end(TaskState.TASK_STATE_WORKING)
-      const agent = await this.ctx.agents.create({ meta: { origin: 'a2a', cwd: this.options.cwd, ...lineage, provider: lineage.provider ?? 'a2a' } })
+      // The session records the bound, so the task's own delegations stay within it.
+      const agent = await this.ctx.agents.create({ meta: { origin: 'a2a', cwd: this.options.cwd, ...lineage, provider: lineage.provider ?? 'a2a', maxDepth: bound } })
       let streamedAny = false
       const unsubscribe = agent.session.subscribe((update) => {
         if (update.type === 'assistant/chunk' && update.kind === 'text') {
@@ -109,7 +157,9 @@ export class DshAgentExecutor implements AgentExecutor {
         }
       })
       try {
-        const run = await runUntilQuiet(agent, { role: 'user', content: [text(prompt)] }, { tasks: this.ctx.get('tasks'), signal })
+        // The answer waits for continuable children the task started, as in dsh run and dsh acp.
+        const continuation = this.ctx.get('subagents')?.continuation
+        const run = await runUntilQuiet(agent, { role: 'user', content: [text(prompt)] }, { tasks: this.ctx.get('tasks'), ...(continuation && { work: [continuation] }), signal })
         const answer = run.output.map((block) => block.text).join('')
         if (answer) bus.publish(artifactEvent(taskId, contextId, ANSWER_ARTIFACT, answer, false, true))
         const stop = run.cancelled ? 'aborted' : stopReasonOfTurn(run.last.reason)
@@ -124,4 +174,22 @@ export class DshAgentExecutor implements AgentExecutor {
       this.slots.release()
     }
   }
+}
+
+/**
+ * The lineage of `metadata.dsh`, validated by the same rules as `dsh acp`'s `_meta.dsh`;
+ * a malformed field is left out with a warning in this protocol's words.
+ */
+function messageLineage(metadata: unknown, log: { warn(format: string, ...args: unknown[]): void }): ReturnType<typeof lineageOf> {
+  const dsh = isRecord(metadata) ? metadata.dsh : undefined
+  if (dsh === undefined) return {}
+  if (!isRecord(dsh)) {
+    log.warn('ignoring metadata.dsh of the A2A message: not an object')
+    return {}
+  }
+  // The rules are shared; their warnings speak of ACP's session/new, so they are replaced below.
+  const lineage = lineageOf({ dsh }, { warn: () => {} })
+  const dropped = LINEAGE_FIELDS.filter((key) => dsh[key] !== undefined && !(key in lineage))
+  if (dropped.length) log.warn('ignoring malformed metadata.dsh field(s) of the A2A message: %s', dropped.join(', '))
+  return lineage
 }

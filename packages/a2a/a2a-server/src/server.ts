@@ -8,25 +8,27 @@ import { createServer, type Server } from 'node:http'
 import { createRequire } from 'node:module'
 import type { AddressInfo } from 'node:net'
 import express from 'express'
-import { DefaultRequestHandler, InMemoryTaskStore } from '@a2a-js/sdk/server'
 import { agentCardHandler, jsonRpcHandler, UserBuilder } from '@a2a-js/sdk/server/express'
 import type { Context } from 'cordis'
-import { DshError } from '@dsh/base'
 import { DEFAULT_MAX_DEPTH } from '@dsh/acp-server'
 import { requireBearer } from './auth.js'
 import { dshAgentCard, JSON_RPC_PATH } from './card.js'
+import { A2aServerError } from './errors.js'
 import { DshAgentExecutor } from './executor.js'
+import { DshRequestHandler } from './request-handler.js'
 import { TaskSlots } from './slots.js'
+import { BoundedTaskStore } from './task-store.js'
 
 const { version } = createRequire(import.meta.url)('../package.json') as { version: string }
-
-export type A2aServerErrorCode = 'INVALID_OPTION' | 'INSECURE_LISTEN' | 'LISTEN_FAILED'
-/** A server set up wrongly by its host (client mistakes are protocol errors or 401s). */
-export class A2aServerError extends DshError<A2aServerErrorCode> {}
 
 export const DEFAULT_MAX_TASKS = 4
 /** Longest prompt text a task may carry (the HTTP body limit, 100 kB of JSON, refuses larger bodies first). */
 export const DEFAULT_MAX_PROMPT_CHARS = 64_000
+/**
+ * How often a waiting or working task sends a keep-alive status update (advertised in the
+ * card). `@dsh/subagent-a2a` gives up on a worker silent for several of these periods.
+ */
+export const KEEPALIVE_INTERVAL_MS = 2_000
 
 export interface A2aServerOptions {
   /** Default 127.0.0.1. Any other address needs `token`. */
@@ -60,6 +62,11 @@ export function isLoopback(host: string): boolean {
   return host === 'localhost' || host === '::1' || /^127\.\d+\.\d+\.\d+$/.test(host)
 }
 
+/** An address that means "every interface": no client can reach the server by it. */
+export function isWildcard(host: string): boolean {
+  return host === '0.0.0.0' || host === '::' || host === '[::]' || /^(0+:){7}0+$/.test(host)
+}
+
 /** Serve the agents of `ctx` (it needs `ctx.agents`; `ctx.tasks` when loaded is waited for and killed on cancel). */
 export async function serveA2a(ctx: Context, options: A2aServerOptions = {}): Promise<A2aServer> {
   const host = options.host ?? '127.0.0.1'
@@ -71,9 +78,13 @@ export async function serveA2a(ctx: Context, options: A2aServerOptions = {}): Pr
   if (!options.token && !isLoopback(host)) {
     throw new A2aServerError('INSECURE_LISTEN', `refusing to listen on ${host} without a token: anyone who reaches it could run the agent; pass --token-env NAME (a variable holding a bearer token) or listen on 127.0.0.1`)
   }
+  // The card would advertise http://0.0.0.0:PORT, which a remote client resolves to itself.
+  if (isWildcard(host) && options.publicUrl === undefined) {
+    throw new A2aServerError('INVALID_OPTION', `listening on ${host} needs a public URL for the agent card (clients cannot connect to ${host}); pass --public-url http://THIS-HOST:PORT`)
+  }
 
   const slots = new TaskSlots(maxTasks)
-  const executor = new DshAgentExecutor(ctx, slots, { maxDepth, cwd: options.cwd ?? process.cwd(), maxPromptChars: DEFAULT_MAX_PROMPT_CHARS })
+  const executor = new DshAgentExecutor(ctx, slots, { maxDepth, cwd: options.cwd ?? process.cwd(), maxPromptChars: DEFAULT_MAX_PROMPT_CHARS, keepAliveMs: KEEPALIVE_INTERVAL_MS })
   const app = express()
   app.disable('x-powered-by')
   if (options.token) app.use(requireBearer(options.token))
@@ -82,8 +93,8 @@ export async function serveA2a(ctx: Context, options: A2aServerOptions = {}): Pr
   await listen(http, host, options.port ?? 0)
   const { port } = http.address() as AddressInfo
   const url = options.publicUrl?.replace(/\/+$/, '') ?? `http://${host.includes(':') ? `[${host}]` : host}:${port}`
-  const card = dshAgentCard({ publicUrl: url, version, name: options.name ?? 'dsh', bearer: options.token !== undefined })
-  const requestHandler = new DefaultRequestHandler(card, new InMemoryTaskStore(), executor)
+  const card = dshAgentCard({ publicUrl: url, version, name: options.name ?? 'dsh', bearer: options.token !== undefined, keepAliveMs: KEEPALIVE_INTERVAL_MS })
+  const requestHandler = new DshRequestHandler(card, new BoundedTaskStore(), executor)
   app.use('/.well-known/agent-card.json', agentCardHandler({ agentCardProvider: requestHandler }))
   app.use(JSON_RPC_PATH, jsonRpcHandler({ requestHandler, userBuilder: UserBuilder.noAuthentication }))
 

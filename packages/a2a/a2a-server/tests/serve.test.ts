@@ -1,6 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest'
 import { TaskState } from '@a2a-js/sdk'
-import { serveA2a, A2aServerError } from '@dsh/a2a-server'
+import { ServerCallContext } from '@a2a-js/sdk/server'
+import { BoundedTaskStore, KEEPALIVE_EXTENSION, KEEPALIVE_INTERVAL_MS, serveA2a, A2aServerError } from '@dsh/a2a-server'
 import { createHarness } from '@dsh/testkit/harness'
 import { artifactText, finalState, sdkClient, startWorker, streamAll, until, userMessage, type Worker } from './helpers.js'
 
@@ -48,6 +49,16 @@ describe('dsh a2a server driven by the SDK client', () => {
     expect(w.sessions).toHaveLength(0)
   })
 
+  it('the delegating parent\'s inherited bound holds on the worker: deeper tasks are refused, and the session records the bound', async () => {
+    const w = await worker([{ reply: [{ text: 'ok' }] }], { maxDepth: 3 })
+    const client = await sdkClient(w.server.url)
+    const refused = await streamAll(client, userMessage('hi', { dsh: { parentSession: 'p', delegationDepth: 2, provider: 'a2a', maxDepth: 1 } }))
+    expect(finalState(refused)).toBe(TaskState.TASK_STATE_REJECTED)
+    expect(w.sessions).toHaveLength(0)
+    await streamAll(client, userMessage('hi', { dsh: { parentSession: 'p', delegationDepth: 1, provider: 'a2a', maxDepth: 1 } }))
+    expect(w.sessions[0]!.header).toMatchObject({ delegationDepth: 1, maxDepth: 1 })
+  })
+
   it('a cancel ends the turn aborted and the task canceled', async () => {
     const w = await worker([{ reply: [{ text: 'slow', delay_ms: 60_000 }] }])
     const client = await sdkClient(w.server.url)
@@ -61,6 +72,46 @@ describe('dsh a2a server driven by the SDK client', () => {
     expect(finalState(await streamed)).toBe(TaskState.TASK_STATE_CANCELED)
     expect(w.sessions[0]!.events().some((event) => event.type === 'turn/end' && event.reason === 'aborted')).toBe(true)
     expect(w.server.taskCount).toBe(0)
+  })
+
+  it('a message naming a task still running is refused with an A2A error; the running task goes on and is cancelled cleanly', async () => {
+    const w = await worker([{ reply: [{ text: 'slow', delay_ms: 60_000 }] }])
+    const client = await sdkClient(w.server.url)
+    let taskId: string | undefined
+    let contextId = ''
+    const first = streamAll(client, userMessage('take your time'), (event) => {
+      if (event.payload?.$case === 'task') ({ id: taskId, contextId } = event.payload.value)
+    })
+    await until(() => taskId !== undefined && w.sessions.length === 1)
+    const again = { ...userMessage('and this too'), taskId: taskId!, contextId }
+    await expect(streamAll(client, again)).rejects.toThrow(/task \S+ is still running; wait until it ends/)
+    await expect(client.sendMessage({ tenant: '', message: { ...again, messageId: 'second-try' }, configuration: undefined, metadata: undefined })).rejects.toThrow(/still running/)
+    expect(w.sessions).toHaveLength(1)
+    await client.cancelTask({ tenant: '', id: taskId!, metadata: undefined })
+    // The first stream is whole: it ends canceled, not with an ordering violation.
+    expect(finalState(await first)).toBe(TaskState.TASK_STATE_CANCELED)
+    expect(w.sessions[0]!.events().some((event) => event.type === 'turn/end' && event.reason === 'aborted')).toBe(true)
+    expect(w.server.taskCount).toBe(0)
+  })
+
+  it('a working task sends keep-alive status updates at the interval its card advertises', async () => {
+    const w = await worker([{ reply: [{ text: 'slow', delay_ms: 60_000 }] }])
+    const client = await sdkClient(w.server.url)
+    const card = await client.getAgentCard()
+    expect(card.capabilities?.extensions.find((extension) => extension.uri === KEEPALIVE_EXTENSION)?.params).toEqual({ intervalMs: KEEPALIVE_INTERVAL_MS })
+    let taskId: string | undefined
+    const keepAlives: number[] = []
+    const streamed = streamAll(client, userMessage('take your time'), (event) => {
+      if (event.payload?.$case === 'task') taskId = event.payload.value.id
+      if (event.payload?.$case === 'statusUpdate' && (event.payload.value.metadata as { dsh?: { keepAlive?: boolean } } | undefined)?.dsh?.keepAlive) keepAlives.push(event.payload.value.status!.state)
+    })
+    await until(() => keepAlives.length >= 2)
+    expect(keepAlives.slice(0, 2)).toEqual([TaskState.TASK_STATE_WORKING, TaskState.TASK_STATE_WORKING])
+    await client.cancelTask({ tenant: '', id: taskId!, metadata: undefined })
+    const events = await streamed
+    expect(finalState(events)).toBe(TaskState.TASK_STATE_CANCELED)
+    // Nothing follows the final status.
+    expect(events.at(-1)?.payload?.$case === 'statusUpdate' && events.at(-1)?.payload?.value).toMatchObject({ status: { state: TaskState.TASK_STATE_CANCELED } })
   })
 
   it('tasks beyond maxTasks wait in submitted until a slot frees', async () => {
@@ -101,6 +152,29 @@ describe('dsh a2a server access', () => {
     expect(w.sessions).toHaveLength(1)
   })
 
+  it('the Bearer scheme name is case-insensitive', async () => {
+    const w = await worker([{ reply: [{ text: 'unused' }] }], { token: 's3cret' })
+    const card = `${w.server.url}/.well-known/agent-card.json`
+    expect((await fetch(card, { headers: { Authorization: 'bearer s3cret' } })).status).toBe(200)
+    expect((await fetch(card, { headers: { Authorization: 'BEARER s3cret' } })).status).toBe(200)
+    const basic = await fetch(card, { headers: { Authorization: 'Basic s3cret' } })
+    expect(basic.status).toBe(401)
+    expect(((await basic.json()) as { error: string }).error).toMatch(/does not use the Bearer scheme/)
+  })
+
+  it('a wildcard address without a public URL is refused: the card would send clients to themselves', async () => {
+    const harness = await createHarness({ script: [{ reply: [{ text: 'unused' }] }] })
+    try {
+      for (const host of ['0.0.0.0', '::']) {
+        const refused = serveA2a(harness.ctx, { host, token: 't' })
+        await expect(refused).rejects.toThrow(A2aServerError)
+        await expect(serveA2a(harness.ctx, { host, token: 't' })).rejects.toThrow(/needs a public URL.*--public-url/)
+      }
+    } finally {
+      await harness.dispose()
+    }
+  })
+
   it('refuses to listen on a non-loopback address without a token', async () => {
     const harness = await createHarness({ script: [{ reply: [{ text: 'unused' }] }] })
     try {
@@ -136,5 +210,33 @@ describe('dsh a2a server and the children of a task', () => {
     expect(task!.events().some((event) => event.type === 'turn/end' && event.reason === 'aborted')).toBe(true)
     expect(child!.header).toMatchObject({ parentSession: task!.id, delegationDepth: 1, provider: 'spawn' })
     expect(child!.events().some((event) => event.type === 'turn/end' && event.reason === 'aborted')).toBe(true)
+  })
+})
+
+describe('the task store', () => {
+  const context = new ServerCallContext()
+  const task = (id: string, state: TaskState) => ({ id, contextId: 'c', status: { state, message: undefined, timestamp: new Date(0).toISOString() }, artifacts: [], history: [], metadata: undefined })
+
+  it('keeps a bounded number of finished tasks, drops them after a while, and never drops one still working', async () => {
+    let now = 0
+    const store = new BoundedTaskStore({ ttlMs: 1000, maxFinished: 2 }, () => now)
+    await store.save(task('working', TaskState.TASK_STATE_WORKING), context)
+    for (const id of ['a', 'b', 'c']) await store.save(task(id, TaskState.TASK_STATE_COMPLETED), context)
+    expect(await store.load('a', context)).toBeUndefined()
+    expect((await store.load('b', context))?.id).toBe('b')
+    expect(store.size).toBe(3)
+    now = 5000
+    expect(await store.load('c', context)).toBeUndefined()
+    expect((await store.load('working', context))?.status?.state).toBe(TaskState.TASK_STATE_WORKING)
+    expect(store.size).toBe(1)
+  })
+
+  it('hands out copies: a reader changing a loaded task does not change the stored one', async () => {
+    const store = new BoundedTaskStore()
+    await store.save(task('t', TaskState.TASK_STATE_WORKING), context)
+    const loaded = (await store.load('t', context))!
+    loaded.history = [userMessage('changed')]
+    expect((await store.load('t', context))!.history).toEqual([])
+    expect((await store.list({ tenant: '', contextId: '', status: TaskState.TASK_STATE_UNSPECIFIED, pageToken: '', statusTimestampAfter: undefined }, context)).tasks.map((listed) => listed.id)).toEqual(['t'])
   })
 })

@@ -6,6 +6,8 @@ export interface Lineage {
   delegationDepth?: number
   provider?: string
   label?: string
+  /** The parent delegation's absolute depth bound: this server applies the tighter of it and its own. */
+  maxDepth?: number
 }
 
 /**
@@ -38,13 +40,14 @@ export function lineageOf(meta: unknown, log: { warn(format: string, ...args: un
     log.warn('ignoring _meta.dsh of %s: not an object', method)
     return {}
   }
-  const { parentSession, delegationDepth, provider, label } = dsh as Record<string, unknown>
+  const { parentSession, delegationDepth, provider, label, maxDepth } = dsh as Record<string, unknown>
   const lineage: Lineage = {}
   if (typeof parentSession === 'string' && /^[A-Za-z0-9._-]{1,128}$/.test(parentSession)) lineage.parentSession = parentSession
   if (Number.isInteger(delegationDepth) && (delegationDepth as number) >= 0) lineage.delegationDepth = delegationDepth as number
   if (typeof provider === 'string' && provider.length <= 64) lineage.provider = provider
   if (typeof label === 'string') lineage.label = label.slice(0, 200)
-  const dropped = ['parentSession', 'delegationDepth', 'provider', 'label'].filter((key) => (dsh as Record<string, unknown>)[key] !== undefined && !(key in lineage))
+  if (Number.isSafeInteger(maxDepth) && (maxDepth as number) >= 0) lineage.maxDepth = maxDepth as number
+  const dropped = ['parentSession', 'delegationDepth', 'provider', 'label', 'maxDepth'].filter((key) => (dsh as Record<string, unknown>)[key] !== undefined && !(key in lineage))
   if (dropped.length) log.warn('ignoring malformed _meta.dsh field(s) of %s: %s', method, dropped.join(', '))
   return lineage
 }

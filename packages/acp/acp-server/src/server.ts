@@ -9,19 +9,28 @@
  * session's background tasks, and the prompt answers `cancelled`. When the connection
  * closes (the client closed our stdin), every agent is disposed, which flushes its
  * session, before `done` resolves.
+ *
+ * What an editor can trust (see the README): side-effecting tools run only as the
+ * permission policy says (`permission.ts`), frames over the limit are answered and dropped
+ * without closing the connection (`frames.ts`), and a connection holds a bounded set of
+ * live sessions, each closable with `session/close` (`served-sessions.ts`).
  */
 import { stat } from 'node:fs/promises'
 import { createRequire } from 'node:module'
 import { isAbsolute } from 'node:path'
-import { Readable, Writable } from 'node:stream'
-import { agent as agentApp, methods, ndJsonStream, PROTOCOL_VERSION, RequestError, type AgentContext, type LoadSessionRequest, type LoadSessionResponse, type PromptRequest, type PromptResponse, type Stream } from '@agentclientprotocol/sdk'
+import type { Readable, Writable } from 'node:stream'
+import { agent as agentApp, methods, PROTOCOL_VERSION, RequestError, type AgentContext, type LoadSessionRequest, type LoadSessionResponse, type PromptRequest, type PromptResponse, type Stream } from '@agentclientprotocol/sdk'
 import type { Context } from 'cordis'
 import { DshError, errorMessage } from '@dsh/base'
 import type { Agent } from '@dsh/agent'
+import type { UserMessage } from '@dsh/llm'
 import { runUntilQuiet } from '@dsh/tasks'
+import { DEFAULT_MAX_FRAME_BYTES, frameStream } from './frames.js'
+import { PERMISSION_POLICIES, permissionGate, type PermissionPolicy } from './permission.js'
+import { DEFAULT_MAX_LIVE_SESSIONS, ServedSessions, type ServedSession } from './served-sessions.js'
 import { promptMessage } from './prompt.js'
 import { lineageOf, recordingLinkOf } from './lineage.js'
-import { checkLoadable, openStored } from './load.js'
+import { checkLoadable, loadFailure, openStored } from './load.js'
 import { acpReplayOf } from './replay.js'
 import { acpStopReasonOf, acpUpdateOf } from './updates.js'
 
@@ -30,12 +39,8 @@ export interface AcpServer {
   readonly done: Promise<void>
   /** Close the connection (as if the client went away) and wait for `done`. */
   close(): Promise<void>
-}
-
-interface ServedSession {
-  readonly agent: Agent
-  /** Present while a prompt runs (one at a time per session): aborting it cancels the prompt. */
-  prompt?: AbortController
+  /** Why the connection ended, once it has (`end of input` when the client closed it). */
+  readonly ended?: Promise<string>
 }
 
 const { version } = createRequire(import.meta.url)('../package.json') as { version: string }
@@ -53,14 +58,33 @@ export interface AcpServerOptions {
    * lineage puts the session deeper is refused. Default `DEFAULT_MAX_DEPTH`.
    */
   maxDepth?: number
+  /**
+   * Who decides whether a side-effecting tool (bash, or any tool marked `sideEffecting`)
+   * may run: `ask` the session's client with `session/request_permission` (default), or
+   * `allow` / `reject` every call without asking.
+   */
+  permission?: PermissionPolicy
+  /** Live sessions kept before idle ones are parked (see `ServedSessions`). Default `DEFAULT_MAX_LIVE_SESSIONS`. */
+  maxLiveSessions?: number
+}
+
+export interface AcpStdioOptions extends AcpServerOptions {
+  /** The longest line read from `input`; longer ones are answered and dropped. Default `DEFAULT_MAX_FRAME_BYTES`. */
+  maxFrameBytes?: number
+  /** Where one-line notes on dropped frames go (`dsh acp`: stderr). Default: the logger. */
+  report?: (line: string) => void
 }
 
 /**
  * Serve ACP as NDJSON over a pair of Node streams: stdin and stdout for `dsh acp`. Nothing
  * else may write to `output`.
  */
-export function serveAcpOverStdio(ctx: Context, options: AcpServerOptions = {}, input: Readable = process.stdin, output: Writable = process.stdout): AcpServer {
-  return serveAcp(ctx, ndJsonStream(Writable.toWeb(output) as WritableStream<Uint8Array>, Readable.toWeb(input) as ReadableStream<Uint8Array>), options)
+export function serveAcpOverStdio(ctx: Context, options: AcpStdioOptions = {}, input: Readable = process.stdin, output: Writable = process.stdout): AcpServer {
+  const maxFrameBytes = options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES
+  if (!Number.isSafeInteger(maxFrameBytes) || maxFrameBytes < 1) throw new AcpServerError('INVALID_OPTION', `maxFrameBytes must be a whole number of at least 1 (got ${String(maxFrameBytes)})`)
+  const log = ctx.logger('acp-server')
+  const stream = frameStream(input, output, { maxFrameBytes, report: options.report ?? ((line) => log.warn(line)) })
+  return { ...serveAcp(ctx, stream, options), ended: stream.ended }
 }
 
 /** Serve ACP on `stream` with the agents of `ctx` (it needs `ctx.agents`). */
@@ -68,7 +92,11 @@ export function serveAcp(ctx: Context, stream: Stream, options: AcpServerOptions
   const log = ctx.logger('acp-server')
   const maxDepth = options.maxDepth ?? DEFAULT_MAX_DEPTH
   if (!Number.isInteger(maxDepth) || maxDepth < 0) throw new AcpServerError('INVALID_OPTION', `maxDepth must be a whole number of at least 0 (got ${String(maxDepth)})`)
-  const sessions = new Map<string, ServedSession>()
+  const policy = options.permission ?? 'ask'
+  if (!PERMISSION_POLICIES.includes(policy)) throw new AcpServerError('INVALID_OPTION', `permission must be one of ${PERMISSION_POLICIES.join(', ')} (got ${String(policy)})`)
+  const maxLive = options.maxLiveSessions ?? DEFAULT_MAX_LIVE_SESSIONS
+  if (!Number.isSafeInteger(maxLive) || maxLive < 1) throw new AcpServerError('INVALID_OPTION', `maxLiveSessions must be a whole number of at least 1 (got ${String(maxLive)})`)
+  const sessions = new ServedSessions(ctx, maxLive, (format, ...args) => log.warn(format, ...args))
 
   const app = agentApp({ name: 'dsh' })
     .onRequest(methods.agent.initialize, () => ({
@@ -78,6 +106,7 @@ export function serveAcp(ctx: Context, stream: Stream, options: AcpServerOptions
         loadSession: ctx.sessions.storageName !== undefined,
         promptCapabilities: { image: false, audio: false, embeddedContext: true },
         mcpCapabilities: { http: false, sse: false },
+        sessionCapabilities: { close: {} },
       },
       agentInfo: { name: 'dsh', title: 'dsh', version },
       authMethods: [],
@@ -88,12 +117,15 @@ export function serveAcp(ctx: Context, stream: Stream, options: AcpServerOptions
       await checkCwd(cwd)
       if (params.mcpServers.length > 0) log.warn('ignoring %d MCP server(s) for the new session: dsh does not connect to MCP servers', params.mcpServers.length)
       const lineage = lineageOf(params._meta, log)
+      // The tighter of this server's bound and the one the delegating parent inherited: it is
+      // recorded in the header, so the session's own delegations stay within it too.
+      const bound = lineage.maxDepth === undefined ? maxDepth : Math.min(maxDepth, lineage.maxDepth)
       // Refused before anything exists: a parent recursing through `dsh acp` processes
       // would otherwise nest without limit, one process per generation.
-      if (lineage.delegationDepth !== undefined && lineage.delegationDepth > maxDepth) {
+      if (lineage.delegationDepth !== undefined && lineage.delegationDepth > bound) {
         throw RequestError.invalidRequest(
-          { delegationDepth: lineage.delegationDepth, maxDepth },
-          `delegation depth limit reached: this session would be at depth ${lineage.delegationDepth}, above this server's maxDepth ${maxDepth}; do this work yourself instead of delegating`,
+          { delegationDepth: lineage.delegationDepth, maxDepth: bound },
+          `delegation depth limit reached: this session would be at depth ${lineage.delegationDepth}, above ${bound === maxDepth ? "this server's maxDepth" : "the delegating parent's maxDepth"} ${bound}; do this work yourself instead of delegating`,
         )
       }
       let recording
@@ -102,7 +134,7 @@ export function serveAcp(ctx: Context, stream: Stream, options: AcpServerOptions
       } catch (error) {
         throw RequestError.invalidParams({ _meta: 'dsh.recording' }, errorMessage(error))
       }
-      const agent = await ctx.agents.create({ meta: { origin: 'acp', cwd, ...lineage } })
+      const agent = await ctx.agents.create({ meta: { origin: 'acp', cwd, ...lineage, maxDepth: bound } })
       // Recording and replay reach across processes: this session records or replays its
       // own model calls as its parent does (before its first call, or not at all).
       if (recording) {
@@ -122,6 +154,11 @@ export function serveAcp(ctx: Context, stream: Stream, options: AcpServerOptions
       // Stop means stop: the turn, and the background work the prompt started, go.
       sessions.get(params.sessionId)?.prompt?.abort(new Error('cancelled by the ACP client'))
     })
+    .onRequest(methods.agent.session.close, async ({ params }) => {
+      // Its prompt is cancelled and its agent disposed: file closed, lock released, tasks killed.
+      if (!(await sessions.close(params.sessionId))) throw RequestError.sessionNotFound(params.sessionId)
+      return {}
+    })
 
   /** Take a new or reopened agent into this connection, unless the client has already left. */
   async function serve(agent: Agent): Promise<void> {
@@ -130,7 +167,7 @@ export function serveAcp(ctx: Context, stream: Stream, options: AcpServerOptions
       await agent.dispose()
       throw RequestError.internalError(undefined, 'the connection closed')
     }
-    sessions.set(agent.id, { agent })
+    sessions.add(agent)
   }
 
   /** Sessions being reopened right now: a second load of one of them is refused, not raced. */
@@ -166,9 +203,24 @@ export function serveAcp(ctx: Context, stream: Stream, options: AcpServerOptions
     if (!served) throw RequestError.sessionNotFound(params.sessionId)
     if (served.prompt) throw RequestError.invalidRequest({ sessionId: params.sessionId }, 'a prompt is already running in this session; wait for its answer or send session/cancel')
     const message = promptMessage(params.prompt)
-    const { agent } = served
     const cancel = new AbortController()
     served.prompt = cancel
+    const running = runPrompt(served, message, cancel, params, client, signal)
+    served.running = running
+    try {
+      return await running
+    } finally {
+      served.prompt = undefined
+      served.running = undefined
+      sessions.parkIdle()
+    }
+  }
+
+  async function runPrompt(served: ServedSession, message: UserMessage, cancel: AbortController, params: PromptRequest, client: AgentContext, signal: AbortSignal): Promise<PromptResponse> {
+    // A parked session is reopened from its file first.
+    const agent = await sessions.agentOf(served).catch((error: unknown) => {
+      throw loadFailure(served.id, error)
+    })
     const unsubscribe = agent.session.subscribe((update) => {
       const acpUpdate = acpUpdateOf(update)
       if (!acpUpdate) return
@@ -184,12 +236,14 @@ export function serveAcp(ctx: Context, stream: Stream, options: AcpServerOptions
     try {
       // Turns that completion notices start belong to this prompt too: they are streamed
       // like the first, a cancel reaches them, and the answer waits for them.
-      const run = await runUntilQuiet(agent, message, { tasks: ctx.get('tasks'), signal: cancel.signal })
+      // Continuable children are the prompt's work too: the answer waits until none runs
+      // and no settlement notice is left for the agent.
+      const continuation = ctx.get('subagents')?.continuation
+      const run = await runUntilQuiet(agent, message, { tasks: ctx.get('tasks'), work: continuation ? [continuation] : [], signal: cancel.signal })
       return { stopReason: acpStopReasonOf(run.last, run.cancelled) }
     } finally {
       signal.removeEventListener('abort', onAbort)
       unsubscribe()
-      served.prompt = undefined
     }
   }
 
@@ -199,13 +253,12 @@ export function serveAcp(ctx: Context, stream: Stream, options: AcpServerOptions
   }
 
   const connection = app.connect(stream)
+  // Side-effecting calls of this connection's sessions (and their in-process children)
+  // are put to the policy; the gate goes when the connection does.
+  const removeGate = ctx.tools.addPermissionGate(permissionGate(policy, { sessionOf: (agentId) => sessions.sessionOf(agentId), client: connection.client }))
   const done = connection.closed.then(async () => {
-    const agents = [...sessions.values()].map((served) => served.agent)
-    sessions.clear()
-    const outcomes = await Promise.allSettled(agents.map((agent) => agent.dispose()))
-    for (const outcome of outcomes) {
-      if (outcome.status === 'rejected') log.warn('disposing an ACP session failed: %s', errorMessage(outcome.reason))
-    }
+    await sessions.closeAll()
+    removeGate()
   })
   return {
     done,

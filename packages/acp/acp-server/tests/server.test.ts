@@ -20,7 +20,8 @@ async function serve(script?: HarnessOptions['script']): Promise<{ server: AcpSe
   harness = await createHarness({ script })
   const toServer = new TransformStream()
   const toClient = new TransformStream()
-  const server = serveAcp(harness.ctx, { readable: toServer.readable, writable: toClient.writable } as Stream)
+  // Commands run without asking here: permissions have their own tests.
+  const server = serveAcp(harness.ctx, { readable: toServer.readable, writable: toClient.writable } as Stream, { permission: 'allow' })
   connection = client({ name: 'test-client' }).connect({ readable: toClient.readable, writable: toServer.writable } as Stream)
   await connection.agent.request(methods.agent.initialize, { protocolVersion: PROTOCOL_VERSION, clientCapabilities: {} })
   return {

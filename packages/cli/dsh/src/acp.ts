@@ -7,9 +7,12 @@
  * exit code is 0. A second signal exits at once, killing those groups. A `session/new`
  * whose lineage (`_meta.dsh.delegationDepth`) is deeper than `--max-depth` (default 3)
  * is refused with a JSON-RPC error, so delegation through `dsh acp` processes is bounded.
+ * `--permission ask|allow|reject` (default ask) says who decides whether a side-effecting
+ * tool may run; `--max-frame-bytes N` bounds one input line. Whatever ends the process is
+ * said in one line on stderr.
  */
 import { parseArgs } from 'node:util'
-import { serveAcpOverStdio } from '@dsh/acp-server'
+import { PERMISSION_POLICIES, serveAcpOverStdio, type PermissionPolicy } from '@dsh/acp-server'
 import { reapTrackedGroups } from '@dsh/process'
 import { UsageError } from './errors.js'
 import { exitCodeOfSignal } from './exit.js'
@@ -28,9 +31,13 @@ export async function acpVerb(args: string[]): Promise<number> {
       verbose: { type: 'boolean', default: false },
       'max-depth': { type: 'string' },
       record: { type: 'string' },
+      permission: { type: 'string', default: 'ask' },
+      'max-frame-bytes': { type: 'string' },
     },
   })
   const maxDepth = parseMaxDepth(values['max-depth'])
+  const permission = parsePermission(values.permission)
+  const maxFrameBytes = parseMaxFrameBytes(values['max-frame-bytes'])
   keepStdoutForFrames()
   const model = chooseModel(values.model)
   const runtime = await startRuntime({ config: values.config, model, sessionDir: values['session-dir'], verbose: values.verbose, checkReady: true, ...(values.record !== undefined && { record: values.record }) })
@@ -38,11 +45,15 @@ export async function acpVerb(args: string[]): Promise<number> {
     await runtime.dispose()
     throw new UsageError('NO_MODEL', 'dsh acp: no model to run with: pass --model SPEC (e.g. --model scripted:examples/acp-child.yml), set llm.model in --config, or set DEEPSEEK_API_KEY')
   }
-  const server = serveAcpOverStdio(runtime.ctx, { maxDepth })
+  const server = serveAcpOverStdio(runtime.ctx, { maxDepth, permission, maxFrameBytes, report: (line) => process.stderr.write(`dsh acp: ${line}\n`) })
+  let stoppedBy: NodeJS.Signals | undefined
   // The first SIGTERM/SIGINT closes the connection like EOF does; a second exits at once,
   // and the exit hook of @dsh/process kills every process group still running.
   const stopSignals = onInterrupt(
-    () => void server.close(),
+    (signal) => {
+      stoppedBy = signal
+      void server.close()
+    },
     (signal) => process.exit(exitCodeOfSignal(signal)),
   )
   let replayed: string[] = []
@@ -59,9 +70,25 @@ export async function acpVerb(args: string[]): Promise<number> {
     // After a signal stdin may still be open, and an open stdin keeps the process alive.
     process.stdin.destroy()
   }
+  const reason = stoppedBy ? `stopped by ${stoppedBy}` : await server.ended
+  process.stderr.write(`dsh acp: exiting: ${reason === 'end of input' ? 'the client closed stdin' : reason}\n`)
   // A replayed ACP server that diverged says so, and its parent sees a failed child.
   for (const problem of replayed) process.stderr.write(`dsh acp: ${problem}\n`)
   return replayed.length > 0 ? 1 : 0
+}
+
+/** `--permission ask|allow|reject`: who decides whether a side-effecting tool may run. */
+function parsePermission(raw: string | undefined): PermissionPolicy {
+  const policy = PERMISSION_POLICIES.find((candidate) => candidate === raw)
+  if (!policy) throw new UsageError('USAGE', `dsh acp: --permission must be one of ${PERMISSION_POLICIES.join(', ')} (got "${raw}")`)
+  return policy
+}
+
+/** `--max-frame-bytes N`: the longest input line; longer ones are answered with an error and dropped. */
+function parseMaxFrameBytes(raw: string | undefined): number | undefined {
+  if (raw === undefined) return undefined
+  if (!/^\d+$/.test(raw) || !Number.isSafeInteger(Number(raw)) || Number(raw) < 1) throw new UsageError('USAGE', `dsh acp: --max-frame-bytes must be a whole number of at least 1 (got "${raw}")`)
+  return Number(raw)
 }
 
 /** `--max-depth N`: the deepest delegation a `session/new` may ask for (default that of @dsh/acp-server, 3). */

@@ -18,8 +18,10 @@ commands:
   demo [--session-dir DIR] [--quiet]
       a keyless tour: one parent delegating through every provider, then a summary
   acp [--config FILE] [--model SPEC] [--session-dir DIR] [--max-depth N] [--record DIR] [--verbose]
+      [--permission ask|allow|reject] [--max-frame-bytes N]
       serve a dsh agent over the Agent Client Protocol on stdio; sessions deeper than
-      --max-depth (default 3) in a delegation chain are refused
+      --max-depth (default 3) in a delegation chain are refused; side-effecting tools
+      (bash) run only if the client allows each call (--permission, default ask)
   a2a serve [--host H] [--port P] [--token-env NAME] [--max-tasks N] [--max-depth N]
       [--public-url URL] [--config FILE] [--model SPEC] [--session-dir DIR]
       serve a dsh agent over the Agent2Agent protocol (HTTP, default 127.0.0.1:7700);

@@ -74,6 +74,12 @@ export async function runCommand(options: RunOptions): Promise<number> {
   )
   try {
     if (!runtime.ctx.llm.config.model && !model) throw new UsageError('NO_MODEL', NO_MODEL_HELP)
+    // A continuable child is reached through its parent only: a local turn here would bypass its descriptor and parent.
+    // (A missing or unreadable file is not judged here: the resume below reports it.)
+    const resumed = options.resume === undefined ? undefined : await runtime.ctx.sessions.readStored(options.resume).catch(() => undefined)
+    if (resumed?.header.descriptor !== undefined && resumed.header.parentSession !== undefined) {
+      throw new UsageError('SESSION', `dsh run: session ${options.resume} is a continuable subagent of ${resumed.header.parentSession}; message it through its parent instead (dsh run --resume ${resumed.header.parentSession} "...", whose model can send_message it)`)
+    }
     agent = await runtime.ctx.agents
       .create({ sessionId: options.resume, meta: { origin: 'cli', cwd: options.cwd ?? process.cwd() } })
       .catch((error: unknown) => {

@@ -67,20 +67,26 @@ function lastState(events: StreamResponse[]): TaskState | undefined {
 }
 
 describe('dsh a2a serve', () => {
-  it('the SDK client drives it: a task completes, and sessions tree shows the session with the lineage its message carried', async () => {
+  it('the SDK client drives it: tasks complete, and sessions tree lists every session of the remote parent under one heading naming it', async () => {
     const sessions = tempDir()
     const served = await serve(['--model', 'scripted:examples/acp-child.yml', '--session-dir', sessions])
     const client = await sdkClient(served.url)
-    const events: StreamResponse[] = []
-    for await (const event of client.sendMessageStream(message('capital of France?', { dsh: { parentSession: 'remote-parent', delegationDepth: 1, provider: 'a2a', label: 'geo' } }))) events.push(event)
-    expect(lastState(events)).toBe(TaskState.TASK_STATE_COMPLETED)
-    const answer = events.flatMap(({ payload }) => (payload?.$case === 'artifactUpdate' && payload.value.artifact?.artifactId === 'answer' ? payload.value.artifact.parts : []))
-    expect(answer.map((part) => (part.content?.$case === 'text' ? part.content.value : '')).join('')).toBe('Paris is the capital of France.')
+    for (const label of ['geo', 'geo again']) {
+      const events: StreamResponse[] = []
+      for await (const event of client.sendMessageStream(message('capital of France?', { dsh: { parentSession: 'remote-parent', delegationDepth: 1, provider: 'a2a', label } }))) events.push(event)
+      expect(lastState(events)).toBe(TaskState.TASK_STATE_COMPLETED)
+      const answer = events.flatMap(({ payload }) => (payload?.$case === 'artifactUpdate' && payload.value.artifact?.artifactId === 'answer' ? payload.value.artifact.parts : []))
+      expect(answer.map((part) => (part.content?.$case === 'text' ? part.content.value : '')).join('')).toBe('Paris is the capital of France.')
+    }
     served.child.kill('SIGTERM')
     expect(await served.exited).toBe(0)
-    const tree = await runDsh(['sessions', 'tree', '--session-dir', sessions])
-    expect(tree.code).toBe(0)
-    expect(tree.stdout).toMatch(/^\S+ {2}a2a "geo" {2}completed {2}\(parent remote-parent, depth 1, stored elsewhere\)$/m)
+    const expected = /^remote-parent {2}\(stored elsewhere; 2 sessions here\)\n├─ \S+ {2}a2a "geo" {2}completed {2}\(depth 1\)\n└─ \S+ {2}a2a "geo again" {2}completed {2}\(depth 1\)\n$/
+    const newest = await runDsh(['sessions', 'tree', '--session-dir', sessions])
+    expect(newest.code).toBe(0)
+    expect(newest.stdout).toMatch(expected)
+    const byParent = await runDsh(['sessions', 'tree', 'remote-parent', '--session-dir', sessions])
+    expect(byParent.code).toBe(0)
+    expect(byParent.stdout).toMatch(expected)
   })
 
   it('with --token-env, a request without the token gets 401 and the SDK client with it is served', async () => {
@@ -96,6 +102,13 @@ describe('dsh a2a serve', () => {
     const result = await runDsh(['a2a', 'serve', '--host', '0.0.0.0', '--port', '0', '--model', 'scripted:examples/acp-child.yml'])
     expect(result.code).toBe(2)
     expect(result.stderr).toMatch(/refusing to listen on 0\.0\.0\.0 without a token.*--token-env/)
+  })
+
+  it('refuses a wildcard address without --public-url, with exit code 2 and one line saying what to pass', async () => {
+    const result = await runDsh(['a2a', 'serve', '--host', '0.0.0.0', '--port', '0', '--token-env', 'A2A_TEST_TOKEN', '--model', 'scripted:examples/acp-child.yml'], { env: { A2A_TEST_TOKEN: 'tok' } })
+    expect(result.code).toBe(2)
+    expect(result.stderr.trim().split('\n')).toHaveLength(1)
+    expect(result.stderr).toMatch(/listening on 0\.0\.0\.0 needs a public URL.*--public-url/)
   })
 
   it('a --token-env naming an unset variable is a usage error', async () => {

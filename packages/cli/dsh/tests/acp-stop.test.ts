@@ -25,7 +25,7 @@ describe('dsh acp stopping', () => {
       const marker = `${880 + index}.${process.pid}`
       const model = join(dir, 'model.yml')
       writeFileSync(model, `- reply:\n    - call: { tool: bash, args: { command: "trap '' TERM; sleep ${marker}; true" } }\n    - text: never\n`)
-      const served = serveDsh(['--model', `scripted:${model}`, '--session-dir', dir])
+      const served = serveDsh(['--model', `scripted:${model}`, '--session-dir', dir, '--permission', 'allow'])
       const { agent } = served.connection
       await agent.request(methods.agent.initialize, { protocolVersion: PROTOCOL_VERSION, clientCapabilities: {} })
       const { sessionId } = await agent.request(methods.agent.session.new, { cwd: realpathSync(dir), mcpServers: [] })

@@ -72,7 +72,7 @@ function writeAcpConfig(dir: string, script: string): string {
   writeFileSync(file, [
     '- id: subagent-acp',
     '  name: "@dsh/subagent-acp"',
-    `  config: { command: ${JSON.stringify(process.execPath)}, args: [${JSON.stringify(dshBin)}, acp, --model, "scripted:${script}", --session-dir, ${JSON.stringify(dir)}] }`,
+    `  config: { command: ${JSON.stringify(process.execPath)}, args: [${JSON.stringify(dshBin)}, acp, --model, "scripted:${script}", --session-dir, ${JSON.stringify(dir)}], permission: allow }`,
     '- id: tool-subagent-acp',
     '  name: "@dsh/tool-subagent"',
     '  config: { provider: acp, toolName: subagent_acp }',

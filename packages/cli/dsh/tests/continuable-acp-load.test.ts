@@ -40,7 +40,7 @@ interface DshAcp {
 
 /** `dsh acp` as a real process, with an SDK client that records every update it is sent. */
 function startDshAcp(home: string, config: string): DshAcp {
-  const child = spawn(process.execPath, [dshBin, 'acp', '--config', config, '--model', 'fake'], {
+  const child = spawn(process.execPath, [dshBin, 'acp', '--config', config, '--model', 'fake', '--permission', 'allow'], {
     cwd: repoRoot,
     env: { ...process.env, DSH_HOME: home, DEEPSEEK_API_KEY: '', OPENAI_API_KEY: '', FAKE_MODEL_AUTH: 'loopback' },
     stdio: ['pipe', 'pipe', 'pipe'],

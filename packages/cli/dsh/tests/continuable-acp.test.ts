@@ -17,7 +17,7 @@ function config(dir: string, script: string): string {
   writeFileSync(file, [
     '- id: subagent-acp',
     '  name: "@dsh/subagent-acp"',
-    `  config: { command: ${JSON.stringify(process.execPath)}, args: [${JSON.stringify(dshBin)}, acp, --model, ${JSON.stringify(`scripted:${script}`)}, --session-dir, ${JSON.stringify(dir)}], cancelGraceMs: 3000, stdinGraceMs: 3000 }`,
+    `  config: { command: ${JSON.stringify(process.execPath)}, args: [${JSON.stringify(dshBin)}, acp, --model, ${JSON.stringify(`scripted:${script}`)}, --session-dir, ${JSON.stringify(dir)}], permission: allow, cancelGraceMs: 3000, stdinGraceMs: 3000 }`,
     '- id: tool-subagent-keep',
     '  name: "@dsh/tool-subagent"',
     '  config: { provider: acp, toolName: subagent_keep, backgroundMode: continuable }',

@@ -84,7 +84,7 @@ export async function runTurn(services: LoopServices, runtime: TurnRuntime, inpu
           for (const call of calls) session.append({ type: 'tool/result', result: unrunResult(call, forcedEnd) })
         } else {
           const outcomes = await services.tools.executeAll(calls, { signal, agent: runtime.agent })
-          for (const outcome of outcomes) session.append({ type: 'tool/result', result: outcome.result })
+          for (const outcome of outcomes) session.append({ type: 'tool/result', result: outcome.result, ...(outcome.permission && { permission: outcome.permission }) })
           endsTurn = outcomes.some((outcome) => outcome.endsTurn)
         }
       }

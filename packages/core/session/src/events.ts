@@ -15,11 +15,22 @@ export type SessionEventBody =
   | { type: 'user/message'; message: UserMessage }
   | { type: 'assistant/message'; message: AssistantMessage; finish?: FinishReason; usage?: Usage }
   | { type: 'tool/call'; call: ToolCallBlock }
-  | { type: 'tool/result'; result: ToolResultBlock }
+  | { type: 'tool/result'; result: ToolResultBlock; permission?: ToolPermissionRecord }
   | { type: 'step/end'; step: number }
   | { type: 'turn/end'; turn: number; reason: TurnEndReason; error?: string }
 
 export type SessionEventType = SessionEventBody['type']
+
+/**
+ * How a side-effecting tool call was permitted or refused before it ran (see
+ * `@dsh/tools` permission gates), kept with its result: `by` names who decided.
+ */
+export type ToolPermissionRecord =
+  | { decision: 'allow-once'; by: string }
+  | { decision: 'allow-always'; by: string }
+  | { decision: 'reject'; by: string; reason: string }
+
+export const TOOL_PERMISSION_DECISIONS = ['allow-once', 'allow-always', 'reject'] as const satisfies readonly ToolPermissionRecord['decision'][]
 
 export type SessionEvent = SessionEventBody & {
   /** Position in the log, contiguous from 0 (a fork child's own events continue after its seed). */
@@ -52,6 +63,11 @@ export interface SessionHeader {
   origin?: string
   /** 0 for a root agent; a child's is its parent's plus one. */
   delegationDepth?: number
+  /**
+   * The absolute delegation-depth bound this session inherited (from the delegation that
+   * made it, or from a `dsh acp` lineage): no descendant of it may be deeper.
+   */
+  maxDepth?: number
   /** Number of events seeded from `parentSession` (fork); own events start at this seq. */
   seedLength?: number
   /** The subagent provider that created it, when it is a child. */

@@ -49,6 +49,8 @@ export interface SessionInit {
   parentSession?: string
   origin?: string
   delegationDepth?: number
+  /** See `SessionHeader.maxDepth`. */
+  maxDepth?: number
   provider?: string
   label?: string
   /** See `SessionHeader.toolCallId`. */
@@ -104,6 +106,7 @@ export class SessionStore extends Service {
     if (parentSession !== undefined) header.parentSession = parentSession
     if (init.origin !== undefined) header.origin = init.origin
     if (init.delegationDepth !== undefined) header.delegationDepth = init.delegationDepth
+    if (init.maxDepth !== undefined) header.maxDepth = init.maxDepth
     if (init.provider !== undefined) header.provider = init.provider
     if (init.label !== undefined) header.label = init.label
     if (init.toolCallId !== undefined) header.toolCallId = init.toolCallId

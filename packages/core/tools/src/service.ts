@@ -2,7 +2,7 @@ import { errorMessage } from '@dsh/base'
 import { Context, Service } from 'cordis'
 import type { TextBlock, ToolCallBlock, ToolResultBlock, ToolSpec } from '@dsh/llm'
 import { ToolError } from './errors.js'
-import type { ToolCallOutcome, ToolDefinition, ToolExecution, ToolFilter, ToolOutput } from './types.js'
+import type { ToolCallOutcome, ToolDefinition, ToolExecution, ToolFilter, ToolOutput, ToolPermissionDecision, ToolPermissionGate } from './types.js'
 import { compileArguments, type ArgumentValidator } from './validation.js'
 
 declare module 'cordis' {
@@ -48,6 +48,8 @@ export class ToolRegistry extends Service {
   /** Bumped on every change; visible-tool lists are cached against it. */
   private version = 0
   private specCache = new Map<string, { version: number; specs: ToolSpec[] }>()
+  /** Asked in order before a side-effecting call runs (see `addPermissionGate`). */
+  private gates: ToolPermissionGate[] = []
 
   constructor(ctx: Context) {
     super(ctx, 'tools')
@@ -136,6 +138,23 @@ export class ToolRegistry extends Service {
     }, `tools.restrict(${agentId})`)
   }
 
+  /**
+   * Put every call of a side-effecting tool to `gate` before it runs. This is the
+   * extension point front ends use to ask their user (`dsh acp` asks its ACP client);
+   * the gate is an effect of the calling plugin and goes with it. Gates are asked in the
+   * order they were added: the first rejection stops the call, and the first allowing
+   * answer is the one recorded. Returns a disposer that removes the gate.
+   */
+  addPermissionGate(gate: ToolPermissionGate): () => void {
+    if (typeof gate !== 'function') throw new ToolError('INVALID_TOOL', 'a permission gate must be a function')
+    return this.ctx.effect(() => {
+      this.gates.push(gate)
+      return () => {
+        this.gates = this.gates.filter((entry) => entry !== gate)
+      }
+    }, 'tools.addPermissionGate()')
+  }
+
   /** Names visible to `agentId` (all global names when omitted). */
   list(agentId?: string): string[] {
     return agentId === undefined ? [...this.global.keys()] : this.namesFor(agentId, true)
@@ -179,13 +198,41 @@ export class ToolRegistry extends Service {
     const problem = entry.validate(call.args)
     if (problem) return fail(`invalid arguments for ${call.name}: ${problem}`)
     if (exec.signal.aborted) return fail(`${call.name} was not run: the call was aborted`)
+    let permission: ToolPermissionDecision | undefined
+    if (entry.definition.sideEffecting === true && this.gates.length > 0) {
+      permission = await this.askGates({ ...call, args: call.args }, entry.definition, exec)
+      if (permission.decision === 'reject') {
+        return { ...fail(`${call.name} was not run: permission denied by ${permission.by}: ${permission.reason}`), permission }
+      }
+      if (exec.signal.aborted) return { ...fail(`${call.name} was not run: the call was aborted`), permission }
+    }
     try {
       const output = await entry.definition.execute(call.args, exec)
-      return outcomeOf(call, output)
+      return withPermission(outcomeOf(call, output), permission)
     } catch (error) {
-      if (exec.signal.aborted) return fail(`${call.name} was aborted${error instanceof Error ? `: ${error.message}` : ''}`)
-      return fail(`${call.name} failed: ${errorMessage(error)}`)
+      if (exec.signal.aborted) return withPermission(fail(`${call.name} was aborted${error instanceof Error ? `: ${error.message}` : ''}`), permission)
+      return withPermission(fail(`${call.name} failed: ${errorMessage(error)}`), permission)
     }
+  }
+
+  /**
+   * The gates' verdict on one call. A gate that throws, or a call aborted while a gate
+   * waits, is a rejection: a side-effecting call never runs on a question left open.
+   */
+  private async askGates(call: ToolCallBlock & { args: unknown }, definition: ToolDefinition, exec: ToolExecution): Promise<ToolPermissionDecision> {
+    let allowed: ToolPermissionDecision | undefined
+    for (const gate of [...this.gates]) {
+      let answer: ToolPermissionDecision | undefined
+      try {
+        answer = await gate({ call, tool: { name: definition.name, description: definition.description }, agent: exec.agent, signal: exec.signal })
+      } catch (error) {
+        return { decision: 'reject', by: 'a permission gate', reason: exec.signal.aborted ? 'the call was aborted while permission was asked' : `the permission check failed: ${errorMessage(error)}` }
+      }
+      if (exec.signal.aborted) return { decision: 'reject', by: 'a permission gate', reason: 'the call was aborted while permission was asked' }
+      if (answer?.decision === 'reject') return answer
+      allowed ??= answer
+    }
+    return allowed ?? { decision: 'allow-once', by: 'no gate objected' }
   }
 
   /**
@@ -272,6 +319,10 @@ function outcomeOf(call: ToolCallBlock, output: ToolOutput): ToolCallOutcome {
   const result: ToolResultBlock = { type: 'tool-result', callId: call.id, name: call.name, content }
   if (output.isError) result.isError = true
   return { result, endsTurn: output.endsTurn === true }
+}
+
+function withPermission(outcome: ToolCallOutcome, permission: ToolPermissionDecision | undefined): ToolCallOutcome {
+  return permission === undefined ? outcome : { ...outcome, permission }
 }
 
 /** The model's unparsable argument text, for its error result: `(empty)` for none, long text cut. */

@@ -34,6 +34,12 @@ export interface ToolDefinition<Args = unknown> {
   parameters: Record<string, unknown>
   /** Safe to run at the same time as neighbouring safe calls of the same assistant message. */
   concurrencySafe?: boolean
+  /**
+   * The tool acts on the world outside the conversation (runs commands, writes files,
+   * sends messages): every call is put to the permission gates first (see
+   * `ToolRegistry.addPermissionGate`). Default `false`.
+   */
+  sideEffecting?: boolean
   execute(args: Args, exec: ToolExecution): Promise<ToolOutput> | ToolOutput
 }
 
@@ -46,6 +52,33 @@ export interface ToolFilter {
 export interface ToolCallOutcome {
   result: ToolResultBlock
   endsTurn: boolean
+  /** How the permission gates decided on a side-effecting call; recorded with its result. */
+  permission?: ToolPermissionDecision
 }
+
+/**
+ * A permission gate's answer. `allow-always` means the gate will allow this tool for the
+ * rest of the session without asking again; `by` says who decided (a client, a policy),
+ * in a few words, for the session record.
+ */
+export type ToolPermissionDecision =
+  | { decision: 'allow-once'; by: string }
+  | { decision: 'allow-always'; by: string }
+  | { decision: 'reject'; by: string; reason: string }
+
+/** What a gate is asked: one validated call of a side-effecting tool, about to run. */
+export interface ToolPermissionRequest {
+  call: ToolCallBlock & { args: unknown }
+  tool: Pick<ToolDefinition, 'name' | 'description'>
+  agent: ToolAgent
+  /** The call's signal: a gate waiting on someone stops waiting when it aborts. */
+  signal: AbortSignal
+}
+
+/**
+ * Decides whether a side-effecting call may run. `undefined`: no opinion (the next gate
+ * is asked; with no opinion at all the call runs). A gate that throws rejects the call.
+ */
+export type ToolPermissionGate = (request: ToolPermissionRequest) => Promise<ToolPermissionDecision | undefined> | ToolPermissionDecision | undefined
 
 export type { ToolCallBlock, ToolSpec }

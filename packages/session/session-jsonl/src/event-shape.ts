@@ -5,7 +5,7 @@
  * value it cannot handle. Extra fields are allowed; they are data, not structure.
  */
 import { assertNever, FINISH_REASONS, isRecord } from '@dsh/base'
-import type { SessionEventType } from '@dsh/session'
+import { TOOL_PERMISSION_DECISIONS, type SessionEventType } from '@dsh/session'
 import { parseTurnEndReason } from '@dsh/base'
 
 type Json = Record<string, unknown>
@@ -29,7 +29,7 @@ export function eventBodyProblem(type: SessionEventType, event: Json): string | 
     case 'tool/call':
       return prefixed('"call"', toolCallProblem(event.call))
     case 'tool/result':
-      return prefixed('"result"', toolResultProblem(event.result))
+      return prefixed('"result"', toolResultProblem(event.result)) ?? prefixed('"permission"', permissionProblem(event.permission))
     case 'turn/end':
       return (
         countField(event, 'turn') ??
@@ -77,6 +77,16 @@ function toolResultProblem(block: unknown): string | undefined {
     return 'a tool-result block needs a "content" array of text blocks'
   }
   return stringFields(block, ['callId', 'name']) ?? (block.isError !== undefined && typeof block.isError !== 'boolean' ? '"isError" must be a boolean' : undefined)
+}
+
+function permissionProblem(permission: unknown): string | undefined {
+  if (permission === undefined) return undefined
+  if (!isRecord(permission) || !(TOOL_PERMISSION_DECISIONS as readonly unknown[]).includes(permission.decision)) {
+    return `must be an object whose "decision" is ${TOOL_PERMISSION_DECISIONS.map((decision) => `"${decision}"`).join(', ')}`
+  }
+  if (typeof permission.by !== 'string') return 'needs a string "by"'
+  if (permission.decision === 'reject' && typeof permission.reason !== 'string') return 'of a rejection needs a string "reason"'
+  return undefined
 }
 
 function usageProblem(usage: unknown): string | undefined {

@@ -80,7 +80,7 @@ export function headerOf(value: unknown, file: string, id: string): SessionHeade
   for (const key of ['parentSession', 'origin', 'provider', 'label', 'toolCallId'] as const) {
     if (header[key] !== undefined && typeof header[key] !== 'string') throw fail(`header.${key} must be a string when present`)
   }
-  for (const key of ['delegationDepth', 'seedLength'] as const) {
+  for (const key of ['delegationDepth', 'maxDepth', 'seedLength'] as const) {
     if (header[key] !== undefined && !isCount(header[key])) throw fail(`header.${key} must be a non-negative integer when present`)
   }
   if (header.descriptor !== undefined && !isObject(header.descriptor)) throw fail('header.descriptor must be an object when present')

@@ -59,6 +59,8 @@ export class BashToolPlugin {
         'Run a bash command and return its exit code and output (stdout and stderr together; long output keeps its beginning and end). A timeout stops the command and everything it started.' +
         (config.enableRunInBackground ? ' Use run_in_background for long-running commands (servers, watchers, long builds).' : ''),
       parameters: { type: 'object', properties, required: ['command'], additionalProperties: false },
+      // Commands act on the user's machine: a front end's permission gate is asked first.
+      sideEffecting: true,
       execute: (args, exec) => (args.run_in_background ? this.background(args, exec) : this.foreground(args, exec)),
     })
   }

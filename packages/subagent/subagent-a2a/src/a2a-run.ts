@@ -6,6 +6,9 @@
  * 2. send the prompt as a streamed message with the lineage in `metadata.dsh`; the first
  *    event names the task, whose id is the child's remote id;
  * 3. publication: status and artifact updates are folded until a final state settles it;
+ *    a worker whose card promises keep-alives and then sends nothing for
+ *    `SILENT_PERIODS` of them has gone silent (link down, process stopped): the run ends
+ *    `error` and the worker is marked;
  * 4. cancel is the protocol's task cancel; release aborts the HTTP stream.
  *
  * A worker that does not answer (refused connection, reset, a stream cut mid-answer) is
@@ -14,9 +17,9 @@
  * workers sees one settled result per delegation.
  */
 import { randomUUID } from 'node:crypto'
-import { Role, type Message, type Part, type StreamResponse, type TaskState } from '@a2a-js/sdk'
+import { Role, type AgentCard, type Message, type Part, type StreamResponse, type TaskState } from '@a2a-js/sdk'
 import type { Client } from '@a2a-js/sdk/client'
-import { errorMessage, isAbortError, type StopReason } from '@dsh/base'
+import { assertNever, errorMessage, isAbortError, isRecord, type StopReason } from '@dsh/base'
 import { text, type TextBlock } from '@dsh/llm'
 import { startRemoteRun, SubagentError, type RemoteRunControl, type RemoteSubagentRun, type RemoteWire, type SubagentRequest, type SubagentResult } from '@dsh/subagent'
 import type { A2aRunSpec } from './config.js'
@@ -33,6 +36,10 @@ export const CONNECT_TIMEOUT_MS = 10_000
 export const CANCEL_GRACE_MS = 5_000
 /** The artifact `dsh a2a serve` puts the final answer in (streamed text goes elsewhere). */
 export const ANSWER_ARTIFACT = 'answer'
+/** The card extension by which a worker promises keep-alive status updates every `params.intervalMs`. */
+export const KEEPALIVE_EXTENSION = 'urn:dsh:a2a:keepalive:v1'
+/** A worker that promised keep-alives and sent nothing for this many of their periods has gone silent. */
+export const SILENT_PERIODS = 5
 
 export function startA2aRun(spec: A2aRunSpec, pool: WorkerPool, request: SubagentRequest): Promise<RemoteSubagentRun> {
   if (request.agentOptions?.model !== undefined) {
@@ -70,6 +77,12 @@ class A2aWire implements RemoteWire {
   private readonly artifacts = new Map<string, string>()
   private statusText = ''
   private released = false
+  /** Whether this run still counts toward its worker's load. */
+  private holdsWorker = true
+  /** When the worker last sent anything on the task's stream. */
+  private lastHeard = Date.now()
+  /** The keep-alive period the worker's card promises, if it promises one. */
+  private keepAliveMs: number | undefined
   readonly interrupt = { name: 'the task cancel', send: () => this.sendCancel() }
 
   constructor(
@@ -81,9 +94,16 @@ class A2aWire implements RemoteWire {
   }
 
   async open(): Promise<string> {
-    const timer = setTimeout(() => this.connection.abort(new Error(`no answer within ${CONNECT_TIMEOUT_MS} ms`)), CONNECT_TIMEOUT_MS)
+    // Only this timer means the worker did not answer; an abort by close() (the delegation
+    // was cancelled or released while starting) says nothing about the worker.
+    let timedOut = false
+    const timer = setTimeout(() => {
+      timedOut = true
+      this.connection.abort(new SubagentError('START_FAILED', `no answer within ${CONNECT_TIMEOUT_MS} ms`))
+    }, CONNECT_TIMEOUT_MS)
     try {
       this.client = await raceAbort(this.worker.connect(), this.connection.signal)
+      this.keepAliveMs = promisedKeepAlive(await this.client.getAgentCard())
       this.run.moveTo('message/stream')
       this.stream = this.client.sendMessageStream(
         { tenant: '', message: this.message(), configuration: undefined, metadata: undefined },
@@ -91,32 +111,45 @@ class A2aWire implements RemoteWire {
       )
       const first = await this.stream.next()
       if (first.done) return this.unanswered('closed the stream before naming a task')
+      this.lastHeard = Date.now()
       this.worker.markAnswering()
       const early = this.fold(first.value)
       if (early) {
         // Answered at once: nothing more to read (close() still releases the connection).
         this.stream = undefined
+        this.leaveWorker()
         this.run.settle(early)
         return this.taskId ?? `message-${randomUUID()}`
       }
       if (this.taskId === undefined) return this.unanswered('sent a first event that names no task')
       return this.taskId
     } catch (error) {
-      const reason = this.connection.signal.aborted ? errorMessage(this.connection.signal.reason) : describeError(error)
-      if (isUnreachable(error) || this.connection.signal.aborted) {
+      if (this.released) return this.unanswered(`was left before it answered: ${errorMessage(this.connection.signal.reason)}`)
+      const reason = timedOut ? errorMessage(this.connection.signal.reason) : describeError(error)
+      if (isUnreachable(error) || timedOut) {
         this.worker.markUnreachable()
         return this.unanswered(`did not answer at stage ${this.run.stage}: ${reason}; it is skipped for the next runs`)
       }
+      if (/\b401\b/.test(reason)) return this.unanswered(this.refusedToken(reason))
       return this.unanswered(`refused the run at stage ${this.run.stage}: ${reason}`)
     } finally {
       clearTimeout(timer)
     }
   }
 
+  private refusedToken(reason: string): string {
+    const { tokenEnv } = this.spec
+    const fix = tokenEnv === undefined
+      ? 'no token was sent: set tokenEnv to the variable holding the token the worker was started with (dsh a2a serve --token-env NAME)'
+      : `check that ${tokenEnv} (tokenEnv) holds the token the worker was started with (dsh a2a serve --token-env NAME)`
+    return `refused the token (401 Unauthorized) at stage ${this.run.stage}; ${fix} (${reason})`
+  }
+
   /** The run is published only to end `error` at once: a fan-out gets one result per delegation. */
   private unanswered(why: string): string {
     // Nothing more to read: `begin` must not start reading a stream that already failed.
     this.stream = undefined
+    this.leaveWorker()
     this.run.fail(`the A2A worker ${this.worker.url} ${why}`)
     return `unanswered-${randomUUID()}`
   }
@@ -138,15 +171,43 @@ class A2aWire implements RemoteWire {
   begin(): void {
     if (!this.stream) return
     this.run.moveTo('task')
+    this.watchSilence()
     void this.drive(this.stream)
+  }
+
+  /**
+   * With a worker that promised keep-alives: a stream silent for `SILENT_PERIODS` of them
+   * means the worker cannot be heard any more (a network partition, a stopped process),
+   * which no socket error would report. The run ends `error` and the worker is skipped.
+   */
+  private watchSilence(): void {
+    const period = this.keepAliveMs
+    if (period === undefined) return
+    const limit = period * SILENT_PERIODS
+    const check = () => {
+      const silent = Date.now() - this.lastHeard
+      if (silent < limit) return this.run.later(limit - silent, check)
+      this.worker.markUnreachable()
+      // Should it come back, the task is not left running there.
+      this.sendCancel()
+      this.run.fail(
+        `the A2A worker ${this.worker.url} went silent during task ${this.taskId}: nothing for ${silent} ms, more than ${SILENT_PERIODS} of its ${period} ms keep-alive periods (the link is down or the worker stopped); it is skipped for the next runs`,
+        'lost',
+      )
+    }
+    this.run.later(limit, check)
   }
 
   private async drive(stream: AsyncGenerator<StreamResponse, void, undefined>): Promise<void> {
     const { run } = this
     try {
       for await (const response of stream) {
+        this.lastHeard = Date.now()
         const ended = this.fold(response)
-        if (ended) return run.settle(ended)
+        if (ended) {
+          this.leaveWorker()
+          return run.settle(ended)
+        }
       }
       if (run.stopping === 'cancelled') return run.settle(this.result('aborted', 'the run was cancelled'))
       run.fail(`the A2A worker ${this.worker.url} closed the stream of task ${this.taskId} before it reached a final state`)
@@ -182,6 +243,8 @@ class A2aWire implements RemoteWire {
         this.artifacts.set(artifact.artifactId, before + textOfParts(artifact.parts))
         return undefined
       }
+      default:
+        return assertNever(payload, 'A2A stream response')
     }
   }
 
@@ -216,20 +279,35 @@ class A2aWire implements RemoteWire {
   private sendCancel(): void {
     const { client, taskId } = this
     if (!client || taskId === undefined) return
-    client.cancelTask({ tenant: '', id: taskId, metadata: undefined }).catch(() => {
-      // The worker is gone or refused: the core's grace period settles the run aborted.
+    // Bounded: a worker that went silent must not hold the request (and the process) open.
+    client.cancelTask({ tenant: '', id: taskId, metadata: undefined }, { signal: AbortSignal.timeout(CANCEL_GRACE_MS) }).catch(() => {
+      // The worker is gone, silent or refused: the core's grace period settles the run aborted.
     })
+  }
+
+  /** The task reached its end on the worker (or never began): the worker is that much less busy, whenever the run is disposed. */
+  private leaveWorker(): void {
+    if (!this.holdsWorker) return
+    this.holdsWorker = false
+    this.pool.release(this.worker)
   }
 
   async close(): Promise<void> {
     if (this.released) return
     this.released = true
-    this.pool.release(this.worker)
-    this.connection.abort(new Error('the run was released'))
+    this.leaveWorker()
+    this.connection.abort(new SubagentError('ABORTED', 'the run was released'))
     await this.stream?.return(undefined).catch(() => {
       // The stream was aborted just above; its rejection only repeats that.
     })
   }
+}
+
+/** The keep-alive period a card promises (`KEEPALIVE_EXTENSION`), when it is a sane one. */
+function promisedKeepAlive(card: AgentCard): number | undefined {
+  const extension = card.capabilities?.extensions.find((candidate) => candidate.uri === KEEPALIVE_EXTENSION)
+  const intervalMs: unknown = isRecord(extension?.params) ? extension.params.intervalMs : undefined
+  return typeof intervalMs === 'number' && Number.isInteger(intervalMs) && intervalMs >= 100 && intervalMs <= 300_000 ? intervalMs : undefined
 }
 
 function textOfParts(parts: readonly Part[]): string {

@@ -24,6 +24,8 @@ export interface A2aRunSpec {
   urls: readonly string[]
   /** The bearer token, read from `tokenEnv` at load. */
   token: string | undefined
+  /** The variable the token came from, named when a worker refuses it. */
+  tokenEnv: string | undefined
   timeoutMs: number | undefined
 }
 
@@ -47,5 +49,5 @@ export function resolveA2aSpec(config: A2aProviderConfig, env: NodeJS.ProcessEnv
     token = env[config.tokenEnv]
     if (!token) throw new SubagentError('INVALID_CONFIG', `subagent-a2a: tokenEnv names ${config.tokenEnv}, which is not set (or empty); export the workers' bearer token in it`)
   }
-  return { provider: config.providerName, urls, token, timeoutMs: config.timeoutMs }
+  return { provider: config.providerName, urls, token, tokenEnv: config.tokenEnv, timeoutMs: config.timeoutMs }
 }

@@ -5,7 +5,7 @@ import { A2aProviderConfig, resolveA2aSpec } from '@dsh/subagent-a2a'
 describe('a2a provider config', () => {
   it('defaults providerName to a2a and reads the token from tokenEnv, keeping it out of the config', () => {
     const config = A2aProviderConfig({ urls: ['http://127.0.0.1:7700/'], tokenEnv: 'A2A_T' })
-    expect(resolveA2aSpec(config, { A2A_T: 'secret' })).toEqual({ provider: 'a2a', urls: ['http://127.0.0.1:7700'], token: 'secret', timeoutMs: undefined })
+    expect(resolveA2aSpec(config, { A2A_T: 'secret' })).toEqual({ provider: 'a2a', urls: ['http://127.0.0.1:7700'], token: 'secret', tokenEnv: 'A2A_T', timeoutMs: undefined })
   })
 
   it('a tokenEnv that is unset or empty fails the load naming the variable', () => {

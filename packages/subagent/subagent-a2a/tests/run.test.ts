@@ -70,6 +70,28 @@ describe('a2a provider against dsh workers', () => {
     await Promise.all(runs.map((run) => run.dispose()))
   })
 
+  it('the next run goes to the least busy worker, not the next in turn', async () => {
+    const quick = await worker([{ reply: [{ text: 'quick' }] }])
+    const busy = await worker([{ reply: [{ text: 'slow', delay_ms: 60_000 }] }])
+    const p = await parent({ urls: [quick.server.url, busy.server.url] })
+    const start = () => p.harness.ctx.subagents.start('a2a', p.request('work'))
+    // 1 → quick (first in turn), 2 → busy (stays busy), 3 → quick (in turn, and least busy).
+    const first = await start()
+    expect((await first.result).stopReason).toBe('completed')
+    const held = await start()
+    cleanups.push(() => held.dispose())
+    await until(() => busy.sessions.length === 1)
+    const third = await start()
+    expect((await third.result).stopReason).toBe('completed')
+    // In turn it would be the busy worker's; it has one run, the quick one none.
+    const fourth = await start()
+    cleanups.push(() => fourth.dispose())
+    await until(() => quick.sessions.length + busy.sessions.length === 4)
+    expect([quick.sessions.length, busy.sessions.length]).toEqual([3, 1])
+    expect((await fourth.result).stopReason).toBe('completed')
+    await Promise.all([first, third].map((run) => run.dispose()))
+  })
+
   it('an unreachable worker ends its run error with a diagnostic and is skipped for the next runs', async () => {
     const gone = track(await listenOnLoopback(express()))
     await gone.close()
@@ -108,7 +130,7 @@ describe('a2a provider against dsh workers', () => {
     const wrong = await parent({ urls: [w.server.url], tokenEnv: 'DSH_TEST_A2A_WRONG' })
     const refused = await (await wrong.harness.ctx.subagents.start('a2a', wrong.request('hi'))).result
     expect(refused.stopReason).toBe('error')
-    expect(refused.diagnostic).toMatch(/401/)
+    expect(refused.diagnostic).toMatch(/refused the token \(401 Unauthorized\) at stage agent card; check that DSH_TEST_A2A_WRONG \(tokenEnv\) holds the token/)
     const right = await parent({ urls: [w.server.url], tokenEnv: 'DSH_TEST_A2A_RIGHT' })
     const served = await (await right.harness.ctx.subagents.start('a2a', right.request('hi'))).result
     expect(served.stopReason).toBe('completed')
@@ -191,6 +213,35 @@ describe('a2a provider against an agent on the SDK server classes', () => {
     const next = await (await p.harness.ctx.subagents.start('a2a', p.request('second'))).result
     expect(next.diagnostic).toBeUndefined()
     expect(next.stopReason).toBe('completed')
+  })
+
+  it('a delegation cancelled while its worker is starting it does not mark that worker unreachable', async () => {
+    let entered = false
+    let open = () => {}
+    const gate = new Promise<void>((resolve) => (open = resolve))
+    const executor: AgentExecutor = {
+      execute: async (context, bus) => {
+        entered = true
+        // A healthy worker that takes its time before naming the task.
+        await gate
+        bus.publish(AgentEvent.task({ id: context.taskId, contextId: context.contextId, status: { state: TaskState.TASK_STATE_COMPLETED, message: undefined, timestamp: undefined }, artifacts: [], history: [], metadata: undefined }))
+        bus.finished()
+      },
+      cancelTask: async () => {},
+    }
+    const agent = track(await sdkAgent(executor))
+    let requestClosed = false
+    agent.http.on('request', (request) => request.on('close', () => (requestClosed = true)))
+    cleanups.push(async () => open())
+    const p = await parent({ urls: [agent.url] })
+    const cancel = new AbortController()
+    const starting = p.harness.ctx.subagents.start('a2a', p.request('take a moment', { signal: cancel.signal }))
+    await until(() => entered)
+    cancel.abort(new Error('the parent changed its mind'))
+    await expect(starting).rejects.toMatchObject({ code: 'ABORTED' })
+    await until(() => requestClosed)
+    expect(providerOf(p).pool.workers[0]!.unreachableSince).toBeUndefined()
+    expect(providerOf(p).pool.workers[0]!.active).toBe(0)
   })
 
   it('cancel reaches an SDK agent through the task cancel and the run ends aborted', async () => {

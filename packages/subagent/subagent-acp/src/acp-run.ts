@@ -37,12 +37,13 @@ import {
   type SubagentRequest,
   type SubagentResult,
 } from '@dsh/subagent'
-import { childEnvironment, describeExit, ProcessTree } from '@dsh/process'
+import { describeExit, ProcessTree } from '@dsh/process'
+import { acpChildEnvironment, type AcpRunSpec } from './config.js'
 import type { RecordingLink } from '@dsh/llm'
-import type { AcpRunSpec } from './config.js'
 import { answerPermission } from './permission.js'
 import { withoutExtensionUpdates } from './extension-updates.js'
 import { StdoutGuard } from './stdout-guard.js'
+import { FrameLimit, refuseOversizedPrompt } from './frame-limit.js'
 import { describeRpcError } from './rpc-error.js'
 
 /** Where a run is; every diagnostic names it. */
@@ -87,6 +88,8 @@ export async function startAcpRun(spec: AcpRunSpec, request: SubagentRequest): P
       `the "${spec.provider}" subagent provider cannot choose the model of an ACP agent (asked for "${request.agentOptions.model}"); choose it in the provider's command or args (e.g. dsh acp --model SPEC) and drop agentOptions.model`,
     )
   }
+  // The agent would refuse the prompt's frame: say so before anything is spawned.
+  refuseOversizedPrompt(spec.provider, request.prompt, spec.maxFrameBytes)
   const cwd = spec.cwd ?? resolve(request.parent.session.header.cwd)
   let tree: ProcessTree | undefined
   return startRemoteRun(
@@ -126,7 +129,7 @@ class AcpWire implements RemoteWire {
       command: spec.command,
       args: spec.args,
       cwd,
-      env: childEnvironment(process.env, { env: spec.env }),
+      env: acpChildEnvironment(spec),
       stderrTailChars: STDERR_TAIL_CHARS,
     })
   }
@@ -172,8 +175,14 @@ class AcpWire implements RemoteWire {
     const app = client({ name: 'dsh-subagent-acp' }).onRequest(methods.client.session.requestPermission, ({ params }) =>
       answerPermission(this.spec.permission, params.options, this.run.stopping !== undefined),
     )
-    const input = (Readable.toWeb(child.stdout!) as ReadableStream<Uint8Array>).pipeThrough(guard.stream)
-    return app.connect(withoutExtensionUpdates(ndJsonStream(Writable.toWeb(child.stdin!) as WritableStream<Uint8Array>, input)))
+    const limit = new FrameLimit(this.spec.maxFrameBytes)
+    limit.onOversized = (bytes) => {
+      const diagnostic = limit.describe(bytes)
+      this.run.failStartup(this.startFailed(diagnostic), () => this.run.fail(this.run.withStderr(diagnostic)))
+    }
+    const input = (Readable.toWeb(child.stdout!) as ReadableStream<Uint8Array>).pipeThrough(guard.stream).pipeThrough(limit.stream)
+    // The SDK's reader gets a limit above ours, so ours always speaks first.
+    return app.connect(withoutExtensionUpdates(ndJsonStream(Writable.toWeb(child.stdin!) as WritableStream<Uint8Array>, input, { maxMessageBytes: this.spec.maxFrameBytes + 1 })))
   }
 
   begin(): void {

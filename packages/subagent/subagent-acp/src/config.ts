@@ -1,7 +1,9 @@
 import { resolve } from 'node:path'
+import { childEnvironment } from '@dsh/process'
 import Schema from 'schemastery'
 import type { RecordingLink } from '@dsh/llm'
 import type { PermissionPolicy } from './permission.js'
+import { DEFAULT_MAX_FRAME_BYTES } from './frame-limit.js'
 
 /** The plugin's config, as written in a composition file. */
 export interface AcpProviderConfig {
@@ -10,12 +12,14 @@ export interface AcpProviderConfig {
   args: string[]
   cwd?: string
   env: Record<string, string>
+  passEnv: string[]
   permission: PermissionPolicy
   timeoutMs?: number
   startupTimeoutMs: number
   cancelGraceMs: number
   stdinGraceMs: number
   termGraceMs: number
+  maxFrameBytes: number
 }
 
 const milliseconds = () => Schema.natural().min(1)
@@ -26,12 +30,14 @@ export const AcpProviderConfig: Schema<AcpProviderConfig> = Schema.object({
   args: Schema.array(Schema.string()).default([]).description('Its arguments.'),
   cwd: Schema.string().min(1).description('Its working directory (and the ACP session cwd); default: the delegating session\'s cwd.'),
   env: Schema.dict(Schema.string(), Schema.string().pattern(/^[^=\0]+$/)).default({}).description('Variables added to the cleaned parent environment.'),
+  passEnv: Schema.array(Schema.string().min(1).pattern(/^[^=\0]+$/)).default([]).description('Parent variables the agent inherits beyond the base environment (PATH, HOME, locale, terminal, temp dirs), by exact name: an API key its model needs.'),
   permission: Schema.union(['reject', 'allow']).default('reject').description('How session/request_permission is answered.'),
   timeoutMs: milliseconds().description('Longest a prompt turn may run; on expiry the run ends error and the agent is stopped.'),
   startupTimeoutMs: milliseconds().default(15_000).description('Longest initialize + session/new may take.'),
   cancelGraceMs: milliseconds().default(5_000).description('After session/cancel, how long the agent has to answer cancelled.'),
   stdinGraceMs: milliseconds().default(3_000).description('On dispose, how long the agent has to exit after its stdin closes.'),
   termGraceMs: milliseconds().default(2_000).description('After SIGTERM, how long before SIGKILL.'),
+  maxFrameBytes: Schema.natural().min(1024).default(DEFAULT_MAX_FRAME_BYTES).description('The longest ACP frame (one line) either way: a longer update from the agent ends the run error; a longer prompt is refused before the agent starts.'),
 }) as Schema<AcpProviderConfig>
 
 /** Everything a run needs, with every default applied and paths made absolute. */
@@ -44,12 +50,15 @@ export interface AcpRunSpec {
   /** Absolute; `undefined` means the parent session's cwd. */
   cwd: string | undefined
   env: Readonly<Record<string, string>>
+  /** Parent variables passed through by exact name (see `acpChildEnvironment`). */
+  passEnv: readonly string[]
   permission: PermissionPolicy
   timeoutMs: number | undefined
   startupTimeoutMs: number
   cancelGraceMs: number
   stdinGraceMs: number
   termGraceMs: number
+  maxFrameBytes: number
 }
 
 /** The one place defaults meet config: a configured relative `cwd` is taken from the process cwd at load. */
@@ -60,11 +69,21 @@ export function resolveAcpSpec(config: AcpProviderConfig): AcpRunSpec {
     args: [...config.args],
     cwd: config.cwd === undefined ? undefined : resolve(config.cwd),
     env: { ...config.env },
+    passEnv: [...config.passEnv],
     permission: config.permission,
     timeoutMs: config.timeoutMs,
     startupTimeoutMs: config.startupTimeoutMs,
     cancelGraceMs: config.cancelGraceMs,
     stdinGraceMs: config.stdinGraceMs,
     termGraceMs: config.termGraceMs,
+    maxFrameBytes: config.maxFrameBytes,
   }
+}
+
+/**
+ * The agent's environment: the base variables, the `passEnv` names the parent has, then
+ * `env` on top. Nothing else of the parent (other keys, tokens) reaches the agent.
+ */
+export function acpChildEnvironment(spec: Pick<AcpRunSpec, 'env' | 'passEnv'>, parentEnv: NodeJS.ProcessEnv = process.env): Record<string, string> {
+  return childEnvironment(parentEnv, { env: spec.env, passEnv: spec.passEnv })
 }

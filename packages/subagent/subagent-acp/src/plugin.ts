@@ -18,6 +18,7 @@ import { newSessionRequest, startAcpRun } from './acp-run.js'
 import { AcpProviderConfig, resolveAcpSpec, type AcpRunSpec } from './config.js'
 import { AcpChild } from './continuable/acp-child.js'
 import { AcpConversation } from './continuable/conversation.js'
+import { refuseOversizedPrompt } from './frame-limit.js'
 
 /**
  * Of the start-time features only the depth bound: it is checked here before anything is
@@ -48,6 +49,7 @@ export class AcpProvider implements SubagentProvider {
       throw new SubagentError('INVALID_REQUEST', `the "${this.name}" subagent provider cannot choose the model of an ACP agent (asked for "${request.agentOptions.model}"); choose it in the provider's command or args (e.g. dsh acp --model SPEC) and drop agentOptions.model`)
     }
     refuseUnstartable(oneShot, 'the ACP agent')
+    refuseOversizedPrompt(this.name, request.prompt, this.spec.maxFrameBytes)
     const cwd = this.spec.cwd ?? resolve(parent.session.header.cwd)
     const { child, sessionId } = await AcpChild.launch(this.spec, cwd, signal, (opening) => opening.newSession(newSessionRequest(cwd, oneShot, this.name, this.spec.recordingLink?.(parent.id, request.callId))))
     try {

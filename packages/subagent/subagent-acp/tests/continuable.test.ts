@@ -223,4 +223,29 @@ describe('acp continuable children', () => {
     await expect(starting).rejects.toMatchObject({ code: 'ABORTED' })
     expect(processesWith(w.marker)).toEqual([])
   })
+
+  it('a message over maxFrameBytes ends its turn error naming the limit without reaching the agent, and the next message is answered', async () => {
+    const w = await world({ maxFrameBytes: 4096 })
+    const conversation = await open(w)
+    const pid = conversation.pid!
+    const refused = await conversation.send([text('z'.repeat(5000))])
+    expect(refused).toMatchObject({ stopReason: 'error', diagnostic: expect.stringContaining('over the 4096-byte frame limit (maxFrameBytes)') })
+    expect(w.fake.requests).toHaveLength(0)
+    w.fake.enqueue({ text: 'small is fine' })
+    expect(outputText(await conversation.send([text('a short one')]))).toBe('small is fine')
+    expect(conversation.pid).toBe(pid)
+  })
+
+  it('an update over maxFrameBytes ends the turn error naming the limit and stops the agent', async () => {
+    const marker = tempDir('acp-huge-')
+    const w = await world({ args: [fixture('agent.mjs'), 'huge'], maxFrameBytes: 65_536, env: { ACP_TEST_MARKER: marker } })
+    const conversation = await open(w)
+    const first = conversation.pid!
+    const answer = await conversation.send([text('200000')])
+    expect(answer).toMatchObject({ stopReason: 'error', diagnostic: expect.stringContaining('over the 65536-byte frame limit (maxFrameBytes)') })
+    expect(outputText(answer)).toBe('partial ')
+    // The agent is stopped (the next message would start it again with session/load).
+    while (exists(first)) await new Promise((resolve) => setTimeout(resolve, 20))
+    expect(processesWith(marker)).toEqual([])
+  })
 })

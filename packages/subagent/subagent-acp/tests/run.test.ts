@@ -79,6 +79,21 @@ describe('acp: a run against a real ACP agent process', () => {
     }
   })
 
+  it('passEnv hands the named parent variables to the agent and no others', async () => {
+    process.env.DSH_TEST_GIVEN_KEY = 'the key'
+    process.env.DSH_TEST_SECRET_TOKEN = 'hunter2'
+    try {
+      const { harness, request } = await provider('env', { passEnv: ['DSH_TEST_GIVEN_KEY', 'DSH_TEST_UNSET_NAME'] })
+      const run = await harness.ctx.subagents.start('acp', request('env'))
+      const seen = JSON.parse(textOf((await run.result).output)) as Record<string, unknown>
+      expect(seen).toMatchObject({ configuredKey: 'the key', secret: null, configured: null })
+      await run.dispose()
+    } finally {
+      delete process.env.DSH_TEST_GIVEN_KEY
+      delete process.env.DSH_TEST_SECRET_TOKEN
+    }
+  })
+
   it.each([
     ['max_tokens', 'max-tokens'],
     ['refusal', 'refusal'],

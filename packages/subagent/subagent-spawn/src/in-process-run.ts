@@ -9,7 +9,7 @@ import type { Context } from 'cordis'
 import type { Agent, AgentRegistry, TurnResult } from '@dsh/agent'
 import type { AssistantMessage } from '@dsh/llm'
 import type { Session } from '@dsh/session'
-import { refuseDisposedParent, refuseUnstartable, SubagentError, selectOutput, type StopReason, type SubagentRequest, type SubagentResult, type SubagentRun } from '@dsh/subagent'
+import { effectiveMaxDepth, refuseDisposedParent, refuseUnstartable, SubagentError, selectOutput, type StopReason, type SubagentRequest, type SubagentResult, type SubagentRun } from '@dsh/subagent'
 import { registerStructuredOutput, STRUCTURED_OUTPUT_TOOL, type StructuredSlot } from './structured-output.js'
 
 export interface InProcessOptions {
@@ -23,6 +23,8 @@ export async function startInProcessRun(agents: AgentRegistry, request: Subagent
   const { parent, signal } = request
   refuseUnstartable(request, 'the child')
   const depth = parent.depth + 1
+  // Recorded in the child's header, so its own delegations stay within the bound.
+  const maxDepth = effectiveMaxDepth(request)
 
   let structured: StructuredSlot | undefined
   let child: Agent
@@ -35,6 +37,7 @@ export async function startInProcessRun(agents: AgentRegistry, request: Subagent
         parentSession: parent.id,
         origin: 'subagent',
         delegationDepth: depth,
+        ...(maxDepth !== undefined && { maxDepth }),
         provider: options.provider,
         cwd: parent.session.header.cwd,
         ...(request.label !== undefined && { label: request.label }),

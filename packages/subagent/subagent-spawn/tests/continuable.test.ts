@@ -195,9 +195,9 @@ describe('continuable spawn children', () => {
         })
       })
     }
-    expect(() => h.ctx.subagents.interrupt(childId, { kind: 'ancestor', agent: stranger })).toThrow(expect.objectContaining({ code: 'UNAUTHORIZED' }))
-    expect(() => h.ctx.subagents.interrupt(childId, { kind: 'ancestor', agent: child })).toThrow(expect.objectContaining({ code: 'UNAUTHORIZED' }))
-    h.ctx.subagents.interrupt(childId, { kind: 'ancestor', agent: parent })
+    await expect(h.ctx.subagents.interrupt(childId, { kind: 'ancestor', agent: stranger })).rejects.toMatchObject({ code: 'UNAUTHORIZED' })
+    await expect(h.ctx.subagents.interrupt(childId, { kind: 'ancestor', agent: child })).rejects.toMatchObject({ code: 'UNAUTHORIZED' })
+    await h.ctx.subagents.interrupt(childId, { kind: 'ancestor', agent: parent })
     await turnEnds(child, 1)
     expect(child.session.ownEvents().find((e) => e.type === 'turn/end')).toMatchObject({ reason: 'aborted' })
     await turnEnds(parent, 1)

@@ -147,7 +147,7 @@ describe('spawn: start-time features', () => {
     expect(harness.ctx.agents.list()).toEqual([parent])
   })
 
-  it('maxDepth 1 lets a root delegate but not its child, and depth never decreases', async () => {
+  it('maxDepth 1 lets a root delegate but not its child, even when the child asks for a looser bound', async () => {
     await setup([{ reply: [{ text: 'x' }] }])
     const run = await harness.ctx.subagents.start('spawn', request('x', { maxDepth: 1 }))
     const child = harness.ctx.agents.get(run.id)!
@@ -157,10 +157,16 @@ describe('spawn: start-time features', () => {
       code: 'DEPTH_LIMIT',
       message: expect.stringMatching(/depth 2, above maxDepth 1/),
     })
-    const deeper = await harness.ctx.subagents.start('spawn', { ...request('y', { maxDepth: 5 }), parent: child })
-    expect(harness.ctx.agents.get(deeper.id)!.session.header.delegationDepth).toBe(2)
-    await deeper.result
-    await deeper.dispose()
+    // The bound is inherited and recorded: a looser request, or none, does not widen it.
+    expect(child.session.header.maxDepth).toBe(1)
+    const agentsBefore = harness.ctx.agents.list().length
+    for (const looser of [{ maxDepth: 5 }, {}]) {
+      await expect(harness.ctx.subagents.start('spawn', { ...request('y', looser), parent: child })).rejects.toMatchObject({
+        code: 'DEPTH_LIMIT',
+        message: expect.stringMatching(/depth 2, above maxDepth 1 \(inherited/),
+      })
+    }
+    expect(harness.ctx.agents.list()).toHaveLength(agentsBefore)
     await run.dispose()
   })
 

@@ -12,11 +12,30 @@ export function refuseUnstartable(request: SubagentRequest, childName: string): 
   const { parent, signal } = request
   if (signal.aborted) throw new SubagentError('ABORTED', `the delegation was cancelled before ${childName} was started`, { cause: signal.reason })
   refuseDisposedParent(parent)
+  refuseTooDeep(request)
+}
+
+/**
+ * The absolute depth bound a delegation from `request.parent` must respect: the
+ * request's own and the one the parent inherited (its header's `maxDepth`), whichever is
+ * tighter. A bound set once holds for every descendant, in this process or another.
+ */
+export function effectiveMaxDepth(request: Pick<SubagentRequest, 'parent' | 'maxDepth'>): number | undefined {
+  const inherited = request.parent.session.header.maxDepth
+  if (inherited === undefined) return request.maxDepth
+  return request.maxDepth === undefined ? inherited : Math.min(inherited, request.maxDepth)
+}
+
+/** `DEPTH_LIMIT` when a child of `request.parent` would be deeper than the effective bound. */
+export function refuseTooDeep(request: Pick<SubagentRequest, 'parent' | 'maxDepth'>): void {
+  const { parent } = request
   const depth = parent.depth + 1
-  if (request.maxDepth !== undefined && depth > request.maxDepth) {
+  const maxDepth = effectiveMaxDepth(request)
+  if (maxDepth !== undefined && depth > maxDepth) {
+    const source = maxDepth === request.maxDepth ? '' : ` (inherited by ${parent.id} from its delegation)`
     throw new SubagentError(
       'DEPTH_LIMIT',
-      `delegation depth limit reached: a child of ${parent.id} would be at depth ${depth}, above maxDepth ${request.maxDepth}; do this work yourself instead of delegating`,
+      `delegation depth limit reached: a child of ${parent.id} would be at depth ${depth}, above maxDepth ${maxDepth}${source}; do this work yourself instead of delegating`,
     )
   }
 }

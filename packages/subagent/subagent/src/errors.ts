@@ -21,6 +21,8 @@ export type SubagentErrorCode =
   | 'NOT_RESUMABLE'
   /** The caller may not deliver to, or interrupt, that child. */
   | 'UNAUTHORIZED'
+  /** A child named by a label that several of the caller's children have. */
+  | 'AMBIGUOUS_CHILD'
 
 /** Every failure of the seam carries a stable code; messages say what to do next. */
 export class SubagentError extends DshError<SubagentErrorCode> {}

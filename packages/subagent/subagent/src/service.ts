@@ -2,11 +2,11 @@ import { randomBytes } from 'node:crypto'
 import { Context, Service } from 'cordis'
 import { errorMessage } from '@dsh/base'
 import type { TextBlock } from '@dsh/llm'
-import { refuseDisposedParent } from './admission.js'
+import { effectiveMaxDepth, refuseDisposedParent, refuseTooDeep } from './admission.js'
 import { SubagentError } from './errors.js'
 import type { SubagentFeature, SubagentProvider, SubagentRequest, SubagentRun, SubagentRunEndInfo, SubagentRunInfo } from './types.js'
 import { serviceInstance, type Agent } from '@dsh/agent'
-import type { ContinuableChildInfo, ContinuableStarted, FollowupSource, InterruptAuthority, StartContinuableOptions } from './continuable/types.js'
+import type { ContinuableChildInfo, ContinuableStarted, InterruptAuthority, StartContinuableOptions } from './continuable/types.js'
 import { ContinuationManager, type ContinuableSetup } from './continuable/manager.js'
 
 declare module 'cordis' {
@@ -21,16 +21,10 @@ declare module 'cordis' {
   }
 }
 
-/** The observe-only events whose listeners the service keeps itself. */
-const LIFECYCLE_EVENTS = ['subagent/provider-added', 'subagent/provider-removed', 'subagent/start', 'subagent/end'] as const
-export type SubagentLifecycleEvent = (typeof LIFECYCLE_EVENTS)[number]
-
-function isLifecycleEvent(name: unknown): name is SubagentLifecycleEvent {
-  return (LIFECYCLE_EVENTS as readonly unknown[]).includes(name)
-}
+/** The observe-only events of the seam: listeners may throw or reject, never to any effect. */
+export type SubagentLifecycleEvent = 'subagent/provider-added' | 'subagent/provider-removed' | 'subagent/start' | 'subagent/end'
 
 type LifecyclePayload<K extends SubagentLifecycleEvent> = Parameters<import('cordis').Events[K]>[0]
-type LifecycleListener = (payload: never) => unknown
 
 /** A deep copy of text blocks (all they hold is two strings; cheaper than `structuredClone`). */
 function cloneOutput(output: readonly TextBlock[]): TextBlock[] {
@@ -76,14 +70,13 @@ export function validateRequest(request: SubagentRequest): void {
  * `subagent/end`.
  */
 export class SubagentService extends Service {
-  static inject = ['agents', 'sessions']
+  /** `agents` is not required: one-shot delegation works without it; continuation needs it (`CONTINUATION_UNAVAILABLE`). */
+  static inject = ['sessions']
   private providers = new Map<string, SubagentProvider>()
   private runCounter = 0
   private readonly runPrefix = randomBytes(3).toString('hex')
   /** This service's own context: `this.ctx` is the caller's. */
   private readonly home: Context
-  /** Listeners of the lifecycle events, each an effect of the context that registered it. */
-  private readonly listeners = new Map<SubagentLifecycleEvent, LifecycleListener[]>()
   private continuableSetups: ContinuableSetup[] = []
   /** Owns continuable children: creation, delivery, cold resume, notices. */
   readonly continuation: ContinuationManager
@@ -106,43 +99,11 @@ export class SubagentService extends Service {
       },
       nextRunId: () => `run-${this.runPrefix}-${++this.runCounter}`,
     })
-    // A parent takes its continuable children down with it: none outlives it.
-    ctx.agents.onCleanup((agent) => this.continuation.disposeChildrenOf(agent))
-    // `ctx.on('subagent/…', listener)` anywhere lands in this service's own list (Cordis
-    // asks `internal/listener` hooks before it registers a listener itself), so every
-    // listener is called in its own try/catch and a rejecting one is caught too.
-    const service = this
-    ctx.on(
-      'internal/listener',
-      function (this: Context, name: string, listener: LifecycleListener, options: unknown) {
-        if (!isLifecycleEvent(name)) return
-        const prepend = typeof options === 'object' && options !== null ? (options as { prepend?: boolean }).prepend === true : options === true
-        return service.addListener(this, name, listener, prepend)
-      } as never,
-      { global: true, prepend: true },
-    )
-  }
-
-  /** Register `listener` as an effect of `owner`: it goes when `owner`'s plugin unloads. */
-  private addListener(owner: Context, name: SubagentLifecycleEvent, listener: LifecycleListener, prepend: boolean): () => boolean {
-    let registered = false
-    const dispose = owner.effect(() => {
-      const list = this.listeners.get(name) ?? []
-      if (prepend) list.unshift(listener)
-      else list.push(listener)
-      this.listeners.set(name, list)
-      registered = true
-      return () => {
-        const index = list.indexOf(listener)
-        if (index >= 0) list.splice(index, 1)
-      }
-    }, `ctx.on(${JSON.stringify(name)})`)
-    return () => {
-      const was = registered
-      registered = false
-      dispose()
-      return was
-    }
+    // A parent takes its continuable children down with it: none outlives it. Registered
+    // whenever `ctx.agents` is there (continuable children exist only then).
+    ctx.inject(['agents'], (withAgents) => {
+      withAgents.agents.onCleanup((agent) => this.continuation.disposeChildrenOf(agent))
+    })
   }
 
   registerProvider(provider: SubagentProvider): () => void {
@@ -184,7 +145,11 @@ export class SubagentService extends Service {
         throw new SubagentError('UNSUPPORTED_CAPABILITY', `subagent provider "${name}" does not support ${feature}; drop it from the request or use a provider that does`)
       }
     }
-    const run = await provider.start(request)
+    // The bound a parent inherited holds even when this request sets none or a looser one.
+    refuseTooDeep(request)
+    const maxDepth = effectiveMaxDepth(request)
+    const bounded = maxDepth !== request.maxDepth && provider.capabilities.depthLimit ? { ...request, maxDepth } : request
+    const run = await provider.start(bounded)
     const info: SubagentRunInfo = {
       runId: `run-${this.runPrefix}-${++this.runCounter}`,
       provider: name,
@@ -232,13 +197,13 @@ export class SubagentService extends Service {
   }
 
   /** Deliver `message` to continuable child `childId` as a new turn; only its direct parent may. */
-  async followup(parent: Agent, childId: string, message: string | TextBlock[], options: { source?: FollowupSource; signal?: AbortSignal } = {}): Promise<{ messageId: string }> {
+  async followup(parent: Agent, childId: string, message: string | TextBlock[], options: { signal?: AbortSignal } = {}): Promise<{ messageId: string }> {
     return this.continuation.followup(parent, childId, message, options.signal)
   }
 
-  /** Stop the running turn of continuable child `childId` (it stays resumable). */
-  interrupt(childId: string, authority: InterruptAuthority): void {
-    this.continuation.interrupt(childId, authority)
+  /** Stop the running turn of continuable child `childId` (it stays resumable); authority from the durable lineage. */
+  interrupt(childId: string, authority: InterruptAuthority): Promise<void> {
+    return this.continuation.interrupt(childId, authority)
   }
 
   /** A continuable child hands its parent an intermediate result; returns the message id. */
@@ -270,23 +235,18 @@ export class SubagentService extends Service {
   }
 
   /**
-   * Emit an observe-only event: each listener runs in its own try/catch and a promise it
-   * returns is watched, so one that throws or rejects is logged and affects neither its
-   * peers nor the run, and never becomes an unhandled rejection.
+   * Emit an observe-only event to every `ctx.on(name, …)` listener, whichever plugin
+   * registered it and whenever (before this service existed too). Cordis's `parallel`
+   * calls each listener at once, in registration order, and gathers what each throws or
+   * rejects; nothing waits for it here, so a listener affects neither its peers nor the
+   * run, and a failure is logged instead of becoming an unhandled rejection.
    */
   private notify<K extends SubagentLifecycleEvent>(name: K, payload: LifecyclePayload<K>): void {
-    const contained = (error: unknown) => this.home.logger('subagents').warn('a %s listener failed (ignored): %s', name, errorMessage(error))
-    for (const listener of [...(this.listeners.get(name) ?? [])]) {
-      try {
-        const returned = (listener as (payload: LifecyclePayload<K>) => unknown)(payload)
-        if (isThenable(returned)) returned.then(undefined, contained)
-      } catch (error) {
-        contained(error)
-      }
-    }
+    const log = this.home.logger('subagents')
+    const emitted = (this.home.parallel as (name: K, payload: LifecyclePayload<K>) => Promise<void>)(name, payload)
+    emitted.catch((error: unknown) => {
+      const failures = error instanceof AggregateError ? error.errors : [error]
+      for (const failure of failures) log.warn('a %s listener failed (ignored): %s', name, errorMessage(failure))
+    })
   }
-}
-
-function isThenable(value: unknown): value is PromiseLike<unknown> {
-  return (typeof value === 'object' || typeof value === 'function') && value !== null && typeof (value as { then?: unknown }).then === 'function'
 }

@@ -22,6 +22,9 @@ class TranscriptProvider implements SubagentProvider {
   resumed: RemoteChildRecord[] = []
   prepared: string[] = []
   private counter = 0
+  private heldStarted = () => {}
+  /** Resolves once a held turn has started. */
+  readonly holding = new Promise<void>((resolve) => (this.heldStarted = resolve))
 
   start(): never {
     throw new Error('one-shot runs are not used here')
@@ -43,14 +46,21 @@ class TranscriptProvider implements SubagentProvider {
   private conversation(remoteId: string): RemoteConversation {
     this.open.add(remoteId)
     const transcript = this.transcripts.get(remoteId)!
+    let cancelHeld = () => {}
     return {
       remoteId,
       resumeData: { note: 'kept verbatim' },
       send: async (message: TextBlock[]): Promise<SubagentResult> => {
         transcript.push(textOf(message))
+        // A message starting "hold" keeps its turn running until it is cancelled.
+        if (textOf(message).startsWith('hold')) {
+          this.heldStarted()
+          await new Promise<void>((resolve) => (cancelHeld = resolve))
+          return { output: [], stopReason: 'aborted', diagnostic: 'cancelled' }
+        }
         return { output: [text(`heard so far: ${transcript.join(' | ')}`)], stopReason: 'completed' }
       },
-      cancel: () => {},
+      cancel: () => cancelHeld(),
       dispose: async () => {
         this.open.delete(remoteId)
       },
@@ -120,6 +130,29 @@ describe('continuable remote children', () => {
     expect(noticeTexts(resumed).at(-1)).toContain('heard so far: hello | are you there?')
     const [listed] = await second.ctx.subagents.listChildren(parentId)
     expect(listed).toMatchObject({ childId, turns: 2, local: false })
+  })
+
+  it('stopping the parent\'s work drops the remote child\'s queued messages and ends its turn aborted without a notice; it stays reachable', async () => {
+    dir = await mkdtemp(join(tmpdir(), 'dsh-remote-continuable-'))
+    const provider = new TranscriptProvider()
+    const h = await start(provider, dir)
+    const parent = await h.agent()
+    const { childId } = await h.ctx.subagents.startContinuable({ provider: 'remote', label: 'held', request: { prompt: [text('hold this')], parent }, signal: new AbortController().signal })
+    await h.ctx.subagents.followup(parent, childId, 'queued one')
+    await h.ctx.subagents.followup(parent, childId, 'queued two')
+    await provider.holding
+    await h.ctx.subagents.continuation.killAll(parent.id, 'cancelled: by the test')
+    expect(h.ctx.subagents.continuation.hasLive(parent.id)).toBe(false)
+    expect(provider.transcripts.get('conv-1')).toEqual(['hold this'])
+    const record = h.ctx.sessions.get(childId)!
+    expect(record.ownEvents().filter((event) => event.type === 'turn/end')).toEqual([expect.objectContaining({ reason: 'aborted' })])
+    await parent.whenIdle()
+    expect(parent.session.ownEvents()).toEqual([])
+
+    await h.ctx.subagents.followup(parent, childId, 'after the cancel')
+    await turnEnds(parent, 1)
+    expect(provider.transcripts.get('conv-1')).toEqual(['hold this', 'after the cancel'])
+    expect(noticeTexts(parent)[0]).toContain('heard so far: hold this | after the cancel')
   })
 
   it('a child whose provider is gone is not resumable, naming the child and the provider', async () => {

@@ -232,9 +232,22 @@ describe('ctx.subagents.start', () => {
     let calls = 0
     const off = harness.ctx.on('subagent/start', () => void calls++)
     await harness.ctx.subagents.start('p', request())
-    expect(off()).toBe(true)
+    off()
     await harness.ctx.subagents.start('p', request())
     expect(calls).toBe(1)
+  })
+
+  it('a plugin that registers a lifecycle listener before the service exists, without injecting it, still hears every run', async () => {
+    const heard: string[] = []
+    harness = await createHarness()
+    // Loaded first, and it neither injects nor waits for ctx.subagents.
+    await harness.plugin({ name: 'early-observer', apply: (ctx: Context) => void ctx.on('subagent/start', (info) => void heard.push(info.provider)) })
+    await harness.plugin(SubagentService)
+    parent = await harness.agent()
+    const scripted = scriptedProvider('p')
+    harness.ctx.subagents.registerProvider(scripted.provider)
+    await harness.ctx.subagents.start('p', request())
+    expect(heard).toEqual(['p'])
   })
 
   it('a disposed parent cannot delegate: start rejects PARENT_DISPOSED and the provider is never asked', async () => {

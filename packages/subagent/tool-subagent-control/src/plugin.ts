@@ -53,7 +53,7 @@ export class SubagentControlPlugin {
         refused('message not delivered', async () => {
           const parent = caller(exec)
           const childId = await resolveChild(ctx, parent.id, args.subagent_id, exec.signal)
-          await ctx.subagents.followup(parent, childId, args.message, { source: { kind: 'coordinator', senderSessionId: exec.agent.id }, signal: exec.signal })
+          await ctx.subagents.followup(parent, childId, args.message, { signal: exec.signal })
           return `message queued as the next turn for subagent ${childId}`
         }),
     })
@@ -69,7 +69,7 @@ export class SubagentControlPlugin {
       },
       execute: (args, exec) =>
         refused('interrupt refused', async () => {
-          ctx.subagents.interrupt(args.agent_id, { kind: 'ancestor', agent: caller(exec) })
+          await ctx.subagents.interrupt(args.agent_id, { kind: 'ancestor', agent: caller(exec) })
           return `interrupt requested for agent ${args.agent_id}`
         }),
     })
@@ -95,15 +95,16 @@ export class SubagentControlPlugin {
 
 /**
  * The child `wanted` names: an id of one of the caller's children as given, else the one
- * child of the caller with that label (models name children by what they do). Anything
- * else is passed on unchanged, for the service to refuse with its own reason.
+ * child of the caller with that label (models name children by what they do); a label
+ * several children share is `AMBIGUOUS_CHILD`, listing their ids. Anything else is passed
+ * on unchanged, for the service to refuse with its own reason.
  */
-async function resolveChild(ctx: Context, parentId: string, wanted: string, signal: AbortSignal): Promise<string> {
+export async function resolveChild(ctx: Context, parentId: string, wanted: string, signal: AbortSignal): Promise<string> {
   const children = await ctx.subagents.listChildren(parentId, signal)
   if (children.some((child) => child.childId === wanted)) return wanted
   const labelled = children.filter((child) => child.label === wanted)
   if (labelled.length > 1) {
-    throw new SubagentError('NOT_RESUMABLE', `${labelled.length} of your subagents are labelled "${wanted}" (${labelled.map((child) => child.childId).join(', ')}); name one by its id`)
+    throw new SubagentError('AMBIGUOUS_CHILD', `${labelled.length} of your subagents are labelled "${wanted}" (${labelled.map((child) => child.childId).join(', ')}); name one by its id`)
   }
   return labelled[0]?.childId ?? wanted
 }

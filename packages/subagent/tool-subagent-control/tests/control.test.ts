@@ -1,4 +1,4 @@
-import { mkdtemp, rm } from 'node:fs/promises'
+import { mkdtemp, readFile, readdir, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
@@ -9,7 +9,7 @@ import SessionJsonl from '@dsh/session-jsonl'
 import { SubagentService } from '@dsh/subagent'
 import { SpawnPlugin } from '@dsh/subagent-spawn'
 import SubagentReportPlugin from '@dsh/tool-subagent-report'
-import SubagentControlPlugin from '@dsh/tool-subagent-control'
+import SubagentControlPlugin, { resolveChild } from '@dsh/tool-subagent-control'
 
 let harness: Harness | undefined
 let dir: string | undefined
@@ -20,9 +20,9 @@ afterEach(async () => {
   dir = undefined
 })
 
-async function start(script: HarnessOptions['script']): Promise<Harness> {
+async function start(script: HarnessOptions['script'], sessionDir?: string): Promise<Harness> {
   const h = (harness = await createHarness({ script }))
-  dir = await mkdtemp(join(tmpdir(), 'dsh-control-'))
+  dir = sessionDir ?? (await mkdtemp(join(tmpdir(), 'dsh-control-')))
   await h.plugin(SessionJsonl, { dir })
   await h.plugin(SubagentService)
   await h.plugin(SpawnPlugin, {})
@@ -116,5 +116,52 @@ describe('subagent control tools', () => {
     expect(seen).toContain('all done')
     const toolResult = child.session.ownEvents().find((e) => e.type === 'tool/result')
     expect(toolResult?.type === 'tool/result' && textOf(toolResult.result.content)).toMatch(/^report accepted by the agent that started you as message msg-/)
+  })
+
+  it('interrupt_agent checks a child that is not in memory against its stored lineage; an unknown id is named; nothing is created', async () => {
+    const script: HarnessOptions['script'] = [
+      { when: { prompt: '^research' }, reply: [{ text: 'one' }] },
+      { reply: [{ text: 'ack' }, { text: 'ack' }] },
+    ]
+    const first = await start(script)
+    const parent = await first.agent()
+    const { childId } = await first.ctx.subagents.startContinuable({ provider: 'spawn', label: 'research', request: { prompt: [text('research')], parent }, signal: signal() })
+    await turnEnds(parent, 1)
+    const kept = dir!
+    await first.dispose()
+    harness = undefined
+    const files = await readdir(kept)
+    const child = await readFile(join(kept, `${childId}.jsonl`), 'utf8')
+
+    const h = await start(script, kept)
+    const stranger = await h.agent()
+    const resumedParent = await h.ctx.agents.create({ sessionId: parent.id })
+    expect(await call(h, stranger, 'interrupt_agent', { agent_id: childId })).toEqual({ isError: true, text: expect.stringMatching(new RegExp(`^interrupt refused: agent ${stranger.id} is not an ancestor of subagent ${childId}`)) })
+    expect(await call(h, stranger, 'interrupt_agent', { agent_id: 'no-such-agent' })).toEqual({ isError: true, text: expect.stringMatching(/^interrupt refused: subagent no-such-agent cannot be reached: there is no such subagent/) })
+    await expect(h.ctx.subagents.interrupt('no-such-agent', { kind: 'user', parentSessionId: parent.id })).rejects.toMatchObject({ code: 'NOT_RESUMABLE' })
+    await expect(h.ctx.subagents.interrupt(childId, { kind: 'user', parentSessionId: stranger.id })).rejects.toMatchObject({ code: 'UNAUTHORIZED' })
+    // Its parent may: the child is idle and not in memory, so there is nothing to stop.
+    expect(await call(h, resumedParent, 'interrupt_agent', { agent_id: childId })).toEqual({ isError: false, text: `interrupt requested for agent ${childId}` })
+    expect(h.ctx.agents.get(childId)).toBeUndefined()
+    expect((await readdir(kept)).filter((name) => name.endsWith('.jsonl') && !name.startsWith(stranger.id))).toEqual(files)
+    expect(await readFile(join(kept, `${childId}.jsonl`), 'utf8')).toBe(child)
+  })
+
+  it('a label several children share is AMBIGUOUS_CHILD listing their ids, and nothing is delivered', async () => {
+    const h = await start([
+      { when: { prompt: '^research' }, reply: [{ text: 'one' }, { text: 'two' }] },
+      { reply: [{ text: 'ack' }, { text: 'ack' }, { text: 'ack' }] },
+    ])
+    const parent = await h.agent()
+    const first = await h.ctx.subagents.startContinuable({ provider: 'spawn', label: 'research', request: { prompt: [text('research a')], parent }, signal: signal() })
+    const second = await h.ctx.subagents.startContinuable({ provider: 'spawn', label: 'research', request: { prompt: [text('research b')], parent }, signal: signal() })
+    await turnEnds(h.ctx.agents.get(first.childId)!, 1)
+    await turnEnds(h.ctx.agents.get(second.childId)!, 1)
+    await expect(resolveChild(h.ctx, parent.id, 'research', signal())).rejects.toMatchObject({ code: 'AMBIGUOUS_CHILD' })
+    const refused = await call(h, parent, 'send_message', { subagent_id: 'research', message: 'which of you?' })
+    expect(refused).toEqual({ isError: true, text: expect.stringContaining('2 of your subagents are labelled "research"') })
+    expect(refused.text).toContain(first.childId)
+    expect(refused.text).toContain(second.childId)
+    for (const id of [first.childId, second.childId]) expect(h.ctx.agents.get(id)!.session.ownEvents().filter((e) => e.type === 'turn/start')).toHaveLength(1)
   })
 })

@@ -145,26 +145,32 @@ async function list(headers: SessionHeader[], read: (id: string) => Promise<Stor
 
 async function tree(headers: SessionHeader[], wanted: string | undefined, read: (id: string) => Promise<StoredSession | undefined>): Promise<number> {
   const byId = new Map(headers.map((header) => [header.id, header]))
-  let root: SessionHeader | undefined
-  if (wanted) {
-    root = byId.get(resolveId(headers, wanted))
-    if (!root) throw new UsageError('USAGE', `dsh sessions tree: no stored session ${wanted}`)
-  } else {
-    // As in `list`: a session whose parent is stored elsewhere (a worker's A2A or ACP task) is a root here.
-    root = headers.filter((header) => !header.parentSession || !byId.has(header.parentSession)).sort((a, b) => b.createdAt.localeCompare(a.createdAt))[0]
-    if (!root) {
-      process.stdout.write('no sessions yet\n')
-      return 0
-    }
-  }
   // A remote continuable child is shown once. When the remote session is stored here under
   // the same parent (a `dsh acp` child records its lineage), its own line carries the
   // parent-side record's continuable facts and the record is not shown; otherwise the
   // record stands for the child.
   const recordOf = remoteRecords(headers)
   const hidden = new Set([...recordOf.values()])
-  const shown = headers.filter((header) => !hidden.has(header))
-  const children = childrenOf(shown)
+  const children = childrenOf(headers.filter((header) => !hidden.has(header)))
+  const storedElsewhere = (header: SessionHeader) => header.parentSession !== undefined && !byId.has(header.parentSession)
+  // What to draw: one stored session and its descendants, or a parent stored elsewhere
+  // (the delegating session on another host) and every session here that it started.
+  let root: SessionHeader | undefined
+  let foreignParent: string | undefined
+  if (wanted) {
+    root = byId.get(resolveId(headers, wanted))
+    if (!root && children.has(wanted)) foreignParent = wanted
+    else if (!root) throw new UsageError('USAGE', `dsh sessions tree: no stored session ${wanted}`)
+  } else {
+    // As in `list`: a session whose parent is stored elsewhere (a worker's A2A or ACP task) is a root here.
+    root = headers.filter((header) => !header.parentSession || storedElsewhere(header)).sort((a, b) => b.createdAt.localeCompare(a.createdAt))[0]
+    if (!root) {
+      process.stdout.write('no sessions yet\n')
+      return 0
+    }
+    // A worker's tasks are all roots here; the newest alone would hide its siblings.
+    if (storedElsewhere(root)) foreignParent = root.parentSession
+  }
   const lines: string[] = []
   const visit = async (header: SessionHeader, prefix: string, branch: string) => {
     const summary = await summarize(header, read)
@@ -172,7 +178,7 @@ async function tree(headers: SessionHeader[], wanted: string | undefined, read: 
     const who = header.provider ?? header.origin ?? 'session'
     const label = header.label ? ` "${clip(header.label, 40)}"` : summary.firstPrompt ? ` "${clip(summary.firstPrompt, 40)}"` : ''
     const seed = header.seedLength ? ` (seeded ${header.seedLength} events)` : ''
-    const elsewhere = header.parentSession && !byId.has(header.parentSession) ? `  (parent ${header.parentSession}, depth ${header.delegationDepth ?? '?'}, stored elsewhere)` : ''
+    const elsewhere = storedElsewhere(header) ? (foreignParent !== undefined ? `  (depth ${header.delegationDepth ?? '?'})` : `  (parent ${header.parentSession}, depth ${header.delegationDepth ?? '?'}, stored elsewhere)`) : ''
     // A continuable child is one session however many turns it takes: one line, its turns and state.
     const facts = record ? await summarize(record, read) : header.descriptor ? summary : undefined
     const continuable = facts ? `  continuable: ${facts.turns} ${facts.turns === 1 ? 'turn' : 'turns'}, ${facts.open ? 'running' : 'idle'}` : ''
@@ -181,7 +187,13 @@ async function tree(headers: SessionHeader[], wanted: string | undefined, read: 
     const childPrefix = prefix + (branch === '' ? '' : branch === '└─ ' ? '   ' : '│  ')
     for (const [index, child] of kids.entries()) await visit(child, childPrefix, index === kids.length - 1 ? '└─ ' : '├─ ')
   }
-  await visit(root, '', '')
+  if (foreignParent !== undefined) {
+    const siblings = children.get(foreignParent) ?? []
+    lines.push(`${foreignParent}  (stored elsewhere; ${siblings.length} ${siblings.length === 1 ? 'session' : 'sessions'} here)`)
+    for (const [index, child] of siblings.entries()) await visit(child, '', index === siblings.length - 1 ? '└─ ' : '├─ ')
+  } else {
+    await visit(root!, '', '')
+  }
   process.stdout.write(printable(`${lines.join('\n')}\n`))
   return 0
 }

@@ -13,11 +13,12 @@ import { createRequire } from 'node:module'
 import { client, methods, ndJsonStream, PROTOCOL_VERSION, RequestError, type ClientConnection, type ContentBlock, type LoadSessionRequest, type NewSessionRequest, type PromptResponse, type SessionUpdate } from '@agentclientprotocol/sdk'
 import { errorMessage } from '@dsh/base'
 import { quoteStderr, SubagentError } from '@dsh/subagent'
-import { childEnvironment, describeExit, processAlive, ProcessTree } from '@dsh/process'
-import type { AcpRunSpec } from '../config.js'
+import { describeExit, processAlive, ProcessTree } from '@dsh/process'
+import { acpChildEnvironment, type AcpRunSpec } from '../config.js'
 import { answerPermission } from '../permission.js'
 import { withoutExtensionUpdates } from '../extension-updates.js'
 import { StdoutGuard } from '../stdout-guard.js'
+import { FrameLimit } from '../frame-limit.js'
 import { describeRpcError } from '../rpc-error.js'
 
 export type AcpChildStage = 'spawn' | 'initialize' | 'session/new' | 'session/load'
@@ -35,12 +36,16 @@ export class AcpChild {
   private connection: ClientConnection | undefined
   private readonly listeners = new Map<string, (update: SessionUpdate) => void>()
   private closing: Promise<void> | undefined
+  /** Set once the agent sent a frame over the limit: the connection is unusable from then on. */
+  private oversized: string | undefined
+  /** Rejects the launch's race when the limit trips during start-up. */
+  private onOversizedAtLaunch: ((diagnostic: string) => void) | undefined
 
   private constructor(
     private readonly spec: AcpRunSpec,
     private readonly cwd: string,
   ) {
-    this.tree = new ProcessTree({ command: spec.command, args: spec.args, cwd, env: childEnvironment(process.env, { env: spec.env }), stderrTailChars: STDERR_TAIL_CHARS })
+    this.tree = new ProcessTree({ command: spec.command, args: spec.args, cwd, env: acpChildEnvironment(spec), stderrTailChars: STDERR_TAIL_CHARS })
   }
 
   /**
@@ -59,6 +64,7 @@ export class AcpChild {
       // Observed by the race below; a failure after it is of no interest.
     })
     guard.onGarbage = (line) => fail(child.startFailed(`it wrote something other than ACP frames to stdout: ${JSON.stringify(line)}; check that the command and args start an ACP agent (e.g. dsh acp)`))
+    child.onOversizedAtLaunch = (diagnostic) => fail(child.startFailed(diagnostic))
     const timer = setTimeout(() => fail(child.startFailed(`it did not finish ${child.stage} within startupTimeoutMs (${spec.startupTimeoutMs} ms)`)), spec.startupTimeoutMs)
     const onAbort = () => fail(new SubagentError('ABORTED', `the delegation was cancelled while the ACP agent was starting (stage ${child.stage})`, { cause: signal.reason }))
     signal.addEventListener('abort', onAbort, { once: true })
@@ -79,6 +85,7 @@ export class AcpChild {
       clearTimeout(timer)
       signal.removeEventListener('abort', onAbort)
       guard.onGarbage = undefined
+      child.onOversizedAtLaunch = undefined
     }
   }
 
@@ -117,8 +124,16 @@ export class AcpChild {
     const app = client({ name: 'dsh-subagent-acp' })
       .onRequest(methods.client.session.requestPermission, ({ params }) => answerPermission(this.spec.permission, params.options, this.stopping))
       .onNotification(methods.client.session.update, ({ params }) => this.listeners.get(params.sessionId)?.(params.update))
-    const input = (Readable.toWeb(child.stdout!) as ReadableStream<Uint8Array>).pipeThrough(guard.stream)
-    return app.connect(withoutExtensionUpdates(ndJsonStream(Writable.toWeb(child.stdin!) as WritableStream<Uint8Array>, input)))
+    const limit = new FrameLimit(this.spec.maxFrameBytes)
+    limit.onOversized = (bytes) => {
+      this.oversized = limit.describe(bytes)
+      this.onOversizedAtLaunch?.(this.oversized)
+      // A turn waiting for its answer learns why at once (see `prompt`).
+      this.connection?.close()
+    }
+    const input = (Readable.toWeb(child.stdout!) as ReadableStream<Uint8Array>).pipeThrough(guard.stream).pipeThrough(limit.stream)
+    // The SDK's reader gets a limit above ours, so ours always speaks first.
+    return app.connect(withoutExtensionUpdates(ndJsonStream(Writable.toWeb(child.stdin!) as WritableStream<Uint8Array>, input, { maxMessageBytes: this.spec.maxFrameBytes + 1 })))
   }
 
   async newSession(request: NewSessionRequest): Promise<string> {
@@ -139,7 +154,12 @@ export class AcpChild {
   async prompt(sessionId: string, prompt: ContentBlock[], onUpdate: (update: SessionUpdate) => void): Promise<PromptResponse> {
     this.listeners.set(sessionId, onUpdate)
     try {
+      if (this.oversized) throw new Error(this.oversized)
       return await this.rpc().agent.request(methods.agent.session.prompt, { sessionId, prompt })
+    } catch (error) {
+      // Not a RequestError: the turn's owner treats it as a lost connection and stops the agent.
+      if (this.oversized) throw new Error(this.oversized, { cause: error })
+      throw error
     } finally {
       this.listeners.delete(sessionId)
     }
@@ -160,7 +180,7 @@ export class AcpChild {
    */
   async running(): Promise<boolean> {
     const { pid } = this.tree
-    if (this.tree.exit !== undefined || this.closing !== undefined || pid === undefined) return false
+    if (this.tree.exit !== undefined || this.closing !== undefined || this.oversized !== undefined || pid === undefined) return false
     return processAlive(pid)
   }
 

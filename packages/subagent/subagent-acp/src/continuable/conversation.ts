@@ -8,13 +8,14 @@
  * A turn never rejects for the child's sake: a crash, garbage, a timeout or a failed
  * restart resolves `error` with a diagnostic; a cancelled turn resolves `aborted`.
  */
-import { stopReasonOfAcp, type StopReason } from '@dsh/base'
+import { errorMessage, stopReasonOfAcp, type StopReason } from '@dsh/base'
 import { RequestError, type LoadSessionRequest, type SessionUpdate } from '@agentclientprotocol/sdk'
 import { describeExit } from '@dsh/process'
 import type { TextBlock } from '@dsh/llm'
 import { EXIT_DRAIN_MS, selectOutput, SubagentError, type RemoteConversation, type SubagentResult } from '@dsh/subagent'
 import type { AcpRunSpec } from '../config.js'
 import { describeRpcError } from '../rpc-error.js'
+import { refuseOversizedPrompt } from '../frame-limit.js'
 import { AcpChild } from './acp-child.js'
 
 /** What a conversation needs to reopen its session in a fresh process. */
@@ -128,6 +129,12 @@ export class AcpConversation implements RemoteConversation {
     }
 
     void (async () => {
+      // A message the agent would refuse is not sent: the turn ends error, the agent untouched.
+      try {
+        refuseOversizedPrompt(spec.provider, message, spec.maxFrameBytes)
+      } catch (error) {
+        return settle('error', errorMessage(error))
+      }
       let child = this.child
       if (!child || !(await child.running())) {
         if (child) abandon(child)

@@ -1,24 +1,28 @@
 /**
- * The continuation manager: creates continuable in-process children, delivers follow-ups
- * as new turns (cold-resuming a child from its session when it is not in memory), tells
- * each parent when a child's turn settles, and takes children down with their parent.
+ * The continuation manager: creates continuable children, delivers follow-ups as new
+ * turns (cold-resuming a child from its session when it is not in memory), tells each
+ * parent when a child's turn settles, and takes children down with their parent.
  *
  * A child is one durable session (its header holds the lineage and the descriptor) and,
- * while it is in memory, one agent in `ctx.agents`. The agent's inbox is the only queue.
+ * while it is in memory, one `ResidentChild` (an agent in `ctx.agents` or a driven remote
+ * conversation, with its queue of follow-ups).
  */
 import { randomBytes } from 'node:crypto'
 import type { Context } from 'cordis'
-import { errorMessage, stopReasonOfTurn } from '@dsh/base'
+import { errorMessage } from '@dsh/base'
 import type { Agent, AgentRegistry } from '@dsh/agent'
-import { selectOutput, type AssistantMessage, type TextBlock, type UserMessage } from '@dsh/llm'
+import type { TextBlock, UserMessage } from '@dsh/llm'
 import { newSessionId, type Session, type SessionHeader, type SessionStore } from '@dsh/session'
 import { SubagentError } from '../errors.js'
-import { refuseDisposedParent } from '../admission.js'
+import { effectiveMaxDepth, refuseDisposedParent, refuseTooDeep } from '../admission.js'
 import type { SubagentProvider, SubagentRunEndInfo, SubagentRunInfo } from '../types.js'
 import { makeDescriptor, parseDescriptor } from './descriptor.js'
+import { isDurableAncestor, lookUpHeader } from './lineage.js'
 import { listChildren, listDescendants } from './listing.js'
+import { ParentMailbox } from './mailbox.js'
 import { reportMessage, settlementNotice } from './notice.js'
-import { RemoteChildDriver } from './remote-child.js'
+import { recordRemoteChild, reopenRemoteChild, type RemoteStart } from './remote-lifecycle.js'
+import { ResidentChild, type ResidentBody, type ResidentEvents, type TurnSettlement } from './resident.js'
 import type { ContinuableChildInfo, ContinuableDescriptor, ContinuableStarted, InterruptAuthority, RemoteChildRecord, RemoteConversation, StartContinuableOptions } from './types.js'
 
 /**
@@ -27,22 +31,6 @@ import type { ContinuableChildInfo, ContinuableDescriptor, ContinuableStarted, I
  * never hides them.
  */
 export type ContinuableSetup = (childCtx: Context, child: Agent) => readonly string[] | void
-
-/** A continuable child in memory: an agent in this process, or a driven remote conversation. */
-interface ResidentChild {
-  childId: string
-  parentId: string
-  parent: Agent
-  descriptor: ContinuableDescriptor
-  /** Its durable session: the agent's own, or a remote child's parent-side record. */
-  session: Session
-  body: { kind: 'agent'; agent: Agent } | { kind: 'remote'; driver: RemoteChildDriver }
-  /** Accepted follow-ups whose turns have not ended yet. */
-  pending: number
-  /** Set by `killAll`: the turn that ends because of it sends no notice (its owner asked to stop). */
-  quietNextEnd: boolean
-  stopWatching: () => void
-}
 
 /** What the manager needs from the service that owns it. */
 export interface ManagerHost {
@@ -61,15 +49,25 @@ export class ContinuationManager {
   private readonly resident = new Map<string, ResidentChild>()
   /** Children being created or cold-resumed: a second caller waits for the first. */
   private readonly materialising = new Map<string, Promise<ResidentChild>>()
-  /** Settlement notices and reports waiting for their parent's next step or turn. */
-  private readonly mailbox = new Map<string, UserMessage[]>()
-  /** One input source per parent agent, removed when the parent has no resident child. */
-  private readonly sources = new Map<string, { agent: Agent; dispose: () => void }>()
+  /** Settlement notices waiting for their parent's next step or turn. */
+  private readonly mailbox: ParentMailbox
+  /** The lifecycle run of each child's current turn (between `subagent/start` and `subagent/end`). */
+  private readonly runs = new Map<string, SubagentRunInfo>()
   private settledWaiters: Array<() => void> = []
   private messageCounter = 0
   private readonly messagePrefix = randomBytes(3).toString('hex')
+  private readonly residentEvents: ResidentEvents
 
-  constructor(private readonly host: ManagerHost) {}
+  constructor(private readonly host: ManagerHost) {
+    const log = host.home.logger('subagents')
+    this.mailbox = new ParentMailbox((message) => log.info(message))
+    this.residentEvents = {
+      turnStarted: (child) => this.turnStarted(child),
+      turnEnded: (child, settlement) => this.turnEnded(child, settlement),
+      changed: () => this.wakeWaiters(),
+      log: (level, message) => (level === 'info' ? log.info(message) : log.debug(message)),
+    }
+  }
 
   async startContinuable(options: StartContinuableOptions): Promise<ContinuableStarted> {
     const { provider: name, label, request, signal } = options
@@ -79,8 +77,7 @@ export class ContinuationManager {
       throw new SubagentError('UNSUPPORTED_CAPABILITY', `subagent provider "${name}" cannot keep a child across turns (it has no prepareContinuable); use a one-shot delegation or a provider that can`)
     }
     if (typeof label !== 'string' || !label.trim()) throw new SubagentError('INVALID_REQUEST', 'a continuable child needs a non-empty label')
-    const agents = this.host.agents()
-    if (!agents) throw new SubagentError('CONTINUATION_UNAVAILABLE', 'continuable children need ctx.agents (load @dsh/agent)')
+    const agents = this.requireAgents()
     const sessions = this.host.sessions()
     if (sessions.storageName === undefined) {
       throw new SubagentError('PERSISTENCE_UNAVAILABLE', 'continuable children need session storage to be reachable after a restart; load @dsh/session-jsonl (dsh run does unless --no-persist)')
@@ -89,9 +86,8 @@ export class ContinuationManager {
     refuseDisposedParent(parent)
     if (signal.aborted) throw new SubagentError('ABORTED', 'the delegation was cancelled before the child was started', { cause: signal.reason })
     const depth = parent.depth + 1
-    if (request.maxDepth !== undefined && depth > request.maxDepth) {
-      throw new SubagentError('DEPTH_LIMIT', `delegation depth limit reached: a child of ${parent.id} would be at depth ${depth}, above maxDepth ${request.maxDepth}; do this work yourself instead of delegating`)
-    }
+    refuseTooDeep(request)
+    const maxDepth = effectiveMaxDepth(request)
     if (options.childId !== undefined) await this.refuseTakenId(options.childId, sessions, agents)
     // Chosen before the provider is asked, so a remote provider can name its conversation after it.
     const childId = options.childId ?? newSessionId()
@@ -103,7 +99,9 @@ export class ContinuationManager {
       persona: request.persona,
       toolFilter: request.toolFilter,
     })
-    const preparation = await provider.prepareContinuable({ childId, parent, descriptor, request, signal })
+    // A remote child is told the tighter bound, so it holds across the process boundary.
+    const bounded = maxDepth !== request.maxDepth ? { ...request, maxDepth } : request
+    const preparation = await provider.prepareContinuable({ childId, parent, descriptor, request: bounded, signal })
     if (preparation.kind === 'remote') return this.startRemote(preparation.conversation, { childId, parent, depth, descriptor, signal, prompt: request.prompt })
     if (signal.aborted) throw new SubagentError('ABORTED', 'the delegation was cancelled while the child was being prepared', { cause: signal.reason })
 
@@ -117,6 +115,7 @@ export class ContinuationManager {
           parentSession: parent.id,
           origin: 'subagent',
           delegationDepth: depth,
+          ...(maxDepth !== undefined && { maxDepth }),
           provider: name,
           label,
           cwd: parent.session.header.cwd,
@@ -134,8 +133,7 @@ export class ContinuationManager {
       if (signal.aborted) throw new SubagentError('ABORTED', 'the delegation was cancelled while the child was being created', { cause: signal.reason })
       refuseDisposedParent(parent)
     }
-    const messageId = this.deliver(child, { role: 'user', content: request.prompt })
-    return { childId: child.childId, messageId }
+    return { childId: child.childId, messageId: this.deliver(child, { role: 'user', content: request.prompt }) }
   }
 
   async followup(parent: Agent, childId: string, message: string | TextBlock[], signal?: AbortSignal): Promise<{ messageId: string }> {
@@ -144,25 +142,33 @@ export class ContinuationManager {
     refuseDisposedParent(parent)
     const resident = this.resident.get(childId)
     if (resident) {
-      this.assertParent(resident.parentId, parent, childId)
+      assertParent(resident.parentId, parent, childId)
       return { messageId: this.deliver(resident, { role: 'user', content }) }
     }
     const child = await this.coldResume(parent, childId, signal)
     return { messageId: this.deliver(child, { role: 'user', content }) }
   }
 
-  interrupt(childId: string, authority: InterruptAuthority): void {
-    const child = this.resident.get(childId)
+  /**
+   * Stop the running turn of `childId`. Authority is checked against the durable lineage,
+   * so it holds for a child that is not in memory too; nothing is created or changed.
+   */
+  async interrupt(childId: string, authority: InterruptAuthority): Promise<void> {
+    const found = await lookUpHeader(this.host.sessions(), childId)
+    if ('missing' in found) throw notResumable(childId, 'there is no such subagent (no live or stored session has this id); list_agents shows your subagents')
+    if ('unreadable' in found) throw notResumable(childId, `its session cannot be read: ${found.unreadable}`)
+    const { header } = found
     if (authority.kind === 'user') {
-      if (child && child.parentId !== authority.parentSessionId) throw unauthorized(`session ${authority.parentSessionId} is not the parent of subagent ${childId}`)
+      if (header.parentSession !== authority.parentSessionId) throw unauthorized(`session ${authority.parentSessionId} is not the parent of subagent ${childId}`)
     } else if (authority.agent.id === childId) {
       throw unauthorized(`agent ${childId} cannot interrupt itself`)
-    } else if (child && !this.isAncestor(authority.agent.id, child)) {
+    } else if (!(await isDurableAncestor(this.host.sessions(), authority.agent.id, header))) {
       throw unauthorized(`agent ${authority.agent.id} is not an ancestor of subagent ${childId}; only the agents that (transitively) started it may interrupt it`)
     }
+    const parsed = parseDescriptor(header.descriptor)
+    if ('problem' in parsed) throw notResumable(childId, `it is not a continuable subagent (${parsed.problem})`)
     // Not in memory: nothing runs, so there is nothing to stop (an idle child ignores a cancel).
-    if (!child) return
-    cancelTurn(child, new SubagentError('ABORTED', `subagent ${childId} was interrupted`))
+    this.resident.get(childId)?.interrupt(new SubagentError('ABORTED', `subagent ${childId} was interrupted`))
   }
 
   reportFrom(child: Agent, output: string | TextBlock[]): string {
@@ -183,15 +189,10 @@ export class ContinuationManager {
     return listDescendants(this.host.sessions(), rootId, (id) => this.isResidentRunning(id), signal)
   }
 
-  private isResidentRunning(id: string): boolean {
-    const resident = this.resident.get(id)
-    return resident !== undefined && isRunning(resident)
-  }
-
-  /** Some continuable child below `owner` is running a turn. */
+  /** Some continuable child below `owner` is running a turn or has follow-ups waiting. */
   hasLive(owner: string): boolean {
     for (const child of this.resident.values()) {
-      if (isRunning(child) && this.isBelow(child, owner)) return true
+      if (child.running && this.isBelow(child, owner)) return true
     }
     return false
   }
@@ -202,27 +203,46 @@ export class ContinuationManager {
     return new Promise((resolve) => this.settledWaiters.push(resolve))
   }
 
-  /** Stop every running turn of a continuable child below `owner`, without notices. */
+  /**
+   * Stop every continuable child below `owner` that runs: its queued follow-ups are
+   * dropped and its running turn ends `aborted`, without notices. The children stay
+   * resumable. Resolves once none of them runs.
+   */
   async killAll(owner: string, reason: string): Promise<void> {
-    const stopping: Promise<void>[] = []
-    for (const child of this.resident.values()) {
-      if (!this.isBelow(child, owner)) continue
-      if (!isRunning(child)) continue
-      child.quietNextEnd = true
-      cancelTurn(child, new SubagentError('ABORTED', reason))
-      stopping.push(child.body.kind === 'agent' ? child.body.agent.whenIdle() : child.body.driver.whenIdle())
-    }
-    await Promise.all(stopping)
+    const stopping = [...this.resident.values()].filter((child) => child.running && this.isBelow(child, owner))
+    await Promise.all(stopping.map((child) => child.stop(new SubagentError('ABORTED', reason))))
+    this.wakeWaiters()
   }
 
-  /** Dispose the resident children of `parent` (during its disposal): child-first, so none outlives it. */
+  /**
+   * `parent` is being disposed: dispose its resident children (child-first, so none
+   * outlives it) and forget everything held for it.
+   */
   async disposeChildrenOf(parent: Agent): Promise<void> {
     const children = [...this.resident.values()].filter((child) => child.parentId === parent.id)
-    await Promise.all(children.map((child) => this.disposeChild(child)))
-    this.mailbox.delete(parent.id)
+    try {
+      await Promise.all(children.map((child) => this.disposeChild(child)))
+    } finally {
+      this.mailbox.forget(parent.id)
+    }
+  }
+
+  /** The parents the manager holds anything for (an input source or waiting notices): for diagnostics. */
+  heldParents(): string[] {
+    return this.mailbox.held()
   }
 
   // ---- internals ----
+
+  private requireAgents(): AgentRegistry {
+    const agents = this.host.agents()
+    if (!agents) throw new SubagentError('CONTINUATION_UNAVAILABLE', 'continuable children need ctx.agents (load @dsh/agent)')
+    return agents
+  }
+
+  private isResidentRunning(id: string): boolean {
+    return this.resident.get(id)?.running === true
+  }
 
   private async refuseTakenId(childId: string, sessions: SessionStore, agents: AgentRegistry): Promise<void> {
     if (typeof childId !== 'string' || !/^[A-Za-z0-9._-]{1,128}$/.test(childId)) {
@@ -260,156 +280,74 @@ export class ContinuationManager {
     }
   }
 
-  private makeResident(session: Session, parent: Agent, descriptor: ContinuableDescriptor, body: ResidentChild['body']): ResidentChild {
-    let turnStart = 0
-    let run: SubagentRunInfo | undefined
-    const child: ResidentChild = { childId: session.id, parentId: parent.id, parent, session, body, descriptor, pending: 0, quietNextEnd: false, stopWatching: () => {} }
-    child.stopWatching = session.subscribe((update) => {
-      if (update.type === 'turn/start') {
-        turnStart = update.seq
-        run = { runId: this.host.nextRunId(), provider: descriptor.provider, id: session.id, local: body.kind === 'agent', parentId: parent.id, label: descriptor.label, continuable: true }
-        this.host.announce('start', run)
-      } else if (update.type === 'turn/end') {
-        const stopReason = stopReasonOfTurn(update.reason)
-        const closing = this.settled(child, turnStart, update.seq, stopReason, update.error)
-        if (run) {
-          const end: SubagentRunEndInfo = { ...run, stopReason }
-          if (update.error !== undefined && stopReason !== 'completed') end.diagnostic = update.error
-          if (closing.length > 0) end.lastAssistantMessage = closing.map((block) => ({ type: 'text', text: block.text }))
-          run = undefined
-          this.host.announce('end', end)
-        }
-      }
-    })
-    this.resident.set(session.id, child)
-    this.ensureSource(parent)
+  private makeResident(session: Session, parent: Agent, descriptor: ContinuableDescriptor, body: ResidentBody): ResidentChild {
+    const child = new ResidentChild(parent, descriptor, session, body, this.residentEvents)
+    this.resident.set(child.childId, child)
+    this.mailbox.attach(parent)
     return child
   }
 
-  /** A remote child: its record is a local session (announced once the first prompt is accepted). */
-  private async startRemote(
-    conversation: RemoteConversation,
-    start: { childId: string; parent: Agent; depth: number; descriptor: ContinuableDescriptor; signal: AbortSignal; prompt: TextBlock[] },
-  ): Promise<ContinuableStarted> {
-    const { parent, descriptor, signal } = start
-    const sessions = this.host.sessions()
-    const recorded: ContinuableDescriptor = { ...descriptor, remote: { remoteId: conversation.remoteId, ...(conversation.resumeData && { resumeData: { ...conversation.resumeData } }) } }
-    let session: Session
-    try {
-      session = sessions.create({
-        id: start.childId,
-        parentSession: parent.id,
-        origin: 'subagent',
-        delegationDepth: start.depth,
-        provider: descriptor.provider,
-        label: descriptor.label,
-        cwd: parent.session.header.cwd,
-        descriptor: recorded as unknown as Record<string, unknown>,
-        announce: false,
-      })
-    } catch (error) {
-      await conversation.dispose().catch(() => {
-        /* the creation failure is what the caller must hear */
-      })
-      throw new SubagentError('START_FAILED', `the continuable child could not be recorded: ${errorMessage(error)}`, { cause: error })
+  private turnStarted(child: ResidentChild): void {
+    const { descriptor } = child
+    const run: SubagentRunInfo = { runId: this.host.nextRunId(), provider: descriptor.provider, id: child.childId, local: child.body.kind === 'agent', parentId: child.parentId, label: descriptor.label, continuable: true }
+    this.runs.set(child.childId, run)
+    this.host.announce('start', run)
+  }
+
+  /** A turn of `child` ended: tell its parent (unless its owner asked to stop), announce it, wake waiters. */
+  private turnEnded(child: ResidentChild, settlement: TurnSettlement): void {
+    const { stopReason, closing, error } = settlement
+    if (!settlement.quiet) this.mailbox.post(child.parent, settlementNotice(child.childId, stopReason, closing, stopReason === 'completed' ? undefined : error))
+    const run = this.runs.get(child.childId)
+    if (run) {
+      this.runs.delete(child.childId)
+      const end: SubagentRunEndInfo = { ...run, stopReason }
+      if (error !== undefined && stopReason !== 'completed') end.diagnostic = error
+      if (closing.length > 0) end.lastAssistantMessage = closing.map((block) => ({ type: 'text', text: block.text }))
+      this.host.announce('end', end)
     }
-    if (signal.aborted || parent.status === 'disposing' || parent.status === 'disposed') {
-      await Promise.allSettled([conversation.dispose(), sessions.release(session)])
-      if (signal.aborted) throw new SubagentError('ABORTED', 'the delegation was cancelled while the child was being created', { cause: signal.reason })
-      refuseDisposedParent(parent)
-    }
-    sessions.announce(session)
-    const driver = new RemoteChildDriver(session, conversation, (error) => this.host.home.logger('subagents').warn('remote child %s: %s', session.id, errorMessage(error)))
-    const child = this.makeResident(session, parent, recorded, { kind: 'remote', driver })
-    const messageId = this.deliver(child, { role: 'user', content: start.prompt })
-    return { childId: child.childId, messageId }
+    this.wakeWaiters()
   }
 
   private deliver(child: ResidentChild, message: UserMessage): string {
-    child.pending++
-    const turn: Promise<unknown> = child.body.kind === 'agent' ? child.body.agent.followup(message) : child.body.driver.deliver(message)
-    turn.then(
-      () => {
-        child.pending--
-        this.wakeWaiters()
-      },
-      (error: unknown) => {
-        // Disposed before the turn ran: nothing settles, nobody is told.
-        child.pending--
-        this.host.home.logger('subagents').debug('a follow-up of subagent %s never ran: %s', child.childId, errorMessage(error))
-        this.wakeWaiters()
-      },
-    )
+    child.deliver(message)
     return this.nextMessageId()
-  }
-
-  /** A turn of `child` ended: tell its parent (unless its owner asked to stop), wake waiters; returns the turn's closing message. */
-  private settled(child: ResidentChild, turnStart: number, turnEnd: number, stopReason: string, error: string | undefined): TextBlock[] {
-    const quiet = child.quietNextEnd
-    child.quietNextEnd = false
-    const answers: AssistantMessage[] = []
-    for (const event of child.session.events(turnStart)) {
-      if (event.seq > turnEnd) break
-      if (event.type === 'assistant/message') answers.push(event.message)
-    }
-    const closing = selectOutput(answers)
-    if (!quiet) this.post(child.parent, settlementNotice(child.childId, stopReason, closing, stopReason === 'completed' ? undefined : error))
-    this.wakeWaiters()
-    return closing
-  }
-
-  /** Queue `message` for `parent` and wake it (an idle parent starts a turn; a busy one reads it at its next step). */
-  private post(parent: Agent, message: UserMessage): void {
-    if (parent.status === 'disposing' || parent.status === 'disposed') {
-      this.host.home.logger('subagents').info('a subagent notice for %s was dropped: the parent is %s', parent.id, parent.status)
-      return
-    }
-    const box = this.mailbox.get(parent.id) ?? []
-    box.push(message)
-    this.mailbox.set(parent.id, box)
-    this.ensureSource(parent)
-    parent.wake()
-  }
-
-  private ensureSource(parent: Agent): void {
-    const existing = this.sources.get(parent.id)
-    if (existing?.agent === parent) return
-    if (parent.status === 'disposing' || parent.status === 'disposed') return
-    const dispose = parent.addInputSource(() => {
-      const box = this.mailbox.get(parent.id)
-      if (!box || box.length === 0) return []
-      this.mailbox.delete(parent.id)
-      return box
-    })
-    this.sources.set(parent.id, { agent: parent, dispose })
   }
 
   private async disposeChild(child: ResidentChild): Promise<void> {
     try {
-      if (child.body.kind === 'agent') await child.body.agent.dispose()
-      else {
-        try {
-          await child.body.driver.dispose()
-        } finally {
-          await this.host.sessions().release(child.session)
-        }
+      try {
+        await child.dispose()
+      } finally {
+        // A remote child's record is a session the manager opened: it releases it too.
+        if (child.body.kind === 'remote') await this.host.sessions().release(child.session)
       }
     } finally {
-      child.stopWatching()
       if (this.resident.get(child.childId) === child) this.resident.delete(child.childId)
+      this.runs.delete(child.childId)
       this.wakeWaiters()
     }
+  }
+
+  /** A remote child: its record is a local session of this process, announced once the child exists. */
+  private async startRemote(conversation: RemoteConversation, start: RemoteStart & { prompt: TextBlock[] }): Promise<ContinuableStarted> {
+    const { session, descriptor, driver } = await recordRemoteChild(this.host.sessions(), conversation, start, this.faultLog(start.childId))
+    const child = this.makeResident(session, start.parent, descriptor, { kind: 'remote', driver })
+    return { childId: child.childId, messageId: this.deliver(child, { role: 'user', content: start.prompt }) }
+  }
+
+  private faultLog(childId: string): (error: unknown) => void {
+    return (error) => this.host.home.logger('subagents').warn('remote child %s: %s', childId, errorMessage(error))
   }
 
   private async coldResume(parent: Agent, childId: string, signal: AbortSignal | undefined): Promise<ResidentChild> {
     const pending = this.materialising.get(childId)
     if (pending) {
       const child = await pending
-      this.assertParent(child.parentId, parent, childId)
+      assertParent(child.parentId, parent, childId)
       return child
     }
-    const agents = this.host.agents()
-    if (!agents) throw new SubagentError('CONTINUATION_UNAVAILABLE', 'continuable children need ctx.agents (load @dsh/agent)')
+    const agents = this.requireAgents()
     const sessions = this.host.sessions()
     if (sessions.storageName === undefined) throw notResumable(childId, 'no session storage is loaded, so it cannot be read back')
     let header: SessionHeader
@@ -422,7 +360,7 @@ export class ContinuationManager {
       throw notResumable(childId, `its session cannot be read: ${errorMessage(error)}`)
     }
     if (signal?.aborted) throw new SubagentError('ABORTED', `the message to subagent ${childId} was cancelled`, { cause: signal.reason })
-    this.assertParent(header.parentSession, parent, childId)
+    assertParent(header.parentSession, parent, childId)
     const parsed = parseDescriptor(header.descriptor)
     if ('problem' in parsed) throw notResumable(childId, parsed.problem)
     const { descriptor } = parsed
@@ -445,6 +383,7 @@ export class ContinuationManager {
     if (!provider?.resumeContinuable) {
       throw notResumable(childId, provider ? `its provider "${descriptor.provider}" cannot reopen a conversation` : `its provider "${descriptor.provider}" is not registered`)
     }
+    const resume = provider.resumeContinuable.bind(provider)
     const record: RemoteChildRecord = {
       childId,
       parentId: parent.id,
@@ -454,44 +393,22 @@ export class ContinuationManager {
       ...(remote.resumeData && { resumeData: remote.resumeData }),
     }
     return this.materialise(childId, async () => {
-      let conversation: RemoteConversation
-      try {
-        conversation = await provider.resumeContinuable!(record, signal ?? new AbortController().signal)
-      } catch (error) {
-        throw notResumable(childId, `its provider could not reopen conversation ${remote.remoteId}: ${errorMessage(error)}`)
-      }
-      let session: Session
-      try {
-        session = await this.host.sessions().open(childId)
-      } catch (error) {
-        await conversation.dispose().catch(() => {
-          /* the unreadable record is what the caller must hear */
-        })
-        throw notResumable(childId, `its record could not be reopened: ${errorMessage(error)}`)
-      }
-      const driver = new RemoteChildDriver(session, conversation, (error) => this.host.home.logger('subagents').warn('remote child %s: %s', childId, errorMessage(error)))
-      return this.makeResident(session, parent, descriptor, { kind: 'remote', driver })
+      const reopened = await reopenRemoteChild(this.host.sessions(), resume, record, signal, this.faultLog(childId))
+      if ('problem' in reopened) throw notResumable(childId, reopened.problem)
+      return this.makeResident(reopened.session, parent, descriptor, { kind: 'remote', driver: reopened.driver })
     })
   }
 
-  private assertParent(recordedParent: string | undefined, caller: Agent, childId: string): void {
-    if (recordedParent !== caller.id) throw unauthorized(`agent ${caller.id} is not the parent of subagent ${childId}; only the agent that started it may send it messages`)
-  }
-
-  /** Whether `ancestorId` is on `child`'s lineage (through resident children and live agents). */
-  private isAncestor(ancestorId: string, child: ResidentChild): boolean {
+  /** Whether `owner` is `child`'s parent or an ancestor of it, through resident children and live agents. */
+  private isBelow(child: ResidentChild, owner: string): boolean {
     let current: string | undefined = child.parentId
     const seen = new Set<string>()
     while (current !== undefined && !seen.has(current)) {
-      if (current === ancestorId) return true
+      if (current === owner) return true
       seen.add(current)
       current = this.resident.get(current)?.parentId ?? this.host.agents()?.get(current)?.session.header.parentSession
     }
     return false
-  }
-
-  private isBelow(child: ResidentChild, owner: string): boolean {
-    return child.parentId === owner || this.isAncestor(owner, child)
   }
 
   private wakeWaiters(): void {
@@ -505,17 +422,12 @@ export class ContinuationManager {
   }
 }
 
-function isRunning(child: ResidentChild): boolean {
-  return child.pending > 0 || (child.body.kind === 'agent' ? child.body.agent.status === 'running' : child.body.driver.busy)
-}
-
-function cancelTurn(child: ResidentChild, reason: unknown): void {
-  if (child.body.kind === 'agent') child.body.agent.cancel(reason)
-  else child.body.driver.cancel(reason)
-}
-
 function agentOptionsOf(descriptor: ContinuableDescriptor): { model?: string; persona?: string } {
   return { ...(descriptor.model !== undefined && { model: descriptor.model }), ...(descriptor.persona !== undefined && { persona: descriptor.persona }) }
+}
+
+function assertParent(recordedParent: string | undefined, caller: Agent, childId: string): void {
+  if (recordedParent !== caller.id) throw unauthorized(`agent ${caller.id} is not the parent of subagent ${childId}; only the agent that started it may send it messages`)
 }
 
 function notResumable(childId: string, reason: string): SubagentError {

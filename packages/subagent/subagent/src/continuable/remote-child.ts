@@ -1,9 +1,10 @@
 /**
- * A continuable child in another process, driven through a `RemoteConversation`. Its
- * durable record is a local session of its own (the parent-side record): the header holds
- * the lineage and the descriptor with the remote id, and each turn is logged as a user
- * message, the child's answer and a `turn/end`, so listing, authority, turn counting and
- * cold resume read it exactly like an in-process child's session.
+ * A continuable child in another process, driven through a `RemoteConversation` one turn
+ * at a time (its resident entry owns the queue). Its durable record is a local session of
+ * its own (the parent-side record): the header holds the lineage and the descriptor with
+ * the remote id, and each turn is logged as a user message, the child's answer and a
+ * `turn/end`, so listing, authority, turn counting and cold resume read it exactly like
+ * an in-process child's session.
  */
 import { errorMessage, parseTurnEndReason } from '@dsh/base'
 import type { TextBlock, UserMessage } from '@dsh/llm'
@@ -11,11 +12,8 @@ import type { Session } from '@dsh/session'
 import type { RemoteConversation } from './types.js'
 
 export class RemoteChildDriver {
-  private queue: Array<{ message: UserMessage; done: () => void }> = []
-  private running = false
+  private running: Promise<void> | undefined
   private turns: number
-  private idle: Promise<void> = Promise.resolve()
-  private markIdle: () => void = () => {}
   private disposed = false
 
   constructor(
@@ -28,16 +26,18 @@ export class RemoteChildDriver {
   }
 
   get busy(): boolean {
-    return this.running || this.queue.length > 0
+    return this.running !== undefined
   }
 
-  /** Queue a turn; resolves when it has ended (logged). */
-  deliver(message: UserMessage): Promise<void> {
+  /** Run one turn; resolves when it has ended (logged). One at a time: the caller queues. */
+  runTurn(message: UserMessage): Promise<void> {
     if (this.disposed) return Promise.reject(new Error(`remote child ${this.session.id} is disposed`))
-    return new Promise<void>((resolve) => {
-      this.queue.push({ message, done: resolve })
-      this.pump()
+    if (this.running) return Promise.reject(new Error(`remote child ${this.session.id} is already running a turn`))
+    const running = this.logTurn(message).finally(() => {
+      this.running = undefined
     })
+    this.running = running
+    return running
   }
 
   cancel(reason: unknown): void {
@@ -45,32 +45,17 @@ export class RemoteChildDriver {
   }
 
   whenIdle(): Promise<void> {
-    return this.busy ? this.idle : Promise.resolve()
+    return this.running ?? Promise.resolve()
   }
 
   async dispose(): Promise<void> {
     this.disposed = true
-    for (const entry of this.queue.splice(0)) entry.done()
     if (this.running) this.conversation.cancel(new Error('the parent is going away'))
     await this.conversation.dispose()
     await this.whenIdle()
   }
 
-  private pump(): void {
-    if (this.running || this.disposed) return
-    const next = this.queue.shift()
-    if (!next) return
-    this.running = true
-    this.idle = new Promise<void>((resolve) => (this.markIdle = resolve))
-    void this.runTurn(next.message).finally(() => {
-      this.running = false
-      next.done()
-      if (this.queue.length === 0) this.markIdle()
-      this.pump()
-    })
-  }
-
-  private async runTurn(message: UserMessage): Promise<void> {
+  private async logTurn(message: UserMessage): Promise<void> {
     const turn = ++this.turns
     const { session } = this
     session.append({ type: 'turn/start', turn })

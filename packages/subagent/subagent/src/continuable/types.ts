@@ -146,6 +146,3 @@ export interface ContinuableChildInfo {
 
 /** Who asks for an interrupt: the user for a root's direct child, or an ancestor agent. */
 export type InterruptAuthority = { kind: 'user'; parentSessionId: string } | { kind: 'ancestor'; agent: Agent }
-
-/** Where a message to a continuable child's parent came from (recorded on the parent's side). */
-export type FollowupSource = { kind: 'coordinator'; senderSessionId: string } | { kind: 'api' }
