@@ -49,7 +49,9 @@ describe('dsh run cancelled while a continuable child has a queued message', () 
     const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)))
     await new Promise<void>((resolve, reject) => {
       const check = () => {
-        if (stdout.includes('waiting')) resolve()
+        // In the parent's session file: stdout gets the answer only when the run ends.
+        const parentWaiting = readdirSync(dir).some((name) => name.endsWith('.jsonl') && readFileSync(join(dir, name), 'utf8').includes('waiting'))
+        if (parentWaiting) resolve()
         else if (child.exitCode !== null) reject(new Error(`dsh exited early:\n${stderr}`))
         else setTimeout(check, 50)
       }
