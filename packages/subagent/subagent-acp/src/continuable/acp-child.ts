@@ -150,6 +150,11 @@ export class AcpChild {
     return request.sessionId
   }
 
+  /** Why the connection was cut for an oversized frame from the agent, once it has been. */
+  get oversizedFrame(): string | undefined {
+    return this.oversized
+  }
+
   /** One `session/prompt`; `onUpdate` hears that session's updates until it answers. */
   async prompt(sessionId: string, prompt: ContentBlock[], onUpdate: (update: SessionUpdate) => void): Promise<PromptResponse> {
     this.listeners.set(sessionId, onUpdate)

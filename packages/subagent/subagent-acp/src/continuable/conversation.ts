@@ -183,6 +183,15 @@ export class AcpConversation implements RemoteConversation {
         // An error answer is the agent's verdict; anything else is the connection going
         // away, most likely because the process died: the exit watch reports that.
         if (error instanceof RequestError) return settle('error', child.withStderr(`session/prompt failed: ${describeRpcError(error)}`))
+        // We cut the connection over an oversized frame: that is the reason, whatever the
+        // agent does next (closing its input usually makes it exit at once, and the exit
+        // watch must not report that exit as the cause).
+        const oversized = child.oversizedFrame
+        if (oversized !== undefined) {
+          settle('error', oversized)
+          abandon(child)
+          return
+        }
         if (!(await child.tree.exitWithin(EXIT_DRAIN_MS))) {
           settle('error', child.withStderr(`session/prompt failed: ${describeRpcError(error)}`))
           abandon(child)
