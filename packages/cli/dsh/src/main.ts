@@ -27,8 +27,9 @@ commands:
       each task is one session; any address but loopback needs --token-env
   sessions list | tree [ID] | show ID   [--session-dir DIR]
       stored sessions, their delegation lineage, and transcripts
-  config check [--config FILE]
-      compose the plugins and print them, or the first configuration error
+  config check [--config FILE] [--prompt]
+      compose the plugins and print them, or the first configuration error; --prompt
+      also prints the system prompt of a root agent and of a child
 
 model specs: scripted:PATH (keyless, plays a script), deepseek:MODEL (DEEPSEEK_API_KEY),
              openai:MODEL (OPENAI_API_KEY)
@@ -58,9 +59,9 @@ async function main(argv: string[]): Promise<number> {
       return sessionsCommand(verb, args, { sessionDir: values['session-dir'], config: values.config })
     }
     case 'config': {
-      const { values, positionals } = parseArgs({ args: rest, allowPositionals: true, options: COMMON })
+      const { values, positionals } = parseArgs({ args: rest, allowPositionals: true, options: { ...COMMON, prompt: { type: 'boolean', default: false } } })
       if (positionals[0] !== 'check') throw new UsageError('USAGE', 'dsh config: the only verb is `check`')
-      return configCheck({ config: values.config, model: values.model, sessionDir: values['session-dir'] })
+      return configCheck({ config: values.config, model: values.model, sessionDir: values['session-dir'], prompt: values.prompt })
     }
     case undefined:
     case 'help':
