@@ -150,12 +150,30 @@ export class AgentRegistry extends Service {
     const key = `${this.sectionsVersion}\0${visible.join('\0')}`
     const cached = this.prompts.get(agent)
     if (cached?.key === key) return cached.prompt
-    const prompt = composePrompt(this.sections, agent, new Set(visible))
+    const prompt = this.forkedPrompt(agent, composePrompt(this.sections, agent, new Set(visible)))
     for (const failure of prompt.failures) {
       this.home.logger('agents').warn('prompt section "%s" failed for agent %s and was left out: %s', failure.name, agent.id, failure.error)
     }
     this.prompts.set(agent, { key, prompt })
     return prompt
+  }
+
+  /**
+   * A fork child (seeded from its parent's session) is sent its parent's prompt, byte for
+   * byte, when its own would hold the same sections: the provider's prefix cache then
+   * serves the whole shared history. Only the environment's date could differ (a fork
+   * made after midnight), and a day's difference is not worth re-reading the history for.
+   * A child that would get other sections (another persona, a tool filter, the depth
+   * bound reached) keeps its own prompt: what it is told must stay true.
+   */
+  private forkedPrompt(agent: Agent, own: ComposedPrompt): ComposedPrompt {
+    const { parent } = agent
+    const { seedLength, parentSession } = agent.session.header
+    if (!parent || !seedLength || parent.id !== parentSession || parent.status === 'disposed') return own
+    const inherited = this.composeSystemPrompt(parent)
+    const sameSections = inherited.parts.length === own.parts.length && inherited.parts.every((part, index) => part.name === own.parts[index]!.name)
+    const samePersona = inherited.parts.find((part) => part.name === 'persona')?.text === own.parts.find((part) => part.name === 'persona')?.text
+    return sameSections && samePersona ? { ...inherited, failures: own.failures } : own
   }
 
   systemPrompt(agent: Agent): string {
