@@ -52,8 +52,11 @@ export interface ToolMessage {
 export type Message = UserMessage | AssistantMessage | ToolMessage
 
 export interface Usage {
+  /** Every input token of the request, cached or not. */
   inputTokens: number
   outputTokens: number
+  /** Of `inputTokens`, how many the provider served from its prefix cache (when it says). */
+  cacheHitInputTokens?: number
 }
 
 /** Why the model stopped producing this response. */
