@@ -66,6 +66,8 @@ export type LlmRegistryErrorCode =
   | 'NO_ADAPTER'
   /** No model spec was given and none is configured, or the adapter has no default model. */
   | 'NO_MODEL'
+  /** The configured price table has a malformed entry, a negative price, or names an adapter that is not loaded. */
+  | 'INVALID_PRICES'
 
 /** A failure of `ctx.llm` itself (registration, resolving a model spec). */
 export class LlmRegistryError extends DshError<LlmRegistryErrorCode> {}

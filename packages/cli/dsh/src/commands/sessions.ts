@@ -2,11 +2,12 @@
  * `dsh sessions`: list stored sessions, show their lineage as a tree (from the session
  * headers alone), and print one as a readable transcript.
  */
-import { textOf } from '@dsh/llm'
+import { emptyTotals, mergeTotals, textOf, type PriceTable } from '@dsh/llm'
 import { parseDescriptor } from '@dsh/subagent'
 import type { SessionEvent, SessionHeader, StoredSession } from '@dsh/session'
 import { startRuntime } from '../runtime.js'
 import { UsageError } from '../errors.js'
+import { describeUsage, sessionUsage, treeUsage } from './usage.js'
 
 interface Summary {
   header: SessionHeader
@@ -29,13 +30,18 @@ export async function sessionsCommand(verb: string | undefined, args: string[], 
       case 'list':
         return await list(await sessions.listStored(), (id) => sessions.readStored(id))
       case 'tree':
-        return await tree(await sessions.listStored(), args[0], (id) => sessions.readStored(id))
+        return await tree(await sessions.listStored(), args[0], (id) => sessions.readStored(id), runtime.ctx.llm.prices)
       case 'show': {
         // An exact id is read on its own: other sessions' files (broken ones included)
         // are looked at only to match a suffix. A broken file throws its one-line error.
         const stored = (await sessions.readStored(args[0])) ?? (await readBySuffix(args[0], () => sessions.listStored(), (id) => sessions.readStored(id)))
         if (!stored) throw new UsageError('SESSION', `dsh sessions show: no stored session ${args[0]}`)
         process.stdout.write(transcript(stored, sessions.locate(stored.header.id)))
+        const { prices } = runtime.ctx.llm
+        const children = childrenOf(await sessions.listStored())
+        const below = await treeUsage(stored.header.id, children, (id) => sessions.readStored(id), prices)
+        process.stdout.write(`\nusage: ${describeUsage(sessionUsage(stored, prices), prices)}\n`)
+        if (below.sessions > 1) process.stdout.write(`usage of its delegation tree (${below.sessions} sessions): ${describeUsage(below.totals, prices)}\n`)
         return 0
       }
       default:
@@ -141,7 +147,7 @@ async function list(headers: SessionHeader[], read: (id: string) => Promise<Stor
   return 0
 }
 
-async function tree(headers: SessionHeader[], wanted: string | undefined, read: (id: string) => Promise<StoredSession | undefined>): Promise<number> {
+async function tree(headers: SessionHeader[], wanted: string | undefined, read: (id: string) => Promise<StoredSession | undefined>, prices: PriceTable): Promise<number> {
   const byId = new Map(headers.map((header) => [header.id, header]))
   // A remote continuable child is shown once. When the remote session is stored here under
   // the same parent (a `dsh acp` child records its lineage), its own line carries the
@@ -170,8 +176,13 @@ async function tree(headers: SessionHeader[], wanted: string | undefined, read: 
     if (storedElsewhere(root)) foreignParent = root.parentSession
   }
   const lines: string[] = []
+  let total = emptyTotals()
+  let counted = 0
   const visit = async (header: SessionHeader, prefix: string, branch: string) => {
     const summary = await summarize(header, read)
+    const used = sessionUsage(await read(header.id).catch(() => undefined), prices)
+    total = mergeTotals(total, used)
+    counted++
     const record = recordOf.get(header.id)
     const who = header.provider ?? header.origin ?? 'session'
     const label = header.label ? ` "${clip(header.label, 40)}"` : summary.firstPrompt ? ` "${clip(summary.firstPrompt, 40)}"` : ''
@@ -180,7 +191,7 @@ async function tree(headers: SessionHeader[], wanted: string | undefined, read: 
     // A continuable child is one session however many turns it takes: one line, its turns and state.
     const facts = record ? await summarize(record, read) : header.descriptor ? summary : undefined
     const continuable = facts ? `  continuable: ${facts.turns} ${facts.turns === 1 ? 'turn' : 'turns'}, ${facts.open ? 'running' : 'idle'}` : ''
-    lines.push(`${prefix}${branch}${header.id}  ${who}${label}  ${summary.stopReason}${seed}${elsewhere}${continuable}`)
+    lines.push(`${prefix}${branch}${header.id}  ${who}${label}  ${summary.stopReason}${seed}${elsewhere}${continuable}  [${describeUsage(used, prices)}]`)
     const kids = children.get(header.id) ?? []
     const childPrefix = prefix + (branch === '' ? '' : branch === '└─ ' ? '   ' : '│  ')
     for (const [index, child] of kids.entries()) await visit(child, childPrefix, index === kids.length - 1 ? '└─ ' : '├─ ')
@@ -192,6 +203,7 @@ async function tree(headers: SessionHeader[], wanted: string | undefined, read: 
   } else {
     await visit(root!, '', '')
   }
+  lines.push(`usage of the tree (${counted} ${counted === 1 ? 'session' : 'sessions'}): ${describeUsage(total, prices)}`)
   process.stdout.write(`${lines.join('\n')}\n`)
   return 0
 }
