@@ -22,13 +22,13 @@ function parsed(line: string): { input: number; output: number; cost: number } {
 }
 
 describe('usage and cost in dsh sessions', () => {
-  it('tree shows each session\'s usage and cost and the whole tree\'s, which is their sum', async () => {
+  it('tree --usage shows each session\'s usage and cost and the whole tree\'s, which is their sum; show gives the session\'s and its tree\'s', async () => {
     const dir = tempDir()
     const config = pricedConfig(dir)
     const sessions = join(dir, 'sessions')
     const run = await runDsh(['run', '--quiet', '--config', config, '--model', `scripted:${script}`, '--session-dir', sessions, 'review the plan'])
     expect(run.code).toBe(0)
-    const result = await runDsh(['sessions', 'tree', '--config', config, '--session-dir', sessions])
+    const result = await runDsh(['sessions', 'tree', '--usage', '--config', config, '--session-dir', sessions])
     expect(result.code).toBe(0)
     const lines = result.stdout.trim().split('\n')
     expect(lines).toHaveLength(4)
@@ -51,11 +51,14 @@ describe('usage and cost in dsh sessions', () => {
     expect(parsed(whole)).toEqual(total)
   })
 
-  it('without a price table, usage is shown in tokens only', async () => {
+  it('without a price table, usage is shown in tokens only, and the plain tree has none', async () => {
     const dir = tempDir()
     const sessions = join(dir, 'sessions')
     expect((await runDsh(['run', '--quiet', '--model', 'scripted:examples/hello.yml', '--session-dir', sessions, 'hello'])).code).toBe(0)
-    const result = await runDsh(['sessions', 'tree', '--session-dir', sessions])
+    const plain = await runDsh(['sessions', 'tree', '--session-dir', sessions])
+    // The plain tree is unchanged: usage is asked for with --usage.
+    expect(plain.stdout).not.toContain('tokens')
+    const result = await runDsh(['sessions', 'tree', '--usage', '--session-dir', sessions])
     expect(result.stdout).toMatch(/\[in \d+ \/ out \d+ tokens\]\n/)
     expect(result.stdout).not.toContain('cost')
   })

@@ -20,9 +20,10 @@ interface Summary {
   open: boolean
 }
 
-export async function sessionsCommand(verb: string | undefined, args: string[], options: { sessionDir?: string; config?: string }): Promise<number> {
+export async function sessionsCommand(verb: string | undefined, args: string[], options: { sessionDir?: string; config?: string; usage?: boolean }): Promise<number> {
   if (verb === 'show' && !args[0]) throw new UsageError('USAGE', 'dsh sessions show: which session? (an id from `dsh sessions list`)')
-  const runtime = await startRuntime({ ...options, verbose: false })
+  const { usage: withUsage, ...runtimeOptions } = options
+  const runtime = await startRuntime({ ...runtimeOptions, verbose: false })
   try {
     const { sessions } = runtime.ctx
     switch (verb) {
@@ -30,7 +31,7 @@ export async function sessionsCommand(verb: string | undefined, args: string[], 
       case 'list':
         return await list(await sessions.listStored(), (id) => sessions.readStored(id))
       case 'tree':
-        return await tree(await sessions.listStored(), args[0], (id) => sessions.readStored(id), runtime.ctx.llm.prices)
+        return await tree(await sessions.listStored(), args[0], (id) => sessions.readStored(id), withUsage ? runtime.ctx.llm.prices : undefined)
       case 'show': {
         // An exact id is read on its own: other sessions' files (broken ones included)
         // are looked at only to match a suffix. A broken file throws its one-line error.
@@ -147,7 +148,7 @@ async function list(headers: SessionHeader[], read: (id: string) => Promise<Stor
   return 0
 }
 
-async function tree(headers: SessionHeader[], wanted: string | undefined, read: (id: string) => Promise<StoredSession | undefined>, prices: PriceTable): Promise<number> {
+async function tree(headers: SessionHeader[], wanted: string | undefined, read: (id: string) => Promise<StoredSession | undefined>, prices: PriceTable | undefined): Promise<number> {
   const byId = new Map(headers.map((header) => [header.id, header]))
   // A remote continuable child is shown once. When the remote session is stored here under
   // the same parent (a `dsh acp` child records its lineage), its own line carries the
@@ -180,8 +181,9 @@ async function tree(headers: SessionHeader[], wanted: string | undefined, read: 
   let counted = 0
   const visit = async (header: SessionHeader, prefix: string, branch: string) => {
     const summary = await summarize(header, read)
-    const used = sessionUsage(await read(header.id).catch(() => undefined), prices)
-    total = mergeTotals(total, used)
+    // Usage only when asked for (--usage): the plain tree's lines stay as scripts parse them.
+    const used = prices && sessionUsage(await read(header.id).catch(() => undefined), prices)
+    if (used) total = mergeTotals(total, used)
     counted++
     const record = recordOf.get(header.id)
     const who = header.provider ?? header.origin ?? 'session'
@@ -191,7 +193,7 @@ async function tree(headers: SessionHeader[], wanted: string | undefined, read: 
     // A continuable child is one session however many turns it takes: one line, its turns and state.
     const facts = record ? await summarize(record, read) : header.descriptor ? summary : undefined
     const continuable = facts ? `  continuable: ${facts.turns} ${facts.turns === 1 ? 'turn' : 'turns'}, ${facts.open ? 'running' : 'idle'}` : ''
-    lines.push(`${prefix}${branch}${header.id}  ${who}${label}  ${summary.stopReason}${seed}${elsewhere}${continuable}  [${describeUsage(used, prices)}]`)
+    lines.push(`${prefix}${branch}${header.id}  ${who}${label}  ${summary.stopReason}${seed}${elsewhere}${continuable}${used && prices ? `  [${describeUsage(used, prices)}]` : ''}`)
     const kids = children.get(header.id) ?? []
     const childPrefix = prefix + (branch === '' ? '' : branch === '└─ ' ? '   ' : '│  ')
     for (const [index, child] of kids.entries()) await visit(child, childPrefix, index === kids.length - 1 ? '└─ ' : '├─ ')
@@ -203,7 +205,7 @@ async function tree(headers: SessionHeader[], wanted: string | undefined, read: 
   } else {
     await visit(root!, '', '')
   }
-  lines.push(`usage of the tree (${counted} ${counted === 1 ? 'session' : 'sessions'}): ${describeUsage(total, prices)}`)
+  if (prices) lines.push(`usage of the tree (${counted} ${counted === 1 ? 'session' : 'sessions'}): ${describeUsage(total, prices)}`)
   process.stdout.write(`${lines.join('\n')}\n`)
   return 0
 }
