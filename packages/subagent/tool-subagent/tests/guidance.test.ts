@@ -9,6 +9,7 @@ import { TaskToolsPlugin } from '@dsh/tool-tasks'
 import { BashService } from '@dsh/bash'
 import { BashToolPlugin } from '@dsh/tool-bash'
 import { SubagentToolPlugin } from '@dsh/tool-subagent'
+import { SubagentControlPlugin } from '@dsh/tool-subagent-control'
 
 let harness: Harness
 afterEach(async () => {
@@ -80,6 +81,17 @@ describe('tool guidance in the system prompt', () => {
     expect(child).not.toContain('# Delegating with `subagent`')
     // The fork tool's requests carry the default bound (3), so depth 1 may still fork; the inherited bound of 1 forbids it.
     expect(child).not.toContain('# Delegating with `fork`')
+  })
+
+  it('the control tools add continuable-child guidance, which a child without send_message does not get', async () => {
+    await setup(undefined)
+    await harness.plugin(SubagentControlPlugin)
+    const root = await harness.agent()
+    const hidden = await harness.agent({ setup: (ctx, agent) => void ctx.tools.restrict(agent.id, { deny: ['send_message'] }) })
+    const composed = harness.ctx.agents.composeSystemPrompt(root)
+    expect(composed.parts.map((part) => part.name)).toEqual(['persona', 'environment', 'subagent:fork', 'subagent:subagent', 'subagent-control', 'tasks', 'bash'])
+    expect(composed.text).toContain('follow-up work with send_message')
+    expect(harness.ctx.agents.systemPrompt(hidden)).not.toContain('# Continuable subagents')
   })
 
   it('unloading a subagent tool removes its guidance', async () => {
