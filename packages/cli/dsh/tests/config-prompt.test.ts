@@ -20,7 +20,7 @@ describe('dsh config check --prompt', () => {
     const result = await runDsh(['config', 'check', '--prompt', '--config', file, '--session-dir', sessions])
     expect(result.code).toBe(0)
     const root = block(result.stdout, 'root agent')
-    expect(root).toMatch(/sections: persona, environment, subagent:subagent, tasks, bash/)
+    expect(root).toMatch(/sections: persona, environment, subagent:subagent, subagent-control, tasks, bash/)
     expect(root).toContain('You are dsh')
     expect(root).toContain('# Environment')
     expect(root).toContain('# Delegating with `subagent`')
