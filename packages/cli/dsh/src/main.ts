@@ -26,10 +26,12 @@ commands:
       [--public-url URL] [--config FILE] [--model SPEC] [--session-dir DIR]
       serve a dsh agent over the Agent2Agent protocol (HTTP, default 127.0.0.1:7700);
       each task is one session; any address but loopback needs --token-env
-  sessions list | tree [ID] | show ID   [--session-dir DIR]
-      stored sessions, their delegation lineage, and transcripts
-  config check [--config FILE]
-      compose the plugins and print them, or the first configuration error
+  sessions list | tree [ID] [--usage] | show ID   [--session-dir DIR] [--config FILE]
+      stored sessions, their delegation lineage, and transcripts; show ends with the
+      session's token usage (and cost, with a price table), tree --usage adds it per line
+  config check [--config FILE] [--prompt]
+      compose the plugins and print them, or the first configuration error; --prompt
+      also prints the system prompt of a root agent and of a child
 
 model specs: scripted:PATH (keyless, plays a script), deepseek:MODEL (DEEPSEEK_API_KEY),
              openai:MODEL (OPENAI_API_KEY), replay:DIR (keyless, plays a --record DIR)
@@ -54,14 +56,14 @@ async function main(argv: string[]): Promise<number> {
     case 'demo':
       return (await import('./commands/demo.js')).demoVerb(rest)
     case 'sessions': {
-      const { values, positionals } = parseArgs({ args: rest, allowPositionals: true, options: COMMON })
+      const { values, positionals } = parseArgs({ args: rest, allowPositionals: true, options: { ...COMMON, usage: { type: 'boolean', default: false } } })
       const [verb, ...args] = positionals
-      return sessionsCommand(verb, args, { sessionDir: values['session-dir'], config: values.config })
+      return sessionsCommand(verb, args, { sessionDir: values['session-dir'], config: values.config, usage: values.usage })
     }
     case 'config': {
-      const { values, positionals } = parseArgs({ args: rest, allowPositionals: true, options: COMMON })
+      const { values, positionals } = parseArgs({ args: rest, allowPositionals: true, options: { ...COMMON, prompt: { type: 'boolean', default: false } } })
       if (positionals[0] !== 'check') throw new UsageError('USAGE', 'dsh config: the only verb is `check`')
-      return configCheck({ config: values.config, model: values.model, sessionDir: values['session-dir'] })
+      return configCheck({ config: values.config, model: values.model, sessionDir: values['session-dir'], prompt: values.prompt })
     }
     case undefined:
     case 'help':

@@ -82,6 +82,9 @@ export async function startRuntime(options: RuntimeOptions): Promise<Composition
   try {
     const composition = await compose(ctx, entries)
     if (options.checkReady) await assertReady(composition, configFile)
+    // Adapters register as their plugins start: only now can the price table's models be checked.
+    const unpriceable = ctx.llm.unknownPricedModels()
+    if (unpriceable.length) throw new CompositionError('UNRESOLVED', unpriceable.join('; '))
     logger.started(false)
     return composition
   } catch (error) {

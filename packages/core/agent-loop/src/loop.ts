@@ -130,8 +130,11 @@ async function streamResponse(services: LoopServices, runtime: TurnRuntime, sign
   let usage: Usage | undefined
   let error: string | undefined
   let aborted = false
+  /** The model that answered, recorded with its usage (what a price table is keyed by). */
+  let spec: string | undefined
   try {
     const { adapter, model } = services.llm.resolve(agent.options.model)
+    spec = `${adapter.name}:${model}`
     const stream = adapter.stream({
       model,
       system: runtime.system,
@@ -180,7 +183,7 @@ async function streamResponse(services: LoopServices, runtime: TurnRuntime, sign
   if (!aborted && error === undefined) content.push(...calls)
   const response: Response = { message: { role: 'assistant', content }, aborted }
   if (finish) response.finish = finish
-  if (usage) response.usage = usage
+  if (usage) response.usage = spec === undefined ? usage : { ...usage, model: spec }
   if (error !== undefined) response.error = error
   return response
 }

@@ -73,7 +73,7 @@ describe('the turn flow', () => {
     expect(result.error).toContain('something else')
   })
 
-  it('uses the deployment persona as the system prompt, or a per-agent persona', async () => {
+  it('heads the system prompt with the deployment persona, or a per-agent persona', async () => {
     harness = await createHarness({ persona: 'You are the test persona.', script: [{ reply: [{ text: 'ok' }, { text: 'ok' }] }] })
     const systems: string[] = []
     const adapter = harness.ctx.llm.getAdapter('scripted')!
@@ -84,7 +84,7 @@ describe('the turn flow', () => {
     }
     await (await harness.agent()).followup('a')
     await (await harness.agent({ agentOptions: { persona: 'You are a reviewer.' } })).followup('b')
-    expect(systems).toEqual(['You are the test persona.', 'You are a reviewer.'])
+    expect(systems.map((system) => system.split('\n\n')[0])).toEqual(['You are the test persona.', 'You are a reviewer.'])
   })
 })
 

@@ -9,6 +9,7 @@ import { serviceInstance } from './service-instance.js'
 import { closeInterruptedTurn } from './interrupted-turn.js'
 import type { Agent, AgentCleanup, CreateAgentOptions, TurnDriver } from './types.js'
 import { AgentError } from './errors.js'
+import { checkSection, composePrompt, ENVIRONMENT_ORDER, PERSONA_ORDER, renderEnvironment, type ComposedPrompt, type PromptSection } from './prompt-sections.js'
 
 declare module 'cordis' {
   interface Context {
@@ -37,6 +38,11 @@ export class AgentRegistry extends Service {
 
   private live = new Map<string, LiveAgent>()
   private cleanups: AgentCleanup[] = []
+  private sections: PromptSection[] = []
+  /** Bumped whenever a section comes or goes: cached prompts are then composed anew. */
+  private sectionsVersion = 0
+  /** Each agent's composed prompt and what it was composed from (sections, visible tools). */
+  private prompts = new WeakMap<Agent, { key: string; prompt: ComposedPrompt }>()
   private readonly host: AgentHost
   /**
    * This service's own context. `this.ctx` is the caller's context (services are reached
@@ -58,12 +64,14 @@ export class AgentRegistry extends Service {
     this.host = {
       home,
       driver: () => driver,
-      system: (agent) => agent.options.persona ?? this.config.persona,
+      system: (agent) => this.systemPrompt(agent),
       maxSteps: config.maxSteps,
       finish: (agent) => this.finish(agent),
     }
     // Agents live only as long as their registry: unloading it (or replacing a service it
     // needs) disposes them rather than leaving turns running against released services.
+    this.addPromptSection({ name: 'persona', order: PERSONA_ORDER, render: (agent) => agent.options.persona ?? this.config.persona })
+    this.addPromptSection({ name: 'environment', order: ENVIRONMENT_ORDER, render: renderEnvironment })
     ctx.effect(() => () => Promise.allSettled([...this.live.values()].map((agent) => agent.dispose())).then(() => {}), 'agents: dispose live agents')
   }
 
@@ -105,6 +113,71 @@ export class AgentRegistry extends Service {
         this.cleanups = this.cleanups.filter((entry) => entry !== cleanup)
       }
     }, 'agents.onCleanup()')
+  }
+
+  /**
+   * Contribute a section to every agent's system prompt; an effect of the calling plugin
+   * (gone when it unloads). A duplicate name throws: sections are addressed by name.
+   */
+  addPromptSection(section: PromptSection): () => void {
+    checkSection(section)
+    const entry: PromptSection = { ...section }
+    return this.ctx.effect(() => {
+      if (this.sections.some((existing) => existing.name === entry.name)) {
+        throw new AgentError('INVALID_OPTIONS', `a prompt section named "${entry.name}" is already registered; give this one another name`)
+      }
+      this.sections = [...this.sections, entry]
+      this.sectionsVersion++
+      return () => {
+        this.sections = this.sections.filter((existing) => existing !== entry)
+        this.sectionsVersion++
+      }
+    }, `agents.addPromptSection(${JSON.stringify(entry.name)})`)
+  }
+
+  /** Names of the registered sections, in render order. */
+  promptSections(): string[] {
+    return [...this.sections].sort((a, b) => a.order - b.order || (a.name < b.name ? -1 : 1)).map((section) => section.name)
+  }
+
+  /**
+   * `agent`'s system prompt with its parts. It is composed again only when a section
+   * comes or goes or the agent's visible tools change, so it stays byte-for-byte stable
+   * across turns. Sections that throw are left out and logged once per composition.
+   */
+  composeSystemPrompt(agent: Agent): ComposedPrompt {
+    const visible = this.tools.list(agent.id).sort()
+    const key = `${this.sectionsVersion}\0${visible.join('\0')}`
+    const cached = this.prompts.get(agent)
+    if (cached?.key === key) return cached.prompt
+    const prompt = this.forkedPrompt(agent, composePrompt(this.sections, agent, new Set(visible)))
+    for (const failure of prompt.failures) {
+      this.home.logger('agents').warn('prompt section "%s" failed for agent %s and was left out: %s', failure.name, agent.id, failure.error)
+    }
+    this.prompts.set(agent, { key, prompt })
+    return prompt
+  }
+
+  /**
+   * A fork child (seeded from its parent's session) is sent its parent's prompt, byte for
+   * byte, when its own would hold the same sections: the provider's prefix cache then
+   * serves the whole shared history. Only the environment's date could differ (a fork
+   * made after midnight), and a day's difference is not worth re-reading the history for.
+   * A child that would get other sections (another persona, a tool filter, the depth
+   * bound reached) keeps its own prompt: what it is told must stay true.
+   */
+  private forkedPrompt(agent: Agent, own: ComposedPrompt): ComposedPrompt {
+    const { parent } = agent
+    const { seedLength, parentSession } = agent.session.header
+    if (!parent || !seedLength || parent.id !== parentSession || parent.status === 'disposed') return own
+    const inherited = this.composeSystemPrompt(parent)
+    const sameSections = inherited.parts.length === own.parts.length && inherited.parts.every((part, index) => part.name === own.parts[index]!.name)
+    const samePersona = inherited.parts.find((part) => part.name === 'persona')?.text === own.parts.find((part) => part.name === 'persona')?.text
+    return sameSections && samePersona ? { ...inherited, failures: own.failures } : own
+  }
+
+  systemPrompt(agent: Agent): string {
+    return this.composeSystemPrompt(agent).text
   }
 
   private async sessionFor(options: CreateAgentOptions): Promise<Session> {

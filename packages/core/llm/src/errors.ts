@@ -74,6 +74,8 @@ export type LlmRegistryErrorCode =
   | 'NO_MODEL'
   /** A session must be recorded or replayed, and no recording plugin is loaded. */
   | 'NO_RECORDING'
+  /** The configured price table has a malformed entry, a negative price, or names an adapter that is not loaded. */
+  | 'INVALID_PRICES'
 
 /** A failure of `ctx.llm` itself (registration, resolving a model spec). */
 export class LlmRegistryError extends DshError<LlmRegistryErrorCode> {}

@@ -52,8 +52,13 @@ export interface ToolMessage {
 export type Message = UserMessage | AssistantMessage | ToolMessage
 
 export interface Usage {
+  /** Every input token of the request, cached or not. */
   inputTokens: number
   outputTokens: number
+  /** Of `inputTokens`, how many the provider served from its prefix cache (when it says). */
+  cacheHitInputTokens?: number
+  /** The model spec (`adapter:model`) that produced these tokens; set by the turn driver. */
+  model?: string
 }
 
 /** Why the model stopped producing this response. */

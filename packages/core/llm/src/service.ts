@@ -2,6 +2,7 @@ import { Context, Service } from 'cordis'
 import Schema from 'schemastery'
 import type { LlmAdapter } from './adapter.js'
 import { LlmRegistryError } from './errors.js'
+import { checkPriceTable, type PriceTable } from './pricing.js'
 
 declare module 'cordis' {
   interface Context {
@@ -46,14 +47,29 @@ export interface RecordingLinks {
 export class LlmService extends Service {
   static Config: Schema<LlmService.Config> = Schema.object({
     model: Schema.string().description('Default model spec, `adapter:model` (e.g. `deepseek:deepseek-chat`).'),
+    prices: Schema.dict(Schema.any()).description('Optional price table: model spec (adapter:model) → { input, output, cacheHitInput? } per million tokens; turns usage into cost.'),
   })
 
   private adapters = new Map<string, LlmAdapter>()
   private interceptors: ModelInterceptor[] = []
   private recording: RecordingLinks | undefined
+  /** The checked price table (empty without one). */
+  readonly prices: PriceTable
 
   constructor(ctx: Context, public config: LlmService.Config = {}) {
     super(ctx, 'llm')
+    // Checked at load: a bad entry fails the plugin naming the entry.
+    this.prices = checkPriceTable(config.prices)
+  }
+
+  /**
+   * Price table entries naming an adapter that is not loaded: call once every plugin has
+   * started (adapters register after this service). Empty when all are known.
+   */
+  unknownPricedModels(): string[] {
+    return Object.keys(this.prices)
+      .filter((spec) => !this.adapters.has(spec.slice(0, spec.indexOf(':'))))
+      .map((spec) => `prices["${spec}"] names adapter "${spec.slice(0, spec.indexOf(':'))}", which is not loaded (loaded: ${this.list().join(', ') || 'none'})`)
   }
 
   registerAdapter(adapter: LlmAdapter): () => void {
@@ -143,5 +159,6 @@ export class LlmService extends Service {
 export namespace LlmService {
   export interface Config {
     model?: string
+    prices?: Record<string, unknown>
   }
 }

@@ -4,6 +4,7 @@ import { OpenAIChatConfig } from './config.js'
 import { abortError, OpenAIChatError, toLlmError } from './errors.js'
 import { ChunkReader } from './from-wire.js'
 import { toChatRequest } from './to-wire.js'
+import { exhausted, RetryBudget, waitUnlessAborted } from './retry.js'
 
 export interface OpenAIChatAdapterOptions extends Partial<OpenAIChatConfig> {
   /** The key itself (tests, embedding). Without it the key is read from `apiKeyEnv` in `env`. */
@@ -34,7 +35,9 @@ export class OpenAIChatAdapter implements LlmAdapter {
       ? new OpenAI({
           apiKey: key,
           baseURL: this.config.baseURL,
-          maxRetries: this.config.maxRetries,
+          // Retries are ours (see `stream`): the SDK's wait cannot be cancelled, and it does
+          // not retry a stream that broke before its first chunk.
+          maxRetries: 0,
           timeout: this.config.timeoutMs,
           // Left undefined, the SDK would read OPENAI_ORG_ID / OPENAI_PROJECT_ID and send
           // them to whatever endpoint this is.
@@ -47,17 +50,46 @@ export class OpenAIChatAdapter implements LlmAdapter {
       : undefined
   }
 
+  /**
+   * Streams one response. A failure worth retrying (429, 5xx, no answer, a connection that
+   * broke) before any chunk was passed on is retried after the server's `Retry-After` or
+   * an exponential backoff, within `maxRetries` and `retryBudgetMs`; aborting the request
+   * ends a wait at once. Once a chunk was passed on, a failure ends the stream: retrying
+   * then would repeat what the caller already has.
+   */
   async *stream(request: LlmRequest): AsyncGenerator<LlmChunk> {
-    const { name, baseURL, apiKeyEnv, timeoutMs, replayReasoning } = this.config
+    const { name, baseURL, apiKeyEnv } = this.config
     if (request.signal.aborted) throw abortError(request.signal)
     if (!this.client) {
       throw new OpenAIChatError('NO_API_KEY', `${name}: no API key: set the ${apiKeyEnv} environment variable (the "${name}" adapter talks to ${baseURL})`)
     }
+    const budget = new RetryBudget(this.config)
+    for (;;) {
+      let passedOn = false
+      try {
+        for await (const chunk of this.attempt(this.client, request)) {
+          passedOn = true
+          yield chunk
+        }
+        return
+      } catch (error) {
+        // A caller that aborted gets its abort, whatever the failure looked like.
+        if (request.signal.aborted) throw abortError(request.signal)
+        if (passedOn) throw error
+        const next = budget.next(error)
+        if ('stop' in next) throw exhausted(error, next.stop)
+        await waitUnlessAborted(next.waitMs, request.signal)
+      }
+    }
+  }
+
+  private async *attempt(client: OpenAI, request: LlmRequest): AsyncGenerator<LlmChunk> {
+    const { name, baseURL, apiKeyEnv, timeoutMs, replayReasoning } = this.config
 
     const quiet = new QuietTimer(timeoutMs)
     const signal = AbortSignal.any([request.signal, quiet.signal])
     try {
-      const stream = await this.client.chat.completions.create(toChatRequest(request, { replayReasoning }), { signal })
+      const stream = await client.chat.completions.create(toChatRequest(request, { replayReasoning }), { signal })
       const reader = new ChunkReader(name)
       quiet.restart()
       for await (const chunk of stream) {

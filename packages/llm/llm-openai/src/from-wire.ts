@@ -118,5 +118,16 @@ function reasoningOf(delta: Record<string, unknown>): string | undefined {
 
 function usageOf(usage: Record<string, unknown>): Usage {
   const count = (value: unknown) => (typeof value === 'number' && Number.isFinite(value) ? value : 0)
-  return { inputTokens: count(usage.prompt_tokens), outputTokens: count(usage.completion_tokens) }
+  const cached = cacheHitsOf(usage)
+  return { inputTokens: count(usage.prompt_tokens), outputTokens: count(usage.completion_tokens), ...(cached !== undefined && { cacheHitInputTokens: cached }) }
+}
+
+/**
+ * Input tokens served from the provider's prefix cache: DeepSeek says
+ * `prompt_cache_hit_tokens`, OpenAI `prompt_tokens_details.cached_tokens`.
+ */
+function cacheHitsOf(usage: Record<string, unknown>): number | undefined {
+  const count = (value: unknown) => (typeof value === 'number' && Number.isInteger(value) && value >= 0 ? value : undefined)
+  const details = usage.prompt_tokens_details
+  return count(usage.prompt_cache_hit_tokens) ?? (isRecord(details) ? count(details.cached_tokens) : undefined)
 }

@@ -48,6 +48,7 @@ afterEach(async () => {
 export async function fakeEndpoint(script: FakeChatResponse[] = [], options: OpenAIChatAdapterOptions = {}) {
   const server = await startFakeOpenAIChat(script)
   servers.push(server)
-  const adapter = new OpenAIChatAdapter({ name: 'fake', baseURL: server.url, apiKey: 'sk-test', ...options })
+  // No retries unless a test asks: most tests are about how one failure is reported.
+  const adapter = new OpenAIChatAdapter({ name: 'fake', baseURL: server.url, apiKey: 'sk-test', maxRetries: 0, ...options })
   return { server, adapter }
 }

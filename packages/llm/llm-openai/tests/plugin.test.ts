@@ -25,7 +25,7 @@ describe('the plugin', () => {
     expect(ctx.llm.list()).toEqual(['deepseek'])
     const resolved = ctx.llm.resolve('deepseek')
     expect(resolved.model).toBe('deepseek-chat')
-    expect(resolved.adapter).toMatchObject({ config: { baseURL: 'https://api.deepseek.com', apiKeyEnv: 'DEEPSEEK_API_KEY', maxRetries: 0 } })
+    expect(resolved.adapter).toMatchObject({ config: { baseURL: 'https://api.deepseek.com', apiKeyEnv: 'DEEPSEEK_API_KEY', maxRetries: 3, retryBudgetMs: 120_000 } })
   })
 
   it('registers under its configured name and streams from its configured endpoint with the key from its env var', async () => {

@@ -18,6 +18,20 @@ export interface BashToolConfig {
   enableRunInBackground: boolean
 }
 
+/** Where shell guidance sits in the system prompt (after delegation and background-work guidance). */
+export const BASH_SECTION_ORDER = 400
+
+/** How to use the shell well: commands run in the session's working directory, non-interactively. */
+export function bashGuidance(background: boolean): string {
+  const lines = [
+    '# Shell',
+    '- bash runs each command non-interactively in the working directory above; a command must not wait for input.',
+    '- Prefer commands with bounded output (head, tail, grep) over dumping large files; long output is cut in the middle.',
+  ]
+  if (background) lines.push('- Start servers, watchers and long builds with run_in_background; they keep running while you work.')
+  return lines.join('\n')
+}
+
 export const NO_TASKS_MESSAGE = 'background commands need the tasks runtime: load @dsh/tasks and @dsh/tool-tasks'
 
 /**
@@ -27,7 +41,7 @@ export const NO_TASKS_MESSAGE = 'background commands need the tasks runtime: loa
  * `ctx.tasks` as a stream task of kind `bash`, read incrementally with `task_output`.
  */
 export class BashToolPlugin {
-  static inject = ['bash', 'tools']
+  static inject = ['bash', 'tools', 'agents']
   static Config: Schema<BashToolConfig> = Schema.object({
     defaultTimeoutMs: Schema.natural().min(1).default(120_000).description('Foreground timeout when the call gives none.'),
     maxTimeoutMs: Schema.natural().min(1).default(600_000).description('Largest timeout_ms the model may ask for.'),
@@ -63,6 +77,7 @@ export class BashToolPlugin {
       sideEffecting: true,
       execute: (args, exec) => (args.run_in_background ? this.background(args, exec) : this.foreground(args, exec)),
     })
+    ctx.agents.addPromptSection({ name: 'bash', order: BASH_SECTION_ORDER, tool: 'bash', render: () => bashGuidance(config.enableRunInBackground) })
   }
 
   private async foreground(args: BashToolArgs, exec: ToolExecution): Promise<ToolOutput> {

@@ -20,13 +20,14 @@ async function setup(script: HarnessOptions['script'], options: Omit<HarnessOpti
 
 const request = (prompt: string, extra: Partial<SubagentRequest> = {}): SubagentRequest => ({ prompt: [text(prompt)], parent, signal: new AbortController().signal, ...extra })
 
-/** The system prompt each session's model requests carried, by session id. */
+/** The persona (first section of the system prompt) each session's model requests carried, by session id. */
 function captureSystemPrompts(): Map<string, string> {
   const systems = new Map<string, string>()
   const adapter = harness.ctx.llm.getAdapter('scripted')!
   const stream = adapter.stream.bind(adapter)
   adapter.stream = (req) => {
-    systems.set(req.origin.sessionId, req.system)
+    // The persona heads the prompt; the sections after it are not what these tests are about.
+    systems.set(req.origin.sessionId, req.system.split('\n\n')[0]!)
     return stream(req)
   }
   return systems

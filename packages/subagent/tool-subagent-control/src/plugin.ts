@@ -19,6 +19,17 @@ export interface ListAgentsArgs {
   scope?: 'children' | 'descendants'
 }
 
+/** Where continuable-child guidance sits in the system prompt (after the subagent tools'). */
+export const CONTROL_SECTION_ORDER = 250
+
+/** How to work with continuable children: follow up instead of restarting, no polling, interrupts. */
+export const CONTROL_GUIDANCE = [
+  '# Continuable subagents',
+  '- A subagent started in continuable mode keeps its history between turns: give it follow-up work with send_message rather than starting a new one, so it builds on what it already knows.',
+  '- You get a message each time one of them finishes a turn. Do not poll them with list_agents; use it when you need their ids or states.',
+  '- Stop a running turn that is no longer needed or going wrong with interrupt_agent; the subagent stays available for more messages.',
+].join('\n')
+
 /**
  * The model's controls over continuable children: `send_message` (only to its own
  * children: a new turn for them), `interrupt_agent` (any descendant: stops its running
@@ -73,6 +84,8 @@ export class SubagentControlPlugin {
           return `interrupt requested for agent ${args.agent_id}`
         }),
     })
+
+    ctx.agents.addPromptSection({ name: 'subagent-control', order: CONTROL_SECTION_ORDER, tool: 'send_message', render: () => CONTROL_GUIDANCE })
 
     ctx.tools.register<ListAgentsArgs>({
       name: 'list_agents',

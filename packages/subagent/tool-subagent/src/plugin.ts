@@ -10,6 +10,7 @@ import { collect } from './foreground.js'
 import { toolParameters, type SubagentToolArgs } from './schema.js'
 import { providerWording } from './wording.js'
 import { SubagentToolError } from './errors.js'
+import { belowDepthBound, delegationGuidance, SUBAGENT_SECTION_ORDER } from './guidance.js'
 
 export interface SubagentToolConfig {
   provider: string
@@ -88,7 +89,7 @@ export function subagentToolMountProblem(
  * `-removed`, so load order never matters), and its wording comes from the provider.
  */
 export class SubagentToolPlugin {
-  static inject = ['subagents', 'tools']
+  static inject = ['subagents', 'tools', 'agents']
   static Config: Schema<SubagentToolConfig> = Schema.object({
     provider: Schema.string().min(1).required().description('The ctx.subagents provider this tool starts runs on.'),
     toolName: Schema.string().pattern(/^[A-Za-z0-9_-]{1,64}$/).default('subagent').description('The model-facing tool name; distinct per instance.'),
@@ -146,12 +147,38 @@ export class SubagentToolPlugin {
     if (problem) throw new SubagentToolError(problem.code, problem.message)
     const background = this.config.enableRunInBackground
     const wording = providerWording(provider, background, this.config.backgroundMode)
-    this.unregister = this.reservation.register<SubagentToolArgs>({
+    const unregisterTool = this.reservation.register<SubagentToolArgs>({
       description: wording.description,
       parameters: toolParameters(wording, background),
       concurrencySafe: true,
       execute: (args, exec) => this.execute(args, exec),
     })
+    const { toolName } = this.config
+    const guidance = delegationGuidance(toolName, provider.inheritsParentContext, background ? this.config.backgroundMode : 'off')
+    const maxDepth = this.requestMaxDepth()
+    let removeSection: () => void
+    try {
+      removeSection = this.ctx.agents.addPromptSection({
+        name: `subagent:${toolName}`,
+        order: SUBAGENT_SECTION_ORDER,
+        tool: toolName,
+        // An agent at the depth bound keeps the tool (its calls are refused) but gets no advice to use it.
+        visible: (agent) => belowDepthBound(agent, maxDepth),
+        render: () => guidance,
+      })
+    } catch (error) {
+      unregisterTool()
+      throw error
+    }
+    this.unregister = () => {
+      removeSection()
+      unregisterTool()
+    }
+  }
+
+  /** The `maxDepth` every request of this tool carries (see `request`). */
+  private requestMaxDepth(): number | undefined {
+    return this.config.maxDepth ?? (this.subagents.getProvider(this.config.provider)?.capabilities.depthLimit ? DEFAULT_MAX_DEPTH : undefined)
   }
 
   private unmount(): void {
@@ -200,7 +227,7 @@ export class SubagentToolPlugin {
     }
     // An explicit maxDepth was checked against the provider when the tool mounted; the
     // default bound applies only where the provider can enforce it.
-    const maxDepth = config.maxDepth ?? (this.subagents.getProvider(config.provider)?.capabilities.depthLimit ? DEFAULT_MAX_DEPTH : undefined)
+    const maxDepth = this.requestMaxDepth()
     if (maxDepth !== undefined) request.maxDepth = maxDepth
     if (config.agentOptions.model !== undefined) request.agentOptions = { model: config.agentOptions.model }
     if (config.persona !== undefined) request.persona = config.persona

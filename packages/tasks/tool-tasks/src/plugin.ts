@@ -3,6 +3,7 @@ import Schema from 'schemastery'
 import { MAX_WAIT_MS } from '@dsh/tasks'
 import { NoticeDesk } from './notices.js'
 import { registerTaskTools } from './tools.js'
+import { TASKS_GUIDANCE, TASKS_SECTION_ORDER } from './guidance.js'
 
 export interface TaskToolsConfig {
   defaultWaitMs: number
@@ -24,6 +25,7 @@ export class TaskToolsPlugin {
   constructor(ctx: Context, config: TaskToolsConfig) {
     ctx.tasks.attachSurface('@dsh/tool-tasks')
     registerTaskTools(ctx, config)
+    ctx.agents.addPromptSection({ name: 'tasks', order: TASKS_SECTION_ORDER, tool: 'task_output', render: () => TASKS_GUIDANCE })
     const desk = new NoticeDesk(ctx.tasks, ctx.agents, config.maxConsecutiveWakeups, ctx.logger('tool-tasks'))
     ctx.tasks.onSettled((task) => desk.settled(task))
     // Settlements while this plugin was not loaded (a reload) reached no listener: announce them now.

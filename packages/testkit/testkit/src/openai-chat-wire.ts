@@ -27,7 +27,14 @@ export interface FakeChatResponse {
   /** Defaults to `tool_calls` when there are tool calls, else `stop`. */
   finishReason?: FakeFinishReason
   /** Defaults to a rough estimate (characters / 4). Sent in the last chunk only when the request sets `stream_options.include_usage`. */
-  usage?: { promptTokens: number; completionTokens: number }
+  usage?: {
+    promptTokens: number
+    completionTokens: number
+    /** Sent as DeepSeek's `prompt_cache_hit_tokens` (with `prompt_cache_miss_tokens`). */
+    cacheHitTokens?: number
+    /** Sent as OpenAI's `prompt_tokens_details.cached_tokens`. */
+    cachedTokens?: number
+  }
   /** Wait this long before answering at all (before the status line). */
   delayMs?: number
   /** Wait this long between stream chunks. */
@@ -35,6 +42,8 @@ export interface FakeChatResponse {
   /** Answer with this HTTP status and an OpenAI-style error body (default 500 when only `error` is given). */
   status?: number
   error?: string | { message: string; type?: string; code?: string | null }
+  /** Extra headers of an error answer, e.g. `{ 'retry-after': '1' }`. */
+  errorHeaders?: Record<string, string>
   /** Destroy the socket after this many `data:` events (0: right after the headers). Non-streaming: no answer at all. */
   dropAfterChunks?: number
   /** Stop writing after this many `data:` events and hold the connection open until the client or `close()` ends it. */
@@ -54,6 +63,9 @@ export interface WireUsage {
   prompt_tokens: number
   completion_tokens: number
   total_tokens: number
+  prompt_cache_hit_tokens?: number
+  prompt_cache_miss_tokens?: number
+  prompt_tokens_details?: { cached_tokens: number }
 }
 
 export interface WireToolCallDelta {
@@ -184,8 +196,14 @@ function finishReasonOf(answer: FakeChatResponse): string {
 function usageOf(answer: FakeChatResponse, ctx: AnswerContext): WireUsage {
   const estimate = (text: string) => Math.ceil(text.length / 4)
   const output = joined(answer.reasoning) + joined(answer.text) + toolCallsOf(answer, ctx).map((call) => call.name + call.arguments).join('')
-  const { promptTokens, completionTokens } = answer.usage ?? { promptTokens: estimate(ctx.promptText), completionTokens: estimate(output) }
-  return { prompt_tokens: promptTokens, completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens }
+  const { promptTokens, completionTokens, cacheHitTokens, cachedTokens } = answer.usage ?? { promptTokens: estimate(ctx.promptText), completionTokens: estimate(output) }
+  return {
+    prompt_tokens: promptTokens,
+    completion_tokens: completionTokens,
+    total_tokens: promptTokens + completionTokens,
+    ...(cacheHitTokens !== undefined && { prompt_cache_hit_tokens: cacheHitTokens, prompt_cache_miss_tokens: promptTokens - cacheHitTokens }),
+    ...(cachedTokens !== undefined && { prompt_tokens_details: { cached_tokens: cachedTokens } }),
+  }
 }
 
 function joined(text: string | string[] | undefined): string {

@@ -35,6 +35,8 @@ export interface ScriptedAnswer {
   delayMs?: number
   status?: number
   error?: string | ErrorDetail
+  /** Extra headers of an error answer (`retry-after`, `retry-after-ms`, …). */
+  errorHeaders?: Record<string, string>
 }
 
 /** A queued answer, or a function that builds one from the request it answers. */
@@ -146,7 +148,7 @@ export async function startScriptedEndpoint<Answer extends ScriptedAnswer, Recor
     if (answer.status !== undefined || answer.error !== undefined) {
       const status = answer.status ?? 500
       const detail = typeof answer.error === 'object' ? answer.error : { message: answer.error ?? `fake error (HTTP ${status})` }
-      return sendJson(res, status, vendor.errorBody(status, detail))
+      return sendJson(res, status, vendor.errorBody(status, detail), answer.errorHeaders)
     }
     const turn: Turn<Recorded> = { request, body, number }
     const pacing = vendor.pacing(answer)
@@ -212,8 +214,8 @@ async function writeFrames(res: ServerResponse, frames: string[], headers: Outgo
   res.end()
 }
 
-function sendJson(res: ServerResponse, status: number, value: unknown): void {
+function sendJson(res: ServerResponse, status: number, value: unknown, headers: OutgoingHttpHeaders = {}): void {
   const text = JSON.stringify(value)
-  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) })
+  res.writeHead(status, { ...headers, 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) })
   res.end(text)
 }

@@ -1,11 +1,13 @@
 import { discoverConfig } from '../config-file.js'
 import { startRuntime } from '../runtime.js'
+import { previewPrompts } from './prompt-preview.js'
 
 /**
  * `dsh config check`: compose everything and print the plugin list. A configuration
  * error is thrown, so it is reported exactly as `dsh run` reports it (one line, exit 2).
+ * `prompt`: then print the composed system prompts of a root agent and of a child.
  */
-export async function configCheck(options: { config?: string; model?: string; sessionDir?: string }): Promise<number> {
+export async function configCheck(options: { config?: string; model?: string; sessionDir?: string; prompt?: boolean }): Promise<number> {
   const file = options.config ?? discoverConfig()
   // A composition error propagates: `dsh run` reports the same one the same way (exit 2).
   const runtime = await startRuntime({ ...options, checkReady: true })
@@ -18,8 +20,9 @@ export async function configCheck(options: { config?: string; model?: string; se
     }
     const { ctx } = runtime
     process.stdout.write(`ok: ${runtime.entries.length} plugins; models: ${ctx.llm.list().join(', ')}; subagent providers: ${ctx.get('subagents')?.list().join(', ') || 'none'}; tools: ${ctx.tools.list().join(', ')}\n`)
-    return 0
   } finally {
     await runtime.dispose()
   }
+  if (options.prompt) process.stdout.write(`\n${await previewPrompts((sessionDir) => startRuntime({ ...options, sessionDir }))}`)
+  return 0
 }

@@ -3,11 +3,12 @@
  * headers alone), and print one as a readable transcript.
  */
 import { assertNever, printable } from '@dsh/base'
-import { textOf } from '@dsh/llm'
+import { emptyTotals, mergeTotals, textOf, type PriceTable } from '@dsh/llm'
 import { parseDescriptor } from '@dsh/subagent'
 import type { SessionEvent, SessionHeader, StoredSession } from '@dsh/session'
 import { startRuntime } from '../runtime.js'
 import { UsageError } from '../errors.js'
+import { describeUsage, sessionUsage, treeUsage } from './usage.js'
 
 interface Summary {
   header: SessionHeader
@@ -20,9 +21,10 @@ interface Summary {
   open: boolean
 }
 
-export async function sessionsCommand(verb: string | undefined, args: string[], options: { sessionDir?: string; config?: string }): Promise<number> {
+export async function sessionsCommand(verb: string | undefined, args: string[], options: { sessionDir?: string; config?: string; usage?: boolean }): Promise<number> {
   if (verb === 'show' && !args[0]) throw new UsageError('USAGE', 'dsh sessions show: which session? (an id from `dsh sessions list`)')
-  const runtime = await startRuntime({ ...options, verbose: false })
+  const { usage: withUsage, ...runtimeOptions } = options
+  const runtime = await startRuntime({ ...runtimeOptions, verbose: false })
   try {
     const { sessions } = runtime.ctx
     switch (verb) {
@@ -30,7 +32,7 @@ export async function sessionsCommand(verb: string | undefined, args: string[], 
       case 'list':
         return await list(await sessions.listStored(), (id) => sessions.readStored(id))
       case 'tree':
-        return await tree(await sessions.listStored(), args[0], (id) => sessions.readStored(id))
+        return await tree(await sessions.listStored(), args[0], (id) => sessions.readStored(id), withUsage ? runtime.ctx.llm.prices : undefined)
       case 'show': {
         // An exact id is read on its own: other sessions' files (broken ones included)
         // are looked at only to match a suffix. A broken file throws its one-line error.
@@ -38,6 +40,11 @@ export async function sessionsCommand(verb: string | undefined, args: string[], 
         if (!stored) throw new UsageError('SESSION', `dsh sessions show: no stored session ${args[0]}`)
         // A session file is input like any other: its bytes must not drive the terminal.
         process.stdout.write(printable(transcript(stored, sessions.locate(stored.header.id))))
+        const { prices } = runtime.ctx.llm
+        const children = childrenOf(await sessions.listStored())
+        const below = await treeUsage(stored.header.id, children, (id) => sessions.readStored(id), prices)
+        process.stdout.write(`\nusage: ${describeUsage(sessionUsage(stored, prices), prices)}\n`)
+        if (below.sessions > 1) process.stdout.write(`usage of its delegation tree (${below.sessions} sessions): ${describeUsage(below.totals, prices)}\n`)
         return 0
       }
       default:
@@ -143,7 +150,7 @@ async function list(headers: SessionHeader[], read: (id: string) => Promise<Stor
   return 0
 }
 
-async function tree(headers: SessionHeader[], wanted: string | undefined, read: (id: string) => Promise<StoredSession | undefined>): Promise<number> {
+async function tree(headers: SessionHeader[], wanted: string | undefined, read: (id: string) => Promise<StoredSession | undefined>, prices: PriceTable | undefined): Promise<number> {
   const byId = new Map(headers.map((header) => [header.id, header]))
   // A remote continuable child is shown once. When the remote session is stored here under
   // the same parent (a `dsh acp` child records its lineage), its own line carries the
@@ -172,8 +179,14 @@ async function tree(headers: SessionHeader[], wanted: string | undefined, read: 
     if (storedElsewhere(root)) foreignParent = root.parentSession
   }
   const lines: string[] = []
+  let total = emptyTotals()
+  let counted = 0
   const visit = async (header: SessionHeader, prefix: string, branch: string) => {
     const summary = await summarize(header, read)
+    // Usage only when asked for (--usage): the plain tree's lines stay as scripts parse them.
+    const used = prices && sessionUsage(await read(header.id).catch(() => undefined), prices)
+    if (used) total = mergeTotals(total, used)
+    counted++
     const record = recordOf.get(header.id)
     const who = header.provider ?? header.origin ?? 'session'
     const label = header.label ? ` "${clip(header.label, 40)}"` : summary.firstPrompt ? ` "${clip(summary.firstPrompt, 40)}"` : ''
@@ -182,7 +195,7 @@ async function tree(headers: SessionHeader[], wanted: string | undefined, read: 
     // A continuable child is one session however many turns it takes: one line, its turns and state.
     const facts = record ? await summarize(record, read) : header.descriptor ? summary : undefined
     const continuable = facts ? `  continuable: ${facts.turns} ${facts.turns === 1 ? 'turn' : 'turns'}, ${facts.open ? 'running' : 'idle'}` : ''
-    lines.push(`${prefix}${branch}${header.id}  ${who}${label}  ${summary.stopReason}${seed}${elsewhere}${continuable}`)
+    lines.push(`${prefix}${branch}${header.id}  ${who}${label}  ${summary.stopReason}${seed}${elsewhere}${continuable}${used && prices ? `  [${describeUsage(used, prices)}]` : ''}`)
     const kids = children.get(header.id) ?? []
     const childPrefix = prefix + (branch === '' ? '' : branch === '└─ ' ? '   ' : '│  ')
     for (const [index, child] of kids.entries()) await visit(child, childPrefix, index === kids.length - 1 ? '└─ ' : '├─ ')
@@ -194,6 +207,7 @@ async function tree(headers: SessionHeader[], wanted: string | undefined, read: 
   } else {
     await visit(root!, '', '')
   }
+  if (prices) lines.push(`usage of the tree (${counted} ${counted === 1 ? 'session' : 'sessions'}): ${describeUsage(total, prices)}`)
   process.stdout.write(printable(`${lines.join('\n')}\n`))
   return 0
 }

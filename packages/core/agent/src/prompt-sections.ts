@@ -1,0 +1,90 @@
+import { existsSync } from 'node:fs'
+import { dirname, join } from 'node:path'
+import { errorMessage } from '@dsh/base'
+import type { Agent } from './types.js'
+import { AgentError } from './errors.js'
+
+/**
+ * One named part of the system prompt, contributed by a plugin (`ctx.agents.addPromptSection`).
+ * Sections are rendered in ascending `order` (ties by name), joined by blank lines.
+ */
+export interface PromptSection {
+  /** Unique among registered sections; names the section in logs and in `dsh config check --prompt`. */
+  readonly name: string
+  /** Position: lower first. Core uses 0 (persona) and 10 (environment); tool guidance 100 and up. */
+  readonly order: number
+  /** Rendered only for agents that can see this tool (tool filters, scoped tools). */
+  readonly tool?: string
+  /** Rendered only when this returns true (e.g. false once the delegation depth bound is reached). */
+  visible?(agent: Agent): boolean
+  /**
+   * The section's text, or nothing to leave it out. Must be a pure function of the agent
+   * and the plugin's config: the composed prompt is cached per agent and must not change
+   * between turns (providers cache prompt prefixes byte for byte).
+   */
+  render(agent: Agent): string | undefined
+}
+
+/** Order of the sections `@dsh/agent` contributes itself. */
+export const PERSONA_ORDER = 0
+export const ENVIRONMENT_ORDER = 10
+
+/** A section that could not be rendered; the prompt is composed without it. */
+export interface SectionFailure {
+  name: string
+  error: string
+}
+
+export function checkSection(section: PromptSection): void {
+  if (typeof section?.name !== 'string' || !section.name.trim()) throw new AgentError('INVALID_OPTIONS', 'a prompt section needs a non-empty name')
+  if (typeof section.order !== 'number' || !Number.isFinite(section.order)) throw new AgentError('INVALID_OPTIONS', `prompt section "${section.name}" needs a finite numeric order`)
+  if (typeof section.render !== 'function') throw new AgentError('INVALID_OPTIONS', `prompt section "${section.name}" needs a render function`)
+}
+
+/** The rendered parts of an agent's prompt, in order, and the sections that threw. */
+export interface ComposedPrompt {
+  text: string
+  parts: { name: string; text: string }[]
+  failures: SectionFailure[]
+}
+
+export function composePrompt(sections: readonly PromptSection[], agent: Agent, visibleTools: ReadonlySet<string>): ComposedPrompt {
+  const ordered = [...sections].sort((a, b) => a.order - b.order || (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))
+  const parts: { name: string; text: string }[] = []
+  const failures: SectionFailure[] = []
+  for (const section of ordered) {
+    if (section.tool !== undefined && !visibleTools.has(section.tool)) continue
+    try {
+      if (section.visible && !section.visible(agent)) continue
+      const text = section.render(agent)?.trim()
+      if (text) parts.push({ name: section.name, text })
+    } catch (error) {
+      failures.push({ name: section.name, error: errorMessage(error) })
+    }
+  }
+  return { text: parts.map((part) => part.text).join('\n\n'), parts, failures }
+}
+
+/** Whether `dir` or one of its ancestors holds a `.git` entry. */
+export function insideGitRepository(dir: string): boolean {
+  for (let current = dir; ; current = dirname(current)) {
+    if (existsSync(join(current, '.git'))) return true
+    if (dirname(current) === current) return false
+  }
+}
+
+/**
+ * The environment section: working directory, date, platform, git or not. The date is the
+ * session's creation day, so a resumed or long session keeps the same prompt.
+ */
+export function renderEnvironment(agent: Agent): string {
+  const { cwd, createdAt } = agent.session.header
+  const lines = [
+    '# Environment',
+    `- Working directory: ${cwd}`,
+    `- Date: ${createdAt.slice(0, 10)}`,
+    `- Platform: ${process.platform}`,
+    `- Git repository: ${insideGitRepository(cwd) ? 'yes' : 'no'}`,
+  ]
+  return lines.join('\n')
+}
