@@ -183,7 +183,8 @@ async function streamResponse(services: LoopServices, runtime: TurnRuntime, sign
   if (!aborted && error === undefined) content.push(...calls)
   const response: Response = { message: { role: 'assistant', content }, aborted }
   if (finish) response.finish = finish
-  if (usage) response.usage = spec === undefined ? usage : { ...usage, model: spec }
+  // An adapter that knows better (a replay of a recorded run) names the answering model itself.
+  if (usage) response.usage = spec === undefined || usage.model !== undefined ? usage : { ...usage, model: spec }
   if (error !== undefined) response.error = error
   return response
 }

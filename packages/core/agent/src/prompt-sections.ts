@@ -73,6 +73,20 @@ export function insideGitRepository(dir: string): boolean {
   }
 }
 
+/** The lines of the environment section that describe where and when, not what. */
+const ENVIRONMENT_FACTS = /^- (Working directory|Date|Git repository): .*$/gm
+
+/**
+ * `text` with the machine- and day-specific facts of the environment section replaced by
+ * placeholders (`- Date: <date>`). A recorded run must replay in another directory, on
+ * another day and in a checkout that is not a git repository: recordings store and
+ * compare system prompts through this, and it is defined here, beside the section it
+ * reads, so the two cannot drift apart.
+ */
+export function maskEnvironmentFacts(text: string): string {
+  return text.replace(ENVIRONMENT_FACTS, (_line, fact: string) => `- ${fact}: <${fact.toLowerCase().replace(/ /g, '-')}>`)
+}
+
 /**
  * The environment section: working directory, date, platform, git or not. The date is the
  * session's creation day, so a resumed or long session keeps the same prompt.

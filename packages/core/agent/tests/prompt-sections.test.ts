@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { createHarness, type Harness } from '@dsh/testkit/harness'
 import type { Context } from 'cordis'
+import { maskEnvironmentFacts } from '@dsh/agent'
 
 let harness: Harness
 afterEach(async () => {
@@ -102,5 +103,12 @@ describe('system prompt sections', () => {
     harness.ctx.agents.addPromptSection({ name: 'twice', order: 100, render: () => 'a' })
     expect(() => harness.ctx.agents.addPromptSection({ name: 'twice', order: 100, render: () => 'b' })).toThrow(/"twice" is already registered/)
     expect(() => harness.ctx.agents.addPromptSection({ name: '', order: 1, render: () => 'c' })).toThrow(/non-empty name/)
+  })
+})
+
+describe('maskEnvironmentFacts', () => {
+  it('replaces where and when with placeholders and keeps everything else, so a recording replays elsewhere and later', () => {
+    const text = ['You are dsh.', '# Environment', '- Working directory: /tmp/x y', '- Date: 2026-11-30', '- Platform: linux', '- Git repository: yes', '# Delegation'].join('\n')
+    expect(maskEnvironmentFacts(text)).toBe(['You are dsh.', '# Environment', '- Working directory: <working-directory>', '- Date: <date>', '- Platform: linux', '- Git repository: <git-repository>', '# Delegation'].join('\n'))
   })
 })

@@ -12,6 +12,7 @@ import { LlmError, type LlmAdapter, type LlmChunk, type LlmRequest, type Message
 import { RECORDING_KIND, RECORDING_VERSION, recordingFileName, type RecordedError, type RecordedRequest, type RecordedResponse, type RecordingHeader } from './format.js'
 import type { Lineage, SessionFacts } from './lineage.js'
 import type { SessionIdMask } from './session-ids.js'
+import { maskEnvironmentFacts } from '@dsh/agent'
 
 interface SessionFile {
   file: string
@@ -46,12 +47,15 @@ export class Recorder {
   async *record(adapter: LlmAdapter, request: LlmRequest): AsyncGenerator<LlmChunk, void, undefined> {
     const session = this.sessionFile(request.origin.sessionId)
     const call = session.calls++
-    const { system, tools, messages } = this.ids.mask({ system: request.system, tools: request.tools, messages: request.messages.toArray() })
+    const { system, tools, messages } = this.ids.mask({ system: maskEnvironmentFacts(request.system), tools: request.tools, messages: request.messages.toArray() })
     appendFileSync(session.file, `${JSON.stringify({ call, request: this.digest(session, request.model, system, tools, messages) })}\n`)
     const chunks: LlmChunk[] = []
     let response: RecordedResponse | undefined
     try {
-      for await (const chunk of adapter.stream(request)) {
+      for await (const streamed of adapter.stream(request)) {
+        // Usage names the model that answered, so a replay logs the same usage as the run it
+        // replays (its own spec, `replay:DIR`, is not the model whose tokens they were).
+        const chunk: LlmChunk = streamed.type === 'usage' && streamed.usage.model === undefined ? { ...streamed, usage: { ...streamed.usage, model: `${adapter.name}:${request.model}` } } : streamed
         chunks.push(chunk)
         yield chunk
       }

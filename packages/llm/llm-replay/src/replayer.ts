@@ -15,6 +15,7 @@ import { recordingFileName, type RecordedCall, type RecordedResponse, type Recor
 import type { Lineage, SessionFacts } from './lineage.js'
 import type { SessionIdMask } from './session-ids.js'
 import { parseRecording } from './parse.js'
+import { maskEnvironmentFacts } from '@dsh/agent'
 
 interface Binding {
   key: string
@@ -104,7 +105,7 @@ export class Replay {
         throw new RecordingError('REPLAY_DIVERGED', `replay diverged: session ${binding.key} made call ${binding.next}, but its recording holds only ${recording.calls.length} calls (${recording.file})`)
       }
       binding.next++
-      const live = this.ids.mask({ system: request.system, tools: request.tools, messages: request.messages.toArray() })
+      const live = this.ids.mask({ system: maskEnvironmentFacts(request.system), tools: request.tools, messages: request.messages.toArray() })
       const expected = { system: call.request.system, tools: call.request.tools, messages: call.request.messages }
       // Through JSON, as the recording went: absent optional fields compare equal.
       const difference = firstDifference(expected, JSON.parse(JSON.stringify(live)) as unknown)
