@@ -33,6 +33,7 @@ import { lineageOf, recordingLinkOf } from './lineage.js'
 import { checkLoadable, loadFailure, openStored } from './load.js'
 import { acpReplayOf } from './replay.js'
 import { acpStopReasonOf, acpUpdateOf } from './updates.js'
+import { resolve as resolvePath } from 'node:path'
 
 export interface AcpServer {
   /** Resolves once the connection has closed and every agent it created is disposed. */
@@ -66,6 +67,13 @@ export interface AcpServerOptions {
   permission?: PermissionPolicy
   /** Live sessions kept before idle ones are parked (see `ServedSessions`). Default `DEFAULT_MAX_LIVE_SESSIONS`. */
   maxLiveSessions?: number
+  /**
+   * The only directory a `_meta.dsh.recording` link may record into or replay from: the
+   * one the process that started this server granted (`DSH_RECORDING_DIR`, set by the
+   * `acp` provider of a recording parent). Without it every link is refused: a client
+   * cannot make the server write files by asking.
+   */
+  recordingDir?: string
 }
 
 export interface AcpStdioOptions extends AcpServerOptions {
@@ -137,6 +145,13 @@ export function serveAcp(ctx: Context, stream: Stream, options: AcpServerOptions
       const agent = await ctx.agents.create({ meta: { origin: 'acp', cwd, ...lineage, maxDepth: bound } })
       // Recording and replay reach across processes: this session records or replays its
       // own model calls as its parent does (before its first call, or not at all).
+      if (recording && (options.recordingDir === undefined || resolvePath(recording.dir) !== resolvePath(options.recordingDir))) {
+        await agent.dispose()
+        throw RequestError.invalidParams(
+          { _meta: 'dsh.recording' },
+          `this server records or replays only into the directory the process that started it granted (${options.recordingDir ?? 'none'}), not ${recording.dir}`,
+        )
+      }
       if (recording) {
         try {
           ctx.llm.adoptRecordingLink(agent.id, recording)

@@ -45,7 +45,7 @@ export async function acpVerb(args: string[]): Promise<number> {
     await runtime.dispose()
     throw new UsageError('NO_MODEL', 'dsh acp: no model to run with: pass --model SPEC (e.g. --model scripted:examples/acp-child.yml), set llm.model in --config, or set DEEPSEEK_API_KEY')
   }
-  const server = serveAcpOverStdio(runtime.ctx, { maxDepth, permission, maxFrameBytes, report: (line) => process.stderr.write(`dsh acp: ${line}\n`) })
+  const server = serveAcpOverStdio(runtime.ctx, { maxDepth, permission, maxFrameBytes, ...(process.env.DSH_RECORDING_DIR && { recordingDir: process.env.DSH_RECORDING_DIR }), report: (line) => process.stderr.write(`dsh acp: ${line}\n`) })
   let stoppedBy: NodeJS.Signals | undefined
   // The first SIGTERM/SIGINT closes the connection like EOF does; a second exits at once,
   // and the exit hook of @dsh/process kills every process group still running.

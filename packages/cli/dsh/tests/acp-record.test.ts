@@ -54,4 +54,26 @@ describe('dsh acp --record and replay', () => {
     expect((await replayer.exited).code).toBe(1)
     expect(replayer.stderr()).toContain('dsh acp: replay diverged: session root, call 0: prompt differs: recorded "hello over ACP", live "goodbye over ACP"')
   })
+
+  it('a client cannot make the server record into a directory its parent did not grant: the link is refused and no file is written', async () => {
+    const dir = tempDir()
+    const script = join(dir, 'model.yml')
+    writeFileSync(script, '- reply:\n    - text: "hello"\n')
+    const victim = join(dir, 'victim')
+    const { mkdirSync } = await import('node:fs')
+    mkdirSync(victim)
+    writeFileSync(join(victim, 'important.jsonl'), '{"precious":"data"}\n')
+    // Not started by a recording parent: no DSH_RECORDING_DIR grant.
+    const served = serveDsh(['--model', `scripted:${script}`, '--session-dir', join(dir, 'sessions'), '--permission', 'reject'])
+    const { agent } = served.connection
+    await agent.request(methods.agent.initialize, { protocolVersion: PROTOCOL_VERSION, clientCapabilities: {} })
+    const refused = await agent
+      .request(methods.agent.session.new, { cwd: realpathSync(dir), mcpServers: [], _meta: { dsh: { recording: { mode: 'record', dir: victim, lineage: 'important' } } } })
+      .then(() => 'accepted', (error: unknown) => (error instanceof Error ? error.message : String(error)))
+    served.child.stdin!.end()
+    await served.exited
+    expect(refused).toMatch(/records or replays only into the directory the process that started it granted/)
+    expect(readFileSync(join(victim, 'important.jsonl'), 'utf8')).toBe('{"precious":"data"}\n')
+    expect(readdirSync(victim)).toEqual(['important.jsonl'])
+  })
 })

@@ -38,7 +38,7 @@ import {
   type SubagentResult,
 } from '@dsh/subagent'
 import { describeExit, ProcessTree } from '@dsh/process'
-import { acpChildEnvironment, type AcpRunSpec } from './config.js'
+import { acpChildEnvironment, withRecordingGrant, type AcpRunSpec } from './config.js'
 import type { RecordingLink } from '@dsh/llm'
 import { answerPermission } from './permission.js'
 import { withoutExtensionUpdates } from './extension-updates.js'
@@ -91,6 +91,7 @@ export async function startAcpRun(spec: AcpRunSpec, request: SubagentRequest): P
   // The agent would refuse the prompt's frame: say so before anything is spawned.
   refuseOversizedPrompt(spec.provider, request.prompt, spec.maxFrameBytes)
   const cwd = spec.cwd ?? resolve(request.parent.session.header.cwd)
+  spec = withRecordingGrant(spec, spec.recordingLink?.(request.parent.id, request.callId))
   let tree: ProcessTree | undefined
   return startRemoteRun(
     request,

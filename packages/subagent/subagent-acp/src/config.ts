@@ -84,6 +84,19 @@ export function resolveAcpSpec(config: AcpProviderConfig): AcpRunSpec {
  * The agent's environment: the base variables, the `passEnv` names the parent has, then
  * `env` on top. Nothing else of the parent (other keys, tokens) reaches the agent.
  */
+/**
+ * The variable through which a parent grants its `dsh acp` child the directory of its
+ * recording. A recording link arrives over ACP, from whoever speaks to the server; the
+ * environment comes only from the process that started it. `dsh acp` adopts a link only
+ * into the directory this names, so a client cannot make it write files by asking.
+ */
+export const RECORDING_DIR_ENV = 'DSH_RECORDING_DIR'
+
+/** `spec` for a child whose session gets `link`: its environment grants the link's directory. */
+export function withRecordingGrant(spec: AcpRunSpec, link: RecordingLink | undefined): AcpRunSpec {
+  return link ? { ...spec, env: { ...spec.env, [RECORDING_DIR_ENV]: link.dir } } : spec
+}
+
 export function acpChildEnvironment(spec: Pick<AcpRunSpec, 'env' | 'passEnv'>, parentEnv: NodeJS.ProcessEnv = process.env): Record<string, string> {
   return childEnvironment(parentEnv, { env: spec.env, passEnv: spec.passEnv })
 }

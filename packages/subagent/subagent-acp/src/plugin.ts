@@ -15,7 +15,7 @@ import {
   type SubagentRun,
 } from '@dsh/subagent'
 import { newSessionRequest, startAcpRun } from './acp-run.js'
-import { AcpProviderConfig, resolveAcpSpec, type AcpRunSpec } from './config.js'
+import { AcpProviderConfig, resolveAcpSpec, withRecordingGrant, type AcpRunSpec } from './config.js'
 import { AcpChild } from './continuable/acp-child.js'
 import { AcpConversation } from './continuable/conversation.js'
 import { refuseOversizedPrompt } from './frame-limit.js'
@@ -51,7 +51,8 @@ export class AcpProvider implements SubagentProvider {
     refuseUnstartable(oneShot, 'the ACP agent')
     refuseOversizedPrompt(this.name, request.prompt, this.spec.maxFrameBytes)
     const cwd = this.spec.cwd ?? resolve(parent.session.header.cwd)
-    const { child, sessionId } = await AcpChild.launch(this.spec, cwd, signal, (opening) => opening.newSession(newSessionRequest(cwd, oneShot, this.name, this.spec.recordingLink?.(parent.id, request.callId))))
+    const recording = this.spec.recordingLink?.(parent.id, request.callId)
+    const { child, sessionId } = await AcpChild.launch(withRecordingGrant(this.spec, recording), cwd, signal, (opening) => opening.newSession(newSessionRequest(cwd, oneShot, this.name, recording)))
     try {
       // The parent began disposing while the agent started: the child would outlive it.
       refuseDisposedParent(parent)
