@@ -186,6 +186,7 @@ export class SubagentService extends Service {
       parentId: request.parent.id,
     }
     if (request.label !== undefined) info.label = request.label
+    if (request.callId !== undefined) info.callId = request.callId
     this.notify('subagent/start', info)
     let unfollow: (() => void) | undefined
     if (progress !== undefined) {

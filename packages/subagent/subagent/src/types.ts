@@ -157,6 +157,8 @@ export interface SubagentRunInfo {
   local: boolean
   parentId: string
   label?: string
+  /** The parent's tool call that started this run (`request.callId`), when a tool did: where an editor shows the child's progress. */
+  callId?: string
   /** A turn of a continuable child: one start/end pair per turn, the same `id` each time; between turns it is idle. */
   continuable?: true
 }
