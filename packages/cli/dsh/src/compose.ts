@@ -39,7 +39,8 @@ async function importPlugin(entry: PluginEntry): Promise<unknown> {
   try {
     module = await importModule(entry)
   } catch (error) {
-    throw new CompositionError('PLUGIN_LOAD', `plugin "${entry.id}": cannot load ${entry.name}: ${errorMessage(error)}`)
+    // Only the first line: require's "Cannot find module" goes on to list the CLI's own files.
+    throw new CompositionError('PLUGIN_LOAD', `plugin "${entry.id}": cannot load ${entry.name}: ${errorMessage(error).split('\n')[0]}`)
   }
   const plugin = module.default ?? module
   if (typeof plugin !== 'function' && !(isRecord(plugin) && typeof plugin.apply === 'function')) {

@@ -103,4 +103,16 @@ describe('what dsh loads', () => {
     expect(result.stderr).toContain('cannot reach http://127.0.0.1:9/v1')
     expect(new Set(modules.map(packageOf))).toContain('openai')
   })
+
+  it('plugins from disk load in the bundled CLI, as ES modules and as CommonJS', async () => {
+    const dir = tempDir()
+    writeFileSync(join(dir, 'esm-plugin.mjs'), "export default { name: 'esm-probe', apply(ctx) { ctx.logger('esm-probe').warn('ES module plugin started') } }\n")
+    writeFileSync(join(dir, 'cjs-plugin.cjs'), "module.exports = { name: 'cjs-probe', apply(ctx) { ctx.logger('cjs-probe').warn('CommonJS plugin started') } }\n")
+    writeFileSync(join(dir, 'dsh.yml'), ['- name: ./esm-plugin.mjs', '- name: ./cjs-plugin.cjs', ''].join('\n'))
+    const result = await runDsh(['config', 'check', '--config', join(dir, 'dsh.yml')])
+    expect(result.code, result.stderr).toBe(0)
+    expect(result.stderr).toContain('ES module plugin started')
+    expect(result.stderr).toContain('CommonJS plugin started')
+    expect(result.stdout).toContain('./esm-plugin.mjs')
+  })
 })
