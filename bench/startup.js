@@ -14,7 +14,7 @@ import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 
 const here = dirname(fileURLToPath(import.meta.url))
-const dsh = join(here, '../packages/cli/dsh/dist/bundle/dsh.cjs')
+const dsh = join(here, '../packages/cli/dsh/bin/dsh.cjs')
 const [name, arg] = process.argv.slice(2)
 if (name !== 'startup') throw new Error(`bench/startup.js: unknown scenario "${name}" (the only one is startup)`)
 const rounds = Number(arg ?? 10)

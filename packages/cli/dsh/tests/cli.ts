@@ -6,8 +6,10 @@ import { dirname, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 
 export const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '../../../..')
-/** What ships: the bundled CLI's executable (`npm run build` writes it). */
-export const dshBin = join(repoRoot, 'packages/cli/dsh/dist/bundle/dsh.cjs')
+/** What ships: the `dsh` executable, which starts the bundled CLI (`npm run build` writes it). */
+export const dshBin = join(repoRoot, 'packages/cli/dsh/bin/dsh.cjs')
+/** The bundle itself, for tests that look inside it. */
+export const dshBundle = join(repoRoot, 'packages/cli/dsh/dist/bundle/dsh-main.cjs')
 /**
  * One code cache for every CLI the tests start (each gets its own DSH_HOME, where the cache
  * would otherwise live): the tests run warm, as a user's dsh does. Named after the checkout,

@@ -9,7 +9,7 @@ import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join, relative } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { describe, expect, it } from 'vitest'
-import { dshBin, repoRoot, runDsh, tempDir, type CliResult } from './cli.js'
+import { dshBundle, repoRoot, runDsh, tempDir, type CliResult } from './cli.js'
 
 interface CoverageFunction {
   functionName: string
@@ -30,7 +30,7 @@ async function loadedBy(args: string[], options: { env?: NodeJS.ProcessEnv } = {
     for (const script of scripts) {
       if (!script.url.startsWith('file:')) continue
       const path = relative(repoRoot, fileURLToPath(script.url))
-      if (fileURLToPath(script.url) !== dshBin.replace(/dsh\.cjs$/, 'dsh-main.cjs')) {
+      if (fileURLToPath(script.url) !== dshBundle) {
         modules.add(path)
         continue
       }
