@@ -11,6 +11,7 @@ import { Context, type Fiber } from 'cordis'
 import type { PluginEntry } from './config-entries.js'
 import { checkConfigKeys } from './config-keys.js'
 import { CompositionError, oneLineMessage } from './errors.js'
+import { shippedPlugins } from './shipped-plugins.js'
 import { waitForStart } from './start.js'
 
 export { mergeEntries, parseEntries, readEntries, type PluginEntry } from './config-entries.js'
@@ -19,19 +20,27 @@ export { CompositionError, type CompositionErrorCode } from './errors.js'
 
 const requireHere = createRequire(import.meta.url)
 
-async function importPlugin(entry: PluginEntry): Promise<unknown> {
+/** A shipped plugin from the CLI's own table; anything else from disk (a path against the entry's base). */
+async function importModule(entry: PluginEntry): Promise<Record<string, unknown>> {
+  if (Object.hasOwn(shippedPlugins, entry.name)) return (await shippedPlugins[entry.name]()) as Record<string, unknown>
   const local = entry.name.startsWith('.') || isAbsolute(entry.name)
   let specifier: string
   try {
     specifier = local ? pathToFileURL(resolve(entry.base ?? process.cwd(), entry.name)).href : pathToFileURL(requireHere.resolve(entry.name)).href
   } catch {
+    // Not resolvable from here: let import() try the name as it is and report its own error.
     specifier = entry.name
   }
+  return (await import(specifier)) as Record<string, unknown>
+}
+
+async function importPlugin(entry: PluginEntry): Promise<unknown> {
   let module: Record<string, unknown>
   try {
-    module = (await import(specifier)) as Record<string, unknown>
+    module = await importModule(entry)
   } catch (error) {
-    throw new CompositionError('PLUGIN_LOAD', `plugin "${entry.id}": cannot load ${entry.name}: ${errorMessage(error)}`)
+    // Only the first line: require's "Cannot find module" goes on to list the CLI's own files.
+    throw new CompositionError('PLUGIN_LOAD', `plugin "${entry.id}": cannot load ${entry.name}: ${errorMessage(error).split('\n')[0]}`)
   }
   const plugin = module.default ?? module
   if (typeof plugin !== 'function' && !(isRecord(plugin) && typeof plugin.apply === 'function')) {

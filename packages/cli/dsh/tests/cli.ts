@@ -1,11 +1,23 @@
 import { spawn } from 'node:child_process'
+import { createHash } from 'node:crypto'
 import { mkdtempSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { dirname, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 
 export const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '../../../..')
-export const dshBin = join(repoRoot, 'packages/cli/dsh/dist/main.js')
+/** What ships: the `dsh` executable, which starts the bundled CLI (`npm run build` writes it). */
+export const dshBin = join(repoRoot, 'packages/cli/dsh/bin/dsh.cjs')
+/** The bundle itself, for tests that look inside it. */
+export const dshBundle = join(repoRoot, 'packages/cli/dsh/dist/bundle/dsh-main.cjs')
+/**
+ * One code cache for every CLI the tests start (each gets its own DSH_HOME, where the cache
+ * would otherwise live): the tests run warm, as a user's dsh does. Named after the checkout,
+ * so that two checkouts on one machine do not overwrite each other's.
+ */
+export const testCodeCache = join(tmpdir(), `dsh-test-code-cache-${createHash('sha256').update(repoRoot).digest('hex').slice(0, 12)}`)
+// Every process a test starts inherits it, also those spawned with an environment of their own.
+process.env.DSH_CODE_CACHE ??= testCodeCache
 
 export interface CliResult {
   code: number | null

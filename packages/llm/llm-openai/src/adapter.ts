@@ -1,10 +1,11 @@
 import type { LlmAdapter, LlmChunk, LlmRequest } from '@dsh/llm'
-import OpenAI from 'openai'
+import type OpenAI from 'openai'
 import { OpenAIChatConfig } from './config.js'
 import { abortError, OpenAIChatError, toLlmError } from './errors.js'
 import { ChunkReader } from './from-wire.js'
 import { toChatRequest } from './to-wire.js'
 import { exhausted, RetryBudget, waitUnlessAborted } from './retry.js'
+import { loadSdk } from './sdk.js'
 
 export interface OpenAIChatAdapterOptions extends Partial<OpenAIChatConfig> {
   /** The key itself (tests, embedding). Without it the key is read from `apiKeyEnv` in `env`. */
@@ -23,17 +24,25 @@ export class OpenAIChatAdapter implements LlmAdapter {
   readonly name: string
   readonly defaultModel: string
   readonly config: OpenAIChatConfig
-  private client: OpenAI | undefined
+  private readonly apiKey: string | undefined
+  private readonly sdkLogLevel: 'off' | undefined
+  /** Made on the first request, when the SDK is imported (see `sdk.ts`). */
+  private client: Promise<OpenAI> | undefined
 
   constructor(options: OpenAIChatAdapterOptions = {}) {
     const { apiKey, env = process.env, ...config } = options
     this.config = OpenAIChatConfig(config)
     this.name = this.config.name
     this.defaultModel = this.config.model
-    const key = apiKey ?? env[this.config.apiKeyEnv]
-    this.client = key
-      ? new OpenAI({
-          apiKey: key,
+    this.apiKey = apiKey ?? env[this.config.apiKeyEnv]
+    this.sdkLogLevel = env.OPENAI_LOG ? undefined : 'off'
+  }
+
+  private connect(apiKey: string): Promise<OpenAI> {
+    this.client ??= loadSdk().then(
+      ({ default: OpenAIClient }) =>
+        new OpenAIClient({
+          apiKey,
           baseURL: this.config.baseURL,
           // Retries are ours (see `stream`): the SDK's wait cannot be cancelled, and it does
           // not retry a stream that broke before its first chunk.
@@ -45,9 +54,10 @@ export class OpenAIChatAdapter implements LlmAdapter {
           project: null,
           // Our errors carry what the SDK would print to the console (which a TUI or an ACP
           // session must not get); OPENAI_LOG still turns its logging on for debugging.
-          logLevel: env.OPENAI_LOG ? undefined : 'off',
-        })
-      : undefined
+          logLevel: this.sdkLogLevel,
+        }),
+    )
+    return this.client
   }
 
   /**
@@ -60,14 +70,15 @@ export class OpenAIChatAdapter implements LlmAdapter {
   async *stream(request: LlmRequest): AsyncGenerator<LlmChunk> {
     const { name, baseURL, apiKeyEnv } = this.config
     if (request.signal.aborted) throw abortError(request.signal)
-    if (!this.client) {
+    if (!this.apiKey) {
       throw new OpenAIChatError('NO_API_KEY', `${name}: no API key: set the ${apiKeyEnv} environment variable (the "${name}" adapter talks to ${baseURL})`)
     }
+    const client = await this.connect(this.apiKey)
     const budget = new RetryBudget(this.config)
     for (;;) {
       let passedOn = false
       try {
-        for await (const chunk of this.attempt(this.client, request)) {
+        for await (const chunk of this.attempt(client, request)) {
           passedOn = true
           yield chunk
         }

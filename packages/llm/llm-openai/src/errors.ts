@@ -1,6 +1,7 @@
 import { errorMessage } from '@dsh/base'
 import { LlmError, llmErrorCodeOfStatus, type LlmErrorCode } from '@dsh/llm'
-import { APIConnectionError, APIConnectionTimeoutError, APIError, APIUserAbortError } from 'openai'
+import type { APIError } from 'openai'
+import { loadedSdk } from './sdk.js'
 
 /**
  * The codes this adapter raises, a part of `LlmErrorCode` (each is documented there). An
@@ -46,6 +47,20 @@ export function toLlmError(error: unknown, ctx: ErrorContext): Error {
   if (ctx.signal.aborted) return abortError(ctx.signal)
   if (ctx.stalled) return new OpenAIChatError('STALLED', `${ctx.label}: no data from ${ctx.baseURL} for ${ctx.timeoutMs} ms; gave up on the response (raise timeoutMs if the model is slow)`, { cause: error })
   if (error instanceof LlmError) return error
+  const fromSdk = sdkFailure(error, ctx)
+  if (fromSdk) return fromSdk
+  if (error instanceof SyntaxError) {
+    return new OpenAIChatError('BAD_RESPONSE', `${ctx.label}: malformed response stream from ${ctx.baseURL}: ${error.message}`, { cause: error })
+  }
+  return new OpenAIChatError('CONNECTION_LOST', `${ctx.label}: the response from ${ctx.baseURL} broke off: ${innermostMessage(error)}`, { cause: error })
+}
+
+/** The SDK's own errors (abort, timeout, connection, HTTP status), mapped; `undefined` for anything else. */
+function sdkFailure(error: unknown, ctx: ErrorContext): Error | undefined {
+  // An error can only be one of the SDK's once a request has imported it.
+  const sdk = loadedSdk()
+  if (sdk === undefined) return undefined
+  const { APIConnectionError, APIConnectionTimeoutError, APIError, APIUserAbortError } = sdk
   // The SDK checks the signal it was given; reaching here means it saw an abort we did not.
   if (error instanceof APIUserAbortError) return Object.assign(new Error(error.message, { cause: error }), { name: 'AbortError' })
   if (error instanceof APIConnectionTimeoutError) {
@@ -60,10 +75,7 @@ export function toLlmError(error: unknown, ctx: ErrorContext): Error {
     const hint = error.status === 401 || error.status === 403 ? ` (check the API key in ${ctx.apiKeyEnv})` : ''
     return new OpenAIChatError(llmErrorCodeOfStatus(error.status), `${ctx.label}: HTTP ${error.status} from ${ctx.baseURL}: ${message}${hint}`, { status: error.status, cause: error })
   }
-  if (error instanceof SyntaxError) {
-    return new OpenAIChatError('BAD_RESPONSE', `${ctx.label}: malformed response stream from ${ctx.baseURL}: ${error.message}`, { cause: error })
-  }
-  return new OpenAIChatError('CONNECTION_LOST', `${ctx.label}: the response from ${ctx.baseURL} broke off: ${innermostMessage(error)}`, { cause: error })
+  return undefined
 }
 
 /** The server's `error.message` when the body had the OpenAI shape, else the SDK's summary. */

@@ -1,6 +1,6 @@
 import { LlmError } from '@dsh/llm'
-import { APIError } from 'openai'
 import { abortError, OpenAIChatError } from './errors.js'
+import { loadedSdk } from './sdk.js'
 
 /** How a failed request is retried: bounded in count and in total waiting time. */
 export interface RetryPolicy {
@@ -38,7 +38,9 @@ export function isRetryable(error: unknown): boolean {
  */
 export function retryAfterMs(error: unknown, now = Date.now()): number | undefined {
   const cause = error instanceof Error ? error.cause : undefined
-  const headers = cause instanceof APIError ? cause.headers : undefined
+  // Only the SDK's errors carry response headers, and there are none before it is loaded.
+  const APIError = loadedSdk()?.APIError
+  const headers = APIError !== undefined && cause instanceof APIError ? cause.headers : undefined
   if (!headers) return undefined
   const ms = Number(headers.get('retry-after-ms') ?? Number.NaN)
   if (Number.isFinite(ms) && ms >= 0) return ms

@@ -1,0 +1,117 @@
+// @ts-check
+/**
+ * Bundles the CLI into dist/bundle/ from what `tsc -b` emitted:
+ *
+ *   dsh-main.cjs   the CLI and every @dsh package it composes, with the small libraries
+ *                  they use (Cordis, schemastery, yaml, ajv, the ACP SDK), as one CommonJS
+ *                  file. Each module inside runs only when first imported: a plugin that
+ *                  is not composed costs its bytes on disk, not its start-up.
+ *   dsh.cjs        the executable (`bin`): runs dsh-main.cjs through a code cache.
+ *
+ * The SDKs of optional providers stay outside (EXTERNAL below) and are required from
+ * node_modules when a composition uses them.
+ *
+ * Usage: node scripts/bundle.mjs (from anywhere; `npm run build` runs it after tsc).
+ */
+import { createHash } from 'node:crypto'
+import { chmodSync, readFileSync, writeFileSync } from 'node:fs'
+import { createRequire } from 'node:module'
+import { dirname, join, relative, sep } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import * as esbuild from 'esbuild'
+
+const packageDir = join(dirname(fileURLToPath(import.meta.url)), '..')
+const outDir = join(packageDir, 'dist', 'bundle')
+const main = join(outDir, 'dsh-main.cjs')
+const launcher = join(outDir, 'dsh.cjs')
+
+/**
+ * Packages required from node_modules at run time instead of bundled: large SDKs only an
+ * optional provider or verb uses (OpenAI-compatible models, A2A, Claude Code), and the
+ * Claude Agent SDK, which locates files relative to itself.
+ */
+const EXTERNAL = ['openai', '@a2a-js/sdk', 'express', '@anthropic-ai/claude-agent-sdk', '@anthropic-ai/sdk', '@modelcontextprotocol/sdk']
+
+const isExternal = (specifier) => EXTERNAL.some((name) => specifier === name || specifier.startsWith(`${name}/`))
+
+/** esbuild: resolve externals from the bundle's directory, and refuse to build if that finds another copy than the importer would. */
+const externals = {
+  name: 'dsh-externals',
+  /** @param {esbuild.PluginBuild} build */
+  setup(build) {
+    const fromBundle = createRequire(join(outDir, 'resolve-anchor.cjs'))
+    build.onResolve({ filter: /^[@a-z]/ }, (args) => {
+      if (!isExternal(args.path)) return undefined
+      let wanted
+      let found
+      try {
+        wanted = createRequire(args.importer).resolve(args.path)
+        found = fromBundle.resolve(args.path)
+      } catch (error) {
+        return { errors: [{ text: `${args.path} (imported by ${relative(packageDir, args.importer)}) must be resolvable from ${relative(packageDir, outDir)}: ${error instanceof Error ? error.message : String(error)}` }] }
+      }
+      if (wanted !== found) {
+        return { errors: [{ text: `${args.path}: the bundle would load ${found} but ${relative(packageDir, args.importer)} uses ${wanted}; make them one installed copy (npm dedupe) or bundle it` }] }
+      }
+      return { path: args.path, external: true }
+    })
+  },
+}
+
+/**
+ * esbuild: give every module its own `import.meta.url` (esbuild has none in CommonJS
+ * output): the URL of its original file, found relative to the bundle when it runs, so
+ * `createRequire(import.meta.url)('../package.json')` reads the same file as unbundled.
+ */
+const importMetaUrl = {
+  name: 'dsh-import-meta-url',
+  /** @param {esbuild.PluginBuild} build */
+  setup(build) {
+    build.onLoad({ filter: /\.(c|m)?js$/ }, (args) => {
+      const contents = readFileSync(args.path, 'utf8')
+      if (!contents.includes('import.meta')) return undefined
+      const fromBundle = relative(outDir, args.path).split(sep).join('/')
+      return { contents: contents.replaceAll('import.meta.url', `__dshFileUrl(${JSON.stringify(fromBundle)})`), loader: 'js' }
+    })
+  },
+}
+
+const mainResult = await esbuild.build({
+  entryPoints: [join(packageDir, 'dist', 'main.js')],
+  outfile: main,
+  bundle: true,
+  platform: 'node',
+  target: 'node20',
+  format: 'cjs',
+  charset: 'utf8',
+  legalComments: 'none',
+  logLevel: 'warning',
+  plugins: [externals, importMetaUrl],
+  // Every import() becomes a require(). Code that V8 restores from a code cache cannot call
+  // import() on Node 20 (it fails with "A dynamic import callback was not specified"), so
+  // the bundle must not contain one; ESM on disk (an ESM-only SDK, a user's plugin) loads
+  // through require(esm), which Node has from 20.19.
+  supported: { 'dynamic-import': false },
+  banner: { js: '/* The bundled dsh CLI: started by dsh.cjs beside it. Built by packages/cli/dsh/scripts/bundle.mjs; do not edit. */' },
+  // A declaration (hoisted) after the code, so that the bundle's "use strict" stays its first statement.
+  footer: { js: "function __dshFileUrl(fromBundle) { return require('node:url').pathToFileURL(require('node:path').join(__dirname, fromBundle)).href }" },
+})
+if (mainResult.errors.length > 0) process.exit(1)
+
+// The entry's `#!` line came along; the launcher is the executable, so make it a comment
+// (the same length, so columns in stack traces stay put).
+const bundled = readFileSync(main, 'utf8')
+if (bundled.startsWith('#!')) writeFileSync(main, `//${bundled.slice(2)}`)
+const mainSha256 = createHash('sha256').update(readFileSync(main)).digest('hex')
+
+await esbuild.build({
+  entryPoints: [join(packageDir, 'dist', 'launch', 'launcher.js')],
+  outfile: launcher,
+  bundle: true,
+  platform: 'node',
+  target: 'node20',
+  format: 'cjs',
+  logLevel: 'warning',
+  define: { DSH_MAIN_SHA256: JSON.stringify(mainSha256) },
+})
+chmodSync(launcher, 0o755)

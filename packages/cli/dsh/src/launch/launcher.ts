@@ -1,0 +1,57 @@
+#!/usr/bin/env node
+/**
+ * The `dsh` executable: starts the bundled CLI (`dsh-main.cjs` beside this file) with a
+ * cache of its compiled code. Both files are written by `scripts/bundle.mjs`; this one is
+ * only meaningful there (it reads the bundle's hash, which the build fills in).
+ *
+ * - Node ≥ 22.1: Node's own compile cache (`module.enableCompileCache`), then `require`.
+ * - Older Node (20): our V8 code cache (`code-cache.ts`), keyed by the bundle's hash.
+ *
+ * Where: `$DSH_CODE_CACHE` when set (`off` disables the cache), else `$DSH_HOME/cache`
+ * (`~/.dsh/cache`). A cache that cannot be read or written never fails a run.
+ */
+import Module from 'node:module'
+import { join } from 'node:path'
+import { dshHome } from '../config-file.js'
+import { pruneCodeCaches, runWithCodeCache } from './code-cache.js'
+
+/** The SHA-256 of `dsh-main.cjs`, filled in by the bundler (`define`). */
+declare const DSH_MAIN_SHA256: string
+
+const CACHE_PREFIX = 'dsh-main-'
+const CACHE_SUFFIX = '.v8cache'
+/** Caches of other builds older than this are removed when a new one is written. */
+const STALE_CACHE_MS = 24 * 60 * 60 * 1000
+
+function cacheDir(env: NodeJS.ProcessEnv): string | undefined {
+  const chosen = env.DSH_CODE_CACHE
+  if (chosen === 'off') return undefined
+  return chosen ? chosen : join(dshHome(env), 'cache')
+}
+
+function launch(): void {
+  const main = join(__dirname, 'dsh-main.cjs')
+  const dir = cacheDir(process.env)
+  const enableCompileCache = (Module as { enableCompileCache?: (directory?: string) => unknown }).enableCompileCache
+  if (enableCompileCache) {
+    if (dir !== undefined) {
+      try {
+        enableCompileCache(join(dir, 'node-compile-cache'))
+      } catch {
+        // Node reports a directory it cannot use in its return value; a throw is just as
+        // harmless: the CLI runs without a cache.
+      }
+    }
+    require(main)
+    return
+  }
+  const cacheFile = dir === undefined ? undefined : join(dir, `${CACHE_PREFIX}${DSH_MAIN_SHA256.slice(0, 16)}${CACHE_SUFFIX}`)
+  const run = runWithCodeCache(main, cacheFile)
+  if (cacheFile === undefined || dir === undefined || run.status === 'used') return
+  process.once('exit', () => {
+    run.persist()
+    pruneCodeCaches(dir, cacheFile, (name) => name.startsWith(CACHE_PREFIX) && name.endsWith(CACHE_SUFFIX), STALE_CACHE_MS)
+  })
+}
+
+launch()

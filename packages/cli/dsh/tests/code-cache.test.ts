@@ -1,0 +1,146 @@
+/**
+ * The code cache of the bundled CLI (src/launch/code-cache.ts): a start uses it, and a
+ * cache that is damaged, foreign or unwritable never breaks a run: the run goes on without
+ * it and leaves a good one behind.
+ */
+import { mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { Script } from 'node:vm'
+import { describe, expect, it } from 'vitest'
+import { readCodeCache, runWithCodeCache, writeCodeCache } from '../src/launch/code-cache.js'
+import { runDsh, tempDir } from './cli.js'
+
+const hello = (cache: string) => runDsh(['run', '--model', 'scripted:examples/hello.yml', '--session-dir', tempDir(), '--quiet', 'hello'], { env: { DSH_CODE_CACHE: cache } })
+
+function cacheFileIn(dir: string): string {
+  const files = readdirSync(dir).filter((name) => name.endsWith('.v8cache'))
+  expect(files).toHaveLength(1)
+  return join(dir, files[0])
+}
+
+/** The header's source length, for checking a cache file the way the launcher does. */
+function sourceBytesOf(file: string): number {
+  const raw = readFileSync(file)
+  return (JSON.parse(raw.subarray(0, raw.indexOf(10)).toString('utf8')) as { sourceBytes: number }).sourceBytes
+}
+
+describe('the bundled CLI with a code cache', () => {
+  it('the first run writes a cache and the next run uses it without rewriting it', async () => {
+    const dir = tempDir('dsh-cache-')
+    const first = await hello(dir)
+    expect(first.code, first.stderr).toBe(0)
+    const file = cacheFileIn(dir)
+    expect(readCodeCache(file, sourceBytesOf(file))).toBeInstanceOf(Buffer)
+    const written = statSync(file).mtimeMs
+    const second = await hello(dir)
+    expect(second.code, second.stderr).toBe(0)
+    expect(second.stdout).toBe(first.stdout)
+    expect(statSync(file).mtimeMs).toBe(written)
+  })
+
+  it('a damaged, truncated, foreign or garbage cache file still runs correctly and is replaced by a good one', async () => {
+    const dir = tempDir('dsh-cache-')
+    expect((await hello(dir)).code).toBe(0)
+    const file = cacheFileIn(dir)
+    const good = readFileSync(file)
+    const sourceBytes = sourceBytesOf(file)
+    const header = good.indexOf(10) + 1
+    const flipped = Buffer.from(good)
+    for (let at = header + 64; at < flipped.length; at += 4096) flipped[at] ^= 0xff
+    const damaged: Record<string, Buffer> = {
+      'bytes flipped': flipped,
+      truncated: good.subarray(0, Math.floor(good.length / 2)),
+      garbage: Buffer.from('not a cache at all\n\u0000\u0001\u0002'),
+      empty: Buffer.alloc(0),
+    }
+    for (const [what, bytes] of Object.entries(damaged)) {
+      writeFileSync(file, bytes)
+      const result = await hello(dir)
+      expect(result.code, `${what}: ${result.stderr}`).toBe(0)
+      expect(result.stdout, what).toContain('Hello! I am dsh')
+      expect(result.stderr, what).toBe('')
+      expect(readCodeCache(file, sourceBytes), what).toBeInstanceOf(Buffer)
+    }
+    // Intact by its own checksum, but V8's bytes for another script: V8 rejects them.
+    const foreignBytes = new Script('6 * 7', { filename: 'other.js' }).createCachedData()
+    writeCodeCache(file, sourceBytes, foreignBytes)
+    const foreign = await hello(dir)
+    expect(foreign.code, foreign.stderr).toBe(0)
+    expect(foreign.stdout).toContain('Hello! I am dsh')
+    const replaced = readCodeCache(file, sourceBytes)
+    expect(replaced).toBeInstanceOf(Buffer)
+    expect((replaced as Buffer).equals(foreignBytes)).toBe(false)
+  })
+
+  it('an unwritable cache directory does not fail the run', async () => {
+    const blocker = join(tempDir('dsh-cache-'), 'a-file')
+    writeFileSync(blocker, 'a file where the cache directory would be')
+    const result = await hello(join(blocker, 'cache'))
+    expect(result.code, result.stderr).toBe(0)
+    expect(result.stdout).toContain('Hello! I am dsh')
+    expect(result.stderr).toBe('')
+  })
+
+  it('DSH_CODE_CACHE=off runs without writing a cache', async () => {
+    const home = tempDir('dsh-home-')
+    const result = await runDsh(['run', '--model', 'scripted:examples/hello.yml', '--session-dir', tempDir(), '--quiet', 'hello'], { env: { DSH_HOME: home, DSH_CODE_CACHE: 'off' } })
+    expect(result.code, result.stderr).toBe(0)
+    expect(readdirSync(home)).not.toContain('cache')
+  })
+})
+
+describe('runWithCodeCache', () => {
+  function moduleFile(): string {
+    const dir = tempDir('dsh-cache-unit-')
+    const file = join(dir, 'answer.cjs')
+    writeFileSync(file, 'module.exports = { answer: 6 * 7, file: __filename, dir: __dirname }\n')
+    return file
+  }
+
+  it('reports missing, then used after persist, and runs the file either way', () => {
+    const file = moduleFile()
+    const cache = join(file, '..', 'cache', 'answer.v8cache')
+    const first = runWithCodeCache(file, cache)
+    expect(first.status).toBe('missing')
+    expect(first.exports).toEqual({ answer: 42, file, dir: join(file, '..') })
+    first.persist()
+    const second = runWithCodeCache(file, cache)
+    expect(second.status).toBe('used')
+    expect(second.exports).toMatchObject({ answer: 42 })
+  })
+
+  it('refuses a cache whose bytes do not match their checksum, or that was made for a source of another length', () => {
+    const file = moduleFile()
+    const cache = join(file, '..', 'answer.v8cache')
+    runWithCodeCache(file, cache).persist()
+    const good = readFileSync(cache)
+    const flipped = Buffer.from(good)
+    flipped[flipped.length - 1] ^= 0xff
+    writeFileSync(cache, flipped)
+    expect(runWithCodeCache(file, cache).status).toBe('invalid')
+    writeFileSync(cache, good)
+    writeFileSync(file, 'module.exports = { answer: 6 * 7, file: __filename, dir: __dirname, more: true }\n')
+    const changed = runWithCodeCache(file, cache)
+    expect(changed.status).toBe('invalid')
+    expect(changed.exports).toMatchObject({ more: true })
+  })
+
+  it('reports rejected when V8 refuses bytes that passed the checks, and runs without them', () => {
+    const file = moduleFile()
+    const cache = join(file, '..', 'answer.v8cache')
+    const source = readFileSync(file, 'utf8')
+    writeCodeCache(cache, Buffer.byteLength(source), new Script('"another script"').createCachedData())
+    const run = runWithCodeCache(file, cache)
+    expect(run.status).toBe('rejected')
+    expect(run.exports).toMatchObject({ answer: 42 })
+  })
+
+  it('persist into a directory that cannot be made does not throw', () => {
+    const file = moduleFile()
+    mkdirSync(join(file, '..', 'blocked'))
+    writeFileSync(join(file, '..', 'blocked', 'file'), '')
+    const run = runWithCodeCache(file, join(file, '..', 'blocked', 'file', 'answer.v8cache'))
+    expect(run.status).toBe('missing')
+    expect(() => run.persist()).not.toThrow()
+  })
+})

@@ -1,0 +1,118 @@
+/**
+ * What each command loads. The bundled CLI runs every module inside it only when first
+ * imported, so "loaded" means "its top level ran": V8's coverage (NODE_V8_COVERAGE) names
+ * each bundled module's wrapper function, with a count above zero once it ran, and lists
+ * every file loaded from disk (the SDKs kept out of the bundle). Optional providers, their
+ * SDKs and the demo's and tests' helpers must not be on the run path.
+ */
+import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { join, relative } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { describe, expect, it } from 'vitest'
+import { dshBundle, repoRoot, runDsh, tempDir, type CliResult } from './cli.js'
+
+interface CoverageFunction {
+  functionName: string
+  ranges: { count: number }[]
+}
+interface CoverageScript {
+  url: string
+  functions: CoverageFunction[]
+}
+
+/** Every module a dsh process loaded, as a path from the repository root (`packages/core/llm/dist/x.js`, `node_modules/openai/index.js`). */
+async function loadedBy(args: string[], options: { env?: NodeJS.ProcessEnv } = {}): Promise<{ result: CliResult; modules: string[] }> {
+  const coverage = mkdtempSync(join(tempDir('dsh-coverage-'), 'v8-'))
+  const result = await runDsh(args, { env: { ...options.env, NODE_V8_COVERAGE: coverage } })
+  const modules = new Set<string>()
+  for (const file of readdirSync(coverage)) {
+    const scripts = (JSON.parse(readFileSync(join(coverage, file), 'utf8')) as { result: CoverageScript[] }).result
+    for (const script of scripts) {
+      if (!script.url.startsWith('file:')) continue
+      const path = relative(repoRoot, fileURLToPath(script.url))
+      if (fileURLToPath(script.url) !== dshBundle) {
+        modules.add(path)
+        continue
+      }
+      // Inside the bundle: each module is wrapped in a function named after its source path.
+      for (const fn of script.functions) {
+        if (/\.(c|m)?js$/.test(fn.functionName) && fn.ranges[0].count > 0) modules.add(fn.functionName)
+      }
+    }
+  }
+  return { result, modules: [...modules] }
+}
+
+/** The package a module path belongs to: `@dsh/llm` for packages/core/llm/…, `openai` for node_modules/openai/…. */
+function packageOf(path: string): string {
+  const parts = path.split('/')
+  if (parts[0] === 'packages') return parts[1] === 'cli' ? '@dsh/cli' : `@dsh/${parts[2]}`
+  const at = parts.lastIndexOf('node_modules')
+  if (at < 0) return path
+  return parts[at + 1].startsWith('@') ? `${parts[at + 1]}/${parts[at + 2]}` : parts[at + 1]
+}
+
+/** Loaded by no command unless a composition or verb asks for it. */
+const OPTIONAL = [
+  '@dsh/testkit',
+  'openai',
+  '@a2a-js/sdk',
+  'express',
+  '@anthropic-ai/claude-agent-sdk',
+  '@anthropic-ai/sdk',
+  '@modelcontextprotocol/sdk',
+  '@dsh/subagent-a2a',
+  '@dsh/a2a-server',
+  '@dsh/subagent-codex',
+  '@dsh/subagent-claude-code',
+]
+
+describe('what dsh loads', () => {
+  it('dsh run with a scripted model loads the run path, and no SDK of a provider it does not use', async () => {
+    const { result, modules } = await loadedBy(['run', '--model', 'scripted:examples/hello.yml', '--session-dir', tempDir(), '--quiet', 'hello'])
+    expect(result.code, result.stderr).toBe(0)
+    expect(result.stdout).toContain('Hello! I am dsh')
+    const packages = new Set(modules.map(packageOf))
+    // The recorder works: it saw the CLI, the scripted adapter, and the OpenAI plugin the
+    // default composition loads (for deepseek: and openai: models) without its SDK.
+    expect(modules).toContain('packages/cli/dsh/dist/run.js')
+    expect(packages).toContain('@dsh/llm-scripted')
+    expect(packages).toContain('@dsh/llm-openai')
+    expect([...packages].filter((name) => [...OPTIONAL, '@agentclientprotocol/sdk', '@dsh/acp-server', '@dsh/subagent-acp'].includes(name))).toEqual([])
+    expect(modules.filter((path) => path.startsWith('packages/cli/dsh/dist/commands/'))).toEqual([])
+  })
+
+  it('dsh acp loads the ACP server and its SDK, and no other optional part', async () => {
+    // stdin is closed at once: the server starts, sees EOF and exits 0.
+    const { result, modules } = await loadedBy(['acp', '--model', 'scripted:examples/hello.yml', '--session-dir', tempDir()])
+    expect(result.code, result.stderr).toBe(0)
+    const packages = new Set(modules.map(packageOf))
+    expect(packages).toContain('@dsh/acp-server')
+    expect(packages).toContain('@agentclientprotocol/sdk')
+    expect([...packages].filter((name) => OPTIONAL.includes(name))).toEqual([])
+    expect(modules.filter((path) => path.startsWith('packages/cli/dsh/dist/commands/'))).toEqual([])
+  })
+
+  it('an openai: model loads the OpenAI SDK when it makes its first request', async () => {
+    const dir = tempDir()
+    const config = join(dir, 'dsh.yml')
+    // Port 9 on loopback: nothing listens, so the request fails at once, after the SDK loaded.
+    writeFileSync(config, ['- id: llm-openai', '  name: "@dsh/llm-openai"', '  config: { baseURL: "http://127.0.0.1:9/v1", apiKeyEnv: DSH_TEST_OPENAI_KEY, maxRetries: 0 }', ''].join('\n'))
+    const { result, modules } = await loadedBy(['run', '--config', config, '--model', 'openai:gpt-test', '--session-dir', dir, '--quiet', 'hello'], { env: { DSH_TEST_OPENAI_KEY: 'test-key' } })
+    expect(result.code).toBe(1)
+    expect(result.stderr).toContain('cannot reach http://127.0.0.1:9/v1')
+    expect(new Set(modules.map(packageOf))).toContain('openai')
+  })
+
+  it('plugins from disk load in the bundled CLI, as ES modules and as CommonJS', async () => {
+    const dir = tempDir()
+    writeFileSync(join(dir, 'esm-plugin.mjs'), "export default { name: 'esm-probe', apply(ctx) { ctx.logger('esm-probe').warn('ES module plugin started') } }\n")
+    writeFileSync(join(dir, 'cjs-plugin.cjs'), "module.exports = { name: 'cjs-probe', apply(ctx) { ctx.logger('cjs-probe').warn('CommonJS plugin started') } }\n")
+    writeFileSync(join(dir, 'dsh.yml'), ['- name: ./esm-plugin.mjs', '- name: ./cjs-plugin.cjs', ''].join('\n'))
+    const result = await runDsh(['config', 'check', '--config', join(dir, 'dsh.yml')])
+    expect(result.code, result.stderr).toBe(0)
+    expect(result.stderr).toContain('ES module plugin started')
+    expect(result.stderr).toContain('CommonJS plugin started')
+    expect(result.stdout).toContain('./esm-plugin.mjs')
+  })
+})
