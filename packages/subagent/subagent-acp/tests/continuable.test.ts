@@ -210,7 +210,7 @@ describe('acp continuable children', () => {
     process.kill(pid, 'SIGKILL')
     while (exists(pid)) await new Promise((resolve) => setTimeout(resolve, 20))
     const answer = await again.send([text('still there?')])
-    expect(answer).toMatchObject({ stopReason: 'error', diagnostic: expect.stringContaining(`could not be started again to continue session ${again.remoteId}`) })
+    expect(answer).toMatchObject({ stopReason: 'error', diagnostic: expect.stringContaining(`could not be started again to continue ACP session ${again.remoteId}`) })
     expect(processesWith(w.marker)).toEqual([])
   })
 
