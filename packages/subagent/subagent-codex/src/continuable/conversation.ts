@@ -102,6 +102,8 @@ class CodexTransport implements ConversationTransport<CodexChild> {
 /** One `turn/start` and the notifications of its turn, until `turn/completed`. */
 class CodexTurn implements ConversationTurn<CodexChild> {
   private turnId: string | undefined
+  /** The app-server the turn was delivered to. */
+  private current: CodexChild | undefined
   private readonly reader: CodexTurnReader
   private readonly listener: TurnListener
 
@@ -115,11 +117,11 @@ class CodexTurn implements ConversationTurn<CodexChild> {
     this.listener = {
       event: (event) => this.onEvent(event),
       note: (note) => this.reader.note(note),
-      protocolError: (error: ProtocolError) => this.current && turn.fail(`protocol during turn: ${error.message}`, this.current),
+      protocolError: (error: ProtocolError) => {
+        if (this.current) turn.fail(`protocol during turn: ${error.message}`, this.current)
+      },
     }
   }
-
-  private current: CodexChild | undefined
 
   async deliver(child: CodexChild): Promise<void> {
     const { turn } = this
