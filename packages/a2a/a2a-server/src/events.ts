@@ -38,13 +38,51 @@ export function textOfMessage(message: Message): string {
     .join('\n')
 }
 
-export function statusEvent(taskId: string, contextId: string, state: TaskState, note?: string): AgentExecutionEvent {
+export function statusEvent(taskId: string, contextId: string, state: TaskState, note?: string, dsh?: DshStatusMetadata): AgentExecutionEvent {
   return AgentEvent.statusUpdate({
     taskId,
     contextId,
     status: { state, message: note === undefined ? undefined : agentMessage(taskId, contextId, note), timestamp: new Date().toISOString() },
-    metadata: undefined,
+    metadata: dsh === undefined ? undefined : { dsh },
   })
+}
+
+/** A token count, as `metadata.dsh.usage` carries it (the `SubagentUsage` shape of `@dsh/subagent`). */
+export interface DshUsage {
+  inputTokens: number
+  outputTokens: number
+  cachedInputTokens: number
+}
+
+/**
+ * What a dsh worker adds to a status update's `metadata.dsh` for a dsh client:
+ * `progress`, structured progress updates (the `SubagentProgress` union of `@dsh/subagent`:
+ * `tool-start`, `tool-end`, `usage`) so the client need not parse status text; `usage`, on
+ * the final status, the task's token usage.
+ */
+export interface DshStatusMetadata {
+  progress?: DshProgress[]
+  usage?: DshUsage
+}
+
+export type DshProgress =
+  | { kind: 'tool-start'; callId: string; name: string; args?: string }
+  | { kind: 'tool-end'; callId: string; name: string; ok: boolean; detail?: string }
+  | { kind: 'usage'; usage: DshUsage }
+
+/** Longest tool-argument text sent in `metadata.dsh.progress` (the client shortens it further for display). */
+export const MAX_PROGRESS_ARGS_CHARS = 400
+
+/** A tool call's arguments as bounded one-line text: the wire carries a preview, never the whole input. */
+export function argsPreview(args: unknown): string {
+  let json: string
+  try {
+    json = typeof args === 'string' ? args : (JSON.stringify(args) ?? '')
+  } catch {
+    // Arguments that cannot be serialised (a cycle, a BigInt) are shown as their kind only.
+    json = `[${typeof args}]`
+  }
+  return json.length > MAX_PROGRESS_ARGS_CHARS ? `${json.slice(0, MAX_PROGRESS_ARGS_CHARS - 1)}…` : json
 }
 
 /**

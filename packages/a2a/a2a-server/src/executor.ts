@@ -19,10 +19,10 @@ import type { Context } from 'cordis'
 import { UnsupportedOperationError } from '@a2a-js/sdk/errors'
 import { errorMessage, isRecord, stopReasonOfTurn } from '@dsh/base'
 import { lineageOf } from '@dsh/acp-server'
-import { text } from '@dsh/llm'
+import { text, textOf } from '@dsh/llm'
 import { runUntilQuiet } from '@dsh/tasks'
 import { A2aServerError } from './errors.js'
-import { ANSWER_ARTIFACT, artifactEvent, keepAliveEvent, statusEvent, STREAM_ARTIFACT, taskStateOfStop, textOfMessage } from './events.js'
+import { ANSWER_ARTIFACT, argsPreview, artifactEvent, keepAliveEvent, statusEvent, STREAM_ARTIFACT, taskStateOfStop, textOfMessage, type DshProgress, type DshStatusMetadata, type DshUsage } from './events.js'
 import type { TaskSlots } from './slots.js'
 
 export interface ExecutorOptions {
@@ -120,10 +120,10 @@ export class DshAgentExecutor implements AgentExecutor {
   private async runToEnd(request: RequestContext, bus: ExecutionEventBus, signal: AbortSignal, enter: (state: TaskState) => void, stopKeepAlive: () => void): Promise<void> {
     const { taskId, contextId, userMessage } = request
     const log = this.ctx.logger('a2a-server')
-    const end = (state: TaskState, note?: string) => {
+    const end = (state: TaskState, note?: string, dsh?: DshStatusMetadata) => {
       if (state !== TaskState.TASK_STATE_WORKING) stopKeepAlive()
       else enter(state)
-      bus.publish(statusEvent(taskId, contextId, state, note))
+      bus.publish(statusEvent(taskId, contextId, state, note, dsh))
     }
 
     const prompt = textOfMessage(userMessage)
@@ -148,12 +148,34 @@ export class DshAgentExecutor implements AgentExecutor {
       // The session records the bound, so the task's own delegations stay within it.
       const agent = await this.ctx.agents.create({ meta: { origin: 'a2a', cwd: this.options.cwd, ...lineage, provider: lineage.provider ?? 'a2a', maxDepth: bound } })
       let streamedAny = false
+      const usage: DshUsage = { inputTokens: 0, outputTokens: 0, cachedInputTokens: 0 }
+      let usageReported = false
+      const working = (progress: DshProgress, note?: string) => bus.publish(statusEvent(taskId, contextId, TaskState.TASK_STATE_WORKING, note, { progress: [progress] }))
       const unsubscribe = agent.session.subscribe((update) => {
-        if (update.type === 'assistant/chunk' && update.kind === 'text') {
-          bus.publish(artifactEvent(taskId, contextId, STREAM_ARTIFACT, update.text, streamedAny, false))
-          streamedAny = true
-        } else if (update.type === 'tool/call') {
-          bus.publish(statusEvent(taskId, contextId, TaskState.TASK_STATE_WORKING, `calling ${update.call.name}`))
+        switch (update.type) {
+          case 'assistant/chunk':
+            if (update.kind !== 'text') return
+            bus.publish(artifactEvent(taskId, contextId, STREAM_ARTIFACT, update.text, streamedAny, false))
+            streamedAny = true
+            return
+          case 'tool/call': {
+            const { call } = update
+            return working({ kind: 'tool-start', callId: call.id, name: call.name, args: argsPreview(call.args ?? call.rawArgs ?? {}) }, `calling ${call.name}`)
+          }
+          case 'tool/result': {
+            const { result } = update
+            const ended: DshProgress = { kind: 'tool-end', callId: result.callId, name: result.name, ok: result.isError !== true }
+            return working(result.isError ? { ...ended, detail: argsPreview(textOf(result.content)) } : ended)
+          }
+          case 'assistant/message':
+            if (!update.usage) return
+            usage.inputTokens += update.usage.inputTokens
+            usage.outputTokens += update.usage.outputTokens
+            usage.cachedInputTokens += update.usage.cacheHitInputTokens ?? 0
+            usageReported = true
+            return working({ kind: 'usage', usage: { ...usage } })
+          default:
+            return
         }
       })
       try {
@@ -163,7 +185,7 @@ export class DshAgentExecutor implements AgentExecutor {
         const answer = run.output.map((block) => block.text).join('')
         if (answer) bus.publish(artifactEvent(taskId, contextId, ANSWER_ARTIFACT, answer, false, true))
         const stop = run.cancelled ? 'aborted' : stopReasonOfTurn(run.last.reason)
-        end(taskStateOfStop(stop), stop === 'completed' ? undefined : `the turn ended ${run.last.reason}${run.last.error ? `: ${run.last.error}` : ''}`)
+        end(taskStateOfStop(stop), stop === 'completed' ? undefined : `the turn ended ${run.last.reason}${run.last.error ? `: ${run.last.error}` : ''}`, usageReported ? { usage } : undefined)
       } finally {
         unsubscribe()
         await agent.dispose().catch((error: unknown) => log.warn('disposing the agent of task %s failed: %s', taskId, errorMessage(error)))

@@ -34,6 +34,30 @@ describe('dsh a2a server driven by the SDK client', () => {
     expect(w.sessions[0]!.events().some((event) => event.type === 'turn/end' && event.reason === 'completed')).toBe(true)
   })
 
+  it('sends each tool call as structured progress in metadata.dsh.progress, and the task\'s usage on its final status', async () => {
+    const w = await worker([{ reply: [{ text: 'Checking.', call: { tool: 'lookup', args: { q: 'France' } } }, { text: 'Paris.' }] }])
+    w.harness.ctx.tools.register({ name: 'lookup', description: 'looks things up', parameters: { type: 'object' }, execute: async () => 'Paris' })
+    const events = await streamAll(await sdkClient(w.server.url), userMessage('capital?'))
+    const progress = events.flatMap((event) => {
+      if (event.payload?.$case !== 'statusUpdate') return []
+      const dsh = (event.payload.value.metadata as { dsh?: { progress?: unknown[] } } | undefined)?.dsh
+      return dsh?.progress ?? []
+    })
+    expect(progress.filter((update) => (update as { kind: string }).kind !== 'usage')).toEqual([
+      { kind: 'tool-start', callId: expect.any(String), name: 'lookup', args: '{"q":"France"}' },
+      { kind: 'tool-end', callId: expect.any(String), name: 'lookup', ok: true },
+    ])
+    const final = events.at(-1)!
+    expect(final.payload?.$case).toBe('statusUpdate')
+    const usage = (final.payload!.value as { metadata?: { dsh?: { usage?: unknown } } }).metadata?.dsh?.usage
+    // The sum of both model calls' usage, as the session recorded it.
+    const recorded = w.sessions[0]!.events().flatMap((event) => (event.type === 'assistant/message' && event.usage ? [event.usage] : []))
+    expect(recorded).toHaveLength(2)
+    expect(usage).toEqual({ inputTokens: recorded[0]!.inputTokens + recorded[1]!.inputTokens, outputTokens: recorded[0]!.outputTokens + recorded[1]!.outputTokens, cachedInputTokens: 0 })
+    // Usage so far went out as progress too, the last equal to the total.
+    expect(progress.filter((update) => (update as { kind: string }).kind === 'usage').at(-1)).toEqual({ kind: 'usage', usage })
+  })
+
   it('records the lineage the message metadata carries in the session header', async () => {
     const w = await worker([{ reply: [{ text: 'ok' }] }])
     const client = await sdkClient(w.server.url)

@@ -21,9 +21,10 @@ import { Role, type AgentCard, type Message, type Part, type StreamResponse, typ
 import type { Client } from '@a2a-js/sdk/client'
 import { assertNever, errorMessage, isAbortError, isRecord, type StopReason } from '@dsh/base'
 import { text, type TextBlock } from '@dsh/llm'
-import { startRemoteRun, SubagentError, type RemoteRunControl, type RemoteSubagentRun, type RemoteWire, type SubagentRequest, type SubagentResult } from '@dsh/subagent'
+import { startRemoteRun, SubagentError, type RemoteRunControl, type RemoteSubagentRun, type RemoteWire, type SubagentRequest, type SubagentResult, type SubagentUsage } from '@dsh/subagent'
 import type { A2aRunSpec } from './config.js'
 import { messageLineage } from './lineage.js'
+import { A2aProgressReader } from './progress.js'
 import { stopReasonOfTaskState, taskStateName } from './task-state.js'
 import type { Worker, WorkerPool } from './worker-pool.js'
 
@@ -76,6 +77,8 @@ class A2aWire implements RemoteWire {
   /** Artifact text by artifact id, in the order they appeared. */
   private readonly artifacts = new Map<string, string>()
   private statusText = ''
+  private readonly progress: A2aProgressReader
+  private usage: SubagentUsage | undefined
   private released = false
   /** Whether this run still counts toward its worker's load. */
   private holdsWorker = true
@@ -91,6 +94,7 @@ class A2aWire implements RemoteWire {
     private readonly run: RemoteRunControl,
   ) {
     this.worker = pool.acquire()
+    this.progress = new A2aProgressReader(run, (reason) => spec.progressDropped?.(reason))
   }
 
   async open(): Promise<string> {
@@ -234,13 +238,19 @@ class A2aWire implements RemoteWire {
         for (const artifact of task.artifacts) this.artifacts.set(artifact.artifactId, textOfParts(artifact.parts))
         return task.status ? this.onStatus(task.status.state, task.status.message) : undefined
       }
-      case 'statusUpdate':
-        return payload.value.status ? this.onStatus(payload.value.status.state, payload.value.status.message) : undefined
+      case 'statusUpdate': {
+        const { status, metadata } = payload.value
+        this.progress.status(status?.message, metadata)
+        this.usage = this.progress.usageIn(metadata) ?? this.usage
+        return status ? this.onStatus(status.state, status.message) : undefined
+      }
       case 'artifactUpdate': {
         const { artifact, append } = payload.value
         if (!artifact) return undefined
+        const added = textOfParts(artifact.parts)
         const before = append ? (this.artifacts.get(artifact.artifactId) ?? '') : ''
-        this.artifacts.set(artifact.artifactId, before + textOfParts(artifact.parts))
+        this.artifacts.set(artifact.artifactId, before + added)
+        this.progress.artifact(artifact.artifactId, added)
         return undefined
       }
       default:
@@ -261,6 +271,7 @@ class A2aWire implements RemoteWire {
   result(stopReason: StopReason, diagnostic: string | undefined): SubagentResult {
     const result: SubagentResult = { output: this.output(), stopReason }
     if (diagnostic !== undefined) result.diagnostic = diagnostic
+    if (this.usage) result.usage = this.usage
     return result
   }
 

@@ -27,6 +27,8 @@ export interface A2aRunSpec {
   /** The variable the token came from, named when a worker refuses it. */
   tokenEnv: string | undefined
   timeoutMs: number | undefined
+  /** Told why a progress update from the worker was dropped; the plugin logs it at debug level. */
+  progressDropped?: (reason: string) => void
 }
 
 /**

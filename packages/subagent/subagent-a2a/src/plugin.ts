@@ -28,7 +28,8 @@ export class A2aPlugin {
   static Config = A2aProviderConfig
 
   constructor(ctx: Context, config: A2aProviderConfig) {
-    const spec = resolveA2aSpec(config)
+    const log = ctx.logger('subagent-a2a')
+    const spec: A2aRunSpec = { ...resolveA2aSpec(config), progressDropped: (reason) => log.debug('a progress update from an A2A worker was dropped: %s', reason) }
     ctx.subagents.registerProvider(new A2aProvider(spec.provider, spec))
   }
 }

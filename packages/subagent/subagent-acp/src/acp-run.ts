@@ -22,6 +22,7 @@ import {
   type ActiveSession,
   type ClientConnection,
   type NewSessionRequest,
+  type PromptResponse,
   type SessionUpdate,
 } from '@agentclientprotocol/sdk'
 import { errorMessage, stopReasonOfAcp, type StopReason } from '@dsh/base'
@@ -36,6 +37,7 @@ import {
   type RemoteWire,
   type SubagentRequest,
   type SubagentResult,
+  type SubagentUsage,
 } from '@dsh/subagent'
 import { describeExit, ProcessTree } from '@dsh/process'
 import { acpChildEnvironment, withRecordingGrant, type AcpRunSpec } from './config.js'
@@ -45,6 +47,7 @@ import { withoutExtensionUpdates } from './extension-updates.js'
 import { StdoutGuard } from './stdout-guard.js'
 import { FrameLimit, refuseOversizedPrompt } from './frame-limit.js'
 import { describeRpcError } from './rpc-error.js'
+import { AcpProgressReader, usageOfPromptResponse } from './progress.js'
 
 /** Where a run is; every diagnostic names it. */
 export type AcpStage = 'spawn' | 'initialize' | 'session/new' | 'session/prompt'
@@ -119,6 +122,8 @@ class AcpWire implements RemoteWire {
   private connection: ClientConnection | undefined
   private session: ActiveSession | undefined
   private streamed = ''
+  private usage: SubagentUsage | undefined
+  private readonly progress: AcpProgressReader
   readonly interrupt = { name: 'session/cancel', send: () => this.sendCancel() }
 
   constructor(
@@ -133,6 +138,7 @@ class AcpWire implements RemoteWire {
       env: acpChildEnvironment(spec),
       stderrTailChars: STDERR_TAIL_CHARS,
     })
+    this.progress = new AcpProgressReader(run, (reason) => spec.progressDropped?.(reason))
   }
 
   async open(): Promise<string> {
@@ -198,7 +204,7 @@ class AcpWire implements RemoteWire {
     try {
       for (;;) {
         const message = await session.nextUpdate()
-        if (message.kind === 'stop') return run.settle(this.ended(message.stopReason))
+        if (message.kind === 'stop') return run.settle(this.ended(message.response))
         this.fold(message.update)
       }
     } catch (error) {
@@ -213,9 +219,13 @@ class AcpWire implements RemoteWire {
 
   private fold(update: SessionUpdate): void {
     if (update.sessionUpdate === 'agent_message_chunk' && update.content.type === 'text') this.streamed += update.content.text
+    this.progress.read(update)
   }
 
-  private ended(acpStopReason: string): SubagentResult {
+  private ended(response: PromptResponse): SubagentResult {
+    this.usage = usageOfPromptResponse(response, (reason) => this.spec.progressDropped?.(reason))
+    if (this.usage) this.run.report({ kind: 'usage', usage: this.usage })
+    const acpStopReason = response.stopReason
     const stopReason = stopReasonOfAcp(acpStopReason)
     if (stopReason === 'completed') return this.result(stopReason, undefined)
     if (stopReason === 'aborted') return this.result(stopReason, 'the run was cancelled')
@@ -225,6 +235,7 @@ class AcpWire implements RemoteWire {
   result(stopReason: StopReason, diagnostic: string | undefined): SubagentResult {
     const result: SubagentResult = { output: selectOutput([], this.streamed), stopReason }
     if (diagnostic !== undefined) result.diagnostic = diagnostic
+    if (this.usage) result.usage = this.usage
     return result
   }
 

@@ -45,6 +45,8 @@ export interface AcpRunSpec {
   provider: string
   /** The recording link a child of `parentSession` started by `callId` is given (`ctx.llm.childRecordingLink`). */
   recordingLink?: (parentSession: string, callId: string | undefined) => RecordingLink | undefined
+  /** Told why a progress update from the agent was dropped (an unknown tool call, a malformed field); the plugin logs it at debug level. */
+  progressDropped?: (reason: string) => void
   command: string
   args: readonly string[]
   /** Absolute; `undefined` means the parent session's cwd. */

@@ -85,8 +85,13 @@ export class AcpPlugin {
   static Config = AcpProviderConfig
 
   constructor(ctx: Context, config: AcpProviderConfig) {
+    const log = ctx.logger('subagent-acp')
     ctx.subagents.registerProvider(
-      new AcpProvider(config.providerName, { ...resolveAcpSpec(config), recordingLink: (parent, callId) => ctx.get('llm')?.childRecordingLink(parent, callId) }),
+      new AcpProvider(config.providerName, {
+        ...resolveAcpSpec(config),
+        recordingLink: (parent, callId) => ctx.get('llm')?.childRecordingLink(parent, callId),
+        progressDropped: (reason) => log.debug('a progress update from the ACP agent was dropped: %s', reason),
+      }),
     )
   }
 }

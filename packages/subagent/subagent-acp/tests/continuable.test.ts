@@ -9,7 +9,7 @@ import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
 import { text } from '@dsh/llm'
 import { exists, startFakeOpenAIChat, type FakeOpenAIChat } from '@dsh/testkit'
-import { DESCRIPTOR_VERSION, type ContinuableDescriptor, type PrepareContinuableRequest, type RemoteConversation } from '@dsh/subagent'
+import { DESCRIPTOR_VERSION, type ContinuableDescriptor, type PrepareContinuableRequest, type RemoteConversation, type SubagentProgress } from '@dsh/subagent'
 import { AcpProvider, resolveAcpSpec, AcpProviderConfig } from '@dsh/subagent-acp'
 import { dshMain, FAST, fixture, setup, type Setup } from './helpers.js'
 
@@ -113,6 +113,21 @@ describe('acp continuable children', () => {
     expect(lines.filter((line) => line.type === 'turn/start')).toHaveLength(2)
   })
 
+  it('a turn reports its progress to the sink send was given, and nothing after the turn settled', async () => {
+    const w = await world()
+    const conversation = await open(w)
+    w.fake.enqueue({ text: 'Noted: plum, and more besides.' })
+    const heard: SubagentProgress[] = []
+    const answer = await conversation.send([text('remember plum')], { report: (update) => void heard.push(update) })
+    expect(outputText(answer)).toBe('Noted: plum, and more besides.')
+    expect(heard.map((update) => (update.kind === 'text' ? update.text : '')).join('')).toBe('Noted: plum, and more besides.')
+    const settled = heard.length
+    w.fake.enqueue({ text: 'Quiet.' })
+    // The next turn has no listener: the earlier sink hears nothing of it.
+    await conversation.send([text('again')])
+    expect(heard).toHaveLength(settled)
+  })
+
   it('after the process is gone, resumeContinuable starts the agent again and session/load reopens the session with its whole history', async () => {
     const w = await world()
     const conversation = await open(w)
@@ -210,7 +225,7 @@ describe('acp continuable children', () => {
     process.kill(pid, 'SIGKILL')
     while (exists(pid)) await new Promise((resolve) => setTimeout(resolve, 20))
     const answer = await again.send([text('still there?')])
-    expect(answer).toMatchObject({ stopReason: 'error', diagnostic: expect.stringContaining(`could not be started again to continue session ${again.remoteId}`) })
+    expect(answer).toMatchObject({ stopReason: 'error', diagnostic: expect.stringContaining(`could not be started again to continue ACP session ${again.remoteId}`) })
     expect(processesWith(w.marker)).toEqual([])
   })
 

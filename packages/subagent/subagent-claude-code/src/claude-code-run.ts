@@ -13,11 +13,12 @@
 import { query, type Options, type Query, type SDKMessage } from '@anthropic-ai/claude-agent-sdk'
 import { errorMessage, type StopReason } from '@dsh/base'
 import type { AssistantMessage } from '@dsh/llm'
-import { EXIT_DRAIN_MS, startRemoteRun, SubagentError, type RemoteRunControl, type RemoteSubagentRun, type RemoteWire, type SubagentRequest, type SubagentResult } from '@dsh/subagent'
+import { EXIT_DRAIN_MS, startRemoteRun, SubagentError, type RemoteRunControl, type RemoteSubagentRun, type RemoteWire, type SubagentRequest, type SubagentResult, type SubagentUsage } from '@dsh/subagent'
 import { describeExit as describeTreeExit } from '@dsh/process'
 import { ClaudeProcess, describeExit } from './claude-process.js'
 import { assistantTextOf, endingOf, resultOf, type Denial } from './outcome.js'
 import { permissionOptions, type ClaudeCodeRunSpec } from './run-spec.js'
+import { ClaudeCodeProgressReader, usageOfResult } from './progress.js'
 
 /** A Claude Code run: `remoteId` is Claude Code's own session id (from `system/init`), `pid` its process group. */
 export type ClaudeCodeRun = RemoteSubagentRun
@@ -63,6 +64,8 @@ class ClaudeCodeWire implements RemoteWire {
   private readonly abort = new AbortController()
   private readonly assistantMessages: AssistantMessage[] = []
   private readonly denials: Denial[] = []
+  private readonly progress: ClaudeCodeProgressReader
+  private usage: SubagentUsage | undefined
   private query: Query | undefined
   private initSeen = false
   /** Before publication, the one place start failures and the init message meet. */
@@ -76,6 +79,7 @@ class ClaudeCodeWire implements RemoteWire {
   ) {
     // Nothing awaits `started` after a failed start; the core has the rejection already.
     this.started.catch(() => {})
+    this.progress = new ClaudeCodeProgressReader(run, (reason) => spec.progressDropped?.(reason))
   }
 
   open(): Promise<string> {
@@ -110,6 +114,8 @@ class ClaudeCodeWire implements RemoteWire {
       disallowedTools: ['AskUserQuestion'],
       ...permissionOptions(this.spec.permissionMode, this.denials),
       ...(this.spec.model !== undefined && { model: this.spec.model }),
+      // Text as it streams, for a parent that listens; nobody listening, nobody pays for it.
+      ...(this.run.reporting && { includePartialMessages: true }),
     }
   }
 
@@ -129,6 +135,7 @@ class ClaudeCodeWire implements RemoteWire {
   }
 
   private onMessage(message: SDKMessage): void {
+    this.progress.read(message)
     switch (message.type) {
       case 'system':
         if (message.subtype === 'init' && !this.initSeen) {
@@ -146,7 +153,8 @@ class ClaudeCodeWire implements RemoteWire {
           const { diagnostic } = resultOf(message, [], this.denials)
           return this.startup.reject(this.startFailed(`Claude Code ended before its init message: ${diagnostic}`))
         }
-        return this.run.settle(resultOf(message, this.assistantMessages, this.denials))
+        this.usage = usageOfResult(message)
+        return this.run.settle(this.withUsage(resultOf(message, this.assistantMessages, this.denials)))
       }
       default:
         // Progress, status, hooks, tasks, stream events…: none changes the outcome.
@@ -176,7 +184,11 @@ class ClaudeCodeWire implements RemoteWire {
   }
 
   result(stopReason: StopReason, diagnostic: string | undefined): SubagentResult {
-    return endingOf(stopReason, diagnostic, this.assistantMessages, this.denials)
+    return this.withUsage(endingOf(stopReason, diagnostic, this.assistantMessages, this.denials))
+  }
+
+  private withUsage(result: SubagentResult): SubagentResult {
+    return this.usage ? { ...result, usage: this.usage } : result
   }
 
   /** Close the query and reap the process tree. */

@@ -12,7 +12,7 @@ import { randomUUID } from 'node:crypto'
 import { errorMessage, type StopReason } from '@dsh/base'
 import type { Agent } from '@dsh/agent'
 import type { TextBlock } from '@dsh/llm'
-import { SubagentError, type RemoteConversation, type SubagentRequest, type SubagentResult } from '@dsh/subagent'
+import { SubagentError, type ProgressSink, type RemoteConversation, type SubagentRequest, type SubagentResult } from '@dsh/subagent'
 import { startClaudeCodeRun, type ClaudeCodeRun } from './claude-code-run.js'
 import { resolveRunSpec, type ClaudeCodeSettings } from './run-spec.js'
 
@@ -54,12 +54,12 @@ export class ClaudeCodeConversation implements RemoteConversation {
     return this.turn?.run?.pid
   }
 
-  send(message: TextBlock[]): Promise<SubagentResult> {
+  send(message: TextBlock[], progress?: ProgressSink): Promise<SubagentResult> {
     if (this.disposal) return Promise.resolve(failed('error', `the conversation with Claude Code session ${this.remoteId} was closed; it takes no more messages`))
     if (this.turn) return Promise.reject(new SubagentError('INVALID_REQUEST', `a turn of Claude Code session ${this.remoteId} is still running; send the next message after it settles`))
     const controller = new AbortController()
     const turn: NonNullable<ClaudeCodeConversation['turn']> = { controller, done: Promise.resolve(failed('error', 'not started')) }
-    turn.done = this.runTurn(message, turn).finally(() => {
+    turn.done = this.runTurn(message, turn, progress).finally(() => {
       if (this.turn === turn) this.turn = undefined
     })
     this.turn = turn
@@ -79,11 +79,12 @@ export class ClaudeCodeConversation implements RemoteConversation {
     return this.disposal
   }
 
-  private async runTurn(message: TextBlock[], turn: NonNullable<ClaudeCodeConversation['turn']>): Promise<SubagentResult> {
+  /** One query that resumes the session; its run reports to `progress` (the one-shot run's progress is the turn's). */
+  private async runTurn(message: TextBlock[], turn: NonNullable<ClaudeCodeConversation['turn']>, progress: ProgressSink | undefined): Promise<SubagentResult> {
     const { settings, label, model } = this.init
     const parent = this.init.parent()
     if (!parent) return failed('error', `the parent agent ${this.init.parentId} of Claude Code session ${this.remoteId} is not live in this process; deliver the message from the parent`)
-    const request: SubagentRequest = { prompt: message, parent, signal: turn.controller.signal, ...(label !== undefined && { label }), ...(model !== undefined && { agentOptions: { model } }) }
+    const request: SubagentRequest = { prompt: message, parent, signal: turn.controller.signal, ...(label !== undefined && { label }), ...(model !== undefined && { agentOptions: { model } }), ...(progress && { progress }) }
     const spec = { ...resolveRunSpec(settings, request), session: { id: this.remoteId, resume: this.created } }
     let run: ClaudeCodeRun
     try {

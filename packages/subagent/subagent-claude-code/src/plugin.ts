@@ -95,7 +95,12 @@ export class ClaudeCodePlugin {
   }) as Schema<ClaudeCodePlugin.Config>
 
   constructor(ctx: Context, config: ClaudeCodePlugin.Config) {
-    const settings: ClaudeCodeSettings = { ...config, executable: executableFrom(config.executable) }
+    const log = ctx.logger('subagent-claude-code')
+    const settings: ClaudeCodeSettings = {
+      ...config,
+      executable: executableFrom(config.executable),
+      progressDropped: (reason) => log.debug('a progress message from Claude Code was dropped: %s', reason),
+    }
     ctx.subagents.registerProvider(new ClaudeCodeProvider(settings, (id) => ctx.get('agents')?.get(id)))
   }
 }

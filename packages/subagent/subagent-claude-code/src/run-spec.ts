@@ -31,6 +31,8 @@ export interface ClaudeCodeSettings {
   graceMs: number
   /** Absolute path of the binary, resolved at load. */
   executable: string
+  /** Told why a progress message was dropped; the plugin logs it at debug level. */
+  progressDropped?: (reason: string) => void
 }
 
 export interface ClaudeCodeRunSpec {
@@ -50,6 +52,7 @@ export interface ClaudeCodeRunSpec {
    * one-shot run, which persists nothing.
    */
   session?: { id: string; resume: boolean }
+  progressDropped?: (reason: string) => void
 }
 
 export function resolveRunSpec(settings: ClaudeCodeSettings, request: SubagentRequest): ClaudeCodeRunSpec {
@@ -67,6 +70,7 @@ export function resolveRunSpec(settings: ClaudeCodeSettings, request: SubagentRe
   const model = request.agentOptions?.model ?? settings.model
   if (model !== undefined) spec.model = model
   if (settings.timeoutMs !== undefined) spec.timeoutMs = settings.timeoutMs
+  if (settings.progressDropped) spec.progressDropped = settings.progressDropped
   return spec
 }
 

@@ -9,6 +9,9 @@ import { text } from '@dsh/llm'
 import { SubagentError, type SubagentRunEndInfo } from '@dsh/subagent'
 import { gone, setup, tempDir, wrapperScript, type Fixture } from './fixture.js'
 
+/** The result message's usage, as the fake counts it (estimated from the request's size). */
+const reportedUsage = { inputTokens: expect.any(Number), outputTokens: expect.any(Number), cachedInputTokens: 0 }
+
 let fixture: Fixture | undefined
 afterEach(async () => {
   await fixture?.dispose()
@@ -36,7 +39,7 @@ describe('claude-code: one query() of the Claude Agent SDK per run', () => {
     const run = await start('What is the answer?', { label: 'ask' })
     expect(run.local).toBe(false)
     expect(run.id).toBe(`claude-code:${run.remoteId}`)
-    expect(await run.result).toEqual({ output: [text('The answer is forty-two.')], stopReason: 'completed' })
+    expect(await run.result).toEqual({ output: [text('The answer is forty-two.')], stopReason: 'completed', usage: reportedUsage })
     await run.dispose()
     expect(gone(run.pid!)).toBe(true)
     expect(() => process.kill(-run.pid!, 0)).toThrow(expect.objectContaining({ code: 'ESRCH' }))
@@ -169,7 +172,7 @@ describe('claude-code: one query() of the Claude Agent SDK per run', () => {
     const { fake, start, workDir } = await open([], { permissionMode: 'bypassPermissions' })
     fake.enqueue({ toolUses: [{ name: 'Bash', input: { command: `touch ${join(workDir, 'bash-ran')}`, description: 'create a marker' } }] }, { text: 'Done.' })
     const run = await start('Create the marker.')
-    expect(await run.result).toEqual({ output: [text('Done.')], stopReason: 'completed' })
+    expect(await run.result).toEqual({ output: [text('Done.')], stopReason: 'completed', usage: reportedUsage })
     await run.dispose()
     expect(existsSync(join(workDir, 'bash-ran'))).toBe(true)
   })

@@ -11,6 +11,9 @@ import { DESCRIPTOR_VERSION, type ContinuableDescriptor, type RemoteConversation
 import { ClaudeCodeProvider } from '../src/index.js'
 import { gone, offlineEnv, realBinary, setup, type Fixture } from './fixture.js'
 
+/** The result message's usage, as the fake counts it (estimated from the request's size). */
+const reportedUsage = { inputTokens: expect.any(Number), outputTokens: expect.any(Number), cachedInputTokens: 0 }
+
 let fixture: Fixture | undefined
 const conversations: RemoteConversation[] = []
 afterEach(async () => {
@@ -49,7 +52,7 @@ describe('claude-code continuable children', () => {
     const conversation = await open(fixture)
     expect(conversation.pid).toBeUndefined()
     const first = await conversation.send([text('remember apple')])
-    expect(first).toEqual({ output: [text('Noted: apple.')], stopReason: 'completed' })
+    expect(first).toEqual({ output: [text('Noted: apple.')], stopReason: 'completed', usage: reportedUsage })
     const second = await conversation.send([text('what did I say?')])
     expect(outputText(second)).toBe('You said apple.')
     expect(contextOf(fixture, 1)).toContain('remember apple')

@@ -48,12 +48,12 @@ export function offlineEnv(fake: FakeAnthropicMessages, home: string): Record<st
   }
 }
 
-export async function setup(script: FakeMessagesAnswer[], config: Partial<ClaudeCodePlugin.Config> = {}): Promise<Fixture> {
+export async function setup(script: FakeMessagesAnswer[], config: Partial<ClaudeCodePlugin.Config> = {}, service: Partial<SubagentService.Config> = {}): Promise<Fixture> {
   const fake = await startFakeAnthropicMessages(script)
   const home = tempDir('dsh-cc-home-')
   const workDir = tempDir('dsh-cc-work-')
   const harness = await createHarness()
-  await harness.plugin(SubagentService)
+  await harness.plugin(SubagentService, service)
   await harness.plugin(ClaudeCodePlugin, { graceMs: 500, ...config, env: { ...offlineEnv(fake, home), ...config.env } })
   const parent = await harness.agent({ meta: { cwd: workDir } })
   return {

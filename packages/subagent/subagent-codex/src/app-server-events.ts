@@ -4,13 +4,21 @@
  * the run reads are checked; everything else in a message is ignored, so a newer server
  * that adds fields keeps working.
  */
-import { isRecord } from '@dsh/base'
+import { assertNever, isRecord } from '@dsh/base'
 import { ProtocolError } from './connection.js'
-import type { ThreadItem, TurnStatus } from './protocol/index.js'
+import type { ThreadItem, TurnPlanUpdatedNotification, TurnStatus } from './protocol/index.js'
+import { readToolItem, readTokenUsage, type ToolItem, type TokenCounts } from './progress-items.js'
 
 export type AppServerEvent =
   | { type: 'agent-message-delta'; threadId: string; turnId: string; delta: string }
   | { type: 'agent-message'; threadId: string; turnId: string; text: string }
+  /** A tool call (command, file change, MCP or dynamic tool, web search, …) began or ended: progress only. */
+  | { type: 'tool-item'; phase: 'started' | 'completed'; threadId: string; turnId: string; tool: ToolItem }
+  /** The thread's token usage: `last` is the latest model call's, `total` the thread's so far. */
+  | { type: 'token-usage'; threadId: string; turnId: string; last: TokenCounts; total: TokenCounts }
+  | { type: 'plan'; threadId: string; turnId: string; steps: TurnPlanUpdatedNotification['plan'] }
+  /** A progress notification that did not fit (an item without a type, of an unknown type, …): logged, never fatal. */
+  | { type: 'dropped'; threadId: string; turnId: string; reason: string }
   | { type: 'error'; threadId: string; turnId: string; message: string; info: string | undefined; willRetry: boolean }
   | { type: 'turn-completed'; threadId: string; turnId: string; status: TurnStatus; error: { message: string; info: string | undefined } | undefined }
 
@@ -26,11 +34,46 @@ export function readNotification(method: string, params: unknown): AppServerEven
       const p = object(params, method)
       return { type: 'agent-message-delta', threadId: string(p, 'threadId', method), turnId: string(p, 'turnId', method), delta: string(p, 'delta', method) }
     }
+    case 'item/started':
     case 'item/completed': {
       const p = object(params, method)
-      const item = object(p.item, `${method} item`)
-      if (item.type !== ('agentMessage' satisfies AgentMessageItem['type'])) return undefined
-      return { type: 'agent-message', threadId: string(p, 'threadId', method), turnId: string(p, 'turnId', method), text: string(item, 'text', `${method} agentMessage`) }
+      const threadId = string(p, 'threadId', method)
+      const turnId = string(p, 'turnId', method)
+      const phase = method === 'item/started' ? 'started' : 'completed'
+      // The answer's text is the run's output: a malformed one breaks the protocol.
+      if (phase === 'completed' && isRecord(p.item) && p.item.type === ('agentMessage' satisfies AgentMessageItem['type'])) {
+        return { type: 'agent-message', threadId, turnId, text: string(p.item, 'text', `${method} agentMessage`) }
+      }
+      // Anything else is progress: what does not fit is dropped, the run goes on.
+      const reading = readToolItem(p.item)
+      switch (reading.kind) {
+        case 'tool':
+          return { type: 'tool-item', phase, threadId, turnId, tool: reading.tool }
+        case 'not-a-tool':
+          return undefined
+        case 'malformed':
+          return { type: 'dropped', threadId, turnId, reason: `${method}: ${reading.reason}` }
+        default:
+          return assertNever(reading, 'item reading')
+      }
+    }
+    case 'thread/tokenUsage/updated': {
+      const p = object(params, method)
+      const threadId = string(p, 'threadId', method)
+      const turnId = string(p, 'turnId', method)
+      const usage = readTokenUsage(p.tokenUsage)
+      if (typeof usage === 'string') return { type: 'dropped', threadId, turnId, reason: `${method}: ${usage}` }
+      return { type: 'token-usage', threadId, turnId, ...usage }
+    }
+    case 'turn/plan/updated': {
+      const p = object(params, method)
+      const threadId = string(p, 'threadId', method)
+      const turnId = string(p, 'turnId', method)
+      const steps = p.plan
+      if (!Array.isArray(steps) || !steps.every((step) => isRecord(step) && typeof step.step === 'string' && typeof step.status === 'string')) {
+        return { type: 'dropped', threadId, turnId, reason: `${method}: a plan that is not a list of { step, status }` }
+      }
+      return { type: 'plan', threadId, turnId, steps: steps as TurnPlanUpdatedNotification['plan'] }
     }
     case 'error': {
       const p = object(params, method)

@@ -11,12 +11,12 @@
  */
 import { createRequire } from 'node:module'
 import { assertNever, errorMessage, type StopReason } from '@dsh/base'
-import type { AssistantMessage } from '@dsh/llm'
-import { selectOutput, processTreeHooks, startRemoteRun, SubagentError, type RemoteEnding, type RemoteRunControl, type RemoteSubagentRun, type RemoteWire, type SubagentRequest, type SubagentResult } from '@dsh/subagent'
+import { processTreeHooks, startRemoteRun, SubagentError, type RemoteEnding, type RemoteRunControl, type RemoteSubagentRun, type RemoteWire, type SubagentRequest, type SubagentResult } from '@dsh/subagent'
 import { describeExit, ProcessTree } from '@dsh/process'
 import { answerServerRequest } from './approvals.js'
 import { readNotification, readThreadId, readTurnId, type AppServerEvent } from './app-server-events.js'
 import type { CodexRunSpec } from './config.js'
+import { CodexTurnReader } from './turn-reader.js'
 import { AppServerConnection, ConnectionClosedError, ProtocolError, RpcError, type IncomingRequest } from './connection.js'
 
 /** Where a run is; startup failures and diagnostics name it. */
@@ -60,12 +60,8 @@ class CodexWire implements RemoteWire {
   private readonly connection: AppServerConnection
   private threadId: string | undefined
   private turnId: string | undefined
-  /** Texts of the completed agent messages, in order, and every delta streamed. */
-  private readonly messages: string[] = []
-  private streamed = ''
-  /** Declined approvals and refused requests, for the diagnostic. */
-  private readonly notes: string[] = []
-  private lastError: string | undefined
+  /** The turn's answer, notes, usage and progress. */
+  private readonly turn: CodexTurnReader
   readonly interrupt = { name: 'turn/interrupt', send: () => this.sendInterrupt() }
 
   constructor(
@@ -79,6 +75,7 @@ class CodexWire implements RemoteWire {
       env: spec.env,
       stderrTailChars: STDERR_TAIL_CHARS,
     })
+    this.turn = new CodexTurnReader(run, (reason) => spec.progressDropped?.(reason))
     this.connection = new AppServerConnection(this.tree.child.stdout!, this.tree.child.stdin!, {
       notification: (method, params) => this.onNotification(method, params),
       request: (incoming) => this.onServerRequest(incoming),
@@ -134,22 +131,11 @@ class CodexWire implements RemoteWire {
       if (error instanceof ProtocolError) return this.onProtocolError(error)
       throw error
     }
-    if (!event || event.threadId !== this.threadId || (this.turnId !== undefined && event.turnId !== this.turnId)) return
-    switch (event.type) {
-      case 'agent-message-delta':
-        this.streamed += event.delta
-        return
-      case 'agent-message':
-        this.messages.push(event.text)
-        return
-      case 'error':
-        if (!event.willRetry) this.lastError = errorText(event.message, event.info)
-        return
-      case 'turn-completed':
-        return this.onTurnCompleted(event)
-      default:
-        return assertNever(event, 'app-server event')
-    }
+    if (!event) return
+    // A dropped notification is logged whoever it names; the rest must be this run's.
+    if (event.type !== 'dropped' && (event.threadId !== this.threadId || (this.turnId !== undefined && event.turnId !== this.turnId))) return
+    const completed = this.turn.read(event)
+    if (completed) this.onTurnCompleted(completed)
   }
 
   /** The one place a codex turn's end becomes a stop reason. */
@@ -160,10 +146,8 @@ class CodexWire implements RemoteWire {
         return run.settle(this.result('completed', undefined))
       case 'interrupted':
         return run.settle(this.result('aborted', run.stopping === 'cancelled' ? 'the run was cancelled' : 'codex interrupted the turn on its own'))
-      case 'failed': {
-        const cause = event.error ? errorText(event.error.message, event.error.info) : (this.lastError ?? 'codex reported the turn failed without an error')
-        return run.settle(this.result('error', this.failure('model-error', cause)))
-      }
+      case 'failed':
+        return run.settle(this.result('error', this.failure('model-error', this.turn.failureCause(event))))
       case 'inProgress':
         return run.settle(this.result('error', this.failure('protocol', 'codex sent turn/completed for a turn still in progress')))
       default:
@@ -173,7 +157,7 @@ class CodexWire implements RemoteWire {
 
   private onServerRequest(incoming: IncomingRequest): void {
     const answer = answerServerRequest(incoming.method, incoming.params, this.spec.permissionMode)
-    if (answer.note) this.notes.push(answer.note)
+    if (answer.note) this.turn.note(answer.note)
     if (answer.kind === 'result') this.connection.respond(incoming.id, answer.result)
     else this.connection.respondError(incoming.id, answer.code, answer.message)
   }
@@ -206,15 +190,8 @@ class CodexWire implements RemoteWire {
   }
 
   result(stopReason: StopReason, diagnostic: string | undefined, ending?: RemoteEnding): SubagentResult {
-    const output = selectOutput(
-      this.messages.map((text): AssistantMessage => ({ role: 'assistant', content: [{ type: 'text', text }] })),
-      this.streamed,
-    )
     const category = ending === undefined ? undefined : categoryOf(ending)
-    const lines = [category && diagnostic ? this.failure(category, diagnostic) : diagnostic, ...this.notes].filter((line): line is string => !!line)
-    const result: SubagentResult = { output, stopReason }
-    if (lines.length > 0) result.diagnostic = lines.join('; ').replace(/\s+/g, ' ')
-    return result
+    return this.turn.result(stopReason, category && diagnostic ? this.failure(category, diagnostic) : diagnostic)
   }
 
   /**
@@ -247,8 +224,4 @@ function categoryOf(ending: RemoteEnding): FailureCategory | undefined {
     default:
       return assertNever(ending, 'remote ending')
   }
-}
-
-function errorText(message: string, info: string | undefined): string {
-  return info ? `${info}: ${message}` : message
 }

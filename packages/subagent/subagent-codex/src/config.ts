@@ -51,6 +51,8 @@ export interface CodexRunSpec {
   timeoutMs: number | undefined
   startupTimeoutMs: number
   graceMs: number
+  /** Told why a progress notification was dropped (an item without a type, …); the plugin logs it at debug level. */
+  progressDropped?: (reason: string) => void
 }
 
 /**

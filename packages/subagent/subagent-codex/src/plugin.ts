@@ -19,7 +19,7 @@ import { CodexChild } from './continuable/codex-child.js'
 import { CodexConversation } from './continuable/conversation.js'
 import { codexCommand, type CodexCommand } from './codex-binary.js'
 import { CODEX_CHILD_NAME, startCodexRun } from './codex-run.js'
-import { checkConfig, CodexConfig, resolveRunSpec } from './config.js'
+import { checkConfig, CodexConfig, resolveRunSpec, type CodexRunSpec } from './config.js'
 
 /**
  * A one-shot OpenAI Codex child: each run is a fresh `codex app-server` process with one
@@ -32,13 +32,18 @@ export class CodexProvider implements SubagentProvider {
   readonly name: string
 
   /** `command` replaces the pinned binary: for tests that need a misbehaving server, never for deployments. */
-  constructor(private readonly config: CodexConfig, private readonly command?: CodexCommand) {
+  constructor(
+    private readonly config: CodexConfig,
+    private readonly command?: CodexCommand,
+    /** Told why a progress notification was dropped; the plugin logs it at debug level. */
+    private readonly progressDropped?: (reason: string) => void,
+  ) {
     this.name = config.providerName
   }
 
   async start(request: SubagentRequest): Promise<SubagentRun> {
     refuseUnstartable(request, CODEX_CHILD_NAME)
-    return startCodexRun(resolveRunSpec(this.config, request, this.resolveCommand()), request)
+    return startCodexRun(this.specOf(request), request)
   }
 
   /**
@@ -48,7 +53,7 @@ export class CodexProvider implements SubagentProvider {
   async prepareContinuable({ parent, descriptor, request, signal }: PrepareContinuableRequest): Promise<ContinuablePreparation> {
     const oneShot: SubagentRequest = { prompt: request.prompt, parent, signal, label: descriptor.label, ...(request.agentOptions && { agentOptions: request.agentOptions }), ...(request.maxDepth !== undefined && { maxDepth: request.maxDepth }) }
     refuseUnstartable(oneShot, CODEX_CHILD_NAME)
-    const spec = resolveRunSpec(this.config, oneShot, this.resolveCommand())
+    const spec = this.specOf(oneShot)
     const child = await CodexChild.launch(spec, { kind: 'start' }, signal)
     try {
       refuseDisposedParent(parent)
@@ -70,10 +75,16 @@ export class CodexProvider implements SubagentProvider {
       throw new SubagentError('INVALID_REQUEST', `the record of Codex child ${record.childId} has no absolute cwd in its resumeData (got ${JSON.stringify(cwd)}); it was not written by this provider`)
     }
     const model = record.resumeData?.model
-    const spec = resolveRunSpec(this.config, { cwd, ...(typeof model === 'string' ? { model } : this.config.model !== undefined && { model: this.config.model }) }, this.resolveCommand())
+    const spec = this.specOf({ cwd, ...(typeof model === 'string' ? { model } : this.config.model !== undefined && { model: this.config.model }) })
     const conversation = new CodexConversation(spec, record.remoteId, undefined)
     await conversation.reconnect(signal)
     return conversation
+  }
+
+  private specOf(target: Parameters<typeof resolveRunSpec>[1]): CodexRunSpec {
+    const spec = resolveRunSpec(this.config, target, this.resolveCommand())
+    if (this.progressDropped) spec.progressDropped = this.progressDropped
+    return spec
   }
 
   private resolveCommand(): CodexCommand {
@@ -93,6 +104,7 @@ export class CodexPlugin {
 
   constructor(ctx: Context, config: CodexConfig) {
     checkConfig(config)
-    ctx.subagents.registerProvider(new CodexProvider(config))
+    const log = ctx.logger('subagent-codex')
+    ctx.subagents.registerProvider(new CodexProvider(config, undefined, (reason) => log.debug('a progress notification from the codex app-server was dropped: %s', reason)))
   }
 }

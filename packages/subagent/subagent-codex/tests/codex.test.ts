@@ -67,7 +67,8 @@ describe('codex provider against the real app-server', () => {
     expect(env.DSH_CODEX_TEST_SECRET).toBeUndefined()
     expect(env.FAKE_CODEX_API_KEY).toBe('sk-fake')
 
-    expect(await run.result).toEqual({ output: [text('The answer is 42.')], stopReason: 'completed' })
+    // Usage is Codex's own count of the model call (the fake estimates it), summed over the turn.
+    expect(await run.result).toEqual({ output: [text('The answer is 42.')], stopReason: 'completed', usage: { inputTokens: expect.any(Number), outputTokens: expect.any(Number), cachedInputTokens: 0 } })
     expect(run.local).toBe(false)
     // One child-id format for every out-of-process provider: <provider>:<codex thread id>.
     expect(run.id).toMatch(/^codex:[0-9a-f-]{36}$/)

@@ -9,7 +9,7 @@ import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
 import { text } from '@dsh/llm'
 import type { Agent } from '@dsh/agent'
-import { DESCRIPTOR_VERSION, type ContinuableDescriptor, type RemoteConversation } from '@dsh/subagent'
+import { DESCRIPTOR_VERSION, type ContinuableDescriptor, type RemoteConversation, type SubagentProgress } from '@dsh/subagent'
 import { startFakeOpenAIResponses, type FakeOpenAIResponses, type FakeResponsesAnswer } from '@dsh/testkit'
 import { createHarness, type Harness } from '@dsh/testkit/harness'
 import { CodexConfig, CodexProvider } from '../src/index.js'
@@ -62,6 +62,16 @@ describe('codex continuable children', () => {
     expect(inputOf(fake!.requests.length - 1)).toContain('Noted: apple.')
     await conversation.dispose()
     expect(exists(pid)).toBe(false)
+  })
+
+  it('a turn reports its text and usage to the sink send was given, and its result carries the turn\'s usage', async () => {
+    const { provider, parent } = await setup([{ text: 'Noted: plum.', usage: { inputTokens: 40, outputTokens: 5 } }])
+    const conversation = await open(provider, parent)
+    const heard: SubagentProgress[] = []
+    const answer = await conversation.send([text('remember plum')], { report: (update) => void heard.push(update) })
+    expect(answer).toMatchObject({ stopReason: 'completed', usage: { inputTokens: 40, outputTokens: 5, cachedInputTokens: 0 } })
+    expect(heard.map((update) => (update.kind === 'text' ? update.text : '')).join('')).toBe('Noted: plum.')
+    expect(heard.at(-1)).toEqual({ kind: 'usage', usage: answer.usage })
   })
 
   it('resumeContinuable starts a new app-server and thread/resume continues the thread with its history', async () => {

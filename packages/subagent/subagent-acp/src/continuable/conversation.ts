@@ -5,17 +5,31 @@
  * record), the next message starts the agent again and reopens the session with
  * `session/load`, so the agent continues with its whole history.
  *
- * A turn never rejects for the child's sake: a crash, garbage, a timeout or a failed
- * restart resolves `error` with a diagnostic; a cancelled turn resolves `aborted`.
+ * The turn lifecycle (one turn at a time, first-wins settle, cancel grace, timeout, the
+ * process exiting, dispose once) is `@dsh/subagent`'s `ConversationCore`; this file is the
+ * ACP wire of a turn. A turn never rejects for the child's sake.
  */
-import { errorMessage, stopReasonOfAcp, type StopReason } from '@dsh/base'
-import { RequestError, type LoadSessionRequest, type SessionUpdate } from '@agentclientprotocol/sdk'
+import { stopReasonOfAcp, type StopReason } from '@dsh/base'
+import { RequestError, type LoadSessionRequest } from '@agentclientprotocol/sdk'
 import { describeExit } from '@dsh/process'
 import type { TextBlock } from '@dsh/llm'
-import { EXIT_DRAIN_MS, selectOutput, SubagentError, type RemoteConversation, type SubagentResult } from '@dsh/subagent'
+import {
+  ConversationCore,
+  EXIT_DRAIN_MS,
+  selectOutput,
+  SubagentError,
+  type ConversationTransport,
+  type ConversationTurn,
+  type ConversationTurnControl,
+  type ProgressSink,
+  type RemoteConversation,
+  type SubagentResult,
+  type SubagentUsage,
+} from '@dsh/subagent'
 import type { AcpRunSpec } from '../config.js'
 import { describeRpcError } from '../rpc-error.js'
 import { refuseOversizedPrompt } from '../frame-limit.js'
+import { AcpProgressReader, usageOfPromptResponse } from '../progress.js'
 import { AcpChild } from './acp-child.js'
 
 /** What a conversation needs to reopen its session in a fresh process. */
@@ -27,15 +41,8 @@ export interface AcpReopen {
   depth: number
 }
 
-interface RunningTurn {
-  cancel(reason?: unknown): void
-  readonly done: Promise<SubagentResult>
-}
-
 export class AcpConversation implements RemoteConversation {
-  private child: AcpChild | undefined
-  private turn: RunningTurn | undefined
-  private disposal: Promise<void> | undefined
+  private readonly core: ConversationCore<AcpChild>
 
   constructor(
     private readonly spec: AcpRunSpec,
@@ -43,7 +50,7 @@ export class AcpConversation implements RemoteConversation {
     private readonly reopen: AcpReopen,
     child: AcpChild | undefined,
   ) {
-    this.child = child
+    this.core = new ConversationCore(new AcpTransport(spec, remoteId, reopen), child)
   }
 
   /** Provider-owned: where the session lives, so a later process can reopen it. */
@@ -52,175 +59,140 @@ export class AcpConversation implements RemoteConversation {
   }
 
   get pid(): number | undefined {
-    return this.child?.tree.pid
+    return this.core.pid
   }
 
-  send(message: TextBlock[]): Promise<SubagentResult> {
-    if (this.disposal) return Promise.resolve(this.result('', 'error', `the conversation with ACP session ${this.remoteId} was closed; it takes no more messages`))
-    if (this.turn) return Promise.reject(new SubagentError('INVALID_REQUEST', `a turn of ACP session ${this.remoteId} is still running; send the next message after it settles`))
-    const turn = this.runTurn(message)
-    this.turn = turn
-    void turn.done.then(() => {
-      if (this.turn === turn) this.turn = undefined
-    })
-    return turn.done
+  send(message: TextBlock[], progress?: ProgressSink): Promise<SubagentResult> {
+    return this.core.send(message, progress)
   }
 
   cancel(reason?: unknown): void {
-    this.turn?.cancel(reason)
+    this.core.cancel(reason)
   }
 
   dispose(): Promise<void> {
-    this.disposal ??= (async () => {
-      const turn = this.turn
-      turn?.cancel('the conversation was closed')
-      await turn?.done
-      const child = this.child
-      this.child = undefined
-      await child?.close()
-    })()
-    return this.disposal
-  }
-
-  private runTurn(message: TextBlock[]): RunningTurn {
-    const { spec } = this
-    const startup = new AbortController()
-    let streamed = ''
-    let settled = false
-    let cancelled = false
-    let current: AcpChild | undefined
-    const timers = new Set<NodeJS.Timeout>()
-    let resolveDone!: (result: SubagentResult) => void
-    const done = new Promise<SubagentResult>((resolve) => (resolveDone = resolve))
-    const settle = (stopReason: StopReason, diagnostic?: string) => {
-      if (settled) return
-      settled = true
-      for (const timer of timers) clearTimeout(timer)
-      if (current) current.stopping = false
-      resolveDone(this.result(streamed, stopReason, diagnostic))
-    }
-    const later = (ms: number, action: () => void) => {
-      const timer = setTimeout(() => {
-        timers.delete(timer)
-        action()
-      }, ms)
-      timers.add(timer)
-    }
-    /** The process cannot be trusted with the next turn: stop it; the next message starts it again. */
-    const abandon = (child: AcpChild) => {
-      if (this.child === child) this.child = undefined
-      child.close().catch(() => {
-        // It outlived SIGKILL; dispose() of a later child cannot reach it either. Nothing to retry here.
-      })
-    }
-
-    const cancel = (reason?: unknown) => {
-      if (settled || cancelled) return
-      cancelled = true
-      startup.abort(reason)
-      if (!current) return
-      current.stopping = true
-      current.cancel(this.remoteId)
-      const child = current
-      later(spec.cancelGraceMs, () => {
-        settle('aborted', `the turn was cancelled: the ACP agent did not confirm session/cancel within cancelGraceMs (${spec.cancelGraceMs} ms); it was stopped, and the next message starts it again`)
-        abandon(child)
-      })
-    }
-
-    void (async () => {
-      // A message the agent would refuse is not sent: the turn ends error, the agent untouched.
-      try {
-        refuseOversizedPrompt(spec.provider, message, spec.maxFrameBytes)
-      } catch (error) {
-        return settle('error', errorMessage(error))
-      }
-      let child = this.child
-      if (!child || !(await child.running())) {
-        if (child) abandon(child)
-        try {
-          child = await this.restart(startup.signal)
-        } catch (error) {
-          if (cancelled) return settle('aborted', 'the turn was cancelled while the ACP agent was starting again')
-          return settle('error', `the ACP agent could not be started again to continue session ${this.remoteId}: ${error instanceof Error ? error.message : String(error)}`)
-        }
-        if (this.disposal || cancelled) {
-          await child.close().catch(() => {
-            // Reaping failed; nothing more can be done for a process we never used.
-          })
-          return settle('aborted', 'the turn was cancelled while the ACP agent was starting again')
-        }
-        this.child = child
-      }
-      current = child
-      if (spec.timeoutMs !== undefined) {
-        const limit = spec.timeoutMs
-        later(limit, () => {
-          child.cancel(this.remoteId)
-          settle('error', `the ACP agent did not finish within timeoutMs (${limit} ms) (stage session/prompt); it was stopped, and the next message starts it again`)
-          abandon(child)
-        })
-      }
-      void child.tree.exited.then(async () => {
-        await new Promise((resolve) => setTimeout(resolve, EXIT_DRAIN_MS))
-        if (settled) return
-        const exit = child.tree.exit
-        if (cancelled) settle('aborted', 'the turn was cancelled')
-        else settle('error', child.withStderr(`the ACP agent ${exit ? describeExit(exit) : 'stopped answering'} during session/prompt; the next message starts it again`))
-        abandon(child)
-      })
-      try {
-        const response = await child.prompt(this.remoteId, message.map((block) => ({ type: 'text' as const, text: block.text })), (update) => {
-          if (!settled) streamed += chunkText(update)
-        })
-        const stopReason = stopReasonOfAcp(response.stopReason)
-        if (stopReason === 'completed') settle(stopReason)
-        else if (stopReason === 'aborted') settle(stopReason, 'the turn was cancelled')
-        else settle(stopReason, `the ACP agent ended its turn with stop reason "${response.stopReason}"`)
-      } catch (error) {
-        if (settled) return
-        if (cancelled) return settle('aborted', 'the turn was cancelled')
-        // An error answer is the agent's verdict; anything else is the connection going
-        // away, most likely because the process died: the exit watch reports that.
-        if (error instanceof RequestError) return settle('error', child.withStderr(`session/prompt failed: ${describeRpcError(error)}`))
-        // We cut the connection over an oversized frame: that is the reason, whatever the
-        // agent does next (closing its input usually makes it exit at once, and the exit
-        // watch must not report that exit as the cause).
-        const oversized = child.oversizedFrame
-        if (oversized !== undefined) {
-          settle('error', oversized)
-          abandon(child)
-          return
-        }
-        if (!(await child.tree.exitWithin(EXIT_DRAIN_MS))) {
-          settle('error', child.withStderr(`session/prompt failed: ${describeRpcError(error)}`))
-          abandon(child)
-        }
-      }
-    })()
-    return { cancel, done }
+    return this.core.dispose()
   }
 
   /** Start the agent and reopen the session now (a resume), rather than at the next message. */
-  async reconnect(signal: AbortSignal): Promise<void> {
-    this.child = await this.restart(signal)
+  reconnect(signal: AbortSignal): Promise<void> {
+    return this.core.reconnect(signal)
+  }
+}
+
+class AcpTransport implements ConversationTransport<AcpChild> {
+  readonly childName = 'the ACP agent'
+  readonly interruptName = 'session/cancel'
+  readonly cancelGraceKey = 'cancelGraceMs'
+
+  constructor(
+    private readonly spec: AcpRunSpec,
+    private readonly remoteId: string,
+    private readonly reopen: AcpReopen,
+  ) {}
+
+  get conversationName(): string {
+    return `ACP session ${this.remoteId}`
+  }
+
+  get cancelGraceMs(): number {
+    return this.spec.cancelGraceMs
+  }
+
+  get timeoutMs(): number | undefined {
+    return this.spec.timeoutMs
   }
 
   /** A fresh process with the session reopened through `session/load`. */
-  private async restart(signal: AbortSignal): Promise<AcpChild> {
+  async restart(signal: AbortSignal): Promise<AcpChild> {
     const { cwd, parentSession, depth } = this.reopen
     const request: LoadSessionRequest = { sessionId: this.remoteId, cwd, mcpServers: [], _meta: { dsh: { parentSession, delegationDepth: depth, provider: this.spec.provider } } }
     const { child } = await AcpChild.launch(this.spec, cwd, signal, (opening) => opening.loadSession(request))
     return child
   }
 
-  private result(streamed: string, stopReason: StopReason, diagnostic: string | undefined): SubagentResult {
-    const result: SubagentResult = { output: selectOutput([], streamed), stopReason }
-    if (diagnostic !== undefined) result.diagnostic = diagnostic
-    return result
+  refuse(message: TextBlock[]): string | undefined {
+    try {
+      refuseOversizedPrompt(this.spec.provider, message, this.spec.maxFrameBytes)
+      return undefined
+    } catch (error) {
+      if (error instanceof SubagentError) return error.message
+      throw error
+    }
+  }
+
+  openTurn(message: TextBlock[], control: ConversationTurnControl<AcpChild>): ConversationTurn<AcpChild> {
+    return new AcpTurn(this.spec, this.remoteId, message, control)
+  }
+
+  timedOut(limitMs: number): string {
+    return `the ACP agent did not finish within timeoutMs (${limitMs} ms) (stage session/prompt); it was stopped, and the next message starts it again`
+  }
+
+  lost(child: AcpChild): string {
+    const exit = child.tree.exit
+    return child.withStderr(`the ACP agent ${exit ? describeExit(exit) : 'stopped answering'} during session/prompt; the next message starts it again`)
   }
 }
 
-function chunkText(update: SessionUpdate): string {
-  return update.sessionUpdate === 'agent_message_chunk' && update.content.type === 'text' ? update.content.text : ''
+/** One `session/prompt`: its streamed text, its progress and its usage. */
+class AcpTurn implements ConversationTurn<AcpChild> {
+  private streamed = ''
+  private usage: SubagentUsage | undefined
+  private readonly progress: AcpProgressReader
+
+  constructor(
+    private readonly spec: AcpRunSpec,
+    private readonly sessionId: string,
+    private readonly message: TextBlock[],
+    private readonly turn: ConversationTurnControl<AcpChild>,
+  ) {
+    this.progress = new AcpProgressReader(turn, (reason) => spec.progressDropped?.(reason))
+  }
+
+  async deliver(child: AcpChild): Promise<void> {
+    const { turn } = this
+    try {
+      const response = await child.prompt(this.sessionId, this.message.map((block) => ({ type: 'text' as const, text: block.text })), (update) => {
+        if (turn.settled) return
+        if (update.sessionUpdate === 'agent_message_chunk' && update.content.type === 'text') this.streamed += update.content.text
+        this.progress.read(update)
+      })
+      this.usage = usageOfPromptResponse(response, (reason) => this.spec.progressDropped?.(reason))
+      if (this.usage) turn.report({ kind: 'usage', usage: this.usage })
+      const stopReason = stopReasonOfAcp(response.stopReason)
+      if (stopReason === 'completed') turn.settle(stopReason)
+      else if (stopReason === 'aborted') turn.settle(stopReason, 'the turn was cancelled')
+      else turn.settle(stopReason, `the ACP agent ended its turn with stop reason "${response.stopReason}"`)
+    } catch (error) {
+      if (turn.settled) return
+      if (turn.cancelled) return turn.settle('aborted', 'the turn was cancelled')
+      // An error answer is the agent's verdict; anything else is the connection going
+      // away, most likely because the process died: the core's exit watch reports that.
+      if (error instanceof RequestError) return turn.settle('error', child.withStderr(`session/prompt failed: ${describeRpcError(error)}`))
+      // We cut the connection over an oversized frame: that is the reason, whatever the
+      // agent does next (closing its input usually makes it exit at once, and the exit
+      // watch must not report that exit as the cause).
+      const oversized = child.oversizedFrame
+      if (oversized !== undefined) return turn.fail(oversized, child)
+      if (!(await child.tree.exitWithin(EXIT_DRAIN_MS))) turn.fail(child.withStderr(`session/prompt failed: ${describeRpcError(error)}`), child)
+    }
+  }
+
+  interrupt(child: AcpChild): void {
+    // Permission asks from now on are answered `cancelled`: the turn is being stopped.
+    child.stopping = true
+    child.cancel(this.sessionId)
+  }
+
+  detach(child: AcpChild): void {
+    child.stopping = false
+  }
+
+  result(stopReason: StopReason, diagnostic: string | undefined): SubagentResult {
+    const result: SubagentResult = { output: selectOutput([], this.streamed), stopReason }
+    if (diagnostic !== undefined) result.diagnostic = diagnostic
+    if (this.usage) result.usage = this.usage
+    return result
+  }
 }

@@ -18,7 +18,7 @@
 import { errorMessage } from '@dsh/base'
 import { refuseDisposedParent, refuseUnstartable } from '../admission.js'
 import { SubagentError } from '../errors.js'
-import type { StopReason, SubagentRequest, SubagentResult, SubagentRun } from '../types.js'
+import type { StopReason, SubagentProgress, SubagentRequest, SubagentResult, SubagentRun } from '../types.js'
 import { quoteStderr } from './stderr.js'
 
 /** The run handle of every out-of-process provider. */
@@ -86,8 +86,20 @@ export const EXIT_DRAIN_MS = 1000
 
 type Phase = 'starting' | 'running' | 'settled'
 
+/** Where a wire reports its child's live progress: a run, or a continuable conversation's turn. */
+export interface ProgressReporter {
+  /** Whether anybody hears this run's progress: a wire builds no update when nobody does. */
+  readonly reporting: boolean
+  /**
+   * One piece of the child's live progress, mapped from the wire. Dropped once the run (or
+   * turn) has settled, so its last progress precedes its end; a malformed update is the
+   * sink's to drop.
+   */
+  report(update: SubagentProgress): void
+}
+
 /** What a wire sees of its run. */
-export interface RemoteRunControl {
+export interface RemoteRunControl extends ProgressReporter {
   readonly request: SubagentRequest
   readonly stage: string
   /** Set once a cancel or a timeout asked the child to stop. */
@@ -238,6 +250,14 @@ class RemoteRun implements RemoteRunControl {
 
   moveTo(stage: string): void {
     this.stage = stage
+  }
+
+  get reporting(): boolean {
+    return this.request.progress !== undefined && !this.settled
+  }
+
+  report(update: SubagentProgress): void {
+    if (!this.settled) this.request.progress?.report(update)
   }
 
   failStartup(error: SubagentError, ifRunning: () => void): void {

@@ -1,0 +1,70 @@
+/**
+ * What a parent hears of an A2A task while it works, from the task's stream:
+ *
+ * | stream event                                   | progress |
+ * |------------------------------------------------|----------|
+ * | status update with `metadata.dsh.progress` (a dsh worker) | those updates, as sent (`tool-start`, `tool-end`, `usage`) |
+ * | other status update with a message             | `status`: the message's text |
+ * | artifact update, except the `answer` artifact  | `text`: the text it adds |
+ * | final status with `metadata.dsh.usage`         | the run's `usage` (`usageIn`) |
+ *
+ * Keep-alives (`metadata.dsh.keepAlive`) are not progress. The worker is untrusted:
+ * `metadata.dsh.progress` that is not a list is dropped and logged here, and each entry is
+ * checked by the progress sink, which drops and logs what does not fit.
+ */
+import type { Message, Part } from '@a2a-js/sdk'
+import { isRecord } from '@dsh/base'
+import type { ProgressReporter, SubagentProgress, SubagentUsage } from '@dsh/subagent'
+
+/** The artifact `dsh a2a serve` puts the final answer in: it repeats what the `stream` artifact streamed. */
+const ANSWER_ARTIFACT = 'answer'
+
+export class A2aProgressReader {
+  constructor(
+    private readonly target: ProgressReporter,
+    private readonly dropped: (reason: string) => void,
+  ) {}
+
+  status(message: Message | undefined, metadata: unknown): void {
+    if (!this.target.reporting) return
+    const dsh = dshOf(metadata)
+    if (dsh?.keepAlive === true) return
+    if (dsh?.progress !== undefined) {
+      if (!Array.isArray(dsh.progress)) return this.dropped('a status update whose metadata.dsh.progress is not a list')
+      // Structured progress says what the message says, better: the message is not repeated.
+      for (const update of dsh.progress) this.target.report(update as SubagentProgress)
+      return
+    }
+    const text = message ? textOfParts(message.parts) : ''
+    if (text) this.target.report({ kind: 'status', text })
+  }
+
+  artifact(artifactId: string, added: string): void {
+    if (!this.target.reporting || artifactId === ANSWER_ARTIFACT || !added) return
+    this.target.report({ kind: 'text', text: added })
+  }
+
+  /** The usage a status update's `metadata.dsh.usage` reports, when well-formed (else dropped and logged). */
+  usageIn(metadata: unknown): SubagentUsage | undefined {
+    const usage = dshOf(metadata)?.usage
+    if (usage === undefined) return undefined
+    if (isRecord(usage) && isCount(usage.inputTokens) && isCount(usage.outputTokens) && isCount(usage.cachedInputTokens)) {
+      return { inputTokens: usage.inputTokens, outputTokens: usage.outputTokens, cachedInputTokens: usage.cachedInputTokens }
+    }
+    this.dropped(`a status update whose metadata.dsh.usage is not { inputTokens, outputTokens, cachedInputTokens } in whole tokens`)
+    return undefined
+  }
+}
+
+function dshOf(metadata: unknown): Record<string, unknown> | undefined {
+  const dsh = isRecord(metadata) ? metadata.dsh : undefined
+  return isRecord(dsh) ? dsh : undefined
+}
+
+function textOfParts(parts: readonly Part[]): string {
+  return parts.map((part) => (part.content?.$case === 'text' ? part.content.value : '')).join('')
+}
+
+function isCount(value: unknown): value is number {
+  return typeof value === 'number' && Number.isSafeInteger(value) && value >= 0
+}
