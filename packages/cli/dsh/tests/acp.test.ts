@@ -52,7 +52,7 @@ describe('dsh acp', () => {
     expect(updates.find((update) => update.sessionUpdate === 'tool_call_update')).toMatchObject({ status: 'failed' })
     // A second session, whose unsupported MCP server makes the server log a warning: on stderr.
     const second = await agent.buildSession(cwd).withMcpServer({ name: 'files', command: 'mcp-files', args: [], env: [] }).start()
-    expect(await second.prompt('hello')).toEqual({ stopReason: 'end_turn' })
+    expect(await second.prompt('hello')).toMatchObject({ stopReason: 'end_turn' })
 
     served.child.stdin!.end()
     expect(await served.exited).toEqual({ code: 0, signal: null })
@@ -79,7 +79,7 @@ describe('dsh acp', () => {
     const answer = session.prompt('wait')
     await new Promise((resolve) => setTimeout(resolve, 200))
     await agent.notify(methods.agent.session.cancel, { sessionId: session.sessionId })
-    expect(await answer).toEqual({ stopReason: 'cancelled' })
+    expect(await answer).toMatchObject({ stopReason: 'cancelled' })
     served.child.kill('SIGTERM')
     expect(await served.exited).toEqual({ code: 0, signal: null })
     expect(sessionFiles(dir)[0].at(-1)).toMatchObject({ type: 'turn/end', reason: 'aborted' })
