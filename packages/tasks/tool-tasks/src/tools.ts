@@ -24,7 +24,7 @@ export function registerTaskTools(ctx: Context, options: { defaultWaitMs: number
   ctx.tools.register<TaskOutputArgs>({
     name: 'task_output',
     description:
-      'Read the output of one of your background tasks. A command\'s output is read incrementally: each call returns what is new since the last. A running subagent returns what it has done since the last read (its text so far, the tools it called); once it has finished, its answer. ' +
+      'Read the output of one of your background tasks. A command\'s output is read incrementally: each call returns what is new since the last. A subagent\'s answer is there once it has finished. ' +
       `Set wait to true to block until the task ends (at most timeout_ms, default ${options.defaultWaitMs}).`,
     parameters: {
       type: 'object',

@@ -62,8 +62,8 @@ export function lifecycleLine(change: ProgressChange, now: number): string | und
   if (change.kind === 'start') return `[subagent] start ${who(node)} (parent ${node.parentId})`
   const why = node.diagnostic && node.state !== 'done' ? `: ${node.diagnostic}` : ''
   const idle = node.idle ? ', idle' : ''
-  const used = node.usage ? ` (${usageText(node.usage)})` : ''
-  return `[subagent] end ${node.provider} ${node.id} ${node.stopReason} after ${seconds(elapsed(node, now))}${used}${why}${idle}`
+  // Unchanged since before progress existed: scripts parse it (usage is in --json's end record).
+  return `[subagent] end ${node.provider} ${node.id} ${node.stopReason} after ${seconds(elapsed(node, now))}${why}${idle}`
 }
 
 /**
