@@ -171,6 +171,14 @@ function toolActivity(name: string, args: string | undefined): string {
   return shown ? `${name} ${shown}` : name
 }
 
+/** Open tool calls remembered per agent: a transport that never reports the ends cannot grow it. */
+const MAX_OPEN_TOOLS = 32
+
+function openTool(node: ProgressNode, callId: string, activity: string): void {
+  node.openTools.set(callId, activity)
+  if (node.openTools.size > MAX_OPEN_TOOLS) node.openTools.delete(node.openTools.keys().next().value!)
+}
+
 /** What one progress update changes on a child's node; the tool call it began, if any. */
 function applyProgress(node: ProgressNode, update: SubagentProgress): { name: string; args?: string } | undefined {
   switch (update.kind) {
@@ -178,7 +186,7 @@ function applyProgress(node: ProgressNode, update: SubagentProgress): { name: st
       if (update.text.trim()) node.activity = 'writing'
       return undefined
     case 'tool-start':
-      node.openTools.set(update.callId, toolActivity(update.name, update.args))
+      openTool(node, update.callId, toolActivity(update.name, update.args))
       node.activity = node.openTools.get(update.callId)
       return { name: update.name, ...(update.args !== undefined && { args: update.args }) }
     case 'tool-end': {
@@ -206,7 +214,7 @@ function applyRootUpdate(node: ProgressNode, update: SessionUpdate): void {
       node.activity = update.kind === 'reasoning' ? 'thinking' : 'writing'
       return
     case 'tool/call':
-      node.openTools.set(update.call.id, toolActivity(update.call.name, summariseArgs(update.call.args ?? update.call.rawArgs ?? {})))
+      openTool(node, update.call.id, toolActivity(update.call.name, summariseArgs(update.call.args ?? update.call.rawArgs ?? {})))
       node.activity = node.openTools.get(update.call.id)
       return
     case 'tool/result': {
