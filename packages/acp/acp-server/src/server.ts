@@ -19,7 +19,7 @@ import { stat } from 'node:fs/promises'
 import { createRequire } from 'node:module'
 import { isAbsolute } from 'node:path'
 import type { Readable, Writable } from 'node:stream'
-import { agent as agentApp, methods, PROTOCOL_VERSION, RequestError, type AgentContext, type LoadSessionRequest, type LoadSessionResponse, type PromptRequest, type PromptResponse, type Stream } from '@agentclientprotocol/sdk'
+import { agent as agentApp, methods, PROTOCOL_VERSION, RequestError, type AgentContext, type LoadSessionRequest, type LoadSessionResponse, type PromptRequest, type PromptResponse, type SessionUpdate as AcpSessionUpdate, type Stream } from '@agentclientprotocol/sdk'
 import type { Context } from 'cordis'
 import { DshError, errorMessage } from '@dsh/base'
 import type { Agent } from '@dsh/agent'
@@ -33,6 +33,7 @@ import { lineageOf, recordingLinkOf } from './lineage.js'
 import { checkLoadable, loadFailure, openStored } from './load.js'
 import { acpReplayOf } from './replay.js'
 import { acpStopReasonOf, acpUpdateOf } from './updates.js'
+import { forwardChildProgress } from './child-progress.js'
 import { resolve as resolvePath } from 'node:path'
 
 export interface AcpServer {
@@ -236,13 +237,26 @@ export function serveAcp(ctx: Context, stream: Stream, options: AcpServerOptions
     const agent = await sessions.agentOf(served).catch((error: unknown) => {
       throw loadFailure(served.id, error)
     })
-    const unsubscribe = agent.session.subscribe((update) => {
-      const acpUpdate = acpUpdateOf(update)
-      if (!acpUpdate) return
+    const send = (acpUpdate: AcpSessionUpdate) => {
       // Sent in order through the connection's write queue, always ahead of the response.
       client.notify(methods.client.session.update, { sessionId: params.sessionId, update: acpUpdate }).catch(() => {
         // The connection closed; the prompt is being cancelled through `signal`.
       })
+    }
+    // The children this session's tool calls start show their work on those calls.
+    const children = forwardChildProgress(ctx, agent.id, send)
+    // What this prompt's model calls used (every turn it runs), for the response's `_meta`.
+    const usage = { inputTokens: 0, outputTokens: 0, cachedInputTokens: 0 }
+    const unsubscribe = agent.session.subscribe((update) => {
+      if (update.type === 'assistant/message' && update.usage) {
+        usage.inputTokens += update.usage.inputTokens
+        usage.outputTokens += update.usage.outputTokens
+        usage.cachedInputTokens += update.usage.cacheHitInputTokens ?? 0
+      }
+      // A call's result is its final update: its child's progress stops before it goes out.
+      if (update.type === 'tool/result') children.closeCall(update.result.callId)
+      const acpUpdate = acpUpdateOf(update)
+      if (acpUpdate) send(acpUpdate)
     })
     // `$/cancel_request` for this prompt, or the connection closing, aborts `signal`.
     const onAbort = () => cancel.abort(new Error('the ACP prompt request was cancelled'))
@@ -255,10 +269,11 @@ export function serveAcp(ctx: Context, stream: Stream, options: AcpServerOptions
       // and no settlement notice is left for the agent.
       const continuation = ctx.get('subagents')?.continuation
       const run = await runUntilQuiet(agent, message, { tasks: ctx.get('tasks'), work: continuation ? [continuation] : [], signal: cancel.signal })
-      return { stopReason: acpStopReasonOf(run.last, run.cancelled) }
+      return { stopReason: acpStopReasonOf(run.last, run.cancelled), _meta: { dsh: { usage } } }
     } finally {
       signal.removeEventListener('abort', onAbort)
       unsubscribe()
+      children.dispose()
     }
   }
 

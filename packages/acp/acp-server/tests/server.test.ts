@@ -158,7 +158,7 @@ describe('acp-server', () => {
     const answer = session.prompt('wait')
     await new Promise((resolve) => setTimeout(resolve, 100))
     await agent.notify(methods.agent.session.cancel, { sessionId: session.sessionId })
-    expect(await answer).toEqual({ stopReason: 'cancelled' })
+    expect(await answer).toMatchObject({ stopReason: 'cancelled' })
     expect(harness!.ctx.agents.get(session.sessionId)!.session.events().at(-1)).toMatchObject({ type: 'turn/end', reason: 'aborted' })
   })
 
@@ -167,7 +167,7 @@ describe('acp-server', () => {
     const session = await agent.buildSession(tempCwd()).start()
     const answer = session.prompt('wait')
     void agent.notify(methods.agent.session.cancel, { sessionId: session.sessionId })
-    expect(await answer).toEqual({ stopReason: 'cancelled' })
+    expect(await answer).toMatchObject({ stopReason: 'cancelled' })
   })
 
   it('a failed turn answers the prompt with a JSON-RPC error carrying the turn\'s error', async () => {

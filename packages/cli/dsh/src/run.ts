@@ -132,10 +132,12 @@ export interface RunView {
 /**
  * How a run shows itself. The answer is chosen by the shared output-selection rule over
  * the whole run (`runUntilQuiet`'s `output`), in every mode: text a step streamed before
- * its tool calls is not the answer. `--json`: NDJSON of every session event and subagent
- * lifecycle change, then one `{"kind":"answer","text":...}` record; on a terminal a live
- * tree of the agent and its children, then the answer; otherwise one plain line per
- * subagent lifecycle change on stderr (unless quiet) and the answer on stdout.
+ * its tool calls is not the answer. `--json`: NDJSON of every session event and every
+ * subagent start, progress and end, then one `{"kind":"answer","text":...}` record; on a
+ * terminal a live tree of the agent and its children (each child's activity, tokens and
+ * elapsed time), then the answer; otherwise, on stderr, one plain line per subagent start,
+ * end and tool call (unless quiet), and the answer on stdout. `--quiet` (without `--json`)
+ * listens to nothing, so children build no progress at all.
  */
 export function watch(runtime: Composition, agent: Agent, options: RunOptions): RunView {
   if (options.json) {
@@ -144,6 +146,8 @@ export function watch(runtime: Composition, agent: Agent, options: RunOptions): 
       if (update.type !== 'assistant/chunk') jsonLine({ kind: 'session/event', session: agent.id, event: update })
     })
     runtime.ctx.on('subagent/start', (info) => jsonLine({ kind: 'subagent/start', ...info }))
+    // Written as the service emits it, so a run's progress lines fall between its start and its end.
+    runtime.ctx.on('subagent/progress', (info) => jsonLine({ kind: 'subagent/progress', ...info }))
     runtime.ctx.on('subagent/end', (info) => jsonLine({ kind: 'subagent/end', ...info }))
     return { finish: (run) => jsonLine({ kind: 'answer', session: agent.id, text: outputText(run.output) }) }
   }

@@ -32,14 +32,14 @@ describe('dsh acp sessions on one connection', () => {
     for (let i = 0; i < 300; i++) {
       const id = await open()
       ids.push(id)
-      expect(await prompt(id, `hello ${i}`)).toEqual({ stopReason: 'end_turn' })
+      expect(await prompt(id, `hello ${i}`)).toMatchObject({ stopReason: 'end_turn' })
       if (i === 29) baseline = openDescriptors(pid)
     }
     const after = openDescriptors(pid)
     // Flat: the last 270 sessions added (almost) nothing; a few descriptors come and go with timing.
     expect(after).toBeLessThanOrEqual(baseline + 4)
     // The first session was parked long ago: it is reopened from its file and continues it.
-    expect(await prompt(ids[0], 'again')).toEqual({ stopReason: 'end_turn' })
+    expect(await prompt(ids[0], 'again')).toMatchObject({ stopReason: 'end_turn' })
     served.child.stdin!.end()
     expect((await served.exited).code).toBe(0)
     const events = readFileSync(join(dir, `${ids[0]}.jsonl`), 'utf8').trim().split('\n').map((line) => JSON.parse(line) as { type?: string; message?: { content: { text?: string }[] } })

@@ -52,7 +52,7 @@ describe('dsh acp', () => {
     expect(updates.find((update) => update.sessionUpdate === 'tool_call_update')).toMatchObject({ status: 'failed' })
     // A second session, whose unsupported MCP server makes the server log a warning: on stderr.
     const second = await agent.buildSession(cwd).withMcpServer({ name: 'files', command: 'mcp-files', args: [], env: [] }).start()
-    expect(await second.prompt('hello')).toEqual({ stopReason: 'end_turn' })
+    expect(await second.prompt('hello')).toMatchObject({ stopReason: 'end_turn' })
 
     served.child.stdin!.end()
     expect(await served.exited).toEqual({ code: 0, signal: null })
@@ -79,7 +79,7 @@ describe('dsh acp', () => {
     const answer = session.prompt('wait')
     await new Promise((resolve) => setTimeout(resolve, 200))
     await agent.notify(methods.agent.session.cancel, { sessionId: session.sessionId })
-    expect(await answer).toEqual({ stopReason: 'cancelled' })
+    expect(await answer).toMatchObject({ stopReason: 'cancelled' })
     served.child.kill('SIGTERM')
     expect(await served.exited).toEqual({ code: 0, signal: null })
     expect(sessionFiles(dir)[0].at(-1)).toMatchObject({ type: 'turn/end', reason: 'aborted' })
@@ -94,6 +94,46 @@ describe('dsh acp', () => {
 })
 
 describe('dsh run with examples/acp.yml', () => {
+  it('an editor driving dsh acp sees its subagent call updated with the child\'s work before the answer, and the prompt\'s usage', async () => {
+    const dir = tempDir()
+    const cwd = realpathSync(tempDir('acp-cwd-'))
+    const model = script(dir, [
+      '- when: { depth: 1 }',
+      '  reply:',
+      '    - text: "Looking it up."',
+      '      call: { tool: lookup_facts, args: { topic: "rivers" } }',
+      '    - text: "the child is done"',
+      '- when: { depth: 0 }',
+      '  reply:',
+      '    - call: { tool: subagent, args: { description: "facts", prompt: "find facts" } }',
+      '    - text: "parent heard: {{last_tool_result}}"',
+    ].join('\n'))
+    const served = serveDsh(['--model', `scripted:${model}`, '--session-dir', dir])
+    const { agent } = served.connection
+    await agent.request(methods.agent.initialize, { protocolVersion: PROTOCOL_VERSION, clientCapabilities: {} })
+    const session = await agent.buildSession(cwd).start()
+    const answer = session.prompt('delegate')
+    const updates: SessionUpdate[] = []
+    for (;;) {
+      const message = await session.nextUpdate()
+      if (message.kind === 'stop') break
+      updates.push(message.update)
+    }
+    const response = await answer
+    expect(response.stopReason).toBe('end_turn')
+    expect((response._meta as { dsh: { usage: { inputTokens: number; outputTokens: number } } }).dsh.usage.inputTokens).toBeGreaterThan(0)
+    const call = updates.find((update) => update.sessionUpdate === 'tool_call' && update.title === 'subagent') as { toolCallId: string }
+    const onCall = updates.filter((update): update is Extract<SessionUpdate, { sessionUpdate: 'tool_call_update' }> => update.sessionUpdate === 'tool_call_update' && update.toolCallId === call.toolCallId)
+    const final = onCall.findIndex((update) => update.status === 'completed')
+    expect(final).toBe(onCall.length - 1)
+    const shown = onCall.slice(0, final).flatMap((update) => (update.content ?? []).map((block) => (block.type === 'content' && block.content.type === 'text' ? block.content.text : '')))
+    expect(shown).toContain('↳ [facts] writing…')
+    expect(shown).toContain('↳ [facts] lookup_facts: rivers')
+    expect(shown.some((line) => line.startsWith('↳ [facts] lookup_facts failed: '))).toBe(true)
+    served.child.stdin!.end()
+    expect(await served.exited).toEqual({ code: 0, signal: null })
+  })
+
   it('a scripted parent delegating through subagent_acp to `dsh acp` prints the child\'s answer', async () => {
     const dir = tempDir()
     const home = tempDir('dsh-home-')

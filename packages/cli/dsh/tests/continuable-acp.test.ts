@@ -66,7 +66,7 @@ function processesMentioning(dir: string): number[] {
 }
 
 describe('dsh run with a continuable dsh acp child', () => {
-  it('keeps the ACP session across turns, reopens it with session/load after the parent process exits, and the tree shows one child with three turns', async () => {
+  it('keeps the ACP session across turns, reopens it with session/load after the parent process exits; the tree shows one child with three turns, and counts its usage once', async () => {
     const dir = tempDir()
     const script = join(dir, 'script.yml')
     writeFileSync(script, [
@@ -123,6 +123,26 @@ describe('dsh run with a continuable dsh acp child', () => {
     const lines = tree.stdout.trim().split('\n')
     expect(lines).toHaveLength(2)
     expect(lines[1]).toMatch(/^└─ \S+ .*continuable: 3 turns, idle$/)
+
+    // Usage counts the child once: its parent-side record and its own session both log its answers.
+    const tokens = (line: string) => {
+      const match = /in (\d+)(?: \(cache hit \d+\))? \/ out (\d+) tokens/.exec(line)
+      expect(match, line).not.toBeNull()
+      return { input: Number(match![1]), output: Number(match![2]) }
+    }
+    const withUsage = (await runDsh(['sessions', 'tree', parentId, '--usage', '--session-dir', dir])).stdout.trim().split('\n')
+    expect(withUsage).toHaveLength(3)
+    expect(withUsage[2]).toMatch(/^usage of the tree \(2 sessions\): /)
+    const [parentUsed, childUsed, treeUsed] = withUsage.map(tokens)
+    expect(childUsed.input).toBeGreaterThan(0)
+    expect(treeUsed).toEqual({ input: parentUsed.input + childUsed.input, output: parentUsed.output + childUsed.output })
+    const show = (await runDsh(['sessions', 'show', parentId, '--session-dir', dir])).stdout.split('\n')
+    const whole = show.find((line) => line.startsWith('usage of its delegation tree'))!
+    expect(whole).toMatch(/^usage of its delegation tree \(2 sessions\): /)
+    expect(tokens(whole)).toEqual(treeUsed)
+    const perChild = show.slice(show.indexOf(whole) + 1).filter((line) => line.trim() !== '')
+    expect(perChild).toHaveLength(1)
+    expect(tokens(perChild[0])).toEqual(childUsed)
   })
 
   it('Ctrl-C during the child\'s turn stops it and leaves no process; after --resume the child is reopened and answers', async () => {

@@ -71,7 +71,7 @@ describe('dsh run with delegation', () => {
     const result = await runDsh(['run', '--json', '--config', config, '--model', `scripted:${script}`, '--session-dir', dir, 'review the plan'])
     expect(result.code).toBe(0)
     const records = result.stdout.trim().split('\n').map((line) => JSON.parse(line) as { kind: string; runId?: string; provider?: string; stopReason?: string })
-    const lifecycle = records.filter((record) => record.kind.startsWith('subagent/'))
+    const lifecycle = records.filter((record) => record.kind === 'subagent/start' || record.kind === 'subagent/end')
     expect(lifecycle).toHaveLength(4)
     for (const start of lifecycle.filter((record) => record.kind === 'subagent/start')) {
       const end = lifecycle.findIndex((record) => record.kind === 'subagent/end' && record.runId === start.runId)

@@ -13,6 +13,11 @@ describe('dsh demo', () => {
     expect(providers).toEqual(['acp', 'claude-code', 'codex', 'fork', 'spawn', 'spawn'])
     expect(rows.every((row) => /\bcompleted\b/.test(row))).toBe(true)
     expect(rows.filter((row) => row.includes(dir))).toHaveLength(4)
+    // Every in-process child's usage, from its subagent/end, in the tokens column.
+    expect(summary.split('\n')[1]).toMatch(/^provider\s+task\s+stop reason\s+done at\s+tokens\s+session$/)
+    const local = rows.filter((row) => /^(spawn|fork)\s/.test(row))
+    expect(local).toHaveLength(3)
+    for (const row of local) expect(row).toMatch(/ {2}in [1-9]\d*( \(cached \d+\))? \/ out [1-9]\d* {2}/)
     expect(result.stdout).toContain('background child: audit finished while the parent kept working.')
     expect(result.stdout).toContain('Codex here: hello, dsh!')
     expect(result.stdout).toContain('Claude Code here: hello, dsh!')

@@ -64,4 +64,53 @@ describe('live progress on a terminal', () => {
     expect(lines.find((line) => /^└─ ✓ fork \S+ "beta" {2}done/.test(line))).toBeDefined()
     expect(done).toContain('all done: first child done')
   })
+
+  it('the activity column follows what each child is doing, with its tokens, while it works', async () => {
+    const dir = tempDir()
+    const script = join(dir, 'script.yml')
+    // Each child waits in a tool call until the test lets it go: the screen must show that
+    // call, then the next one, then the end, without depending on how fast the machine is.
+    writeFileSync(script, [
+      '- when: { prompt: "first worker" }',
+      '  reply:',
+      '    - call: { tool: bash, args: { command: "until [ -e gate-a1 ]; do sleep 0.05; done" } }',
+      '    - call: { tool: bash, args: { command: "until [ -e gate-a2 ]; do sleep 0.05; done" } }',
+      '    - text: "first worker done"',
+      '- when: { prompt: "second worker" }',
+      '  reply:',
+      '    - call: { tool: bash, args: { command: "until [ -e gate-b1 ]; do sleep 0.05; done" } }',
+      '    - text: "second worker done"',
+      '- when: { depth: 0 }',
+      '  reply:',
+      '    - calls:',
+      '        - { tool: subagent, args: { description: "alpha", prompt: "first worker" } }',
+      '        - { tool: subagent_fork, args: { description: "beta", prompt: "second worker" } }',
+      '    - text: "all done: {{tool_results}}"',
+    ].join('\n'))
+    const command = [process.execPath, dshBin, 'run', '--config', join(repoRoot, 'examples/delegate.yml'), '--model', `scripted:${script}`, '--session-dir', dir, 'go']
+      .map((part) => `'${part}'`)
+      .join(' ')
+    // The children's commands run in the working directory: the gates are files there.
+    tmux('new-session', '-d', '-s', session, '-x', '160', '-y', '30', `cd '${dir}' && env DSH_HOME=${dir} ${command}; echo EXIT=$?; sleep 30`)
+    // A child's own line (the root's activity may quote the same label in its tool call).
+    const line = (text: string, label: string) => text.split('\n').find((each) => new RegExp(`^[├└]─ \\S (spawn|fork) \\S+ "${label}"`).test(each)) ?? ''
+    const tokens = /running \d+\.\ds {2}\d+(\.\d)?k? in \d+ out {2}/
+
+    const first = await until((text) => line(text, 'alpha').includes('bash until [ -e gate-a1 ]') && line(text, 'beta').includes('bash until [ -e gate-b1 ]'))
+    expect(line(first, 'alpha')).toMatch(tokens)
+    expect(line(first, 'beta')).toMatch(tokens)
+    writeFileSync(join(dir, 'gate-a1'), '')
+    // alpha moved on to its next call; beta is still in its first.
+    const second = await until((text) => line(text, 'alpha').includes('bash until [ -e gate-a2 ]'))
+    expect(line(second, 'beta')).toContain('bash until [ -e gate-b1 ]')
+    writeFileSync(join(dir, 'gate-b1'), '')
+    const betaDone = await until((text) => /✓ fork \S+ "beta" {2}done/.test(line(text, 'beta')))
+    expect(line(betaDone, 'alpha')).toContain('bash until [ -e gate-a2 ]')
+    // A finished child shows its usage and no activity.
+    expect(line(betaDone, 'beta')).toMatch(/done \d+\.\ds {2}\d+(\.\d)?k? in \d+ out$/)
+    writeFileSync(join(dir, 'gate-a2'), '')
+    const done = await until((text) => text.includes('EXIT='))
+    expect(done).toContain('EXIT=0')
+    expect(done).toContain('all done: first worker done')
+  })
 })

@@ -49,6 +49,16 @@ describe('usage and cost in dsh sessions', () => {
     expect(parsed(own)).toEqual(perSession[0])
     const whole = show.stdout.split('\n').find((line) => line.startsWith('usage of its delegation tree (3 sessions): '))!
     expect(parsed(whole)).toEqual(total)
+    // Then each child's own, as the tree line of that child gives it.
+    const showLines = show.stdout.trimEnd().split('\n')
+    const perChild = showLines.slice(showLines.indexOf(whole) + 1)
+    expect(perChild).toHaveLength(2)
+    for (const line of perChild) {
+      const [id, provider] = line.trim().split(/\s+/)
+      expect(['spawn', 'fork']).toContain(provider)
+      const treeLine = lines.find((each) => each.includes(`${id}  ${provider}`))!
+      expect(parsed(line)).toEqual(parsed(treeLine))
+    }
   })
 
   it('without a price table, usage is shown in tokens only, and the plain tree has none', async () => {

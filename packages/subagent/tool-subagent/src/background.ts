@@ -4,6 +4,7 @@ import { outputText } from '@dsh/llm'
 import type { SubagentRequest, SubagentResult, SubagentRun } from '@dsh/subagent'
 import { TaskError, type TaskOutcome, type TaskReservation } from '@dsh/tasks'
 import type { ToolExecution, ToolOutput } from '@dsh/tools'
+import { BackgroundActivity } from './background-activity.js'
 
 export const NO_TASKS_MESSAGE = 'background delegation needs the tasks runtime: load @dsh/tasks and @dsh/tool-tasks'
 
@@ -77,6 +78,8 @@ export async function startBackground(ctx: Context, provider: string, request: S
   }
 
   const controller = new AbortController()
+  // What task_output hands out while the child runs, fed by the run's coalesced progress.
+  const activity = new BackgroundActivity()
   let run: SubagentRun | undefined
   // Before the run exists, a kill aborts its start; after, it is the run's own cancel.
   let killReason: string | undefined
@@ -89,7 +92,7 @@ export async function startBackground(ctx: Context, provider: string, request: S
   const mayStart = new Promise<void>((resolve) => (startChild = resolve))
   const done = mayStart.then(async (): Promise<TaskOutcome> => {
     try {
-      run = await ctx.subagents.start(provider, { ...request, signal: controller.signal })
+      run = await ctx.subagents.start(provider, { ...request, signal: controller.signal, onProgress: (info) => activity.record(info) })
     } catch (error) {
       if (killReason !== undefined) return { status: 'killed', detail: 'the subagent was stopped before it started' }
       return { status: 'failed', detail: `the subagent could not be started: ${errorMessage(error)}` }
@@ -97,10 +100,13 @@ export async function startBackground(ctx: Context, provider: string, request: S
     // A kill that arrived while the child was starting found no run to cancel.
     if (killReason !== undefined) run.cancel(killReason)
     return settleRun(run)
+  }).then((outcome) => {
+    activity.settle(outcome)
+    return outcome
   })
   let id: string
   try {
-    id = reservation.register({ label: request.label ?? 'subagent', cancel, done })
+    id = reservation.register({ label: request.label ?? 'subagent', cancel, done, readOutput: (cursor) => activity.read(cursor) })
   } catch (error) {
     // The child was never started (`mayStart` is still pending): nothing to stop.
     if (error instanceof TaskError) return { isError: true, content: `the subagent was not started: ${error.message}` }

@@ -1,3 +1,6 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { afterEach, describe, expect, it, vi } from 'vitest'
 import { createHarness, type Harness, type HarnessOptions } from '@dsh/testkit/harness'
 import type { Agent } from '@dsh/agent'
@@ -158,6 +161,39 @@ describe('background delegation', () => {
     expect(notices(parent)).toEqual([])
     // The task settled only once the child was released.
     expect(harness.ctx.agents.list()).toEqual([parent])
+  })
+
+  it('task_output on a running child returns what it did since the last read, then its answer once it ends', async () => {
+    const gates = mkdtempSync(join(tmpdir(), 'dsh-bg-activity-'))
+    const ready = join(gates, 'ready')
+    const go = join(gates, 'go')
+    const waitFor = (file: string) => ({ tool: 'bash', args: { command: `until [ -e '${file}' ]; do sleep 0.02; done; echo ok` } })
+    await setup([
+      { when: { depth: 1 }, reply: [{ text: 'checking the files', call: waitFor(go) }, { text: 'the child found 42' }] },
+      {
+        when: { depth: 0 },
+        reply: [
+          { call: background('research') },
+          { call: waitFor(ready) },
+          { call: { tool: 'task_output', args: { task_id: 'subagent-1' } } },
+          { call: { tool: 'task_output', args: { task_id: 'subagent-1' } } },
+          { call: { tool: 'bash', args: { command: `touch '${go}'` } } },
+          { call: { tool: 'task_output', args: { task_id: 'subagent-1', wait: true, timeout_ms: 10_000 } } },
+          { text: 'done' },
+        ],
+      },
+    ])
+    // The parent reads only once the child is inside its tool call (its progress said so).
+    harness.ctx.on('subagent/progress', (info) => {
+      if (info.updates.some((update) => update.kind === 'tool-start')) writeFileSync(ready, '')
+    })
+    const parent = await harness.agent()
+    await parent.followup('go')
+    const reads = results(parent).filter((result) => result.name === 'task_output')
+    expect(reads[0].text).toMatch(/^subagent-1 running \(.+\) · subagent: research\nchecking the files\n→ bash \{"command":"until \[ -e '.+go' \]; do sleep 0\.02; done; echo ok"\}\n$/)
+    expect(reads[1].text).toMatch(/^subagent-1 running \(.+\) · subagent: research\n\(no new output\)$/)
+    expect(reads[2].text).toBe('subagent-1 completed · subagent: research\nthe child found 42')
+    rmSync(gates, { recursive: true, force: true })
   })
 
   it('is stopped with task_kill: the task ends killed with the reason and the child is gone', async () => {

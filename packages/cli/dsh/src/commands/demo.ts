@@ -12,7 +12,7 @@ import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
 import type { Agent } from '@dsh/agent'
-import type {} from '@dsh/subagent'
+import type { SubagentUsage } from '@dsh/subagent'
 import type { PluginEntry } from '../compose.js'
 import { dshHome } from '../config-file.js'
 import { runUntilQuiet } from '@dsh/tasks'
@@ -41,6 +41,8 @@ interface ChildRecord {
   stopReason?: string
   diagnostic?: string
   local: boolean
+  /** From `subagent/end`: what the child's run used, whichever provider ran it. */
+  usage?: SubagentUsage
 }
 
 export async function demoVerb(args: string[]): Promise<number> {
@@ -121,6 +123,7 @@ function recordChildren(ctx: import('cordis').Context): Map<string, ChildRecord>
     child.stopReason = info.stopReason
     child.diagnostic = info.diagnostic
     child.answer = info.lastAssistantMessage?.map((block) => block.text).join('')
+    if (info.usage) child.usage = info.usage
   })
   return children
 }
@@ -129,9 +132,9 @@ function summary(children: Map<string, ChildRecord>, locate: (id: string) => str
   const rows = [...children.values()].map((child) => {
     const where = child.local ? locate(child.id) ?? '(not persisted)' : child.provider === 'acp' ? `in ${sessionDir}, written by the dsh acp child` : peers.find((peer) => peer.entries.some((entry) => entry.config?.providerName === child.provider))?.storage ?? '(kept by the child process)'
     // Measured from the parent's start: a remote child announces itself only once its process is up.
-    return [child.provider, child.label ?? '', child.stopReason ?? 'running', child.endedAt ? seconds(child.endedAt - startedAt) : '-', where]
+    return [child.provider, child.label ?? '', child.stopReason ?? 'running', child.endedAt ? seconds(child.endedAt - startedAt) : '-', usageCell(child.usage), where]
   })
-  const header = ['provider', 'task', 'stop reason', 'done at', 'session']
+  const header = ['provider', 'task', 'stop reason', 'done at', 'tokens', 'session']
   const widths = header.map((title, column) => Math.max(title.length, ...rows.map((row) => row[column].length)))
   const line = (cells: string[]) => cells.map((cell, column) => (column === cells.length - 1 ? cell : cell.padEnd(widths[column]))).join('  ')
   const missing = ['codex', 'claude-code'].filter((name) => !peers.some((peer) => peer.entries.some((entry) => entry.config?.providerName === name)))
@@ -148,6 +151,12 @@ function summary(children: Map<string, ChildRecord>, locate: (id: string) => str
     `Next: dsh sessions tree${sessionDir === join(dshHome(), 'sessions') ? '' : ` --session-dir ${sessionDir}`}   (the lineage, rebuilt from the session files)`,
     '',
   ].join('\n')
+}
+
+/** `in 1234 (cached 100) / out 56`, or `-` when the provider reported no usage. */
+function usageCell(usage: SubagentUsage | undefined): string {
+  if (!usage) return '-'
+  return `in ${usage.inputTokens}${usage.cachedInputTokens ? ` (cached ${usage.cachedInputTokens})` : ''} / out ${usage.outputTokens}`
 }
 
 const requireHere = createRequire(import.meta.url)

@@ -41,10 +41,14 @@ export async function sessionsCommand(verb: string | undefined, args: string[], 
         // A session file is input like any other: its bytes must not drive the terminal.
         process.stdout.write(printable(transcript(stored, sessions.locate(stored.header.id))))
         const { prices } = runtime.ctx.llm
-        const children = childrenOf(await sessions.listStored())
-        const below = await treeUsage(stored.header.id, children, (id) => sessions.readStored(id), prices)
+        const below = await treeUsage(stored.header.id, childrenOf(shownOnce(await sessions.listStored())), (id) => sessions.readStored(id), prices)
         process.stdout.write(`\nusage: ${describeUsage(sessionUsage(stored, prices), prices)}\n`)
-        if (below.sessions > 1) process.stdout.write(`usage of its delegation tree (${below.sessions} sessions): ${describeUsage(below.totals, prices)}\n`)
+        if (below.sessions > 1) {
+          process.stdout.write(`usage of its delegation tree (${below.sessions} sessions): ${describeUsage(below.totals, prices)}\n`)
+          // Each delegated child's own, so a user sees which child spent what.
+          const rows = below.rows.slice(1).map((row) => `${'  '.repeat(row.depth)}${row.header.id}  ${row.header.provider ?? row.header.origin ?? 'session'}${row.header.label ? ` "${clip(row.header.label, 40)}"` : ''}: ${describeUsage(row.totals, prices)}`)
+          process.stdout.write(printable(`${rows.join('\n')}\n`))
+        }
         return 0
       }
       default:
@@ -81,6 +85,16 @@ async function summarize(header: SessionHeader, read: (id: string) => Promise<St
     turns: events.filter((event) => event.type === 'turn/start').length,
     open: openTurn(events),
   }
+}
+
+/**
+ * The sessions to show, each child once: a remote continuable child's parent-side record
+ * is left out when its remote session is stored here under the same parent (both log the
+ * child's answers, with their usage).
+ */
+function shownOnce(headers: SessionHeader[]): SessionHeader[] {
+  const hidden = new Set(remoteRecords(headers).values())
+  return headers.filter((header) => !hidden.has(header))
 }
 
 /** Remote continuable children's records by the id of their remote session, when it is stored here under the same parent. */
@@ -134,8 +148,7 @@ function when(iso: string): string {
 
 async function list(headers: SessionHeader[], read: (id: string) => Promise<StoredSession | undefined>): Promise<number> {
   // A remote child recorded twice (its own session and the parent-side record) counts once.
-  const hidden = new Set(remoteRecords(headers).values())
-  const children = childrenOf(headers.filter((header) => !hidden.has(header)))
+  const children = childrenOf(shownOnce(headers))
   const roots = headers.filter((header) => !header.parentSession || !headers.some((other) => other.id === header.parentSession))
   roots.sort((a, b) => b.createdAt.localeCompare(a.createdAt))
   if (roots.length === 0) {

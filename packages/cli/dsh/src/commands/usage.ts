@@ -15,21 +15,38 @@ export function sessionUsage(stored: StoredSession | undefined, prices: PriceTab
   return totals
 }
 
-/** A session's usage plus that of every descendant stored here. */
+/** One session of a delegation tree with its own usage, in tree order. */
+export interface SessionUsageRow {
+  header: SessionHeader
+  /** 0 for the session asked about, 1 for its children, … */
+  depth: number
+  totals: UsageTotals
+}
+
+/**
+ * A session's usage plus that of every descendant stored here, and each one's own (in
+ * tree order, the session first). `children` must list each child once: a remote
+ * continuable child's parent-side record and its own stored session are the same child,
+ * and both carry its answers' usage (see `childrenOf` in `sessions.ts`).
+ */
 export async function treeUsage(
   id: string,
   children: ReadonlyMap<string, readonly SessionHeader[]>,
   read: (id: string) => Promise<StoredSession | undefined>,
   prices: PriceTable,
-): Promise<{ totals: UsageTotals; sessions: number }> {
-  let totals = sessionUsage(await read(id).catch(() => undefined), prices)
-  let sessions = 1
-  for (const child of children.get(id) ?? []) {
-    const below = await treeUsage(child.id, children, read, prices)
-    totals = mergeTotals(totals, below.totals)
-    sessions += below.sessions
+): Promise<{ totals: UsageTotals; sessions: number; rows: SessionUsageRow[] }> {
+  const rows: SessionUsageRow[] = []
+  let totals = emptyTotals()
+  const visit = async (sessionId: string, depth: number, header: SessionHeader | undefined) => {
+    const stored = await read(sessionId).catch(() => undefined)
+    const own = sessionUsage(stored, prices)
+    totals = mergeTotals(totals, own)
+    const known = header ?? stored?.header
+    if (known) rows.push({ header: known, depth, totals: own })
+    for (const child of children.get(sessionId) ?? []) await visit(child.id, depth + 1, child)
   }
-  return { totals, sessions }
+  await visit(id, 0, undefined)
+  return { totals, sessions: Math.max(rows.length, 1), rows }
 }
 
 export function describeUsage(totals: UsageTotals, prices: PriceTable): string {

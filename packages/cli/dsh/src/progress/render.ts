@@ -1,3 +1,4 @@
+import type { SubagentUsage } from '@dsh/subagent'
 import type { ProgressChange, ProgressNode, ProgressTracker } from './tracker.js'
 
 const MARK: Record<ProgressNode['state'], string> = { running: '…', done: '✓', failed: '✗', cancelled: '⊘' }
@@ -14,28 +15,54 @@ function shortId(id: string): string {
   return id.length > 12 ? id.slice(-8) : id
 }
 
-/** One tree line per agent: branch, mark, provider, label, state, elapsed time, latest step. */
+/** A token count in a few characters: `950`, `12.3k`, `1.2M`. */
+export function tokens(count: number): string {
+  if (count < 1000) return String(count)
+  if (count < 1_000_000) return `${(count / 1000).toFixed(count < 10_000 ? 1 : 0)}k`
+  return `${(count / 1_000_000).toFixed(1)}M`
+}
+
+/** `1.2k in 340 out`, or nothing before the first usage arrives. */
+export function usageText(usage: SubagentUsage | undefined): string {
+  return usage ? `${tokens(usage.inputTokens)} in ${tokens(usage.outputTokens)} out` : ''
+}
+
+/**
+ * One tree line per agent: branch, mark, provider, label, state, elapsed time, tokens so
+ * far, and what a running agent is doing now (the activity column) or why a failed one
+ * failed. Cut to `width`.
+ */
 export function treeLines(tracker: ProgressTracker, now: number, width = 100): string[] {
   return tracker.walk().map(({ node, depth, last }) => {
     const branch = depth === 0 ? '' : last.slice(1, -1).map((isLast) => (isLast ? '   ' : '│  ')).join('') + (last.at(-1) ? '└─ ' : '├─ ')
     const name = node.provider === 'root' ? 'dsh' : `${node.provider} ${shortId(node.id)}`
     const label = node.label ? ` "${node.label}"` : ''
-    const latest = node.latest && node.state === 'running' ? `  ${node.latest}` : node.state === 'failed' && node.stopReason ? `  (${node.stopReason})` : ''
+    const used = usageText(node.usage)
+    const activity = node.state === 'running' && !node.idle ? node.activity : node.state === 'failed' && node.stopReason ? `(${node.stopReason})` : undefined
     // A continuable child between turns is idle, whatever its last turn's outcome.
     const shown = node.idle ? `idle after ${node.stopReason ?? 'its turn'}` : node.state
-    const line = `${branch}${node.idle ? '◦' : MARK[node.state]} ${name}${label}  ${shown} ${seconds(elapsed(node, now))}${latest}`
+    const line = `${branch}${node.idle ? '◦' : MARK[node.state]} ${name}${label}  ${shown} ${seconds(elapsed(node, now))}${used ? `  ${used}` : ''}${activity ? `  ${activity}` : ''}`
     return line.length > width ? `${line.slice(0, width - 1)}…` : line
   })
 }
 
-/** The plain line for one lifecycle change (stdout is not a terminal). */
+/** Who a plain line is about: `spawn <id> "label"`. */
+function who(node: ProgressNode): string {
+  return `${node.provider} ${node.id}${node.label ? ` "${node.label}"` : ''}`
+}
+
+/**
+ * The plain line for one change when stdout is not a terminal: a child's start and end,
+ * and one line per tool call it begins (never one per text delta); nothing for the root.
+ */
 export function lifecycleLine(change: ProgressChange, now: number): string | undefined {
   const { node } = change
   if (change.kind === 'step' || node.provider === 'root') return undefined
-  const label = node.label ? ` "${node.label}"` : ''
-  if (change.kind === 'start') return `[subagent] start ${node.provider} ${node.id}${label} (parent ${node.parentId})`
+  if (change.kind === 'tool') return `[subagent] tool ${who(node)} ${change.name}${change.args ? ` ${change.args}` : ''}`
+  if (change.kind === 'start') return `[subagent] start ${who(node)} (parent ${node.parentId})`
   const why = node.diagnostic && node.state !== 'done' ? `: ${node.diagnostic}` : ''
   const idle = node.idle ? ', idle' : ''
+  // Unchanged since before progress existed: scripts parse it (usage is in --json's end record).
   return `[subagent] end ${node.provider} ${node.id} ${node.stopReason} after ${seconds(elapsed(node, now))}${why}${idle}`
 }
 
@@ -51,7 +78,8 @@ export class TtyTreeRenderer {
   constructor(private readonly tracker: ProgressTracker, private readonly out: NodeJS.WriteStream, intervalMs = 100) {
     tracker.onChange((change) => {
       this.dirty = true
-      if (change.kind !== 'step') this.draw()
+      // Activity redraws with the next tick; a run starting or ending is drawn at once.
+      if (change.kind === 'start' || change.kind === 'end') this.draw()
     })
     this.timer = setInterval(() => {
       // elapsed times tick even when nothing else changed

@@ -1,13 +1,16 @@
 /**
  * The state behind live progress: one node per agent (the root and every delegated
- * child, nested by parent), fed only by `subagent/*` lifecycle events and session
- * events, never by a provider's internals. Renderers read it; it never prints.
+ * child, nested by parent), fed only by `subagent/*` events (start, progress, end) and the
+ * root's own session, never by a provider's internals: a child in this process and one in
+ * another process (ACP, Codex, Claude Code, A2A) look the same. Renderers read it; it
+ * never prints.
  */
 import { assertNever, progressStateOfStop, STOP_REASONS, type ProgressState, type StopReason } from '@dsh/base'
 import type { Context } from 'cordis'
 import type { Agent } from '@dsh/agent'
 import type { SessionUpdate } from '@dsh/session'
-import type { SubagentRunEndInfo, SubagentRunInfo } from '@dsh/subagent'
+import { summariseArgs, type SubagentProgress, type SubagentProgressInfo, type SubagentRunEndInfo, type SubagentRunInfo, type SubagentUsage } from '@dsh/subagent'
+import { compactArgs } from './compact-args.js'
 
 export type NodeState = ProgressState
 
@@ -22,14 +25,29 @@ export interface ProgressNode {
   endedAt?: number
   stopReason?: string
   diagnostic?: string
-  /** The latest thing the agent did, in a few words (`calling bash`, `writing`, …). */
-  latest?: string
+  /**
+   * What the agent is doing now, in a few words: the tool it is in with its shortened
+   * arguments (`bash ls -la`), `writing`, `thinking`, or its status line.
+   */
+  activity?: string
+  /** Its token usage so far (a child's latest progress, then its `subagent/end`; the root's own log). */
+  usage?: SubagentUsage
+  /** Tool calls started and not ended yet, by call id, with their activity text (oldest first). */
+  openTools: Map<string, string>
   /** A continuable child between turns: it answered and waits for more work. */
   idle?: boolean
   children: string[]
 }
 
-export type ProgressChange = { kind: 'start' | 'end'; node: ProgressNode } | { kind: 'step'; node: ProgressNode }
+/**
+ * - `start` / `end`: a run of the node began or settled;
+ * - `step`: its activity or usage changed;
+ * - `tool`: it began a tool call (`args`: the one-line summary), once per call.
+ */
+export type ProgressChange =
+  | { kind: 'start' | 'end'; node: ProgressNode }
+  | { kind: 'step'; node: ProgressNode }
+  | { kind: 'tool'; node: ProgressNode; name: string; args?: string }
 
 /** A reason the tree has no word for (a newer provider's) is a failure. */
 export function stateOf(stopReason: string): NodeState {
@@ -39,14 +57,14 @@ export function stateOf(stopReason: string): NodeState {
 export class ProgressTracker {
   readonly nodes = new Map<string, ProgressNode>()
   private unsubscribe: Array<() => void> = []
-  /** The agent object each node's session is followed through (a cold-resumed child is a new one). */
-  private followed = new Map<string, Agent>()
   private listeners: Array<(change: ProgressChange) => void> = []
 
   constructor(private readonly ctx: Context, readonly root: Agent, private readonly now: () => number = Date.now) {
-    this.nodes.set(root.id, { id: root.id, provider: 'root', state: 'running', startedAt: now(), children: [] })
-    this.follow(root.id, root)
+    this.nodes.set(root.id, { id: root.id, provider: 'root', state: 'running', startedAt: now(), children: [], openTools: new Map() })
+    this.followRoot()
     this.unsubscribe.push(ctx.on('subagent/start', (info) => this.started(info)))
+    // Listening is what makes children report: with no tracker (--quiet) nothing is built.
+    this.unsubscribe.push(ctx.on('subagent/progress', (info) => this.progressed(info)))
     this.unsubscribe.push(ctx.on('subagent/end', (info) => this.ended(info)))
   }
 
@@ -90,21 +108,30 @@ export class ProgressTracker {
       delete known.endedAt
       delete known.stopReason
       delete known.diagnostic
-      const agent = info.local ? this.ctx.get('agents')?.get(info.id) : undefined
-      if (agent && this.followed.get(info.id) !== agent) this.follow(info.id, agent)
+      delete known.activity
+      // Usage is per run: this turn's progress reports its own.
+      delete known.usage
+      known.openTools.clear()
       this.emit({ kind: 'start', node: known })
       return
     }
-    const node: ProgressNode = { id: info.id, provider: info.provider, parentId: info.parentId, state: 'running', startedAt: this.now(), children: [] }
+    const node: ProgressNode = { id: info.id, provider: info.provider, parentId: info.parentId, state: 'running', startedAt: this.now(), children: [], openTools: new Map() }
     if (info.label !== undefined) node.label = info.label
     this.nodes.set(info.id, node)
     this.nodes.get(info.parentId)?.children.push(info.id)
-    // A local child's own session tells what it is doing; a remote one only has its lifecycle.
-    if (info.local) {
-      const agent = this.ctx.get('agents')?.get(info.id)
-      if (agent) this.follow(info.id, agent)
-    } else node.latest = 'running remotely'
     this.emit({ kind: 'start', node })
+  }
+
+  /** A child's coalesced progress: its activity, the tools it is in, its usage so far. */
+  private progressed(info: SubagentProgressInfo): void {
+    const node = this.nodes.get(info.id)
+    if (!node || node.state !== 'running') return
+    const before = `${node.activity}|${node.usage?.inputTokens}|${node.usage?.outputTokens}`
+    for (const update of info.updates) {
+      const tool = applyProgress(node, update)
+      if (tool) this.emit({ kind: 'tool', node, name: tool.name, ...(tool.args !== undefined && { args: tool.args }) })
+    }
+    if (`${node.activity}|${node.usage?.inputTokens}|${node.usage?.outputTokens}` !== before) this.emit({ kind: 'step', node })
   }
 
   private ended(info: SubagentRunEndInfo): void {
@@ -114,19 +141,21 @@ export class ProgressTracker {
     node.stopReason = info.stopReason
     if (info.diagnostic !== undefined) node.diagnostic = info.diagnostic
     node.endedAt = this.now()
+    if (info.usage) node.usage = info.usage
+    node.openTools.clear()
+    delete node.activity
     if (info.continuable) node.idle = true
     this.emit({ kind: 'end', node })
   }
 
-  private follow(id: string, agent: Agent): void {
-    this.followed.set(id, agent)
+  /** The root is no subagent run: its own session says what it does and what it used. */
+  private followRoot(): void {
+    const node = this.nodes.get(this.root.id)!
     this.unsubscribe.push(
-      agent.session.subscribe((update: SessionUpdate) => {
-        const latest = describe(update)
-        const node = this.nodes.get(id)
-        if (!latest || !node || node.latest === latest) return
-        node.latest = latest
-        this.emit({ kind: 'step', node })
+      this.root.session.subscribe((update: SessionUpdate) => {
+        const before = `${node.activity}|${node.usage?.inputTokens}`
+        applyRootUpdate(node, update)
+        if (`${node.activity}|${node.usage?.inputTokens}` !== before) this.emit({ kind: 'step', node })
       }),
     )
   }
@@ -136,23 +165,79 @@ export class ProgressTracker {
   }
 }
 
-function describe(update: SessionUpdate): string | undefined {
+/** A tool call as an activity: its name and its arguments as a person reads them. */
+function toolActivity(name: string, args: string | undefined): string {
+  const shown = args === undefined ? '' : compactArgs(args)
+  return shown ? `${name} ${shown}` : name
+}
+
+/** Open tool calls remembered per agent: a transport that never reports the ends cannot grow it. */
+const MAX_OPEN_TOOLS = 32
+
+function openTool(node: ProgressNode, callId: string, activity: string): void {
+  node.openTools.set(callId, activity)
+  if (node.openTools.size > MAX_OPEN_TOOLS) node.openTools.delete(node.openTools.keys().next().value!)
+}
+
+/** What one progress update changes on a child's node; the tool call it began, if any. */
+function applyProgress(node: ProgressNode, update: SubagentProgress): { name: string; args?: string } | undefined {
+  switch (update.kind) {
+    case 'text':
+      if (update.text.trim()) node.activity = 'writing'
+      return undefined
+    case 'tool-start':
+      openTool(node, update.callId, toolActivity(update.name, update.args))
+      node.activity = node.openTools.get(update.callId)
+      return { name: update.name, ...(update.args !== undefined && { args: update.args }) }
+    case 'tool-end': {
+      node.openTools.delete(update.callId)
+      // Parallel calls: the one still running is what the child is in.
+      const stillOpen = [...node.openTools.values()].at(-1)
+      node.activity = stillOpen ?? (update.ok ? `${update.name} done` : `${update.name} failed`)
+      return undefined
+    }
+    case 'status':
+      node.activity = update.text
+      return undefined
+    case 'usage':
+      node.usage = update.usage
+      return undefined
+    default:
+      return assertNever(update, 'subagent progress')
+  }
+}
+
+/** What one of the root's session updates changes on its node. */
+function applyRootUpdate(node: ProgressNode, update: SessionUpdate): void {
   switch (update.type) {
     case 'assistant/chunk':
-      return update.kind === 'reasoning' ? 'thinking' : 'writing'
-    case 'step/start':
-      return `step ${update.step}`
+      node.activity = update.kind === 'reasoning' ? 'thinking' : 'writing'
+      return
     case 'tool/call':
-      return `calling ${update.call.name}`
-    case 'tool/result':
-      return update.result.isError ? `${update.result.name} failed` : `${update.result.name} done`
+      openTool(node, update.call.id, toolActivity(update.call.name, summariseArgs(update.call.args ?? update.call.rawArgs ?? {})))
+      node.activity = node.openTools.get(update.call.id)
+      return
+    case 'tool/result': {
+      node.openTools.delete(update.result.callId)
+      const stillOpen = [...node.openTools.values()].at(-1)
+      node.activity = stillOpen ?? (update.result.isError ? `${update.result.name} failed` : `${update.result.name} done`)
+      return
+    }
+    case 'assistant/message':
+      if (update.usage) {
+        const usage = node.usage ?? { inputTokens: 0, outputTokens: 0, cachedInputTokens: 0 }
+        node.usage = { inputTokens: usage.inputTokens + update.usage.inputTokens, outputTokens: usage.outputTokens + update.usage.outputTokens, cachedInputTokens: usage.cachedInputTokens + (update.usage.cacheHitInputTokens ?? 0) }
+      }
+      return
     case 'turn/end':
-      return update.reason === 'completed' ? 'answered' : `ended ${update.reason}`
+      node.openTools.clear()
+      delete node.activity
+      return
+    case 'step/start':
     case 'turn/start':
     case 'user/message':
-    case 'assistant/message':
     case 'step/end':
-      return undefined
+      return
     default:
       return assertNever(update, 'session update')
   }

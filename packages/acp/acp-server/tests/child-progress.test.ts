@@ -1,0 +1,129 @@
+import { mkdtempSync, realpathSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { afterEach, describe, expect, it } from 'vitest'
+import { client, methods, PROTOCOL_VERSION, type ClientConnection, type SessionUpdate, type Stream } from '@agentclientprotocol/sdk'
+import { createHarness, type Harness, type HarnessOptions } from '@dsh/testkit/harness'
+import { BashService } from '@dsh/bash'
+import { SubagentService, type SubagentProgressInfo } from '@dsh/subagent'
+import { SpawnPlugin } from '@dsh/subagent-spawn'
+import { TaskService } from '@dsh/tasks'
+import { BashToolPlugin } from '@dsh/tool-bash'
+import { SubagentToolPlugin } from '@dsh/tool-subagent'
+import { TaskToolsPlugin } from '@dsh/tool-tasks'
+import { compactArgs, serveAcp } from '@dsh/acp-server'
+
+let harness: Harness | undefined
+let connection: ClientConnection | undefined
+afterEach(async () => {
+  connection?.close()
+  await harness?.dispose()
+  harness = undefined
+  connection = undefined
+})
+
+/** A real harness with spawn children, bash and background tasks, served to a real SDK client. */
+async function serve(script: HarnessOptions['script']) {
+  harness = await createHarness({ script })
+  await harness.plugin(SubagentService)
+  await harness.plugin(SpawnPlugin, {})
+  await harness.plugin(TaskService)
+  await harness.plugin(TaskToolsPlugin)
+  await harness.plugin(BashService)
+  await harness.plugin(BashToolPlugin)
+  await harness.plugin(SubagentToolPlugin, { provider: 'spawn' })
+  const toServer = new TransformStream()
+  const toClient = new TransformStream()
+  serveAcp(harness.ctx, { readable: toServer.readable, writable: toClient.writable } as Stream, { permission: 'allow' })
+  connection = client({ name: 'test-client' }).connect({ readable: toClient.readable, writable: toServer.writable } as Stream)
+  await connection.agent.request(methods.agent.initialize, { protocolVersion: PROTOCOL_VERSION, clientCapabilities: {} })
+  const session = await connection.agent.buildSession(realpathSync(mkdtempSync(join(tmpdir(), 'acp-progress-')))).start()
+  return session
+}
+
+type Session = Awaited<ReturnType<typeof serve>>
+
+/** Every update of one prompt, and its response. */
+async function turn(session: Session, prompt: string) {
+  const answer = session.prompt(prompt)
+  const updates: SessionUpdate[] = []
+  for (;;) {
+    const message = await session.nextUpdate()
+    if (message.kind === 'stop') return { updates, response: await answer }
+    updates.push(message.update)
+  }
+}
+
+type ToolUpdate = Extract<SessionUpdate, { sessionUpdate: 'tool_call_update' }>
+const onCall = (updates: SessionUpdate[], callId: string) =>
+  updates.filter((update): update is ToolUpdate => update.sessionUpdate === 'tool_call_update' && update.toolCallId === callId)
+const texts = (update: ToolUpdate) => (update.content ?? []).map((block) => (block.type === 'content' && block.content.type === 'text' ? block.content.text : ''))
+
+describe('children\'s progress in the editor', () => {
+  it('a child\'s tools and writing arrive as tool_call_update content on the parent\'s subagent call, before its result', async () => {
+    const session = await serve([
+      { when: { depth: 1 }, reply: [{ text: 'Looking around.', call: { tool: 'bash', args: { command: 'echo hi' } } }, { text: 'the child found 42' }] },
+      { when: { depth: 0 }, reply: [{ call: { tool: 'subagent', args: { description: 'look around', prompt: 'look' } } }, { text: 'parent: {{last_tool_result}}' }] },
+    ])
+    const { updates, response } = await turn(session, 'go')
+    expect(response.stopReason).toBe('end_turn')
+    const call = updates.find((update) => update.sessionUpdate === 'tool_call' && update.title === 'subagent') as { toolCallId: string }
+    const onSubagent = onCall(updates, call.toolCallId)
+    const final = onSubagent.findIndex((update) => update.status === 'completed')
+    expect(final).toBeGreaterThan(0)
+    expect(onSubagent.slice(final + 1)).toEqual([])
+    const progress = onSubagent.slice(0, final)
+    expect(progress.every((update) => update.status === undefined)).toBe(true)
+    const shown = progress.flatMap(texts)
+    expect(shown).toContain('↳ [look around] writing…')
+    expect(shown).toContain('↳ [look around] bash: echo hi')
+    // The last progress shows the whole tail, in the order the child worked.
+    expect(texts(progress.at(-1)!)).toEqual(['↳ [look around] writing…', '↳ [look around] bash: echo hi', '↳ [look around] writing…'])
+    expect(progress.at(-1)!._meta).toMatchObject({ dsh: { subagent: { provider: 'spawn', label: 'look around', id: expect.any(String), runId: expect.any(String) } } })
+    expect(texts(onSubagent[final]).join('')).toContain('the child found 42')
+  })
+
+  it('a background child\'s progress never follows the final update of the call that started it', async () => {
+    const session = await serve([
+      { when: { depth: 1 }, reply: [{ text: 'working', call: { tool: 'bash', args: { command: 'echo step' } } }, { text: 'background answer' }] },
+      {
+        when: { depth: 0 },
+        reply: [
+          { call: { tool: 'subagent', args: { description: 'audit', prompt: 'audit', run_in_background: true } } },
+          { call: { tool: 'task_output', args: { task_id: 'subagent-1', wait: true, timeout_ms: 10_000 } } },
+          { text: 'collected' },
+        ],
+      },
+    ])
+    const heard: SubagentProgressInfo[] = []
+    harness!.ctx.on('subagent/progress', (info) => void heard.push(info))
+    const { updates } = await turn(session, 'go')
+    const call = updates.find((update) => update.sessionUpdate === 'tool_call' && update.title === 'subagent') as { toolCallId: string }
+    // The child did report, on this call, after the call had answered.
+    expect(heard.some((info) => info.callId === call.toolCallId && info.updates.some((update) => update.kind === 'tool-start'))).toBe(true)
+    const onSubagent = onCall(updates, call.toolCallId)
+    expect(onSubagent.map((update) => update.status)).toEqual(['completed'])
+  })
+
+  it('the prompt response carries the usage of the prompt\'s model calls in _meta.dsh.usage', async () => {
+    const session = await serve([{ when: { depth: 0 }, reply: [{ text: 'one' }, { text: 'two' }] }])
+    const first = await turn(session, 'hello')
+    const usage = (first.response._meta as { dsh: { usage: { inputTokens: number; outputTokens: number; cachedInputTokens: number } } }).dsh.usage
+    const recorded = harness!.ctx.agents.get(session.sessionId)!.session.events().flatMap((event) => (event.type === 'assistant/message' && event.usage ? [event.usage] : []))
+    expect(recorded).toHaveLength(1)
+    expect(usage).toEqual({ inputTokens: recorded[0].inputTokens, outputTokens: recorded[0].outputTokens, cachedInputTokens: recorded[0].cacheHitInputTokens ?? 0 })
+    expect(usage.inputTokens).toBeGreaterThan(0)
+    // Each prompt reports its own calls, not the session's running total.
+    const second = await turn(session, 'again')
+    const again = (second.response._meta as { dsh: { usage: { inputTokens: number } } }).dsh.usage
+    const all = harness!.ctx.agents.get(session.sessionId)!.session.events().flatMap((event) => (event.type === 'assistant/message' && event.usage ? [event.usage] : []))
+    expect(again.inputTokens).toBe(all[1].inputTokens)
+  })
+
+  it('arguments show as their single text value, else as given, on one bounded line', () => {
+    expect(compactArgs('{"command":"ls -la"}')).toBe('ls -la')
+    expect(compactArgs('{"path":"a","line":3}')).toBe('{"path":"a","line":3}')
+    expect(compactArgs('{"command":"cut sho…')).toBe('{"command":"cut sho…')
+    expect(compactArgs(`{"command":"${'x'.repeat(200)}"}`)).toHaveLength(80)
+  })
+})
