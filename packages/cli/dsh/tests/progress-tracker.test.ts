@@ -79,4 +79,17 @@ describe('the live tree\'s view of a child', () => {
     expect(child().openTools.size).toBe(32)
     expect(child().activity).toBe('shell')
   })
+
+  it('a child\'s label and diagnostic reach the terminal without their control characters', async () => {
+    harness = await createHarness({})
+    const root = await harness.agent()
+    const tracker = new ProgressTracker(harness.ctx, root, () => 1_000)
+    const run: SubagentRunInfo = { runId: 'run-x', provider: 'spawn', id: 'child-x', local: true, parentId: root.id, label: 'evil\u001b[2J\u001b]0;owned\u0007' }
+    harness.ctx.emit('subagent/start', run)
+    harness.ctx.emit('subagent/end', { ...run, stopReason: 'error', diagnostic: 'crashed\u001b[31m red' })
+    const shown = [...treeLines(tracker, 2_000), lifecycleLine({ kind: 'end', node: tracker.nodes.get('child-x')! } as ProgressChange, 2_000) ?? ''].join('\n')
+    expect(shown).toContain('evil')
+    expect(shown).toContain('crashed')
+    expect(shown).not.toMatch(/[\u0000-\u0008\u000b-\u001f\u007f]/)
+  })
 })
