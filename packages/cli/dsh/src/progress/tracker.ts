@@ -5,7 +5,7 @@
  * another process (ACP, Codex, Claude Code, A2A) look the same. Renderers read it; it
  * never prints.
  */
-import { assertNever, progressStateOfStop, STOP_REASONS, type ProgressState, type StopReason } from '@dsh/base'
+import { assertNever, printable, progressStateOfStop, STOP_REASONS, type ProgressState, type StopReason } from '@dsh/base'
 import type { Context } from 'cordis'
 import type { Agent } from '@dsh/agent'
 import type { SessionUpdate } from '@dsh/session'
@@ -116,7 +116,8 @@ export class ProgressTracker {
       return
     }
     const node: ProgressNode = { id: info.id, provider: info.provider, parentId: info.parentId, state: 'running', startedAt: this.now(), children: [], openTools: new Map() }
-    if (info.label !== undefined) node.label = info.label
+    // A label is the model's words and a diagnostic another process's: neither reaches the terminal raw.
+    if (info.label !== undefined) node.label = printable(info.label)
     this.nodes.set(info.id, node)
     this.nodes.get(info.parentId)?.children.push(info.id)
     this.emit({ kind: 'start', node })
@@ -139,7 +140,7 @@ export class ProgressTracker {
     if (!node) return
     node.state = stateOf(info.stopReason)
     node.stopReason = info.stopReason
-    if (info.diagnostic !== undefined) node.diagnostic = info.diagnostic
+    if (info.diagnostic !== undefined) node.diagnostic = printable(info.diagnostic)
     node.endedAt = this.now()
     if (info.usage) node.usage = info.usage
     node.openTools.clear()
