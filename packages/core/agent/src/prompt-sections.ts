@@ -48,12 +48,17 @@ export interface ComposedPrompt {
   failures: SectionFailure[]
 }
 
-export function composePrompt(sections: readonly PromptSection[], agent: Agent, visibleTools: ReadonlySet<string>): ComposedPrompt {
-  const ordered = [...sections].sort((a, b) => a.order - b.order || (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))
+/** Sections in render order: ascending `order`, ties by name. */
+export function sortSections(sections: readonly PromptSection[]): PromptSection[] {
+  return [...sections].sort((a, b) => a.order - b.order || (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))
+}
+
+/** Render `ordered` (already sorted, see `sortSections`) for `agent`, which sees `visibleTools`. */
+export function composePrompt(ordered: readonly PromptSection[], agent: Agent, visibleTools: readonly string[]): ComposedPrompt {
   const parts: { name: string; text: string }[] = []
   const failures: SectionFailure[] = []
   for (const section of ordered) {
-    if (section.tool !== undefined && !visibleTools.has(section.tool)) continue
+    if (section.tool !== undefined && !visibleTools.includes(section.tool)) continue
     try {
       if (section.visible && !section.visible(agent)) continue
       const text = section.render(agent)?.trim()
@@ -65,8 +70,28 @@ export function composePrompt(sections: readonly PromptSection[], agent: Agent, 
   return { text: parts.map((part) => part.text).join('\n\n'), parts, failures }
 }
 
-/** Whether `dir` or one of its ancestors holds a `.git` entry. */
+/** How long a directory's git answer is reused before the file system is asked again. */
+const GIT_CHECK_REUSE_MS = 1000
+/** Directories checked recently; cleared when it grows past `GIT_CHECK_LIMIT` entries. */
+const gitChecks = new Map<string, { inside: boolean; at: number }>()
+const GIT_CHECK_LIMIT = 256
+
+/**
+ * Whether `dir` or one of its ancestors holds a `.git` entry. The answer for a directory
+ * is reused for a second: a fan-out creates a thousand children in the same directory at
+ * once, and walking up to the root costs a `stat` per level for each of them.
+ */
 export function insideGitRepository(dir: string): boolean {
+  const now = Date.now()
+  const known = gitChecks.get(dir)
+  if (known && now - known.at < GIT_CHECK_REUSE_MS) return known.inside
+  if (gitChecks.size >= GIT_CHECK_LIMIT) gitChecks.clear()
+  const inside = lookForGit(dir)
+  gitChecks.set(dir, { inside, at: now })
+  return inside
+}
+
+function lookForGit(dir: string): boolean {
   for (let current = dir; ; current = dirname(current)) {
     if (existsSync(join(current, '.git'))) return true
     if (dirname(current) === current) return false

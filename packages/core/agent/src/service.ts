@@ -9,7 +9,7 @@ import { serviceInstance } from './service-instance.js'
 import { closeInterruptedTurn } from './interrupted-turn.js'
 import type { Agent, AgentCleanup, CreateAgentOptions, TurnDriver } from './types.js'
 import { AgentError } from './errors.js'
-import { checkSection, composePrompt, ENVIRONMENT_ORDER, PERSONA_ORDER, renderEnvironment, type ComposedPrompt, type PromptSection } from './prompt-sections.js'
+import { checkSection, composePrompt, sortSections, ENVIRONMENT_ORDER, PERSONA_ORDER, renderEnvironment, type ComposedPrompt, type PromptSection } from './prompt-sections.js'
 
 declare module 'cordis' {
   interface Context {
@@ -42,7 +42,9 @@ export class AgentRegistry extends Service {
   /** Bumped whenever a section comes or goes: cached prompts are then composed anew. */
   private sectionsVersion = 0
   /** Each agent's composed prompt and what it was composed from (sections, visible tools). */
-  private prompts = new WeakMap<Agent, { key: string; prompt: ComposedPrompt }>()
+  private prompts = new WeakMap<Agent, { sectionsVersion: number; visible: readonly string[]; prompt: ComposedPrompt }>()
+  /** The sections sorted for rendering, as of `version` (a `sectionsVersion`). */
+  private ordered: { version: number; sections: readonly PromptSection[] } | undefined
   private readonly host: AgentHost
   /**
    * This service's own context. `this.ctx` is the caller's context (services are reached
@@ -137,7 +139,7 @@ export class AgentRegistry extends Service {
 
   /** Names of the registered sections, in render order. */
   promptSections(): string[] {
-    return [...this.sections].sort((a, b) => a.order - b.order || (a.name < b.name ? -1 : 1)).map((section) => section.name)
+    return this.orderedSections().map((section) => section.name)
   }
 
   /**
@@ -146,16 +148,26 @@ export class AgentRegistry extends Service {
    * across turns. Sections that throw are left out and logged once per composition.
    */
   composeSystemPrompt(agent: Agent): ComposedPrompt {
-    const visible = this.tools.list(agent.id).sort()
-    const key = `${this.sectionsVersion}\0${visible.join('\0')}`
+    // The registry hands out the same sorted list until it changes: comparing by identity
+    // first keeps the per-step check free of allocations.
+    const visible = this.tools.visibleNames(agent.id)
     const cached = this.prompts.get(agent)
-    if (cached?.key === key) return cached.prompt
-    const prompt = this.forkedPrompt(agent, composePrompt(this.sections, agent, new Set(visible)))
+    if (cached && cached.sectionsVersion === this.sectionsVersion && (cached.visible === visible || sameNames(cached.visible, visible))) {
+      cached.visible = visible
+      return cached.prompt
+    }
+    const prompt = this.forkedPrompt(agent, composePrompt(this.orderedSections(), agent, visible))
     for (const failure of prompt.failures) {
       this.home.logger('agents').warn('prompt section "%s" failed for agent %s and was left out: %s', failure.name, agent.id, failure.error)
     }
-    this.prompts.set(agent, { key, prompt })
+    this.prompts.set(agent, { sectionsVersion: this.sectionsVersion, visible, prompt })
     return prompt
+  }
+
+  /** The sections in render order, sorted once per change rather than once per agent. */
+  private orderedSections(): readonly PromptSection[] {
+    if (this.ordered?.version !== this.sectionsVersion) this.ordered = { version: this.sectionsVersion, sections: sortSections(this.sections) }
+    return this.ordered.sections
   }
 
   /**
@@ -205,6 +217,10 @@ export class AgentRegistry extends Service {
     if (errors.length === 1) throw errors[0]
     if (errors.length > 1) throw new AggregateError(errors, `disposing agent ${agent.id} failed`)
   }
+}
+
+function sameNames(a: readonly string[], b: readonly string[]): boolean {
+  return a.length === b.length && a.every((name, index) => name === b[index])
 }
 
 function throwIfAborted(signal: AbortSignal | undefined, when: string): void {
