@@ -1,10 +1,13 @@
 import { randomBytes } from 'node:crypto'
 import { Context, Service } from 'cordis'
+import Schema from 'schemastery'
 import { errorMessage } from '@dsh/base'
 import type { TextBlock } from '@dsh/llm'
 import { effectiveMaxDepth, refuseDisposedParent, refuseTooDeep } from './admission.js'
 import { SubagentError } from './errors.js'
-import type { SubagentFeature, SubagentProvider, SubagentRequest, SubagentRun, SubagentRunEndInfo, SubagentRunInfo } from './types.js'
+import type { SubagentFeature, SubagentProgressInfo, SubagentProvider, SubagentRequest, SubagentResult, SubagentRun, SubagentRunEndInfo, SubagentRunInfo } from './types.js'
+import { ProgressChannel } from './progress/channel.js'
+import { followLocalChild, latestTurnUsage } from './progress/local.js'
 import { serviceInstance, type Agent } from '@dsh/agent'
 import type { ContinuableChildInfo, ContinuableStarted, InterruptAuthority, StartContinuableOptions } from './continuable/types.js'
 import { ContinuationManager, type ContinuableSetup } from './continuable/manager.js'
@@ -18,11 +21,15 @@ declare module 'cordis' {
     'subagent/provider-removed'(name: string): void
     'subagent/start'(info: SubagentRunInfo): void
     'subagent/end'(info: SubagentRunEndInfo): void
+    'subagent/progress'(info: SubagentProgressInfo): void
   }
 }
 
 /** The observe-only events of the seam: listeners may throw or reject, never to any effect. */
-export type SubagentLifecycleEvent = 'subagent/provider-added' | 'subagent/provider-removed' | 'subagent/start' | 'subagent/end'
+export type SubagentLifecycleEvent = 'subagent/provider-added' | 'subagent/provider-removed' | 'subagent/start' | 'subagent/end' | 'subagent/progress'
+
+/** Default least time between two `subagent/progress` events of one run: four a second. */
+export const DEFAULT_PROGRESS_INTERVAL_MS = 250
 
 type LifecyclePayload<K extends SubagentLifecycleEvent> = Parameters<import('cordis').Events[K]>[0]
 
@@ -72,6 +79,14 @@ export function validateRequest(request: SubagentRequest): void {
 export class SubagentService extends Service {
   /** `agents` is not required: one-shot delegation works without it; continuation needs it (`CONTINUATION_UNAVAILABLE`). */
   static inject = ['sessions']
+  static Config: Schema<SubagentService.Config> = Schema.object({
+    progressIntervalMs: Schema.natural()
+      .min(10)
+      .max(60_000)
+      .default(DEFAULT_PROGRESS_INTERVAL_MS)
+      .description('Least time between two `subagent/progress` events of one run, in milliseconds (the rest is coalesced).'),
+  })
+  private readonly progressIntervalMs: number
   private providers = new Map<string, SubagentProvider>()
   private runCounter = 0
   private readonly runPrefix = randomBytes(3).toString('hex')
@@ -81,9 +96,10 @@ export class SubagentService extends Service {
   /** Owns continuable children: creation, delivery, cold resume, notices. */
   readonly continuation: ContinuationManager
 
-  constructor(ctx: Context) {
+  constructor(ctx: Context, config: Partial<SubagentService.Config> = {}) {
     super(ctx, 'subagents')
     this.home = ctx
+    this.progressIntervalMs = config.progressIntervalMs ?? DEFAULT_PROGRESS_INTERVAL_MS
     this.continuation = new ContinuationManager({
       home: ctx,
       provider: (name) => this.providers.get(name),
@@ -98,6 +114,7 @@ export class SubagentService extends Service {
         else this.notify('subagent/end', info as SubagentRunEndInfo)
       },
       nextRunId: () => `run-${this.runPrefix}-${++this.runCounter}`,
+      openProgress: () => this.openProgress(undefined),
     })
     // A parent takes its continuable children down with it: none outlives it. Registered
     // whenever `ctx.agents` is there (continuable children exist only then).
@@ -148,8 +165,19 @@ export class SubagentService extends Service {
     // The bound a parent inherited holds even when this request sets none or a looser one.
     refuseTooDeep(request)
     const maxDepth = effectiveMaxDepth(request)
-    const bounded = maxDepth !== request.maxDepth && provider.capabilities.depthLimit ? { ...request, maxDepth } : request
-    const run = await provider.start(bounded)
+    const rebound = maxDepth !== request.maxDepth && provider.capabilities.depthLimit
+    // Progress is built only when somebody listens: otherwise providers get no sink at all.
+    const progress = this.openProgress(request.onProgress)
+    // The request is copied only when something in it changes: the common case allocates nothing.
+    const forProvider = rebound || progress !== undefined || request.progress !== undefined ? { ...request, progress } : request
+    if (rebound) forProvider.maxDepth = maxDepth
+    let run: SubagentRun
+    try {
+      run = await provider.start(forProvider)
+    } catch (error) {
+      progress?.close()
+      throw error
+    }
     const info: SubagentRunInfo = {
       runId: `run-${this.runPrefix}-${++this.runCounter}`,
       provider: name,
@@ -158,21 +186,73 @@ export class SubagentService extends Service {
       parentId: request.parent.id,
     }
     if (request.label !== undefined) info.label = request.label
+    if (request.callId !== undefined) info.callId = request.callId
     this.notify('subagent/start', info)
+    let unfollow: (() => void) | undefined
+    if (progress !== undefined) {
+      progress.bind(info)
+      const session = run.local ? this.localSession(run.id) : undefined
+      if (session !== undefined) unfollow = followLocalChild(session, progress)
+    }
     // Attached before the caller sees the run, so `end` is emitted before the caller's
     // own continuation; the clone keeps a mutating listener away from the caller's result.
     run.result.then(
       (result) => {
+        unfollow?.()
+        progress?.close()
         const end: SubagentRunEndInfo = { ...info, stopReason: result.stopReason }
         if (result.diagnostic !== undefined) end.diagnostic = result.diagnostic
         if (result.output.length > 0) end.lastAssistantMessage = cloneOutput(result.output)
+        const usage = this.usageOf(run, result)
+        if (usage !== undefined) end.usage = usage
         this.notify('subagent/end', end)
       },
       (error: unknown) => {
+        unfollow?.()
+        progress?.close()
         this.notify('subagent/end', { ...info, stopReason: 'error', diagnostic: `the run failed: ${errorMessage(error)}` })
       },
     )
     return run
+  }
+
+  /**
+   * A progress channel for one run, or `undefined` when nobody would hear it (no
+   * `subagent/progress` listener and no caller observer): then nothing is built at all.
+   */
+  private openProgress(observer: SubagentRequest['onProgress']): ProgressChannel | undefined {
+    // Cordis keeps its listeners per event name in `events._hooks` (public in its typings);
+    // counting them is the only way to know that nobody listens without emitting.
+    const listeners = this.home.events._hooks['subagent/progress']?.length ?? 0
+    if (listeners === 0 && observer === undefined) return undefined
+    const log = this.home.logger('subagents')
+    return new ProgressChannel({
+      intervalMs: this.progressIntervalMs,
+      emit: (info) => {
+        if (this.home.events._hooks['subagent/progress']?.length) this.notify('subagent/progress', info)
+        if (observer === undefined) return
+        try {
+          observer(info)
+        } catch (error) {
+          log.warn('a progress observer failed (ignored): %s', errorMessage(error))
+        }
+      },
+      onMalformed: (reason) => log.debug('a progress update was dropped: %s', reason),
+    })
+  }
+
+  /** The session of in-process child `id`, while its agent is registered. */
+  private localSession(id: string) {
+    const agents = this.home.get('agents')
+    return agents ? serviceInstance(agents).get(id)?.session : undefined
+  }
+
+  /** What a run used: the provider's figure, else an in-process child's own log. */
+  private usageOf(run: SubagentRun, result: SubagentResult) {
+    if (result.usage !== undefined) return { ...result.usage }
+    if (!run.local) return undefined
+    const session = this.localSession(run.id)
+    return session === undefined ? undefined : latestTurnUsage(session)
   }
 
   /**
@@ -248,5 +328,12 @@ export class SubagentService extends Service {
       const failures = error instanceof AggregateError ? error.errors : [error]
       for (const failure of failures) log.warn('a %s listener failed (ignored): %s', name, errorMessage(failure))
     })
+  }
+}
+
+export namespace SubagentService {
+  export interface Config {
+    /** Least time between two `subagent/progress` events of one run, in milliseconds. */
+    progressIntervalMs: number
   }
 }

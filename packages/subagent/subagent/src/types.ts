@@ -44,6 +44,58 @@ export interface SubagentRequest {
   toolFilter?: ToolFilter
   /** Needs `persona`. */
   persona?: string
+  /**
+   * The caller's own observer of this run's live progress, coalesced like the
+   * `subagent/progress` event (which it receives alongside). A throw is contained.
+   */
+  onProgress?: (info: SubagentProgressInfo) => void
+  /**
+   * Set by the service, read by providers: where a provider reports its child's live
+   * progress. Absent when nobody listens, so a provider builds nothing
+   * (`request.progress?.report(…)`). A caller's own value is ignored.
+   */
+  progress?: ProgressSink
+}
+
+/** A child's token usage, summed over its model calls. */
+export interface SubagentUsage {
+  /** Every input token, cached or not. */
+  inputTokens: number
+  outputTokens: number
+  /** Of `inputTokens`, those served from the provider's prefix cache. */
+  cachedInputTokens: number
+}
+
+/**
+ * One piece of a child's live progress. Observe-only: it never changes the run.
+ * - `text`: assistant text streamed since the previous update (merged when coalesced);
+ * - `tool-start` / `tool-end`: a tool call began / ended (`args` shortened for display);
+ * - `usage`: the run's usage so far (cumulative: the latest replaces earlier ones);
+ * - `status`: a plan or status line, where the transport has one (the latest wins).
+ */
+export type SubagentProgress =
+  | { kind: 'text'; text: string }
+  | { kind: 'tool-start'; callId: string; name: string; args?: string }
+  | { kind: 'tool-end'; callId: string; name: string; ok: boolean; detail?: string }
+  | { kind: 'usage'; usage: SubagentUsage }
+  | { kind: 'status'; text: string }
+
+export type SubagentProgressKind = SubagentProgress['kind']
+
+/** Where a provider reports progress; coalescing, bounds and ordering are the sink's. */
+export interface ProgressSink {
+  /** Never throws; a malformed update is dropped and logged. */
+  report(update: SubagentProgress): void
+}
+
+/** Payload of `subagent/progress`: the updates coalesced since the run's previous one. */
+export interface SubagentProgressInfo extends SubagentRunInfo {
+  /** 1, 2, 3, … within the run. */
+  seq: number
+  /** In the order the child produced them (adjacent text merged, only the latest usage and status). */
+  updates: SubagentProgress[]
+  /** What the bounded buffer left out since the previous event, when the child outran it. */
+  dropped?: { updates: number; textChars: number }
 }
 
 export interface SubagentResult {
@@ -54,6 +106,8 @@ export interface SubagentResult {
   /** A readable explanation of a non-`completed` end (stage, cause, exit code, …). */
   diagnostic?: string
   stopReason: StopReason | (string & {})
+  /** The run's token usage, when the transport reports it (in-process children always do). */
+  usage?: SubagentUsage
 }
 
 /** One delegation, owned by the caller from publication on. */
@@ -103,6 +157,8 @@ export interface SubagentRunInfo {
   local: boolean
   parentId: string
   label?: string
+  /** The parent's tool call that started this run (`request.callId`), when a tool did: where an editor shows the child's progress. */
+  callId?: string
   /** A turn of a continuable child: one start/end pair per turn, the same `id` each time; between turns it is idle. */
   continuable?: true
 }
@@ -113,6 +169,8 @@ export interface SubagentRunEndInfo extends SubagentRunInfo {
   diagnostic?: string
   /** A deep clone of `result.output`, present when the run settled with output. */
   lastAssistantMessage?: TextBlock[]
+  /** The run's token usage, when known (`result.usage`, or the in-process child's own log). */
+  usage?: SubagentUsage
 }
 
 export const NO_CAPABILITIES: Readonly<SubagentCapabilities> = Object.freeze({

@@ -16,6 +16,8 @@ import { newSessionId, type Session, type SessionHeader, type SessionStore } fro
 import { SubagentError } from '../errors.js'
 import { effectiveMaxDepth, refuseDisposedParent, refuseTooDeep } from '../admission.js'
 import type { SubagentProvider, SubagentRunEndInfo, SubagentRunInfo } from '../types.js'
+import type { ProgressChannel } from '../progress/channel.js'
+import { followLocalChild, latestTurnUsage } from '../progress/local.js'
 import { makeDescriptor, parseDescriptor } from './descriptor.js'
 import { isDurableAncestor, lookUpHeader } from './lineage.js'
 import { listChildren, listDescendants } from './listing.js'
@@ -43,6 +45,14 @@ export interface ManagerHost {
   announce(kind: 'start', info: SubagentRunInfo): void
   announce(kind: 'end', info: SubagentRunEndInfo): void
   nextRunId(): string
+  /** An unbound progress channel for a turn, or `undefined` when nobody listens. */
+  openProgress(): ProgressChannel | undefined
+}
+
+/** The live progress of a child's current turn: its channel, and the unsubscriber of an in-process child's session. */
+interface TurnProgress {
+  channel: ProgressChannel
+  unfollow?: () => void
 }
 
 export class ContinuationManager {
@@ -53,6 +63,8 @@ export class ContinuationManager {
   private readonly mailbox: ParentMailbox
   /** The lifecycle run of each child's current turn (between `subagent/start` and `subagent/end`). */
   private readonly runs = new Map<string, SubagentRunInfo>()
+  /** The progress of each child's current turn, when somebody listens. */
+  private readonly progress = new Map<string, TurnProgress>()
   private settledWaiters: Array<() => void> = []
   private messageCounter = 0
   private readonly messagePrefix = randomBytes(3).toString('hex')
@@ -292,16 +304,41 @@ export class ContinuationManager {
     const run: SubagentRunInfo = { runId: this.host.nextRunId(), provider: descriptor.provider, id: child.childId, local: child.body.kind === 'agent', parentId: child.parentId, label: descriptor.label, continuable: true }
     this.runs.set(child.childId, run)
     this.host.announce('start', run)
+    const channel = this.host.openProgress()
+    if (channel === undefined) return
+    channel.bind(run)
+    const { body } = child
+    // An in-process child's progress is read from its session; a remote one's driver hands
+    // the channel to the conversation for this turn.
+    if (body.kind === 'agent') this.progress.set(child.childId, { channel, unfollow: followLocalChild(child.session, channel) })
+    else {
+      body.driver.progress = channel
+      this.progress.set(child.childId, { channel })
+    }
+  }
+
+  /** Close the current turn's progress (its last updates go out before `subagent/end`). */
+  private closeProgress(child: ResidentChild): void {
+    const progress = this.progress.get(child.childId)
+    if (progress === undefined) return
+    this.progress.delete(child.childId)
+    progress.unfollow?.()
+    progress.channel.close()
+    if (child.body.kind === 'remote' && child.body.driver.progress === progress.channel) child.body.driver.progress = undefined
   }
 
   /** A turn of `child` ended: tell its parent (unless its owner asked to stop), announce it, wake waiters. */
   private turnEnded(child: ResidentChild, settlement: TurnSettlement): void {
     const { stopReason, closing, error } = settlement
     if (!settlement.quiet) this.mailbox.post(child.parent, settlementNotice(child.childId, stopReason, closing, stopReason === 'completed' ? undefined : error))
+    this.closeProgress(child)
     const run = this.runs.get(child.childId)
     if (run) {
       this.runs.delete(child.childId)
       const end: SubagentRunEndInfo = { ...run, stopReason }
+      // Called while the turn's `turn/end` is the session's last event: the walk reads this turn only.
+      const usage = latestTurnUsage(child.session)
+      if (usage !== undefined) end.usage = usage
       if (error !== undefined && stopReason !== 'completed') end.diagnostic = error
       if (closing.length > 0) end.lastAssistantMessage = closing.map((block) => ({ type: 'text', text: block.text }))
       this.host.announce('end', end)
@@ -324,6 +361,7 @@ export class ContinuationManager {
       }
     } finally {
       if (this.resident.get(child.childId) === child) this.resident.delete(child.childId)
+      this.closeProgress(child)
       this.runs.delete(child.childId)
       this.wakeWaiters()
     }

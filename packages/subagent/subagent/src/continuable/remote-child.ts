@@ -7,14 +7,21 @@
  * an in-process child's session.
  */
 import { errorMessage, parseTurnEndReason } from '@dsh/base'
-import type { TextBlock, UserMessage } from '@dsh/llm'
+import type { TextBlock, Usage, UserMessage } from '@dsh/llm'
 import type { Session } from '@dsh/session'
 import type { RemoteConversation } from './types.js'
+import type { ProgressSink } from '../types.js'
 
 export class RemoteChildDriver {
   private running: Promise<void> | undefined
   private turns: number
   private disposed = false
+  /**
+   * Where the current turn's progress goes: set by the manager when the turn starts (it
+   * hears the turn's `turn/start`, appended before the message is sent), cleared when it
+   * ends; `undefined` when nobody listens.
+   */
+  progress: ProgressSink | undefined
 
   constructor(
     readonly session: Session,
@@ -64,9 +71,14 @@ export class RemoteChildDriver {
     let output: TextBlock[] = []
     let reason: ReturnType<typeof parseTurnEndReason> = 'error'
     let error: string | undefined
+    let usage: Usage | undefined
     try {
-      const result = await this.conversation.send(message.content.filter((block): block is TextBlock => block.type === 'text'))
+      const result = await this.conversation.send(
+        message.content.filter((block): block is TextBlock => block.type === 'text'),
+        this.progress,
+      )
       output = result.output
+      if (result.usage !== undefined) usage = { inputTokens: result.usage.inputTokens, outputTokens: result.usage.outputTokens, cacheHitInputTokens: result.usage.cachedInputTokens }
       reason = parseTurnEndReason(result.stopReason) ?? 'error'
       if (reason !== 'completed') error = result.diagnostic ?? (reason === 'error' && result.stopReason !== 'error' ? `unknown stop reason ${result.stopReason}` : undefined)
     } catch (caught) {
@@ -75,7 +87,8 @@ export class RemoteChildDriver {
       this.onFault(caught)
     }
     if (session.released) return
-    if (output.length > 0) session.append({ type: 'assistant/message', message: { role: 'assistant', content: output } })
+    // The turn's usage rides on the answer it paid for (a turn without an answer records none).
+    if (output.length > 0) session.append({ type: 'assistant/message', message: { role: 'assistant', content: output }, ...(usage && { usage }) })
     session.append({ type: 'step/end', step: 1 })
     session.append(error === undefined ? { type: 'turn/end', turn, reason: reason ?? 'error' } : { type: 'turn/end', turn, reason: reason ?? 'error', error })
   }

@@ -7,7 +7,7 @@ import type { Agent } from '@dsh/agent'
 import type { TextBlock } from '@dsh/llm'
 import type { Session } from '@dsh/session'
 import type { ToolFilter } from '@dsh/tools'
-import type { SubagentResult } from '../types.js'
+import type { ProgressSink, SubagentResult } from '../types.js'
 
 /** The only descriptor version this build reads and writes. */
 export const DESCRIPTOR_VERSION = 1
@@ -105,8 +105,9 @@ export interface RemoteConversation {
    * Run one turn: deliver `message`, resolve with that turn's result. Child-level
    * failures (crash, garbage, timeout) resolve with a non-`completed` stop reason and a
    * diagnostic; a cancelled turn resolves `aborted`. Never rejects for a turn failure.
+   * `progress`, when given, receives the turn's live progress (absent: nobody listens).
    */
-  send(message: TextBlock[]): Promise<SubagentResult>
+  send(message: TextBlock[], progress?: ProgressSink): Promise<SubagentResult>
   /** Stop the running turn (its `send` resolves `aborted`); the conversation stays open. */
   cancel(reason?: unknown): void
   /** Close the conversation and stop its process; idempotent; resolves once it is gone. */
