@@ -92,6 +92,11 @@ export class SubagentService extends Service {
   private readonly runPrefix = randomBytes(3).toString('hex')
   /** This service's own context: `this.ctx` is the caller's. */
   private readonly home: Context
+  /**
+   * The app's event bus, held directly: reaching `parallel` or `events` through a context
+   * builds tracing proxies (and a logger) on every call, which a fan-out pays per child.
+   */
+  private readonly events: Context['events']
   private continuableSetups: ContinuableSetup[] = []
   /** Owns continuable children: creation, delivery, cold resume, notices. */
   readonly continuation: ContinuationManager
@@ -99,6 +104,7 @@ export class SubagentService extends Service {
   constructor(ctx: Context, config: Partial<SubagentService.Config> = {}) {
     super(ctx, 'subagents')
     this.home = ctx
+    this.events = serviceInstance(ctx.events)
     this.progressIntervalMs = config.progressIntervalMs ?? DEFAULT_PROGRESS_INTERVAL_MS
     this.continuation = new ContinuationManager({
       home: ctx,
@@ -200,6 +206,7 @@ export class SubagentService extends Service {
       (result) => {
         unfollow?.()
         progress?.close()
+        if (!this.heard('subagent/end')) return
         const end: SubagentRunEndInfo = { ...info, stopReason: result.stopReason }
         if (result.diagnostic !== undefined) end.diagnostic = result.diagnostic
         if (result.output.length > 0) end.lastAssistantMessage = cloneOutput(result.output)
@@ -221,15 +228,12 @@ export class SubagentService extends Service {
    * `subagent/progress` listener and no caller observer): then nothing is built at all.
    */
   private openProgress(observer: SubagentRequest['onProgress']): ProgressChannel | undefined {
-    // Cordis keeps its listeners per event name in `events._hooks` (public in its typings);
-    // counting them is the only way to know that nobody listens without emitting.
-    const listeners = this.home.events._hooks['subagent/progress']?.length ?? 0
-    if (listeners === 0 && observer === undefined) return undefined
+    if (observer === undefined && !this.heard('subagent/progress')) return undefined
     const log = this.home.logger('subagents')
     return new ProgressChannel({
       intervalMs: this.progressIntervalMs,
       emit: (info) => {
-        if (this.home.events._hooks['subagent/progress']?.length) this.notify('subagent/progress', info)
+        this.notify('subagent/progress', info)
         if (observer === undefined) return
         try {
           observer(info)
@@ -322,12 +326,25 @@ export class SubagentService extends Service {
    * run, and a failure is logged instead of becoming an unhandled rejection.
    */
   private notify<K extends SubagentLifecycleEvent>(name: K, payload: LifecyclePayload<K>): void {
-    const log = this.home.logger('subagents')
-    const emitted = (this.home.parallel as (name: K, payload: LifecyclePayload<K>) => Promise<void>)(name, payload)
+    if (!this.heard(name)) return
+    const events = this.events as unknown as { parallel(name: K, payload: LifecyclePayload<K>): Promise<void> }
+    const emitted = events.parallel(name, payload)
     emitted.catch((error: unknown) => {
+      const log = this.home.logger('subagents')
       const failures = error instanceof AggregateError ? error.errors : [error]
       for (const failure of failures) log.warn('a %s listener failed (ignored): %s', name, errorMessage(failure))
     })
+  }
+
+  /**
+   * Whether emitting `name` would reach anyone: a listener of it, or of every dispatch.
+   * Cordis keeps listeners per event name in `events._hooks` (public in its typings);
+   * counting them is the only way to know that nobody listens without emitting, and then
+   * the payload need not even be built.
+   */
+  private heard(name: SubagentLifecycleEvent): boolean {
+    const hooks = this.events._hooks
+    return (hooks[name]?.length ?? 0) > 0 || (hooks['internal/dispatch']?.length ?? 0) > 0
   }
 }
 
