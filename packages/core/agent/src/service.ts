@@ -4,7 +4,7 @@ import { errorMessage } from '@dsh/base'
 import type { Session } from '@dsh/session'
 import type {} from '@dsh/tools'
 import type {} from '@dsh/llm'
-import { LiveAgent, type AgentHost } from './live-agent.js'
+import { LiveAgent, type AgentHost, type ComposedPromptCache } from './live-agent.js'
 import { serviceInstance } from './service-instance.js'
 import { closeInterruptedTurn } from './interrupted-turn.js'
 import type { Agent, AgentCleanup, CreateAgentOptions, TurnDriver } from './types.js'
@@ -42,7 +42,7 @@ export class AgentRegistry extends Service {
   /** Bumped whenever a section comes or goes: cached prompts are then composed anew. */
   private sectionsVersion = 0
   /** Each agent's composed prompt and what it was composed from (sections, visible tools). */
-  private prompts = new WeakMap<Agent, { sectionsVersion: number; visible: readonly string[]; prompt: ComposedPrompt }>()
+  private prompts = new WeakMap<Agent, ComposedPromptCache>()
   /** The sections sorted for rendering, as of `version` (a `sectionsVersion`). */
   private ordered: { version: number; sections: readonly PromptSection[] } | undefined
   private readonly host: AgentHost
@@ -151,7 +151,9 @@ export class AgentRegistry extends Service {
     // The registry hands out the same sorted list until it changes: comparing by identity
     // first keeps the per-step check free of allocations.
     const visible = this.tools.visibleNames(agent.id)
-    const cached = this.prompts.get(agent)
+    // An agent of this registry carries its own cache entry (a WeakMap entry costs the
+    // garbage collector more than a field); any other agent object is looked up.
+    const cached = agent instanceof LiveAgent ? agent.composedPrompt : this.prompts.get(agent)
     if (cached && cached.sectionsVersion === this.sectionsVersion && (cached.visible === visible || sameNames(cached.visible, visible))) {
       cached.visible = visible
       return cached.prompt
@@ -160,7 +162,9 @@ export class AgentRegistry extends Service {
     for (const failure of prompt.failures) {
       this.home.logger('agents').warn('prompt section "%s" failed for agent %s and was left out: %s', failure.name, agent.id, failure.error)
     }
-    this.prompts.set(agent, { sectionsVersion: this.sectionsVersion, visible, prompt })
+    const entry: ComposedPromptCache = { sectionsVersion: this.sectionsVersion, visible, prompt }
+    if (agent instanceof LiveAgent) agent.composedPrompt = entry
+    else this.prompts.set(agent, entry)
     return prompt
   }
 
@@ -202,17 +206,24 @@ export class AgentRegistry extends Service {
 
   private async finish(agent: LiveAgent): Promise<void> {
     const errors: unknown[] = []
-    const attempt = async (step: () => Promise<void> | void) => {
+    for (const cleanup of this.cleanups) {
       try {
-        await step()
+        await cleanup(agent)
       } catch (error) {
         errors.push(error)
       }
     }
-    for (const cleanup of this.cleanups) await attempt(() => cleanup(agent))
-    await attempt(() => agent.releaseContext())
+    try {
+      await agent.releaseContext()
+    } catch (error) {
+      errors.push(error)
+    }
     this.tools.forgetAgent(agent.id)
-    await attempt(() => this.sessions.release(agent.session))
+    try {
+      await this.sessions.release(agent.session)
+    } catch (error) {
+      errors.push(error)
+    }
     if (this.live.get(agent.id) === agent) this.live.delete(agent.id)
     if (errors.length === 1) throw errors[0]
     if (errors.length > 1) throw new AggregateError(errors, `disposing agent ${agent.id} failed`)
