@@ -8,7 +8,7 @@ import { SubagentError } from './errors.js'
 import type { SubagentFeature, SubagentProgressInfo, SubagentProvider, SubagentRequest, SubagentResult, SubagentRun, SubagentRunEndInfo, SubagentRunInfo } from './types.js'
 import { ProgressChannel } from './progress/channel.js'
 import { followLocalChild, latestTurnUsage } from './progress/local.js'
-import { serviceInstance, type Agent } from '@dsh/agent'
+import { serviceInstance, type Agent, type AgentRegistry } from '@dsh/agent'
 import type { ContinuableChildInfo, ContinuableStarted, InterruptAuthority, StartContinuableOptions } from './continuable/types.js'
 import { ContinuationManager, type ContinuableSetup } from './continuable/manager.js'
 
@@ -98,6 +98,8 @@ export class SubagentService extends Service {
    */
   private readonly events: Context['events']
   private continuableSetups: ContinuableSetup[] = []
+  /** See `agentRegistry`. */
+  private agentsLookup: { registry: AgentRegistry | undefined } | undefined
   /** Owns continuable children: creation, delivery, cold resume, notices. */
   readonly continuation: ContinuationManager
 
@@ -105,6 +107,9 @@ export class SubagentService extends Service {
     super(ctx, 'subagents')
     this.home = ctx
     this.events = serviceInstance(ctx.events)
+    ctx.on('internal/service', () => {
+      this.agentsLookup = undefined
+    })
     this.progressIntervalMs = config.progressIntervalMs ?? DEFAULT_PROGRESS_INTERVAL_MS
     this.continuation = new ContinuationManager({
       home: ctx,
@@ -229,7 +234,8 @@ export class SubagentService extends Service {
    */
   private openProgress(observer: SubagentRequest['onProgress']): ProgressChannel | undefined {
     if (observer === undefined && !this.heard('subagent/progress')) return undefined
-    const log = this.home.logger('subagents')
+    // Made only to report a failure: a logger built through the context costs a fan-out per child.
+    const log = () => this.home.logger('subagents')
     return new ProgressChannel({
       intervalMs: this.progressIntervalMs,
       emit: (info) => {
@@ -238,17 +244,28 @@ export class SubagentService extends Service {
         try {
           observer(info)
         } catch (error) {
-          log.warn('a progress observer failed (ignored): %s', errorMessage(error))
+          log().warn('a progress observer failed (ignored): %s', errorMessage(error))
         }
       },
-      onMalformed: (reason) => log.debug('a progress update was dropped: %s', reason),
+      onMalformed: (reason) => log().debug('a progress update was dropped: %s', reason),
     })
   }
 
   /** The session of in-process child `id`, while its agent is registered. */
   private localSession(id: string) {
-    const agents = this.home.get('agents')
-    return agents ? serviceInstance(agents).get(id)?.session : undefined
+    return this.agentRegistry()?.get(id)?.session
+  }
+
+  /**
+   * `ctx.agents` itself (or undefined), looked up once and again whenever a service comes or
+   * goes: `ctx.get` builds tracing proxies on every call, which a run with progress paid twice.
+   */
+  private agentRegistry(): AgentRegistry | undefined {
+    if (this.agentsLookup === undefined) {
+      const agents = this.home.get('agents')
+      this.agentsLookup = { registry: agents && serviceInstance(agents) }
+    }
+    return this.agentsLookup.registry
   }
 
   /** What a run used: the provider's figure, else an in-process child's own log. */
