@@ -67,7 +67,27 @@ export function composePrompt(ordered: readonly PromptSection[], agent: Agent, v
       failures.push({ name: section.name, error: errorMessage(error) })
     }
   }
-  return { text: parts.map((part) => part.text).join('\n\n'), parts, failures }
+  const text = parts.map((part) => part.text).join('\n\n')
+  const shared = sharedComposition(text, parts)
+  return { text: shared.text, parts: shared.parts, failures }
+}
+
+/** Most distinct compositions remembered for sharing; past it the memory starts over. */
+const SHARED_COMPOSITIONS_LIMIT = 64
+const sharedCompositions = new Map<string, { text: string; parts: { name: string; text: string }[] }>()
+
+/**
+ * The text and parts of an earlier identical composition, when there is one: the children
+ * of a fan-out share one prompt (same persona, directory, day and tools), and a thousand
+ * live children should hold one copy of it, not a thousand. Shared parts are frozen.
+ */
+function sharedComposition(text: string, parts: { name: string; text: string }[]): { text: string; parts: { name: string; text: string }[] } {
+  const known = sharedCompositions.get(text)
+  if (known && known.parts.length === parts.length && known.parts.every((part, index) => part.name === parts[index]!.name)) return known
+  if (sharedCompositions.size >= SHARED_COMPOSITIONS_LIMIT) sharedCompositions.clear()
+  const entry = { text, parts: Object.freeze(parts.map((part) => Object.freeze(part))) as { name: string; text: string }[] }
+  sharedCompositions.set(text, entry)
+  return entry
 }
 
 /** How long a directory's git answer is reused before the file system is asked again. */
