@@ -13,7 +13,10 @@ const runs = runsArg ? Number(runsArg.slice('--runs='.length)) : 5
 
 const plan = [
   { scenario: 'delegation', arg: 6000 },
+  { scenario: 'delegationPersisted', arg: 6000 },
+  { scenario: 'delegationProgress', arg: 6000 },
   { scenario: 'fanout', arg: 100 },
+  { scenario: 'fanoutPersisted', arg: 100 },
   { scenario: 'fanout', arg: 1000 },
   { scenario: 'liveChildren', arg: 1000 },
   { scenario: 'fork', arg: 10 },

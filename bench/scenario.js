@@ -7,6 +7,10 @@ import { SubagentService } from '@dsh/subagent'
 import { SpawnPlugin } from '@dsh/subagent-spawn'
 import { ForkPlugin } from '@dsh/subagent-fork'
 import { SubagentToolPlugin } from '@dsh/tool-subagent'
+import SessionJsonl from '@dsh/session-jsonl'
+import { mkdtemp, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 
 const [name, arg] = process.argv.slice(2)
 
@@ -21,8 +25,21 @@ function gc() {
   global.gc()
 }
 
-async function harnessWith(script) {
+/**
+ * The harness every scenario runs on. `persisted`: the real JSONL store on a fresh temp
+ * directory (removed by `dispose`), as `dsh run` has it by default.
+ */
+async function harnessWith(script, { persisted = false } = {}) {
   const harness = await createHarness({ script })
+  if (persisted) {
+    const dir = await mkdtemp(join(tmpdir(), 'dsh-bench-'))
+    await harness.plugin(SessionJsonl, { dir })
+    const dispose = harness.dispose
+    harness.dispose = async () => {
+      await dispose()
+      await rm(dir, { recursive: true, force: true })
+    }
+  }
   await harness.plugin(SubagentService)
   await harness.plugin(SpawnPlugin, {})
   await harness.plugin(ForkPlugin, {})
@@ -38,7 +55,7 @@ const repeat = (count, make) => Array.from({ length: count }, make).flat()
  * (the same number of parent steps). Measured in interleaved rounds and reported as the
  * median of the per-round differences, so drift in the machine's speed cancels out.
  */
-async function delegation(iterations) {
+async function delegation(iterations, { persisted = false, progressListener = false } = {}) {
   const rounds = 10
   const perRound = Math.ceil(iterations / rounds)
   const warm = 300
@@ -47,7 +64,9 @@ async function delegation(iterations) {
     { when: { prompt: '^child task$' }, reply: [{ text: 'child done' }] },
     { when: { prompt: '^plain' }, reply: repeat(turns, () => [{ call: { tool: 'noop', args: {} } }, { text: 'ok' }]) },
     { when: { prompt: '^delegate' }, reply: repeat(turns, () => [{ call: { tool: 'subagent', args: { description: 'd', prompt: 'child task' } } }, { text: 'ok' }]) },
-  ])
+  ], { persisted })
+  // Live progress as an editor follows it: one listener, which builds each run's channel.
+  if (progressListener) harness.ctx.on('subagent/progress', () => {})
   const plain = await harness.agent()
   const delegating = await harness.agent()
   const measure = async (agent, prompt, count) => {
@@ -70,39 +89,53 @@ async function delegation(iterations) {
   if (harness.ctx.agents.list().length !== 2) throw new Error('children leaked')
   await harness.dispose()
   const median = (values) => values.sort((a, b) => a - b)[values.length >> 1]
+  const variant = persisted ? '_persisted' : progressListener ? '_progress' : ''
   return {
-    plain_turn_cpu_us: median(samples.map((sample) => sample.base.cpu)),
-    delegating_turn_cpu_us: median(samples.map((sample) => sample.deleg.cpu)),
-    delegation_overhead_cpu_us: median(samples.map((sample) => sample.deleg.cpu - sample.base.cpu)),
-    delegation_overhead_wall_us: median(samples.map((sample) => sample.deleg.wall - sample.base.wall)),
+    [`plain_turn${variant}_cpu_us`]: median(samples.map((sample) => sample.base.cpu)),
+    [`delegating_turn${variant}_cpu_us`]: median(samples.map((sample) => sample.deleg.cpu)),
+    [`delegation_overhead${variant}_cpu_us`]: median(samples.map((sample) => sample.deleg.cpu - sample.base.cpu)),
+    [`delegation_overhead${variant}_wall_us`]: median(samples.map((sample) => sample.deleg.wall - sample.base.wall)),
   }
 }
 
 /**
- * One parent turn whose single step delegates to `count` children at once, after two
- * fan-outs of the same size (so the figure is the steady state, not the JIT's first pass).
+ * One parent turn whose single step delegates to `count` children at once: the mean of
+ * several such turns (20 of 100 children, 5 of 1,000) after three warm-up turns and a full
+ * GC, as the anchor benchmarks measure theirs. Garbage made by the measured turns is
+ * collected while they run, and counted.
  */
-async function fanout(count) {
+async function fanout(count, { persisted = false } = {}) {
   const harness = await harnessWith([
     { when: { prompt: '^child' }, reply: [{ text: 'child done' }] },
     { when: { prompt: '^fan' }, reply: [{ calls: repeat(count, () => ({ tool: 'subagent', args: { description: 'd', prompt: 'child' } })) }, { text: 'ok' }] },
-  ])
-  for (let i = 0; i < 2; i++) {
-    const warm = await harness.agent()
-    await warm.followup('fan out')
-    await warm.dispose()
+  ], { persisted })
+  // Times the parent's turn only: creating and disposing the parent are not the fan-out.
+  const fanOnce = async () => {
+    const parent = await harness.agent()
+    const cpu = cpuMicros()
+    const wall = performance.now()
+    const result = await parent.followup('fan out')
+    const spent = { wall: performance.now() - wall, cpu: cpuMicros() - cpu }
+    if (result.reason !== 'completed') throw new Error(`turn ended ${result.reason}: ${result.error}`)
+    const results = parent.session.events().filter((event) => event.type === 'tool/result')
+    if (results.length !== count || results.some((event) => event.result.isError)) throw new Error('a child failed')
+    await parent.dispose()
+    return spent
   }
-  const parent = await harness.agent()
-  const cpu = cpuMicros()
-  const wall = performance.now()
-  const result = await parent.followup('fan out')
-  const elapsed = performance.now() - wall
-  const used = cpuMicros() - cpu
-  if (result.reason !== 'completed') throw new Error(`turn ended ${result.reason}: ${result.error}`)
-  const results = parent.session.events().filter((event) => event.type === 'tool/result')
-  if (results.length !== count || results.some((event) => event.result.isError)) throw new Error('a child failed')
+  for (let i = 0; i < 3; i++) await fanOnce()
+  gc()
+  const turns = count >= 1000 ? 5 : 20
+  let elapsed = 0
+  let used = 0
+  for (let i = 0; i < turns; i++) {
+    const spent = await fanOnce()
+    elapsed += spent.wall / turns
+    used += spent.cpu / turns
+  }
+  if (harness.ctx.agents.list().length !== 0) throw new Error('children leaked')
   await harness.dispose()
-  return { [`fanout_${count}_ms`]: elapsed, [`fanout_${count}_cpu_ms`]: used / 1000 }
+  const variant = persisted ? '_persisted' : ''
+  return { [`fanout_${count}${variant}_ms`]: elapsed, [`fanout_${count}${variant}_cpu_ms`]: used / 1000 }
 }
 
 /** Heap held by each of `count` children kept open at once (finished, not disposed). */
@@ -162,7 +195,15 @@ async function fork(events) {
   return result
 }
 
-const scenarios = { delegation, fanout, liveChildren, fork }
+const scenarios = {
+  delegation,
+  delegationPersisted: (iterations) => delegation(iterations, { persisted: true }),
+  delegationProgress: (iterations) => delegation(iterations, { progressListener: true }),
+  fanout,
+  fanoutPersisted: (count) => fanout(count, { persisted: true }),
+  liveChildren,
+  fork,
+}
 const run = scenarios[name]
 if (!run) {
   console.error(`unknown scenario ${name}; known: ${Object.keys(scenarios).join(', ')}`)

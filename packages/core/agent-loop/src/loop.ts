@@ -56,7 +56,9 @@ export async function runTurn(services: LoopServices, runtime: TurnRuntime, inpu
       step++
       session.append({ type: 'step/start', step })
       stepOpen = true
-      for (const message of [...pending, ...runtime.claimInput()]) session.append({ type: 'user/message', message })
+      const claimed = runtime.claimInput()
+      for (const message of pending) session.append({ type: 'user/message', message })
+      for (const message of claimed) session.append({ type: 'user/message', message })
       pending = []
 
       const response = await streamResponse(services, runtime, signal)

@@ -4,6 +4,7 @@ import { userText, type UserMessage } from '@dsh/llm'
 import type { Session } from '@dsh/session'
 import { AGENT_SCOPE } from '@dsh/tools'
 import { AgentError } from './errors.js'
+import type { ComposedPrompt } from './prompt-sections.js'
 import type { Agent, AgentOptions, AgentStatus, InputBoundary, InputSource, TurnDriver, TurnResult, TurnRuntime } from './types.js'
 
 /** A turn waiting to run. */
@@ -27,6 +28,13 @@ type AgentState =
   | { status: 'running'; controller: AbortController; turn: QueuedTurn }
   | { status: 'disposing' }
   | { status: 'disposed' }
+
+/** A composed system prompt and what it was composed from (see `AgentRegistry.composeSystemPrompt`). */
+export interface ComposedPromptCache {
+  sectionsVersion: number
+  visible: readonly string[]
+  prompt: ComposedPrompt
+}
 
 /** What a live agent needs from the registry that created it. */
 export interface AgentHost {
@@ -71,6 +79,8 @@ export class LiveAgent implements Agent {
   private disposal: Promise<void> | undefined
   private turnCounter: number
   private readonly runtime: TurnRuntime
+  /** The registry's cache of this agent's system prompt (kept here rather than in a WeakMap). */
+  composedPrompt: ComposedPromptCache | undefined
 
   constructor(
     readonly session: Session,
@@ -89,7 +99,11 @@ export class LiveAgent implements Agent {
       nextTurnNumber: () => ++this.turnCounter,
       claimInput: () => {
         this.steered = false
-        return [...this.inbox.splice(0), ...this.poll('step')]
+        // Most steps have nothing waiting: no copies then.
+        if (this.inbox.length === 0 && this.sources.length === 0) return []
+        const claimed = this.inbox.splice(0)
+        for (const message of this.poll('step')) claimed.push(message)
+        return claimed
       },
       hasInbox: () => this.inbox.length > 0,
       endingTurn: () => {

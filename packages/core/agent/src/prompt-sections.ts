@@ -48,12 +48,17 @@ export interface ComposedPrompt {
   failures: SectionFailure[]
 }
 
-export function composePrompt(sections: readonly PromptSection[], agent: Agent, visibleTools: ReadonlySet<string>): ComposedPrompt {
-  const ordered = [...sections].sort((a, b) => a.order - b.order || (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))
+/** Sections in render order: ascending `order`, ties by name. */
+export function sortSections(sections: readonly PromptSection[]): PromptSection[] {
+  return [...sections].sort((a, b) => a.order - b.order || (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))
+}
+
+/** Render `ordered` (already sorted, see `sortSections`) for `agent`, which sees `visibleTools`. */
+export function composePrompt(ordered: readonly PromptSection[], agent: Agent, visibleTools: readonly string[]): ComposedPrompt {
   const parts: { name: string; text: string }[] = []
   const failures: SectionFailure[] = []
   for (const section of ordered) {
-    if (section.tool !== undefined && !visibleTools.has(section.tool)) continue
+    if (section.tool !== undefined && !visibleTools.includes(section.tool)) continue
     try {
       if (section.visible && !section.visible(agent)) continue
       const text = section.render(agent)?.trim()
@@ -62,11 +67,51 @@ export function composePrompt(sections: readonly PromptSection[], agent: Agent, 
       failures.push({ name: section.name, error: errorMessage(error) })
     }
   }
-  return { text: parts.map((part) => part.text).join('\n\n'), parts, failures }
+  const text = parts.map((part) => part.text).join('\n\n')
+  const shared = sharedComposition(text, parts)
+  return { text: shared.text, parts: shared.parts, failures }
 }
 
-/** Whether `dir` or one of its ancestors holds a `.git` entry. */
+/** Most distinct compositions remembered for sharing; past it the memory starts over. */
+const SHARED_COMPOSITIONS_LIMIT = 64
+const sharedCompositions = new Map<string, { text: string; parts: { name: string; text: string }[] }>()
+
+/**
+ * The text and parts of an earlier identical composition, when there is one: the children
+ * of a fan-out share one prompt (same persona, directory, day and tools), and a thousand
+ * live children should hold one copy of it, not a thousand. Shared parts are frozen.
+ */
+function sharedComposition(text: string, parts: { name: string; text: string }[]): { text: string; parts: { name: string; text: string }[] } {
+  const known = sharedCompositions.get(text)
+  if (known && known.parts.length === parts.length && known.parts.every((part, index) => part.name === parts[index]!.name)) return known
+  if (sharedCompositions.size >= SHARED_COMPOSITIONS_LIMIT) sharedCompositions.clear()
+  const entry = { text, parts: Object.freeze(parts.map((part) => Object.freeze(part))) as { name: string; text: string }[] }
+  sharedCompositions.set(text, entry)
+  return entry
+}
+
+/** How long a directory's git answer is reused before the file system is asked again. */
+const GIT_CHECK_REUSE_MS = 1000
+/** Directories checked recently; cleared when it grows past `GIT_CHECK_LIMIT` entries. */
+const gitChecks = new Map<string, { inside: boolean; at: number }>()
+const GIT_CHECK_LIMIT = 256
+
+/**
+ * Whether `dir` or one of its ancestors holds a `.git` entry. The answer for a directory
+ * is reused for a second: a fan-out creates a thousand children in the same directory at
+ * once, and walking up to the root costs a `stat` per level for each of them.
+ */
 export function insideGitRepository(dir: string): boolean {
+  const now = Date.now()
+  const known = gitChecks.get(dir)
+  if (known && now - known.at < GIT_CHECK_REUSE_MS) return known.inside
+  if (gitChecks.size >= GIT_CHECK_LIMIT) gitChecks.clear()
+  const inside = lookForGit(dir)
+  gitChecks.set(dir, { inside, at: now })
+  return inside
+}
+
+function lookForGit(dir: string): boolean {
   for (let current = dir; ; current = dirname(current)) {
     if (existsSync(join(current, '.git'))) return true
     if (dirname(current) === current) return false

@@ -4,12 +4,12 @@ import { errorMessage } from '@dsh/base'
 import type { Session } from '@dsh/session'
 import type {} from '@dsh/tools'
 import type {} from '@dsh/llm'
-import { LiveAgent, type AgentHost } from './live-agent.js'
+import { LiveAgent, type AgentHost, type ComposedPromptCache } from './live-agent.js'
 import { serviceInstance } from './service-instance.js'
 import { closeInterruptedTurn } from './interrupted-turn.js'
 import type { Agent, AgentCleanup, CreateAgentOptions, TurnDriver } from './types.js'
 import { AgentError } from './errors.js'
-import { checkSection, composePrompt, ENVIRONMENT_ORDER, PERSONA_ORDER, renderEnvironment, type ComposedPrompt, type PromptSection } from './prompt-sections.js'
+import { checkSection, composePrompt, sortSections, ENVIRONMENT_ORDER, PERSONA_ORDER, renderEnvironment, type ComposedPrompt, type PromptSection } from './prompt-sections.js'
 
 declare module 'cordis' {
   interface Context {
@@ -42,7 +42,9 @@ export class AgentRegistry extends Service {
   /** Bumped whenever a section comes or goes: cached prompts are then composed anew. */
   private sectionsVersion = 0
   /** Each agent's composed prompt and what it was composed from (sections, visible tools). */
-  private prompts = new WeakMap<Agent, { key: string; prompt: ComposedPrompt }>()
+  private prompts = new WeakMap<Agent, ComposedPromptCache>()
+  /** The sections sorted for rendering, as of `version` (a `sectionsVersion`). */
+  private ordered: { version: number; sections: readonly PromptSection[] } | undefined
   private readonly host: AgentHost
   /**
    * This service's own context. `this.ctx` is the caller's context (services are reached
@@ -137,7 +139,7 @@ export class AgentRegistry extends Service {
 
   /** Names of the registered sections, in render order. */
   promptSections(): string[] {
-    return [...this.sections].sort((a, b) => a.order - b.order || (a.name < b.name ? -1 : 1)).map((section) => section.name)
+    return this.orderedSections().map((section) => section.name)
   }
 
   /**
@@ -146,16 +148,30 @@ export class AgentRegistry extends Service {
    * across turns. Sections that throw are left out and logged once per composition.
    */
   composeSystemPrompt(agent: Agent): ComposedPrompt {
-    const visible = this.tools.list(agent.id).sort()
-    const key = `${this.sectionsVersion}\0${visible.join('\0')}`
-    const cached = this.prompts.get(agent)
-    if (cached?.key === key) return cached.prompt
-    const prompt = this.forkedPrompt(agent, composePrompt(this.sections, agent, new Set(visible)))
+    // The registry hands out the same sorted list until it changes: comparing by identity
+    // first keeps the per-step check free of allocations.
+    const visible = this.tools.visibleNames(agent.id)
+    // An agent of this registry carries its own cache entry (a WeakMap entry costs the
+    // garbage collector more than a field); any other agent object is looked up.
+    const cached = agent instanceof LiveAgent ? agent.composedPrompt : this.prompts.get(agent)
+    if (cached && cached.sectionsVersion === this.sectionsVersion && (cached.visible === visible || sameNames(cached.visible, visible))) {
+      cached.visible = visible
+      return cached.prompt
+    }
+    const prompt = this.forkedPrompt(agent, composePrompt(this.orderedSections(), agent, visible))
     for (const failure of prompt.failures) {
       this.home.logger('agents').warn('prompt section "%s" failed for agent %s and was left out: %s', failure.name, agent.id, failure.error)
     }
-    this.prompts.set(agent, { key, prompt })
+    const entry: ComposedPromptCache = { sectionsVersion: this.sectionsVersion, visible, prompt }
+    if (agent instanceof LiveAgent) agent.composedPrompt = entry
+    else this.prompts.set(agent, entry)
     return prompt
+  }
+
+  /** The sections in render order, sorted once per change rather than once per agent. */
+  private orderedSections(): readonly PromptSection[] {
+    if (this.ordered?.version !== this.sectionsVersion) this.ordered = { version: this.sectionsVersion, sections: sortSections(this.sections) }
+    return this.ordered.sections
   }
 
   /**
@@ -181,7 +197,9 @@ export class AgentRegistry extends Service {
   }
 
   private async sessionFor(options: CreateAgentOptions): Promise<Session> {
-    if (options.sessionId === undefined) return this.sessions.create({ ...options.meta, seed: options.seed, announce: false })
+    // Object.assign, not `{ ...meta, seed, announce }`: a spread followed by more keys is a
+    // slow generic copy (microseconds), which a fan-out pays per child.
+    if (options.sessionId === undefined) return this.sessions.create(Object.assign({}, options.meta, { seed: options.seed, announce: false }))
     const session = await this.sessions.open(options.sessionId)
     if (this.live.has(session.id)) throw new AgentError('SESSION_IN_USE', `session ${session.id} already has a live agent`)
     if (closeInterruptedTurn(session)) this.home.logger('agents').warn('session %s was interrupted mid-turn; that turn is now closed as an error', session.id)
@@ -190,21 +208,32 @@ export class AgentRegistry extends Service {
 
   private async finish(agent: LiveAgent): Promise<void> {
     const errors: unknown[] = []
-    const attempt = async (step: () => Promise<void> | void) => {
+    for (const cleanup of this.cleanups) {
       try {
-        await step()
+        await cleanup(agent)
       } catch (error) {
         errors.push(error)
       }
     }
-    for (const cleanup of this.cleanups) await attempt(() => cleanup(agent))
-    await attempt(() => agent.releaseContext())
+    try {
+      await agent.releaseContext()
+    } catch (error) {
+      errors.push(error)
+    }
     this.tools.forgetAgent(agent.id)
-    await attempt(() => this.sessions.release(agent.session))
+    try {
+      await this.sessions.release(agent.session)
+    } catch (error) {
+      errors.push(error)
+    }
     if (this.live.get(agent.id) === agent) this.live.delete(agent.id)
     if (errors.length === 1) throw errors[0]
     if (errors.length > 1) throw new AggregateError(errors, `disposing agent ${agent.id} failed`)
   }
+}
+
+function sameNames(a: readonly string[], b: readonly string[]): boolean {
+  return a.length === b.length && a.every((name, index) => name === b[index])
 }
 
 function throwIfAborted(signal: AbortSignal | undefined, when: string): void {

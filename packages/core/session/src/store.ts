@@ -80,6 +80,14 @@ export function newSessionId(now = Date.now()): string {
   return `${now.toString(36).padStart(9, '0')}-${processTag}${(++sessionCounter).toString(36)}`
 }
 
+/** The last timestamp formatted, reused within the same millisecond (children of a fan-out are created in a burst). */
+let lastIsoTime = { ms: Number.NaN, text: '' }
+
+function isoTime(ms: number): string {
+  if (ms !== lastIsoTime.ms) lastIsoTime = { ms, text: new Date(ms).toISOString() }
+  return lastIsoTime.text
+}
+
 /**
  * `ctx.sessions`: the live store of sessions, the observers that persist them, and the
  * one storage that reads them back.
@@ -96,9 +104,10 @@ export class SessionStore extends Service {
   }
 
   create(init: SessionInit = {}): Session {
-    const id = init.id ?? newSessionId()
+    const now = Date.now()
+    const id = init.id ?? newSessionId(now)
     if (this.live.has(id)) throw new SessionError('DUPLICATE_SESSION', `session ${id} is already live`)
-    const header: SessionHeader = { id, createdAt: new Date().toISOString(), cwd: init.cwd ?? process.cwd() }
+    const header: SessionHeader = { id, createdAt: isoTime(now), cwd: init.cwd ?? process.cwd() }
     if (init.seed && init.parentSession !== undefined && init.parentSession !== init.seed.session.id) {
       throw new SessionError('CORRUPT', `a session seeded from ${init.seed.session.id} must name it as parentSession (got ${init.parentSession})`)
     }

@@ -32,6 +32,14 @@ interface Entry {
   validate: ArgumentValidator
 }
 
+/** What one agent sees, computed once per registry version (see `viewOf`). */
+interface ToolView {
+  version: number
+  /** Visible names, sorted. */
+  names: readonly string[]
+  specs: ToolSpec[]
+}
+
 /**
  * `ctx.tools`: the tool registry and the execution pipeline.
  *
@@ -47,7 +55,7 @@ export class ToolRegistry extends Service {
   private reserved = new Map<string, symbol>()
   /** Bumped on every change; visible-tool lists are cached against it. */
   private version = 0
-  private specCache = new Map<string, { version: number; specs: ToolSpec[] }>()
+  private viewCache = new Map<string, ToolView>()
   /** Asked in order before a side-effecting call runs (see `addPermissionGate`). */
   private gates: ToolPermissionGate[] = []
 
@@ -166,21 +174,36 @@ export class ToolRegistry extends Service {
 
   /** The model-facing specs for `agentId`, cached until the registry changes. */
   specsFor(agentId: string): ToolSpec[] {
-    // Most agents (every plain child of a fan-out) see exactly the global tools: share one list.
-    const key = this.scoped.has(agentId) || this.filters.has(agentId) ? agentId : GLOBAL_VIEW
-    const cached = this.specCache.get(key)
-    if (cached && cached.version === this.version) return cached.specs
-    const specs = this.namesFor(agentId, true).map((name) => {
-      const { definition } = this.lookup(name, agentId)!
-      return { name, description: definition.description, parameters: definition.parameters }
-    })
-    this.specCache.set(key, { version: this.version, specs })
-    return specs
+    return this.viewOf(agentId).specs
+  }
+
+  /**
+   * The names visible to `agentId`, sorted. The same array is returned until the registry
+   * changes, so a caller may compare it by identity to know whether anything it derived
+   * from the list (a composed system prompt) is still current. Do not mutate it.
+   */
+  visibleNames(agentId: string): readonly string[] {
+    return this.viewOf(agentId).names
   }
 
   /** Drop per-agent state (scoped tools are removed with the agent's context; this drops caches). */
   forgetAgent(agentId: string): void {
-    this.specCache.delete(agentId)
+    this.viewCache.delete(agentId)
+  }
+
+  private viewOf(agentId: string): ToolView {
+    // Most agents (every plain child of a fan-out) see exactly the global tools: share one view.
+    const key = this.scoped.has(agentId) || this.filters.has(agentId) ? agentId : GLOBAL_VIEW
+    const cached = this.viewCache.get(key)
+    if (cached && cached.version === this.version) return cached
+    const visible = this.namesFor(agentId, true)
+    const specs = visible.map((name) => {
+      const { definition } = this.lookup(name, agentId)!
+      return { name, description: definition.description, parameters: definition.parameters }
+    })
+    const view: ToolView = { version: this.version, names: Object.freeze([...visible].sort()), specs }
+    this.viewCache.set(key, view)
+    return view
   }
 
   /**

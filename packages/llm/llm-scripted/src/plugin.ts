@@ -55,6 +55,12 @@ export class ScriptedPlugin {
       },
     })
     ctx.llm.registerAdapter(this.adapter)
+    // A released session makes no more requests: its binding goes with it, so the map holds
+    // the live sessions rather than the last ten thousand (a resumed one is bound again, its
+    // cursor placed after the replies its log already holds).
+    ctx.inject(['sessions'], (withSessions) => {
+      withSessions.sessions.addObserver({ released: (session) => void this.adapter.forget(session.id) })
+    })
   }
 }
 

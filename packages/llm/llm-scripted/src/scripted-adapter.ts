@@ -71,13 +71,69 @@ export class ScriptedAdapter implements LlmAdapter {
     this.sessionFacts = options.sessionFacts
   }
 
-  async *stream(request: LlmRequest): AsyncGenerator<LlmChunk, void, undefined> {
+  /**
+   * The reply's chunks, worked out at the first `next()` (as a generator would) and then
+   * handed out from an array: a scripted reply is known whole, and an async generator
+   * costs a promise chain per chunk that a fan-out of a thousand children pays for.
+   */
+  stream(request: LlmRequest): AsyncIterableIterator<LlmChunk> {
+    let chunks: LlmChunk[] | undefined
+    let failed = false
+    let index = 0
+    const step = (): IteratorResult<LlmChunk, undefined> =>
+      chunks !== undefined && index < chunks.length ? { done: false, value: chunks[index++]! } : { done: true, value: undefined }
+    const iterator: AsyncIterableIterator<LlmChunk> = {
+      next: () => {
+        if (chunks !== undefined || failed) return Promise.resolve(step())
+        let prepared: LlmChunk[] | Promise<LlmChunk[]>
+        try {
+          prepared = this.reply(request)
+        } catch (error) {
+          failed = true
+          return Promise.reject(error)
+        }
+        if (Array.isArray(prepared)) {
+          chunks = prepared
+          return Promise.resolve(step())
+        }
+        return prepared.then(
+          (ready) => {
+            chunks = ready
+            return step()
+          },
+          (error: unknown) => {
+            failed = true
+            throw error
+          },
+        )
+      },
+      return: () => {
+        chunks = []
+        return Promise.resolve({ done: true, value: undefined })
+      },
+      [Symbol.asyncIterator]: () => iterator,
+    }
+    return iterator
+  }
+
+  /** Count the request and pick its reply; a promise only when a script file must be read or the reply waits. */
+  private reply(request: LlmRequest): LlmChunk[] | Promise<LlmChunk[]> {
     this.requests++
     throwIfAborted(request.signal)
-    const reply = this.nextReply(await this.scriptFor(request.model), request)
-    if (reply.delayMs > 0) await abortableDelay(reply.delayMs, request.signal)
+    const inline = this.inline.get(request.model)
+    if (inline) return this.answer({ key: `inline:${request.model}`, script: inline }, request)
+    return this.scriptFor(request.model).then((script) => this.answer(script, request))
+  }
+
+  private answer(script: ResolvedScript, request: LlmRequest): LlmChunk[] | Promise<LlmChunk[]> {
+    const reply = this.nextReply(script, request)
+    if (reply.delayMs > 0) return abortableDelay(reply.delayMs, request.signal).then(() => this.played(reply, request))
+    return this.played(reply, request)
+  }
+
+  private played(reply: CompiledReply, request: LlmRequest): LlmChunk[] {
     if (reply.error !== undefined) throw new LlmError('SIMULATED', reply.error)
-    yield* this.play(reply, request)
+    return [...this.play(reply, request)]
   }
 
   /** Drop a session's rule binding and cursor (e.g. when the session ends). */

@@ -90,4 +90,27 @@ describe('scripted plugin', () => {
     fresh.append({ type: 'user/message', message: userText('hi') })
     expect(textOfChunks(await collect(adapter.stream(requestFor(model, { sessionId: 'fresh' }))))).toBe('first')
   })
+
+  it('a released session loses its binding, and continues where its log left off when it comes back', async () => {
+    const ctx = new Context()
+    await ctx.plugin(LlmService)
+    await ctx.plugin(SessionStore)
+    const fiber = ctx.plugin(ScriptedPlugin, { scripts: { demo: [{ reply: [{ text: 'first' }, { text: 'second' }] }] } })
+    await fiber
+    const { adapter, model } = ctx.llm.resolve('scripted:demo')
+    const scripted = adapter as ScriptedAdapter
+    const session = ctx.sessions.create({ id: 'comes-back' })
+    session.append({ type: 'step/start', step: 1 })
+    session.append({ type: 'user/message', message: userText('hi') })
+    expect(textOfChunks(await collect(adapter.stream(requestFor(model, { sessionId: 'comes-back' }))))).toBe('first')
+    session.append({ type: 'assistant/message', message: { role: 'assistant', content: [{ type: 'text', text: 'first' }] } })
+    expect(scripted.sessionCount).toBe(1)
+    await ctx.sessions.release(session)
+    expect(scripted.sessionCount).toBe(0)
+    // The same log made live again (a resume): its next request gets the next reply.
+    const again = ctx.sessions.create({ id: 'comes-back' })
+    again.restore(session.events())
+    again.append({ type: 'step/start', step: 2 })
+    expect(textOfChunks(await collect(adapter.stream(requestFor(model, { sessionId: 'comes-back' }))))).toBe('second')
+  })
 })

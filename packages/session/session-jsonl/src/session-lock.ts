@@ -58,12 +58,30 @@ function rememberForExit(file: string): void {
 
 let ownStartTime: Promise<number | undefined> | undefined
 
+/**
+ * The owner record this storage puts in every lock it takes, written once to a private
+ * file (`.<pid>.<token>.<n>.owner` in the directory) and hard-linked to each lock's name:
+ * a lock costs one `link` instead of writing, linking and removing a temporary file, and a
+ * lock is ours exactly when it is that file (same inode).
+ */
+interface OwnerRecord {
+  file: string
+  ino: number
+}
+
 /** The locks one storage (one directory, one process) holds. */
 export class SessionLocks {
   private readonly token = randomBytes(8).toString('hex')
-  private readonly holding = new Set<string>()
+  /** Held locks by session id, with the inode each was linked from. */
+  private readonly holding = new Map<string, number>()
   /** Per id, the last lock operation: taking and giving back one id never overlap. */
   private readonly operations = new Map<string, Promise<void>>()
+  /** The owner record in use, written on the first take after none was held. */
+  private owner: Promise<OwnerRecord> | undefined
+  /** Takes in flight plus locks held: the owner record is removed when this drops to 0. */
+  private users = 0
+  /** Counts owner records written, so a new one never reuses the name of one being removed. */
+  private generation = 0
 
   constructor(private readonly dir: string) {}
 
@@ -75,22 +93,35 @@ export class SessionLocks {
   acquire(id: string): Promise<void> {
     return this.serialise(id, async () => {
       if (this.holding.has(id)) return
-      await this.take(id)
-      this.holding.add(id)
+      this.users++
+      try {
+        this.holding.set(id, await this.take(id))
+      } catch (error) {
+        await this.dropUser()
+        throw error
+      }
     })
   }
 
   /** Give the lock of `id` back, if this storage holds it. */
   release(id: string): Promise<void> {
     return this.serialise(id, async () => {
-      if (!this.holding.delete(id)) return
+      const ino = this.holding.get(id)
+      if (ino === undefined) return
+      this.holding.delete(id)
       const file = this.lockFile(id)
       heldInProcess.delete(file)
-      const owner = await readOwner(file).catch(() => undefined)
-      if (owner?.token !== this.token) return // removed or replaced by hand meanwhile: not ours to remove
-      await unlink(file).catch(() => {
-        // Already gone (the directory was removed): the lock is released either way.
-      })
+      try {
+        // Ours exactly when it is still our owner record (a hard link of it): a lock
+        // removed or replaced by hand meanwhile is not ours to remove.
+        const seen = await stat(file).catch(() => undefined)
+        if (seen?.ino !== ino) return
+        await unlink(file).catch(() => {
+          // Already gone (the directory was removed): the lock is released either way.
+        })
+      } finally {
+        await this.dropUser()
+      }
     })
   }
 
@@ -106,38 +137,70 @@ export class SessionLocks {
     return next
   }
 
-  private async take(id: string): Promise<void> {
-    const file = this.lockFile(id)
+  /** The owner record to link, written now if there is none. */
+  private ownerRecord(): Promise<OwnerRecord> {
+    this.owner ??= this.writeOwnerRecord()
+    const pending = this.owner
+    // A failed write is not kept: the next take tries again.
+    pending.catch(() => {
+      if (this.owner === pending) this.owner = undefined
+    })
+    return pending
+  }
+
+  private async writeOwnerRecord(): Promise<OwnerRecord> {
     const me: LockOwner = { pid: process.pid, token: this.token }
     const startTime = await (ownStartTime ??= readProcessEntry(process.pid).then((entry) => entry?.startTime))
     if (startTime !== undefined) me.startTime = startTime
-    const text = JSON.stringify(me) + '\n'
-    const temporary = `${file}.${process.pid}.${this.token}.tmp`
-    await writeFile(temporary, text, { mode: 0o600 })
-    try {
-      for (let attempt = 0; ; attempt++) {
-        try {
-          await link(temporary, file)
-          rememberForExit(file)
-          return
-        } catch (error) {
-          if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error
+    const file = join(this.dir, `.${process.pid}.${this.token}.${++this.generation}.owner`)
+    // Removed at exit like a lock: a process that dies by SIGKILL leaves it (it is never read as a lock).
+    rememberForExit(file)
+    await writeFile(file, JSON.stringify(me) + '\n', { mode: 0o600, flag: 'wx' })
+    return { file, ino: (await stat(file)).ino }
+  }
+
+  /** One fewer take or lock; the last one out removes the owner record. */
+  private async dropUser(): Promise<void> {
+    if (--this.users > 0) return
+    const owner = this.owner
+    this.owner = undefined
+    const record = await owner?.catch(() => undefined)
+    if (!record) return
+    heldInProcess.delete(record.file)
+    await unlink(record.file).catch(() => {
+      // Already removed (the directory went away): nothing is left behind.
+    })
+  }
+
+  /** Link the owner record to the lock's name; returns the inode the lock now shares. */
+  private async take(id: string): Promise<number> {
+    const file = this.lockFile(id)
+    for (let attempt = 0; ; attempt++) {
+      const owner = await this.ownerRecord()
+      try {
+        await link(owner.file, file)
+        rememberForExit(file)
+        return owner.ino
+      } catch (error) {
+        const code = (error as NodeJS.ErrnoException).code
+        if (code === 'EMLINK' && this.owner !== undefined) {
+          // The record has as many links as the file system allows: write a fresh one.
+          // The full one stays linked as the locks it is; it is removed by the exit hook.
+          this.owner = undefined
+          continue
         }
-        const seen = await readFile(file, 'utf8').catch(() => undefined)
-        if (seen === undefined) continue // released between our link and our read: try again
-        const owner = parseOwner(seen)
-        if (owner && (await ownerAlive(owner))) throw inUse(id, file, owner)
-        if (attempt > TAKEOVER_ATTEMPTS) throw new SessionJsonlError('IN_USE', `the lock ${file} of session ${id} keeps changing hands; another process is taking it over at the same time; try again`)
-        // Stale. Two processes may both have read the same stale lock: only the holder of
-        // the takeover mutex (an atomic mkdir) may remove it, and only while it is still
-        // the lock both read. The remover then competes for the free name like anyone
-        // else, through link() on the next round, which exactly one process wins.
-        await removeStaleLock(file, seen)
+        if (code !== 'EEXIST') throw error
       }
-    } finally {
-      await unlink(temporary).catch(() => {
-        // Already removed; a leftover temporary file would only be clutter, never a lock.
-      })
+      const seen = await readFile(file, 'utf8').catch(() => undefined)
+      if (seen === undefined) continue // released between our link and our read: try again
+      const lockOwner = parseOwner(seen)
+      if (lockOwner && (await ownerAlive(lockOwner))) throw inUse(id, file, lockOwner)
+      if (attempt > TAKEOVER_ATTEMPTS) throw new SessionJsonlError('IN_USE', `the lock ${file} of session ${id} keeps changing hands; another process is taking it over at the same time; try again`)
+      // Stale. Two processes may both have read the same stale lock: only the holder of
+      // the takeover mutex (an atomic mkdir) may remove it, and only while it is still
+      // the lock both read. The remover then competes for the free name like anyone
+      // else, through link() on the next round, which exactly one process wins.
+      await removeStaleLock(file, seen)
     }
   }
 }

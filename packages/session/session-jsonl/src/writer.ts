@@ -1,3 +1,4 @@
+import { constants } from 'node:fs'
 import { open, readFile, type FileHandle } from 'node:fs/promises'
 import { isDeepStrictEqual } from 'node:util'
 import { errorMessage } from '@dsh/base'
@@ -95,10 +96,13 @@ export class SessionFileWriter {
   private async start(start: WriterStart, lengthAtStart: number): Promise<void> {
     assertValidSessionId(this.session.id)
     await this.lock()
+    // A new session's file usually does not exist yet: creating it exclusively tells us so
+    // without another round trip for its size.
+    const created = start === 'created' ? await openNew(this.file) : undefined
     // Sessions are private: a new file is readable by its owner only.
-    const handle = await open(this.file, 'a+', 0o600)
+    const handle = created ?? (await open(this.file, 'a+', 0o600))
     this.handle = handle
-    const { size } = await handle.stat()
+    const size = created ? 0 : (await handle.stat()).size
     this.fileSize = size
     if (size === 0) {
       this.preamble = headerLine(this.session.header)
@@ -200,6 +204,19 @@ export class SessionFileWriter {
     this.pending = []
     this.unsubscribe()
     this.warn(this.failure.message)
+  }
+}
+
+/** Flags of a file this writer creates itself: append-only, and failing if the name is taken. */
+const CREATE_NEW = constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_APPEND
+
+/** Open `file` as a new, private file; `undefined` when it exists already. */
+async function openNew(file: string): Promise<FileHandle | undefined> {
+  try {
+    return await open(file, CREATE_NEW, 0o600)
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'EEXIST') return undefined
+    throw error
   }
 }
 

@@ -92,6 +92,27 @@ describe('session-jsonl persistence', () => {
     }
   })
 
+  it('a fan-out of sessions costs one write per file, not one per event', async () => {
+    const dir = await tempDir()
+    const { sessions } = await startProcess(dir)
+    const { open } = await import('node:fs/promises')
+    const probe = await open(join(dir, 'probe'), 'w')
+    const prototype = Object.getPrototypeOf(probe) as { write: (...args: unknown[]) => unknown }
+    await probe.close()
+    const write = vi.spyOn(prototype, 'write')
+    try {
+      // Fifty children created and run in one tick, as a parent's fan-out does: each file
+      // gets its header and six events in a single write.
+      const children = Array.from({ length: 50 }, () => sessions.create({ origin: 'subagent' }))
+      for (const child of children) appendTurn(child, 1, 'child done')
+      await Promise.all(children.map((child) => sessions.release(child)))
+      expect(write).toHaveBeenCalledTimes(50)
+      for (const child of children) expect(await fileLines(join(dir, `${child.id}.jsonl`))).toHaveLength(1 + 6 + 1) // header, six events, the empty string after the last newline
+    } finally {
+      write.mockRestore()
+    }
+  })
+
   it('resume appends after the existing bytes, with no second header', async () => {
     const dir = await tempDir()
     const first = await startProcess(dir)

@@ -1,5 +1,5 @@
 import { existsSync } from 'node:fs'
-import { readFile, stat, writeFile } from 'node:fs/promises'
+import { readFile, readdir, stat, unlink, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { Context } from 'cordis'
 import { SessionStore } from '@dsh/session'
@@ -54,6 +54,41 @@ describe('one writer per session, across processes', () => {
     await second.command('release').catch(() => {})
     expect(await second.exited).toBe(0)
     expect(existsSync(lock)).toBe(false)
+  })
+
+  it('every lock of a store is one owner record linked under the lock name, removed with the last lock', async () => {
+    const dir = await tempDir()
+    const { sessions } = await startProcess(dir)
+    const live = Array.from({ length: 5 }, () => sessions.create())
+    for (const session of live) appendTurn(session, 1, 'hi')
+    await expect.poll(async () => (await readdir(dir)).filter((name) => name.endsWith('.lock')).length).toBe(5)
+    const owners = (await readdir(dir)).filter((name) => name.endsWith('.owner'))
+    expect(owners).toHaveLength(1)
+    const record = await stat(join(dir, owners[0]!))
+    expect(record.mode & 0o777).toBe(0o600)
+    for (const session of live) {
+      const lock = join(dir, `${session.id}.lock`)
+      expect((await stat(lock)).ino).toBe(record.ino)
+      expect(JSON.parse(await readFile(lock, 'utf8'))).toMatchObject({ pid: process.pid })
+    }
+    await Promise.all(live.slice(1).map((session) => sessions.release(session)))
+    expect((await readdir(dir)).filter((name) => !name.endsWith('.jsonl')).sort()).toEqual([`${live[0]!.id}.lock`, owners[0]].sort())
+    await sessions.release(live[0]!)
+    expect((await readdir(dir)).filter((name) => !name.endsWith('.jsonl'))).toEqual([])
+  })
+
+  it('a lock replaced by hand is left alone on release', async () => {
+    const dir = await tempDir()
+    const { sessions } = await startProcess(dir)
+    const session = sessions.create()
+    appendTurn(session, 1, 'hi')
+    const lock = join(dir, `${session.id}.lock`)
+    await expect.poll(() => existsSync(lock)).toBe(true)
+    const replaced = '{"pid":1,"token":"someone else"}\n'
+    await unlink(lock)
+    await writeFile(lock, replaced)
+    await sessions.release(session)
+    expect(await readFile(lock, 'utf8')).toBe(replaced)
   })
 
   it('a lock file that is not a lock (garbage, cut short) is treated as stale', async () => {

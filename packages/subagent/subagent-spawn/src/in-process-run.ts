@@ -33,15 +33,17 @@ export async function startInProcessRun(agents: AgentRegistry, request: Subagent
       seed: options.seed,
       parent,
       signal,
+      // Every key present (absent ones undefined, which the store skips): one object shape
+      // for every child, so copying it on the way to the session store stays cheap.
       meta: {
         parentSession: parent.id,
         origin: 'subagent',
         delegationDepth: depth,
-        ...(maxDepth !== undefined && { maxDepth }),
+        maxDepth,
         provider: options.provider,
         cwd: parent.session.header.cwd,
-        ...(request.label !== undefined && { label: request.label }),
-        ...(request.callId !== undefined && { toolCallId: request.callId }),
+        label: request.label,
+        toolCallId: request.callId,
       },
       agentOptions: {
         model: request.agentOptions?.model ?? parent.options.model,
@@ -82,14 +84,18 @@ export async function startInProcessRun(agents: AgentRegistry, request: Subagent
   const cancel = (reason?: unknown) => child.cancel(reason)
   const onAbort = () => cancel(signal.reason)
   signal.addEventListener('abort', onAbort, { once: true })
-  const turn = child.followup({ role: 'user', content: request.prompt })
-  // Set as the tracked turn ends (before anyone sees the result): a steer after that
-  // would start a turn nobody tracks or bills to this run.
+  // `settled` is set as the tracked turn ends (before anyone sees the result): a steer
+  // after that would start a turn nobody tracks or bills to this run.
   let settled = false
-  const ended = turn.finally(() => (settled = true))
-  const result = ended.then(
-    (ended) => resultOf(child, ended, structured, request.outputSchema !== undefined),
-    (error: unknown): SubagentResult => ({ output: [], stopReason: 'error', diagnostic: `the child's turn never ran: ${errorMessage(error)}` }),
+  const result = child.followup({ role: 'user', content: request.prompt }).then(
+    (ended): SubagentResult => {
+      settled = true
+      return resultOf(child, ended, structured, request.outputSchema !== undefined)
+    },
+    (error: unknown): SubagentResult => {
+      settled = true
+      return { output: [], stopReason: 'error', diagnostic: `the child's turn never ran: ${errorMessage(error)}` }
+    },
   )
   let disposal: Promise<void> | undefined
   return {

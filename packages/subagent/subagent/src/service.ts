@@ -8,7 +8,7 @@ import { SubagentError } from './errors.js'
 import type { SubagentFeature, SubagentProgressInfo, SubagentProvider, SubagentRequest, SubagentResult, SubagentRun, SubagentRunEndInfo, SubagentRunInfo } from './types.js'
 import { ProgressChannel } from './progress/channel.js'
 import { followLocalChild, latestTurnUsage } from './progress/local.js'
-import { serviceInstance, type Agent } from '@dsh/agent'
+import { serviceInstance, type Agent, type AgentRegistry } from '@dsh/agent'
 import type { ContinuableChildInfo, ContinuableStarted, InterruptAuthority, StartContinuableOptions } from './continuable/types.js'
 import { ContinuationManager, type ContinuableSetup } from './continuable/manager.js'
 
@@ -92,13 +92,24 @@ export class SubagentService extends Service {
   private readonly runPrefix = randomBytes(3).toString('hex')
   /** This service's own context: `this.ctx` is the caller's. */
   private readonly home: Context
+  /**
+   * The app's event bus, held directly: reaching `parallel` or `events` through a context
+   * builds tracing proxies (and a logger) on every call, which a fan-out pays per child.
+   */
+  private readonly events: Context['events']
   private continuableSetups: ContinuableSetup[] = []
+  /** See `agentRegistry`. */
+  private agentsLookup: { registry: AgentRegistry | undefined } | undefined
   /** Owns continuable children: creation, delivery, cold resume, notices. */
   readonly continuation: ContinuationManager
 
   constructor(ctx: Context, config: Partial<SubagentService.Config> = {}) {
     super(ctx, 'subagents')
     this.home = ctx
+    this.events = serviceInstance(ctx.events)
+    ctx.on('internal/service', () => {
+      this.agentsLookup = undefined
+    })
     this.progressIntervalMs = config.progressIntervalMs ?? DEFAULT_PROGRESS_INTERVAL_MS
     this.continuation = new ContinuationManager({
       home: ctx,
@@ -200,6 +211,7 @@ export class SubagentService extends Service {
       (result) => {
         unfollow?.()
         progress?.close()
+        if (!this.heard('subagent/end')) return
         const end: SubagentRunEndInfo = { ...info, stopReason: result.stopReason }
         if (result.diagnostic !== undefined) end.diagnostic = result.diagnostic
         if (result.output.length > 0) end.lastAssistantMessage = cloneOutput(result.output)
@@ -221,30 +233,39 @@ export class SubagentService extends Service {
    * `subagent/progress` listener and no caller observer): then nothing is built at all.
    */
   private openProgress(observer: SubagentRequest['onProgress']): ProgressChannel | undefined {
-    // Cordis keeps its listeners per event name in `events._hooks` (public in its typings);
-    // counting them is the only way to know that nobody listens without emitting.
-    const listeners = this.home.events._hooks['subagent/progress']?.length ?? 0
-    if (listeners === 0 && observer === undefined) return undefined
-    const log = this.home.logger('subagents')
+    if (observer === undefined && !this.heard('subagent/progress')) return undefined
+    // Made only to report a failure: a logger built through the context costs a fan-out per child.
+    const log = () => this.home.logger('subagents')
     return new ProgressChannel({
       intervalMs: this.progressIntervalMs,
       emit: (info) => {
-        if (this.home.events._hooks['subagent/progress']?.length) this.notify('subagent/progress', info)
+        this.notify('subagent/progress', info)
         if (observer === undefined) return
         try {
           observer(info)
         } catch (error) {
-          log.warn('a progress observer failed (ignored): %s', errorMessage(error))
+          log().warn('a progress observer failed (ignored): %s', errorMessage(error))
         }
       },
-      onMalformed: (reason) => log.debug('a progress update was dropped: %s', reason),
+      onMalformed: (reason) => log().debug('a progress update was dropped: %s', reason),
     })
   }
 
   /** The session of in-process child `id`, while its agent is registered. */
   private localSession(id: string) {
-    const agents = this.home.get('agents')
-    return agents ? serviceInstance(agents).get(id)?.session : undefined
+    return this.agentRegistry()?.get(id)?.session
+  }
+
+  /**
+   * `ctx.agents` itself (or undefined), looked up once and again whenever a service comes or
+   * goes: `ctx.get` builds tracing proxies on every call, which a run with progress paid twice.
+   */
+  private agentRegistry(): AgentRegistry | undefined {
+    if (this.agentsLookup === undefined) {
+      const agents = this.home.get('agents')
+      this.agentsLookup = { registry: agents && serviceInstance(agents) }
+    }
+    return this.agentsLookup.registry
   }
 
   /** What a run used: the provider's figure, else an in-process child's own log. */
@@ -322,12 +343,25 @@ export class SubagentService extends Service {
    * run, and a failure is logged instead of becoming an unhandled rejection.
    */
   private notify<K extends SubagentLifecycleEvent>(name: K, payload: LifecyclePayload<K>): void {
-    const log = this.home.logger('subagents')
-    const emitted = (this.home.parallel as (name: K, payload: LifecyclePayload<K>) => Promise<void>)(name, payload)
+    if (!this.heard(name)) return
+    const events = this.events as unknown as { parallel(name: K, payload: LifecyclePayload<K>): Promise<void> }
+    const emitted = events.parallel(name, payload)
     emitted.catch((error: unknown) => {
+      const log = this.home.logger('subagents')
       const failures = error instanceof AggregateError ? error.errors : [error]
       for (const failure of failures) log.warn('a %s listener failed (ignored): %s', name, errorMessage(failure))
     })
+  }
+
+  /**
+   * Whether emitting `name` would reach anyone: a listener of it, or of every dispatch.
+   * Cordis keeps listeners per event name in `events._hooks` (public in its typings);
+   * counting them is the only way to know that nobody listens without emitting, and then
+   * the payload need not even be built.
+   */
+  private heard(name: SubagentLifecycleEvent): boolean {
+    const hooks = this.events._hooks
+    return (hooks[name]?.length ?? 0) > 0 || (hooks['internal/dispatch']?.length ?? 0) > 0
   }
 }
 
