@@ -61,13 +61,22 @@ describe('acp: the provider drives `dsh acp`', () => {
   it('returns the child\'s answer, and the child\'s session is an ordinary persisted dsh session in the parent\'s cwd', async () => {
     const { harness, parent, request, sessions } = await dshProvider()
     const run = await harness.ctx.subagents.start('acp', request('capital of France?'))
-    expect(await run.result).toEqual({ output: [text('The capital of France is Paris.')], stopReason: 'completed' })
+    const result = await run.result
+    expect(result).toMatchObject({ output: [text('The capital of France is Paris.')], stopReason: 'completed' })
     await run.dispose()
     const files = readdirSync(sessions).filter((name) => name.endsWith('.jsonl'))
     expect(files).toHaveLength(1)
-    const lines = readFileSync(join(sessions, files[0]), 'utf8').trim().split('\n').map((line) => JSON.parse(line) as { header?: { origin: string; cwd: string }; type?: string; reason?: string })
+    const lines = readFileSync(join(sessions, files[0]), 'utf8').trim().split('\n').map((line) => JSON.parse(line) as { header?: { origin: string; cwd: string }; type?: string; reason?: string; usage?: { inputTokens: number; outputTokens: number } })
     expect(lines[0].header).toMatchObject({ origin: 'acp', cwd: parent.session.header.cwd })
     expect(lines.at(-1)).toMatchObject({ type: 'turn/end', reason: 'completed' })
+    // The child's usage comes back with its answer (dsh acp's `_meta.dsh.usage`), and is what its own session recorded.
+    const recorded = lines.filter((line) => line.type === 'assistant/message' && line.usage)
+    expect(recorded.length).toBeGreaterThan(0)
+    expect(result.usage).toEqual({
+      inputTokens: recorded.reduce((sum, line) => sum + line.usage!.inputTokens, 0),
+      outputTokens: recorded.reduce((sum, line) => sum + line.usage!.outputTokens, 0),
+      cachedInputTokens: 0,
+    })
   })
 
   it('cancel mid-turn resolves aborted with the partial output, and no process remains', async () => {
