@@ -10,7 +10,7 @@
 import { assertNever } from '@dsh/base'
 import type { SessionUpdate as AcpSessionUpdate, ToolCallContent } from '@agentclientprotocol/sdk'
 import type { Context } from 'cordis'
-import type { SubagentProgress, SubagentUsage } from '@dsh/subagent'
+import { compactArgs as compactForDisplay, displayLine, type SubagentProgress, type SubagentUsage } from '@dsh/subagent'
 
 /** Activity lines kept per tool call (the update replaces the call's content, so it shows the tail). */
 export const MAX_ACTIVITY_LINES = 8
@@ -46,7 +46,9 @@ export function forwardChildProgress(ctx: Context, parentId: string, send: (upda
     const call = activity.get(callId) ?? { lines: [], writing: false }
     activity.set(callId, call)
     let changed = false
-    for (const update of info.updates) changed = addActivity(call, update, info.label ?? info.provider) || changed
+    // The label is the model's words: one clean line, as every other part of the activity.
+    const who = displayLine(info.label ?? info.provider)
+    for (const update of info.updates) changed = addActivity(call, update, who) || changed
     if (!changed) return
     const content: ToolCallContent[] = call.lines.map((text) => ({ type: 'content', content: { type: 'text', text } }))
     const usage = latestUsage(info.updates)
@@ -92,23 +94,9 @@ function addActivity(call: CallActivity, update: SubagentProgress, who: string):
   }
 }
 
-/**
- * Arguments as a person reads them: the value alone when the call has a single text
- * argument (`{"command":"ls"}` → `ls`), else the summary as given; one line, bounded.
- */
+/** Arguments as an editor shows them: one line of at most 80 characters (see `compactArgs` in `@dsh/subagent`). */
 export function compactArgs(args: string): string {
-  let shown = args
-  try {
-    const parsed: unknown = JSON.parse(args)
-    if (parsed !== null && typeof parsed === 'object' && !Array.isArray(parsed)) {
-      const values = Object.values(parsed)
-      if (values.length === 1 && typeof values[0] === 'string') shown = values[0]
-    }
-  } catch {
-    // A summary cut short (or plain text) is not JSON: it is shown as it is.
-  }
-  shown = shown.replace(/\s+/g, ' ').trim()
-  return shown.length > MAX_ARGS ? `${shown.slice(0, MAX_ARGS - 1)}…` : shown
+  return compactForDisplay(args, MAX_ARGS)
 }
 
 function latestUsage(updates: readonly SubagentProgress[]): SubagentUsage | undefined {

@@ -122,6 +122,8 @@ describe('children\'s progress in the editor', () => {
 
   it('arguments show as their single text value, else as given, on one bounded line', () => {
     expect(compactArgs('{"command":"ls -la"}')).toBe('ls -la')
+    // A JSON escape parsed for display does not become a control character on the client.
+    expect(compactArgs(JSON.stringify({ command: '\u001b[2Jls\nrm' }))).toBe('\\x1b[2Jls rm')
     expect(compactArgs('{"path":"a","line":3}')).toBe('{"path":"a","line":3}')
     expect(compactArgs('{"command":"cut sho…')).toBe('{"command":"cut sho…')
     expect(compactArgs(`{"command":"${'x'.repeat(200)}"}`)).toHaveLength(80)

@@ -92,4 +92,17 @@ describe('the live tree\'s view of a child', () => {
     expect(shown).toContain('crashed')
     expect(shown).not.toMatch(/[\u0000-\u0008\u000b-\u001f\u007f]/)
   })
+
+  it('tool arguments, tool names and status lines from a child cannot move the cursor or split a tree line', async () => {
+    const { tracker, emit, child } = await tracked()
+    emit.start()
+    // JSON escapes survive a summary as plain text; parsing them for display must not revive them.
+    emit.progress({ kind: 'tool-start', callId: 't1', name: 'bash', args: JSON.stringify({ command: '\u001b]0;owned\u0007\u001b[2J ls' }) })
+    const withArgs = treeLines(tracker, 2_000).join('\n')
+    expect(child().activity).toContain('ls')
+    emit.progress({ kind: 'tool-start', callId: 't2', name: 'two\nlines', args: '{"a":1}' }, { kind: 'status', text: 'first\nsecond\r\u001b[A' })
+    const lines = [withArgs, ...treeLines(tracker, 2_000)]
+    for (const line of lines.join('\n').split('\n')) expect(line).not.toMatch(/[\u0000-\u0008\u000b-\u001f\u007f]/)
+    expect(treeLines(tracker, 2_000).length).toBe(lines.length - 1)
+  })
 })

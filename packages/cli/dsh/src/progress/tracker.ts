@@ -5,11 +5,11 @@
  * another process (ACP, Codex, Claude Code, A2A) look the same. Renderers read it; it
  * never prints.
  */
-import { assertNever, printable, progressStateOfStop, STOP_REASONS, type ProgressState, type StopReason } from '@dsh/base'
+import { assertNever, progressStateOfStop, STOP_REASONS, type ProgressState, type StopReason } from '@dsh/base'
 import type { Context } from 'cordis'
 import type { Agent } from '@dsh/agent'
 import type { SessionUpdate } from '@dsh/session'
-import { summariseArgs, type SubagentProgress, type SubagentProgressInfo, type SubagentRunEndInfo, type SubagentRunInfo, type SubagentUsage } from '@dsh/subagent'
+import { displayLine, summariseArgs, type SubagentProgress, type SubagentProgressInfo, type SubagentRunEndInfo, type SubagentRunInfo, type SubagentUsage } from '@dsh/subagent'
 import { compactArgs } from './compact-args.js'
 
 export type NodeState = ProgressState
@@ -117,7 +117,7 @@ export class ProgressTracker {
     }
     const node: ProgressNode = { id: info.id, provider: info.provider, parentId: info.parentId, state: 'running', startedAt: this.now(), children: [], openTools: new Map() }
     // A label is the model's words and a diagnostic another process's: neither reaches the terminal raw.
-    if (info.label !== undefined) node.label = printable(info.label)
+    if (info.label !== undefined) node.label = displayLine(info.label)
     this.nodes.set(info.id, node)
     this.nodes.get(info.parentId)?.children.push(info.id)
     this.emit({ kind: 'start', node })
@@ -140,7 +140,7 @@ export class ProgressTracker {
     if (!node) return
     node.state = stateOf(info.stopReason)
     node.stopReason = info.stopReason
-    if (info.diagnostic !== undefined) node.diagnostic = printable(info.diagnostic)
+    if (info.diagnostic !== undefined) node.diagnostic = displayLine(info.diagnostic)
     node.endedAt = this.now()
     if (info.usage) node.usage = info.usage
     node.openTools.clear()
@@ -169,7 +169,9 @@ export class ProgressTracker {
 /** A tool call as an activity: its name and its arguments as a person reads them. */
 function toolActivity(name: string, args: string | undefined): string {
   const shown = args === undefined ? '' : compactArgs(args)
-  return shown ? `${name} ${shown}` : name
+  // Tool names come from a model or another process too: one clean line, like the arguments.
+  const tool = displayLine(name)
+  return shown ? `${tool} ${shown}` : tool
 }
 
 /** Open tool calls remembered per agent: a transport that never reports the ends cannot grow it. */
@@ -189,16 +191,16 @@ function applyProgress(node: ProgressNode, update: SubagentProgress): { name: st
     case 'tool-start':
       openTool(node, update.callId, toolActivity(update.name, update.args))
       node.activity = node.openTools.get(update.callId)
-      return { name: update.name, ...(update.args !== undefined && { args: update.args }) }
+      return { name: displayLine(update.name), ...(update.args !== undefined && { args: displayLine(update.args) }) }
     case 'tool-end': {
       node.openTools.delete(update.callId)
       // Parallel calls: the one still running is what the child is in.
       const stillOpen = [...node.openTools.values()].at(-1)
-      node.activity = stillOpen ?? (update.ok ? `${update.name} done` : `${update.name} failed`)
+      node.activity = stillOpen ?? `${displayLine(update.name)} ${update.ok ? 'done' : 'failed'}`
       return undefined
     }
     case 'status':
-      node.activity = update.text
+      node.activity = displayLine(update.text)
       return undefined
     case 'usage':
       node.usage = update.usage
@@ -221,7 +223,7 @@ function applyRootUpdate(node: ProgressNode, update: SessionUpdate): void {
     case 'tool/result': {
       node.openTools.delete(update.result.callId)
       const stillOpen = [...node.openTools.values()].at(-1)
-      node.activity = stillOpen ?? (update.result.isError ? `${update.result.name} failed` : `${update.result.name} done`)
+      node.activity = stillOpen ?? `${displayLine(update.result.name)} ${update.result.isError ? 'failed' : 'done'}`
       return
     }
     case 'assistant/message':

@@ -18,6 +18,35 @@ export function shorten(value: string, limit: number): string {
   return value.length <= limit ? value : `${value.slice(0, limit - 1)}…`
 }
 
+/**
+ * `text` as one display line: every run of whitespace (newlines included) becomes one
+ * space and control characters are escaped, so nothing from a child can move a
+ * terminal's cursor, clear its screen or split a line of a redrawn tree.
+ */
+export function displayLine(text: string): string {
+  return printable(text.replace(/\s+/g, ' ')).trim()
+}
+
+/**
+ * A tool call's argument summary as a person reads it at a glance: the value alone when
+ * the call has a single text argument (`{"command":"ls -la"}` → `ls -la`), else the
+ * summary as given; one display line of at most `limit` characters. The value is
+ * cleaned after it is parsed: JSON escapes (`\u001b`) turn back into control characters.
+ */
+export function compactArgs(args: string, limit: number): string {
+  let shown = args
+  try {
+    const parsed: unknown = JSON.parse(args)
+    if (isRecord(parsed)) {
+      const values = Object.values(parsed)
+      if (values.length === 1 && typeof values[0] === 'string') shown = values[0]
+    }
+  } catch {
+    // A summary cut short (or plain text) is not JSON: it is shown as it is.
+  }
+  return shorten(displayLine(shown.slice(0, limit * 4)), limit)
+}
+
 /** A one-line, bounded display form of a tool call's arguments (JSON, or the text as given). */
 export function summariseArgs(args: unknown): string {
   let raw: string
@@ -31,7 +60,7 @@ export function summariseArgs(args: unknown): string {
     }
   }
   // Cut before cleaning: `printable` walks the whole string, and arguments can be megabytes.
-  return shorten(printable(raw.slice(0, MAX_DETAIL * 2)).replace(/\s+/g, ' '), MAX_DETAIL)
+  return shorten(displayLine(raw.slice(0, MAX_DETAIL * 2)), MAX_DETAIL)
 }
 
 function isCount(value: unknown): value is number {
@@ -72,15 +101,15 @@ export function bounded(update: SubagentProgress): SubagentProgress {
     case 'text':
       return { kind: 'text', text: update.text }
     case 'status':
-      return { kind: 'status', text: shorten(printable(update.text), MAX_STATUS) }
+      return { kind: 'status', text: shorten(displayLine(update.text.slice(0, MAX_STATUS * 2)), MAX_STATUS) }
     case 'tool-start': {
-      const start: SubagentProgress = { kind: 'tool-start', callId: shorten(update.callId, MAX_TOOL_NAME), name: shorten(printable(update.name), MAX_TOOL_NAME) }
-      if (update.args !== undefined) start.args = shorten(printable(update.args.slice(0, MAX_DETAIL * 2)), MAX_DETAIL)
+      const start: SubagentProgress = { kind: 'tool-start', callId: shorten(update.callId, MAX_TOOL_NAME), name: shorten(displayLine(update.name.slice(0, MAX_TOOL_NAME * 2)), MAX_TOOL_NAME) }
+      if (update.args !== undefined) start.args = shorten(displayLine(update.args.slice(0, MAX_DETAIL * 2)), MAX_DETAIL)
       return start
     }
     case 'tool-end': {
-      const end: SubagentProgress = { kind: 'tool-end', callId: shorten(update.callId, MAX_TOOL_NAME), name: shorten(printable(update.name), MAX_TOOL_NAME), ok: update.ok }
-      if (update.detail !== undefined) end.detail = shorten(printable(update.detail.slice(0, MAX_DETAIL * 2)), MAX_DETAIL)
+      const end: SubagentProgress = { kind: 'tool-end', callId: shorten(update.callId, MAX_TOOL_NAME), name: shorten(displayLine(update.name.slice(0, MAX_TOOL_NAME * 2)), MAX_TOOL_NAME), ok: update.ok }
+      if (update.detail !== undefined) end.detail = shorten(displayLine(update.detail.slice(0, MAX_DETAIL * 2)), MAX_DETAIL)
       return end
     }
     case 'usage':
