@@ -14,7 +14,7 @@
  * A tool result for a call never announced, or a second one, is dropped and logged.
  */
 import type { SDKMessage, SDKResultMessage } from '@anthropic-ai/claude-agent-sdk'
-import { isRecord } from '@dsh/base'
+import { errorMessage, isRecord } from '@dsh/base'
 import { summariseArgs, type ProgressReporter, type SubagentUsage } from '@dsh/subagent'
 
 /** Most tool calls remembered per run (for their names at `tool-end`); beyond it the oldest are forgotten. */
@@ -31,8 +31,21 @@ export class ClaudeCodeProgressReader {
     private readonly dropped: (reason: string) => void,
   ) {}
 
+  /**
+   * Map one SDK message. The messages are typed, not checked: a field a misbehaving child
+   * leaves out must cost only that message's progress, never the run, so any failure to
+   * read one is reported as a drop.
+   */
   read(message: SDKMessage): void {
     if (!this.target.reporting) return
+    try {
+      this.readTyped(message)
+    } catch (error) {
+      this.dropped(`a malformed ${isRecord(message) && typeof message.type === 'string' ? message.type : 'untyped'} message (${errorMessage(error)})`)
+    }
+  }
+
+  private readTyped(message: SDKMessage): void {
     switch (message.type) {
       case 'stream_event': {
         if (message.parent_tool_use_id !== null) return

@@ -21,6 +21,22 @@ function reader(reporting = true): { read(m: SDKMessage): void; heard: SubagentP
 }
 
 describe('claude-code progress mapping', () => {
+  it('a message missing the fields the reader needs is dropped with a reason, and later messages still map', () => {
+    const r = reader()
+    const broken = [
+      message({ type: 'stream_event' }),
+      message({ type: 'stream_event', event: { type: 'content_block_delta' } }),
+      message({ type: 'user' }),
+      message({ type: 'user', message: { content: [null] } }),
+      message({ type: 'assistant', message: {} }),
+    ]
+    for (const each of broken) expect(() => r.read(each)).not.toThrow()
+    expect(r.dropped).toHaveLength(broken.length)
+    expect(r.dropped[0]).toMatch(/^a malformed stream_event message/)
+    r.read(assistant([{ type: 'tool_use', id: 'tu_9', name: 'Read', input: {} }]))
+    expect(r.heard).toEqual([{ kind: 'tool-start', callId: 'tu_9', name: 'Read', args: '{}' }])
+  })
+
   it('tool_use and tool_result become tool-start and tool-end; results for unknown or already-ended calls are dropped and logged', () => {
     const r = reader()
     r.read(assistant([{ type: 'tool_use', id: 'tu_1', name: 'Bash', input: { command: 'ls' } }]))
