@@ -14,8 +14,12 @@ export type AppServerEvent =
   | { type: 'agent-message'; threadId: string; turnId: string; text: string }
   /** A tool call (command, file change, MCP or dynamic tool, web search, …) began or ended: progress only. */
   | { type: 'tool-item'; phase: 'started' | 'completed'; threadId: string; turnId: string; tool: ToolItem }
-  /** The thread's token usage: `last` is the latest model call's, `total` the thread's so far. */
-  | { type: 'token-usage'; threadId: string; turnId: string; last: TokenCounts; total: TokenCounts }
+  /**
+   * The thread's token usage: `last` is the latest model call's, `total` the thread's so far.
+   * `turnId` is absent for a thread-level update (the protocol allows it): it belongs to
+   * whatever turn of the thread is running.
+   */
+  | { type: 'token-usage'; threadId: string; turnId: string | undefined; last: TokenCounts; total: TokenCounts }
   | { type: 'plan'; threadId: string; turnId: string; steps: TurnPlanUpdatedNotification['plan'] }
   /** A progress notification that did not fit (an item without a type, of an unknown type, …): logged, never fatal. */
   | { type: 'dropped'; threadId: string; turnId: string; reason: string }
@@ -37,13 +41,14 @@ export function readNotification(method: string, params: unknown): AppServerEven
     case 'item/started':
     case 'item/completed': {
       const p = object(params, method)
-      const threadId = string(p, 'threadId', method)
-      const turnId = string(p, 'turnId', method)
       const phase = method === 'item/started' ? 'started' : 'completed'
       // The answer's text is the run's output: a malformed one breaks the protocol.
       if (phase === 'completed' && isRecord(p.item) && p.item.type === ('agentMessage' satisfies AgentMessageItem['type'])) {
-        return { type: 'agent-message', threadId, turnId, text: string(p.item, 'text', `${method} agentMessage`) }
+        return { type: 'agent-message', threadId: string(p, 'threadId', method), turnId: string(p, 'turnId', method), text: string(p.item, 'text', `${method} agentMessage`) }
       }
+      // Anything else is progress only: without the ids it names nobody's turn, and is dropped.
+      const { threadId, turnId } = p
+      if (typeof threadId !== 'string' || typeof turnId !== 'string') return droppedUnnamed(method)
       // Anything else is progress: what does not fit is dropped, the run goes on.
       const reading = readToolItem(p.item)
       switch (reading.kind) {
@@ -59,16 +64,17 @@ export function readNotification(method: string, params: unknown): AppServerEven
     }
     case 'thread/tokenUsage/updated': {
       const p = object(params, method)
-      const threadId = string(p, 'threadId', method)
-      const turnId = string(p, 'turnId', method)
+      const { threadId } = p
+      const turnId = typeof p.turnId === 'string' ? p.turnId : undefined
+      if (typeof threadId !== 'string') return droppedUnnamed(method)
       const usage = readTokenUsage(p.tokenUsage)
-      if (typeof usage === 'string') return { type: 'dropped', threadId, turnId, reason: `${method}: ${usage}` }
+      if (typeof usage === 'string') return { type: 'dropped', threadId, turnId: turnId ?? '', reason: `${method}: ${usage}` }
       return { type: 'token-usage', threadId, turnId, ...usage }
     }
     case 'turn/plan/updated': {
       const p = object(params, method)
-      const threadId = string(p, 'threadId', method)
-      const turnId = string(p, 'turnId', method)
+      const { threadId, turnId } = p
+      if (typeof threadId !== 'string' || typeof turnId !== 'string') return droppedUnnamed(method)
       const steps = p.plan
       if (!Array.isArray(steps) || !steps.every((step) => isRecord(step) && typeof step.step === 'string' && typeof step.status === 'string')) {
         return { type: 'dropped', threadId, turnId, reason: `${method}: a plan that is not a list of { step, status }` }
@@ -99,6 +105,11 @@ export function readNotification(method: string, params: unknown): AppServerEven
     default:
       return undefined
   }
+}
+
+/** A progress-only notification that does not say whose turn it is: logged and dropped. */
+function droppedUnnamed(method: string): AppServerEvent {
+  return { type: 'dropped', threadId: '', turnId: '', reason: `${method} without a string threadId and turnId` }
 }
 
 /** `thread/start`'s result: the new thread's id. */

@@ -133,7 +133,7 @@ class CodexWire implements RemoteWire {
     }
     if (!event) return
     // A dropped notification is logged whoever it names; the rest must be this run's.
-    if (event.type !== 'dropped' && (event.threadId !== this.threadId || (this.turnId !== undefined && event.turnId !== this.turnId))) return
+    if (event.type !== 'dropped' && (event.threadId !== this.threadId || (this.turnId !== undefined && event.turnId !== undefined && event.turnId !== this.turnId))) return
     const completed = this.turn.read(event)
     if (completed) this.onTurnCompleted(completed)
   }

@@ -20,8 +20,18 @@ import { assertNever, type StopReason } from '@dsh/base'
 import type { AssistantMessage } from '@dsh/llm'
 import { selectOutput, summariseArgs, type ProgressReporter, type SubagentProgress, type SubagentResult, type SubagentUsage } from '@dsh/subagent'
 import type { AppServerEvent } from './app-server-events.js'
+import type { TokenCounts } from './progress-items.js'
 
 type TurnCompleted = Extract<AppServerEvent, { type: 'turn-completed' }>
+
+/** The thread's usage total as last reported: a notification that repeats it is no new model call. */
+export interface UsageBaseline {
+  total?: TokenCounts
+}
+
+function sameCounts(a: TokenCounts, b: TokenCounts): boolean {
+  return a.inputTokens === b.inputTokens && a.outputTokens === b.outputTokens && a.cachedInputTokens === b.cachedInputTokens
+}
 
 /** Most tool calls remembered per turn (for `tool-end`); beyond it the oldest are forgotten. */
 const MAX_OPEN_TOOL_CALLS = 256
@@ -43,6 +53,8 @@ export class CodexTurnReader {
     private readonly target: ProgressReporter,
     /** Told why a progress notification was dropped. */
     private readonly dropped: (reason: string) => void,
+    /** The thread's latest usage total, shared by the turns of one conversation. */
+    private readonly baseline: UsageBaseline = {},
   ) {}
 
   /** Fold one event of this turn in; returns the event when it ends the turn. */
@@ -62,6 +74,12 @@ export class CodexTurnReader {
         this.onTool(event)
         return undefined
       case 'token-usage': {
+        // Codex re-sends the latest call's usage unchanged (with each rate-limit update, and
+        // at the start of the next turn): only a notification whose thread total moved
+        // reports a new model call.
+        const previous = this.baseline.total
+        this.baseline.total = event.total
+        if (previous && sameCounts(previous, event.total)) return undefined
         // `last` is one model call's usage: the turn's is their sum.
         const usage = this.usage ?? { inputTokens: 0, outputTokens: 0, cachedInputTokens: 0 }
         usage.inputTokens += event.last.inputTokens

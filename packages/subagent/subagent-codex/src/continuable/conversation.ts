@@ -17,7 +17,7 @@ import { readTurnId, type AppServerEvent } from '../app-server-events.js'
 import type { CodexRunSpec } from '../config.js'
 import { RpcError, type ProtocolError } from '../connection.js'
 import { CODEX_CHILD_NAME } from '../codex-run.js'
-import { CodexTurnReader } from '../turn-reader.js'
+import { CodexTurnReader, type UsageBaseline } from '../turn-reader.js'
 import { CodexChild, type TurnListener } from './codex-child.js'
 
 export class CodexConversation implements RemoteConversation {
@@ -64,6 +64,9 @@ class CodexTransport implements ConversationTransport<CodexChild> {
   readonly interruptName = 'turn/interrupt'
   readonly cancelGraceKey = 'graceMs'
 
+  /** The thread's last usage total, across its turns (Codex re-sends it at the next turn's start). */
+  private readonly usageBaseline: UsageBaseline = {}
+
   constructor(
     private readonly spec: CodexRunSpec,
     private readonly threadId: string,
@@ -86,7 +89,7 @@ class CodexTransport implements ConversationTransport<CodexChild> {
   }
 
   openTurn(message: TextBlock[], control: ConversationTurnControl<CodexChild>): ConversationTurn<CodexChild> {
-    return new CodexTurn(this.spec, this.threadId, message, control)
+    return new CodexTurn(this.spec, this.threadId, message, control, this.usageBaseline)
   }
 
   timedOut(limitMs: number): string {
@@ -112,8 +115,9 @@ class CodexTurn implements ConversationTurn<CodexChild> {
     private readonly threadId: string,
     private readonly message: TextBlock[],
     private readonly turn: ConversationTurnControl<CodexChild>,
+    usageBaseline: UsageBaseline,
   ) {
-    this.reader = new CodexTurnReader(turn, (reason) => spec.progressDropped?.(reason))
+    this.reader = new CodexTurnReader(turn, (reason) => spec.progressDropped?.(reason), usageBaseline)
     this.listener = {
       event: (event) => this.onEvent(event),
       note: (note) => this.reader.note(note),
@@ -143,7 +147,7 @@ class CodexTurn implements ConversationTurn<CodexChild> {
 
   private onEvent(event: AppServerEvent): void {
     const { turn } = this
-    if (turn.settled || (event.type !== 'dropped' && this.turnId !== undefined && event.turnId !== this.turnId)) return
+    if (turn.settled || (event.type !== 'dropped' && this.turnId !== undefined && event.turnId !== undefined && event.turnId !== this.turnId)) return
     const completed = this.reader.read(event)
     if (!completed) return
     switch (completed.status) {
