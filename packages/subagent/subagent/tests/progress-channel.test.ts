@@ -1,3 +1,5 @@
+import v8 from 'node:v8'
+import { runInNewContext } from 'node:vm'
 import { describe, expect, it } from 'vitest'
 import { MAX_PENDING, MAX_TEXT, ProgressChannel, type SubagentProgress, type SubagentProgressInfo, type SubagentRunInfo } from '@dsh/subagent'
 
@@ -100,29 +102,41 @@ describe('a progress channel', () => {
 
   it('coalesces a child streaming 10,000 deltas a second to the configured rate, in flat memory', async () => {
     const intervalMs = 100
-    const { channel, events } = collector(intervalMs)
+    const events: SubagentProgressInfo[] = []
+    // A listener that keeps only what it needs (the count and the sizes), as a tree would.
+    const channel = new ProgressChannel({ intervalMs, emit: (info) => void events.push({ ...info, updates: info.updates.map((update) => (update.kind === 'text' ? { kind: 'text', text: String(update.text.length) } : update)) }), onMalformed: () => {} })
+    const sizes = (event: SubagentProgressInfo) => event.updates.reduce((n, update) => n + (update.kind === 'text' ? Number(update.text) : 0), 0)
     channel.bind(RUN)
+    v8.setFlagsFromString('--expose-gc')
+    const gc = runInNewContext('gc') as () => void
+    gc()
+    const heapBefore = process.memoryUsage().heapUsed
     const started = performance.now()
     let sent = 0
     let sentChars = 0
     // About a second of deltas at 10,000 a second, in bursts of 100 every 10 ms.
     while (performance.now() - started < 1000) {
       for (let i = 0; i < 100; i++) {
-        const delta = `token${sent++} `
+        const delta = `token${sent++} ${'x'.repeat(90)} `
         sentChars += delta.length
         channel.report({ kind: 'text', text: delta })
       }
       await new Promise((resolve) => setTimeout(resolve, 10))
     }
     const elapsed = performance.now() - started
+    gc()
+    const heapGrowth = process.memoryUsage().heapUsed - heapBefore
     channel.close()
     expect(sent).toBeGreaterThan(1000)
+    // Megabytes went through; what stays is the bounded buffer, not the stream.
+    expect(sentChars).toBeGreaterThan(50 * MAX_TEXT)
+    expect(heapGrowth).toBeLessThan(2 * 1024 * 1024)
     // One emission per interval at most, plus the leading one and the one `close` makes.
     expect(events.length).toBeLessThanOrEqual(Math.floor(elapsed / intervalMs) + 2)
     expect(events.length).toBeGreaterThan(1)
-    for (const event of events) for (const update of event.updates) if (update.kind === 'text') expect(update.text.length).toBeLessThanOrEqual(MAX_TEXT)
+    for (const event of events) expect(sizes(event)).toBeLessThanOrEqual(MAX_TEXT)
     // Nothing was lost silently: what arrived plus what was counted out is what was sent.
-    const arrived = events.reduce((sum, event) => sum + event.updates.reduce((n, update) => n + (update.kind === 'text' ? update.text.length : 0), 0), 0)
+    const arrived = events.reduce((sum, event) => sum + sizes(event), 0)
     const counted = events.reduce((sum, event) => sum + (event.dropped?.textChars ?? 0), 0)
     expect(arrived + counted).toBe(sentChars)
     expect(events.map((event) => event.seq)).toEqual(events.map((_, index) => index + 1))
