@@ -80,6 +80,19 @@ describe('what dsh loads', () => {
     expect(packages).toContain('@dsh/llm-openai')
     expect([...packages].filter((name) => [...OPTIONAL, '@agentclientprotocol/sdk', '@dsh/acp-server', '@dsh/subagent-acp'].includes(name))).toEqual([])
     expect(modules.filter((path) => path.startsWith('packages/cli/dsh/dist/commands/'))).toEqual([])
+    // Tools register with a pre-generated schema check; ajv loads only when a tool is first called.
+    expect(packages).toContain('@dsh/tools')
+    expect(packages).not.toContain('ajv')
+  })
+
+  it('a run whose model calls a tool loads ajv for that call', async () => {
+    const dir = tempDir()
+    const script = join(dir, 'calls-a-tool.yml')
+    writeFileSync(script, ['- when: { depth: 0 }', '  reply:', '    - call: { tool: task_list, args: {} }', '    - text: "listed"', ''].join('\n'))
+    const { result, modules } = await loadedBy(['run', '--model', `scripted:${script}`, '--session-dir', dir, '--quiet', 'go'])
+    expect(result.code, result.stderr).toBe(0)
+    expect(result.stdout).toContain('listed')
+    expect(new Set(modules.map(packageOf))).toContain('ajv')
   })
 
   it('dsh acp loads the ACP server and its SDK, and no other optional part', async () => {

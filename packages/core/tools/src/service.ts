@@ -3,7 +3,7 @@ import { Context, Service } from 'cordis'
 import type { TextBlock, ToolCallBlock, ToolResultBlock, ToolSpec } from '@dsh/llm'
 import { ToolError } from './errors.js'
 import type { ToolCallOutcome, ToolDefinition, ToolExecution, ToolFilter, ToolOutput, ToolPermissionDecision, ToolPermissionGate } from './types.js'
-import { compileArguments, type ArgumentValidator } from './validation.js'
+import { ToolArguments } from './validation.js'
 
 declare module 'cordis' {
   interface Context {
@@ -29,7 +29,7 @@ const GLOBAL_VIEW = '\0global'
 
 interface Entry {
   definition: ToolDefinition
-  validate: ArgumentValidator
+  args: ToolArguments
 }
 
 /** What one agent sees, computed once per registry version (see `viewOf`). */
@@ -105,7 +105,7 @@ export class ToolRegistry extends Service {
     }
     const claim = this.reserved.get(name)
     if (claim !== undefined && claim !== token) throw new ToolError('DUPLICATE_TOOL', `the tool name "${name}" is reserved by another plugin; give each tool its own name`)
-    const entry: Entry = { definition, validate: compileArguments(name, parameters) }
+    const entry: Entry = { definition, args: new ToolArguments(name, parameters) }
     const label = `tools.register(${JSON.stringify(name)})`
     return ctx.effect(() => {
       const table = scope === undefined ? this.global : this.scopeTable(scope)
@@ -218,7 +218,9 @@ export class ToolRegistry extends Service {
       return fail(`unknown tool "${call.name}" (available: ${this.namesFor(exec.agent.id, true).join(', ') || 'none'})`)
     }
     if (call.args === undefined) return fail(`the arguments of ${call.name} are not valid JSON: ${quoteRaw(call.rawArgs)}`)
-    const problem = entry.validate(call.args)
+    const checked = entry.args.validate(call.args)
+    // Awaited only on a tool's first call, while its validator compiles: every later call stays synchronous here.
+    const problem = checked instanceof Promise ? await checked : checked
     if (problem) return fail(`invalid arguments for ${call.name}: ${problem}`)
     if (exec.signal.aborted) return fail(`${call.name} was not run: the call was aborted`)
     let permission: ToolPermissionDecision | undefined
