@@ -1,7 +1,7 @@
 // Runs every benchmark scenario in fresh processes and prints the median of each figure.
 //   npm run bench            a table
 //   npm run bench -- --json  one {"name","unit","value"} object a line
-// Scenarios live in bench/scenario.js (A2A ones in bench/a2a-scenario.js, start-up in bench/startup.js); bench/README.md says what each figure should be and why.
+// Scenarios live in bench/scenario.js (A2A ones in bench/a2a-scenario.js, start-up in bench/startup.js, live progress in bench/progress.js); bench/README.md says what each figure should be and why.
 import { execFileSync } from 'node:child_process'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -25,11 +25,13 @@ const plan = [
   { scenario: 'a2aRoundTrip', arg: 5, file: 'a2a-scenario.js' },
   { scenario: 'a2aFanout', arg: 30, file: 'a2a-scenario.js' },
   { scenario: 'startup', arg: 8, file: 'startup.js' },
+  { scenario: 'progress', arg: 2000, file: 'progress.js' },
 ]
 
 const units = [
   [/_x_node$/, 'x'],
   [/_us$/, 'us'],
+  [/_ns$/, 'ns'],
   [/_ms$/, 'ms'],
   [/_kb$/, 'KB'],
   [/_events$/, 'events'],
