@@ -3,7 +3,8 @@
  * cache that is damaged, foreign or unwritable never breaks a run: the run goes on without
  * it and leaves a good one behind.
  */
-import { mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs'
+import { execFileSync } from 'node:child_process'
+import { mkdirSync, readdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { Script } from 'node:vm'
 import { describe, expect, it } from 'vitest'
@@ -107,6 +108,40 @@ describe('runWithCodeCache', () => {
     const second = runWithCodeCache(file, cache)
     expect(second.status).toBe('used')
     expect(second.exports).toMatchObject({ answer: 42 })
+  })
+
+  it('a FIFO, a link to /dev/zero or a link to a good cache at the cache\'s name is refused unread, never hanging the start', () => {
+    const file = moduleFile()
+    const dir = join(file, '..', 'cache')
+    const good = join(dir, 'good.v8cache')
+    runWithCodeCache(file, good).persist()
+    expect(runWithCodeCache(file, good).status).toBe('used')
+    const fifo = join(dir, 'fifo.v8cache')
+    execFileSync('mkfifo', [fifo])
+    symlinkSync('/dev/zero', join(dir, 'zero.v8cache'))
+    symlinkSync(good, join(dir, 'link.v8cache'))
+    for (const name of ['fifo', 'zero', 'link']) {
+      const run = runWithCodeCache(file, join(dir, `${name}.v8cache`))
+      expect(run.status, name).toBe('invalid')
+      expect(run.exports).toMatchObject({ answer: 42 })
+    }
+  })
+
+  it('writes its cache into a private directory, through a fresh temporary file only', () => {
+    const file = moduleFile()
+    const dir = join(file, '..', 'private-cache')
+    const cache = join(dir, 'answer.v8cache')
+    // A link planted where an older build put its temporary file is never written through.
+    const victim = join(file, '..', 'victim.txt')
+    writeFileSync(victim, 'untouched')
+    mkdirSync(dir, { mode: 0o700 })
+    symlinkSync(victim, `${cache}.${process.pid}.tmp`)
+    runWithCodeCache(file, cache).persist()
+    expect(readFileSync(victim, 'utf8')).toBe('untouched')
+    expect(runWithCodeCache(file, cache).status).toBe('used')
+    const fresh = join(file, '..', 'fresh-cache', 'answer.v8cache')
+    runWithCodeCache(file, fresh).persist()
+    expect(statSync(join(fresh, '..')).mode & 0o777).toBe(0o700)
   })
 
   it('refuses a cache whose bytes do not match their checksum, or that was made for a source of another length', () => {

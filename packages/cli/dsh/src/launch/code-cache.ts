@@ -16,8 +16,8 @@
  * a cache, and the run writes a fresh one when it exits. The file's name carries the
  * bundle's content hash, so a rebuild never meets an old cache.
  */
-import { createHash } from 'node:crypto'
-import { mkdirSync, readdirSync, readFileSync, renameSync, statSync, unlinkSync, writeFileSync } from 'node:fs'
+import { createHash, randomBytes } from 'node:crypto'
+import { closeSync, constants, fstatSync, mkdirSync, openSync, readdirSync, readFileSync, readSync, renameSync, statSync, unlinkSync, writeFileSync } from 'node:fs'
 import Module, { createRequire } from 'node:module'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -57,13 +57,14 @@ function sha256(data: Buffer): string {
 
 /** The V8 bytes in `cacheFile` if it is intact and made for a source of `sourceBytes`; else why not. */
 export function readCodeCache(cacheFile: string, sourceBytes: number): Buffer | 'missing' | 'invalid' {
-  let raw: Buffer
+  let raw: Buffer | 'invalid'
   try {
-    raw = readFileSync(cacheFile)
+    raw = readRegularFile(cacheFile)
   } catch {
     // Absent or unreadable: either way there is nothing to use, and the run writes one.
     return 'missing'
   }
+  if (raw === 'invalid') return 'invalid'
   const newline = raw.indexOf(10)
   if (newline < 0 || newline > 1024) return 'invalid'
   let header: Partial<CacheHeader>
@@ -79,13 +80,50 @@ export function readCodeCache(cacheFile: string, sourceBytes: number): Buffer | 
   return bytes
 }
 
+/** Largest cache file read: far above any real one (a few MB), so a planted huge file is refused unread. */
+const MAX_CACHE_BYTES = 64 * 1024 * 1024
+
+/**
+ * The contents of `file` if it is a regular file of sane size; `'invalid'` for anything
+ * else. Opened without following a symlink and without blocking, then checked on the open
+ * descriptor: a FIFO, a device or a link to `/dev/zero` planted at the cache's name must
+ * not hang or flood the start. Throws when the file cannot be opened (absent, no access).
+ */
+function readRegularFile(file: string): Buffer | 'invalid' {
+  let fd: number
+  try {
+    fd = openSync(file, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK)
+  } catch (error) {
+    // A symlink (ELOOP) is not ours; anything else (ENOENT, EACCES) means there is no cache.
+    if ((error as NodeJS.ErrnoException).code === 'ELOOP') return 'invalid'
+    throw error
+  }
+  try {
+    const stat = fstatSync(fd)
+    if (!stat.isFile() || stat.size > MAX_CACHE_BYTES) return 'invalid'
+    const raw = Buffer.allocUnsafe(stat.size)
+    let read = 0
+    while (read < raw.length) {
+      const got = readSync(fd, raw, read, raw.length - read, read)
+      if (got === 0) break
+      read += got
+    }
+    return raw.subarray(0, read)
+  } finally {
+    closeSync(fd)
+  }
+}
+
 /** Write `bytes` as the cache for a source of `sourceBytes`, atomically (a reader sees the old file or the new one). */
 export function writeCodeCache(cacheFile: string, sourceBytes: number, bytes: Buffer): void {
   const header: CacheHeader = { format: FORMAT, sourceBytes, sha256: sha256(bytes), bytes: bytes.length }
-  mkdirSync(dirname(cacheFile), { recursive: true })
-  const temporary = `${cacheFile}.${process.pid}.tmp`
+  // Private like the sessions: the cache is code this user's dsh runs.
+  mkdirSync(dirname(cacheFile), { recursive: true, mode: 0o700 })
+  // An unpredictable name created exclusively (`wx`): a file or link planted at a guessable
+  // temporary name is never written through.
+  const temporary = `${cacheFile}.${process.pid}.${randomBytes(6).toString('hex')}.tmp`
   try {
-    writeFileSync(temporary, Buffer.concat([Buffer.from(`${JSON.stringify(header)}\n`), bytes]), { mode: 0o600 })
+    writeFileSync(temporary, Buffer.concat([Buffer.from(`${JSON.stringify(header)}\n`), bytes]), { mode: 0o600, flag: 'wx' })
     renameSync(temporary, cacheFile)
   } catch (error) {
     try {

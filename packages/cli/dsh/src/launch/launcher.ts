@@ -50,7 +50,7 @@ function launch(): void {
   if (cacheFile === undefined || dir === undefined || run.status === 'used') return
   process.once('exit', () => {
     run.persist()
-    pruneCodeCaches(dir, cacheFile, (name) => name.startsWith(CACHE_PREFIX) && name.endsWith(CACHE_SUFFIX), STALE_CACHE_MS)
+    pruneCodeCaches(dir, cacheFile, (name) => name.startsWith(CACHE_PREFIX) && (name.endsWith(CACHE_SUFFIX) || name.endsWith('.tmp')), STALE_CACHE_MS)
   })
 }
 
