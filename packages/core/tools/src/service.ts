@@ -219,8 +219,17 @@ export class ToolRegistry extends Service {
     }
     if (call.args === undefined) return fail(`the arguments of ${call.name} are not valid JSON: ${quoteRaw(call.rawArgs)}`)
     const checked = entry.args.validate(call.args)
-    // Awaited only on a tool's first call, while its validator compiles: every later call stays synchronous here.
-    const problem = checked instanceof Promise ? await checked : checked
+    let problem: string | undefined
+    if (checked instanceof Promise) {
+      // Awaited only on a tool's first call, while its validator compiles: every later call stays synchronous here.
+      try {
+        problem = await checked
+      } catch (error) {
+        return fail(`invalid arguments for ${call.name}: they cannot be checked: ${errorMessage(error)}`)
+      }
+      // The tool may have gone while its validator compiled (its plugin unloaded, its agent disposed).
+      if (!this.stillServes(entry, call.name, exec.agent.id)) return fail(`${call.name} was not run: the tool was removed before the call could run`)
+    } else problem = checked
     if (problem) return fail(`invalid arguments for ${call.name}: ${problem}`)
     if (exec.signal.aborted) return fail(`${call.name} was not run: the call was aborted`)
     let permission: ToolPermissionDecision | undefined
@@ -230,6 +239,7 @@ export class ToolRegistry extends Service {
         return { ...fail(`${call.name} was not run: permission denied by ${permission.by}: ${permission.reason}`), permission }
       }
       if (exec.signal.aborted) return { ...fail(`${call.name} was not run: the call was aborted`), permission }
+      if (!this.stillServes(entry, call.name, exec.agent.id)) return { ...fail(`${call.name} was not run: the tool was removed while permission was asked`), permission }
     }
     try {
       const output = await entry.definition.execute(call.args, exec)
@@ -238,6 +248,11 @@ export class ToolRegistry extends Service {
       if (exec.signal.aborted) return withPermission(fail(`${call.name} was aborted${error instanceof Error ? `: ${error.message}` : ''}`), permission)
       return withPermission(fail(`${call.name} failed: ${errorMessage(error)}`), permission)
     }
+  }
+
+  /** Whether `entry` is still what `name` means for `agentId` (and the agent may still use it). */
+  private stillServes(entry: Entry, name: string, agentId: string): boolean {
+    return this.lookup(name, agentId) === entry && this.allowed(name, agentId)
   }
 
   /**

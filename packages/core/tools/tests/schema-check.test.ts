@@ -131,4 +131,17 @@ describe('parameter schemas', () => {
     }
     expect(ran).toEqual([])
   })
+
+  it('a tool removed while its first call\'s validator compiles is not run', async () => {
+    const ctx = await registry()
+    const ran: unknown[] = []
+    const unregister = ctx.tools.register(tool('fleeting', { type: 'object', properties: { n: { type: 'integer' } } }, ran))
+    const pending = ctx.tools.execute(call('fleeting', { n: 1 }), exec)
+    // The first call is waiting for its validator; the tool's plugin goes away meanwhile.
+    unregister()
+    const outcome = await pending
+    expect(outcome.result.isError).toBe(true)
+    expect(outcome.result.content[0].text).toBe('fleeting was not run: the tool was removed before the call could run')
+    expect(ran).toEqual([])
+  })
 })
