@@ -191,6 +191,11 @@ export class LiveAgent implements Agent {
     return this.disposal
   }
 
+  /** Whether a scoped context was created (and so must be released). */
+  get holdsContext(): boolean {
+    return this.fiber !== undefined
+  }
+
   /** Dispose the scoped context, if one was created. */
   async releaseContext(): Promise<void> {
     const fiber = this.fiber
@@ -206,7 +211,7 @@ export class LiveAgent implements Agent {
     for (const turn of this.queue.splice(0)) turn.reject(new AgentError('DISPOSED', `agent ${this.id} was disposed before this turn started`))
     // An Error captures a stack trace: only pay for one when there is a turn to abort.
     running?.abort(new AgentError('DISPOSED', `agent ${this.id} is being disposed`))
-    await this.whenIdle()
+    if (this.draining) await this.draining
     try {
       await this.host.finish(this)
     } finally {

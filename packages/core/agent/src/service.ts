@@ -210,15 +210,20 @@ export class AgentRegistry extends Service {
     const errors: unknown[] = []
     for (const cleanup of this.cleanups) {
       try {
-        await cleanup(agent)
+        // Most cleanups have nothing to wait for (a child without background work or
+        // children of its own): awaiting their `undefined` would still cost a tick each.
+        const pending = cleanup(agent)
+        if (pending !== undefined) await pending
       } catch (error) {
         errors.push(error)
       }
     }
-    try {
-      await agent.releaseContext()
-    } catch (error) {
-      errors.push(error)
+    if (agent.holdsContext) {
+      try {
+        await agent.releaseContext()
+      } catch (error) {
+        errors.push(error)
+      }
     }
     this.tools.forgetAgent(agent.id)
     try {

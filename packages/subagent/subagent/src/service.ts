@@ -189,6 +189,9 @@ export class SubagentService extends Service {
       progress?.close()
       throw error
     }
+    // Nobody to tell and nothing to follow (the common case of a fan-out): no run info,
+    // no id and no continuation on the result. The caller owns `result` from here on.
+    if (progress === undefined && !this.heard('subagent/start') && !this.heard('subagent/end')) return run
     const info: SubagentRunInfo = {
       runId: `run-${this.runPrefix}-${++this.runCounter}`,
       provider: name,
