@@ -15,7 +15,7 @@ import {
   type Usage,
   type UserMessage,
 } from '@dsh/llm'
-import type { Session, TurnEndReason } from '@dsh/session'
+import type { Session, SessionEventBody, TurnEndReason } from '@dsh/session'
 import type { ToolRegistry } from '@dsh/tools'
 import type { TurnResult, TurnRuntime } from '@dsh/agent'
 
@@ -23,6 +23,8 @@ export interface LoopServices {
   llm: LlmService
   tools: ToolRegistry
 }
+
+type AssistantMessageEvent = Extract<SessionEventBody, { type: 'assistant/message' }>
 
 /** One streamed response, folded. */
 interface Response {
@@ -63,7 +65,7 @@ export async function runTurn(services: LoopServices, runtime: TurnRuntime, inpu
 
       const response = await streamResponse(services, runtime, signal)
       if (response.message.content.length > 0 || (response.error === undefined && !response.aborted)) {
-        session.append({ type: 'assistant/message', message: response.message, ...(response.finish && { finish: response.finish }), ...(response.usage && { usage: response.usage }) })
+        session.append(assistantEvent(response))
       }
       if (response.error !== undefined) {
         closeStep(session, step)
@@ -86,7 +88,7 @@ export async function runTurn(services: LoopServices, runtime: TurnRuntime, inpu
           for (const call of calls) session.append({ type: 'tool/result', result: unrunResult(call, forcedEnd) })
         } else {
           const outcomes = await services.tools.executeAll(calls, { signal, agent: runtime.agent })
-          for (const outcome of outcomes) session.append({ type: 'tool/result', result: outcome.result, ...(outcome.permission && { permission: outcome.permission }) })
+          for (const outcome of outcomes) session.append(outcome.permission ? { type: 'tool/result', result: outcome.result, permission: outcome.permission } : { type: 'tool/result', result: outcome.result })
           endsTurn = outcomes.some((outcome) => outcome.endsTurn)
         }
       }
@@ -105,6 +107,25 @@ export async function runTurn(services: LoopServices, runtime: TurnRuntime, inpu
     if (session.released) return { turn, reason: 'error', error: message, startSeq: started.seq, endSeq: started.seq }
     return end('error', message)
   }
+}
+
+/**
+ * The logged form of a response. Optional keys are set one by one: an object literal that
+ * spreads conditional parts (`...(finish && { finish })`) takes V8's generic copy, which
+ * every child of a fan-out would pay for.
+ */
+function assistantEvent(response: Response): AssistantMessageEvent {
+  const event: AssistantMessageEvent = { type: 'assistant/message', message: response.message }
+  if (response.finish) event.finish = response.finish
+  if (response.usage) event.usage = response.usage
+  return event
+}
+
+/** `usage` naming the model that answered (a plain clone, then one key: see `assistantEvent`). */
+function withModel(usage: Usage, model: string): Usage {
+  const named = { ...usage }
+  named.model = model
+  return named
 }
 
 function closeStep(session: Session, step: number): void {
@@ -186,7 +207,7 @@ async function streamResponse(services: LoopServices, runtime: TurnRuntime, sign
   const response: Response = { message: { role: 'assistant', content }, aborted }
   if (finish) response.finish = finish
   // An adapter that knows better (a replay of a recorded run) names the answering model itself.
-  if (usage) response.usage = spec === undefined || usage.model !== undefined ? usage : { ...usage, model: spec }
+  if (usage) response.usage = spec === undefined || usage.model !== undefined ? usage : withModel(usage, spec)
   if (error !== undefined) response.error = error
   return response
 }

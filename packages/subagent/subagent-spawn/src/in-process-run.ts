@@ -6,7 +6,7 @@ import { errorMessage, stopReasonOfTurn } from '@dsh/base'
  * own events.
  */
 import type { Context } from 'cordis'
-import type { Agent, AgentRegistry, TurnResult } from '@dsh/agent'
+import type { Agent, AgentOptions, AgentRegistry, CreateAgentOptions, TurnResult } from '@dsh/agent'
 import type { AssistantMessage } from '@dsh/llm'
 import type { Session } from '@dsh/session'
 import { effectiveMaxDepth, refuseDisposedParent, refuseUnstartable, SubagentError, selectOutput, type StopReason, type SubagentRequest, type SubagentResult, type SubagentRun } from '@dsh/subagent'
@@ -27,42 +27,44 @@ export async function startInProcessRun(agents: AgentRegistry, request: Subagent
   const maxDepth = effectiveMaxDepth(request)
 
   let structured: StructuredSlot | undefined
+  // Optional parts are set one by one: an object literal spreading conditional parts
+  // (`...(persona && { persona })`) takes V8's generic copy, which a fan-out pays per child.
+  const agentOptions: AgentOptions = { model: request.agentOptions?.model ?? parent.options.model }
+  // A persona is given to one child: that child's own children start from the deployment
+  // persona again unless their delegation names one.
+  if (request.persona !== undefined) agentOptions.persona = request.persona
+  const createOptions: CreateAgentOptions = {
+    seed: options.seed,
+    parent,
+    signal,
+    // Every key present (absent ones undefined, which the store skips): one object shape
+    // for every child, so copying it on the way to the session store stays cheap.
+    meta: {
+      parentSession: parent.id,
+      origin: 'subagent',
+      delegationDepth: depth,
+      maxDepth,
+      provider: options.provider,
+      cwd: parent.session.header.cwd,
+      label: request.label,
+      toolCallId: request.callId,
+    },
+    agentOptions,
+  }
+  // Only a child that needs scoped registrations pays for its own framework context.
+  if (request.outputSchema || request.toolFilter) {
+    createOptions.setup = (childCtx: Context, agent: Agent) => {
+      if (request.outputSchema) structured = registerStructuredOutput(childCtx, request.outputSchema)
+      if (request.toolFilter) {
+        // The schema tool is the child's way to answer: a filter never hides it.
+        const allow = request.toolFilter.allow && (structured ? [...request.toolFilter.allow, STRUCTURED_OUTPUT_TOOL] : request.toolFilter.allow)
+        childCtx.tools.restrict(agent.id, { ...request.toolFilter, allow })
+      }
+    }
+  }
   let child: Agent
   try {
-    child = await agents.create({
-      seed: options.seed,
-      parent,
-      signal,
-      // Every key present (absent ones undefined, which the store skips): one object shape
-      // for every child, so copying it on the way to the session store stays cheap.
-      meta: {
-        parentSession: parent.id,
-        origin: 'subagent',
-        delegationDepth: depth,
-        maxDepth,
-        provider: options.provider,
-        cwd: parent.session.header.cwd,
-        label: request.label,
-        toolCallId: request.callId,
-      },
-      agentOptions: {
-        model: request.agentOptions?.model ?? parent.options.model,
-        // A persona is given to one child: that child's own children start from the
-        // deployment persona again unless their delegation names one.
-        ...(request.persona !== undefined && { persona: request.persona }),
-      },
-      // Only a child that needs scoped registrations pays for its own framework context.
-      ...((request.outputSchema || request.toolFilter) && {
-        setup: (childCtx: Context, agent: Agent) => {
-          if (request.outputSchema) structured = registerStructuredOutput(childCtx, request.outputSchema)
-          if (request.toolFilter) {
-            // The schema tool is the child's way to answer: a filter never hides it.
-            const allow = request.toolFilter.allow && (structured ? [...request.toolFilter.allow, STRUCTURED_OUTPUT_TOOL] : request.toolFilter.allow)
-            childCtx.tools.restrict(agent.id, { ...request.toolFilter, allow })
-          }
-        },
-      }),
-    })
+    child = await agents.create(createOptions)
   } catch (error) {
     if (error instanceof SubagentError) throw error
     if (signal.aborted) throw new SubagentError('ABORTED', 'the delegation was cancelled while the child was being created', { cause: error })
@@ -121,13 +123,16 @@ export async function startInProcessRun(agents: AgentRegistry, request: Subagent
 
 function resultOf(child: Agent, ended: TurnResult, structured: StructuredSlot | undefined, wantsStructured: boolean): SubagentResult {
   const output = selectOutput(ownAssistantMessages(child.session))
-  const base = { output, ...(structured?.received && { structured: structured.value }) }
-  const stopReason = stopReasonOfTurn(ended.reason)
-  if (stopReason === 'completed' && wantsStructured && !structured?.received) {
-    return { ...base, stopReason: 'error', diagnostic: `the child finished without a valid ${STRUCTURED_OUTPUT_TOOL} call` }
+  // Built key by key, not by spreads with extra keys (V8's generic copy, paid per child).
+  const result: SubagentResult = { output, stopReason: stopReasonOfTurn(ended.reason) }
+  if (structured?.received) result.structured = structured.value
+  if (result.stopReason === 'completed' && wantsStructured && !structured?.received) {
+    result.stopReason = 'error'
+    result.diagnostic = `the child finished without a valid ${STRUCTURED_OUTPUT_TOOL} call`
+  } else if (result.stopReason !== 'completed') {
+    result.diagnostic = ended.error ?? `the child's turn ended ${ended.reason}`
   }
-  if (stopReason === 'completed') return { ...base, stopReason }
-  return { ...base, stopReason, diagnostic: ended.error ?? `the child's turn ended ${ended.reason}` }
+  return result
 }
 
 /** Assistant messages the child produced itself: a fork's seeded parent text is never its answer. */
