@@ -82,7 +82,8 @@ export class AgentRegistry extends Service {
     throwIfAborted(signal, 'before the agent was created')
     if (options.sessionId !== undefined && options.seed) throw new AgentError('INVALID_OPTIONS', 'an agent resumes a session or is seeded, not both')
     const fresh = options.sessionId === undefined
-    const session = await this.sessionFor(options)
+    // A fresh session is made synchronously: only a resume waits for storage.
+    const session = fresh ? this.freshSession(options) : await this.resumedSession(options.sessionId!)
     const agent = new LiveAgent(session, { ...options.agentOptions }, this.host, options.parent)
     try {
       if (options.setup) await options.setup(agent.ctx, agent)
@@ -196,11 +197,14 @@ export class AgentRegistry extends Service {
     return this.composeSystemPrompt(agent).text
   }
 
-  private async sessionFor(options: CreateAgentOptions): Promise<Session> {
+  private freshSession(options: CreateAgentOptions): Session {
     // Object.assign, not `{ ...meta, seed, announce }`: a spread followed by more keys is a
     // slow generic copy (microseconds), which a fan-out pays per child.
-    if (options.sessionId === undefined) return this.sessions.create(Object.assign({}, options.meta, { seed: options.seed, announce: false }))
-    const session = await this.sessions.open(options.sessionId)
+    return this.sessions.create(Object.assign({}, options.meta, { seed: options.seed, announce: false }))
+  }
+
+  private async resumedSession(sessionId: string): Promise<Session> {
+    const session = await this.sessions.open(sessionId)
     if (this.live.has(session.id)) throw new AgentError('SESSION_IN_USE', `session ${session.id} already has a live agent`)
     if (closeInterruptedTurn(session)) this.home.logger('agents').warn('session %s was interrupted mid-turn; that turn is now closed as an error', session.id)
     return session

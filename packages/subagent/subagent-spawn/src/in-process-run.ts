@@ -112,10 +112,10 @@ export async function startInProcessRun(agents: AgentRegistry, request: Subagent
       child.steer(message)
     },
     dispose: () => {
-      disposal ??= (async () => {
+      if (disposal === undefined) {
         signal.removeEventListener('abort', onAbort)
-        await child.dispose()
-      })()
+        disposal = child.dispose()
+      }
       return disposal
     },
   }
