@@ -185,8 +185,10 @@ export class AgentRegistry extends Service {
    */
   private forkedPrompt(agent: Agent, own: ComposedPrompt): ComposedPrompt {
     const { parent } = agent
+    // Most children are not forks: their log has no seed, and nothing else need be read.
+    if (!parent || agent.session.seedLength === 0) return own
     const { seedLength, parentSession } = agent.session.header
-    if (!parent || !seedLength || parent.id !== parentSession || parent.status === 'disposed') return own
+    if (!seedLength || parent.id !== parentSession || parent.status === 'disposed') return own
     const inherited = this.composeSystemPrompt(parent)
     const sameSections = inherited.parts.length === own.parts.length && inherited.parts.every((part, index) => part.name === own.parts[index]!.name)
     const samePersona = inherited.parts.find((part) => part.name === 'persona')?.text === own.parts.find((part) => part.name === 'persona')?.text

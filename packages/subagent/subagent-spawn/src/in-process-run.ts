@@ -83,46 +83,69 @@ export async function startInProcessRun(agents: AgentRegistry, request: Subagent
     await child.dispose()
     throw new SubagentError('ABORTED', 'the delegation was cancelled while the child was being created', { cause: signal.reason })
   }
-  const cancel = (reason?: unknown) => child.cancel(reason)
-  const onAbort = () => cancel(signal.reason)
-  signal.addEventListener('abort', onAbort, { once: true })
-  // `settled` is set as the tracked turn ends (before anyone sees the result): a steer
-  // after that would start a turn nobody tracks or bills to this run.
-  let settled = false
-  const result = child.followup({ role: 'user', content: request.prompt }).then(
-    (ended): SubagentResult => {
-      settled = true
-      return resultOf(child, ended, structured, request.outputSchema !== undefined)
-    },
-    (error: unknown): SubagentResult => {
-      settled = true
-      return { output: [], stopReason: 'error', diagnostic: `the child's turn never ran: ${errorMessage(error)}` }
-    },
-  )
-  let disposal: Promise<void> | undefined
-  return {
-    id: child.id,
-    local: true,
-    result,
-    cancel,
-    sendMessage: (message: string) => {
-      if (settled) {
-        throw new SubagentError('RUN_SETTLED', `the run of child ${child.id} has already ended; start a new delegation to give it more work`)
-      }
-      child.steer(message)
-    },
-    dispose: () => {
-      if (disposal === undefined) {
-        signal.removeEventListener('abort', onAbort)
-        disposal = child.dispose()
-      }
-      return disposal
-    },
+  return new InProcessRun(child, signal, request.prompt, structured, request.outputSchema !== undefined)
+}
+
+/**
+ * A published in-process run. Its behaviour lives on the prototype: a run is made per
+ * child, and a thousand live children should not each hold half a dozen closures.
+ */
+class InProcessRun implements SubagentRun {
+  readonly id: string
+  readonly local = true
+  readonly result: Promise<SubagentResult>
+  /**
+   * Set as the tracked turn ends (before anyone sees the result): a steer after that
+   * would start a turn nobody tracks or bills to this run.
+   */
+  private settled = false
+  private disposal: Promise<void> | undefined
+  private readonly onAbort: () => void
+
+  constructor(
+    private readonly child: Agent,
+    private readonly signal: AbortSignal,
+    prompt: SubagentRequest['prompt'],
+    structured: StructuredSlot | undefined,
+    wantsStructured: boolean,
+  ) {
+    this.id = child.id
+    this.onAbort = () => child.cancel(signal.reason)
+    signal.addEventListener('abort', this.onAbort, { once: true })
+    this.result = child.followup({ role: 'user', content: prompt }).then(
+      (ended): SubagentResult => {
+        this.settled = true
+        return resultOf(child, ended, structured, wantsStructured)
+      },
+      (error: unknown): SubagentResult => {
+        this.settled = true
+        return { output: [], stopReason: 'error', diagnostic: `the child's turn never ran: ${errorMessage(error)}` }
+      },
+    )
+  }
+
+  cancel(reason?: unknown): void {
+    this.child.cancel(reason)
+  }
+
+  sendMessage(message: string): void {
+    if (this.settled) {
+      throw new SubagentError('RUN_SETTLED', `the run of child ${this.child.id} has already ended; start a new delegation to give it more work`)
+    }
+    this.child.steer(message)
+  }
+
+  dispose(): Promise<void> {
+    if (this.disposal === undefined) {
+      this.signal.removeEventListener('abort', this.onAbort)
+      this.disposal = this.child.dispose()
+    }
+    return this.disposal
   }
 }
 
 function resultOf(child: Agent, ended: TurnResult, structured: StructuredSlot | undefined, wantsStructured: boolean): SubagentResult {
-  const output = selectOutput(ownAssistantMessages(child.session))
+  const output = selectOutput(lastAnswer(child.session))
   // Built key by key, not by spreads with extra keys (V8's generic copy, paid per child).
   const result: SubagentResult = { output, stopReason: stopReasonOfTurn(ended.reason) }
   if (structured?.received) result.structured = structured.value
@@ -135,7 +158,17 @@ function resultOf(child: Agent, ended: TurnResult, structured: StructuredSlot | 
   return result
 }
 
-/** Assistant messages the child produced itself: a fork's seeded parent text is never its answer. */
-function* ownAssistantMessages(session: Session): Generator<AssistantMessage> {
-  for (const event of session.ownEvents()) if (event.type === 'assistant/message') yield event.message
+/**
+ * The last assistant message the child produced itself that has text (a fork's seeded
+ * parent text is never its answer), as the one message `selectOutput` needs to see: it
+ * picks the last message with text, so scanning from the end gives the same answer
+ * without walking (or copying) the rest.
+ */
+function lastAnswer(session: Session): AssistantMessage[] {
+  const own = session.ownEvents()
+  for (let index = own.length - 1; index >= 0; index--) {
+    const event = own[index]!
+    if (event.type === 'assistant/message' && event.message.content.some((block) => block.type === 'text' && block.text.length > 0)) return [event.message]
+  }
+  return []
 }
