@@ -26,6 +26,40 @@ export interface LoopServices {
 
 type AssistantMessageEvent = Extract<SessionEventBody, { type: 'assistant/message' }>
 
+type TextDelta = Extract<LlmChunk, { type: 'text-delta' | 'reasoning-delta' }>
+
+/** What the chunks of one response add up to, folded one by one. */
+class ResponseFold {
+  text = ''
+  reasoning = ''
+  calls: ToolCallBlock[] | undefined
+  finish: FinishReason | undefined
+  usage: Usage | undefined
+
+  /** Fold `chunk` in; true when it is a live text fragment (which listeners may hear). */
+  add(chunk: LlmChunk): chunk is TextDelta {
+    switch (chunk.type) {
+      case 'text-delta':
+        this.text += chunk.text
+        return true
+      case 'reasoning-delta':
+        this.reasoning += chunk.text
+        return true
+      case 'tool-call':
+        ;(this.calls ??= []).push(chunk.call)
+        return false
+      case 'usage':
+        this.usage = chunk.usage
+        return false
+      case 'finish':
+        this.finish = chunk.reason
+        return false
+      default:
+        return assertNever(chunk, 'stream chunk')
+    }
+  }
+}
+
 /** One streamed response, folded. */
 interface Response {
   message: AssistantMessage
@@ -148,11 +182,7 @@ function unrunResult(call: ToolCallBlock, reason: TurnEndReason) {
 async function streamResponse(services: LoopServices, runtime: TurnRuntime, signal: AbortSignal): Promise<Response> {
   const { agent } = runtime
   const { session } = agent
-  let text = ''
-  let reasoning = ''
-  const calls: ToolCallBlock[] = []
-  let finish: FinishReason | undefined
-  let usage: Usage | undefined
+  const folded = new ResponseFold()
   let error: string | undefined
   let aborted = false
   /** The model that answered, recorded with its usage (what a price table is keyed by). */
@@ -169,8 +199,8 @@ async function streamResponse(services: LoopServices, runtime: TurnRuntime, sign
       origin: { sessionId: session.id },
     })
     for await (const chunk of stream) {
-      const kind = fold(chunk)
-      if (kind) session.publish(kind)
+      // A live fragment is built only when somebody listens (most children have nobody).
+      if (folded.add(chunk) && session.listened) session.publish({ type: 'assistant/chunk', kind: chunk.type === 'text-delta' ? 'text' : 'reasoning', text: chunk.text })
       if (signal.aborted) break
     }
     if (signal.aborted) aborted = true
@@ -179,33 +209,12 @@ async function streamResponse(services: LoopServices, runtime: TurnRuntime, sign
     else error = errorMessage(caught)
   }
 
-  function fold(chunk: LlmChunk) {
-    switch (chunk.type) {
-      case 'text-delta':
-        text += chunk.text
-        return { type: 'assistant/chunk' as const, kind: 'text' as const, text: chunk.text }
-      case 'reasoning-delta':
-        reasoning += chunk.text
-        return { type: 'assistant/chunk' as const, kind: 'reasoning' as const, text: chunk.text }
-      case 'tool-call':
-        calls.push(chunk.call)
-        return undefined
-      case 'usage':
-        usage = chunk.usage
-        return undefined
-      case 'finish':
-        finish = chunk.reason
-        return undefined
-      default:
-        return assertNever(chunk, 'stream chunk')
-    }
-  }
-
+  const { text, reasoning, calls, finish, usage } = folded
   const content: AssistantMessage['content'] = []
   if (reasoning) content.push({ type: 'reasoning', text: reasoning })
   if (text) content.push({ type: 'text', text })
   // Calls from an interrupted response are dropped: they have no result and were never run.
-  if (!aborted && error === undefined) content.push(...calls)
+  if (!aborted && error === undefined && calls !== undefined) content.push(...calls)
   const response: Response = { message: { role: 'assistant', content }, aborted }
   if (finish) response.finish = finish
   // An adapter that knows better (a replay of a recorded run) names the answering model itself.

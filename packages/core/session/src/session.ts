@@ -107,6 +107,11 @@ export class Session {
     else if (event.type === 'user/message' && this._ownPrompt === undefined) this._ownPrompt = textOf(event.message.content)
   }
 
+  /** Whether anyone listens: a producer of live fragments need not build them otherwise. */
+  get listened(): boolean {
+    return this.listeners.length > 0
+  }
+
   /** Publish a live streaming fragment; never stored. */
   publish(chunk: AssistantChunk): void {
     if (!this._released) this.notify(chunk)
