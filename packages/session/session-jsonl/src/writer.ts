@@ -90,7 +90,10 @@ export class SessionFileWriter {
   private scheduleFlush(): void {
     if (this.flushQueued) return
     this.flushQueued = true
-    this.queue = this.queue.then(() => this.flush())
+    // Flushed at the end of this turn of the event loop, not at the next microtask: a turn
+    // appends its events over many microtasks (a step, the model's reply, its tool calls),
+    // and each separate write is a thread-pool round trip.
+    this.queue = this.queue.then(endOfLoopTurn).then(() => this.flush())
   }
 
   private async start(start: WriterStart, lengthAtStart: number): Promise<void> {
@@ -207,6 +210,11 @@ export class SessionFileWriter {
     this.unsubscribe()
     this.warn(this.failure.message)
   }
+}
+
+/** Resolves in the check phase of the current event-loop turn (after its pending I/O callbacks). */
+function endOfLoopTurn(): Promise<void> {
+  return new Promise((resolve) => setImmediate(resolve))
 }
 
 /** Flags of a file this writer creates itself: append-only, and failing if the name is taken. */
