@@ -77,8 +77,12 @@ let sessionCounter = 0
  * fans out to a thousand children.
  */
 export function newSessionId(now = Date.now()): string {
-  return `${now.toString(36).padStart(9, '0')}-${processTag}${(++sessionCounter).toString(36)}`
+  if (now !== lastIdTime.ms) lastIdTime = { ms: now, prefix: `${now.toString(36).padStart(9, '0')}-${processTag}` }
+  return lastIdTime.prefix + (++sessionCounter).toString(36)
 }
+
+/** The time part of the last id, reused within the same millisecond (see `lastIsoTime`). */
+let lastIdTime = { ms: Number.NaN, prefix: '' }
 
 /** The last timestamp formatted, reused within the same millisecond (children of a fan-out are created in a burst). */
 let lastIsoTime = { ms: Number.NaN, text: '' }
