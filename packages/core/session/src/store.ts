@@ -170,10 +170,16 @@ export class SessionStore extends Service {
   }
 
   /** Stop tracking a session: no more events; persistence flushes before this resolves. */
-  async release(session: Session): Promise<void> {
-    if (session.released) return
+  release(session: Session): Promise<void> {
+    if (session.released) return Promise.resolve()
     session.markReleased()
     if (this.live.get(session.id) === session) this.live.delete(session.id)
+    // Without observers (nothing persists sessions) there is nothing to wait for.
+    return this.observers.length === 0 ? Promise.resolve() : this.tellReleased(session)
+  }
+
+  /** Each observer's `released`, one at a time; every failure is reported. */
+  private async tellReleased(session: Session): Promise<void> {
     const errors: unknown[] = []
     for (const observer of this.observers) {
       try {
