@@ -53,6 +53,41 @@ function asMessage(message: UserMessage | string): UserMessage {
 
 const ignoreResult = () => {}
 
+/** The idle state, shared: every agent starts in it and returns to it after each turn. */
+const IDLE: AgentState = Object.freeze({ status: 'idle' })
+
+/**
+ * What the turn driver sees of a live agent: one small object per agent, its behaviour on
+ * the prototype (closures and a getter in an object literal would be made anew per agent).
+ */
+class LiveTurnRuntime implements TurnRuntime {
+  constructor(
+    readonly agent: LiveAgent,
+    private readonly host: AgentHost,
+    readonly maxSteps: number,
+  ) {}
+
+  get system(): string {
+    return this.host.system(this.agent)
+  }
+
+  nextTurnNumber(): number {
+    return this.agent.takeTurnNumber()
+  }
+
+  claimInput(): UserMessage[] {
+    return this.agent.claimStepInput()
+  }
+
+  hasInbox(): boolean {
+    return this.agent.hasWaitingInput()
+  }
+
+  endingTurn(): void {
+    this.agent.markTurnEnding()
+  }
+}
+
 /**
  * An agent: a session, an inbox, input sources, and a queue of turns run one at a time by
  * the turn driver. Its scoped context is created only when someone asks for it, so a
@@ -65,7 +100,7 @@ const ignoreResult = () => {}
  * claimed starts a turn of its own, after any aborted turn too (a person asked for it).
  */
 export class LiveAgent implements Agent {
-  private state: AgentState = { status: 'idle' }
+  private state: AgentState = IDLE
   private queue: QueuedTurn[] = []
   private inbox: UserMessage[] = []
   private sources: InputSource[] = []
@@ -89,27 +124,32 @@ export class LiveAgent implements Agent {
     readonly parent?: Agent,
   ) {
     this.turnCounter = countTurns(session)
-    const agent = this
-    this.runtime = {
-      agent,
-      get system() {
-        return host.system(agent)
-      },
-      maxSteps: options.maxSteps ?? host.maxSteps,
-      nextTurnNumber: () => ++this.turnCounter,
-      claimInput: () => {
-        this.steered = false
-        // Most steps have nothing waiting: no copies then.
-        if (this.inbox.length === 0 && this.sources.length === 0) return []
-        const claimed = this.inbox.splice(0)
-        for (const message of this.poll('step')) claimed.push(message)
-        return claimed
-      },
-      hasInbox: () => this.inbox.length > 0,
-      endingTurn: () => {
-        if (this.state.status === 'running') this.state = { status: 'idle' }
-      },
-    }
+    this.runtime = new LiveTurnRuntime(this, host, options.maxSteps ?? host.maxSteps)
+  }
+
+  /** The next turn's number (see `TurnRuntime.nextTurnNumber`). For the turn runtime only. */
+  takeTurnNumber(): number {
+    return ++this.turnCounter
+  }
+
+  /** What a step boundary claims (see `TurnRuntime.claimInput`). For the turn runtime only. */
+  claimStepInput(): UserMessage[] {
+    this.steered = false
+    // Most steps have nothing waiting: no copies then.
+    if (this.inbox.length === 0 && this.sources.length === 0) return []
+    const claimed = this.inbox.splice(0)
+    for (const message of this.poll('step')) claimed.push(message)
+    return claimed
+  }
+
+  /** Whether steered or injected input waits. For the turn runtime only. */
+  hasWaitingInput(): boolean {
+    return this.inbox.length > 0
+  }
+
+  /** The running turn is logging its end: read `idle` from now on. For the turn runtime only. */
+  markTurnEnding(): void {
+    if (this.state.status === 'running') this.state = IDLE
   }
 
   get id(): string {
@@ -191,6 +231,11 @@ export class LiveAgent implements Agent {
     return this.disposal
   }
 
+  /** Whether a scoped context was created (and so must be released). */
+  get holdsContext(): boolean {
+    return this.fiber !== undefined
+  }
+
   /** Dispose the scoped context, if one was created. */
   async releaseContext(): Promise<void> {
     const fiber = this.fiber
@@ -206,7 +251,7 @@ export class LiveAgent implements Agent {
     for (const turn of this.queue.splice(0)) turn.reject(new AgentError('DISPOSED', `agent ${this.id} was disposed before this turn started`))
     // An Error captures a stack trace: only pay for one when there is a turn to abort.
     running?.abort(new AgentError('DISPOSED', `agent ${this.id} is being disposed`))
-    await this.whenIdle()
+    if (this.draining) await this.draining
     try {
       await this.host.finish(this)
     } finally {
@@ -278,7 +323,7 @@ export class LiveAgent implements Agent {
       } catch (error) {
         next.reject(error instanceof Error ? error : new Error(errorMessage(error)))
       } finally {
-        if (this.state.status === 'running') this.state = { status: 'idle' }
+        if (this.state.status === 'running') this.state = IDLE
       }
     }
   }

@@ -53,39 +53,60 @@ export function sortSections(sections: readonly PromptSection[]): PromptSection[
   return [...sections].sort((a, b) => a.order - b.order || (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))
 }
 
+type PromptPart = { name: string; text: string }
+
 /** Render `ordered` (already sorted, see `sortSections`) for `agent`, which sees `visibleTools`. */
 export function composePrompt(ordered: readonly PromptSection[], agent: Agent, visibleTools: readonly string[]): ComposedPrompt {
-  const parts: { name: string; text: string }[] = []
-  const failures: SectionFailure[] = []
+  // The children of a fan-out render the same texts as the agent composed before them:
+  // while every part matches the last composition, nothing is built (no parts, no join).
+  const last = lastComposition
+  let matched = 0
+  let parts: PromptPart[] | undefined
+  let failures: SectionFailure[] | undefined
   for (const section of ordered) {
     if (section.tool !== undefined && !visibleTools.includes(section.tool)) continue
+    let text: string | undefined
     try {
       if (section.visible && !section.visible(agent)) continue
-      const text = section.render(agent)?.trim()
-      if (text) parts.push({ name: section.name, text })
+      text = section.render(agent)?.trim()
     } catch (error) {
-      failures.push({ name: section.name, error: errorMessage(error) })
+      ;(failures ??= []).push({ name: section.name, error: errorMessage(error) })
+      continue
     }
+    if (!text) continue
+    if (parts === undefined && last !== undefined && matched < last.parts.length) {
+      const earlier = last.parts[matched]!
+      if (earlier.name === section.name && earlier.text === text) {
+        matched++
+        continue
+      }
+    }
+    parts ??= last === undefined ? [] : last.parts.slice(0, matched)
+    parts.push({ name: section.name, text })
   }
-  const text = parts.map((part) => part.text).join('\n\n')
-  const shared = sharedComposition(text, parts)
-  return { text: shared.text, parts: shared.parts, failures }
+  const shared = parts === undefined && last !== undefined && matched === last.parts.length ? last : sharedComposition(parts ?? last?.parts.slice(0, matched) ?? [])
+  lastComposition = shared
+  return failures === undefined ? shared : { text: shared.text, parts: shared.parts, failures }
 }
 
 /** Most distinct compositions remembered for sharing; past it the memory starts over. */
 const SHARED_COMPOSITIONS_LIMIT = 64
-const sharedCompositions = new Map<string, { text: string; parts: { name: string; text: string }[] }>()
+const sharedCompositions = new Map<string, ComposedPrompt>()
+/** The composition returned last: the next agent most likely gets the same one. */
+let lastComposition: ComposedPrompt | undefined
+const NO_FAILURES: SectionFailure[] = Object.freeze([]) as unknown as SectionFailure[]
 
 /**
- * The text and parts of an earlier identical composition, when there is one: the children
- * of a fan-out share one prompt (same persona, directory, day and tools), and a thousand
- * live children should hold one copy of it, not a thousand. Shared parts are frozen.
+ * The composition of an earlier identical prompt, when there is one: the children of a
+ * fan-out share one prompt (same persona, directory, day and tools), and a thousand live
+ * children should hold one copy of it, not a thousand. Shared compositions are frozen.
  */
-function sharedComposition(text: string, parts: { name: string; text: string }[]): { text: string; parts: { name: string; text: string }[] } {
+function sharedComposition(parts: PromptPart[]): ComposedPrompt {
+  const text = parts.map((part) => part.text).join('\n\n')
   const known = sharedCompositions.get(text)
   if (known && known.parts.length === parts.length && known.parts.every((part, index) => part.name === parts[index]!.name)) return known
   if (sharedCompositions.size >= SHARED_COMPOSITIONS_LIMIT) sharedCompositions.clear()
-  const entry = { text, parts: Object.freeze(parts.map((part) => Object.freeze(part))) as { name: string; text: string }[] }
+  const entry: ComposedPrompt = Object.freeze({ text, parts: Object.freeze(parts.map((part) => Object.freeze(part))) as PromptPart[], failures: NO_FAILURES })
   sharedCompositions.set(text, entry)
   return entry
 }
@@ -138,12 +159,22 @@ export function maskEnvironmentFacts(text: string): string {
  */
 export function renderEnvironment(agent: Agent): string {
   const { cwd, createdAt } = agent.session.header
+  const git = insideGitRepository(cwd)
+  // Sessions created in the same directory on the same day get the same string, not an equal copy.
+  const last = lastEnvironment
+  if (last !== undefined && last.cwd === cwd && last.git === git && createdAt.startsWith(last.day)) return last.text
+  const day = createdAt.slice(0, 10)
   const lines = [
     '# Environment',
     `- Working directory: ${cwd}`,
-    `- Date: ${createdAt.slice(0, 10)}`,
+    `- Date: ${day}`,
     `- Platform: ${process.platform}`,
-    `- Git repository: ${insideGitRepository(cwd) ? 'yes' : 'no'}`,
+    `- Git repository: ${git ? 'yes' : 'no'}`,
   ]
-  return lines.join('\n')
+  const text = lines.join('\n')
+  lastEnvironment = { cwd, day, git, text }
+  return text
 }
+
+/** The environment section rendered last, and what it was rendered from. */
+let lastEnvironment: { cwd: string; day: string; git: boolean; text: string } | undefined

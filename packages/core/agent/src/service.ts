@@ -82,7 +82,8 @@ export class AgentRegistry extends Service {
     throwIfAborted(signal, 'before the agent was created')
     if (options.sessionId !== undefined && options.seed) throw new AgentError('INVALID_OPTIONS', 'an agent resumes a session or is seeded, not both')
     const fresh = options.sessionId === undefined
-    const session = await this.sessionFor(options)
+    // A fresh session is made synchronously: only a resume waits for storage.
+    const session = fresh ? this.freshSession(options) : await this.resumedSession(options.sessionId!)
     const agent = new LiveAgent(session, { ...options.agentOptions }, this.host, options.parent)
     try {
       if (options.setup) await options.setup(agent.ctx, agent)
@@ -184,8 +185,10 @@ export class AgentRegistry extends Service {
    */
   private forkedPrompt(agent: Agent, own: ComposedPrompt): ComposedPrompt {
     const { parent } = agent
+    // Most children are not forks: their log has no seed, and nothing else need be read.
+    if (!parent || agent.session.seedLength === 0) return own
     const { seedLength, parentSession } = agent.session.header
-    if (!parent || !seedLength || parent.id !== parentSession || parent.status === 'disposed') return own
+    if (!seedLength || parent.id !== parentSession || parent.status === 'disposed') return own
     const inherited = this.composeSystemPrompt(parent)
     const sameSections = inherited.parts.length === own.parts.length && inherited.parts.every((part, index) => part.name === own.parts[index]!.name)
     const samePersona = inherited.parts.find((part) => part.name === 'persona')?.text === own.parts.find((part) => part.name === 'persona')?.text
@@ -196,11 +199,14 @@ export class AgentRegistry extends Service {
     return this.composeSystemPrompt(agent).text
   }
 
-  private async sessionFor(options: CreateAgentOptions): Promise<Session> {
+  private freshSession(options: CreateAgentOptions): Session {
     // Object.assign, not `{ ...meta, seed, announce }`: a spread followed by more keys is a
     // slow generic copy (microseconds), which a fan-out pays per child.
-    if (options.sessionId === undefined) return this.sessions.create(Object.assign({}, options.meta, { seed: options.seed, announce: false }))
-    const session = await this.sessions.open(options.sessionId)
+    return this.sessions.create(Object.assign({}, options.meta, { seed: options.seed, announce: false }))
+  }
+
+  private async resumedSession(sessionId: string): Promise<Session> {
+    const session = await this.sessions.open(sessionId)
     if (this.live.has(session.id)) throw new AgentError('SESSION_IN_USE', `session ${session.id} already has a live agent`)
     if (closeInterruptedTurn(session)) this.home.logger('agents').warn('session %s was interrupted mid-turn; that turn is now closed as an error', session.id)
     return session
@@ -210,15 +216,20 @@ export class AgentRegistry extends Service {
     const errors: unknown[] = []
     for (const cleanup of this.cleanups) {
       try {
-        await cleanup(agent)
+        // Most cleanups have nothing to wait for (a child without background work or
+        // children of its own): awaiting their `undefined` would still cost a tick each.
+        const pending = cleanup(agent)
+        if (pending !== undefined) await pending
       } catch (error) {
         errors.push(error)
       }
     }
-    try {
-      await agent.releaseContext()
-    } catch (error) {
-      errors.push(error)
+    if (agent.holdsContext) {
+      try {
+        await agent.releaseContext()
+      } catch (error) {
+        errors.push(error)
+      }
     }
     this.tools.forgetAgent(agent.id)
     try {

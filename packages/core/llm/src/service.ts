@@ -51,6 +51,8 @@ export class LlmService extends Service {
   })
 
   private adapters = new Map<string, LlmAdapter>()
+  /** The last spec resolved without interceptors, and its answer (see `resolve`). */
+  private lastResolved: { wanted: string; resolved: ResolvedModel } | undefined
   private interceptors: ModelInterceptor[] = []
   private recording: RecordingLinks | undefined
   /** The checked price table (empty without one). */
@@ -78,7 +80,9 @@ export class LlmService extends Service {
     }
     return this.ctx.effect(() => {
       this.adapters.set(adapter.name, adapter)
+      this.lastResolved = undefined
       return () => {
+        this.lastResolved = undefined
         if (this.adapters.get(adapter.name) === adapter) this.adapters.delete(adapter.name)
       }
     }, `llm.registerAdapter(${JSON.stringify(adapter.name)})`)
@@ -138,6 +142,10 @@ export class LlmService extends Service {
    */
   resolve(spec?: string): ResolvedModel {
     const wanted = spec ?? this.config.model
+    // Every step of every agent resolves its model, nearly always the same spec as the
+    // step before: without interceptors (which may decide anew each time) the last answer is reused.
+    const last = this.lastResolved
+    if (last !== undefined && last.wanted === wanted && this.interceptors.length === 0) return last.resolved
     if (!wanted) {
       throw new LlmRegistryError('NO_MODEL', 'no model configured: pass --model (e.g. scripted:./script.yml or deepseek:deepseek-chat)')
     }
@@ -151,6 +159,12 @@ export class LlmService extends Service {
     const model = colon < 0 ? adapter.defaultModel : wanted.slice(colon + 1)
     if (!model) throw new LlmRegistryError('NO_MODEL', `model spec "${wanted}" names no model and adapter "${name}" has no default`)
     let resolved: ResolvedModel = { adapter, model, spec: wanted }
+    if (this.interceptors.length === 0) {
+      // Shared by later calls: frozen so that no caller changes another's answer.
+      resolved = Object.freeze(resolved)
+      this.lastResolved = { wanted, resolved }
+      return resolved
+    }
     for (const interceptor of this.interceptors) resolved = interceptor(resolved)
     return resolved
   }

@@ -12,6 +12,8 @@ export type SessionListener = (update: SessionUpdate) => void
  */
 export class Session {
   readonly header: Readonly<SessionHeader>
+  /** The header's id, held in a field: it is read on every step of every agent. */
+  readonly id: string
   private readonly log: EventLog
   private readonly projection: MessageProjection
   private listeners: SessionListener[] = []
@@ -29,14 +31,12 @@ export class Session {
     const own: SessionHeader = { ...header }
     if (seed) own.seedLength = seed.length
     this.header = Object.freeze(own)
+    this.id = own.id
     this.log = new EventLog(seed && { log: seed.session.log, length: seed.length })
     this.projection = new MessageProjection(this.log, seed && { projection: seed.session.projection, length: seed.length })
     this._lastTurnEnd = seed ? seed.length : 0
   }
 
-  get id(): string {
-    return this.header.id
-  }
 
   get length(): number {
     return this.log.length
@@ -105,6 +105,11 @@ export class Session {
     this.log.push(event)
     if (event.type === 'turn/end') this._lastTurnEnd = this.log.length
     else if (event.type === 'user/message' && this._ownPrompt === undefined) this._ownPrompt = textOf(event.message.content)
+  }
+
+  /** Whether anyone listens: a producer of live fragments need not build them otherwise. */
+  get listened(): boolean {
+    return this.listeners.length > 0
   }
 
   /** Publish a live streaming fragment; never stored. */

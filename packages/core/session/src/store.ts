@@ -77,8 +77,12 @@ let sessionCounter = 0
  * fans out to a thousand children.
  */
 export function newSessionId(now = Date.now()): string {
-  return `${now.toString(36).padStart(9, '0')}-${processTag}${(++sessionCounter).toString(36)}`
+  if (now !== lastIdTime.ms) lastIdTime = { ms: now, prefix: `${now.toString(36).padStart(9, '0')}-${processTag}` }
+  return lastIdTime.prefix + (++sessionCounter).toString(36)
 }
+
+/** The time part of the last id, reused within the same millisecond (see `lastIsoTime`). */
+let lastIdTime = { ms: Number.NaN, prefix: '' }
 
 /** The last timestamp formatted, reused within the same millisecond (children of a fan-out are created in a burst). */
 let lastIsoTime = { ms: Number.NaN, text: '' }
@@ -166,14 +170,22 @@ export class SessionStore extends Service {
   }
 
   /** Stop tracking a session: no more events; persistence flushes before this resolves. */
-  async release(session: Session): Promise<void> {
-    if (session.released) return
+  release(session: Session): Promise<void> {
+    if (session.released) return Promise.resolve()
     session.markReleased()
     if (this.live.get(session.id) === session) this.live.delete(session.id)
+    // Without observers (nothing persists sessions) there is nothing to wait for.
+    return this.observers.length === 0 ? Promise.resolve() : this.tellReleased(session)
+  }
+
+  /** Each observer's `released`, one at a time; every failure is reported. */
+  private async tellReleased(session: Session): Promise<void> {
     const errors: unknown[] = []
     for (const observer of this.observers) {
       try {
-        await observer.released?.(session)
+        // An observer with nothing to flush returns nothing: no tick spent waiting for it.
+        const flushed = observer.released?.(session)
+        if (flushed !== undefined) await flushed
       } catch (error) {
         errors.push(error)
       }

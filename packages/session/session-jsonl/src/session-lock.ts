@@ -14,7 +14,7 @@
  */
 import { randomBytes } from 'node:crypto'
 import { link, mkdir, readFile, rmdir, stat, unlink, writeFile } from 'node:fs/promises'
-import { unlinkSync } from 'node:fs'
+import { statSync, unlinkSync } from 'node:fs'
 import { join } from 'node:path'
 import { errorMessage, isRecord } from '@dsh/base'
 import { processAlive, readProcessEntry } from '@dsh/process'
@@ -114,7 +114,16 @@ export class SessionLocks {
       try {
         // Ours exactly when it is still our owner record (a hard link of it): a lock
         // removed or replaced by hand meanwhile is not ours to remove.
-        const seen = await stat(file).catch(() => undefined)
+        // Read synchronously: the lock's entry was linked by this storage and is cached, so
+        // this does not wait for the disk, and a thread-pool round trip costs more CPU than
+        // the look-up (a fan-out pays it per child).
+        let seen: { ino: number } | undefined
+        try {
+          seen = statSync(file, { throwIfNoEntry: false })
+        } catch {
+          // The directory is gone or unreadable: the lock cannot be shown to be ours, so it stays.
+          return
+        }
         if (seen?.ino !== ino) return
         await unlink(file).catch(() => {
           // Already gone (the directory was removed): the lock is released either way.

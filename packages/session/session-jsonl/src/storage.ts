@@ -19,6 +19,12 @@ const LIST_CONCURRENCY = 16
 export class JsonlSessionStorage implements SessionStorage, SessionObserver {
   readonly name = 'jsonl'
   private readonly writers = new Map<Session, SessionFileWriter>()
+  /**
+   * The same writers by session id (normally one each; a released session's may still be
+   * finishing when it is opened again). Looked up per session created and released: a
+   * scan of every writer there made a fan-out quadratic in its children.
+   */
+  private readonly writersById = new Map<string, SessionFileWriter[]>()
   private readonly locks: SessionLocks
   /** Per id, how many `claim()`s are in flight (an open that has not finished). */
   private readonly claims = new Map<string, number>()
@@ -114,6 +120,9 @@ export class JsonlSessionStorage implements SessionStorage, SessionObserver {
     const lock = () => this.locks.acquire(session.id)
     const writer = new SessionFileWriter(session, file, (message) => this.logger.warn(message), this.idle(session.id), start, lock)
     this.writers.set(session, writer)
+    const same = this.writersById.get(session.id)
+    if (same) same.push(writer)
+    else this.writersById.set(session.id, [writer])
   }
 
   async released(session: Session): Promise<void> {
@@ -123,13 +132,22 @@ export class JsonlSessionStorage implements SessionStorage, SessionObserver {
       await writer.close()
     } finally {
       this.writers.delete(session)
+      this.forgetWriter(session.id, writer)
       await this.unlockIfUnused(session.id)
     }
   }
 
+  private forgetWriter(id: string, writer: SessionFileWriter): void {
+    const same = this.writersById.get(id)
+    if (!same) return
+    const rest = same.filter((entry) => entry !== writer)
+    if (rest.length > 0) this.writersById.set(id, rest)
+    else this.writersById.delete(id)
+  }
+
   /** Give the lock of `id` back once no live session and no open in flight needs it. */
   private async unlockIfUnused(id: string): Promise<void> {
-    if (this.claims.has(id) || [...this.writers.keys()].some((session) => session.id === id)) return
+    if (this.claims.has(id) || this.writersById.has(id)) return
     await this.locks.release(id).catch((error: unknown) => {
       // Nothing is lost if a lock cannot be removed: the next process sees its owner gone.
       this.logger.warn('cannot remove the lock of session %s: %s', id, errorMessage(error))
@@ -147,8 +165,11 @@ export class JsonlSessionStorage implements SessionStorage, SessionObserver {
     )
   }
 
-  private async idle(id: string): Promise<void> {
-    await Promise.all([...this.writers.values()].filter((writer) => writer.session.id === id).map((writer) => writer.idle()))
+  private idle(id: string): Promise<void> {
+    const same = this.writersById.get(id)
+    // A new session's id has no writer yet: nothing to wait for.
+    if (!same) return Promise.resolve()
+    return Promise.all(same.map((writer) => writer.idle())).then(() => {})
   }
 
   private async readHeader(id: string): Promise<SessionHeader | undefined> {

@@ -1,4 +1,4 @@
-import { constants } from 'node:fs'
+import { constants, fstatSync } from 'node:fs'
 import { open, readFile, type FileHandle } from 'node:fs/promises'
 import { isDeepStrictEqual } from 'node:util'
 import { errorMessage } from '@dsh/base'
@@ -90,7 +90,10 @@ export class SessionFileWriter {
   private scheduleFlush(): void {
     if (this.flushQueued) return
     this.flushQueued = true
-    this.queue = this.queue.then(() => this.flush())
+    // Flushed at the end of this turn of the event loop, not at the next microtask: a turn
+    // appends its events over many microtasks (a step, the model's reply, its tool calls),
+    // and each separate write is a thread-pool round trip.
+    this.queue = this.queue.then(endOfLoopTurn).then(() => this.flush())
   }
 
   private async start(start: WriterStart, lengthAtStart: number): Promise<void> {
@@ -162,7 +165,9 @@ export class SessionFileWriter {
     try {
       // Another process resuming the same session would interleave its lines with ours
       // and leave a file no one can read back: stop writing instead, and say so.
-      const { size } = await handle.stat()
+      // Read synchronously: the inode of an open file is in memory, so this never waits for
+      // the disk, while a thread-pool round trip costs more CPU than the write it guards.
+      const { size } = fstatSync(handle.fd)
       if (size !== this.fileSize) {
         throw new SessionJsonlError('CONCURRENT_WRITER', `another process appended to it (it grew from ${this.fileSize} to ${size} bytes behind this one); run one process per session`)
       }
@@ -205,6 +210,11 @@ export class SessionFileWriter {
     this.unsubscribe()
     this.warn(this.failure.message)
   }
+}
+
+/** Resolves in the check phase of the current event-loop turn (after its pending I/O callbacks). */
+function endOfLoopTurn(): Promise<void> {
+  return new Promise((resolve) => setImmediate(resolve))
 }
 
 /** Flags of a file this writer creates itself: append-only, and failing if the name is taken. */

@@ -6,7 +6,7 @@ import { errorMessage, stopReasonOfTurn } from '@dsh/base'
  * own events.
  */
 import type { Context } from 'cordis'
-import type { Agent, AgentRegistry, TurnResult } from '@dsh/agent'
+import type { Agent, AgentOptions, AgentRegistry, CreateAgentOptions, TurnResult } from '@dsh/agent'
 import type { AssistantMessage } from '@dsh/llm'
 import type { Session } from '@dsh/session'
 import { effectiveMaxDepth, refuseDisposedParent, refuseUnstartable, SubagentError, selectOutput, type StopReason, type SubagentRequest, type SubagentResult, type SubagentRun } from '@dsh/subagent'
@@ -27,42 +27,44 @@ export async function startInProcessRun(agents: AgentRegistry, request: Subagent
   const maxDepth = effectiveMaxDepth(request)
 
   let structured: StructuredSlot | undefined
+  // Optional parts are set one by one: an object literal spreading conditional parts
+  // (`...(persona && { persona })`) takes V8's generic copy, which a fan-out pays per child.
+  const agentOptions: AgentOptions = { model: request.agentOptions?.model ?? parent.options.model }
+  // A persona is given to one child: that child's own children start from the deployment
+  // persona again unless their delegation names one.
+  if (request.persona !== undefined) agentOptions.persona = request.persona
+  const createOptions: CreateAgentOptions = {
+    seed: options.seed,
+    parent,
+    signal,
+    // Every key present (absent ones undefined, which the store skips): one object shape
+    // for every child, so copying it on the way to the session store stays cheap.
+    meta: {
+      parentSession: parent.id,
+      origin: 'subagent',
+      delegationDepth: depth,
+      maxDepth,
+      provider: options.provider,
+      cwd: parent.session.header.cwd,
+      label: request.label,
+      toolCallId: request.callId,
+    },
+    agentOptions,
+  }
+  // Only a child that needs scoped registrations pays for its own framework context.
+  if (request.outputSchema || request.toolFilter) {
+    createOptions.setup = (childCtx: Context, agent: Agent) => {
+      if (request.outputSchema) structured = registerStructuredOutput(childCtx, request.outputSchema)
+      if (request.toolFilter) {
+        // The schema tool is the child's way to answer: a filter never hides it.
+        const allow = request.toolFilter.allow && (structured ? [...request.toolFilter.allow, STRUCTURED_OUTPUT_TOOL] : request.toolFilter.allow)
+        childCtx.tools.restrict(agent.id, { ...request.toolFilter, allow })
+      }
+    }
+  }
   let child: Agent
   try {
-    child = await agents.create({
-      seed: options.seed,
-      parent,
-      signal,
-      // Every key present (absent ones undefined, which the store skips): one object shape
-      // for every child, so copying it on the way to the session store stays cheap.
-      meta: {
-        parentSession: parent.id,
-        origin: 'subagent',
-        delegationDepth: depth,
-        maxDepth,
-        provider: options.provider,
-        cwd: parent.session.header.cwd,
-        label: request.label,
-        toolCallId: request.callId,
-      },
-      agentOptions: {
-        model: request.agentOptions?.model ?? parent.options.model,
-        // A persona is given to one child: that child's own children start from the
-        // deployment persona again unless their delegation names one.
-        ...(request.persona !== undefined && { persona: request.persona }),
-      },
-      // Only a child that needs scoped registrations pays for its own framework context.
-      ...((request.outputSchema || request.toolFilter) && {
-        setup: (childCtx: Context, agent: Agent) => {
-          if (request.outputSchema) structured = registerStructuredOutput(childCtx, request.outputSchema)
-          if (request.toolFilter) {
-            // The schema tool is the child's way to answer: a filter never hides it.
-            const allow = request.toolFilter.allow && (structured ? [...request.toolFilter.allow, STRUCTURED_OUTPUT_TOOL] : request.toolFilter.allow)
-            childCtx.tools.restrict(agent.id, { ...request.toolFilter, allow })
-          }
-        },
-      }),
-    })
+    child = await agents.create(createOptions)
   } catch (error) {
     if (error instanceof SubagentError) throw error
     if (signal.aborted) throw new SubagentError('ABORTED', 'the delegation was cancelled while the child was being created', { cause: error })
@@ -81,56 +83,92 @@ export async function startInProcessRun(agents: AgentRegistry, request: Subagent
     await child.dispose()
     throw new SubagentError('ABORTED', 'the delegation was cancelled while the child was being created', { cause: signal.reason })
   }
-  const cancel = (reason?: unknown) => child.cancel(reason)
-  const onAbort = () => cancel(signal.reason)
-  signal.addEventListener('abort', onAbort, { once: true })
-  // `settled` is set as the tracked turn ends (before anyone sees the result): a steer
-  // after that would start a turn nobody tracks or bills to this run.
-  let settled = false
-  const result = child.followup({ role: 'user', content: request.prompt }).then(
-    (ended): SubagentResult => {
-      settled = true
-      return resultOf(child, ended, structured, request.outputSchema !== undefined)
-    },
-    (error: unknown): SubagentResult => {
-      settled = true
-      return { output: [], stopReason: 'error', diagnostic: `the child's turn never ran: ${errorMessage(error)}` }
-    },
-  )
-  let disposal: Promise<void> | undefined
-  return {
-    id: child.id,
-    local: true,
-    result,
-    cancel,
-    sendMessage: (message: string) => {
-      if (settled) {
-        throw new SubagentError('RUN_SETTLED', `the run of child ${child.id} has already ended; start a new delegation to give it more work`)
-      }
-      child.steer(message)
-    },
-    dispose: () => {
-      disposal ??= (async () => {
-        signal.removeEventListener('abort', onAbort)
-        await child.dispose()
-      })()
-      return disposal
-    },
+  return new InProcessRun(child, signal, request.prompt, structured, request.outputSchema !== undefined)
+}
+
+/**
+ * A published in-process run. Its behaviour lives on the prototype: a run is made per
+ * child, and a thousand live children should not each hold half a dozen closures.
+ */
+class InProcessRun implements SubagentRun {
+  readonly id: string
+  readonly local = true
+  readonly result: Promise<SubagentResult>
+  /**
+   * Set as the tracked turn ends (before anyone sees the result): a steer after that
+   * would start a turn nobody tracks or bills to this run.
+   */
+  private settled = false
+  private disposal: Promise<void> | undefined
+  private readonly onAbort: () => void
+
+  constructor(
+    private readonly child: Agent,
+    private readonly signal: AbortSignal,
+    prompt: SubagentRequest['prompt'],
+    structured: StructuredSlot | undefined,
+    wantsStructured: boolean,
+  ) {
+    this.id = child.id
+    this.onAbort = () => child.cancel(signal.reason)
+    signal.addEventListener('abort', this.onAbort, { once: true })
+    this.result = child.followup({ role: 'user', content: prompt }).then(
+      (ended): SubagentResult => {
+        this.settled = true
+        return resultOf(child, ended, structured, wantsStructured)
+      },
+      (error: unknown): SubagentResult => {
+        this.settled = true
+        return { output: [], stopReason: 'error', diagnostic: `the child's turn never ran: ${errorMessage(error)}` }
+      },
+    )
+  }
+
+  cancel(reason?: unknown): void {
+    this.child.cancel(reason)
+  }
+
+  sendMessage(message: string): void {
+    if (this.settled) {
+      throw new SubagentError('RUN_SETTLED', `the run of child ${this.child.id} has already ended; start a new delegation to give it more work`)
+    }
+    this.child.steer(message)
+  }
+
+  dispose(): Promise<void> {
+    if (this.disposal === undefined) {
+      this.signal.removeEventListener('abort', this.onAbort)
+      this.disposal = this.child.dispose()
+    }
+    return this.disposal
   }
 }
 
 function resultOf(child: Agent, ended: TurnResult, structured: StructuredSlot | undefined, wantsStructured: boolean): SubagentResult {
-  const output = selectOutput(ownAssistantMessages(child.session))
-  const base = { output, ...(structured?.received && { structured: structured.value }) }
-  const stopReason = stopReasonOfTurn(ended.reason)
-  if (stopReason === 'completed' && wantsStructured && !structured?.received) {
-    return { ...base, stopReason: 'error', diagnostic: `the child finished without a valid ${STRUCTURED_OUTPUT_TOOL} call` }
+  const output = selectOutput(lastAnswer(child.session))
+  // Built key by key, not by spreads with extra keys (V8's generic copy, paid per child).
+  const result: SubagentResult = { output, stopReason: stopReasonOfTurn(ended.reason) }
+  if (structured?.received) result.structured = structured.value
+  if (result.stopReason === 'completed' && wantsStructured && !structured?.received) {
+    result.stopReason = 'error'
+    result.diagnostic = `the child finished without a valid ${STRUCTURED_OUTPUT_TOOL} call`
+  } else if (result.stopReason !== 'completed') {
+    result.diagnostic = ended.error ?? `the child's turn ended ${ended.reason}`
   }
-  if (stopReason === 'completed') return { ...base, stopReason }
-  return { ...base, stopReason, diagnostic: ended.error ?? `the child's turn ended ${ended.reason}` }
+  return result
 }
 
-/** Assistant messages the child produced itself: a fork's seeded parent text is never its answer. */
-function* ownAssistantMessages(session: Session): Generator<AssistantMessage> {
-  for (const event of session.ownEvents()) if (event.type === 'assistant/message') yield event.message
+/**
+ * The last assistant message the child produced itself that has text (a fork's seeded
+ * parent text is never its answer), as the one message `selectOutput` needs to see: it
+ * picks the last message with text, so scanning from the end gives the same answer
+ * without walking (or copying) the rest.
+ */
+function lastAnswer(session: Session): AssistantMessage[] {
+  const own = session.ownEvents()
+  for (let index = own.length - 1; index >= 0; index--) {
+    const event = own[index]!
+    if (event.type === 'assistant/message' && event.message.content.some((block) => block.type === 'text' && block.text.length > 0)) return [event.message]
+  }
+  return []
 }

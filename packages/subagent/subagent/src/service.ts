@@ -48,9 +48,24 @@ export function requestedFeatures(request: SubagentRequest): SubagentFeature[] {
   return features
 }
 
+function invalid(message: string): SubagentError {
+  return new SubagentError('INVALID_REQUEST', message)
+}
+
+/**
+ * The first start-time feature `request` asks for that `capabilities` lacks, in the order
+ * of `requestedFeatures`; checked without building the list (every delegation passes here).
+ */
+function firstUnsupportedFeature(request: SubagentRequest, capabilities: SubagentProvider['capabilities']): SubagentFeature | undefined {
+  if (request.outputSchema !== undefined && !capabilities.outputSchema) return 'outputSchema'
+  if (request.maxDepth !== undefined && !capabilities.depthLimit) return 'depthLimit'
+  if (request.toolFilter !== undefined && !capabilities.toolFilter) return 'toolFilter'
+  if (request.persona !== undefined && !capabilities.persona) return 'persona'
+  return undefined
+}
+
 /** Malformed start-time inputs, caught before any provider sees them. */
 export function validateRequest(request: SubagentRequest): void {
-  const invalid = (message: string) => new SubagentError('INVALID_REQUEST', message)
   if (!Array.isArray(request.prompt) || request.prompt.length === 0) throw invalid('the prompt must be a non-empty list of content blocks')
   if (!request.parent) throw invalid('a request needs the delegating `parent` agent')
   if (!(request.signal instanceof AbortSignal)) throw invalid('a request needs an AbortSignal `signal`')
@@ -168,10 +183,9 @@ export class SubagentService extends Service {
     validateRequest(request)
     // Admission before the provider is asked for anything: nothing exists after a refusal.
     refuseDisposedParent(request.parent)
-    for (const feature of requestedFeatures(request)) {
-      if (!provider.capabilities[feature]) {
-        throw new SubagentError('UNSUPPORTED_CAPABILITY', `subagent provider "${name}" does not support ${feature}; drop it from the request or use a provider that does`)
-      }
+    const unsupported = firstUnsupportedFeature(request, provider.capabilities)
+    if (unsupported !== undefined) {
+      throw new SubagentError('UNSUPPORTED_CAPABILITY', `subagent provider "${name}" does not support ${unsupported}; drop it from the request or use a provider that does`)
     }
     // The bound a parent inherited holds even when this request sets none or a looser one.
     refuseTooDeep(request)
@@ -189,6 +203,9 @@ export class SubagentService extends Service {
       progress?.close()
       throw error
     }
+    // Nobody to tell and nothing to follow (the common case of a fan-out): no run info,
+    // no id and no continuation on the result. The caller owns `result` from here on.
+    if (progress === undefined && !this.heard('subagent/start') && !this.heard('subagent/end')) return run
     const info: SubagentRunInfo = {
       runId: `run-${this.runPrefix}-${++this.runCounter}`,
       provider: name,

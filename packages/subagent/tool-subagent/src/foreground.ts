@@ -5,28 +5,31 @@ import type { SubagentResult, SubagentRun } from '@dsh/subagent'
 
 /**
  * Collect a run synchronously: await its result and always dispose it, whatever
- * happens. A result failure and a disposal failure are both reported.
+ * happens. A result failure and a disposal failure are both reported. Written as two
+ * promise stages rather than an async function: each child of a fan-out passes here, and
+ * every `await` costs a tick and a few objects.
  */
-export async function collect(run: SubagentRun): Promise<ToolOutput> {
-  let result: SubagentResult | undefined
-  let resultError: unknown
-  let disposeError: unknown
-  try {
-    result = await run.result
-  } catch (error) {
-    resultError = error
-  } finally {
-    disposeError = await run.dispose().then(
-      () => undefined,
-      (error: unknown) => error ?? new Error('dispose failed'),
-    )
-  }
+export function collect(run: SubagentRun): Promise<ToolOutput> {
+  return run.result.then(
+    (result) => disposeThenRender(run, result, undefined),
+    (resultError: unknown) => disposeThenRender(run, undefined, resultError ?? new Error('the run failed')),
+  )
+}
+
+function disposeThenRender(run: SubagentRun, result: SubagentResult | undefined, resultError: unknown): Promise<ToolOutput> {
+  return run.dispose().then(
+    () => collected(result, resultError, undefined),
+    (disposeError: unknown) => collected(result, resultError, disposeError ?? new Error('dispose failed')),
+  )
+}
+
+function collected(result: SubagentResult | undefined, resultError: unknown, disposeError: unknown): ToolOutput {
+  if (resultError === undefined && disposeError === undefined) return renderResult(result!)
   const problems: string[] = []
   if (resultError !== undefined) problems.push(`the subagent run failed: ${errorMessage(resultError)}`)
   if (disposeError !== undefined) problems.push(`releasing the subagent failed: ${errorMessage(disposeError)}`)
   if (!result) return { isError: true, content: problems.join('\n') }
   const rendered = renderResult(result)
-  if (problems.length === 0) return rendered
   return { isError: true, content: `${typeof rendered.content === 'string' ? rendered.content : ''}\n${problems.join('\n')}` }
 }
 

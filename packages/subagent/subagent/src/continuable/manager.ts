@@ -230,13 +230,22 @@ export class ContinuationManager {
    * `parent` is being disposed: dispose its resident children (child-first, so none
    * outlives it) and forget everything held for it.
    */
-  async disposeChildrenOf(parent: Agent): Promise<void> {
-    const children = [...this.resident.values()].filter((child) => child.parentId === parent.id)
-    try {
-      await Promise.all(children.map((child) => this.disposeChild(child)))
-    } finally {
+  disposeChildrenOf(parent: Agent): Promise<void> | undefined {
+    // Every agent's disposal passes here: one without continuable children (every child of
+    // a plain fan-out) must not pay for a copy of the resident table or a promise.
+    const children: ResidentChild[] = []
+    for (const child of this.resident.values()) if (child.parentId === parent.id) children.push(child)
+    if (children.length === 0) {
       this.mailbox.forget(parent.id)
+      return undefined
     }
+    return Promise.all(children.map((child) => this.disposeChild(child))).then(
+      () => this.mailbox.forget(parent.id),
+      (error: unknown) => {
+        this.mailbox.forget(parent.id)
+        throw error
+      },
+    )
   }
 
   /** The parents the manager holds anything for (an input source or waiting notices): for diagnostics. */
