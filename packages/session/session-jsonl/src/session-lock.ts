@@ -184,14 +184,26 @@ export class SessionLocks {
   /** Link the owner record to the lock's name; returns the inode the lock now shares. */
   private async take(id: string): Promise<number> {
     const file = this.lockFile(id)
+    let renewed = false
     for (let attempt = 0; ; attempt++) {
-      const owner = await this.ownerRecord()
+      const pending = this.ownerRecord()
+      const owner = await pending
       try {
         await link(owner.file, file)
         rememberForExit(file)
         return owner.ino
       } catch (error) {
         const code = (error as NodeJS.ErrnoException).code
+        if (code === 'ENOENT' && !renewed && this.owner === pending) {
+          // The record was removed under us (a clean-up of dot-files, the directory made
+          // again) while locks were held: write a fresh one, once. Without this, every
+          // later session of a long-lived process would fail to open until the last lock
+          // went. A second ENOENT means the directory itself is gone: that is reported.
+          renewed = true
+          heldInProcess.delete(owner.file)
+          this.owner = undefined
+          continue
+        }
         if (code === 'EMLINK' && this.owner !== undefined) {
           // The record has as many links as the file system allows: write a fresh one.
           // The full one stays linked as the locks it is; it is removed by the exit hook.

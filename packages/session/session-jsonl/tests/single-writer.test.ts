@@ -77,6 +77,24 @@ describe('one writer per session, across processes', () => {
     expect((await readdir(dir)).filter((name) => !name.endsWith('.jsonl'))).toEqual([])
   })
 
+  it('an owner record removed while a session is live (a clean-up of dot-files) costs no later session its file', async () => {
+    const dir = await tempDir()
+    const { sessions } = await startProcess(dir)
+    const live = sessions.create()
+    appendTurn(live, 1, 'first')
+    await expect.poll(async () => (await readdir(dir)).filter((name) => name.endsWith('.owner')).length).toBe(1)
+    const [owner] = (await readdir(dir)).filter((name) => name.endsWith('.owner'))
+    await unlink(join(dir, owner!))
+    const later = sessions.create()
+    appendTurn(later, 1, 'second')
+    await sessions.release(later)
+    const stored = await sessions.readStored(later.id)
+    expect(stored!.events.map((event) => event.type)).toContain('turn/end')
+    expect(existsSync(join(dir, `${later.id}.lock`))).toBe(false)
+    await sessions.release(live)
+    expect((await readdir(dir)).filter((name) => !name.endsWith('.jsonl'))).toEqual([])
+  })
+
   it('a lock replaced by hand is left alone on release', async () => {
     const dir = await tempDir()
     const { sessions } = await startProcess(dir)
