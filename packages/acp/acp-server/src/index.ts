@@ -1,3 +1,5 @@
+// First: zod's parser mode must be set before the ACP SDK builds its schemas (see the module).
+import './zod-jitless.js'
 export * from './prompt.js'
 export * from './updates.js'
 export * from './replay.js'
