@@ -4,7 +4,7 @@
  * it and leaves a good one behind.
  */
 import { execFileSync } from 'node:child_process'
-import { mkdirSync, readdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
+import { mkdirSync, readdirSync, readFileSync, statSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { Script } from 'node:vm'
 import { describe, expect, it } from 'vitest'
@@ -80,6 +80,22 @@ describe('the bundled CLI with a code cache', () => {
     expect(result.code, result.stderr).toBe(0)
     expect(result.stdout).toContain('Hello! I am dsh')
     expect(result.stderr).toBe('')
+  })
+
+  it('each command keeps its own cache of this build; only other builds\' old caches are removed', async () => {
+    const dir = tempDir('dsh-cache-')
+    expect((await hello(dir)).code).toBe(0)
+    const [runCache] = readdirSync(dir)
+    expect(runCache).toMatch(/^dsh-main-[0-9a-f]{16}-run\.v8cache$/)
+    const build = runCache!.slice(0, runCache!.length - 'run.v8cache'.length)
+    // This build's cache of another command, written long ago, and another build's.
+    const dayAgo = new Date(Date.now() - 2 * 24 * 60 * 60 * 1000)
+    writeFileSync(join(dir, `${build}sessions.v8cache`), 'old but ours')
+    writeFileSync(join(dir, 'dsh-main-0000000000000000-run.v8cache'), 'another build')
+    for (const name of [`${build}sessions.v8cache`, 'dsh-main-0000000000000000-run.v8cache']) utimesSync(join(dir, name), dayAgo, dayAgo)
+    const check = await runDsh(['config', 'check'], { env: { DSH_CODE_CACHE: dir } })
+    expect(check.code, check.stderr).toBe(0)
+    expect(readdirSync(dir).sort()).toEqual([`${build}config.v8cache`, runCache, `${build}sessions.v8cache`].sort())
   })
 
   it('DSH_CODE_CACHE=off runs without writing a cache', async () => {

@@ -5,7 +5,8 @@
  * only meaningful there (it reads the bundle's hash, which the build fills in).
  *
  * - Node ≥ 22.1: Node's own compile cache (`module.enableCompileCache`), then `require`.
- * - Older Node (20): our V8 code cache (`code-cache.ts`), keyed by the bundle's hash.
+ * - Older Node (20): our V8 code cache (`code-cache.ts`), one file per command, keyed by
+ *   the bundle's hash.
  *
  * Where: `$DSH_CODE_CACHE` when set (`off` disables the cache), else `$DSH_HOME/cache`
  * (`~/.dsh/cache`). A cache that cannot be read or written never fails a run.
@@ -45,13 +46,29 @@ function launch(): void {
     require(main)
     return
   }
-  const cacheFile = dir === undefined ? undefined : join(dir, `${CACHE_PREFIX}${DSH_MAIN_SHA256.slice(0, 16)}${CACHE_SUFFIX}`)
+  const build = `${CACHE_PREFIX}${DSH_MAIN_SHA256.slice(0, 16)}-`
+  const cacheFile = dir === undefined ? undefined : join(dir, `${build}${cachedCommand(process.argv[2])}${CACHE_SUFFIX}`)
   const run = runWithCodeCache(main, cacheFile)
   if (cacheFile === undefined || dir === undefined || run.status === 'used') return
   process.once('exit', () => {
     run.persist()
-    pruneCodeCaches(dir, cacheFile, (name) => name.startsWith(CACHE_PREFIX) && (name.endsWith(CACHE_SUFFIX) || name.endsWith('.tmp')), STALE_CACHE_MS)
+    // Only other builds' caches (and leftover temporary files) go: this build's caches of
+    // other commands are still in use, however old.
+    pruneCodeCaches(dir, cacheFile, (name) => name.startsWith(CACHE_PREFIX) && (name.endsWith('.tmp') || (name.endsWith(CACHE_SUFFIX) && !name.startsWith(build))), STALE_CACHE_MS)
   })
+}
+
+/** The commands with a cache of their own; anything else shares one. */
+const CACHED_COMMANDS = new Set(['run', 'acp', 'a2a', 'demo', 'sessions', 'config'])
+
+/**
+ * Which cache a command uses. V8's cache holds what the run that wrote it compiled, and a
+ * used cache is never rewritten: with one cache per build, whichever command ran first
+ * (usually `dsh run`) decided it, and a `dsh acp` child compiled its protocol code on every
+ * start. So each command keeps its own.
+ */
+function cachedCommand(command: string | undefined): string {
+  return command !== undefined && CACHED_COMMANDS.has(command) ? command : 'other'
 }
 
 launch()
