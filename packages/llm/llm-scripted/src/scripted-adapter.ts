@@ -1,9 +1,9 @@
 import { resolve } from 'node:path'
-import { LlmError, text as textBlock, textOf, type ContentBlock, type LlmAdapter, type LlmChunk, type LlmRequest, type ToolCallBlock } from '@dsh/llm'
+import { LlmError, textOf, type ContentBlock, type LlmAdapter, type LlmChunk, type LlmRequest, type ToolCallBlock } from '@dsh/llm'
 import { abortableDelay, throwIfAborted } from './abortable-delay.js'
 import { compileScript, TOOL_RESULTS } from './compile-script.js'
 import { ScriptError, type ScriptErrorCode } from './errors.js'
-import { estimateInputTokens, estimateOutputTokens } from './estimate-tokens.js'
+import { charsOfContent, estimateInputTokens, outputTokensOf } from './estimate-tokens.js'
 import { lastToolResultText, stepToolResultsText } from './last-tool-result.js'
 import type { CompiledReply, CompiledScript, Script } from './script.js'
 import { ScriptFileCache } from './script-file-cache.js'
@@ -133,7 +133,7 @@ export class ScriptedAdapter implements LlmAdapter {
 
   private played(reply: CompiledReply, request: LlmRequest): LlmChunk[] {
     if (reply.error !== undefined) throw new LlmError('SIMULATED', reply.error)
-    return [...this.play(reply, request)]
+    return this.play(reply, request)
   }
 
   /** Drop a session's rule binding and cursor (e.g. when the session ends). */
@@ -194,20 +194,69 @@ export class ScriptedAdapter implements LlmAdapter {
     return this.sessionFacts?.(request.origin.sessionId) ?? factsFromRequest(request)
   }
 
-  private *play(reply: CompiledReply, request: LlmRequest): Generator<LlmChunk, void, undefined> {
-    const text = replyText(reply, request)
-    for (const piece of splitText(text)) yield { type: 'text-delta', text: piece }
-    const content: ContentBlock[] = text === '' ? [] : [textBlock(text)]
+  /**
+   * The reply's chunks, in the order the README states. Built as one array (not a
+   * generator spread into one); what does not depend on the request (the split of a fixed
+   * text, the size of the calls) is worked out at a reply's first play and reused, since a
+   * fan-out plays the same child reply a thousand times.
+   */
+  private play(reply: CompiledReply, request: LlmRequest): LlmChunk[] {
+    const fixed = fixedPartsOf(reply)
+    const text = fixed.text ?? replyText(reply, request)
+    const pieces = fixed.pieces ?? splitText(text)
+    const chunks: LlmChunk[] = []
+    for (const piece of pieces) chunks.push({ type: 'text-delta', text: piece })
     for (const call of reply.calls) {
       // A copy per request: consumers may fill in defaults on the arguments they receive.
-      const block: ToolCallBlock = { type: 'tool-call', id: `call_${++this.callCount}`, name: call.name, args: structuredClone(call.args) }
-      content.push(block)
-      yield { type: 'tool-call', call: block }
+      const block: ToolCallBlock = { type: 'tool-call', id: `call_${++this.callCount}`, name: call.name, args: copyArgs(call.args) }
+      chunks.push({ type: 'tool-call', call: block })
     }
-    const usage = { inputTokens: estimateInputTokens(request.system, request.messages), outputTokens: estimateOutputTokens(content) }
-    yield { type: 'usage', usage }
-    yield { type: 'finish', reason: reply.finish ?? (reply.calls.length > 0 ? 'tool-calls' : 'stop') }
+    const usage = { inputTokens: estimateInputTokens(request.system, request.messages), outputTokens: outputTokensOf(text.length, fixed.callChars) }
+    chunks.push({ type: 'usage', usage })
+    chunks.push({ type: 'finish', reason: reply.finish ?? (reply.calls.length > 0 ? 'tool-calls' : 'stop') })
+    return chunks
   }
+}
+
+/** What a reply streams the same way on every request; see `ScriptedAdapter.play`. */
+interface FixedParts {
+  /** The reply's text when it has no placeholder (else worked out per request). */
+  text: string | undefined
+  pieces: readonly string[] | undefined
+  /** Characters the calls count for in `outputTokens` (their names and arguments as JSON). */
+  callChars: number
+}
+
+const fixedParts = new WeakMap<CompiledReply, FixedParts>()
+
+function fixedPartsOf(reply: CompiledReply): FixedParts {
+  let fixed = fixedParts.get(reply)
+  if (fixed === undefined) {
+    const parts = reply.textParts
+    const text = parts === undefined ? '' : parts.length === 1 && reply.usesToolResults !== true ? parts[0] : undefined
+    const calls: ContentBlock[] = reply.calls.map((call) => ({ type: 'tool-call', id: '', name: call.name, args: call.args }))
+    fixed = { text, pieces: text === undefined ? undefined : splitText(text), callChars: charsOfContent(calls) }
+    fixedParts.set(reply, fixed)
+  }
+  return fixed
+}
+
+/**
+ * A call's arguments, copied. Script arguments are JSON values (from YAML or JSON, or an
+ * inline script's literals), which a plain walk copies several times faster than
+ * `structuredClone`; anything else (a `Date` in an inline script) still goes through it.
+ */
+function copyArgs(args: Record<string, unknown>): Record<string, unknown> {
+  return copyValue(args) as Record<string, unknown>
+}
+
+function copyValue(value: unknown): unknown {
+  if (typeof value !== 'object' || value === null) return value
+  if (Array.isArray(value)) return value.map(copyValue)
+  if (Object.getPrototypeOf(value) !== Object.prototype) return structuredClone(value)
+  const copy: Record<string, unknown> = {}
+  for (const key of Object.keys(value)) copy[key] = copyValue((value as Record<string, unknown>)[key])
+  return copy
 }
 
 function replyText(reply: CompiledReply, request: LlmRequest): string {
