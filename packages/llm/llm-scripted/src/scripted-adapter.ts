@@ -3,7 +3,7 @@ import { LlmError, textOf, type ContentBlock, type LlmAdapter, type LlmChunk, ty
 import { abortableDelay, throwIfAborted } from './abortable-delay.js'
 import { compileScript, TOOL_RESULTS } from './compile-script.js'
 import { ScriptError, type ScriptErrorCode } from './errors.js'
-import { charsOfContent, estimateInputTokens, outputTokensOf } from './estimate-tokens.js'
+import { estimateInputTokens, outputTokensOf } from './estimate-tokens.js'
 import { lastToolResultText, stepToolResultsText } from './last-tool-result.js'
 import type { CompiledReply, CompiledScript, Script } from './script.js'
 import { ScriptFileCache } from './script-file-cache.js'
@@ -77,47 +77,15 @@ export class ScriptedAdapter implements LlmAdapter {
    * costs a promise chain per chunk that a fan-out of a thousand children pays for.
    */
   stream(request: LlmRequest): AsyncIterableIterator<LlmChunk> {
-    let chunks: LlmChunk[] | undefined
-    let failed = false
-    let index = 0
-    const step = (): IteratorResult<LlmChunk, undefined> =>
-      chunks !== undefined && index < chunks.length ? { done: false, value: chunks[index++]! } : { done: true, value: undefined }
-    const iterator: AsyncIterableIterator<LlmChunk> = {
-      next: () => {
-        if (chunks !== undefined || failed) return Promise.resolve(step())
-        let prepared: LlmChunk[] | Promise<LlmChunk[]>
-        try {
-          prepared = this.reply(request)
-        } catch (error) {
-          failed = true
-          return Promise.reject(error)
-        }
-        if (Array.isArray(prepared)) {
-          chunks = prepared
-          return Promise.resolve(step())
-        }
-        return prepared.then(
-          (ready) => {
-            chunks = ready
-            return step()
-          },
-          (error: unknown) => {
-            failed = true
-            throw error
-          },
-        )
-      },
-      return: () => {
-        chunks = []
-        return Promise.resolve({ done: true, value: undefined })
-      },
-      [Symbol.asyncIterator]: () => iterator,
-    }
-    return iterator
+    return new ReplyStream(this, request)
   }
 
-  /** Count the request and pick its reply; a promise only when a script file must be read or the reply waits. */
-  private reply(request: LlmRequest): LlmChunk[] | Promise<LlmChunk[]> {
+  /**
+   * Count the request and pick its reply; a promise only when a script file must be read
+   * or the reply waits. Called by a stream at its first `next()`; not for other callers.
+   * @internal
+   */
+  prepareReply(request: LlmRequest): LlmChunk[] | Promise<LlmChunk[]> {
     this.requests++
     throwIfAborted(request.signal)
     const inline = this.inline.get(request.model)
@@ -195,15 +163,13 @@ export class ScriptedAdapter implements LlmAdapter {
   }
 
   /**
-   * The reply's chunks, in the order the README states. Built as one array (not a
-   * generator spread into one); what does not depend on the request (the split of a fixed
-   * text, the size of the calls) is worked out at a reply's first play and reused, since a
-   * fan-out plays the same child reply a thousand times.
+   * The reply's chunks, in the order the README states, built as one array (not a
+   * generator spread into one). What does not depend on the request (the split of a fixed
+   * text, the size of the calls) was worked out when the script was compiled.
    */
   private play(reply: CompiledReply, request: LlmRequest): LlmChunk[] {
-    const fixed = fixedPartsOf(reply)
-    const text = fixed.text ?? replyText(reply, request)
-    const pieces = fixed.pieces ?? splitText(text)
+    const text = reply.fixedText ?? replyText(reply, request)
+    const pieces = reply.fixedPieces ?? splitText(text)
     const chunks: LlmChunk[] = []
     for (const piece of pieces) chunks.push({ type: 'text-delta', text: piece })
     for (const call of reply.calls) {
@@ -211,34 +177,11 @@ export class ScriptedAdapter implements LlmAdapter {
       const block: ToolCallBlock = { type: 'tool-call', id: `call_${++this.callCount}`, name: call.name, args: copyArgs(call.args) }
       chunks.push({ type: 'tool-call', call: block })
     }
-    const usage = { inputTokens: estimateInputTokens(request.system, request.messages), outputTokens: outputTokensOf(text.length, fixed.callChars) }
+    const usage = { inputTokens: estimateInputTokens(request.system, request.messages), outputTokens: outputTokensOf(text.length, reply.callChars) }
     chunks.push({ type: 'usage', usage })
     chunks.push({ type: 'finish', reason: reply.finish ?? (reply.calls.length > 0 ? 'tool-calls' : 'stop') })
     return chunks
   }
-}
-
-/** What a reply streams the same way on every request; see `ScriptedAdapter.play`. */
-interface FixedParts {
-  /** The reply's text when it has no placeholder (else worked out per request). */
-  text: string | undefined
-  pieces: readonly string[] | undefined
-  /** Characters the calls count for in `outputTokens` (their names and arguments as JSON). */
-  callChars: number
-}
-
-const fixedParts = new WeakMap<CompiledReply, FixedParts>()
-
-function fixedPartsOf(reply: CompiledReply): FixedParts {
-  let fixed = fixedParts.get(reply)
-  if (fixed === undefined) {
-    const parts = reply.textParts
-    const text = parts === undefined ? '' : parts.length === 1 && reply.usesToolResults !== true ? parts[0] : undefined
-    const calls: ContentBlock[] = reply.calls.map((call) => ({ type: 'tool-call', id: '', name: call.name, args: call.args }))
-    fixed = { text, pieces: text === undefined ? undefined : splitText(text), callChars: charsOfContent(calls) }
-    fixedParts.set(reply, fixed)
-  }
-  return fixed
 }
 
 /**
@@ -257,6 +200,60 @@ function copyValue(value: unknown): unknown {
   const copy: Record<string, unknown> = {}
   for (const key of Object.keys(value)) copy[key] = copyValue((value as Record<string, unknown>)[key])
   return copy
+}
+
+/**
+ * One request's stream. A class, so the methods live on the prototype: an object literal
+ * with closures would make four functions per request, which a fan-out pays per child.
+ */
+class ReplyStream implements AsyncIterableIterator<LlmChunk> {
+  private chunks: LlmChunk[] | undefined
+  private failed = false
+  private index = 0
+
+  constructor(
+    private readonly adapter: ScriptedAdapter,
+    private readonly request: LlmRequest,
+  ) {}
+
+  next(): Promise<IteratorResult<LlmChunk, undefined>> {
+    if (this.chunks !== undefined || this.failed) return Promise.resolve(this.step())
+    let prepared: LlmChunk[] | Promise<LlmChunk[]>
+    try {
+      prepared = this.adapter.prepareReply(this.request)
+    } catch (error) {
+      this.failed = true
+      return Promise.reject(error)
+    }
+    if (Array.isArray(prepared)) {
+      this.chunks = prepared
+      return Promise.resolve(this.step())
+    }
+    return prepared.then(
+      (ready) => {
+        this.chunks = ready
+        return this.step()
+      },
+      (error: unknown) => {
+        this.failed = true
+        throw error
+      },
+    )
+  }
+
+  return(): Promise<IteratorResult<LlmChunk, undefined>> {
+    this.chunks = []
+    return Promise.resolve({ done: true, value: undefined })
+  }
+
+  [Symbol.asyncIterator](): AsyncIterableIterator<LlmChunk> {
+    return this
+  }
+
+  private step(): IteratorResult<LlmChunk, undefined> {
+    const chunks = this.chunks
+    return chunks !== undefined && this.index < chunks.length ? { done: false, value: chunks[this.index++] } : { done: true, value: undefined }
+  }
 }
 
 function replyText(reply: CompiledReply, request: LlmRequest): string {
