@@ -213,12 +213,11 @@ export class ToolRegistry extends Service {
    * the model can read.
    */
   async execute(call: ToolCallBlock, exec: ToolExecution): Promise<ToolCallOutcome> {
-    const fail = (message: string): ToolCallOutcome => ({ result: resultBlock(call, message, true), endsTurn: false })
     const entry = this.lookup(call.name, exec.agent.id)
     if (!entry || !this.allowed(call.name, exec.agent.id)) {
-      return fail(`unknown tool "${call.name}" (available: ${this.namesFor(exec.agent.id, true).join(', ') || 'none'})`)
+      return failure(call, `unknown tool "${call.name}" (available: ${this.namesFor(exec.agent.id, true).join(', ') || 'none'})`)
     }
-    if (call.args === undefined) return fail(`the arguments of ${call.name} are not valid JSON: ${quoteRaw(call.rawArgs)}`)
+    if (call.args === undefined) return failure(call, `the arguments of ${call.name} are not valid JSON: ${quoteRaw(call.rawArgs)}`)
     const checked = entry.args.validate(call.args)
     let problem: string | undefined
     if (checked instanceof Promise) {
@@ -226,28 +225,28 @@ export class ToolRegistry extends Service {
       try {
         problem = await checked
       } catch (error) {
-        return fail(`invalid arguments for ${call.name}: they cannot be checked: ${errorMessage(error)}`)
+        return failure(call, `invalid arguments for ${call.name}: they cannot be checked: ${errorMessage(error)}`)
       }
       // The tool may have gone while its validator compiled (its plugin unloaded, its agent disposed).
-      if (!this.stillServes(entry, call.name, exec.agent.id)) return fail(`${call.name} was not run: the tool was removed before the call could run`)
+      if (!this.stillServes(entry, call.name, exec.agent.id)) return failure(call, `${call.name} was not run: the tool was removed before the call could run`)
     } else problem = checked
-    if (problem) return fail(`invalid arguments for ${call.name}: ${problem}`)
-    if (exec.signal.aborted) return fail(`${call.name} was not run: the call was aborted`)
+    if (problem) return failure(call, `invalid arguments for ${call.name}: ${problem}`)
+    if (exec.signal.aborted) return failure(call, `${call.name} was not run: the call was aborted`)
     let permission: ToolPermissionDecision | undefined
     if (entry.definition.sideEffecting === true && this.gates.length > 0) {
       permission = await this.askGates({ ...call, args: call.args }, entry.definition, exec)
       if (permission.decision === 'reject') {
-        return { ...fail(`${call.name} was not run: permission denied by ${permission.by}: ${permission.reason}`), permission }
+        return { ...failure(call, `${call.name} was not run: permission denied by ${permission.by}: ${permission.reason}`), permission }
       }
-      if (exec.signal.aborted) return { ...fail(`${call.name} was not run: the call was aborted`), permission }
-      if (!this.stillServes(entry, call.name, exec.agent.id)) return { ...fail(`${call.name} was not run: the tool was removed while permission was asked`), permission }
+      if (exec.signal.aborted) return { ...failure(call, `${call.name} was not run: the call was aborted`), permission }
+      if (!this.stillServes(entry, call.name, exec.agent.id)) return { ...failure(call, `${call.name} was not run: the tool was removed while permission was asked`), permission }
     }
     try {
       const output = await entry.definition.execute(call.args, exec)
       return withPermission(outcomeOf(call, output), permission)
     } catch (error) {
-      if (exec.signal.aborted) return withPermission(fail(`${call.name} was aborted${error instanceof Error ? `: ${error.message}` : ''}`), permission)
-      return withPermission(fail(`${call.name} failed: ${errorMessage(error)}`), permission)
+      if (exec.signal.aborted) return withPermission(failure(call, `${call.name} was aborted${error instanceof Error ? `: ${error.message}` : ''}`), permission)
+      return withPermission(failure(call, `${call.name} failed: ${errorMessage(error)}`), permission)
     }
   }
 
@@ -379,6 +378,15 @@ const LISTENERS_PER_RELAY = CALLS_PER_RELAY * 4
  */
 function executionOf(call: ToolCallBlock, signal: AbortSignal, agent: ToolExecution['agent']): ToolExecution {
   return { signal, callId: call.id, agent }
+}
+
+/**
+ * A call that did not produce a result of its own, as an error result the model reads.
+ * A module function, not a closure in `execute`: that would be made on the success path
+ * too, which every child of a fan-out takes.
+ */
+function failure(call: ToolCallBlock, message: string): ToolCallOutcome {
+  return { result: resultBlock(call, message, true), endsTurn: false }
 }
 
 function resultBlock(call: ToolCallBlock, text: string, isError: boolean): ToolResultBlock {
