@@ -5,7 +5,7 @@ import { compileScript, TOOL_RESULTS } from './compile-script.js'
 import { ScriptError, type ScriptErrorCode } from './errors.js'
 import { estimateInputTokens, outputTokensOf } from './estimate-tokens.js'
 import { lastToolResultText, stepToolResultsText } from './last-tool-result.js'
-import type { CompiledReply, CompiledScript, Script } from './script.js'
+import type { CompiledReply, CompiledRule, CompiledScript, Script } from './script.js'
 import { ScriptFileCache } from './script-file-cache.js'
 import { SessionBindings } from './session-bindings.js'
 import { splitText } from './split-text.js'
@@ -54,7 +54,8 @@ interface ResolvedScript {
  */
 export class ScriptedAdapter implements LlmAdapter {
   readonly name: string
-  private inline = new Map<string, CompiledScript>()
+  /** Inline scripts by name, each resolved once: a request costs no key built anew. */
+  private inline = new Map<string, ResolvedScript>()
   private files: ScriptFileCache
   private sessions: SessionBindings
   private callCount = 0
@@ -64,7 +65,7 @@ export class ScriptedAdapter implements LlmAdapter {
   constructor(options: ScriptedAdapterOptions = {}) {
     this.name = options.name ?? 'scripted'
     for (const [name, script] of Object.entries(options.scripts ?? {})) {
-      this.inline.set(name, compileScript(script, `inline script ${JSON.stringify(name)}`))
+      this.inline.set(name, { key: `inline:${name}`, script: compileScript(script, `inline script ${JSON.stringify(name)}`) })
     }
     this.files = new ScriptFileCache(options.recheckMs ?? 1000)
     this.sessions = new SessionBindings(options.maxSessions ?? 10_000)
@@ -89,7 +90,7 @@ export class ScriptedAdapter implements LlmAdapter {
     this.requests++
     throwIfAborted(request.signal)
     const inline = this.inline.get(request.model)
-    if (inline) return this.answer({ key: `inline:${request.model}`, script: inline }, request)
+    if (inline) return this.answer(inline, request)
     return this.scriptFor(request.model).then((script) => this.answer(script, request))
   }
 
@@ -126,7 +127,7 @@ export class ScriptedAdapter implements LlmAdapter {
 
   private async scriptFor(model: string): Promise<ResolvedScript> {
     const inline = this.inline.get(model)
-    if (inline) return { key: `inline:${model}`, script: inline }
+    if (inline) return inline
     const path = resolve(process.cwd(), model)
     return { key: path, script: await this.files.get(path) }
   }
@@ -138,9 +139,7 @@ export class ScriptedAdapter implements LlmAdapter {
     if (!binding || binding.scriptKey !== key) {
       // Looked up only when binding: a bound session's requests cost no session look-up.
       const facts = this.factsOf(request)
-      const rule = script.rules.find((candidate) =>
-        (candidate.depth === undefined || candidate.depth === facts.delegationDepth) &&
-        (candidate.prompt === undefined || candidate.prompt.test(facts.ownPrompt)))
+      const rule = firstMatchingRule(script, facts)
       if (!rule) throw noReply('NO_RULE', sessionId, facts, `no rule in ${script.source} matches`)
       binding = { scriptKey: key, ruleIndex: rule.index, cursor: facts.earlierReplies ?? 0 }
       this.sessions.bind(sessionId, binding)
@@ -261,6 +260,16 @@ function replyText(reply: CompiledReply, request: LlmRequest): string {
   if (!parts) return ''
   const text = parts.length === 1 ? parts[0] : parts.join(lastToolResultText(request.messages))
   return reply.usesToolResults ? text.split(TOOL_RESULTS).join(stepToolResultsText(request.messages)) : text
+}
+
+/** The rule a session with `facts` is bound to: the first whose conditions all hold. */
+function firstMatchingRule(script: CompiledScript, facts: SessionFacts): CompiledRule | undefined {
+  for (const rule of script.rules) {
+    if (rule.depth !== undefined && rule.depth !== facts.delegationDepth) continue
+    if (rule.prompt !== undefined && !rule.prompt.test(facts.ownPrompt)) continue
+    return rule
+  }
+  return undefined
 }
 
 /** Facts for a session nobody can look up: its request's first user text, at depth 0. */
