@@ -1,3 +1,4 @@
+import { setMaxListeners } from 'node:events'
 import { errorMessage } from '@dsh/base'
 import { Context, Service } from 'cordis'
 import type { TextBlock, ToolCallBlock, ToolResultBlock, ToolSpec } from '@dsh/llm'
@@ -212,12 +213,11 @@ export class ToolRegistry extends Service {
    * the model can read.
    */
   async execute(call: ToolCallBlock, exec: ToolExecution): Promise<ToolCallOutcome> {
-    const fail = (message: string): ToolCallOutcome => ({ result: resultBlock(call, message, true), endsTurn: false })
     const entry = this.lookup(call.name, exec.agent.id)
     if (!entry || !this.allowed(call.name, exec.agent.id)) {
-      return fail(`unknown tool "${call.name}" (available: ${this.namesFor(exec.agent.id, true).join(', ') || 'none'})`)
+      return failure(call, `unknown tool "${call.name}" (available: ${this.namesFor(exec.agent.id, true).join(', ') || 'none'})`)
     }
-    if (call.args === undefined) return fail(`the arguments of ${call.name} are not valid JSON: ${quoteRaw(call.rawArgs)}`)
+    if (call.args === undefined) return failure(call, `the arguments of ${call.name} are not valid JSON: ${quoteRaw(call.rawArgs)}`)
     const checked = entry.args.validate(call.args)
     let problem: string | undefined
     if (checked instanceof Promise) {
@@ -225,28 +225,28 @@ export class ToolRegistry extends Service {
       try {
         problem = await checked
       } catch (error) {
-        return fail(`invalid arguments for ${call.name}: they cannot be checked: ${errorMessage(error)}`)
+        return failure(call, `invalid arguments for ${call.name}: they cannot be checked: ${errorMessage(error)}`)
       }
       // The tool may have gone while its validator compiled (its plugin unloaded, its agent disposed).
-      if (!this.stillServes(entry, call.name, exec.agent.id)) return fail(`${call.name} was not run: the tool was removed before the call could run`)
+      if (!this.stillServes(entry, call.name, exec.agent.id)) return failure(call, `${call.name} was not run: the tool was removed before the call could run`)
     } else problem = checked
-    if (problem) return fail(`invalid arguments for ${call.name}: ${problem}`)
-    if (exec.signal.aborted) return fail(`${call.name} was not run: the call was aborted`)
+    if (problem) return failure(call, `invalid arguments for ${call.name}: ${problem}`)
+    if (exec.signal.aborted) return failure(call, `${call.name} was not run: the call was aborted`)
     let permission: ToolPermissionDecision | undefined
     if (entry.definition.sideEffecting === true && this.gates.length > 0) {
       permission = await this.askGates({ ...call, args: call.args }, entry.definition, exec)
       if (permission.decision === 'reject') {
-        return { ...fail(`${call.name} was not run: permission denied by ${permission.by}: ${permission.reason}`), permission }
+        return { ...failure(call, `${call.name} was not run: permission denied by ${permission.by}: ${permission.reason}`), permission }
       }
-      if (exec.signal.aborted) return { ...fail(`${call.name} was not run: the call was aborted`), permission }
-      if (!this.stillServes(entry, call.name, exec.agent.id)) return { ...fail(`${call.name} was not run: the tool was removed while permission was asked`), permission }
+      if (exec.signal.aborted) return { ...failure(call, `${call.name} was not run: the call was aborted`), permission }
+      if (!this.stillServes(entry, call.name, exec.agent.id)) return { ...failure(call, `${call.name} was not run: the tool was removed while permission was asked`), permission }
     }
     try {
       const output = await entry.definition.execute(call.args, exec)
       return withPermission(outcomeOf(call, output), permission)
     } catch (error) {
-      if (exec.signal.aborted) return withPermission(fail(`${call.name} was aborted${error instanceof Error ? `: ${error.message}` : ''}`), permission)
-      return withPermission(fail(`${call.name} failed: ${errorMessage(error)}`), permission)
+      if (exec.signal.aborted) return withPermission(failure(call, `${call.name} was aborted${error instanceof Error ? `: ${error.message}` : ''}`), permission)
+      return withPermission(failure(call, `${call.name} failed: ${errorMessage(error)}`), permission)
     }
   }
 
@@ -288,7 +288,7 @@ export class ToolRegistry extends Service {
         while (end < calls.length && this.isConcurrencySafe(calls[end], exec.agent.id)) end++
       }
       const batch = calls.slice(index, end)
-      if (batch.length === 1) outcomes.push(await this.execute(batch[0], { ...exec, callId: batch[0].id }))
+      if (batch.length === 1) outcomes.push(await this.execute(batch[0], executionOf(batch[0], exec.signal, exec.agent)))
       else outcomes.push(...(await this.executeBatch(batch, exec)))
       index = end
     }
@@ -296,20 +296,36 @@ export class ToolRegistry extends Service {
   }
 
   /**
-   * Run calls together, each with its own signal fed by one listener on the turn's
-   * signal. Handing every call the shared signal would have each add its own listener, and
-   * Node's EventTarget checks every new listener against all present ones: quadratic in a
-   * fan-out of a thousand delegations.
+   * Run calls together. Nothing aborts one call of a batch alone: every call's signal
+   * aborts exactly when the turn's does. Handing every call the turn's signal would have
+   * each add its own listener to it, and Node's EventTarget checks every new listener
+   * against all present ones: quadratic in a fan-out of a thousand delegations. So calls
+   * share one relay signal per group of `CALLS_PER_RELAY`, each relay fed by one listener
+   * on the turn's signal: the checks stay linear in the batch, and a fan-out pays for one
+   * `AbortController` (about 1 KB and several microseconds in Node 20) per group instead
+   * of one per call.
    */
   private async executeBatch(batch: readonly ToolCallBlock[], exec: Omit<ToolExecution, 'callId'>): Promise<ToolCallOutcome[]> {
-    const controllers = batch.map(() => new AbortController())
+    const relays: AbortController[] = []
+    for (let start = 0; start < batch.length; start += CALLS_PER_RELAY) {
+      const relay = new AbortController()
+      // Up to CALLS_PER_RELAY tools listen on one relay, a few listeners each: above Node's
+      // default of 10 it would warn of a leak (and build an Error with a stack each time).
+      setMaxListeners(LISTENERS_PER_RELAY, relay.signal)
+      relays.push(relay)
+    }
     const abortAll = () => {
-      for (const controller of controllers) controller.abort(exec.signal.reason)
+      for (const relay of relays) relay.abort(exec.signal.reason)
     }
     if (exec.signal.aborted) abortAll()
     else exec.signal.addEventListener('abort', abortAll, { once: true })
     try {
-      return await Promise.all(batch.map((call, i) => this.execute(call, { ...exec, signal: controllers[i].signal, callId: call.id })))
+      const pending: Promise<ToolCallOutcome>[] = []
+      for (let i = 0; i < batch.length; i++) {
+        const call = batch[i]
+        pending.push(this.execute(call, executionOf(call, relays[Math.floor(i / CALLS_PER_RELAY)].signal, exec.agent)))
+      }
+      return await Promise.all(pending)
     } finally {
       exec.signal.removeEventListener('abort', abortAll)
     }
@@ -345,6 +361,32 @@ export class ToolRegistry extends Service {
     if (own) names.push(...own.keys())
     return filtered ? names.filter((name) => this.allowed(name, agentId)) : names
   }
+}
+
+/**
+ * How many calls of a batch share one relay signal: large enough that a fan-out makes few
+ * controllers, small enough that the listeners on one signal stay few (see `executeBatch`).
+ */
+const CALLS_PER_RELAY = 32
+
+/** Listeners one relay signal takes before Node warns of a leak: a few per call sharing it. */
+const LISTENERS_PER_RELAY = CALLS_PER_RELAY * 4
+
+/**
+ * One call's execution, built key by key: spreading the caller's object and adding
+ * `callId` takes V8's generic copy, which every call of a fan-out would pay for.
+ */
+function executionOf(call: ToolCallBlock, signal: AbortSignal, agent: ToolExecution['agent']): ToolExecution {
+  return { signal, callId: call.id, agent }
+}
+
+/**
+ * A call that did not produce a result of its own, as an error result the model reads.
+ * A module function, not a closure in `execute`: that would be made on the success path
+ * too, which every child of a fan-out takes.
+ */
+function failure(call: ToolCallBlock, message: string): ToolCallOutcome {
+  return { result: resultBlock(call, message, true), endsTurn: false }
 }
 
 function resultBlock(call: ToolCallBlock, text: string, isError: boolean): ToolResultBlock {

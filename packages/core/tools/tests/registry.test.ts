@@ -95,6 +95,53 @@ describe('ctx.tools', () => {
     expect(outcome.result).toMatchObject({ isError: true, content: [{ text: 'wait was aborted: stopped' }] })
   })
 
+  it('aborts every call of a large concurrent batch when the turn is aborted, each call knowing its own id, with no listener-leak warning', async () => {
+    const ctx = await registry()
+    const started: string[] = []
+    let allStarted!: () => void
+    const ready = new Promise<void>((resolve) => { allStarted = resolve })
+    const count = 70
+    ctx.tools.register(tool('wait', {
+      concurrencySafe: true,
+      execute: (_args, execution) => new Promise((_resolve, reject) => {
+        started.push(execution.callId)
+        if (started.length === count) allStarted()
+        execution.signal.addEventListener('abort', () => reject(new Error(`stopped ${execution.callId}`)))
+        // A tool may listen more than once (its own cleanup, a child's run): no leak warning for that.
+        execution.signal.addEventListener('abort', () => {})
+        execution.signal.addEventListener('abort', () => {})
+      }),
+    }))
+    const warnings: string[] = []
+    const onWarning = (warning: Error) => warnings.push(warning.name)
+    process.on('warning', onWarning)
+    const calls = Array.from({ length: count }, (_, i) => ({ type: 'tool-call' as const, id: `c${i}`, name: 'wait', args: {} }))
+    const controller = new AbortController()
+    const pending = ctx.tools.executeAll(calls, { signal: controller.signal, agent: { id: 'a' } })
+    await ready
+    controller.abort()
+    const outcomes = await pending
+    await new Promise((resolve) => setImmediate(resolve))
+    process.off('warning', onWarning)
+    expect(warnings).not.toContain('MaxListenersExceededWarning')
+    expect(started).toEqual(calls.map((call) => call.id))
+    expect(outcomes.map((outcome) => outcome.result)).toEqual(calls.map((call) => expect.objectContaining({
+      callId: call.id, isError: true, content: [{ type: 'text', text: `wait was aborted: stopped ${call.id}` }],
+    })))
+  })
+
+  it('runs no call of a batch whose turn was aborted before it started', async () => {
+    const ctx = await registry()
+    let ran = 0
+    ctx.tools.register(tool('safe', { concurrencySafe: true, execute: () => { ran++; return 'ran' } }))
+    const controller = new AbortController()
+    controller.abort()
+    const calls = Array.from({ length: 40 }, (_, i) => ({ type: 'tool-call' as const, id: `c${i}`, name: 'safe', args: {} }))
+    const outcomes = await ctx.tools.executeAll(calls, { signal: controller.signal, agent: { id: 'a' } })
+    expect(ran).toBe(0)
+    expect(outcomes.every((outcome) => outcome.result.isError === true && /was not run: the call was aborted/.test(outcome.result.content[0].text))).toBe(true)
+  })
+
   it('reports arguments that were not valid JSON', async () => {
     const ctx = await registry()
     ctx.tools.register(tool('read'))

@@ -1,6 +1,9 @@
 import { FINISH_REASONS, isRecord, type FinishReason } from '@dsh/base'
+import type { ToolCallBlock } from '@dsh/llm'
 import { ScriptError } from './errors.js'
+import { charsOfContent } from './estimate-tokens.js'
 import type { CompiledCall, CompiledReply, CompiledRule, CompiledScript } from './script.js'
+import { splitText } from './split-text.js'
 
 /** The placeholder replaced, inside reply text, by the latest tool result's text. */
 export const LAST_TOOL_RESULT = '{{last_tool_result}}'
@@ -70,7 +73,7 @@ function compileReply(value: unknown, path: string, fail: Fail): CompiledReply {
   if (!isFields(value)) return fail(path, 'a reply must be an object with text, call, calls, error or finish')
   checkKeys(value, ['text', 'call', 'calls', 'error', 'delay_ms', 'finish'], path, fail)
   const { text, call, calls, error, delay_ms: delay, finish } = value
-  const reply: CompiledReply = { calls: [], delayMs: 0 }
+  const reply: CompiledReply = { calls: [], callChars: 0, delayMs: 0 }
   if (text === undefined && call === undefined && calls === undefined && error === undefined && finish === undefined) {
     fail(path, 'a reply needs text, call, calls, error or finish')
   }
@@ -102,6 +105,13 @@ function compileReply(value: unknown, path: string, fail: Fail): CompiledReply {
     if (!isNatural(delay)) fail(`${path}.delay_ms`, `must be an integer >= 0, got ${show(delay)}`)
     reply.delayMs = delay as number
   }
+  const parts = reply.textParts
+  const fixedText = parts === undefined ? '' : parts.length === 1 && reply.usesToolResults !== true ? parts[0] : undefined
+  if (fixedText !== undefined) {
+    reply.fixedText = fixedText
+    reply.fixedPieces = splitText(fixedText)
+  }
+  reply.callChars = charsOfContent(reply.calls.map((item): ToolCallBlock => ({ type: 'tool-call', id: '', name: item.name, args: item.args })))
   return reply
 }
 

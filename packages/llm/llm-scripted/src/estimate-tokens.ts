@@ -12,14 +12,19 @@ const CHARS_PER_TOKEN = 4
  */
 export function estimateInputTokens(system: string, messages: MessageHistory): number {
   const latest = messages.at(messages.length - 1)
-  return Math.ceil((system.length + (latest ? charsOfBlocks(latest.content) : 0)) / CHARS_PER_TOKEN)
+  return Math.ceil((system.length + (latest ? charsOfContent(latest.content) : 0)) / CHARS_PER_TOKEN)
 }
 
-export function estimateOutputTokens(content: readonly ContentBlock[]): number {
-  return Math.ceil(charsOfBlocks(content) / CHARS_PER_TOKEN)
+/**
+ * A reply's output tokens from its text length and `charsOfContent` of its calls: the
+ * split lets a reply's calls be measured once, not on every request.
+ */
+export function outputTokensOf(textChars: number, callChars: number): number {
+  return Math.ceil((textChars + callChars) / CHARS_PER_TOKEN)
 }
 
-function charsOfBlocks(blocks: readonly ContentBlock[]): number {
+/** Characters `blocks` count for in a token estimate. */
+export function charsOfContent(blocks: readonly ContentBlock[]): number {
   let chars = 0
   for (const block of blocks) {
     switch (block.type) {
@@ -31,7 +36,7 @@ function charsOfBlocks(blocks: readonly ContentBlock[]): number {
         chars += block.name.length + (block.rawArgs ?? JSON.stringify(block.args) ?? '').length
         break
       case 'tool-result':
-        chars += block.name.length + charsOfBlocks(block.content)
+        chars += block.name.length + charsOfContent(block.content)
         break
       default:
         assertNever(block, 'content block')

@@ -59,7 +59,16 @@ export interface CompiledReply {
   textParts?: string[]
   /** The text contains `{{tool_results}}`. */
   usesToolResults?: boolean
+  /**
+   * The text when it has no placeholder (`''` for none), and its stream pieces: worked out
+   * when the script is compiled, since a fan-out plays one child reply many times.
+   * Undefined when the text depends on the request.
+   */
+  fixedText?: string
+  fixedPieces?: readonly string[]
   calls: CompiledCall[]
+  /** Characters the calls count for in the reply's `outputTokens` (names and arguments as JSON). */
+  callChars: number
   error?: string
   delayMs: number
   finish?: FinishReason

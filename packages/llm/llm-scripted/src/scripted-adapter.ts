@@ -1,11 +1,11 @@
 import { resolve } from 'node:path'
-import { LlmError, text as textBlock, textOf, type ContentBlock, type LlmAdapter, type LlmChunk, type LlmRequest, type ToolCallBlock } from '@dsh/llm'
+import { LlmError, textOf, type ContentBlock, type LlmAdapter, type LlmChunk, type LlmRequest, type ToolCallBlock } from '@dsh/llm'
 import { abortableDelay, throwIfAborted } from './abortable-delay.js'
 import { compileScript, TOOL_RESULTS } from './compile-script.js'
 import { ScriptError, type ScriptErrorCode } from './errors.js'
-import { estimateInputTokens, estimateOutputTokens } from './estimate-tokens.js'
+import { estimateInputTokens, outputTokensOf } from './estimate-tokens.js'
 import { lastToolResultText, stepToolResultsText } from './last-tool-result.js'
-import type { CompiledReply, CompiledScript, Script } from './script.js'
+import type { CompiledReply, CompiledRule, CompiledScript, Script } from './script.js'
 import { ScriptFileCache } from './script-file-cache.js'
 import { SessionBindings } from './session-bindings.js'
 import { splitText } from './split-text.js'
@@ -54,7 +54,8 @@ interface ResolvedScript {
  */
 export class ScriptedAdapter implements LlmAdapter {
   readonly name: string
-  private inline = new Map<string, CompiledScript>()
+  /** Inline scripts by name, each resolved once: a request costs no key built anew. */
+  private inline = new Map<string, ResolvedScript>()
   private files: ScriptFileCache
   private sessions: SessionBindings
   private callCount = 0
@@ -64,7 +65,7 @@ export class ScriptedAdapter implements LlmAdapter {
   constructor(options: ScriptedAdapterOptions = {}) {
     this.name = options.name ?? 'scripted'
     for (const [name, script] of Object.entries(options.scripts ?? {})) {
-      this.inline.set(name, compileScript(script, `inline script ${JSON.stringify(name)}`))
+      this.inline.set(name, { key: `inline:${name}`, script: compileScript(script, `inline script ${JSON.stringify(name)}`) })
     }
     this.files = new ScriptFileCache(options.recheckMs ?? 1000)
     this.sessions = new SessionBindings(options.maxSessions ?? 10_000)
@@ -77,51 +78,19 @@ export class ScriptedAdapter implements LlmAdapter {
    * costs a promise chain per chunk that a fan-out of a thousand children pays for.
    */
   stream(request: LlmRequest): AsyncIterableIterator<LlmChunk> {
-    let chunks: LlmChunk[] | undefined
-    let failed = false
-    let index = 0
-    const step = (): IteratorResult<LlmChunk, undefined> =>
-      chunks !== undefined && index < chunks.length ? { done: false, value: chunks[index++]! } : { done: true, value: undefined }
-    const iterator: AsyncIterableIterator<LlmChunk> = {
-      next: () => {
-        if (chunks !== undefined || failed) return Promise.resolve(step())
-        let prepared: LlmChunk[] | Promise<LlmChunk[]>
-        try {
-          prepared = this.reply(request)
-        } catch (error) {
-          failed = true
-          return Promise.reject(error)
-        }
-        if (Array.isArray(prepared)) {
-          chunks = prepared
-          return Promise.resolve(step())
-        }
-        return prepared.then(
-          (ready) => {
-            chunks = ready
-            return step()
-          },
-          (error: unknown) => {
-            failed = true
-            throw error
-          },
-        )
-      },
-      return: () => {
-        chunks = []
-        return Promise.resolve({ done: true, value: undefined })
-      },
-      [Symbol.asyncIterator]: () => iterator,
-    }
-    return iterator
+    return new ReplyStream(this, request)
   }
 
-  /** Count the request and pick its reply; a promise only when a script file must be read or the reply waits. */
-  private reply(request: LlmRequest): LlmChunk[] | Promise<LlmChunk[]> {
+  /**
+   * Count the request and pick its reply; a promise only when a script file must be read
+   * or the reply waits. Called by a stream at its first `next()`; not for other callers.
+   * @internal
+   */
+  prepareReply(request: LlmRequest): LlmChunk[] | Promise<LlmChunk[]> {
     this.requests++
     throwIfAborted(request.signal)
     const inline = this.inline.get(request.model)
-    if (inline) return this.answer({ key: `inline:${request.model}`, script: inline }, request)
+    if (inline) return this.answer(inline, request)
     return this.scriptFor(request.model).then((script) => this.answer(script, request))
   }
 
@@ -133,7 +102,7 @@ export class ScriptedAdapter implements LlmAdapter {
 
   private played(reply: CompiledReply, request: LlmRequest): LlmChunk[] {
     if (reply.error !== undefined) throw new LlmError('SIMULATED', reply.error)
-    return [...this.play(reply, request)]
+    return this.play(reply, request)
   }
 
   /** Drop a session's rule binding and cursor (e.g. when the session ends). */
@@ -158,7 +127,7 @@ export class ScriptedAdapter implements LlmAdapter {
 
   private async scriptFor(model: string): Promise<ResolvedScript> {
     const inline = this.inline.get(model)
-    if (inline) return { key: `inline:${model}`, script: inline }
+    if (inline) return inline
     const path = resolve(process.cwd(), model)
     return { key: path, script: await this.files.get(path) }
   }
@@ -170,9 +139,7 @@ export class ScriptedAdapter implements LlmAdapter {
     if (!binding || binding.scriptKey !== key) {
       // Looked up only when binding: a bound session's requests cost no session look-up.
       const facts = this.factsOf(request)
-      const rule = script.rules.find((candidate) =>
-        (candidate.depth === undefined || candidate.depth === facts.delegationDepth) &&
-        (candidate.prompt === undefined || candidate.prompt.test(facts.ownPrompt)))
+      const rule = firstMatchingRule(script, facts)
       if (!rule) throw noReply('NO_RULE', sessionId, facts, `no rule in ${script.source} matches`)
       binding = { scriptKey: key, ruleIndex: rule.index, cursor: facts.earlierReplies ?? 0 }
       this.sessions.bind(sessionId, binding)
@@ -194,19 +161,97 @@ export class ScriptedAdapter implements LlmAdapter {
     return this.sessionFacts?.(request.origin.sessionId) ?? factsFromRequest(request)
   }
 
-  private *play(reply: CompiledReply, request: LlmRequest): Generator<LlmChunk, void, undefined> {
-    const text = replyText(reply, request)
-    for (const piece of splitText(text)) yield { type: 'text-delta', text: piece }
-    const content: ContentBlock[] = text === '' ? [] : [textBlock(text)]
+  /**
+   * The reply's chunks, in the order the README states, built as one array (not a
+   * generator spread into one). What does not depend on the request (the split of a fixed
+   * text, the size of the calls) was worked out when the script was compiled.
+   */
+  private play(reply: CompiledReply, request: LlmRequest): LlmChunk[] {
+    const text = reply.fixedText ?? replyText(reply, request)
+    const pieces = reply.fixedPieces ?? splitText(text)
+    const chunks: LlmChunk[] = []
+    for (const piece of pieces) chunks.push({ type: 'text-delta', text: piece })
     for (const call of reply.calls) {
       // A copy per request: consumers may fill in defaults on the arguments they receive.
-      const block: ToolCallBlock = { type: 'tool-call', id: `call_${++this.callCount}`, name: call.name, args: structuredClone(call.args) }
-      content.push(block)
-      yield { type: 'tool-call', call: block }
+      const block: ToolCallBlock = { type: 'tool-call', id: `call_${++this.callCount}`, name: call.name, args: copyArgs(call.args) }
+      chunks.push({ type: 'tool-call', call: block })
     }
-    const usage = { inputTokens: estimateInputTokens(request.system, request.messages), outputTokens: estimateOutputTokens(content) }
-    yield { type: 'usage', usage }
-    yield { type: 'finish', reason: reply.finish ?? (reply.calls.length > 0 ? 'tool-calls' : 'stop') }
+    const usage = { inputTokens: estimateInputTokens(request.system, request.messages), outputTokens: outputTokensOf(text.length, reply.callChars) }
+    chunks.push({ type: 'usage', usage })
+    chunks.push({ type: 'finish', reason: reply.finish ?? (reply.calls.length > 0 ? 'tool-calls' : 'stop') })
+    return chunks
+  }
+}
+
+/**
+ * A call's arguments, copied. Script arguments are JSON values (from YAML or JSON, or an
+ * inline script's literals), which a plain walk copies several times faster than
+ * `structuredClone`; anything else (a `Date` in an inline script) still goes through it.
+ */
+function copyArgs(args: Record<string, unknown>): Record<string, unknown> {
+  return copyValue(args) as Record<string, unknown>
+}
+
+function copyValue(value: unknown): unknown {
+  if (typeof value !== 'object' || value === null) return value
+  if (Array.isArray(value)) return value.map(copyValue)
+  if (Object.getPrototypeOf(value) !== Object.prototype) return structuredClone(value)
+  const copy: Record<string, unknown> = {}
+  for (const key of Object.keys(value)) copy[key] = copyValue((value as Record<string, unknown>)[key])
+  return copy
+}
+
+/**
+ * One request's stream. A class, so the methods live on the prototype: an object literal
+ * with closures would make four functions per request, which a fan-out pays per child.
+ */
+class ReplyStream implements AsyncIterableIterator<LlmChunk> {
+  private chunks: LlmChunk[] | undefined
+  private failed = false
+  private index = 0
+
+  constructor(
+    private readonly adapter: ScriptedAdapter,
+    private readonly request: LlmRequest,
+  ) {}
+
+  next(): Promise<IteratorResult<LlmChunk, undefined>> {
+    if (this.chunks !== undefined || this.failed) return Promise.resolve(this.step())
+    let prepared: LlmChunk[] | Promise<LlmChunk[]>
+    try {
+      prepared = this.adapter.prepareReply(this.request)
+    } catch (error) {
+      this.failed = true
+      return Promise.reject(error)
+    }
+    if (Array.isArray(prepared)) {
+      this.chunks = prepared
+      return Promise.resolve(this.step())
+    }
+    return prepared.then(
+      (ready) => {
+        this.chunks = ready
+        return this.step()
+      },
+      (error: unknown) => {
+        this.failed = true
+        throw error
+      },
+    )
+  }
+
+  return(): Promise<IteratorResult<LlmChunk, undefined>> {
+    this.chunks = []
+    return Promise.resolve({ done: true, value: undefined })
+  }
+
+  [Symbol.asyncIterator](): AsyncIterableIterator<LlmChunk> {
+    return this
+  }
+
+  private step(): IteratorResult<LlmChunk, undefined> {
+    const chunks = this.chunks
+    return chunks !== undefined && this.index < chunks.length ? { done: false, value: chunks[this.index++] } : { done: true, value: undefined }
   }
 }
 
@@ -215,6 +260,16 @@ function replyText(reply: CompiledReply, request: LlmRequest): string {
   if (!parts) return ''
   const text = parts.length === 1 ? parts[0] : parts.join(lastToolResultText(request.messages))
   return reply.usesToolResults ? text.split(TOOL_RESULTS).join(stepToolResultsText(request.messages)) : text
+}
+
+/** The rule a session with `facts` is bound to: the first whose conditions all hold. */
+function firstMatchingRule(script: CompiledScript, facts: SessionFacts): CompiledRule | undefined {
+  for (const rule of script.rules) {
+    if (rule.depth !== undefined && rule.depth !== facts.delegationDepth) continue
+    if (rule.prompt !== undefined && !rule.prompt.test(facts.ownPrompt)) continue
+    return rule
+  }
+  return undefined
 }
 
 /** Facts for a session nobody can look up: its request's first user text, at depth 0. */

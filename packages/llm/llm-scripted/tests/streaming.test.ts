@@ -73,6 +73,33 @@ describe('streamed replies', () => {
     expect(calls(await ask('scripted:demo', { sessionId: 'b' }))[0].args).toEqual({ n: 1 })
   })
 
+  it('copies nested arguments deeply on every request, values that are not JSON included', async () => {
+    const when = new Date(0)
+    const args = { nested: { list: [1, { x: 2 }] }, when }
+    const { ask } = await scriptedContext({ scripts: { demo: [{ reply: [{ call: { tool: 't', args } }] }] } })
+    const first = calls(await ask('scripted:demo', { sessionId: 'a' }))[0].args as typeof args
+    first.nested.list.push(3)
+    ;(first.nested.list[1] as { x: number }).x = 99
+    first.when.setTime(5)
+    const second = calls(await ask('scripted:demo', { sessionId: 'b' }))[0].args as typeof args
+    expect(second).toEqual({ nested: { list: [1, { x: 2 }] }, when: new Date(0) })
+    expect(second.when).not.toBe(when)
+    expect(when.getTime()).toBe(0)
+  })
+
+  it('streams the same chunks each time a reply is played, its output tokens counting its text and calls', async () => {
+    const text = 'Delegating the two parts of the task now.'
+    const callArgs = { description: 'd', prompt: 'child task' }
+    const { ask } = await scriptedContext({ scripts: { demo: [{ reply: [{ text, calls: [{ tool: 'subagent', args: callArgs }] }] }] } })
+    const plays = [await ask('scripted:demo', { sessionId: 'a' }), await ask('scripted:demo', { sessionId: 'b' })]
+    const withoutIds = (chunks: LlmChunk[]) => chunks.map((chunk) => (chunk.type === 'tool-call' ? { ...chunk, call: { ...chunk.call, id: 'id' } } : chunk))
+    expect(withoutIds(plays[1])).toEqual(withoutIds(plays[0]))
+    expect(plays[0].filter((chunk) => chunk.type === 'text-delta').map((chunk) => chunk.type === 'text-delta' && chunk.text)).toEqual(splitText(text))
+    expect(plays[0].map((chunk) => chunk.type).slice(-3)).toEqual(['tool-call', 'usage', 'finish'])
+    const outputTokens = Math.ceil((text.length + 'subagent'.length + JSON.stringify(callArgs).length) / 4)
+    for (const chunks of plays) expect(chunks.find((chunk) => chunk.type === 'usage')).toMatchObject({ usage: { outputTokens } })
+  })
+
   it('replaces {{last_tool_result}} with the text of the latest tool message', async () => {
     const { ask } = await scriptedContext({ scripts: { demo: [{ reply: [{ text: 'The file says: {{last_tool_result}}.' }] }] } })
     const result = (callId: string, text: string): Message => ({
