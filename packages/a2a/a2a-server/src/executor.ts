@@ -21,6 +21,7 @@ import { errorMessage, isRecord, stopReasonOfTurn } from '@dsh/base'
 import { lineageOf } from '@dsh/acp-server'
 import { text, textOf } from '@dsh/llm'
 import { runUntilQuiet } from '@dsh/tasks'
+import { addUsage, noUsage } from '@dsh/subagent'
 import { A2aServerError } from './errors.js'
 import { ANSWER_ARTIFACT, argsPreview, artifactEvent, keepAliveEvent, statusEvent, STREAM_ARTIFACT, taskStateOfStop, textOfMessage, type DshProgress, type DshStatusMetadata, type DshUsage } from './events.js'
 import type { TaskSlots } from './slots.js'
@@ -148,7 +149,7 @@ export class DshAgentExecutor implements AgentExecutor {
       // The session records the bound, so the task's own delegations stay within it.
       const agent = await this.ctx.agents.create({ meta: { origin: 'a2a', cwd: this.options.cwd, ...lineage, provider: lineage.provider ?? 'a2a', maxDepth: bound } })
       let streamedAny = false
-      const usage: DshUsage = { inputTokens: 0, outputTokens: 0, cachedInputTokens: 0 }
+      const usage: DshUsage = noUsage()
       let usageReported = false
       const working = (progress: DshProgress, note?: string) => bus.publish(statusEvent(taskId, contextId, TaskState.TASK_STATE_WORKING, note, { progress: [progress] }))
       const unsubscribe = agent.session.subscribe((update) => {
@@ -169,9 +170,7 @@ export class DshAgentExecutor implements AgentExecutor {
           }
           case 'assistant/message':
             if (!update.usage) return
-            usage.inputTokens += update.usage.inputTokens
-            usage.outputTokens += update.usage.outputTokens
-            usage.cachedInputTokens += update.usage.cacheHitInputTokens ?? 0
+            addUsage(usage, update.usage)
             usageReported = true
             return working({ kind: 'usage', usage: { ...usage } })
           default:

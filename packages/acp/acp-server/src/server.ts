@@ -35,6 +35,7 @@ import { acpReplayOf } from './replay.js'
 import { acpStopReasonOf, acpUpdateOf } from './updates.js'
 import { forwardChildProgress } from './child-progress.js'
 import { resolve as resolvePath } from 'node:path'
+import { addUsage, noUsage } from '@dsh/subagent'
 
 export interface AcpServer {
   /** Resolves once the connection has closed and every agent it created is disposed. */
@@ -246,13 +247,9 @@ export function serveAcp(ctx: Context, stream: Stream, options: AcpServerOptions
     // The children this session's tool calls start show their work on those calls.
     const children = forwardChildProgress(ctx, agent.id, send)
     // What this prompt's model calls used (every turn it runs), for the response's `_meta`.
-    const usage = { inputTokens: 0, outputTokens: 0, cachedInputTokens: 0 }
+    const usage = noUsage()
     const unsubscribe = agent.session.subscribe((update) => {
-      if (update.type === 'assistant/message' && update.usage) {
-        usage.inputTokens += update.usage.inputTokens
-        usage.outputTokens += update.usage.outputTokens
-        usage.cachedInputTokens += update.usage.cacheHitInputTokens ?? 0
-      }
+      if (update.type === 'assistant/message' && update.usage) addUsage(usage, update.usage)
       // A call's result is its final update: its child's progress stops before it goes out.
       if (update.type === 'tool/result') children.closeCall(update.result.callId)
       const acpUpdate = acpUpdateOf(update)

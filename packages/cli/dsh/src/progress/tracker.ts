@@ -9,7 +9,7 @@ import { assertNever, progressStateOfStop, STOP_REASONS, type ProgressState, typ
 import type { Context } from 'cordis'
 import type { Agent } from '@dsh/agent'
 import type { SessionUpdate } from '@dsh/session'
-import { displayLine, summariseArgs, type SubagentProgress, type SubagentProgressInfo, type SubagentRunEndInfo, type SubagentRunInfo, type SubagentUsage } from '@dsh/subagent'
+import { addUsage, displayLine, noUsage, summariseArgs, type SubagentProgress, type SubagentProgressInfo, type SubagentRunEndInfo, type SubagentRunInfo, type SubagentUsage } from '@dsh/subagent'
 import { compactArgs } from './compact-args.js'
 
 export type NodeState = ProgressState
@@ -227,10 +227,8 @@ function applyRootUpdate(node: ProgressNode, update: SessionUpdate): void {
       return
     }
     case 'assistant/message':
-      if (update.usage) {
-        const usage = node.usage ?? { inputTokens: 0, outputTokens: 0, cachedInputTokens: 0 }
-        node.usage = { inputTokens: usage.inputTokens + update.usage.inputTokens, outputTokens: usage.outputTokens + update.usage.outputTokens, cachedInputTokens: usage.cachedInputTokens + (update.usage.cacheHitInputTokens ?? 0) }
-      }
+      // A fresh object each time: a renderer may hold the previous one.
+      if (update.usage) node.usage = addUsage({ ...(node.usage ?? noUsage()) }, update.usage)
       return
     case 'turn/end':
       node.openTools.clear()

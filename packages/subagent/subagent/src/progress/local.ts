@@ -24,16 +24,24 @@ export function addUsage(total: SubagentUsage, usage: Usage): SubagentUsage {
 }
 
 /**
+ * Where the session's latest turn begins: the seq after its `turn/start` (or the first own
+ * event). Walks back from the end, so its cost is the turn's length, not the session's.
+ */
+function latestTurnFrom(session: Session): number {
+  let from = session.length
+  while (from > session.seedLength && session.at(from - 1)?.type !== 'turn/start') from--
+  return from
+}
+
+/**
  * The usage of the session's latest turn (a one-shot child has only one), or `undefined`
- * when no model call in it reported usage. Walks back from the end, so its cost is the
- * turn's length, not the session's.
+ * when no model call in it reported usage.
  */
 export function latestTurnUsage(session: Session): SubagentUsage | undefined {
   let total: SubagentUsage | undefined
-  for (let seq = session.length - 1; seq >= session.seedLength; seq--) {
+  for (let seq = latestTurnFrom(session); seq < session.length; seq++) {
     const event = session.at(seq)
-    if (event === undefined || event.type === 'turn/start') break
-    if (event.type === 'assistant/message' && event.usage) total = addUsage(total ?? noUsage(), event.usage)
+    if (event?.type === 'assistant/message' && event.usage) total = addUsage(total ?? noUsage(), event.usage)
   }
   return total
 }
@@ -78,9 +86,7 @@ export function followLocalChild(session: Session, sink: ProgressSink): () => vo
     }
   }
   // What the latest turn did before anyone was listening.
-  let from = session.length
-  while (from > session.seedLength && session.at(from - 1)?.type !== 'turn/start') from--
-  for (let seq = from; seq < session.length; seq++) {
+  for (let seq = latestTurnFrom(session); seq < session.length; seq++) {
     const event = session.at(seq)
     if (event) onEvent(event)
   }
