@@ -13,7 +13,7 @@
  * processes taking over one stale lock exactly one holds it and the others are refused.
  */
 import { randomBytes } from 'node:crypto'
-import { link, mkdir, readFile, rmdir, stat, unlink, writeFile } from 'node:fs/promises'
+import { link, mkdir, open, readFile, rmdir, stat, unlink } from 'node:fs/promises'
 import { statSync, unlinkSync } from 'node:fs'
 import { join } from 'node:path'
 import { errorMessage, isRecord } from '@dsh/base'
@@ -164,8 +164,15 @@ export class SessionLocks {
     const file = join(this.dir, `.${process.pid}.${this.token}.${++this.generation}.owner`)
     // Removed at exit like a lock: a process that dies by SIGKILL leaves it (it is never read as a lock).
     rememberForExit(file)
-    await writeFile(file, JSON.stringify(me) + '\n', { mode: 0o600, flag: 'wx' })
-    return { file, ino: (await stat(file)).ino }
+    // The inode is read from the handle that wrote the record: a path could already name
+    // nothing (a clean-up of dot-files between the write and a stat).
+    const handle = await open(file, 'wx', 0o600)
+    try {
+      await handle.writeFile(JSON.stringify(me) + '\n')
+      return { file, ino: (await handle.stat()).ino }
+    } finally {
+      await handle.close()
+    }
   }
 
   /** One fewer take or lock; the last one out removes the owner record. */

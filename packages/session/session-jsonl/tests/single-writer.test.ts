@@ -82,7 +82,8 @@ describe('one writer per session, across processes', () => {
     const { sessions } = await startProcess(dir)
     const live = sessions.create()
     appendTurn(live, 1, 'first')
-    await expect.poll(async () => (await readdir(dir)).filter((name) => name.endsWith('.owner')).length).toBe(1)
+    // Once the live session's lock exists, the storage has finished writing its owner record.
+    await expect.poll(() => existsSync(join(dir, `${live.id}.lock`))).toBe(true)
     const [owner] = (await readdir(dir)).filter((name) => name.endsWith('.owner'))
     await unlink(join(dir, owner!))
     const later = sessions.create()

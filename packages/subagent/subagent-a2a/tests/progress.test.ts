@@ -32,7 +32,19 @@ async function parentOf(url: string): Promise<{ h: Harness; heard: Heard[]; drop
   return { h, heard, dropped }
 }
 
-const updatesOf = (heard: Heard[]): SubagentProgress[] => heard.flatMap((entry) => (entry.kind === 'progress' ? entry.info.updates : []))
+const updatesAsSent = (heard: Heard[]): SubagentProgress[] => heard.flatMap((entry) => (entry.kind === 'progress' ? entry.info.updates : []))
+
+/**
+ * The run's updates in order, with text that the coalescing interval split across events
+ * joined again: where a delta falls relative to a flush depends on the machine's speed.
+ */
+const updatesOf = (heard: Heard[]): SubagentProgress[] =>
+  updatesAsSent(heard).reduce<SubagentProgress[]>((joined, update) => {
+    const last = joined.at(-1)
+    if (update.kind === 'text' && last?.kind === 'text') joined[joined.length - 1] = { kind: 'text', text: last.text + update.text }
+    else joined.push(update)
+    return joined
+  }, [])
 
 describe('a2a: live progress', () => {
   it('a dsh worker\'s tool call, streamed text and usage arrive in order before subagent/end, and the result carries the usage', async () => {

@@ -33,7 +33,19 @@ async function world(args: string[]): Promise<{ h: Harness; heard: Heard[]; drop
   return { h, heard, dropped }
 }
 
-const updatesOf = (heard: Heard[], runId: string): SubagentProgress[] => heard.flatMap((entry) => (entry.kind === 'progress' && entry.info.id === runId ? entry.info.updates : []))
+const updatesAsSent = (heard: Heard[], runId: string): SubagentProgress[] => heard.flatMap((entry) => (entry.kind === 'progress' && entry.info.id === runId ? entry.info.updates : []))
+
+/**
+ * The run's updates in order, with text that the coalescing interval split across events
+ * joined again: where a delta falls relative to a flush depends on the machine's speed.
+ */
+const updatesOf = (heard: Heard[], runId: string): SubagentProgress[] =>
+  updatesAsSent(heard, runId).reduce<SubagentProgress[]>((joined, update) => {
+    const last = joined.at(-1)
+    if (update.kind === 'text' && last?.kind === 'text') joined[joined.length - 1] = { kind: 'text', text: last.text + update.text }
+    else joined.push(update)
+    return joined
+  }, [])
 const textOfUpdates = (updates: SubagentProgress[]) => updates.map((update) => (update.kind === 'text' ? update.text : '')).join('')
 /** Index of the `subagent/end` of `runId` among what was heard. */
 const endOf = (heard: Heard[], runId: string) => heard.findIndex((entry) => entry.kind === 'end' && entry.info.id === runId)

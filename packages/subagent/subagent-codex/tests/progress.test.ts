@@ -38,7 +38,19 @@ function listen(h: Harness): Heard[] {
   return heard
 }
 
-const updatesOf = (heard: Heard[], runId: string): SubagentProgress[] => heard.flatMap((entry) => (entry.kind === 'progress' && entry.info.id === runId ? entry.info.updates : []))
+const updatesAsSent = (heard: Heard[], runId: string): SubagentProgress[] => heard.flatMap((entry) => (entry.kind === 'progress' && entry.info.id === runId ? entry.info.updates : []))
+
+/**
+ * The run's updates in order, with text that the coalescing interval split across events
+ * joined again: where a delta falls relative to a flush depends on the machine's speed.
+ */
+const updatesOf = (heard: Heard[], runId: string): SubagentProgress[] =>
+  updatesAsSent(heard, runId).reduce<SubagentProgress[]>((joined, update) => {
+    const last = joined.at(-1)
+    if (update.kind === 'text' && last?.kind === 'text') joined[joined.length - 1] = { kind: 'text', text: last.text + update.text }
+    else joined.push(update)
+    return joined
+  }, [])
 
 describe('codex: live progress', () => {
   it('a real app-server\'s command, text and usage arrive in order, before subagent/end, attributed to the run', async () => {
