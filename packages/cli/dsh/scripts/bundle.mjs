@@ -83,7 +83,9 @@ const mainResult = await esbuild.build({
   platform: 'node',
   target: 'node20',
   format: 'cjs',
-  charset: 'utf8',
+  // Non-ASCII characters escaped: an all-ASCII file decodes into a one-byte string (half
+  // the memory of a two-byte one, read about 0.5 ms faster at every start).
+  charset: 'ascii',
   legalComments: 'none',
   logLevel: 'warning',
   plugins: [externals, importMetaUrl],
@@ -99,9 +101,13 @@ const mainResult = await esbuild.build({
 if (mainResult.errors.length > 0) process.exit(1)
 
 // The entry's `#!` line came along; the launcher is the executable, so make it a comment
-// (the same length, so columns in stack traces stay put).
-const bundled = readFileSync(main, 'utf8')
-if (bundled.startsWith('#!')) writeFileSync(main, `//${bundled.slice(2)}`)
+// (the same length, so columns in stack traces stay put). esbuild's `ascii` charset escapes
+// code, not the comments it keeps: their few non-ASCII characters are escaped too, so the
+// whole file is ASCII.
+let bundled = readFileSync(main, 'utf8')
+if (bundled.startsWith('#!')) bundled = `//${bundled.slice(2)}`
+bundled = bundled.replace(/[^\x00-\x7f]/gu, (char) => `\\u{${char.codePointAt(0)?.toString(16)}}`)
+writeFileSync(main, bundled)
 const mainSha256 = createHash('sha256').update(readFileSync(main)).digest('hex')
 
 await esbuild.build({
