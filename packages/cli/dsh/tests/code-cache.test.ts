@@ -9,7 +9,7 @@ import { join } from 'node:path'
 import { Script } from 'node:vm'
 import { describe, expect, it } from 'vitest'
 import { readCodeCache, runWithCodeCache, writeCodeCache } from '../src/launch/code-cache.js'
-import { runDsh, tempDir } from './cli.js'
+import { dshBundle, runDsh, tempDir } from './cli.js'
 
 const hello = (cache: string) => runDsh(['run', '--model', 'scripted:examples/hello.yml', '--session-dir', tempDir(), '--quiet', 'hello'], { env: { DSH_CODE_CACHE: cache } })
 
@@ -193,5 +193,13 @@ describe('runWithCodeCache', () => {
     const run = runWithCodeCache(file, join(file, '..', 'blocked', 'file', 'answer.v8cache'))
     expect(run.status).toBe('missing')
     expect(() => run.persist()).not.toThrow()
+  })
+
+  it('the bundle is ASCII only, so it loads as a one-byte string, and its cache header records its length in bytes', async () => {
+    const bundle = readFileSync(dshBundle)
+    expect(bundle.findIndex((byte) => byte > 0x7f)).toBe(-1)
+    const dir = tempDir('dsh-cache-')
+    expect((await hello(dir)).code).toBe(0)
+    expect(sourceBytesOf(cacheFileIn(dir))).toBe(bundle.length)
   })
 })

@@ -5,7 +5,8 @@
  * and `kill(-pgid, 0)` find zombies too, so on their own they would report a killed tree
  * alive forever; they are the whole answer only where there is no `/proc` to read.
  */
-import { readdir, readFile } from 'node:fs/promises'
+import { readdirSync, readFileSync } from 'node:fs'
+import { readFile } from 'node:fs/promises'
 
 export interface ProcessEntry {
   pid: number
@@ -23,15 +24,32 @@ export async function readProcessTable(): Promise<Map<number, ProcessEntry> | un
   if (process.platform !== 'linux') return undefined
   let names: string[]
   try {
-    names = await readdir('/proc')
+    names = readdirSync('/proc')
   } catch {
     // /proc is not mounted: the callers fall back to kill(…, 0).
     return undefined
   }
-  const entries = await Promise.all(names.filter((name) => /^\d+$/.test(name)).map((name) => readProcessEntry(Number(name))))
+  // Read synchronously: `/proc` is generated in memory by the kernel and never waits for a
+  // disk, and one thread-pool round trip per process made a table of 70 processes cost
+  // 3-8 ms instead of 0.4-1 ms (a child's release reads it twice).
   const table = new Map<number, ProcessEntry>()
-  for (const entry of entries) if (entry) table.set(entry.pid, entry)
+  for (const name of names) {
+    if (!/^\d+$/.test(name)) continue
+    const entry = readProcessEntrySync(Number(name))
+    if (entry) table.set(entry.pid, entry)
+  }
   return table
+}
+
+function readProcessEntrySync(pid: number): ProcessEntry | undefined {
+  let stat: string
+  try {
+    stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+  } catch {
+    // The process exited between listing and reading: it is simply not there.
+    return undefined
+  }
+  return parseStat(pid, stat)
 }
 
 /** One process's entry, or `undefined` when it is gone (or there is no `/proc`). */
@@ -43,7 +61,11 @@ export async function readProcessEntry(pid: number): Promise<ProcessEntry | unde
     // The process exited between listing and reading: it is simply not there.
     return undefined
   }
-  // `pid (comm) state ppid pgrp … starttime(22nd) …`; comm may itself hold spaces and parentheses.
+  return parseStat(pid, stat)
+}
+
+/** `pid (comm) state ppid pgrp … starttime(22nd) …`; comm may itself hold spaces and parentheses. */
+function parseStat(pid: number, stat: string): ProcessEntry {
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
   return { pid, state: fields[0] ?? '?', ppid: Number(fields[1]), pgid: Number(fields[2]), startTime: Number(fields[19]) }
 }

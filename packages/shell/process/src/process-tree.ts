@@ -160,7 +160,11 @@ export class ProcessTree {
       // leader, having lost its stdin, exits and orphans them.
       await this.liveMembers()
       this.child.stdin!.end()
-      if (await goneWithin(() => this.alive(), options.stdinGraceMs)) return this.untrack()
+      // Most children exit promptly once their input ends: wait for that exit itself, not
+      // for the next poll, so releasing a finished child costs its shutdown and no more.
+      const graceEnds = Date.now() + options.stdinGraceMs
+      await within(this.exited, options.stdinGraceMs)
+      if (await goneWithin(() => this.alive(), Math.max(0, graceEnds - Date.now()))) return this.untrack()
       if (await terminate({ signal: (signal) => this.signal(signal), alive: () => this.alive() }, options.termGraceMs)) return this.untrack()
       const survivors = (await this.liveMembers())?.map((entry) => entry.pid) ?? []
       throw new ReapError(pgid, survivors, this.child.spawnfile)

@@ -152,8 +152,11 @@ function bundleRequire(file: string): NodeJS.Require {
  * file must not call `import()`: on Node 20 code restored from a cache cannot.
  */
 export function runWithCodeCache(file: string, cacheFile: string | undefined): CodeCacheRun {
-  const source = readFileSync(file, 'utf8')
-  const sourceBytes = Buffer.byteLength(source)
+  // Read as bytes, then decode: the file's length is the source's byte length for free,
+  // where measuring the decoded 1.7 MB string cost about 2 ms of every start.
+  const bytes = readFileSync(file)
+  const sourceBytes = bytes.length
+  const source = bytes.toString('utf8')
   const found = cacheFile === undefined ? 'off' : readCodeCache(cacheFile, sourceBytes)
   const script = new Script(Module.wrap(source), {
     filename: file,
