@@ -87,6 +87,10 @@ const mainResult = await esbuild.build({
   // the memory of a two-byte one, read about 0.5 ms faster at every start).
   charset: 'ascii',
   legalComments: 'none',
+  // Without comments and layout the file is about 30% smaller, which every start reads,
+  // copies and scans (about 1.3 ms of `dsh run`). Names are kept (no identifier
+  // minification), so a stack still names its functions; its positions point into this file.
+  minifyWhitespace: true,
   logLevel: 'warning',
   plugins: [externals, importMetaUrl],
   // Every import() becomes a require(). Code that V8 restores from a code cache cannot call

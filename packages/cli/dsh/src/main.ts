@@ -4,6 +4,7 @@ import { configCheck } from './commands/config.js'
 import { sessionsCommand } from './commands/sessions.js'
 import { UsageError } from './errors.js'
 import { reportFailure } from './exit.js'
+import { exitWhenWritten } from './finish.js'
 import { readPrompt } from './prompt-input.js'
 import { runCommand } from './run.js'
 
@@ -111,9 +112,7 @@ process.stdout.on('error', (error: NodeJS.ErrnoException) => {
 })
 
 main(process.argv.slice(2)).then(
-  (code) => {
-    process.exitCode = code
-  },
+  (code) => exitWhenWritten(code),
   (error: unknown) => {
     process.exitCode = reportFailure(error)
   },

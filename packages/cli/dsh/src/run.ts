@@ -8,6 +8,7 @@ import { runUntilQuiet, type QuietRun } from '@dsh/tasks'
 import type { Composition } from './compose.js'
 import { UsageError } from './errors.js'
 import { exitCodeOfSignal } from './exit.js'
+import { withoutFrameworkStacks } from './framework-stacks.js'
 import { onInterrupt } from './interrupt.js'
 import { lifecycleLine, TtyTreeRenderer } from './progress/render.js'
 import { ProgressTracker } from './progress/tracker.js'
@@ -106,8 +107,11 @@ export async function runCommand(options: RunOptions): Promise<number> {
     return 0
   } finally {
     stopSignals()
-    await agent?.dispose().catch((error: unknown) => process.stderr.write(`dsh: disposing the agent failed: ${errorMessage(error)}\n`))
-    await runtime.dispose()
+    // Stopping is framework work like starting: no stacks unless verbose (framework-stacks.ts).
+    await withoutFrameworkStacks(options.verbose === true, async () => {
+      await agent?.dispose().catch((error: unknown) => process.stderr.write(`dsh: disposing the agent failed: ${errorMessage(error)}\n`))
+      await runtime.dispose()
+    })
   }
 }
 

@@ -6,6 +6,7 @@ import { compose, mergeEntries, readEntries, type Composition, type PluginEntry 
 import { discoverConfig } from './config-file.js'
 import { CompositionError, oneLineMessage } from './errors.js'
 import { defaultEntries } from './defaults.js'
+import { withoutFrameworkStacks } from './framework-stacks.js'
 
 export interface RuntimeOptions {
   config?: string
@@ -72,8 +73,18 @@ export function attachConsoleLogger(ctx: Context, verbose = false): ConsoleLogge
   }
 }
 
-/** Build the composed context for a command: defaults, command extras, then `--config`. */
+/**
+ * Build the composed context for a command: defaults, command extras, then `--config`.
+ * Unless verbose, its start and its `dispose()` run without stack capture (see
+ * `framework-stacks.ts`).
+ */
 export async function startRuntime(options: RuntimeOptions): Promise<Composition> {
+  const keepStacks = options.verbose === true
+  const composition = await withoutFrameworkStacks(keepStacks, () => composeRuntime(options))
+  return { ...composition, dispose: () => withoutFrameworkStacks(keepStacks, () => composition.dispose()) }
+}
+
+async function composeRuntime(options: RuntimeOptions): Promise<Composition> {
   const ctx = new Context()
   const logger = attachConsoleLogger(ctx, options.verbose)
   const configFile = options.config ?? (options.ignoreDiscoveredConfig ? undefined : discoverConfig())

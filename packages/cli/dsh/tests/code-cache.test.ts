@@ -126,6 +126,19 @@ describe('runWithCodeCache', () => {
     expect(second.exports).toMatchObject({ answer: 42 })
   })
 
+  it('a file that is not ASCII is decoded as UTF-8, with and without a cache', () => {
+    const dir = tempDir('dsh-cache-unit-')
+    const file = join(dir, 'greeting.cjs')
+    writeFileSync(file, "module.exports = { greeting: 'grüß dich — 你好 🙂' }\n")
+    const cache = join(dir, 'cache', 'greeting.v8cache')
+    const first = runWithCodeCache(file, cache)
+    expect(first.exports).toEqual({ greeting: 'grüß dich — 你好 🙂' })
+    first.persist()
+    const second = runWithCodeCache(file, cache)
+    expect(second.status).toBe('used')
+    expect(second.exports).toEqual({ greeting: 'grüß dich — 你好 🙂' })
+  })
+
   it('a FIFO, a link to /dev/zero or a link to a good cache at the cache\'s name is refused unread, never hanging the start', () => {
     const file = moduleFile()
     const dir = join(file, '..', 'cache')

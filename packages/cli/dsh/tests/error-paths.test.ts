@@ -72,6 +72,21 @@ describe.concurrent('usage and configuration errors', () => {
     })
   }
 
+  it('a plugin whose start throws: one line without --verbose; with it, the logged error keeps its stack', async () => {
+    const dir = tempDir()
+    writeFileSync(join(dir, 'broken.cjs'), "module.exports = { name: 'broken', apply() { throw new Error('disk on fire') } }\n")
+    const file = join(dir, 'dsh.yml')
+    writeFileSync(file, '- id: broken\n  name: ./broken.cjs\n')
+    const args = ['run', '--config', file, '--model', 'scripted:examples/hello.yml', '--session-dir', join(dir, 'sessions'), 'hello']
+    const [quiet, verbose] = await Promise.all([runDsh(args), runDsh([...args, '--verbose'])])
+    for (const result of [quiet, verbose]) {
+      expect(result.code, result.stderr).toBe(2)
+      expect(result.stderr).toContain('plugin "broken" (./broken.cjs) failed to start: disk on fire')
+    }
+    expect(quiet.stderr.trim().split('\n'), quiet.stderr).toHaveLength(1)
+    expect(verbose.stderr).toMatch(/disk on fire\n\s+at /)
+  })
+
   it('config check and run report the same configuration error with the same exit code', async () => {
     const file = config('- id: tool-subagent\n  name: "@dsh/tool-subagent"\n  config: { provider: spawn, toolFilter: { dney: [bash] } }\n')
     const check = await runDsh(['config', 'check', '--config', file])

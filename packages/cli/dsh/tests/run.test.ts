@@ -19,6 +19,21 @@ describe('dsh run', () => {
     expect(result.stdout.trim()).toBe('forty-two is the answer')
   })
 
+  it('a 2 MB answer reaches stdout whole, and its session is complete on disk, when the command exits', async () => {
+    const dir = tempDir()
+    const answer = `${'0123456789abcdef'.repeat(128 * 1024)}end`
+    const file = script(dir, `- reply:\n    - text: "${answer}"\n`)
+    const result = await runDsh(['run', '--model', `scripted:${file}`, '--session-dir', dir, 'say a lot'])
+    expect(result.code, result.stderr).toBe(0)
+    expect(result.stdout).toBe(`${answer}\n`)
+    const [sessionFile] = readdirSync(dir).filter((name) => name.endsWith('.jsonl'))
+    const lines = readFileSync(join(dir, sessionFile), 'utf8').split('\n')
+    expect(lines.at(-1)).toBe('')
+    const events = lines.slice(1, -1).map((line) => JSON.parse(line) as { type: string })
+    expect(events.at(-1)?.type).toBe('turn/end')
+    expect(lines.some((line) => line.includes(answer))).toBe(true)
+  })
+
   it('exits non-zero with the reason when the turn fails', async () => {
     const dir = tempDir()
     const file = script(dir, '- reply:\n    - error: "upstream exploded"\n')
