@@ -3,8 +3,8 @@
  * been awaited: its sessions written and synced, its plugins disposed, its process groups
  * stopped. A natural exit would then still tear down the whole heap, object by object
  * (about 2-3 ms of every `dsh run`), so the process exits at once instead, as soon as what
- * it wrote to stdout and stderr has left the process (a pipe is asynchronous on some
- * platforms; on Linux these writes have already completed). `process.exit` still emits
+ * it wrote to stdout and stderr has left the process (a pipe may still hold buffered
+ * writes: a large answer piped to a slow reader). `process.exit` still emits
  * `exit`, so the hooks that run there (the code cache's write, `@dsh/process` killing any
  * process group still alive) run as before.
  */

@@ -59,12 +59,12 @@ async function main(argv: string[]): Promise<number> {
     case 'sessions': {
       const { values, positionals } = parseArgs({ args: rest, allowPositionals: true, options: { ...COMMON, usage: { type: 'boolean', default: false } } })
       const [verb, ...args] = positionals
-      return sessionsCommand(verb, args, { sessionDir: values['session-dir'], config: values.config, usage: values.usage })
+      return sessionsCommand(verb, args, { sessionDir: values['session-dir'], config: values.config, usage: values.usage, verbose: values.verbose })
     }
     case 'config': {
       const { values, positionals } = parseArgs({ args: rest, allowPositionals: true, options: { ...COMMON, prompt: { type: 'boolean', default: false } } })
       if (positionals[0] !== 'check') throw new UsageError('USAGE', 'dsh config: the only verb is `check`')
-      return configCheck({ config: values.config, model: values.model, sessionDir: values['session-dir'], prompt: values.prompt })
+      return configCheck({ config: values.config, model: values.model, sessionDir: values['session-dir'], prompt: values.prompt, verbose: values.verbose })
     }
     case undefined:
     case 'help':

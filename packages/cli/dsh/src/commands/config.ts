@@ -7,7 +7,7 @@ import { previewPrompts } from './prompt-preview.js'
  * error is thrown, so it is reported exactly as `dsh run` reports it (one line, exit 2).
  * `prompt`: then print the composed system prompts of a root agent and of a child.
  */
-export async function configCheck(options: { config?: string; model?: string; sessionDir?: string; prompt?: boolean }): Promise<number> {
+export async function configCheck(options: { config?: string; model?: string; sessionDir?: string; prompt?: boolean; verbose?: boolean }): Promise<number> {
   const file = options.config ?? discoverConfig()
   // A composition error propagates: `dsh run` reports the same one the same way (exit 2).
   const runtime = await startRuntime({ ...options, checkReady: true })

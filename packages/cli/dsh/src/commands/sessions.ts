@@ -21,10 +21,10 @@ interface Summary {
   open: boolean
 }
 
-export async function sessionsCommand(verb: string | undefined, args: string[], options: { sessionDir?: string; config?: string; usage?: boolean }): Promise<number> {
+export async function sessionsCommand(verb: string | undefined, args: string[], options: { sessionDir?: string; config?: string; usage?: boolean; verbose?: boolean }): Promise<number> {
   if (verb === 'show' && !args[0]) throw new UsageError('USAGE', 'dsh sessions show: which session? (an id from `dsh sessions list`)')
   const { usage: withUsage, ...runtimeOptions } = options
-  const runtime = await startRuntime({ ...runtimeOptions, verbose: false })
+  const runtime = await startRuntime({ ...runtimeOptions, verbose: runtimeOptions.verbose === true })
   try {
     const { sessions } = runtime.ctx
     switch (verb) {
