@@ -212,14 +212,44 @@ export class AgentRegistry extends Service {
     return session
   }
 
-  private async finish(agent: LiveAgent): Promise<void> {
-    const errors: unknown[] = []
-    for (const cleanup of this.cleanups) {
+  /**
+   * Disposal steps the registry owns: cleanups, the agent's context, its tools, its
+   * session, its entry. Synchronous until something returns a promise: most children of a
+   * fan-out have cleanups with nothing to wait for and no context, and an async function
+   * here would cost each of them a suspended frame and its ticks.
+   */
+  private finish(agent: LiveAgent): Promise<void> {
+    const cleanups = this.cleanups
+    let errors: unknown[] | undefined
+    for (let index = 0; index < cleanups.length; index++) {
+      let pending: Promise<void> | void
       try {
-        // Most cleanups have nothing to wait for (a child without background work or
-        // children of its own): awaiting their `undefined` would still cost a tick each.
-        const pending = cleanup(agent)
-        if (pending !== undefined) await pending
+        pending = cleanups[index](agent)
+      } catch (error) {
+        ;(errors ??= []).push(error)
+        continue
+      }
+      // Most cleanups have nothing to wait for (a child without background work or
+      // children of its own): awaiting their `undefined` would still cost a tick each.
+      if (pending !== undefined) return this.finishAfterWaits(agent, cleanups.slice(index + 1), pending, errors ?? [])
+    }
+    if (agent.holdsContext) return this.finishAfterWaits(agent, [], undefined, errors ?? [])
+    return this.releaseAndDeregister(agent, errors)
+  }
+
+  /** `finish` once a cleanup returned `pending`: the cleanups left, one at a time, then the rest. */
+  private async finishAfterWaits(agent: LiveAgent, cleanupsLeft: readonly AgentCleanup[], pending: Promise<void> | undefined, errors: unknown[]): Promise<void> {
+    if (pending !== undefined) {
+      try {
+        await pending
+      } catch (error) {
+        errors.push(error)
+      }
+    }
+    for (const cleanup of cleanupsLeft) {
+      try {
+        const next = cleanup(agent)
+        if (next !== undefined) await next
       } catch (error) {
         errors.push(error)
       }
@@ -231,15 +261,29 @@ export class AgentRegistry extends Service {
         errors.push(error)
       }
     }
+    await this.releaseAndDeregister(agent, errors)
+  }
+
+  /** The last disposal steps: forget the agent's tools, release its session, drop its entry; every failure reported. */
+  private releaseAndDeregister(agent: LiveAgent, errors: unknown[] | undefined): Promise<void> {
     this.tools.forgetAgent(agent.id)
+    let released: Promise<void>
     try {
-      await this.sessions.release(agent.session)
+      released = this.sessions.release(agent.session)
     } catch (error) {
-      errors.push(error)
+      released = Promise.reject(error)
     }
+    return released.then(
+      () => this.deregister(agent, errors),
+      (error: unknown) => this.deregister(agent, errors === undefined ? [error] : [...errors, error]),
+    )
+  }
+
+  private deregister(agent: LiveAgent, errors: unknown[] | undefined): void {
     if (this.live.get(agent.id) === agent) this.live.delete(agent.id)
+    if (errors === undefined || errors.length === 0) return
     if (errors.length === 1) throw errors[0]
-    if (errors.length > 1) throw new AggregateError(errors, `disposing agent ${agent.id} failed`)
+    throw new AggregateError(errors, `disposing agent ${agent.id} failed`)
   }
 }
 
