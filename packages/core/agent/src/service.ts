@@ -77,10 +77,34 @@ export class AgentRegistry extends Service {
     ctx.effect(() => () => Promise.allSettled([...this.live.values()].map((agent) => agent.dispose())).then(() => {}), 'agents: dispose live agents')
   }
 
-  async create(options: CreateAgentOptions = {}): Promise<Agent> {
+  create(options: CreateAgentOptions = {}): Promise<Agent> {
+    try {
+      const { signal } = options
+      throwIfAborted(signal, 'before the agent was created')
+      if (options.sessionId !== undefined && options.seed) throw new AgentError('INVALID_OPTIONS', 'an agent resumes a session or is seeded, not both')
+      // A resume waits for storage and a setup may wait for anything: only those take the
+      // async path. A fresh agent without setup (most children of a fan-out) is made here,
+      // synchronously, with no frame or tick of its own.
+      if (options.sessionId !== undefined || options.setup) return this.createAfterWaits(options)
+      const session = this.freshSession(options)
+      const agent = new LiveAgent(session, { ...options.agentOptions }, this.host, options.parent)
+      try {
+        // Persisted only once the agent is sure to exist: a rolled-back start leaves no file.
+        this.sessions.announce(session)
+      } catch (error) {
+        return this.rolledBack(agent, error)
+      }
+      this.live.set(agent.id, agent)
+      return Promise.resolve(agent)
+    } catch (error) {
+      // As from an async function: a refused creation rejects, it is not thrown at the caller.
+      return Promise.reject(error)
+    }
+  }
+
+  /** `create` for an agent that resumes a stored session or has a setup to run. */
+  private async createAfterWaits(options: CreateAgentOptions): Promise<Agent> {
     const { signal } = options
-    throwIfAborted(signal, 'before the agent was created')
-    if (options.sessionId !== undefined && options.seed) throw new AgentError('INVALID_OPTIONS', 'an agent resumes a session or is seeded, not both')
     const fresh = options.sessionId === undefined
     // A fresh session is made synchronously: only a resume waits for storage.
     const session = fresh ? this.freshSession(options) : await this.resumedSession(options.sessionId!)
@@ -91,13 +115,18 @@ export class AgentRegistry extends Service {
       // Persisted only once the agent is sure to exist: a rolled-back start leaves no file.
       if (fresh) this.sessions.announce(session)
     } catch (error) {
-      await agent.dispose().catch((cleanupError: unknown) => {
-        this.home.logger('agents').warn('rolling back agent %s failed: %s', agent.id, errorMessage(cleanupError))
-      })
-      throw error
+      return this.rolledBack(agent, error)
     }
     this.live.set(agent.id, agent)
     return agent
+  }
+
+  /** Dispose an agent whose creation failed with `error`, then reject with it. */
+  private async rolledBack(agent: LiveAgent, error: unknown): Promise<never> {
+    await agent.dispose().catch((cleanupError: unknown) => {
+      this.home.logger('agents').warn('rolling back agent %s failed: %s', agent.id, errorMessage(cleanupError))
+    })
+    throw error
   }
 
   get(id: string): Agent | undefined {

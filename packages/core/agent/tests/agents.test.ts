@@ -150,6 +150,31 @@ describe('ctx.agents', () => {
     expect(agent.status).toBe('disposed')
   })
 
+  it('a session observer that throws as a fresh agent is announced rejects the creation and rolls the agent back', async () => {
+    harness = await createHarness()
+    let created: string | undefined
+    harness.ctx.sessions.addObserver({
+      created: (session) => {
+        created = session.id
+        throw new Error('cannot persist')
+      },
+    })
+    await expect(harness.ctx.agents.create()).rejects.toThrow('cannot persist')
+    expect(created).toBeDefined()
+    expect(harness.ctx.agents.list()).toEqual([])
+    expect(harness.ctx.sessions.get(created!)).toBeUndefined()
+  })
+
+  it('an aborted signal refuses the creation with a rejection, not a throw, and creates nothing', async () => {
+    harness = await createHarness()
+    const controller = new AbortController()
+    controller.abort()
+    const creating = harness.ctx.agents.create({ signal: controller.signal })
+    await expect(creating).rejects.toThrow(/aborted before the agent was created/)
+    expect(harness.ctx.agents.list()).toEqual([])
+    expect(harness.ctx.sessions.list()).toEqual([])
+  })
+
   it('disposing a running agent aborts its turn and rejects queued turns', async () => {
     harness = await createHarness({ script: [{ reply: [{ text: 'slow', delay_ms: 60_000 }, { text: 'never' }] }] })
     const agent = await harness.agent()
