@@ -16,7 +16,7 @@ import {
   type UserMessage,
 } from '@dsh/llm'
 import type { Session, SessionEventBody, TurnEndReason } from '@dsh/session'
-import type { ToolRegistry } from '@dsh/tools'
+import type { ToolCallOutcome, ToolRegistry } from '@dsh/tools'
 import type { TurnResult, TurnRuntime } from '@dsh/agent'
 
 export interface LoopServices {
@@ -35,6 +35,11 @@ class ResponseFold {
   calls: ToolCallBlock[] | undefined
   finish: FinishReason | undefined
   usage: Usage | undefined
+  /** The model that answered, recorded with its usage (what a price table is keyed by). */
+  spec: string | undefined
+  /** Set when the stream failed (provider error, bad model spec). */
+  error: string | undefined
+  aborted = false
 
   /** Fold `chunk` in; true when it is a live text fragment (which listeners may hear). */
   add(chunk: LlmChunk): chunk is TextDelta {
@@ -58,6 +63,22 @@ class ResponseFold {
         return assertNever(chunk, 'stream chunk')
     }
   }
+
+  /** The response as folded, once its stream has ended. */
+  response(): Response {
+    const { text, reasoning, calls, finish, usage, spec, error, aborted } = this
+    const content: AssistantMessage['content'] = []
+    if (reasoning) content.push({ type: 'reasoning', text: reasoning })
+    if (text) content.push({ type: 'text', text })
+    // Calls from an interrupted response are dropped: they have no result and were never run.
+    if (!aborted && error === undefined && calls !== undefined) content.push(...calls)
+    const response: Response = { message: { role: 'assistant', content }, aborted }
+    if (finish) response.finish = finish
+    // An adapter that knows better (a replay of a recorded run) names the answering model itself.
+    if (usage) response.usage = spec === undefined || usage.model !== undefined ? usage : withModel(usage, spec)
+    if (error !== undefined) response.error = error
+    return response
+  }
 }
 
 /** One streamed response, folded. */
@@ -70,78 +91,194 @@ interface Response {
   aborted: boolean
 }
 
+/**
+ * Runs one turn. This function is what stays suspended while a turn waits on its model or
+ * its tools, and an async function's suspended frame keeps every register the whole
+ * function uses: so it holds only the waiting (the stream, the tools) and hands each
+ * synchronous part to a `TurnSteps` method. A fan-out keeps one such frame per child alive
+ * at once, and every garbage collection during it copies them.
+ */
 export async function runTurn(services: LoopServices, runtime: TurnRuntime, input: UserMessage[], signal: AbortSignal): Promise<TurnResult> {
-  const { session } = runtime.agent
-  const turn = runtime.nextTurnNumber()
-  const started = session.append({ type: 'turn/start', turn })
-  const end = (reason: TurnEndReason, error?: string): TurnResult => {
-    runtime.endingTurn()
-    const ended = session.append(error === undefined ? { type: 'turn/end', turn, reason } : { type: 'turn/end', turn, reason, error })
-    return error === undefined
-      ? { turn, reason, startSeq: started.seq, endSeq: ended.seq }
-      : { turn, reason, error, startSeq: started.seq, endSeq: ended.seq }
-  }
-
-  let pending = input
-  let step = 0
-  let stepOpen = false
+  const turn = new TurnSteps(services, runtime, input, signal)
   try {
     for (;;) {
-      if (signal.aborted) return end('aborted')
-      if (step >= runtime.maxSteps) return end('error', `the turn reached its limit of ${runtime.maxSteps} steps`)
-      step++
-      session.append({ type: 'step/start', step })
-      stepOpen = true
-      const claimed = runtime.claimInput()
-      for (const message of pending) session.append({ type: 'user/message', message })
-      for (const message of claimed) session.append({ type: 'user/message', message })
-      pending = []
-
-      const response = await streamResponse(services, runtime, signal)
-      if (response.message.content.length > 0 || (response.error === undefined && !response.aborted)) {
-        session.append(assistantEvent(response))
+      const ended = turn.openStep()
+      if (ended) return ended
+      try {
+        // The stream is read here rather than in a helper so no second frame waits with this one.
+        for await (const chunk of turn.requestResponse()) if (turn.fold(chunk)) break
+        turn.streamEnded()
+      } catch (caught) {
+        turn.streamFailed(caught)
       }
-      if (response.error !== undefined) {
-        closeStep(session, step)
-        return end('error', response.error)
-      }
-      if (response.aborted) {
-        closeStep(session, step)
-        return end('aborted')
-      }
-
-      const calls = toolCallsOf(response.message)
-      // A finish that ends the turn by itself (cut off, filtered) is decided in one place.
-      const forcedEnd = response.finish === undefined ? undefined : turnEndOfFinish(response.finish)
-      let endsTurn = false
-      if (calls.length > 0) {
-        for (const call of calls) session.append({ type: 'tool/call', call })
-        if (forcedEnd) {
-          // A response cut off by the token limit (or filtered) may carry calls the model
-          // never meant to send as they are: fail them instead of executing them.
-          for (const call of calls) session.append({ type: 'tool/result', result: unrunResult(call, forcedEnd) })
-        } else {
-          const outcomes = await services.tools.executeAll(calls, { signal, agent: runtime.agent })
-          for (const outcome of outcomes) session.append(outcome.permission ? { type: 'tool/result', result: outcome.result, permission: outcome.permission } : { type: 'tool/result', result: outcome.result })
-          endsTurn = outcomes.some((outcome) => outcome.endsTurn)
-        }
-      }
-      closeStep(session, step)
-      stepOpen = false
-
-      if (signal.aborted) return end('aborted')
-      if (forcedEnd) return end(forcedEnd)
-      if (endsTurn) return end('completed')
-      if (calls.length === 0 && !runtime.hasInbox()) return end('completed')
+      const next = turn.closeResponse()
+      if (next === undefined) continue
+      if (!Array.isArray(next)) return next
+      const afterTools = turn.toolsDone(await services.tools.executeAll(next, { signal, agent: runtime.agent }))
+      if (afterTools) return afterTools
     }
   } catch (error) {
-    // Only a bug or a released session lands here; the turn still ends in the log if it can.
-    if (stepOpen && !session.released) closeStep(session, step)
-    const message = errorMessage(error)
-    if (session.released) return { turn, reason: 'error', error: message, startSeq: started.seq, endSeq: started.seq }
-    return end('error', message)
+    return turn.failed(error)
   }
 }
+
+/**
+ * The synchronous parts of one turn, in the order `runTurn` calls them, and what they
+ * share: the turn's number and first sequence, the step, the input not yet logged, and the
+ * response being folded.
+ */
+class TurnSteps {
+  private readonly session: Session
+  private readonly turn: number
+  private readonly startSeq: number
+  private pending: UserMessage[]
+  private step = 0
+  private stepOpen = false
+  /** The response of the open step, while it streams. */
+  private folded: ResponseFold | undefined
+  /** The calls of the open step once its response is logged (kept for its end). */
+  private forcedEnd: TurnEndReason | undefined
+  private calls: ToolCallBlock[] = NO_CALLS
+
+  constructor(
+    private readonly services: LoopServices,
+    private readonly runtime: TurnRuntime,
+    input: UserMessage[],
+    private readonly signal: AbortSignal,
+  ) {
+    this.session = runtime.agent.session
+    this.turn = runtime.nextTurnNumber()
+    this.startSeq = this.session.append({ type: 'turn/start', turn: this.turn }).seq
+    this.pending = input
+  }
+
+  /** Open the next step and log its input; or end the turn (aborted, out of steps). */
+  openStep(): TurnResult | undefined {
+    const { session, runtime } = this
+    if (this.signal.aborted) return this.end('aborted')
+    if (this.step >= runtime.maxSteps) return this.end('error', `the turn reached its limit of ${runtime.maxSteps} steps`)
+    const step = ++this.step
+    session.append({ type: 'step/start', step })
+    this.stepOpen = true
+    const claimed = runtime.claimInput()
+    for (const message of this.pending) session.append({ type: 'user/message', message })
+    for (const message of claimed) session.append({ type: 'user/message', message })
+    this.pending = NO_INPUT
+    this.folded = new ResponseFold()
+    return undefined
+  }
+
+  /** The model's stream for this step, requested from the log. */
+  requestResponse(): AsyncIterable<LlmChunk> {
+    const { runtime, services } = this
+    const { agent } = runtime
+    const { session } = agent
+    const folded = this.folded!
+    const { adapter, model } = services.llm.resolve(agent.options.model)
+    folded.spec = `${adapter.name}:${model}`
+    return adapter.stream({
+      model,
+      system: runtime.system,
+      messages: session.messages(),
+      tools: services.tools.specsFor(agent.id),
+      signal: this.signal,
+      origin: { sessionId: session.id },
+    })
+  }
+
+  /** Fold one chunk in; true when the stream must stop (the turn was aborted). */
+  fold(chunk: LlmChunk): boolean {
+    const { session } = this
+    // A live fragment is built only when somebody listens (most children have nobody).
+    if (this.folded!.add(chunk) && session.listened) session.publish({ type: 'assistant/chunk', kind: chunk.type === 'text-delta' ? 'text' : 'reasoning', text: chunk.text })
+    return this.signal.aborted
+  }
+
+  streamEnded(): void {
+    if (this.signal.aborted) this.folded!.aborted = true
+  }
+
+  /** The request or its stream failed (provider error, bad model spec) or was aborted. */
+  streamFailed(caught: unknown): void {
+    const folded = this.folded!
+    if (this.signal.aborted || isAbortError(caught)) folded.aborted = true
+    else folded.error = errorMessage(caught)
+  }
+
+  /**
+   * Log the folded response, then: the turn's result when it ends here, the calls to run,
+   * or nothing when the step is closed and another one follows.
+   */
+  closeResponse(): TurnResult | ToolCallBlock[] | undefined {
+    const { session } = this
+    const response = this.folded!.response()
+    this.folded = undefined
+    if (response.message.content.length > 0 || (response.error === undefined && !response.aborted)) {
+      session.append(assistantEvent(response))
+    }
+    if (response.error !== undefined) {
+      this.closeStep()
+      return this.end('error', response.error)
+    }
+    if (response.aborted) {
+      this.closeStep()
+      return this.end('aborted')
+    }
+    const calls = toolCallsOf(response.message)
+    // A finish that ends the turn by itself (cut off, filtered) is decided in one place.
+    const forcedEnd = response.finish === undefined ? undefined : turnEndOfFinish(response.finish)
+    this.forcedEnd = forcedEnd
+    this.calls = calls
+    if (calls.length === 0) return this.stepDone(false)
+    for (const call of calls) session.append({ type: 'tool/call', call })
+    if (!forcedEnd) return calls
+    // A response cut off by the token limit (or filtered) may carry calls the model never
+    // meant to send as they are: fail them instead of executing them.
+    for (const call of calls) session.append({ type: 'tool/result', result: unrunResult(call, forcedEnd) })
+    return this.stepDone(false)
+  }
+
+  /** Log the results of the step's calls, in model order; then as `stepDone`. */
+  toolsDone(outcomes: readonly ToolCallOutcome[]): TurnResult | undefined {
+    const { session } = this
+    for (const outcome of outcomes) session.append(outcome.permission ? { type: 'tool/result', result: outcome.result, permission: outcome.permission } : { type: 'tool/result', result: outcome.result })
+    return this.stepDone(outcomes.some((outcome) => outcome.endsTurn))
+  }
+
+  /** Close the step; the turn's result when it ends here. */
+  private stepDone(endsTurn: boolean): TurnResult | undefined {
+    this.closeStep()
+    if (this.signal.aborted) return this.end('aborted')
+    if (this.forcedEnd) return this.end(this.forcedEnd)
+    if (endsTurn) return this.end('completed')
+    if (this.calls.length === 0 && !this.runtime.hasInbox()) return this.end('completed')
+    return undefined
+  }
+
+  /** Only a bug or a released session lands here; the turn still ends in the log if it can. */
+  failed(error: unknown): TurnResult {
+    const { session } = this
+    if (this.stepOpen && !session.released) this.closeStep()
+    const message = errorMessage(error)
+    if (session.released) return { turn: this.turn, reason: 'error', error: message, startSeq: this.startSeq, endSeq: this.startSeq }
+    return this.end('error', message)
+  }
+
+  private closeStep(): void {
+    this.session.append({ type: 'step/end', step: this.step })
+    this.stepOpen = false
+  }
+
+  private end(reason: TurnEndReason, error?: string): TurnResult {
+    const { session, turn, startSeq } = this
+    this.runtime.endingTurn()
+    const ended = session.append(error === undefined ? { type: 'turn/end', turn, reason } : { type: 'turn/end', turn, reason, error })
+    return error === undefined ? { turn, reason, startSeq, endSeq: ended.seq } : { turn, reason, error, startSeq, endSeq: ended.seq }
+  }
+}
+
+const NO_INPUT: UserMessage[] = []
+const NO_CALLS: ToolCallBlock[] = []
 
 /**
  * The logged form of a response. Optional keys are set one by one: an object literal that
@@ -177,48 +314,4 @@ function unrunResult(call: ToolCallBlock, reason: TurnEndReason) {
     content: [{ type: 'text' as const, text: `${call.name} was not run: ${why}` }],
     isError: true,
   }
-}
-
-async function streamResponse(services: LoopServices, runtime: TurnRuntime, signal: AbortSignal): Promise<Response> {
-  const { agent } = runtime
-  const { session } = agent
-  const folded = new ResponseFold()
-  let error: string | undefined
-  let aborted = false
-  /** The model that answered, recorded with its usage (what a price table is keyed by). */
-  let spec: string | undefined
-  try {
-    const { adapter, model } = services.llm.resolve(agent.options.model)
-    spec = `${adapter.name}:${model}`
-    const stream = adapter.stream({
-      model,
-      system: runtime.system,
-      messages: session.messages(),
-      tools: services.tools.specsFor(agent.id),
-      signal,
-      origin: { sessionId: session.id },
-    })
-    for await (const chunk of stream) {
-      // A live fragment is built only when somebody listens (most children have nobody).
-      if (folded.add(chunk) && session.listened) session.publish({ type: 'assistant/chunk', kind: chunk.type === 'text-delta' ? 'text' : 'reasoning', text: chunk.text })
-      if (signal.aborted) break
-    }
-    if (signal.aborted) aborted = true
-  } catch (caught) {
-    if (signal.aborted || isAbortError(caught)) aborted = true
-    else error = errorMessage(caught)
-  }
-
-  const { text, reasoning, calls, finish, usage } = folded
-  const content: AssistantMessage['content'] = []
-  if (reasoning) content.push({ type: 'reasoning', text: reasoning })
-  if (text) content.push({ type: 'text', text })
-  // Calls from an interrupted response are dropped: they have no result and were never run.
-  if (!aborted && error === undefined && calls !== undefined) content.push(...calls)
-  const response: Response = { message: { role: 'assistant', content }, aborted }
-  if (finish) response.finish = finish
-  // An adapter that knows better (a replay of a recorded run) names the answering model itself.
-  if (usage) response.usage = spec === undefined || usage.model !== undefined ? usage : withModel(usage, spec)
-  if (error !== undefined) response.error = error
-  return response
 }

@@ -55,6 +55,9 @@ const ignoreResult = () => {}
 
 /** The idle state, shared: every agent starts in it and returns to it after each turn. */
 const IDLE: AgentState = Object.freeze({ status: 'idle' })
+/** The states of disposal, shared like `IDLE`: every child of a fan-out passes through both. */
+const DISPOSING: AgentState = Object.freeze({ status: 'disposing' })
+const DISPOSED: AgentState = Object.freeze({ status: 'disposed' })
 
 /**
  * What the turn driver sees of a live agent: one small object per agent, its behaviour on
@@ -243,20 +246,41 @@ export class LiveAgent implements Agent {
     if (fiber) await fiber.dispose()
   }
 
-  private async runDisposal(): Promise<void> {
-    if (this.state.status === 'disposed') return
+  /**
+   * Not an async function: every child of a fan-out is disposed, most with no turn left to
+   * wait for, and a suspended frame with its ticks would be made for each.
+   */
+  private runDisposal(): Promise<void> {
+    if (this.state.status === 'disposed') return Promise.resolve()
     const running = this.state.status === 'running' ? this.state.controller : undefined
-    this.state = { status: 'disposing' }
+    this.state = DISPOSING
     this.sources = []
-    for (const turn of this.queue.splice(0)) turn.reject(new AgentError('DISPOSED', `agent ${this.id} was disposed before this turn started`))
+    if (this.queue.length > 0) {
+      for (const turn of this.queue.splice(0)) turn.reject(new AgentError('DISPOSED', `agent ${this.id} was disposed before this turn started`))
+    }
     // An Error captures a stack trace: only pay for one when there is a turn to abort.
     running?.abort(new AgentError('DISPOSED', `agent ${this.id} is being disposed`))
-    if (this.draining) await this.draining
+    const draining = this.draining
+    return draining ? draining.then(() => this.finishDisposal()) : this.finishDisposal()
+  }
+
+  /** The registry's disposal steps; the agent reads `disposed` once they are over, failed or not. */
+  private finishDisposal(): Promise<void> {
+    let finished: Promise<void>
     try {
-      await this.host.finish(this)
-    } finally {
-      this.state = { status: 'disposed' }
+      finished = this.host.finish(this)
+    } catch (error) {
+      finished = Promise.reject(error)
     }
+    return finished.then(
+      () => {
+        this.state = DISPOSED
+      },
+      (error: unknown) => {
+        this.state = DISPOSED
+        throw error
+      },
+    )
   }
 
   private assertLive(): void {

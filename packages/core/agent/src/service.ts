@@ -77,10 +77,34 @@ export class AgentRegistry extends Service {
     ctx.effect(() => () => Promise.allSettled([...this.live.values()].map((agent) => agent.dispose())).then(() => {}), 'agents: dispose live agents')
   }
 
-  async create(options: CreateAgentOptions = {}): Promise<Agent> {
+  create(options: CreateAgentOptions = {}): Promise<Agent> {
+    try {
+      const { signal } = options
+      throwIfAborted(signal, 'before the agent was created')
+      if (options.sessionId !== undefined && options.seed) throw new AgentError('INVALID_OPTIONS', 'an agent resumes a session or is seeded, not both')
+      // A resume waits for storage and a setup may wait for anything: only those take the
+      // async path. A fresh agent without setup (most children of a fan-out) is made here,
+      // synchronously, with no frame or tick of its own.
+      if (options.sessionId !== undefined || options.setup) return this.createAfterWaits(options)
+      const session = this.freshSession(options)
+      const agent = new LiveAgent(session, { ...options.agentOptions }, this.host, options.parent)
+      try {
+        // Persisted only once the agent is sure to exist: a rolled-back start leaves no file.
+        this.sessions.announce(session)
+      } catch (error) {
+        return this.rolledBack(agent, error)
+      }
+      this.live.set(agent.id, agent)
+      return Promise.resolve(agent)
+    } catch (error) {
+      // As from an async function: a refused creation rejects, it is not thrown at the caller.
+      return Promise.reject(error)
+    }
+  }
+
+  /** `create` for an agent that resumes a stored session or has a setup to run. */
+  private async createAfterWaits(options: CreateAgentOptions): Promise<Agent> {
     const { signal } = options
-    throwIfAborted(signal, 'before the agent was created')
-    if (options.sessionId !== undefined && options.seed) throw new AgentError('INVALID_OPTIONS', 'an agent resumes a session or is seeded, not both')
     const fresh = options.sessionId === undefined
     // A fresh session is made synchronously: only a resume waits for storage.
     const session = fresh ? this.freshSession(options) : await this.resumedSession(options.sessionId!)
@@ -91,13 +115,18 @@ export class AgentRegistry extends Service {
       // Persisted only once the agent is sure to exist: a rolled-back start leaves no file.
       if (fresh) this.sessions.announce(session)
     } catch (error) {
-      await agent.dispose().catch((cleanupError: unknown) => {
-        this.home.logger('agents').warn('rolling back agent %s failed: %s', agent.id, errorMessage(cleanupError))
-      })
-      throw error
+      return this.rolledBack(agent, error)
     }
     this.live.set(agent.id, agent)
     return agent
+  }
+
+  /** Dispose an agent whose creation failed with `error`, then reject with it. */
+  private async rolledBack(agent: LiveAgent, error: unknown): Promise<never> {
+    await agent.dispose().catch((cleanupError: unknown) => {
+      this.home.logger('agents').warn('rolling back agent %s failed: %s', agent.id, errorMessage(cleanupError))
+    })
+    throw error
   }
 
   get(id: string): Agent | undefined {
@@ -212,14 +241,44 @@ export class AgentRegistry extends Service {
     return session
   }
 
-  private async finish(agent: LiveAgent): Promise<void> {
-    const errors: unknown[] = []
-    for (const cleanup of this.cleanups) {
+  /**
+   * Disposal steps the registry owns: cleanups, the agent's context, its tools, its
+   * session, its entry. Synchronous until something returns a promise: most children of a
+   * fan-out have cleanups with nothing to wait for and no context, and an async function
+   * here would cost each of them a suspended frame and its ticks.
+   */
+  private finish(agent: LiveAgent): Promise<void> {
+    const cleanups = this.cleanups
+    let errors: unknown[] | undefined
+    for (let index = 0; index < cleanups.length; index++) {
+      let pending: Promise<void> | void
       try {
-        // Most cleanups have nothing to wait for (a child without background work or
-        // children of its own): awaiting their `undefined` would still cost a tick each.
-        const pending = cleanup(agent)
-        if (pending !== undefined) await pending
+        pending = cleanups[index](agent)
+      } catch (error) {
+        ;(errors ??= []).push(error)
+        continue
+      }
+      // Most cleanups have nothing to wait for (a child without background work or
+      // children of its own): awaiting their `undefined` would still cost a tick each.
+      if (pending !== undefined) return this.finishAfterWaits(agent, cleanups.slice(index + 1), pending, errors ?? [])
+    }
+    if (agent.holdsContext) return this.finishAfterWaits(agent, [], undefined, errors ?? [])
+    return this.releaseAndDeregister(agent, errors)
+  }
+
+  /** `finish` once a cleanup returned `pending`: the cleanups left, one at a time, then the rest. */
+  private async finishAfterWaits(agent: LiveAgent, cleanupsLeft: readonly AgentCleanup[], pending: Promise<void> | undefined, errors: unknown[]): Promise<void> {
+    if (pending !== undefined) {
+      try {
+        await pending
+      } catch (error) {
+        errors.push(error)
+      }
+    }
+    for (const cleanup of cleanupsLeft) {
+      try {
+        const next = cleanup(agent)
+        if (next !== undefined) await next
       } catch (error) {
         errors.push(error)
       }
@@ -231,15 +290,29 @@ export class AgentRegistry extends Service {
         errors.push(error)
       }
     }
+    await this.releaseAndDeregister(agent, errors)
+  }
+
+  /** The last disposal steps: forget the agent's tools, release its session, drop its entry; every failure reported. */
+  private releaseAndDeregister(agent: LiveAgent, errors: unknown[] | undefined): Promise<void> {
     this.tools.forgetAgent(agent.id)
+    let released: Promise<void>
     try {
-      await this.sessions.release(agent.session)
+      released = this.sessions.release(agent.session)
     } catch (error) {
-      errors.push(error)
+      released = Promise.reject(error)
     }
+    return released.then(
+      () => this.deregister(agent, errors),
+      (error: unknown) => this.deregister(agent, errors === undefined ? [error] : [...errors, error]),
+    )
+  }
+
+  private deregister(agent: LiveAgent, errors: unknown[] | undefined): void {
     if (this.live.get(agent.id) === agent) this.live.delete(agent.id)
+    if (errors === undefined || errors.length === 0) return
     if (errors.length === 1) throw errors[0]
-    if (errors.length > 1) throw new AggregateError(errors, `disposing agent ${agent.id} failed`)
+    throw new AggregateError(errors, `disposing agent ${agent.id} failed`)
   }
 }
 

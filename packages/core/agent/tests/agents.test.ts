@@ -80,6 +80,101 @@ describe('ctx.agents', () => {
     expect(agent.session.released).toBe(true)
   })
 
+  it('cleanups run one at a time in order, a synchronous one after an earlier one has settled', async () => {
+    harness = await createHarness()
+    const order: string[] = []
+    harness.ctx.agents.onCleanup(() => {
+      order.push('first (synchronous)')
+    })
+    let releaseSecond!: () => void
+    harness.ctx.agents.onCleanup(async () => {
+      order.push('second start')
+      await new Promise<void>((resolve) => (releaseSecond = resolve))
+      order.push('second end')
+    })
+    harness.ctx.agents.onCleanup(() => {
+      order.push('third (synchronous)')
+    })
+    const agent = await harness.agent()
+    const disposed = agent.dispose()
+    await new Promise((resolve) => setImmediate(resolve))
+    expect(order).toEqual(['first (synchronous)', 'second start'])
+    expect(agent.session.released).toBe(false)
+    releaseSecond()
+    await disposed
+    expect(order).toEqual(['first (synchronous)', 'second start', 'second end', 'third (synchronous)'])
+    expect(agent.session.released).toBe(true)
+    expect(harness.ctx.agents.get(agent.id)).toBeUndefined()
+  })
+
+  it('a cleanup that throws still lets the agent be disposed, and its dispose rejects with that error', async () => {
+    harness = await createHarness()
+    harness.ctx.agents.onCleanup(() => {
+      throw new Error('cleanup broke')
+    })
+    const agent = await harness.agent()
+    await expect(agent.dispose()).rejects.toThrow('cleanup broke')
+    expect(agent.status).toBe('disposed')
+    expect(agent.session.released).toBe(true)
+    expect(harness.ctx.agents.get(agent.id)).toBeUndefined()
+  })
+
+  it('every failing cleanup is reported: two failures reject with both in an AggregateError', async () => {
+    harness = await createHarness()
+    harness.ctx.agents.onCleanup(() => {
+      throw new Error('first broke')
+    })
+    harness.ctx.agents.onCleanup(async () => {
+      throw new Error('second broke')
+    })
+    const agent = await harness.agent()
+    const failure = await agent.dispose().then(
+      () => undefined,
+      (error: unknown) => error,
+    )
+    expect(failure).toBeInstanceOf(AggregateError)
+    expect((failure as AggregateError).errors.map((error: Error) => error.message)).toEqual(['first broke', 'second broke'])
+    expect(agent.session.released).toBe(true)
+  })
+
+  it('a session observer that fails its release makes the dispose reject, after the session is released', async () => {
+    harness = await createHarness()
+    harness.ctx.sessions.addObserver({
+      released: () => {
+        throw new Error('flush failed')
+      },
+    })
+    const agent = await harness.agent()
+    await expect(agent.dispose()).rejects.toThrow('flush failed')
+    expect(agent.session.released).toBe(true)
+    expect(agent.status).toBe('disposed')
+  })
+
+  it('a session observer that throws as a fresh agent is announced rejects the creation and rolls the agent back', async () => {
+    harness = await createHarness()
+    let created: string | undefined
+    harness.ctx.sessions.addObserver({
+      created: (session) => {
+        created = session.id
+        throw new Error('cannot persist')
+      },
+    })
+    await expect(harness.ctx.agents.create()).rejects.toThrow('cannot persist')
+    expect(created).toBeDefined()
+    expect(harness.ctx.agents.list()).toEqual([])
+    expect(harness.ctx.sessions.get(created!)).toBeUndefined()
+  })
+
+  it('an aborted signal refuses the creation with a rejection, not a throw, and creates nothing', async () => {
+    harness = await createHarness()
+    const controller = new AbortController()
+    controller.abort()
+    const creating = harness.ctx.agents.create({ signal: controller.signal })
+    await expect(creating).rejects.toThrow(/aborted before the agent was created/)
+    expect(harness.ctx.agents.list()).toEqual([])
+    expect(harness.ctx.sessions.list()).toEqual([])
+  })
+
   it('disposing a running agent aborts its turn and rejects queued turns', async () => {
     harness = await createHarness({ script: [{ reply: [{ text: 'slow', delay_ms: 60_000 }, { text: 'never' }] }] })
     const agent = await harness.agent()

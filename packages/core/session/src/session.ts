@@ -26,9 +26,10 @@ export class Session {
     seed?: { session: Session; length: number },
     private readonly reportListenerError: (error: unknown) => void = (error) => console.error(error),
   ) {
-    // A plain copy is a fast clone; a spread followed by more keys is a slow generic copy
-    // (microseconds), which a fan-out pays per child.
-    const own: SessionHeader = { ...header }
+    // Copied by `Object.assign`, not a spread: a spread clone that is then frozen gets a hidden
+    // class of its own once V8's clone cache is warm (about 300 bytes and 0.3 µs more per
+    // session, which a fan-out pays per child); a spread followed by more keys is slower still.
+    const own: SessionHeader = Object.assign({}, header)
     if (seed) own.seedLength = seed.length
     this.header = Object.freeze(own)
     this.id = own.id

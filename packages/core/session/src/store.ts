@@ -178,20 +178,47 @@ export class SessionStore extends Service {
     return this.observers.length === 0 ? Promise.resolve() : this.tellReleased(session)
   }
 
-  /** Each observer's `released`, one at a time; every failure is reported. */
-  private async tellReleased(session: Session): Promise<void> {
-    const errors: unknown[] = []
-    for (const observer of this.observers) {
+  /**
+   * Each observer's `released`, one at a time; every failure is reported. Observers that
+   * return nothing are told synchronously (a fan-out releases a session per child, most
+   * with nothing to flush); from the first one that returns a promise on, the rest wait.
+   */
+  private tellReleased(session: Session): Promise<void> {
+    const observers = this.observers
+    let errors: unknown[] | undefined
+    for (let index = 0; index < observers.length; index++) {
+      try {
+        const flushed = observers[index].released?.(session)
+        if (flushed !== undefined) return this.tellReleasedAfter(session, observers, index, flushed, errors ?? [])
+      } catch (error) {
+        ;(errors ??= []).push(error)
+      }
+    }
+    try {
+      throwReleaseErrors(session, errors)
+    } catch (error) {
+      return Promise.reject(error)
+    }
+    return Promise.resolve()
+  }
+
+  /** `tellReleased` from the observer at `index`, whose flush is `flushed`, on. */
+  private async tellReleasedAfter(session: Session, observers: readonly SessionObserver[], index: number, flushed: Promise<void>, errors: unknown[]): Promise<void> {
+    try {
+      await flushed
+    } catch (error) {
+      errors.push(error)
+    }
+    for (const observer of observers.slice(index + 1)) {
       try {
         // An observer with nothing to flush returns nothing: no tick spent waiting for it.
-        const flushed = observer.released?.(session)
-        if (flushed !== undefined) await flushed
+        const pending = observer.released?.(session)
+        if (pending !== undefined) await pending
       } catch (error) {
         errors.push(error)
       }
     }
-    if (errors.length === 1) throw errors[0]
-    if (errors.length > 1) throw new AggregateError(errors, `releasing session ${session.id} failed`)
+    throwReleaseErrors(session, errors)
   }
 
   addObserver(observer: SessionObserver): () => void {
@@ -262,4 +289,10 @@ export class SessionStore extends Service {
 
 export namespace SessionStore {
   export interface Config {}
+}
+
+function throwReleaseErrors(session: Session, errors: unknown[] | undefined): void {
+  if (errors === undefined || errors.length === 0) return
+  if (errors.length === 1) throw errors[0]
+  throw new AggregateError(errors, `releasing session ${session.id} failed`)
 }

@@ -212,13 +212,36 @@ export class ToolRegistry extends Service {
    * hidden tools, invalid arguments, thrown errors and aborts all become error results
    * the model can read.
    */
-  async execute(call: ToolCallBlock, exec: ToolExecution): Promise<ToolCallOutcome> {
+  execute(call: ToolCallBlock, exec: ToolExecution): Promise<ToolCallOutcome> {
+    try {
+      return this.startExecution(call, exec)
+    } catch (error) {
+      // As from an async function: a bug here rejects the call's promise, it is not thrown at the caller.
+      return Promise.reject(error)
+    }
+  }
+
+  /**
+   * The synchronous checks of `execute`, then the tool. Not an async function: each child of
+   * a fan-out is one call, and a suspended async function keeps a frame with every register
+   * of the whole function until the tool answers. Only a call that must wait for something
+   * before its tool runs (a validator compiling, permission gates) takes `executeAfterWaits`.
+   */
+  private startExecution(call: ToolCallBlock, exec: ToolExecution): Promise<ToolCallOutcome> {
     const entry = this.lookup(call.name, exec.agent.id)
     if (!entry || !this.allowed(call.name, exec.agent.id)) {
-      return failure(call, `unknown tool "${call.name}" (available: ${this.namesFor(exec.agent.id, true).join(', ') || 'none'})`)
+      return Promise.resolve(failure(call, `unknown tool "${call.name}" (available: ${this.namesFor(exec.agent.id, true).join(', ') || 'none'})`))
     }
-    if (call.args === undefined) return failure(call, `the arguments of ${call.name} are not valid JSON: ${quoteRaw(call.rawArgs)}`)
+    if (call.args === undefined) return Promise.resolve(failure(call, `the arguments of ${call.name} are not valid JSON: ${quoteRaw(call.rawArgs)}`))
     const checked = entry.args.validate(call.args)
+    if (checked instanceof Promise || (entry.definition.sideEffecting === true && this.gates.length > 0)) return this.executeAfterWaits(entry, call, exec, checked)
+    if (checked) return Promise.resolve(failure(call, `invalid arguments for ${call.name}: ${checked}`))
+    if (exec.signal.aborted) return Promise.resolve(failure(call, `${call.name} was not run: the call was aborted`))
+    return runTool(entry.definition, call, exec, undefined)
+  }
+
+  /** The rest of `execute` for a call whose validator is still compiling or whose tool is gated. */
+  private async executeAfterWaits(entry: Entry, call: ToolCallBlock, exec: ToolExecution, checked: string | undefined | Promise<string | undefined>): Promise<ToolCallOutcome> {
     let problem: string | undefined
     if (checked instanceof Promise) {
       // Awaited only on a tool's first call, while its validator compiles: every later call stays synchronous here.
@@ -241,13 +264,7 @@ export class ToolRegistry extends Service {
       if (exec.signal.aborted) return { ...failure(call, `${call.name} was not run: the call was aborted`), permission }
       if (!this.stillServes(entry, call.name, exec.agent.id)) return { ...failure(call, `${call.name} was not run: the tool was removed while permission was asked`), permission }
     }
-    try {
-      const output = await entry.definition.execute(call.args, exec)
-      return withPermission(outcomeOf(call, output), permission)
-    } catch (error) {
-      if (exec.signal.aborted) return withPermission(failure(call, `${call.name} was aborted${error instanceof Error ? `: ${error.message}` : ''}`), permission)
-      return withPermission(failure(call, `${call.name} failed: ${errorMessage(error)}`), permission)
-    }
+    return runTool(entry.definition, call, exec, permission)
   }
 
   /** Whether `entry` is still what `name` means for `agentId` (and the agent may still use it). */
@@ -405,6 +422,36 @@ function outcomeOf(call: ToolCallBlock, output: ToolOutput): ToolCallOutcome {
 
 function withPermission(outcome: ToolCallOutcome, permission: ToolPermissionDecision | undefined): ToolCallOutcome {
   return permission === undefined ? outcome : { ...outcome, permission }
+}
+
+/**
+ * Run a checked call's tool: its output, or what it threw (synchronously or as a
+ * rejection), as the call's outcome. Two promise callbacks rather than an async function,
+ * which would keep a suspended frame per call of a fan-out until the tool answers.
+ */
+function runTool(definition: ToolDefinition, call: ToolCallBlock, exec: ToolExecution, permission: ToolPermissionDecision | undefined): Promise<ToolCallOutcome> {
+  let output: ToolOutput | Promise<ToolOutput>
+  try {
+    output = definition.execute(call.args, exec)
+  } catch (error) {
+    return Promise.resolve(thrownOutcome(call, exec, permission, error))
+  }
+  return Promise.resolve(output).then(
+    (answered) => {
+      try {
+        return withPermission(outcomeOf(call, answered), permission)
+      } catch (error) {
+        // An output of the wrong shape is the tool's failure, as if it had thrown.
+        return thrownOutcome(call, exec, permission, error)
+      }
+    },
+    (error: unknown) => thrownOutcome(call, exec, permission, error),
+  )
+}
+
+function thrownOutcome(call: ToolCallBlock, exec: ToolExecution, permission: ToolPermissionDecision | undefined, error: unknown): ToolCallOutcome {
+  if (exec.signal.aborted) return withPermission(failure(call, `${call.name} was aborted${error instanceof Error ? `: ${error.message}` : ''}`), permission)
+  return withPermission(failure(call, `${call.name} failed: ${errorMessage(error)}`), permission)
 }
 
 /** The model's unparsable argument text, for its error result: `(empty)` for none, long text cut. */

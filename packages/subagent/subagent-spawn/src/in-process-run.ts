@@ -19,7 +19,20 @@ export interface InProcessOptions {
   seed?: { session: Session; length: number }
 }
 
-export async function startInProcessRun(agents: AgentRegistry, request: SubagentRequest, options: InProcessOptions): Promise<SubagentRun> {
+/**
+ * Start a child's run. Not an async function: every child of a fan-out passes here, and
+ * an async function would cost each a frame and a tick around the agent's creation.
+ */
+export function startInProcessRun(agents: AgentRegistry, request: SubagentRequest, options: InProcessOptions): Promise<SubagentRun> {
+  try {
+    return startChecked(agents, request, options)
+  } catch (error) {
+    // As from an async function: a refused request rejects, it is not thrown at the caller.
+    return Promise.reject(error)
+  }
+}
+
+function startChecked(agents: AgentRegistry, request: SubagentRequest, options: InProcessOptions): Promise<SubagentRun> {
   const { parent, signal } = request
   refuseUnstartable(request, 'the child')
   const depth = parent.depth + 1
@@ -62,28 +75,35 @@ export async function startInProcessRun(agents: AgentRegistry, request: Subagent
       }
     }
   }
-  let child: Agent
-  try {
-    child = await agents.create(createOptions)
-  } catch (error) {
-    if (error instanceof SubagentError) throw error
-    if (signal.aborted) throw new SubagentError('ABORTED', 'the delegation was cancelled while the child was being created', { cause: error })
-    throw new SubagentError('START_FAILED', `the child could not be started: ${errorMessage(error)}`, { cause: error })
-  }
+  return agents.create(createOptions).then(
+    (child) => published(child, request, structured),
+    (error: unknown) => {
+      if (error instanceof SubagentError) throw error
+      if (signal.aborted) throw new SubagentError('ABORTED', 'the delegation was cancelled while the child was being created', { cause: error })
+      throw new SubagentError('START_FAILED', `the child could not be started: ${errorMessage(error)}`, { cause: error })
+    },
+  )
+}
 
+/** The run of a created child; or, when the delegation can no longer stand, the child disposed and the refusal. */
+function published(child: Agent, request: SubagentRequest, structured: StructuredSlot | undefined): SubagentRun | Promise<never> {
+  const { parent, signal } = request
   // The parent began disposing while the child was created: the child would outlive it.
   try {
     refuseDisposedParent(parent)
   } catch (error) {
-    await child.dispose()
-    throw error
+    return disposedThenRefused(child, error)
   }
   // An abort that landed while create() resolved has no listener to hear it yet.
   if (signal.aborted) {
-    await child.dispose()
-    throw new SubagentError('ABORTED', 'the delegation was cancelled while the child was being created', { cause: signal.reason })
+    return disposedThenRefused(child, new SubagentError('ABORTED', 'the delegation was cancelled while the child was being created', { cause: signal.reason }))
   }
   return new InProcessRun(child, signal, request.prompt, structured, request.outputSchema !== undefined)
+}
+
+async function disposedThenRefused(child: Agent, refusal: unknown): Promise<never> {
+  await child.dispose()
+  throw refusal
 }
 
 /**

@@ -174,7 +174,21 @@ export class SubagentService extends Service {
     return [...this.providers.keys()]
   }
 
-  async start(name: string, request: SubagentRequest): Promise<SubagentRun> {
+  start(name: string, request: SubagentRequest): Promise<SubagentRun> {
+    try {
+      return this.startChecked(name, request)
+    } catch (error) {
+      // As from an async function: a refused request rejects, it is not thrown at the caller.
+      return Promise.reject(error)
+    }
+  }
+
+  /**
+   * Admission, then the provider. Not an async function: in the common case of a fan-out
+   * (nobody listening, no progress) the provider's own promise is handed back as it is,
+   * with no frame and no tick of this service's around it.
+   */
+  private startChecked(name: string, request: SubagentRequest): Promise<SubagentRun> {
     const provider = this.providers.get(name)
     if (!provider) {
       const known = this.list()
@@ -196,6 +210,14 @@ export class SubagentService extends Service {
     // The request is copied only when something in it changes: the common case allocates nothing.
     const forProvider = rebound || progress !== undefined || request.progress !== undefined ? { ...request, progress } : request
     if (rebound) forProvider.maxDepth = maxDepth
+    // Nobody to tell and nothing to follow (the common case of a fan-out): no run info,
+    // no id and no continuation on the result. The caller owns `result` from here on.
+    if (progress === undefined && !this.heard('subagent/start') && !this.heard('subagent/end')) return provider.start(forProvider)
+    return this.startFollowed(name, request, provider, forProvider, progress)
+  }
+
+  /** `start` for a run somebody hears of: its lifecycle events and its progress channel. */
+  private async startFollowed(name: string, request: SubagentRequest, provider: SubagentProvider, forProvider: SubagentRequest, progress: ProgressChannel | undefined): Promise<SubagentRun> {
     let run: SubagentRun
     try {
       run = await provider.start(forProvider)
@@ -203,9 +225,6 @@ export class SubagentService extends Service {
       progress?.close()
       throw error
     }
-    // Nobody to tell and nothing to follow (the common case of a fan-out): no run info,
-    // no id and no continuation on the result. The caller owns `result` from here on.
-    if (progress === undefined && !this.heard('subagent/start') && !this.heard('subagent/end')) return run
     const info: SubagentRunInfo = {
       runId: `run-${this.runPrefix}-${++this.runCounter}`,
       provider: name,
