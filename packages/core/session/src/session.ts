@@ -26,10 +26,17 @@ export class Session {
     seed?: { session: Session; length: number },
     private readonly reportListenerError: (error: unknown) => void = (error) => console.error(error),
   ) {
-    // Copied by `Object.assign`, not a spread: a spread clone that is then frozen gets a hidden
+    // Copied key by key, not by a spread: a spread clone that is then frozen gets a hidden
     // class of its own once V8's clone cache is warm (about 300 bytes and 0.3 µs more per
-    // session, which a fan-out pays per child); a spread followed by more keys is slower still.
-    const own: SessionHeader = Object.assign({}, header)
+    // session, which a fan-out pays per child). Not by `Object.assign` either: a header read
+    // back from a file may hold an own `__proto__` key, which assignment would turn into the
+    // header's prototype (unchecked fields read through it); defining own keys keeps it data.
+    const own = {} as SessionHeader
+    for (const key of Object.keys(header)) {
+      const value = (header as unknown as Record<string, unknown>)[key]
+      if (key === '__proto__') Object.defineProperty(own, key, { value, enumerable: true, writable: true, configurable: true })
+      else (own as unknown as Record<string, unknown>)[key] = value
+    }
     if (seed) own.seedLength = seed.length
     this.header = Object.freeze(own)
     this.id = own.id

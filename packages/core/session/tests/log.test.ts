@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import { Context } from 'cordis'
-import { SessionStore, type Session } from '@dsh/session'
+import { Session, SessionStore } from '@dsh/session'
 import { userText } from '@dsh/llm'
 
 async function store() {
@@ -19,6 +19,15 @@ function completeTurn(session: Session, turn: number, prompt: string, answer: st
 }
 
 describe('the session log', () => {
+  it('a header holding an own "__proto__" key keeps it as data: it never becomes the header\'s prototype', () => {
+    const header = JSON.parse('{"id":"s1","createdAt":"2026-12-01T00:00:00.000Z","cwd":"/work","__proto__":{"maxDepth":-3,"seedLength":5}}')
+    const session = new Session(header)
+    expect(Object.getPrototypeOf(session.header)).toBe(Object.prototype)
+    expect(session.header.maxDepth).toBeUndefined()
+    expect(session.header.seedLength).toBeUndefined()
+    expect(Object.keys(session.header)).toEqual(['id', 'createdAt', 'cwd', '__proto__'])
+  })
+
   it('appends events with contiguous seqs and a frozen header', async () => {
     const sessions = await store()
     const session = sessions.create({ cwd: '/work', origin: 'test', delegationDepth: 0 })

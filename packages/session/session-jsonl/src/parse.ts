@@ -73,6 +73,8 @@ export function headerOf(value: unknown, file: string, id: string): SessionHeade
   if (value.version !== FORMAT_VERSION) throw fail(`format version ${quoted(value.version)} is not supported; this build of dsh reads version ${FORMAT_VERSION} (a newer dsh wrote it?)`)
   const header = value.header
   if (!isObject(header)) throw fail('the header record has no "header" object')
+  // No dsh writes it, and a copy by assignment would make it the header's prototype.
+  if (Object.hasOwn(header, '__proto__')) throw fail('the header has a "__proto__" key; no dsh writes one')
   for (const key of ['id', 'createdAt', 'cwd'] as const) {
     if (typeof header[key] !== 'string') throw fail(`header.${key} must be a string`)
   }

@@ -29,6 +29,7 @@ const breakages: Breakage[] = [
   ['a seq too large for a number', (lines) => [lines[0], lines[1].replace('"seq":0', '"seq":1e999'), ...lines.slice(2)].join('\n') + '\n', 2, 'the event has no integer "seq"'],
   ['a message whose content holds null', (lines) => [lines[0], lines[1], lines[2].replace(/"content":\[.*\]\}/, '"content":[null]}'), ...lines.slice(3)].join('\n') + '\n', 3, 'user/message event: message.content[0] must be a block of type "text" or "tool-result"'],
   ['a line of terminal escape sequences', (lines) => [...lines.slice(0, 3), '\u001b]0;pwned\u0007\u001b[2J{"x":\r', ...lines.slice(3)].join('\n') + '\n', 4, 'not valid JSON'],
+  ['a header with a "__proto__" key (fields that would skip the checks)', (lines) => [lines[0].replace('"header":{', '"header":{"__proto__":{"maxDepth":-3,"delegationDepth":"lots"},'), ...lines.slice(1)].join('\n') + '\n', 1, 'the header has a "__proto__" key'],
   ['a header naming another session', (lines) => [lines[0].replace(/"id":"[^"]*"/, '"id":"../../etc/passwd\\nx"'), ...lines.slice(1)].join('\n') + '\n', 1, 'header.id "../../etc/passwd\\nx" does not match the file name'],
 ]
 
