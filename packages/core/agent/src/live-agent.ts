@@ -1,5 +1,5 @@
 import type { Context, Fiber } from 'cordis'
-import { errorMessage } from '@dsh/base'
+import { errorMessage, rejectOnThrow } from '@dsh/base'
 import { userText, type UserMessage } from '@dsh/llm'
 import type { Session } from '@dsh/session'
 import { AGENT_SCOPE } from '@dsh/tools'
@@ -266,13 +266,7 @@ export class LiveAgent implements Agent {
 
   /** The registry's disposal steps; the agent reads `disposed` once they are over, failed or not. */
   private finishDisposal(): Promise<void> {
-    let finished: Promise<void>
-    try {
-      finished = this.host.finish(this)
-    } catch (error) {
-      finished = Promise.reject(error)
-    }
-    return finished.then(
+    return rejectOnThrow(() => this.host.finish(this)).then(
       () => {
         this.state = DISPOSED
       },

@@ -1,6 +1,6 @@
 import { Context, Service } from 'cordis'
 import Schema from 'schemastery'
-import { errorMessage } from '@dsh/base'
+import { errorMessage, rejectOnThrow } from '@dsh/base'
 import type { Session } from '@dsh/session'
 import type {} from '@dsh/tools'
 import type {} from '@dsh/llm'
@@ -78,28 +78,29 @@ export class AgentRegistry extends Service {
   }
 
   create(options: CreateAgentOptions = {}): Promise<Agent> {
+    // As from an async function: a refused creation rejects, it is not thrown at the caller.
+    return rejectOnThrow(() => this.createChecked(options))
+  }
+
+  /** `create`'s checks, then a fresh agent made synchronously, or the async path when it must wait. */
+  private createChecked(options: CreateAgentOptions): Promise<Agent> {
+    const { signal } = options
+    throwIfAborted(signal, 'before the agent was created')
+    if (options.sessionId !== undefined && options.seed) throw new AgentError('INVALID_OPTIONS', 'an agent resumes a session or is seeded, not both')
+    // A resume waits for storage and a setup may wait for anything: only those take the
+    // async path. A fresh agent without setup (most children of a fan-out) is made here,
+    // synchronously, with no frame or tick of its own.
+    if (options.sessionId !== undefined || options.setup) return this.createAfterWaits(options)
+    const session = this.freshSession(options)
+    const agent = new LiveAgent(session, { ...options.agentOptions }, this.host, options.parent)
     try {
-      const { signal } = options
-      throwIfAborted(signal, 'before the agent was created')
-      if (options.sessionId !== undefined && options.seed) throw new AgentError('INVALID_OPTIONS', 'an agent resumes a session or is seeded, not both')
-      // A resume waits for storage and a setup may wait for anything: only those take the
-      // async path. A fresh agent without setup (most children of a fan-out) is made here,
-      // synchronously, with no frame or tick of its own.
-      if (options.sessionId !== undefined || options.setup) return this.createAfterWaits(options)
-      const session = this.freshSession(options)
-      const agent = new LiveAgent(session, { ...options.agentOptions }, this.host, options.parent)
-      try {
-        // Persisted only once the agent is sure to exist: a rolled-back start leaves no file.
-        this.sessions.announce(session)
-      } catch (error) {
-        return this.rolledBack(agent, error)
-      }
-      this.live.set(agent.id, agent)
-      return Promise.resolve(agent)
+      // Persisted only once the agent is sure to exist: a rolled-back start leaves no file.
+      this.sessions.announce(session)
     } catch (error) {
-      // As from an async function: a refused creation rejects, it is not thrown at the caller.
-      return Promise.reject(error)
+      return this.rolledBack(agent, error)
     }
+    this.live.set(agent.id, agent)
+    return Promise.resolve(agent)
   }
 
   /** `create` for an agent that resumes a stored session or has a setup to run. */
@@ -296,13 +297,7 @@ export class AgentRegistry extends Service {
   /** The last disposal steps: forget the agent's tools, release its session, drop its entry; every failure reported. */
   private releaseAndDeregister(agent: LiveAgent, errors: unknown[] | undefined): Promise<void> {
     this.tools.forgetAgent(agent.id)
-    let released: Promise<void>
-    try {
-      released = this.sessions.release(agent.session)
-    } catch (error) {
-      released = Promise.reject(error)
-    }
-    return released.then(
+    return rejectOnThrow(() => this.sessions.release(agent.session)).then(
       () => this.deregister(agent, errors),
       (error: unknown) => this.deregister(agent, errors === undefined ? [error] : [...errors, error]),
     )

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest'
 import {
   DshError, errorMessage, printable, isRecord, assertNever, parseTurnEndReason, turnEndOfFinish, stopReasonOfTurn,
-  stopReasonOfAcp, acpStopReasonOfTurn, taskStatusOfStop, progressStateOfStop, STOP_REASONS, TURN_END_REASONS,
+  stopReasonOfAcp, acpStopReasonOfTurn, taskStatusOfStop, progressStateOfStop, STOP_REASONS, TURN_END_REASONS, rejectOnThrow,
 } from '@dsh/base'
 
 type DemoCode = 'ONE' | 'TWO'
@@ -75,5 +75,20 @@ describe('outcomes: one vocabulary for how things end', () => {
   it('every stop reason has a task status and a tree state', () => {
     expect(STOP_REASONS.map(taskStatusOfStop)).toEqual(['completed', 'killed', 'failed', 'failed', 'failed'])
     expect(STOP_REASONS.map(progressStateOfStop)).toEqual(['done', 'cancelled', 'failed', 'failed', 'failed'])
+  })
+})
+
+describe('rejectOnThrow', () => {
+  it('turns a synchronous throw into a rejection and passes a returned promise through as it is', async () => {
+    const thrown = new Error('refused')
+    let result: Promise<unknown> | undefined
+    expect(() => {
+      result = rejectOnThrow(() => {
+        throw thrown
+      })
+    }).not.toThrow()
+    await expect(result).rejects.toBe(thrown)
+    const answered = Promise.resolve('answer')
+    expect(rejectOnThrow(() => answered)).toBe(answered)
   })
 })

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto'
 import { Context, Service } from 'cordis'
 import Schema from 'schemastery'
-import { errorMessage } from '@dsh/base'
+import { errorMessage, rejectOnThrow } from '@dsh/base'
 import { SessionError } from './errors.js'
 import type { SessionEvent, SessionHeader } from './events.js'
 import { Session } from './session.js'
@@ -194,12 +194,10 @@ export class SessionStore extends Service {
         ;(errors ??= []).push(error)
       }
     }
-    try {
+    return rejectOnThrow(() => {
       throwReleaseErrors(session, errors)
-    } catch (error) {
-      return Promise.reject(error)
-    }
-    return Promise.resolve()
+      return Promise.resolve()
+    })
   }
 
   /** `tellReleased` from the observer at `index`, whose flush is `flushed`, on. */

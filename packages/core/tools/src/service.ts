@@ -1,5 +1,5 @@
 import { setMaxListeners } from 'node:events'
-import { errorMessage } from '@dsh/base'
+import { errorMessage, rejectOnThrow } from '@dsh/base'
 import { Context, Service } from 'cordis'
 import type { TextBlock, ToolCallBlock, ToolResultBlock, ToolSpec } from '@dsh/llm'
 import { ToolError } from './errors.js'
@@ -213,12 +213,8 @@ export class ToolRegistry extends Service {
    * the model can read.
    */
   execute(call: ToolCallBlock, exec: ToolExecution): Promise<ToolCallOutcome> {
-    try {
-      return this.startExecution(call, exec)
-    } catch (error) {
-      // As from an async function: a bug here rejects the call's promise, it is not thrown at the caller.
-      return Promise.reject(error)
-    }
+    // As from an async function: a bug here rejects the call's promise, it is not thrown at the caller.
+    return rejectOnThrow(() => this.startExecution(call, exec))
   }
 
   /**

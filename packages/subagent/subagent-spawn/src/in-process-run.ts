@@ -1,4 +1,4 @@
-import { errorMessage, stopReasonOfTurn } from '@dsh/base'
+import { errorMessage, rejectOnThrow, stopReasonOfTurn } from '@dsh/base'
 /**
  * The driver both in-process providers share: create a child agent with lineage in its
  * session header, apply the start-time features in its setup (so a bad filter rolls the
@@ -24,12 +24,8 @@ export interface InProcessOptions {
  * an async function would cost each a frame and a tick around the agent's creation.
  */
 export function startInProcessRun(agents: AgentRegistry, request: SubagentRequest, options: InProcessOptions): Promise<SubagentRun> {
-  try {
-    return startChecked(agents, request, options)
-  } catch (error) {
-    // As from an async function: a refused request rejects, it is not thrown at the caller.
-    return Promise.reject(error)
-  }
+  // As from an async function: a refused request rejects, it is not thrown at the caller.
+  return rejectOnThrow(() => startChecked(agents, request, options))
 }
 
 function startChecked(agents: AgentRegistry, request: SubagentRequest, options: InProcessOptions): Promise<SubagentRun> {

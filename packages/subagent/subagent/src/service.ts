@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto'
 import { Context, Service } from 'cordis'
 import Schema from 'schemastery'
-import { errorMessage } from '@dsh/base'
+import { errorMessage, rejectOnThrow } from '@dsh/base'
 import type { TextBlock } from '@dsh/llm'
 import { effectiveMaxDepth, refuseDisposedParent, refuseTooDeep } from './admission.js'
 import { SubagentError } from './errors.js'
@@ -175,12 +175,8 @@ export class SubagentService extends Service {
   }
 
   start(name: string, request: SubagentRequest): Promise<SubagentRun> {
-    try {
-      return this.startChecked(name, request)
-    } catch (error) {
-      // As from an async function: a refused request rejects, it is not thrown at the caller.
-      return Promise.reject(error)
-    }
+    // As from an async function: a refused request rejects, it is not thrown at the caller.
+    return rejectOnThrow(() => this.startChecked(name, request))
   }
 
   /**
