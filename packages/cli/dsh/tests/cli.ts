@@ -30,13 +30,15 @@ export function tempDir(prefix = 'dsh-cli-'): string {
   return mkdtempSync(join(tmpdir(), prefix))
 }
 
-/** Run the built `dsh` as a real process, with a private DSH_HOME and no model keys. */
+/** Run the built `dsh` as a real process, with a private DSH_HOME and no model keys but those `env` sets. */
 /** `input` is written to its standard input (closed afterwards); without it stdin is closed from the start. */
 export function runDsh(args: string[], options: { cwd?: string; env?: NodeJS.ProcessEnv; timeoutMs?: number; input?: string | Buffer } = {}): Promise<CliResult> {
   return new Promise((resolvePromise, reject) => {
-    const env: NodeJS.ProcessEnv = { ...process.env, DSH_HOME: tempDir('dsh-home-'), ...options.env }
+    // The machine's model keys never reach a test's dsh; a test that sets one means it.
+    const env: NodeJS.ProcessEnv = { ...process.env }
     delete env.DEEPSEEK_API_KEY
     delete env.OPENAI_API_KEY
+    Object.assign(env, { DSH_HOME: tempDir('dsh-home-') }, options.env)
     const child = spawn(process.execPath, [dshBin, ...args], { cwd: options.cwd ?? repoRoot, env, stdio: [options.input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'] })
     if (options.input !== undefined) child.stdin!.end(options.input)
     let stdout = ''

@@ -1,6 +1,6 @@
 import type { LlmAdapter, LlmChunk, LlmRequest } from '@dsh/llm'
 import type OpenAI from 'openai'
-import { OpenAIChatConfig } from './config.js'
+import { NO_KEY, OpenAIChatConfig, resolveApiKeyEnv } from './config.js'
 import { abortError, OpenAIChatError, toLlmError } from './errors.js'
 import { ChunkReader } from './from-wire.js'
 import { toChatRequest } from './to-wire.js'
@@ -8,7 +8,7 @@ import { exhausted, RetryBudget, waitUnlessAborted } from './retry.js'
 import { loadSdk } from './sdk.js'
 
 export interface OpenAIChatAdapterOptions extends Partial<OpenAIChatConfig> {
-  /** The key itself (tests, embedding). Without it the key is read from `apiKeyEnv` in `env`. */
+  /** The key itself (tests, embedding). Without it the key is read from `apiKeyEnv` in `env` (none with `apiKeyEnv: none`). */
   apiKey?: string
   /** Where `apiKeyEnv` is looked up; `process.env` unless given. */
   env?: Readonly<Record<string, string | undefined>>
@@ -25,24 +25,40 @@ export class OpenAIChatAdapter implements LlmAdapter {
   readonly defaultModel: string
   readonly config: OpenAIChatConfig
   private readonly apiKey: string | undefined
+  /** `apiKeyEnv: none`: no key is read and no `Authorization` header is sent. */
+  private readonly keyless: boolean
   private readonly sdkLogLevel: 'off' | undefined
   /** Made on the first request, when the SDK is imported (see `sdk.ts`). */
   private client: Promise<OpenAI> | undefined
 
   constructor(options: OpenAIChatAdapterOptions = {}) {
     const { apiKey, env = process.env, ...config } = options
-    this.config = OpenAIChatConfig(config)
+    const validated = OpenAIChatConfig(config)
+    // An explicit key is its caller's decision for this endpoint; otherwise the variable must be the endpoint's own.
+    const apiKeyEnv = apiKey !== undefined ? (validated.apiKeyEnv ?? '(the apiKey option)') : resolveApiKeyEnv(validated)
+    if (apiKeyEnv === undefined) {
+      // At load, so `dsh config check` and every start report it before any request.
+      throw new OpenAIChatError(
+        'NO_API_KEY',
+        `${validated.name}: baseURL ${validated.baseURL} is not DeepSeek's, so the DeepSeek key is not sent there: set apiKeyEnv to the variable holding this endpoint's key, or apiKeyEnv: ${NO_KEY} for a server that takes no key`,
+      )
+    }
+    this.config = { ...validated, apiKeyEnv }
     this.name = this.config.name
     this.defaultModel = this.config.model
-    this.apiKey = apiKey ?? env[this.config.apiKeyEnv]
+    this.keyless = apiKey === undefined && this.config.apiKeyEnv === NO_KEY
+    this.apiKey = apiKey ?? (this.keyless ? undefined : env[this.config.apiKeyEnv])
     this.sdkLogLevel = env.OPENAI_LOG ? undefined : 'off'
   }
 
-  private connect(apiKey: string): Promise<OpenAI> {
+  private connect(apiKey: string | undefined): Promise<OpenAI> {
     this.client ??= loadSdk().then(
       ({ default: OpenAIClient }) =>
         new OpenAIClient({
-          apiKey,
+          // Without one the SDK would read OPENAI_API_KEY; a keyless endpoint gets a
+          // placeholder that the null header below keeps off the wire.
+          apiKey: apiKey ?? 'unused',
+          ...(apiKey === undefined && { defaultHeaders: { Authorization: null } }),
           baseURL: this.config.baseURL,
           // Retries are ours (see `stream`): the SDK's wait cannot be cancelled, and it does
           // not retry a stream that broke before its first chunk.
@@ -70,7 +86,7 @@ export class OpenAIChatAdapter implements LlmAdapter {
   async *stream(request: LlmRequest): AsyncGenerator<LlmChunk> {
     const { name, baseURL, apiKeyEnv } = this.config
     if (request.signal.aborted) throw abortError(request.signal)
-    if (!this.apiKey) {
+    if (!this.keyless && !this.apiKey) {
       throw new OpenAIChatError('NO_API_KEY', `${name}: no API key: set the ${apiKeyEnv} environment variable (the "${name}" adapter talks to ${baseURL})`)
     }
     const client = await this.connect(this.apiKey)

@@ -1,10 +1,20 @@
 import Schema from 'schemastery'
 
+/** Where DeepSeek's API is: the one endpoint its key variable is a default for. */
+export const DEEPSEEK_ORIGIN = 'https://api.deepseek.com'
+export const DEEPSEEK_KEY_ENV = 'DEEPSEEK_API_KEY'
+/** `apiKeyEnv: none`: the server takes no key, and no `Authorization` header is sent. */
+export const NO_KEY = 'none'
+
 /** One endpoint: the plugin can be loaded once per provider, each under its own `name`. */
 export interface OpenAIChatConfig {
   name: string
   baseURL: string
   model: string
+  /**
+   * The variable holding the key, or `none` for a server that takes no key. Optional in a
+   * config only for DeepSeek's own URL (see `resolveApiKeyEnv`).
+   */
   apiKeyEnv: string
   maxRetries: number
   retryBaseDelayMs: number
@@ -18,14 +28,16 @@ export interface OpenAIChatConfig {
  * The config schema is also the one `resolve` step for adapter options: validating fills
  * every default, so the adapter never defaults anything on its run path.
  */
-export const OpenAIChatConfig: Schema<Partial<OpenAIChatConfig>, OpenAIChatConfig> = Schema.object({
+export const OpenAIChatConfig: Schema<Partial<OpenAIChatConfig>, ValidatedConfig> = Schema.object({
   name: Schema.string().default('deepseek').description('Adapter registry name: the `name:` prefix of model specs.'),
   baseURL: Schema.string()
     .pattern(/^https?:\/\/\S+$/)
     .default('https://api.deepseek.com')
     .description('Base URL of the OpenAI-compatible API (the part before `/chat/completions`).'),
   model: Schema.string().default('deepseek-chat').description('Model used when a spec names only the adapter.'),
-  apiKeyEnv: Schema.string().default('DEEPSEEK_API_KEY').description('Environment variable holding the API key, read when the plugin starts.'),
+  apiKeyEnv: Schema.string()
+    .pattern(/^[A-Za-z_][A-Za-z0-9_]*$/)
+    .description(`Environment variable holding the API key, read when the plugin starts; \`${NO_KEY}\` for a server that takes none. Defaults to ${DEEPSEEK_KEY_ENV} only for DeepSeek's own URL.`),
   maxRetries: Schema.natural().default(3).description('Retries of a request that failed with 429, 5xx, no answer or a broken connection before any of the response arrived. 0 surfaces errors at once.'),
   retryBaseDelayMs: Schema.natural().min(1).default(500).description('First backoff between retries when the server gives no Retry-After; doubles each retry (with jitter).'),
   retryMaxDelayMs: Schema.natural().min(1).default(30_000).description('Largest single backoff.'),
@@ -35,3 +47,26 @@ export const OpenAIChatConfig: Schema<Partial<OpenAIChatConfig>, OpenAIChatConfi
     .default(true)
     .description('Resend logged reasoning as `reasoning_content` on assistant messages that made tool calls (DeepSeek thinking mode rejects tool-call history without it).'),
 })
+
+/** What the schema gives: every default filled in but the key variable, which depends on the URL. */
+export type ValidatedConfig = Omit<OpenAIChatConfig, 'apiKeyEnv'> & { apiKeyEnv?: string }
+
+/** Whether `baseURL` is DeepSeek's own API (any path under its origin). */
+export function isDeepSeekURL(baseURL: string): boolean {
+  try {
+    return new URL(baseURL).origin === DEEPSEEK_ORIGIN
+  } catch {
+    return false
+  }
+}
+
+/**
+ * The key variable of an endpoint, or `undefined` when the config must name one. A key may
+ * only go where it was made for: the DeepSeek variable is the default for DeepSeek's URL
+ * alone, and any other endpoint names its own variable (or `none`), so a local or
+ * third-party server is never sent the DeepSeek key because a line was left out.
+ */
+export function resolveApiKeyEnv(config: Pick<ValidatedConfig, 'baseURL' | 'apiKeyEnv'>): string | undefined {
+  if (config.apiKeyEnv !== undefined) return config.apiKeyEnv
+  return isDeepSeekURL(config.baseURL) ? DEEPSEEK_KEY_ENV : undefined
+}

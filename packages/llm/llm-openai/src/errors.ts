@@ -1,6 +1,7 @@
 import { errorMessage } from '@dsh/base'
 import { LlmError, llmErrorCodeOfStatus, type LlmErrorCode } from '@dsh/llm'
 import type { APIError } from 'openai'
+import { NO_KEY } from './config.js'
 import { loadedSdk } from './sdk.js'
 
 /**
@@ -72,7 +73,7 @@ function sdkFailure(error: unknown, ctx: ErrorContext): Error | undefined {
   if (error instanceof APIError) {
     const message = serverMessage(error)
     if (error.status === undefined) return new OpenAIChatError('BAD_RESPONSE', `${ctx.label}: the response stream reported an error: ${message}`, { cause: error })
-    const hint = error.status === 401 || error.status === 403 ? ` (check the API key in ${ctx.apiKeyEnv})` : ''
+    const hint = error.status === 401 || error.status === 403 ? authHint(ctx.apiKeyEnv) : ''
     return new OpenAIChatError(llmErrorCodeOfStatus(error.status), `${ctx.label}: HTTP ${error.status} from ${ctx.baseURL}: ${message}${hint}`, { status: error.status, cause: error })
   }
   return undefined
@@ -91,4 +92,8 @@ function innermostMessage(error: unknown): string {
   const messages: string[] = []
   for (let at: unknown = error, depth = 0; at instanceof Error && depth < 5; at = at.cause, depth++) messages.push(at.message)
   return messages.filter(Boolean).join(': ') || errorMessage(error)
+}
+
+function authHint(apiKeyEnv: string): string {
+  return apiKeyEnv === NO_KEY ? ' (no key was sent, as apiKeyEnv: none says: set apiKeyEnv to the variable holding its key)' : ` (check the API key in ${apiKeyEnv})`
 }

@@ -130,11 +130,11 @@ describe('a missing API key', () => {
     const server = await startFakeOpenAIChat([{ text: 'unused' }])
     try {
       // OPENAI_API_KEY must not stand in for the configured variable.
-      const adapter = new OpenAIChatAdapter({ baseURL: server.url, env: { OPENAI_API_KEY: 'sk-wrong-provider' } })
+      const adapter = new OpenAIChatAdapter({ baseURL: server.url, apiKeyEnv: 'DSH_TEST_UNSET_KEY', env: { OPENAI_API_KEY: 'sk-wrong-provider' } })
       const error = await failureOf(adapter.stream(requestOf()))
       expect(error).toBeInstanceOf(LlmError)
       expect(error.code).toBe('NO_API_KEY')
-      expect(error.message).toMatch(/set the DEEPSEEK_API_KEY environment variable/)
+      expect(error.message).toMatch(/set the DSH_TEST_UNSET_KEY environment variable/)
       expect(server.requests).toHaveLength(0)
     } finally {
       await server.close()

@@ -47,8 +47,7 @@ export class WorkerPool {
   private turn = 0
 
   constructor(urls: readonly string[], token: string | undefined) {
-    const fetchImpl = token === undefined ? fetch : withBearer(token)
-    this.workers = urls.map((url) => new Worker(url, fetchImpl))
+    this.workers = urls.map((url) => new Worker(url, token === undefined ? fetch : withBearer(token, new URL(url).origin)))
   }
 
   /** The least busy answering worker (ties in turn); it counts the run until `release`. */
@@ -70,9 +69,16 @@ export class WorkerPool {
   }
 }
 
-/** `fetch` that adds `Authorization: Bearer <token>` to every request (card and calls alike). */
-function withBearer(token: string): typeof fetch {
+/**
+ * `fetch` that adds `Authorization: Bearer <token>` to every request for the worker's own
+ * origin (its card and its calls) and to nothing else: a card that names an endpoint on
+ * another host does not get it sent there (the request goes out without it and that host
+ * refuses it, which the run reports). Redirects to another origin drop it too (fetch's rule).
+ */
+function withBearer(token: string, origin: string): typeof fetch {
   return (input, init) => {
+    const url = input instanceof Request ? input.url : String(input)
+    if (new URL(url).origin !== origin) return fetch(input, init)
     const headers = new Headers(init?.headers ?? (input instanceof Request ? input.headers : undefined))
     headers.set('Authorization', `Bearer ${token}`)
     return fetch(input, { ...init, headers })

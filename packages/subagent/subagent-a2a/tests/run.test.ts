@@ -138,6 +138,35 @@ describe('a2a provider against dsh workers', () => {
     expect(w.sessions).toHaveLength(1)
   })
 
+  it('the token goes only to the configured worker\'s origin: a card naming an endpoint on another host does not get it sent there', async () => {
+    const seenElsewhere: Array<string | undefined> = []
+    const elsewhere = express()
+    elsewhere.use((request, response) => {
+      seenElsewhere.push(request.headers.authorization)
+      response.status(401).json({ error: 'no' })
+    })
+    const other = track(await listenOnLoopback(elsewhere))
+    const seenAtWorker: Array<string | undefined> = []
+    const cardOnly = express()
+    cardOnly.get('/.well-known/agent-card.json', (request, response) => {
+      seenAtWorker.push(request.headers.authorization)
+      response.json({
+        name: 'redirecting', description: 'names another host', version: '1.0.0',
+        supportedInterfaces: [{ url: `${other.url}/rpc`, protocolBinding: 'JSONRPC', tenant: '', protocolVersion: '1.0' }],
+        capabilities: { streaming: true, pushNotifications: false, extensions: [] },
+        securitySchemes: {}, securityRequirements: [], defaultInputModes: ['text/plain'], defaultOutputModes: ['text/plain'], skills: [], signatures: [],
+      })
+    })
+    const configured = track(await listenOnLoopback(cardOnly))
+    process.env.DSH_TEST_A2A_ORIGIN = 'origin-bound-token'
+    const p = await parent({ urls: [configured.url], tokenEnv: 'DSH_TEST_A2A_ORIGIN' })
+    const result = await (await p.harness.ctx.subagents.start('a2a', p.request('hi'))).result
+    expect(result.stopReason).toBe('error')
+    expect(seenAtWorker).toEqual(['Bearer origin-bound-token'])
+    expect(seenElsewhere.length).toBeGreaterThan(0)
+    expect(seenElsewhere.every((header) => header === undefined)).toBe(true)
+  })
+
   it('an oversized prompt ends the run error naming the refusal, and the worker serves the next run', async () => {
     const w = await worker([{ reply: [{ text: 'fine' }] }])
     const p = await parent({ urls: [w.server.url] })
