@@ -301,10 +301,6 @@ function withModel(usage: Usage, model: string): Usage {
   return cacheHitInputTokens === undefined ? { inputTokens, outputTokens, model } : { inputTokens, outputTokens, cacheHitInputTokens, model }
 }
 
-function closeStep(session: Session, step: number): void {
-  session.append({ type: 'step/end', step })
-}
-
 function unrunResult(call: ToolCallBlock, reason: TurnEndReason) {
   const why = reason === 'max-tokens' ? 'the response was cut off by the token limit' : `the response ended the turn (${reason})`
   return {

@@ -17,7 +17,7 @@ import {
 import { ClaudeCodeConversation, isClaudeSessionId } from './conversation.js'
 import { startClaudeCodeRun, type ClaudeCodeRun } from './claude-code-run.js'
 import { resolveClaudeExecutable } from './executable.js'
-import { PERMISSION_MODES, resolveRunSpec, type ClaudeCodeSettings, type PermissionModeSetting } from './run-spec.js'
+import { PERMISSION_MODES, resolveRunSpec, type ClaudeCodeSettings } from './run-spec.js'
 
 /**
  * Claude Code as a one-shot out-of-process child: each run is one `query()` of the Claude

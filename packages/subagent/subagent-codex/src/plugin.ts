@@ -1,7 +1,6 @@
 import type { Context } from 'cordis'
 import { errorMessage } from '@dsh/base'
 import { isAbsolute } from 'node:path'
-import type { Agent } from '@dsh/agent'
 import {
   NO_CAPABILITIES,
   refuseDisposedParent,

@@ -9,7 +9,7 @@ import type { Context } from 'cordis'
 import type { Agent, AgentOptions, AgentRegistry, CreateAgentOptions, TurnResult } from '@dsh/agent'
 import type { AssistantMessage } from '@dsh/llm'
 import type { Session } from '@dsh/session'
-import { effectiveMaxDepth, refuseDisposedParent, refuseUnstartable, SubagentError, selectOutput, type StopReason, type SubagentRequest, type SubagentResult, type SubagentRun } from '@dsh/subagent'
+import { effectiveMaxDepth, refuseDisposedParent, refuseUnstartable, SubagentError, selectOutput, type SubagentRequest, type SubagentResult, type SubagentRun } from '@dsh/subagent'
 import { registerStructuredOutput, STRUCTURED_OUTPUT_TOOL, type StructuredSlot } from './structured-output.js'
 
 export interface InProcessOptions {

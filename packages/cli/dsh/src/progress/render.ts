@@ -72,12 +72,10 @@ export function lifecycleLine(change: ProgressChange, now: number): string | und
  */
 export class TtyTreeRenderer {
   private drawn = 0
-  private dirty = false
   private readonly timer: NodeJS.Timeout
 
   constructor(private readonly tracker: ProgressTracker, private readonly out: NodeJS.WriteStream, intervalMs = 100) {
     tracker.onChange((change) => {
-      this.dirty = true
       // Activity redraws with the next tick; a run starting or ending is drawn at once.
       if (change.kind === 'start' || change.kind === 'end') this.draw()
     })
@@ -94,7 +92,6 @@ export class TtyTreeRenderer {
     frame += lines.map((line) => `${line}\n`).join('')
     this.out.write(frame)
     this.drawn = lines.length
-    this.dirty = false
   }
 
   stop(): void {

@@ -45,7 +45,7 @@ export class AcpConversation implements RemoteConversation {
   private readonly core: ConversationCore<AcpChild>
 
   constructor(
-    private readonly spec: AcpRunSpec,
+    spec: AcpRunSpec,
     readonly remoteId: string,
     private readonly reopen: AcpReopen,
     child: AcpChild | undefined,

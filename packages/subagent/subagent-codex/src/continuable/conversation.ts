@@ -111,7 +111,7 @@ class CodexTurn implements ConversationTurn<CodexChild> {
   private readonly listener: TurnListener
 
   constructor(
-    private readonly spec: CodexRunSpec,
+    spec: CodexRunSpec,
     private readonly threadId: string,
     private readonly message: TextBlock[],
     private readonly turn: ConversationTurnControl<CodexChild>,
