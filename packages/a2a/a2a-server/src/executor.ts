@@ -17,7 +17,7 @@ import { TaskState, type Task } from '@a2a-js/sdk'
 import { AgentEvent, type AgentExecutor, type ExecutionEventBus, type RequestContext } from '@a2a-js/sdk/server'
 import type { Context } from 'cordis'
 import { UnsupportedOperationError } from '@a2a-js/sdk/errors'
-import { errorMessage, isRecord, stopReasonOfTurn } from '@dsh/base'
+import { errorMessage, isRecord } from '@dsh/base'
 import { lineageOf } from '@dsh/acp-server'
 import { text, textOf } from '@dsh/llm'
 import { runUntilQuiet } from '@dsh/tasks'
@@ -183,7 +183,7 @@ export class DshAgentExecutor implements AgentExecutor {
         const run = await runUntilQuiet(agent, { role: 'user', content: [text(prompt)] }, { tasks: this.ctx.get('tasks'), ...(continuation && { work: [continuation] }), signal })
         const answer = run.output.map((block) => block.text).join('')
         if (answer) bus.publish(artifactEvent(taskId, contextId, ANSWER_ARTIFACT, answer, false, true))
-        const stop = run.cancelled ? 'aborted' : stopReasonOfTurn(run.last.reason)
+        const stop = run.cancelled ? 'aborted' : run.last.reason
         end(taskStateOfStop(stop), stop === 'completed' ? undefined : `the turn ended ${run.last.reason}${run.last.error ? `: ${run.last.error}` : ''}`, usageReported ? { usage } : undefined)
       } finally {
         unsubscribe()

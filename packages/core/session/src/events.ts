@@ -1,8 +1,8 @@
 import type { AssistantMessage, FinishReason, ToolCallBlock, ToolResultBlock, Usage, UserMessage } from '@dsh/llm'
 
 /** Why a turn ended (the vocabulary and its mappings live in `@dsh/base`). */
-export type { TurnEndReason } from '@dsh/base'
-import type { TurnEndReason } from '@dsh/base'
+export type { StopReason } from '@dsh/base'
+import type { StopReason } from '@dsh/base'
 
 /**
  * Durable session events, in the order of the turn flow. Each is appended to the
@@ -17,7 +17,7 @@ export type SessionEventBody =
   | { type: 'tool/call'; call: ToolCallBlock }
   | { type: 'tool/result'; result: ToolResultBlock; permission?: ToolPermissionRecord }
   | { type: 'step/end'; step: number }
-  | { type: 'turn/end'; turn: number; reason: TurnEndReason; error?: string }
+  | { type: 'turn/end'; turn: number; reason: StopReason; error?: string }
 
 export type SessionEventType = SessionEventBody['type']
 

@@ -6,7 +6,7 @@
  */
 import { assertNever, FINISH_REASONS, isRecord } from '@dsh/base'
 import { TOOL_PERMISSION_DECISIONS, type SessionEventType } from '@dsh/session'
-import { parseTurnEndReason } from '@dsh/base'
+import { parseStopReason } from '@dsh/base'
 
 type Json = Record<string, unknown>
 
@@ -33,7 +33,7 @@ export function eventBodyProblem(type: SessionEventType, event: Json): string | 
     case 'turn/end':
       return (
         countField(event, 'turn') ??
-        (parseTurnEndReason(event.reason) !== undefined ? undefined : `unknown reason ${quoted(event.reason)}`) ??
+        (parseStopReason(event.reason) !== undefined ? undefined : `unknown reason ${quoted(event.reason)}`) ??
         (event.error !== undefined && typeof event.error !== 'string' ? '"error" must be a string' : undefined)
       )
     default:

@@ -1,4 +1,4 @@
-import { errorMessage, rejectOnThrow, stopReasonOfTurn } from '@dsh/base'
+import { errorMessage, rejectOnThrow } from '@dsh/base'
 /**
  * The driver both in-process providers share: create a child agent with lineage in its
  * session header, apply the start-time features in its setup (so a bad filter rolls the
@@ -163,7 +163,7 @@ class InProcessRun implements SubagentRun {
 function resultOf(child: Agent, ended: TurnResult, structured: StructuredSlot | undefined, wantsStructured: boolean): SubagentResult {
   const output = selectOutput(lastAnswer(child.session))
   // Built key by key, not by spreads with extra keys (V8's generic copy, paid per child).
-  const result: SubagentResult = { output, stopReason: stopReasonOfTurn(ended.reason) }
+  const result: SubagentResult = { output, stopReason: ended.reason }
   if (structured?.received) result.structured = structured.value
   if (result.stopReason === 'completed' && wantsStructured && !structured?.received) {
     result.stopReason = 'error'

@@ -6,7 +6,7 @@
  * The queue lives here, not in the agent's own inbox, so that stopping a child (its
  * owner's run was cancelled) can drop the follow-ups that have not started yet.
  */
-import { errorMessage, stopReasonOfTurn } from '@dsh/base'
+import { errorMessage, type StopReason } from '@dsh/base'
 import type { Agent } from '@dsh/agent'
 import { selectOutput, type AssistantMessage, type TextBlock, type UserMessage } from '@dsh/llm'
 import type { Session } from '@dsh/session'
@@ -18,7 +18,7 @@ export type ResidentBody = { kind: 'agent'; agent: Agent } | { kind: 'remote'; d
 
 /** How a turn of the child ended, as its resident entry reports it. */
 export interface TurnSettlement {
-  stopReason: string
+  stopReason: StopReason
   /** The turn's closing message (the shared output rule over its answers). */
   closing: TextBlock[]
   error?: string
@@ -148,7 +148,7 @@ export class ResidentChild {
           if (event.seq > update.seq) break
           if (event.type === 'assistant/message') answers.push(event.message)
         }
-        const settlement: TurnSettlement = { stopReason: stopReasonOfTurn(update.reason), closing: selectOutput(answers), quiet: this.silenced }
+        const settlement: TurnSettlement = { stopReason: update.reason, closing: selectOutput(answers), quiet: this.silenced }
         if (update.error !== undefined) settlement.error = update.error
         this.events.turnEnded(this, settlement)
       }
