@@ -49,7 +49,7 @@ export class ClaudeCodeProvider implements SubagentProvider {
    */
   async prepareContinuable({ parent, descriptor, request, signal }: PrepareContinuableRequest): Promise<ContinuablePreparation> {
     const model = request.agentOptions?.model
-    refuseUnstartable({ prompt: request.prompt, parent, signal, ...(request.maxDepth !== undefined && { maxDepth: request.maxDepth }) }, 'Claude Code')
+    refuseUnstartable({ parent, signal, maxDepth: request.maxDepth }, 'Claude Code')
     const conversation = new ClaudeCodeConversation({
       settings: this.settings,
       parent: () => this.liveAgent(parent.id) ?? parent,

@@ -14,7 +14,8 @@ import type { Agent, AgentRegistry } from '@dsh/agent'
 import type { TextBlock, UserMessage } from '@dsh/llm'
 import { newSessionId, type Session, type SessionHeader, type SessionStore } from '@dsh/session'
 import { SubagentError } from '../errors.js'
-import { effectiveMaxDepth, refuseDisposedParent, refuseTooDeep } from '../admission.js'
+import { refuseDisposedParent } from '../admission.js'
+import { createInProcessChild, resumeInProcessChild } from '../in-process-child.js'
 import type { SubagentProvider, SubagentRunEndInfo, SubagentRunInfo } from '../types.js'
 import type { ProgressChannel } from '../progress/channel.js'
 import { followLocalChild, latestTurnUsage } from '../progress/local.js'
@@ -81,10 +82,9 @@ export class ContinuationManager {
     }
   }
 
-  async startContinuable(options: StartContinuableOptions): Promise<ContinuableStarted> {
+  /** `provider` and `maxDepth` are the service's admission's (`admit`). */
+  async startContinuable(provider: SubagentProvider, maxDepth: number | undefined, options: StartContinuableOptions): Promise<ContinuableStarted> {
     const { provider: name, label, request, signal } = options
-    const provider = this.host.provider(name)
-    if (!provider) throw new SubagentError('NO_PROVIDER', `no subagent provider named "${name}"`)
     if (!provider.prepareContinuable) {
       throw new SubagentError('UNSUPPORTED_CAPABILITY', `subagent provider "${name}" cannot keep a child across turns (it has no prepareContinuable); use a one-shot delegation or a provider that can`)
     }
@@ -95,11 +95,8 @@ export class ContinuationManager {
       throw new SubagentError('PERSISTENCE_UNAVAILABLE', 'continuable children need session storage to be reachable after a restart; load @dsh/session-jsonl (dsh run does unless --no-persist)')
     }
     const { parent } = request
-    refuseDisposedParent(parent)
     if (signal.aborted) throw new SubagentError('ABORTED', 'the delegation was cancelled before the child was started', { cause: signal.reason })
     const depth = parent.depth + 1
-    refuseTooDeep(request)
-    const maxDepth = effectiveMaxDepth(request)
     if (options.childId !== undefined) await this.refuseTakenId(options.childId, sessions, agents)
     // Chosen before the provider is asked, so a remote provider can name its conversation after it.
     const childId = options.childId ?? newSessionId()
@@ -118,33 +115,13 @@ export class ContinuationManager {
     if (signal.aborted) throw new SubagentError('ABORTED', 'the delegation was cancelled while the child was being prepared', { cause: signal.reason })
 
     const child = await this.materialise(childId, async () => {
-      const agent = await agents.create({
-        seed: preparation.seed,
-        parent,
-        signal,
-        meta: {
-          id: childId,
-          parentSession: parent.id,
-          origin: 'subagent',
-          delegationDepth: depth,
-          ...(maxDepth !== undefined && { maxDepth }),
-          provider: name,
-          label,
-          cwd: parent.session.header.cwd,
-          descriptor: descriptor as unknown as Record<string, unknown>,
-          ...(request.callId !== undefined && { toolCallId: request.callId }),
-        },
-        agentOptions: agentOptionsOf(descriptor),
-        setup: (childCtx, created) => this.setUp(childCtx, created, descriptor),
-      })
+      const agent = await createInProcessChild(
+        agents,
+        { ...bounded, signal, label },
+        { provider: name, seed: preparation.seed, id: childId, descriptor: descriptor as unknown as Record<string, unknown>, setup: (childCtx, created) => this.setUp(childCtx, created) },
+      )
       return this.makeResident(agent.session, parent, descriptor, { kind: 'agent', agent })
     })
-    // Between publication and acceptance the parent may have gone, or the caller given up.
-    if (signal.aborted || parent.status === 'disposing' || parent.status === 'disposed') {
-      await this.disposeChild(child)
-      if (signal.aborted) throw new SubagentError('ABORTED', 'the delegation was cancelled while the child was being created', { cause: signal.reason })
-      refuseDisposedParent(parent)
-    }
     return { childId: child.childId, messageId: this.deliver(child, { role: 'user', content: request.prompt }) }
   }
 
@@ -276,11 +253,11 @@ export class ContinuationManager {
     if (stored !== undefined) throw new SubagentError('DUPLICATE_CHILD', `a session with id ${childId} is already stored; reserve another id or send it a message instead`)
   }
 
-  private setUp(childCtx: Context, agent: Agent, descriptor: ContinuableDescriptor): void {
+  /** The continuable set-ups, in every continuable in-process child; returns the tool names they registered. */
+  private setUp(childCtx: Context, agent: Agent): string[] {
     const kept: string[] = []
     for (const setup of this.host.setups()) kept.push(...(setup(childCtx, agent) ?? []))
-    const filter = descriptor.toolFilter
-    if (filter) childCtx.tools.restrict(agent.id, { ...filter, ...(filter.allow && { allow: [...filter.allow, ...kept] }) })
+    return kept
   }
 
   /** Create (or cold-resume) a child under a per-child lock and make it resident. */
@@ -415,7 +392,13 @@ export class ContinuationManager {
     return this.materialise(childId, async () => {
       let agent: Agent
       try {
-        agent = await agents.create({ sessionId: childId, parent, agentOptions: agentOptionsOf(descriptor), setup: (childCtx, created) => this.setUp(childCtx, created, descriptor), ...(signal && { signal }) })
+        const { model, persona, toolFilter } = descriptor
+        agent = await resumeInProcessChild(
+          agents,
+          childId,
+          { parent, ...(model !== undefined && { agentOptions: { model } }), ...(persona !== undefined && { persona }), ...(toolFilter && { toolFilter }), ...(signal && { signal }) },
+          (childCtx, created) => this.setUp(childCtx, created),
+        )
       } catch (error) {
         throw notResumable(childId, `its session could not be reopened: ${errorMessage(error)}`)
       }
@@ -467,10 +450,6 @@ export class ContinuationManager {
   private nextMessageId(): string {
     return `msg-${this.messagePrefix}-${++this.messageCounter}`
   }
-}
-
-function agentOptionsOf(descriptor: ContinuableDescriptor): { model?: string; persona?: string } {
-  return { ...(descriptor.model !== undefined && { model: descriptor.model }), ...(descriptor.persona !== undefined && { persona: descriptor.persona }) }
 }
 
 function assertParent(recordedParent: string | undefined, caller: Agent, childId: string): void {
