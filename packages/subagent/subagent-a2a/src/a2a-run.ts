@@ -21,9 +21,8 @@ import { Role, type AgentCard, type Message, type Part, type StreamResponse, typ
 import type { Client } from '@a2a-js/sdk/client'
 import { assertNever, errorMessage, isAbortError, isRecord, type StopReason } from '@dsh/base'
 import { text, type TextBlock } from '@dsh/llm'
-import { startRemoteRun, SubagentError, type RemoteRunControl, type RemoteSubagentRun, type RemoteWire, type SubagentRequest, type SubagentResult, type SubagentUsage } from '@dsh/subagent'
+import { A2A_LINEAGE, lineageOf, startRemoteRun, SubagentError, type RemoteRunControl, type RemoteSubagentRun, type RemoteWire, type SubagentRequest, type SubagentResult, type SubagentUsage } from '@dsh/subagent'
 import type { A2aRunSpec } from './config.js'
-import { messageLineage } from './lineage.js'
 import { A2aProgressReader } from './progress.js'
 import { stopReasonOfTaskState, taskStateName } from './task-state.js'
 import type { Worker, WorkerPool } from './worker-pool.js'
@@ -166,7 +165,7 @@ class A2aWire implements RemoteWire {
       taskId: '',
       role: Role.ROLE_USER,
       parts,
-      metadata: { dsh: messageLineage(this.run.request, this.spec.provider) },
+      metadata: A2A_LINEAGE.carry(lineageOf(this.run.request, this.spec.provider, this.run.request.maxDepth)),
       extensions: [],
       referenceTaskIds: [],
     }

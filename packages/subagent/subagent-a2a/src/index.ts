@@ -1,5 +1,4 @@
 export * from './config.js'
-export * from './lineage.js'
 export * from './task-state.js'
 export * from './worker-pool.js'
 export * from './a2a-run.js'

@@ -15,6 +15,13 @@ import type { Agent } from '@dsh/agent'
 import { SubagentError } from './errors.js'
 import type { SubagentFeature, SubagentProvider, SubagentRequest } from './types.js'
 
+/**
+ * The depth bound where nothing sets one and the admitting side can enforce it: a root
+ * (depth 0) and three generations below it. The subagent tool's default, and `dsh acp`'s
+ * and `dsh a2a serve`'s own bound.
+ */
+export const DEFAULT_MAX_DEPTH = 3
+
 /** How a depth-limit refusal names the child and the bound it broke. */
 export interface DepthWords {
   /** The child, with its verb: "a child of X would be", "this session would be", "this task would run". */
@@ -40,7 +47,8 @@ export function admitDepth(depth: number, own: number | undefined, inherited: nu
   return bound
 }
 
-function tighterBound(a: number | undefined, b: number | undefined): number | undefined {
+/** The tighter of two absolute depth bounds, either of which may be absent. */
+export function tighterBound(a: number | undefined, b: number | undefined): number | undefined {
   if (a === undefined) return b
   return b === undefined ? a : Math.min(a, b)
 }

@@ -95,6 +95,16 @@ export class LineageWire {
     readonly fields: readonly LineageField[],
   ) {}
 
+  /** The wire's envelope (`_meta`, `metadata`) with this lineage under its `dsh` key. */
+  carry(lineage: Readonly<ReceivedLineage>): { dsh: Record<string, unknown> } {
+    return { dsh: this.encode(lineage) }
+  }
+
+  /** The lineage in an envelope a peer sent (`params._meta`, `message.metadata`): `decode` of its `dsh` key. */
+  read(envelope: unknown, warnings: LineageWarnings, carrier = this.carrier): ReceivedLineage {
+    return this.decode(isRecord(envelope) ? envelope.dsh : undefined, warnings, carrier)
+  }
+
   /** The object this wire sends: the fields it carries that are set, nothing else. */
   encode(lineage: Readonly<ReceivedLineage>): Record<string, unknown> {
     const encoded: Record<string, unknown> = {}
