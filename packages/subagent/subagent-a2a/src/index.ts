@@ -1,6 +1,7 @@
 export * from './config.js'
 export * from './task-state.js'
 export * from './worker-pool.js'
-export * from './a2a-run.js'
+export * from './worker.js'
+export * from './turn.js'
 export * from './plugin.js'
 export { A2aPlugin as default } from './plugin.js'
