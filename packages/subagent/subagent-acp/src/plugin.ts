@@ -8,7 +8,6 @@ import {
   lineageOf,
   NO_CAPABILITIES,
   openConversation,
-  refuseDisposedParent,
   startRemoteRun,
   SubagentError,
   type ContinuablePreparation,
@@ -52,14 +51,8 @@ export class AcpProvider implements SubagentProvider {
   async prepareContinuable({ parent, descriptor, request, signal }: PrepareContinuableRequest): Promise<ContinuablePreparation> {
     const { spec, cwd, lineage } = this.prepare({ ...request, parent }, descriptor.label, request.maxDepth)
     const transport = new AcpTransport(spec, cwd, { kind: 'new', request: newSessionRequest(cwd, lineage), continuable: true })
-    const child = await launchRemoteChild((control) => transport.connect(control), transport, signal)
-    try {
-      // The parent began disposing while the agent started: the child would outlive it.
-      refuseDisposedParent(parent)
-    } catch (error) {
-      await child.close()
-      throw error
-    }
+    // A parent that began disposing while the child started refuses it: the child would outlive it.
+    const child = await launchRemoteChild(transport, signal, parent)
     const sessionId = child.remoteId!
     transport.reopenWith(loadSessionRequest(sessionId, cwd, lineage))
     return { kind: 'remote', conversation: openConversation(transport, child, sessionId, { cwd }) }

@@ -5,7 +5,6 @@ import {
   launchRemoteChild,
   NO_CAPABILITIES,
   openConversation,
-  refuseDisposedParent,
   startRemoteRun,
   SubagentError,
   type ContinuablePreparation,
@@ -50,14 +49,8 @@ export class CodexProvider implements SubagentProvider {
    */
   async prepareContinuable({ parent, request, signal }: PrepareContinuableRequest): Promise<ContinuablePreparation> {
     const transport = new CodexTransport(this.specOf({ ...request, parent, signal }), { kind: 'start', ephemeral: false })
-    const child = await launchRemoteChild((control) => transport.connect(control), transport, signal)
-    try {
-      // The parent began disposing while the app-server started: the child would outlive it.
-      refuseDisposedParent(parent)
-    } catch (error) {
-      await child.close()
-      throw error
-    }
+    // A parent that began disposing while the child started refuses it: the child would outlive it.
+    const child = await launchRemoteChild(transport, signal, parent)
     transport.resumeWith(child.threadId)
     return { kind: 'remote', conversation: openConversation(transport, child, child.threadId, resumeDataOf(transport.spec)) }
   }

@@ -9,7 +9,7 @@ import type { TextBlock } from '@dsh/llm'
 import { SubagentError } from '../errors.js'
 import type { ProgressSink, SubagentResult } from '../types.js'
 import type { RemoteConversation } from '../continuable/types.js'
-import { launchRemoteChild, StartupWindow, type LaunchedChild, type RemoteConnection, type StartControl } from './launch.js'
+import { launchRemoteChild, StartupWindow, type LaunchedChild, type Launcher } from './launch.js'
 import { TurnRun, type ChildHold, type RemoteTurn, type TurnChild, type TurnControl, type TurnWords } from './turn.js'
 
 /** A remote child as the lifecycle holds it: made by a provider's connection file. */
@@ -21,11 +21,9 @@ export interface RemoteChild extends LaunchedChild, TurnChild {
 }
 
 /** One remote provider's wire, in one mode (a one-shot run's, a continuable conversation's). */
-export interface RemoteTransport<Child extends RemoteChild> extends TurnWords {
+export interface RemoteTransport<Child extends RemoteChild> extends TurnWords, Launcher<Child> {
   /** The provider's registered name: a one-shot run's child id is `<provider>:<remote id>`. */
   readonly provider: string
-  /** Where a launch starts (`spawn`). */
-  readonly initialStage: string
   /** Where a turn starts (`session/prompt`, `turn/start`). */
   readonly turnStage: string
   /** How messages name the conversation: "ACP session <id>", "Codex thread <id>". */
@@ -35,8 +33,6 @@ export interface RemoteTransport<Child extends RemoteChild> extends TurnWords {
    * is inside a start-up window until it is accepted, as a one-shot run's start is.
    */
   readonly startsPerTurn?: boolean
-  /** Start a child and open (or reopen) the conversation on it: the provider's connection file. */
-  connect(control: StartControl): RemoteConnection<Child>
   /** Why `message` cannot be sent at all (checked before any child is touched), or `undefined`. */
   refuse?(message: TextBlock[]): string | undefined
   /** One turn's wire: the provider's turn file. */
@@ -157,8 +153,7 @@ export class ConversationCore<Child extends RemoteChild> {
   }
 
   private launch(signal: AbortSignal): Promise<Child> {
-    const { transport } = this
-    return launchRemoteChild((control) => transport.connect(control), transport, signal)
+    return launchRemoteChild(this.transport, signal)
   }
 
   private notRestarted(error: unknown): string {

@@ -12,6 +12,8 @@
  * A failed launch closes the child before it rejects, so nothing is left running.
  */
 import { errorMessage } from '@dsh/base'
+import type { Agent } from '@dsh/agent'
+import { refuseDisposedParent } from '../admission.js'
 import { SubagentError } from '../errors.js'
 import { EXIT_DRAIN_MS, withStderr, type RemoteProcess } from './process.js'
 
@@ -154,19 +156,35 @@ export async function openInWindow<Child extends LaunchedChild>(window: StartupW
   }
 }
 
-/** The launch of a child that outlives its start (a continuable conversation's): the race, then the child. */
-export async function launchRemoteChild<Child extends LaunchedChild>(
-  connect: (control: StartControl) => RemoteConnection<Child>,
-  words: LaunchWords & { readonly initialStage: string },
-  signal: AbortSignal,
-): Promise<Child> {
-  if (signal.aborted) throw new SubagentError('ABORTED', `the delegation was cancelled before ${words.childName} was started`, { cause: signal.reason })
-  const window = new StartupWindow(words, signal, words.initialStage)
+/** What launching a child needs of its transport: its words, and its connection file's `connect`. */
+export interface Launcher<Child> extends LaunchWords {
+  /** Where a launch starts (`spawn`). */
+  readonly initialStage: string
+  connect(control: StartControl): RemoteConnection<Child>
+}
+
+/**
+ * The launch of a child that outlives its start (a continuable conversation's): the race,
+ * then the child. With `parent`, a parent that began disposing meanwhile refuses the child
+ * (closed again): it would outlive the parent.
+ */
+export async function launchRemoteChild<Child extends LaunchedChild>(launcher: Launcher<Child>, signal: AbortSignal, parent?: Agent): Promise<Child> {
+  if (signal.aborted) throw new SubagentError('ABORTED', `the delegation was cancelled before ${launcher.childName} was started`, { cause: signal.reason })
+  const window = new StartupWindow(launcher, signal, launcher.initialStage)
+  let child: Child
   try {
-    return await openInWindow(window, connect, words)
+    child = await openInWindow(window, (control) => launcher.connect(control), launcher)
   } finally {
     window.close(false)
   }
+  if (parent === undefined) return child
+  try {
+    refuseDisposedParent(parent)
+  } catch (error) {
+    await child.close()
+    throw error
+  }
+  return child
 }
 
 /** The start's failure as a `SubagentError`, once `child` is closed (its own failure to close added). */
