@@ -178,9 +178,8 @@ export class DshAgentExecutor implements AgentExecutor {
         }
       })
       try {
-        // The answer waits for continuable children the task started, as in dsh run and dsh acp.
-        const continuation = this.ctx.get('subagents')?.continuation
-        const run = await runUntilQuiet(agent, { role: 'user', content: [text(prompt)] }, { tasks: this.ctx.get('tasks'), ...(continuation && { work: [continuation] }), signal })
+        // The answer waits until the agent is quiet (its tasks and continuable children), as in dsh run and dsh acp.
+        const run = await runUntilQuiet(agent, { role: 'user', content: [text(prompt)] }, { tasks: this.ctx.get('tasks'), signal })
         const answer = run.output.map((block) => block.text).join('')
         if (answer) bus.publish(artifactEvent(taskId, contextId, ANSWER_ARTIFACT, answer, false, true))
         const stop = run.cancelled ? 'aborted' : run.last.reason

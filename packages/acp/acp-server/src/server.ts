@@ -271,12 +271,10 @@ export function serveAcp(ctx: Context, stream: Stream, options: AcpServerOptions
     if (signal.aborted) onAbort()
     else signal.addEventListener('abort', onAbort, { once: true })
     try {
-      // Turns that completion notices start belong to this prompt too: they are streamed
-      // like the first, a cancel reaches them, and the answer waits for them.
-      // Continuable children are the prompt's work too: the answer waits until none runs
-      // and no settlement notice is left for the agent.
-      const continuation = ctx.get('subagents')?.continuation
-      const run = await runUntilQuiet(agent, message, { tasks: ctx.get('tasks'), work: continuation ? [continuation] : [], signal: cancel.signal })
+      // Turns that notices of its owned work start (background tasks, continuable
+      // children) belong to this prompt too: they are streamed like the first, a cancel
+      // reaches them, and the answer waits until the agent is quiet.
+      const run = await runUntilQuiet(agent, message, { tasks: ctx.get('tasks'), signal: cancel.signal })
       return { stopReason: acpStopReasonOf(run.last, run.cancelled), _meta: { dsh: { usage } } }
     } finally {
       signal.removeEventListener('abort', onAbort)

@@ -41,6 +41,8 @@ export function acpUpdateOf(update: SessionUpdate): AcpSessionUpdate | undefined
     case 'assistant/message':
     case 'step/end':
     case 'turn/end':
+    case 'input/queued':
+    case 'input/taken':
       return undefined
     default:
       // A listener's throw is contained by the session (logged); this line never runs for a well-typed update.

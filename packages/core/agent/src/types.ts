@@ -122,3 +122,6 @@ export interface TurnDriver {
 
 /** Run during every agent's disposal, awaited: owned background work drains here. */
 export type AgentCleanup = (agent: Agent) => Promise<void> | void
+
+/** Run for every agent that resumes a session (see `AgentRegistry.onResume`). */
+export type AgentResumeListener = (agent: Agent) => void

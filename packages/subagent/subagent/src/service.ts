@@ -9,6 +9,7 @@ import type { SubagentProgressInfo, SubagentProvider, SubagentRequest, SubagentR
 import { ProgressChannel } from './progress/channel.js'
 import { followLocalChild, latestTurnUsage } from './progress/local.js'
 import { serviceInstance, type Agent, type AgentRegistry } from '@dsh/agent'
+import type {} from '@dsh/tasks'
 import type { ContinuableChildInfo, ContinuableStarted, InterruptAuthority, StartContinuableOptions } from './continuable/types.js'
 import { ContinuationManager, type ContinuableSetup } from './continuable/manager.js'
 
@@ -87,6 +88,10 @@ export class SubagentService extends Service {
         return agents && serviceInstance(agents)
       },
       sessions: () => serviceInstance(ctx.sessions),
+      tasks: () => {
+        const tasks = ctx.get('tasks')
+        return tasks && serviceInstance(tasks)
+      },
       setups: () => this.continuableSetups,
       announce: (kind: 'start' | 'end', info: SubagentRunInfo | SubagentRunEndInfo) => {
         if (kind === 'start') this.notify('subagent/start', info)
@@ -95,10 +100,16 @@ export class SubagentService extends Service {
       nextRunId: () => `run-${this.runPrefix}-${++this.runCounter}`,
       openProgress: () => this.openProgress(undefined),
     })
-    // A parent takes its continuable children down with it: none outlives it. Registered
-    // whenever `ctx.agents` is there (continuable children exist only then).
+    // A parent takes its continuable children down with it: none outlives it; a parent
+    // resumed brings back the children that had messages queued. Registered whenever
+    // `ctx.agents` is there (continuable children exist only then).
     ctx.inject(['agents'], (withAgents) => {
       withAgents.agents.onCleanup((agent) => this.continuation.disposeChildrenOf(agent))
+      withAgents.agents.onResume((agent) => this.continuation.resumed(agent))
+    })
+    // Continuable children are owned work of the one registry: "the parent is quiet" counts them.
+    ctx.inject(['tasks'], (withTasks) => {
+      withTasks.tasks.addWorkSource(this.continuation)
     })
   }
 

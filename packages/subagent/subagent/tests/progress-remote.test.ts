@@ -2,12 +2,12 @@ import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
-import { createHarness, type Harness } from '@dsh/testkit/harness'
+import type { Harness } from '@dsh/testkit/harness'
+import { createDelegationHarness } from '@dsh/testkit/delegation'
 import { text, type TextBlock } from '@dsh/llm'
 import SessionJsonl from '@dsh/session-jsonl'
 import {
   NO_CAPABILITIES,
-  SubagentService,
   type ProgressSink,
   type RemoteConversation,
   type SubagentProgress,
@@ -84,8 +84,7 @@ afterEach(async () => {
 })
 
 async function setUp(): Promise<{ h: Harness; provider: ReportingProvider }> {
-  const h = (harness = await createHarness())
-  await h.plugin(SubagentService, { progressIntervalMs: 10 })
+  const h = (harness = await createDelegationHarness({ sessionDir: false, subagents: { progressIntervalMs: 10 } }))
   const provider = new ReportingProvider()
   h.ctx.subagents.registerProvider(provider)
   return { h, provider }

@@ -1,5 +1,4 @@
 export * from './render.js'
 export * from './tools.js'
-export * from './notices.js'
 export * from './plugin.js'
 export { TaskToolsPlugin as default } from './plugin.js'

@@ -238,6 +238,8 @@ function applyRootUpdate(node: ProgressNode, update: SessionUpdate): void {
     case 'turn/start':
     case 'user/message':
     case 'step/end':
+    case 'input/queued':
+    case 'input/taken':
       return
     default:
       return assertNever(update, 'session update')
