@@ -180,11 +180,3 @@ export function lineageHeader(lineage: Readonly<ReceivedLineage>): Pick<SessionI
     toolCallId: lineage.toolCallId,
   }
 }
-
-/** The session header's decoder: the lineage a header records, or `undefined` for a root session. */
-export function lineageOfHeader(header: Readonly<SessionHeader>): ReceivedLineage | undefined {
-  if (header.parentSession === undefined) return undefined
-  const lineage: ReceivedLineage = {}
-  for (const field of HEADER_FIELDS) if (header[field] !== undefined) (lineage as Record<string, unknown>)[field] = header[field]
-  return lineage
-}

@@ -17,7 +17,6 @@
  * when it is accepted (`input/queued`) and when it is taken (`input/taken`): one accepted
  * before the process died waits for the owner again when its session is resumed.
  */
-import { randomBytes } from 'node:crypto'
 import type { Logger } from 'cordis'
 import type { Agent, AgentRegistry, InputBoundary } from '@dsh/agent'
 import { userText, type UserMessage } from '@dsh/llm'
@@ -56,8 +55,6 @@ interface OwnerState {
 export class NoticeDesk {
   private owners = new Map<string, OwnerState>()
   private render: TaskNoticeRenderer | undefined
-  private counter = 0
-  private readonly prefix = randomBytes(3).toString('hex')
 
   constructor(
     private readonly tasks: NoticeTasks,
@@ -91,7 +88,8 @@ export class NoticeDesk {
     if (!deliverable(owner)) return false
     const held: Held = { message }
     if (options.durable) {
-      held.id = `notice-${this.prefix}-${++this.counter}`
+      // Named by its place in the owner's log: unique there, and the same in every replay.
+      held.id = `in-${owner.session.length}`
       owner.session.append({ type: 'input/queued', id: held.id, as: 'notice', message })
     }
     this.stateFor(owner).held.push(held)

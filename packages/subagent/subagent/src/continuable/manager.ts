@@ -369,9 +369,8 @@ export class ContinuationManager {
   }
 
   private deliver(child: ResidentChild, message: UserMessage): string {
-    const id = this.nextMessageId()
-    child.deliver(message, id)
-    return id
+    child.deliver(message)
+    return this.nextMessageId()
   }
 
   private async disposeChild(child: ResidentChild): Promise<void> {

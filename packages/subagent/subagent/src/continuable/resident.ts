@@ -96,8 +96,10 @@ export class ResidentChild {
     return this.inFlight !== undefined || this.queue.length > 0 || (this.body.kind === 'agent' ? this.body.agent.status === 'running' : this.body.driver.busy)
   }
 
-  /** Queue `message` (its id: `id`) as a turn of its own, after every message accepted before it. */
-  deliver(message: UserMessage, id: string): void {
+  /** Queue `message` as a turn of its own, after every message accepted before it. */
+  deliver(message: UserMessage): void {
+    // Named by its place in the child's log: unique there, and the same in every replay.
+    const id = `in-${this.session.length}`
     this.session.append({ type: 'input/queued', id, as: 'message', message })
     this.queue.push({ id, message })
     this.pump()
