@@ -1,8 +1,8 @@
-import { mkdtemp, rm } from 'node:fs/promises'
+import { mkdtemp } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
-import { createDelegationHarness, turnEnds, type DelegationHarness } from '@dsh/testkit/delegation'
+import { createDelegationHarness, turnEnds, type DelegationHarness, cleanUp } from '@dsh/testkit/delegation'
 import { text, textOf, type LlmRequest } from '@dsh/llm'
 import type { Agent } from '@dsh/agent'
 import { ForkPlugin } from '@dsh/subagent-fork'
@@ -15,10 +15,8 @@ const SCRIPT = [
 let harness: DelegationHarness | undefined
 let dir: string | undefined
 afterEach(async () => {
-  await harness?.dispose()
-  if (dir) await rm(dir, { recursive: true, force: true })
-  harness = undefined
-  dir = undefined
+  await cleanUp(harness, dir)
+  harness = dir = undefined
 })
 
 async function start(sessionDir: string): Promise<{ h: DelegationHarness; requests: LlmRequest[] }> {

@@ -1,10 +1,10 @@
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
+import { mkdtemp, readFile, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { Logger, type Exporter } from 'cordis'
 import { afterEach, describe, expect, it } from 'vitest'
 import { gateTool, type HarnessOptions } from '@dsh/testkit/harness'
-import { createDelegationHarness, type DelegationHarness } from '@dsh/testkit/delegation'
+import { createDelegationHarness, type DelegationHarness, cleanUp } from '@dsh/testkit/delegation'
 import { text, textOf, type LlmRequest } from '@dsh/llm'
 import type { Agent } from '@dsh/agent'
 import type { ContinuableRequest } from '@dsh/subagent'
@@ -13,10 +13,8 @@ import { SpawnPlugin } from '@dsh/subagent-spawn'
 let harness: DelegationHarness | undefined
 let dir: string | undefined
 afterEach(async () => {
-  await harness?.dispose()
-  harness = undefined
-  if (dir) await rm(dir, { recursive: true, force: true })
-  dir = undefined
+  await cleanUp(harness, dir)
+  harness = dir = undefined
 })
 
 const SCRIPT: HarnessOptions['script'] = [

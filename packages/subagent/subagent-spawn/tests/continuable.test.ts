@@ -1,9 +1,9 @@
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
+import { mkdtemp, readFile, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
 import { gateTool, type HarnessOptions } from '@dsh/testkit/harness'
-import { createDelegationHarness, turnEnds, type DelegationHarness } from '@dsh/testkit/delegation'
+import { createDelegationHarness, turnEnds, type DelegationHarness, cleanUp } from '@dsh/testkit/delegation'
 import { text, textOf, type LlmRequest } from '@dsh/llm'
 import type { Agent } from '@dsh/agent'
 import { SubagentError, parseDescriptor, type ContinuableRequest, type SubagentProvider } from '@dsh/subagent'
@@ -12,10 +12,8 @@ import { SpawnPlugin } from '@dsh/subagent-spawn'
 let harness: DelegationHarness | undefined
 let dir: string | undefined
 afterEach(async () => {
-  await harness?.dispose()
-  harness = undefined
-  if (dir) await rm(dir, { recursive: true, force: true })
-  dir = undefined
+  await cleanUp(harness, dir)
+  harness = dir = undefined
 })
 
 /** Parent and children play one script; each session is bound to its rule by its own prompt. */

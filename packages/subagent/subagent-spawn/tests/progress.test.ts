@@ -1,9 +1,9 @@
-import { mkdtemp, rm } from 'node:fs/promises'
+import { mkdtemp } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
 import type { Harness } from '@dsh/testkit/harness'
-import { createDelegationHarness } from '@dsh/testkit/delegation'
+import { createDelegationHarness, cleanUp } from '@dsh/testkit/delegation'
 import { text } from '@dsh/llm'
 import type { SubagentProgressInfo, SubagentRunEndInfo, SubagentRunInfo } from '@dsh/subagent'
 import { SpawnPlugin } from '@dsh/subagent-spawn'
@@ -23,10 +23,8 @@ const SCRIPT = [
 let harness: Harness | undefined
 let dir: string | undefined
 afterEach(async () => {
-  await harness?.dispose()
-  if (dir) await rm(dir, { recursive: true, force: true })
-  harness = undefined
-  dir = undefined
+  await cleanUp(harness, dir)
+  harness = dir = undefined
 })
 
 type Heard = { kind: 'start'; info: SubagentRunInfo } | { kind: 'progress'; info: SubagentProgressInfo } | { kind: 'end'; info: SubagentRunEndInfo }

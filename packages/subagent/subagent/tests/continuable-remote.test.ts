@@ -1,9 +1,9 @@
-import { mkdtemp, rm } from 'node:fs/promises'
+import { mkdtemp } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
 import type { Harness } from '@dsh/testkit/harness'
-import { createDelegationHarness, turnEnds } from '@dsh/testkit/delegation'
+import { createDelegationHarness, turnEnds, cleanUp } from '@dsh/testkit/delegation'
 import { text, textOf, type TextBlock } from '@dsh/llm'
 import type { Agent } from '@dsh/agent'
 import { NO_CAPABILITIES, type PrepareContinuableRequest, type RemoteChildRecord, type RemoteConversation, type SubagentProvider, type SubagentResult } from '@dsh/subagent'
@@ -73,10 +73,8 @@ const SCRIPT = [{ reply: Array.from({ length: 8 }, (_, index) => ({ text: `paren
 let harness: Harness | undefined
 let dir: string | undefined
 afterEach(async () => {
-  await harness?.dispose()
-  if (dir) await rm(dir, { recursive: true, force: true })
-  harness = undefined
-  dir = undefined
+  await cleanUp(harness, dir)
+  harness = dir = undefined
 })
 
 async function start(provider: TranscriptProvider, sessionDir: string): Promise<Harness> {

@@ -5,12 +5,12 @@
  * on the built packages); the second is this test's harness over the same session files.
  */
 import { spawn } from 'node:child_process'
-import { mkdtemp, readFile, rm } from 'node:fs/promises'
+import { mkdtemp, readFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { afterEach, describe, expect, it, vi } from 'vitest'
-import { createDelegationHarness, turnEnds, type DelegationHarness } from '@dsh/testkit/delegation'
+import { createDelegationHarness, turnEnds, type DelegationHarness, cleanUp } from '@dsh/testkit/delegation'
 import { textOf } from '@dsh/llm'
 import type { Agent } from '@dsh/agent'
 import { SpawnPlugin } from '@dsh/subagent-spawn'
@@ -21,10 +21,8 @@ const FIXTURE = fileURLToPath(new URL('./fixtures/accepting-parent.mjs', import.
 let harness: DelegationHarness | undefined
 let dir: string | undefined
 afterEach(async () => {
-  await harness?.dispose()
-  harness = undefined
-  if (dir) await rm(dir, { recursive: true, force: true })
-  dir = undefined
+  await cleanUp(harness, dir)
+  harness = dir = undefined
 })
 
 /**

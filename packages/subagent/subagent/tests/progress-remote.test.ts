@@ -1,9 +1,9 @@
-import { mkdtemp, rm } from 'node:fs/promises'
+import { mkdtemp } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
 import type { Harness } from '@dsh/testkit/harness'
-import { createDelegationHarness } from '@dsh/testkit/delegation'
+import { createDelegationHarness, cleanUp } from '@dsh/testkit/delegation'
 import { text, type TextBlock } from '@dsh/llm'
 import SessionJsonl from '@dsh/session-jsonl'
 import {
@@ -77,10 +77,8 @@ class ReportingProvider implements SubagentProvider {
 let harness: Harness | undefined
 let dir: string | undefined
 afterEach(async () => {
-  await harness?.dispose()
-  if (dir) await rm(dir, { recursive: true, force: true })
-  harness = undefined
-  dir = undefined
+  await cleanUp(harness, dir)
+  harness = dir = undefined
 })
 
 async function setUp(): Promise<{ h: Harness; provider: ReportingProvider }> {

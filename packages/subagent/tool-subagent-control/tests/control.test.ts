@@ -1,9 +1,9 @@
-import { mkdtemp, readFile, readdir, rm } from 'node:fs/promises'
+import { mkdtemp, readFile, readdir } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
 import type { HarnessOptions } from '@dsh/testkit/harness'
-import { createDelegationHarness, turnEnds, type DelegationHarness } from '@dsh/testkit/delegation'
+import { createDelegationHarness, turnEnds, type DelegationHarness, cleanUp } from '@dsh/testkit/delegation'
 import { text, textOf } from '@dsh/llm'
 import type { Agent } from '@dsh/agent'
 import { SpawnPlugin } from '@dsh/subagent-spawn'
@@ -13,10 +13,8 @@ import SubagentControlPlugin, { resolveChild } from '@dsh/tool-subagent-control'
 let harness: DelegationHarness | undefined
 let dir: string | undefined
 afterEach(async () => {
-  await harness?.dispose()
-  if (dir) await rm(dir, { recursive: true, force: true })
-  harness = undefined
-  dir = undefined
+  await cleanUp(harness, dir)
+  harness = dir = undefined
 })
 
 async function start(script: HarnessOptions['script'], sessionDir?: string): Promise<DelegationHarness> {

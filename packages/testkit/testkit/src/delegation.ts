@@ -71,6 +71,15 @@ export async function createDelegationHarness(options: DelegationHarnessOptions 
   }
 }
 
+/** A test's clean-up: dispose `harness` (when there is one), then remove `dir` (when there is one). */
+export async function cleanUp(harness: { dispose(): Promise<void> } | undefined, dir?: string): Promise<void> {
+  try {
+    await harness?.dispose()
+  } finally {
+    if (dir !== undefined) await rm(dir, { recursive: true, force: true })
+  }
+}
+
 /** Record every request the scripted adapter streams for. */
 export function recordRequests(harness: Harness): LlmRequest[] {
   const requests: LlmRequest[] = []
