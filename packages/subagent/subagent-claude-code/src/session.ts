@@ -13,7 +13,7 @@ import { randomUUID } from 'node:crypto'
 import { query, type Options, type Query } from '@anthropic-ai/claude-agent-sdk'
 import type { Agent } from '@dsh/agent'
 import type { TextBlock } from '@dsh/llm'
-import { refuseDisposedParent, SubagentError, type RemoteChild, type RemoteConnection, type RemoteProcess, type RemoteTransport, type SubagentRequest, type TurnControl } from '@dsh/subagent'
+import { refuseDisposedParent, SubagentError, type RemoteChild, type RemoteConnection, type RemoteProcess, type RemoteSubagentRun, type RemoteTransport, type SubagentRequest, type TurnControl } from '@dsh/subagent'
 import { describeExit as describeTreeExit } from '@dsh/process'
 import { ClaudeProcess } from './claude-process.js'
 import { resolveRunSpec, type ClaudeCodeRunSpec, type ClaudeCodeSettings } from './run-spec.js'
@@ -184,4 +184,4 @@ export function claudeSession(resume?: string): ClaudeSession {
 }
 
 /** A Claude Code run: `remoteId` is Claude Code's own session id (from `system/init`), `pid` its process group. */
-export type ClaudeCodeRun = import('@dsh/subagent').RemoteSubagentRun
+export type ClaudeCodeRun = RemoteSubagentRun

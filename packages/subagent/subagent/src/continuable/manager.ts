@@ -20,13 +20,14 @@ import type { SubagentProvider, SubagentRunEndInfo, SubagentRunInfo } from '../t
 import type { ProgressChannel } from '../progress/channel.js'
 import { followLocalChild, latestTurnUsage } from '../progress/local.js'
 import { makeDescriptor, parseDescriptor } from './descriptor.js'
-import { isDurableAncestor, lookUpHeader } from './lineage.js'
+import { isDurableAncestor, lookUpHeader } from './ancestry.js'
 import { listChildren, listDescendants } from './listing.js'
 import { reportMessage, settlementNotice } from './notice.js'
-import { recordRemoteChild, reopenRemoteChild, type RemoteStart } from './remote-lifecycle.js'
+import { recordRemoteChild, reopenRemoteChild, type RemoteStart } from './remote-record.js'
 import { ResidentChild, type ResidentBody, type ResidentEvents, type TurnSettlement } from './resident.js'
 import type { ContinuableChildInfo, ContinuableDescriptor, ContinuableStarted, InterruptAuthority, RemoteChildRecord, RemoteConversation, StartContinuableOptions } from './types.js'
 import { pendingMessages } from './resident.js'
+import { assertParent, notResumable, unauthorized } from './refusals.js'
 import type { TaskService } from '@dsh/tasks'
 
 /**
@@ -487,16 +488,4 @@ export class ContinuationManager {
   private nextMessageId(): string {
     return `msg-${this.messagePrefix}-${++this.messageCounter}`
   }
-}
-
-function assertParent(recordedParent: string | undefined, caller: Agent, childId: string): void {
-  if (recordedParent !== caller.id) throw unauthorized(`agent ${caller.id} is not the parent of subagent ${childId}; only the agent that started it may send it messages`)
-}
-
-function notResumable(childId: string, reason: string): SubagentError {
-  return new SubagentError('NOT_RESUMABLE', `subagent ${childId} cannot be reached: ${reason}`)
-}
-
-function unauthorized(message: string): SubagentError {
-  return new SubagentError('UNAUTHORIZED', message)
 }
