@@ -3,9 +3,9 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
 import type { Harness } from '@dsh/testkit/harness'
-import { createDelegationHarness, cleanUp } from '@dsh/testkit/delegation'
+import { createDelegationHarness, cleanUp, listenToChildren, type Heard } from '@dsh/testkit/delegation'
 import { text } from '@dsh/llm'
-import type { SubagentProgressInfo, SubagentRunEndInfo, SubagentRunInfo } from '@dsh/subagent'
+import type { SubagentProgressInfo, SubagentRunEndInfo } from '@dsh/subagent'
 import { SpawnPlugin } from '@dsh/subagent-spawn'
 import SessionJsonl from '@dsh/session-jsonl'
 
@@ -27,16 +27,10 @@ afterEach(async () => {
   harness = dir = undefined
 })
 
-type Heard = { kind: 'start'; info: SubagentRunInfo } | { kind: 'progress'; info: SubagentProgressInfo } | { kind: 'end'; info: SubagentRunEndInfo }
-
 async function setUp(script: unknown = SCRIPT): Promise<{ h: Harness; heard: Heard[] }> {
   const h = (harness = await createDelegationHarness({ script: script as never, sessionDir: false, subagents: { progressIntervalMs: 20 }, plugins: [[SpawnPlugin, {}]] }))
   h.ctx.tools.register({ name: 'noop', description: 'does nothing', parameters: { type: 'object' }, concurrencySafe: true, execute: () => 'nothing to see' })
-  const heard: Heard[] = []
-  h.ctx.on('subagent/start', (info) => void heard.push({ kind: 'start', info }))
-  h.ctx.on('subagent/progress', (info) => void heard.push({ kind: 'progress', info }))
-  h.ctx.on('subagent/end', (info) => void heard.push({ kind: 'end', info }))
-  return { h, heard }
+  return { h, heard: listenToChildren(h.ctx) }
 }
 
 const progressOf = (heard: Heard[], runId: string) => heard.flatMap((entry) => (entry.kind === 'progress' && entry.info.runId === runId ? entry.info.updates : []))

@@ -15,6 +15,8 @@ import { SubagentService } from '@dsh/subagent'
 import { TaskService } from '@dsh/tasks'
 import { createHarness, type Harness, type HarnessOptions } from './harness.js'
 
+export { endOf, listenToChildren, textOf, updatesAsSent, updatesOf, type Heard } from './child-events.js'
+
 /** A plugin to load, alone or with its config. */
 export type PluginSpec = unknown | readonly [plugin: unknown, config: unknown]
 
