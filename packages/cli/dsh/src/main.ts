@@ -1,4 +1,5 @@
 #!/usr/bin/env node
+import { createRequire } from 'node:module'
 import { parseArgs } from 'node:util'
 import { configCheck } from './commands/config.js'
 import { sessionsCommand } from './commands/sessions.js'
@@ -36,7 +37,8 @@ commands:
 
 model specs: scripted:PATH (keyless, plays a script), deepseek:MODEL (DEEPSEEK_API_KEY),
              openai:MODEL (OPENAI_API_KEY), replay:DIR (keyless, plays a --record DIR)
-config: --config FILE, else ./dsh.yml, else $DSH_HOME/config.yml (~/.dsh/config.yml)`
+config: --config FILE, else ./dsh.yml, else $DSH_HOME/config.yml (~/.dsh/config.yml)
+dsh --version prints the version`
 
 const COMMON = {
   config: { type: 'string' },
@@ -66,6 +68,9 @@ async function main(argv: string[]): Promise<number> {
       if (positionals[0] !== 'check') throw new UsageError('USAGE', 'dsh config: the only verb is `check`')
       return configCheck({ config: values.config, model: values.model, sessionDir: values['session-dir'], prompt: values.prompt, verbose: values.verbose })
     }
+    case '--version':
+      process.stdout.write(`${(createRequire(import.meta.url)('../package.json') as { version: string }).version}\n`)
+      return 0
     case undefined:
     case 'help':
     case '--help':
