@@ -21,7 +21,7 @@ export function missingClaudeCodePackage(): string | undefined {
     return undefined
   } catch {
     const { peerDependencies } = requireHere('../package.json') as { peerDependencies: Record<string, string> }
-    return `${SDK_PACKAGE} is not installed (an optional peer of @dsh/subagent-claude-code): npm install ${SDK_PACKAGE}@${peerDependencies[SDK_PACKAGE]}`
+    return `${SDK_PACKAGE} is not installed (an optional peer of @dsh/subagent-claude-code): npm install ${SDK_PACKAGE}@${peerDependencies[SDK_PACKAGE]} (with -g for a global dsh)`
   }
 }
 

@@ -46,7 +46,7 @@ export function missingCodexPackage(): string | undefined {
     return undefined
   } catch {
     const { peerDependencies } = requireHere('../package.json') as { peerDependencies: Record<string, string> }
-    return `${CODEX_PACKAGE} is not installed (an optional peer of @dsh/subagent-codex): npm install ${CODEX_PACKAGE}@${peerDependencies[CODEX_PACKAGE]}`
+    return `${CODEX_PACKAGE} is not installed (an optional peer of @dsh/subagent-codex): npm install ${CODEX_PACKAGE}@${peerDependencies[CODEX_PACKAGE]} (with -g for a global dsh)`
   }
 }
 
