@@ -43,7 +43,7 @@ export function parseEntries(text: string, file: string): PluginEntry[] {
     if (problem) throw problem
     parsed = document.toJS()
   } catch (error) {
-    throw new CompositionError('CONFIG_SYNTAX', `${file} is not valid YAML: ${firstLine(errorMessage(error))}`)
+    throw new CompositionError('CONFIG_SYNTAX', `${file} is not valid YAML: ${yamlProblem(error)}`)
   }
   const list = Array.isArray(parsed) ? parsed : isRecord(parsed) && Array.isArray(parsed.plugins) ? parsed.plugins : undefined
   if (!list) throw new CompositionError('CONFIG_SHAPE', `${file}: expected a list of plugin entries (or { plugins: [...] })`)
@@ -87,7 +87,12 @@ export function mergeEntries(defaults: readonly PluginEntry[], overrides: readon
   return merged.filter((entry) => !entry.disabled)
 }
 
-/** YAML's messages quote the source over several lines; an error here is one line. */
-function firstLine(message: string): string {
-  return message.split('\n')[0].trim()
+/**
+ * A YAML error's first line, then the snippet the parser drew under it (the offending line
+ * and a caret), indented: where the mistake is matters more than the one-line rule.
+ */
+function yamlProblem(error: unknown): string {
+  const [head = '', ...rest] = errorMessage(error).split('\n')
+  const snippet = rest.filter((line) => line.trim() !== '')
+  return snippet.length > 0 ? `${head}\n${snippet.map((line) => `    ${line}`).join('\n')}` : head
 }

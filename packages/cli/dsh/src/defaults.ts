@@ -2,8 +2,15 @@ import { join } from 'node:path'
 import type { PluginEntry } from './compose.js'
 import { dshHome } from './config-file.js'
 
+export interface CommandLineSettings {
+  sessionDir?: string
+  model?: string
+  record?: string
+  lineageRoot?: string
+}
+
 /** What every `dsh` command composes before a user's config. */
-export function defaultEntries(options: { sessionDir?: string; model?: string; record?: string; lineageRoot?: string }): PluginEntry[] {
+export function defaultEntries(options: CommandLineSettings): PluginEntry[] {
   const entries: PluginEntry[] = [
     { id: 'llm', name: '@dsh/llm', config: options.model ? { model: options.model } : {} },
     { id: 'sessions', name: '@dsh/session' },
@@ -34,6 +41,19 @@ export function defaultEntries(options: { sessionDir?: string; model?: string; r
     { id: 'bash', name: '@dsh/bash' },
     { id: 'tool-bash', name: '@dsh/tool-bash' },
   ]
+  return entries
+}
+
+/**
+ * What the command line says, merged over the user's config as well as under it: a flag
+ * the user typed (`--model`, `--session-dir`, `--record`) wins over the file, whose
+ * settings are the defaults of every run.
+ */
+export function commandLineEntries(options: CommandLineSettings): PluginEntry[] {
+  const entries: PluginEntry[] = []
+  if (options.model) entries.push({ id: 'llm', name: '@dsh/llm', config: { model: options.model } })
+  if (options.sessionDir !== undefined) entries.push({ id: 'session-jsonl', name: '@dsh/session-jsonl', config: { dir: options.sessionDir } })
+  if (options.record !== undefined) entries.push({ id: 'llm-replay', name: '@dsh/llm-replay', config: { record: options.record } })
   return entries
 }
 

@@ -5,12 +5,12 @@
  * packages are installed, also to both, pointed at fake model servers on 127.0.0.1. It
  * ends with a summary of every child.
  */
+import { parseVerbArgs } from '../args.js'
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { parseArgs } from 'node:util'
 import type { Agent } from '@dsh/agent'
 import type { SubagentUsage } from '@dsh/subagent'
 import type { PluginEntry } from '../compose.js'
@@ -46,7 +46,7 @@ interface ChildRecord {
 }
 
 export async function demoVerb(args: string[]): Promise<number> {
-  const { values } = parseArgs({
+  const { values } = parseVerbArgs('demo', {
     args,
     allowPositionals: false,
     options: { 'session-dir': { type: 'string' }, quiet: { type: 'boolean', default: false }, verbose: { type: 'boolean', default: false } },
