@@ -1,4 +1,4 @@
-import { join } from 'node:path'
+import { join, resolve } from 'node:path'
 import type { PluginEntry } from './compose.js'
 import { dshHome } from './config-file.js'
 
@@ -57,7 +57,21 @@ export function commandLineEntries(options: CommandLineSettings): PluginEntry[] 
   return entries
 }
 
-/** `$DSH_HOME/sessions`, else `~/.dsh/sessions`. */
-export function defaultSessionDir(): string {
-  return join(dshHome(), 'sessions')
+/**
+ * `$DSH_SESSION_DIR` (a dsh that started this one put its own there), else
+ * `$DSH_HOME/sessions`, else `~/.dsh/sessions`.
+ */
+export function defaultSessionDir(env: NodeJS.ProcessEnv = process.env): string {
+  return env.DSH_SESSION_DIR ? resolve(env.DSH_SESSION_DIR) : join(dshHome(env), 'sessions')
+}
+
+/**
+ * Hand the session directory this composition stores in to every process it starts: a
+ * `dsh acp` child, or a dsh a command runs, stores its sessions beside its parent's (unless
+ * its own `--session-dir` says otherwise), so `dsh sessions tree` finds the whole tree in
+ * one place. `DSH_SESSION_DIR` is in `@dsh/process`'s base environment, like `DSH_HOME`.
+ */
+export function exportSessionDir(entries: readonly PluginEntry[], env: NodeJS.ProcessEnv = process.env): void {
+  const dir = entries.find((entry) => entry.id === 'session-jsonl')?.config?.dir
+  if (typeof dir === 'string' && dir !== '') env.DSH_SESSION_DIR = resolve(dir)
 }

@@ -5,7 +5,7 @@ import { subagentToolMountProblem } from '@dsh/tool-subagent'
 import { compose, mergeEntries, readEntries, type Composition, type PluginEntry } from './compose.js'
 import { discoverConfig } from './config-file.js'
 import { CompositionError, oneLineMessage } from './errors.js'
-import { commandLineEntries, defaultEntries } from './defaults.js'
+import { commandLineEntries, defaultEntries, exportSessionDir } from './defaults.js'
 import { withoutFrameworkStacks } from './framework-stacks.js'
 
 export interface RuntimeOptions {
@@ -90,6 +90,7 @@ async function composeRuntime(options: RuntimeOptions): Promise<Composition> {
   const configFile = options.config ?? (options.ignoreDiscoveredConfig ? undefined : discoverConfig())
   const user = configFile ? await readEntries(configFile) : []
   const entries = mergeEntries(mergeEntries(mergeEntries(defaultEntries(options), options.extra ?? []), user), commandLineEntries(options))
+  exportSessionDir(entries)
   try {
     const composition = await compose(ctx, entries)
     if (options.checkReady) await assertReady(composition, options.model !== undefined)

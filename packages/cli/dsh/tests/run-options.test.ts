@@ -6,7 +6,7 @@
 import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
-import { runDsh, tempDir } from './cli.js'
+import { repoRoot, runDsh, tempDir } from './cli.js'
 
 function script(dir: string, lines: string[]): string {
   const file = join(dir, 'script.yml')
@@ -138,5 +138,16 @@ describe('the command line', () => {
     expect(dateColumn[0]).toBe(dateColumn[1])
     const promptColumn = lines.map((line) => line.indexOf('hello'))
     expect(promptColumn[0]).toBe(promptColumn[1])
+  })
+})
+
+describe('children store their sessions beside their parent\'s', () => {
+  it('a dsh acp child of dsh run --session-dir D writes its session in D, and sessions tree in D shows it', async () => {
+    const dir = tempDir()
+    const result = await runDsh(['run', '--session-dir', dir, '--config', join(repoRoot, 'examples/acp.yml'), '--model', 'scripted:examples/acp-parent.yml', 'ask the ACP child about France'])
+    expect(result.code, result.stderr).toBe(0)
+    expect(readdirSync(dir).filter((name) => name.endsWith('.jsonl'))).toHaveLength(2)
+    const tree = await runDsh(['sessions', 'tree', '--session-dir', dir])
+    expect(tree.stdout).toMatch(/└─ \S+ {2}acp "ask about France" {2}completed/)
   })
 })

@@ -15,6 +15,7 @@ import type { Agent } from '@dsh/agent'
 import type { SubagentUsage } from '@dsh/subagent'
 import type { PluginEntry } from '../compose.js'
 import { dshHome } from '../config-file.js'
+import { defaultSessionDir } from '../defaults.js'
 import { runUntilQuiet } from '@dsh/tasks'
 import { watch } from '../run.js'
 import { startRuntime } from '../runtime.js'
@@ -51,7 +52,7 @@ export async function demoVerb(args: string[]): Promise<number> {
     allowPositionals: false,
     options: { 'session-dir': { type: 'string' }, quiet: { type: 'boolean', default: false }, verbose: { type: 'boolean', default: false } },
   })
-  const sessionDir = values['session-dir'] ?? join(dshHome(), 'sessions')
+  const sessionDir = values['session-dir'] ?? defaultSessionDir()
   const scratch = mkdtempSync(join(tmpdir(), 'dsh-demo-'))
   const peers = (await Promise.all([codexPeer(scratch), claudePeer(scratch)])).filter((peer): peer is Peer => peer !== undefined)
   try {
