@@ -151,3 +151,22 @@ describe('children store their sessions beside their parent\'s', () => {
     expect(tree.stdout).toMatch(/└─ \S+ {2}acp "ask about France" {2}completed/)
   })
 })
+
+describe('paths in a config file', () => {
+  it('examples/acp.yml works from any directory: its relative cwd is relative to the file', async () => {
+    const elsewhere = tempDir()
+    const result = await runDsh(['run', '--quiet', '--session-dir', elsewhere, '--config', join(repoRoot, 'examples/acp.yml'), '--model', `scripted:${join(repoRoot, 'examples/acp-parent.yml')}`, 'ask the ACP child about France'], { cwd: elsewhere })
+    expect(result.code, result.stderr).toBe(0)
+    expect(result.stdout).toContain('The ACP child answered: Paris is the capital of France.')
+  })
+
+  it('a relative session directory in a config file is relative to the file, not to where dsh runs', async () => {
+    const dir = tempDir()
+    writeFileSync(join(dir, 'dsh.yml'), '- id: session-jsonl\n  name: "@dsh/session-jsonl"\n  config: { dir: stored }\n')
+    const elsewhere = tempDir()
+    const result = await runDsh(['run', '--config', join(dir, 'dsh.yml'), '--model', `scripted:${join(repoRoot, 'examples/hello.yml')}`, 'hello'], { cwd: elsewhere })
+    expect(result.code, result.stderr).toBe(0)
+    expect(readdirSync(join(dir, 'stored')).filter((name) => name.endsWith('.jsonl'))).toHaveLength(1)
+    expect(existsSync(join(elsewhere, 'stored'))).toBe(false)
+  })
+})
