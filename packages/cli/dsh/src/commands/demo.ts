@@ -6,15 +6,16 @@
  * are optional: without them the summary names the one to install). It ends with a
  * summary of every child.
  */
+import { parseVerbArgs } from '../args.js'
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { parseArgs } from 'node:util'
 import type { Agent } from '@dsh/agent'
 import type { SubagentUsage } from '@dsh/subagent'
 import type { PluginEntry } from '../compose.js'
 import { dshHome } from '../config-file.js'
+import { defaultSessionDir } from '../defaults.js'
 import { runUntilQuiet } from '@dsh/tasks'
 import { watch } from '../run.js'
 import { startRuntime } from '../runtime.js'
@@ -52,12 +53,12 @@ interface ChildRecord {
 }
 
 export async function demoVerb(args: string[]): Promise<number> {
-  const { values } = parseArgs({
+  const { values } = parseVerbArgs('demo', {
     args,
     allowPositionals: false,
     options: { 'session-dir': { type: 'string' }, quiet: { type: 'boolean', default: false }, verbose: { type: 'boolean', default: false } },
   })
-  const sessionDir = values['session-dir'] ?? join(dshHome(), 'sessions')
+  const sessionDir = values['session-dir'] ?? defaultSessionDir()
   const scratch = mkdtempSync(join(tmpdir(), 'dsh-demo-'))
   const found = await Promise.all([codexPeer(scratch), claudePeer(scratch)])
   const peers = found.filter((peer): peer is Peer => 'entries' in peer)
