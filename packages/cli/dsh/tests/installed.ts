@@ -17,12 +17,13 @@ export interface Ran {
 /**
  * The environment of everything started here: without the `npm_*` variables of the `npm
  * test` that runs us (they would point a nested npm at the repository), without model
- * keys, with this Node first on PATH.
+ * keys or `DSH_*` settings (the tests' shared code cache among them: an installed dsh keeps
+ * its own, as a user's does), with this Node first on PATH.
  */
 export function cleanEnv(extra: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = {}
   for (const [key, value] of Object.entries(process.env)) {
-    if (/^npm_/i.test(key) || key === 'NODE_PATH' || key === 'INIT_CWD' || key === 'DEEPSEEK_API_KEY' || key === 'OPENAI_API_KEY') continue
+    if (/^(npm|DSH)_/i.test(key) || key === 'NODE_PATH' || key === 'INIT_CWD' || key === 'DEEPSEEK_API_KEY' || key === 'OPENAI_API_KEY') continue
     env[key] = value
   }
   env.PATH = [dirname(process.execPath), env.PATH ?? ''].join(delimiter)
