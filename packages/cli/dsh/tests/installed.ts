@@ -18,7 +18,7 @@ export interface Ran {
  * The environment of everything started here: without the `npm_*` variables of the `npm
  * test` that runs us (they would point a nested npm at the repository), without model
  * keys or `DSH_*` settings (the tests' shared code cache among them: an installed dsh keeps
- * its own, as a user's does), with this Node first on PATH.
+ * its own, as a user's does), with this Node first on PATH and no folder of the repository.
  */
 export function cleanEnv(extra: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = {}
@@ -26,7 +26,8 @@ export function cleanEnv(extra: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv {
     if (/^(npm|DSH)_/i.test(key) || key === 'NODE_PATH' || key === 'INIT_CWD' || key === 'DEEPSEEK_API_KEY' || key === 'OPENAI_API_KEY') continue
     env[key] = value
   }
-  env.PATH = [dirname(process.execPath), env.PATH ?? ''].join(delimiter)
+  // `npm test` puts the repository's node_modules/.bin (with its own dsh) on PATH: not here.
+  env.PATH = [dirname(process.execPath), ...(env.PATH ?? '').split(delimiter).filter((dir) => dir !== '' && !dir.startsWith(repoRoot))].join(delimiter)
   return { ...env, ...extra }
 }
 
