@@ -54,7 +54,8 @@ ${Object.values(VERB_USAGE)
   .join('\n')}
 
 ${MODEL_SPECS}
-${CONFIG_LOOKUP}`
+${CONFIG_LOOKUP}
+dsh --version prints the version`
 
 export function verbUsage(verb: Verb): string {
   return `usage: dsh ${VERB_USAGE[verb]}${MODEL_VERBS.has(verb) ? `\n\n${MODEL_SPECS}\n${CONFIG_LOOKUP}` : ''}`

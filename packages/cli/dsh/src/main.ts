@@ -1,4 +1,5 @@
 #!/usr/bin/env node
+import { createRequire } from 'node:module'
 import { asksForHelp, isVerb, parseVerbArgs, USAGE, verbUsage } from './args.js'
 import { configCheck } from './commands/config.js'
 import { sessionsCommand } from './commands/sessions.js'
@@ -41,6 +42,9 @@ async function main(argv: string[]): Promise<number> {
       if (positionals[0] !== 'check') throw new UsageError('USAGE', 'dsh config: the only verb is `check`')
       return configCheck({ config: values.config, model: values.model, sessionDir: values['session-dir'], prompt: values.prompt, verbose: values.verbose })
     }
+    case '--version':
+      process.stdout.write(`${(createRequire(import.meta.url)('../package.json') as { version: string }).version}\n`)
+      return 0
     case undefined:
     case 'help':
     case '--help':

@@ -10,7 +10,8 @@
  * Claude Code has no interrupt a run could wait on: a cancel ends the run at once and
  * stops the query.
  */
-import { query, type Options, type Query, type SDKMessage } from '@anthropic-ai/claude-agent-sdk'
+import { createRequire } from 'node:module'
+import type { Options, Query, SDKMessage } from '@anthropic-ai/claude-agent-sdk'
 import { errorMessage, type StopReason } from '@dsh/base'
 import type { AssistantMessage } from '@dsh/llm'
 import { EXIT_DRAIN_MS, startRemoteRun, SubagentError, type RemoteRunControl, type RemoteSubagentRun, type RemoteWire, type SubagentRequest, type SubagentResult, type SubagentUsage } from '@dsh/subagent'
@@ -27,6 +28,18 @@ export type ClaudeCodeRun = RemoteSubagentRun
 export type ClaudeCodeStage = 'query' | 'spawn' | 'startup' | 'running'
 
 const CHILD_NAME = 'Claude Code'
+
+type AgentSdk = typeof import('@anthropic-ai/claude-agent-sdk')
+let agentSdk: AgentSdk | undefined
+
+/**
+ * The Agent SDK, loaded at the first run: it is an optional peer, so this package loads
+ * without it and the plugin says at start-up what to install (`missingClaudeCodePackage`).
+ */
+function query(params: Parameters<AgentSdk['query']>[0]): Query {
+  agentSdk ??= createRequire(import.meta.url)('@anthropic-ai/claude-agent-sdk') as AgentSdk
+  return agentSdk.query(params)
+}
 
 export function startClaudeCodeRun(spec: ClaudeCodeRunSpec, request: SubagentRequest): Promise<ClaudeCodeRun> {
   const claude = new ClaudeProcess()

@@ -16,7 +16,7 @@ import {
 } from '@dsh/subagent'
 import { ClaudeCodeConversation, isClaudeSessionId } from './conversation.js'
 import { startClaudeCodeRun, type ClaudeCodeRun } from './claude-code-run.js'
-import { resolveClaudeExecutable } from './executable.js'
+import { missingClaudeCodePackage, resolveClaudeExecutable } from './executable.js'
 import { PERMISSION_MODES, resolveRunSpec, type ClaudeCodeSettings, type PermissionModeSetting } from './run-spec.js'
 
 /**
@@ -95,6 +95,8 @@ export class ClaudeCodePlugin {
   }) as Schema<ClaudeCodePlugin.Config>
 
   constructor(ctx: Context, config: ClaudeCodePlugin.Config) {
+    const missing = missingClaudeCodePackage()
+    if (missing) throw new SubagentError('INVALID_CONFIG', `claude-code: ${missing}`)
     const log = ctx.logger('subagent-claude-code')
     const settings: ClaudeCodeSettings = {
       ...config,

@@ -17,7 +17,7 @@ import {
 } from '@dsh/subagent'
 import { CodexChild } from './continuable/codex-child.js'
 import { CodexConversation } from './continuable/conversation.js'
-import { codexCommand, type CodexCommand } from './codex-binary.js'
+import { codexCommand, missingCodexPackage, type CodexCommand } from './codex-binary.js'
 import { CODEX_CHILD_NAME, startCodexRun } from './codex-run.js'
 import { checkConfig, CodexConfig, resolveRunSpec, type CodexRunSpec } from './config.js'
 
@@ -89,7 +89,7 @@ export class CodexProvider implements SubagentProvider {
 
   private resolveCommand(): CodexCommand {
     try {
-      // Resolved per run, so a missing binary fails the delegation, loudly, not the plugin load.
+      // The package is checked at load (CodexPlugin); its binary is resolved per run, so a broken install fails the delegation, loudly.
       return this.command ?? codexCommand()
     } catch (error) {
       throw new SubagentError('START_FAILED', `${CODEX_CHILD_NAME} could not be started (stage spawn): ${errorMessage(error)}`, { cause: error })
@@ -104,6 +104,9 @@ export class CodexPlugin {
 
   constructor(ctx: Context, config: CodexConfig) {
     checkConfig(config)
+    // Known at load, so it fails at load: a composition naming codex without Codex installed never starts.
+    const missing = missingCodexPackage()
+    if (missing) throw new SubagentError('INVALID_CONFIG', `codex: ${missing}`)
     const log = ctx.logger('subagent-codex')
     ctx.subagents.registerProvider(new CodexProvider(config, undefined, (reason) => log.debug('a progress notification from the codex app-server was dropped: %s', reason)))
   }
