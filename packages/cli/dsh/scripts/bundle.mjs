@@ -14,7 +14,7 @@
  * Usage: node scripts/bundle.mjs (from anywhere; `npm run build` runs it after tsc).
  */
 import { createHash } from 'node:crypto'
-import { chmodSync, readFileSync, writeFileSync } from 'node:fs'
+import { chmodSync, existsSync, readFileSync, writeFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { dirname, join, relative, sep } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -24,6 +24,7 @@ const packageDir = join(dirname(fileURLToPath(import.meta.url)), '..')
 const outDir = join(packageDir, 'dist', 'bundle')
 const main = join(outDir, 'dsh-main.cjs')
 const launcher = join(outDir, 'dsh.cjs')
+const { version } = JSON.parse(readFileSync(join(packageDir, 'package.json'), 'utf8'))
 
 /**
  * Packages required from node_modules at run time instead of bundled: large SDKs only an
@@ -60,8 +61,14 @@ const externals = {
 
 /**
  * esbuild: give every module its own `import.meta.url` (esbuild has none in CommonJS
- * output): the URL of its original file, found relative to the bundle when it runs, so
+ * output): the URL of its original file where it is installed when the bundle runs, so
  * `createRequire(import.meta.url)('../package.json')` reads the same file as unbundled.
+ *
+ * A file of this package is found relative to the bundle (the two ship together). A file
+ * of another package is found through that package, resolved by name from the bundle on
+ * first use: where npm puts `@dsh/a2a-server` (beside `@dsh/cli`, inside it, or in a
+ * global prefix) is decided at install time, so no path between two packages may be
+ * baked in.
  */
 const importMetaUrl = {
   name: 'dsh-import-meta-url',
@@ -70,10 +77,24 @@ const importMetaUrl = {
     build.onLoad({ filter: /\.(c|m)?js$/ }, (args) => {
       const contents = readFileSync(args.path, 'utf8')
       if (!contents.includes('import.meta')) return undefined
-      const fromBundle = relative(outDir, args.path).split(sep).join('/')
-      return { contents: contents.replaceAll('import.meta.url', `__dshFileUrl(${JSON.stringify(fromBundle)})`), loader: 'js' }
+      const owner = owningPackage(args.path)
+      const url = owner.dir === packageDir
+        ? `__dshFileUrl(${JSON.stringify(relative(outDir, args.path).split(sep).join('/'))})`
+        : `__dshPackageFileUrl(${JSON.stringify(owner.name)}, ${JSON.stringify(relative(owner.dir, args.path).split(sep).join('/'))})`
+      return { contents: contents.replaceAll('import.meta.url', url), loader: 'js' }
     })
   },
+}
+
+/** The nearest enclosing package of `file` with a name: its directory and name. */
+function owningPackage(file) {
+  for (let dir = dirname(file); dir !== dirname(dir); dir = dirname(dir)) {
+    const manifest = join(dir, 'package.json')
+    if (!existsSync(manifest)) continue
+    const { name } = JSON.parse(readFileSync(manifest, 'utf8'))
+    if (typeof name === 'string') return { dir, name }
+  }
+  throw new Error(`${file} is in no named package; the bundle cannot say where it is installed`)
 }
 
 const mainResult = await esbuild.build({
@@ -99,8 +120,8 @@ const mainResult = await esbuild.build({
   // through require(esm), which Node has from 20.19.
   supported: { 'dynamic-import': false },
   banner: { js: '/* The bundled dsh CLI: started by dsh.cjs beside it. Built by packages/cli/dsh/scripts/bundle.mjs; do not edit. */' },
-  // A declaration (hoisted) after the code, so that the bundle's "use strict" stays its first statement.
-  footer: { js: "function __dshFileUrl(fromBundle) { return require('node:url').pathToFileURL(require('node:path').join(__dirname, fromBundle)).href }" },
+  // Declarations (hoisted) after the code, so that the bundle's "use strict" stays its first statement.
+  footer: { js: readFileSync(join(packageDir, 'scripts', 'bundle-footer.cjs'), 'utf8').replaceAll('__dshVersion', JSON.stringify(version)) },
 })
 if (mainResult.errors.length > 0) process.exit(1)
 

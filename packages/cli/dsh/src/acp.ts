@@ -11,7 +11,7 @@
  * tool may run; `--max-frame-bytes N` bounds one input line. Whatever ends the process is
  * said in one line on stderr.
  */
-import { parseArgs } from 'node:util'
+import { parseVerbArgs } from './args.js'
 import { PERMISSION_POLICIES, serveAcpOverStdio, type PermissionPolicy } from '@dsh/acp-server'
 import { reapTrackedGroups } from '@dsh/process'
 import { UsageError } from './errors.js'
@@ -21,7 +21,7 @@ import { onInterrupt } from './interrupt.js'
 import { startRuntime } from './runtime.js'
 
 export async function acpVerb(args: string[]): Promise<number> {
-  const { values } = parseArgs({
+  const { values } = parseVerbArgs('acp', {
     args,
     allowPositionals: false,
     options: {

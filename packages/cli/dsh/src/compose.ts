@@ -40,11 +40,11 @@ async function importPlugin(entry: PluginEntry): Promise<unknown> {
     module = await importModule(entry)
   } catch (error) {
     // Only the first line: require's "Cannot find module" goes on to list the CLI's own files.
-    throw new CompositionError('PLUGIN_LOAD', `plugin "${entry.id}": cannot load ${entry.name}: ${errorMessage(error).split('\n')[0]}`)
+    throw new CompositionError('PLUGIN_LOAD', `plugin "${entry.id}": cannot load ${entry.name}: ${errorMessage(error).split('\n')[0]}`, { entryIds: [entry.id] })
   }
   const plugin = module.default ?? module
   if (typeof plugin !== 'function' && !(isRecord(plugin) && typeof plugin.apply === 'function')) {
-    throw new CompositionError('PLUGIN_LOAD', `plugin "${entry.id}": ${entry.name} does not export a plugin (a default export with apply, or a class)`)
+    throw new CompositionError('PLUGIN_LOAD', `plugin "${entry.id}": ${entry.name} does not export a plugin (a default export with apply, or a class)`, { entryIds: [entry.id] })
   }
   return plugin
 }
@@ -70,7 +70,7 @@ export async function compose(ctx: Context, entries: readonly PluginEntry[], opt
       Promise.resolve(fiber).then(
         () => new Promise<never>(() => {}),
         (error: unknown) => {
-          throw new CompositionError('PLUGIN_START', `plugin "${entry.id}" (${entry.name}) failed to start: ${oneLineMessage(error)}`)
+          throw new CompositionError('PLUGIN_START', `plugin "${entry.id}" (${entry.name}) failed to start: ${oneLineMessage(error)}`, { entryIds: [entry.id] })
         },
       ),
     )

@@ -3,7 +3,7 @@
  * laid over the defaults.
  */
 import { readFile } from 'node:fs/promises'
-import { dirname, resolve } from 'node:path'
+import { dirname, isAbsolute, resolve } from 'node:path'
 import { errorMessage, isRecord } from '@dsh/base'
 import YAML from 'yaml'
 import { CompositionError } from './errors.js'
@@ -20,6 +20,29 @@ export interface PluginEntry {
 }
 
 const ENTRY_KEYS = ['id', 'name', 'config', 'disabled']
+
+/**
+ * Config keys of shipped plugins that hold a directory: written relative in a config file,
+ * they are relative to that file, as a user reading the file expects, not to wherever dsh
+ * happens to be started from (an example config works from any directory).
+ */
+const FILE_RELATIVE_KEYS: Readonly<Record<string, readonly string[]>> = {
+  '@dsh/session-jsonl': ['dir'],
+  '@dsh/subagent-acp': ['cwd'],
+  '@dsh/subagent-codex': ['cwd'],
+  '@dsh/subagent-claude-code': ['cwd'],
+}
+
+function withFileRelativePaths(name: string, config: Record<string, unknown>, base: string): Record<string, unknown> {
+  const keys = FILE_RELATIVE_KEYS[name]
+  if (!keys?.some((key) => typeof config[key] === 'string')) return config
+  const resolved = { ...config }
+  for (const key of keys) {
+    const value = resolved[key]
+    if (typeof value === 'string' && value !== '' && !isAbsolute(value)) resolved[key] = resolve(base, value)
+  }
+  return resolved
+}
 
 /** Read a YAML (or JSON) list of entries `{ id?, name, config?, disabled? }`, validated. */
 export async function readEntries(file: string): Promise<PluginEntry[]> {
@@ -43,7 +66,7 @@ export function parseEntries(text: string, file: string): PluginEntry[] {
     if (problem) throw problem
     parsed = document.toJS()
   } catch (error) {
-    throw new CompositionError('CONFIG_SYNTAX', `${file} is not valid YAML: ${firstLine(errorMessage(error))}`)
+    throw new CompositionError('CONFIG_SYNTAX', `${file} is not valid YAML: ${yamlProblem(error)}`)
   }
   const list = Array.isArray(parsed) ? parsed : isRecord(parsed) && Array.isArray(parsed.plugins) ? parsed.plugins : undefined
   if (!list) throw new CompositionError('CONFIG_SHAPE', `${file}: expected a list of plugin entries (or { plugins: [...] })`)
@@ -63,7 +86,7 @@ export function parseEntries(text: string, file: string): PluginEntry[] {
     if (seen.has(id)) throw new CompositionError('CONFIG_SHAPE', `${where}.id: "${id}" is used twice`)
     seen.add(id)
     const entry: PluginEntry = { id, name: raw.name, base: dirname(resolve(file)) }
-    if (isRecord(raw.config)) entry.config = raw.config
+    if (isRecord(raw.config)) entry.config = withFileRelativePaths(raw.name, raw.config, entry.base!)
     if (raw.disabled === true) entry.disabled = true
     return entry
   })
@@ -87,7 +110,12 @@ export function mergeEntries(defaults: readonly PluginEntry[], overrides: readon
   return merged.filter((entry) => !entry.disabled)
 }
 
-/** YAML's messages quote the source over several lines; an error here is one line. */
-function firstLine(message: string): string {
-  return message.split('\n')[0].trim()
+/**
+ * A YAML error's first line, then the snippet the parser drew under it (the offending line
+ * and a caret), indented: where the mistake is matters more than the one-line rule.
+ */
+function yamlProblem(error: unknown): string {
+  const [head = '', ...rest] = errorMessage(error).split('\n')
+  const snippet = rest.filter((line) => line.trim() !== '')
+  return snippet.length > 0 ? `${head}\n${snippet.map((line) => `    ${line}`).join('\n')}` : head
 }

@@ -122,5 +122,5 @@ export function checkConfigKeys(entry: PluginEntry, plugin: unknown): void {
   const found: UnknownKey[] = isSchema(schema) ? unknownConfigKeys(schema, config) : Object.keys(config).map((key) => ({ path: child('', key), allowed: [] }))
   if (found.length === 0) return
   const described = found.map((unknown) => `"${unknown.path}" (${unknown.allowed.length ? `allowed there: ${unknown.allowed.join(', ')}` : 'nothing is configurable there'})`)
-  throw new CompositionError('UNKNOWN_KEY', `plugin "${entry.id}" (${entry.name}): unknown config key${found.length > 1 ? 's' : ''} ${described.join(', ')}`)
+  throw new CompositionError('UNKNOWN_KEY', `plugin "${entry.id}" (${entry.name}): unknown config key${found.length > 1 ? 's' : ''} ${described.join(', ')}`, { entryIds: [entry.id] })
 }

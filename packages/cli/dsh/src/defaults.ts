@@ -1,9 +1,16 @@
-import { join } from 'node:path'
+import { join, resolve } from 'node:path'
 import type { PluginEntry } from './compose.js'
 import { dshHome } from './config-file.js'
 
+export interface CommandLineSettings {
+  sessionDir?: string
+  model?: string
+  record?: string
+  lineageRoot?: string
+}
+
 /** What every `dsh` command composes before a user's config. */
-export function defaultEntries(options: { sessionDir?: string; model?: string; record?: string; lineageRoot?: string }): PluginEntry[] {
+export function defaultEntries(options: CommandLineSettings): PluginEntry[] {
   const entries: PluginEntry[] = [
     { id: 'llm', name: '@dsh/llm', config: options.model ? { model: options.model } : {} },
     { id: 'sessions', name: '@dsh/session' },
@@ -37,7 +44,34 @@ export function defaultEntries(options: { sessionDir?: string; model?: string; r
   return entries
 }
 
-/** `$DSH_HOME/sessions`, else `~/.dsh/sessions`. */
-export function defaultSessionDir(): string {
-  return join(dshHome(), 'sessions')
+/**
+ * What the command line says, merged over the user's config as well as under it: a flag
+ * the user typed (`--model`, `--session-dir`, `--record`) wins over the file, whose
+ * settings are the defaults of every run.
+ */
+export function commandLineEntries(options: CommandLineSettings): PluginEntry[] {
+  const entries: PluginEntry[] = []
+  if (options.model) entries.push({ id: 'llm', name: '@dsh/llm', config: { model: options.model } })
+  if (options.sessionDir !== undefined) entries.push({ id: 'session-jsonl', name: '@dsh/session-jsonl', config: { dir: options.sessionDir } })
+  if (options.record !== undefined) entries.push({ id: 'llm-replay', name: '@dsh/llm-replay', config: { record: options.record } })
+  return entries
+}
+
+/**
+ * `$DSH_SESSION_DIR` (a dsh that started this one put its own there), else
+ * `$DSH_HOME/sessions`, else `~/.dsh/sessions`.
+ */
+export function defaultSessionDir(env: NodeJS.ProcessEnv = process.env): string {
+  return env.DSH_SESSION_DIR ? resolve(env.DSH_SESSION_DIR) : join(dshHome(env), 'sessions')
+}
+
+/**
+ * Hand the session directory this composition stores in to every process it starts: a
+ * `dsh acp` child, or a dsh a command runs, stores its sessions beside its parent's (unless
+ * its own `--session-dir` says otherwise), so `dsh sessions tree` finds the whole tree in
+ * one place. `DSH_SESSION_DIR` is in `@dsh/process`'s base environment, like `DSH_HOME`.
+ */
+export function exportSessionDir(entries: readonly PluginEntry[], env: NodeJS.ProcessEnv = process.env): void {
+  const dir = entries.find((entry) => entry.id === 'session-jsonl')?.config?.dir
+  if (typeof dir === 'string' && dir !== '') env.DSH_SESSION_DIR = resolve(dir)
 }

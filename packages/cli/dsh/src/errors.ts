@@ -16,7 +16,19 @@ export class UsageError extends DshError<UsageErrorCode> {}
 export type CompositionErrorCode = 'CONFIG_READ' | 'CONFIG_SYNTAX' | 'CONFIG_SHAPE' | 'UNKNOWN_KEY' | 'PLUGIN_LOAD' | 'PLUGIN_START' | 'PLUGIN_WAITING'
   /** A tool bound to a provider, or a default model naming an adapter, that is not registered. */
   | 'UNRESOLVED'
-export class CompositionError extends DshError<CompositionErrorCode> {}
+export class CompositionError extends DshError<CompositionErrorCode> {
+  /**
+   * The entries the problem is in, when it is in some (a plugin that failed to load or
+   * start, an unknown key, an unmounted tool): the config file is named in the message
+   * only when one of them came from it, so a problem with `--model` does not send the user
+   * to a file that has nothing to do with it.
+   */
+  readonly entryIds: readonly string[]
+  constructor(code: CompositionErrorCode, message: string, options?: { cause?: unknown; entryIds?: readonly string[] }) {
+    super(code, message, options)
+    this.entryIds = options?.entryIds ?? []
+  }
+}
 
 /** An error's message on one line, for reports that must stay one line per problem. */
 export function oneLineMessage(error: unknown): string {

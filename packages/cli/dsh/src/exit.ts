@@ -23,6 +23,7 @@ export function userFacingLine(error: unknown): string | undefined {
   if (error instanceof UsageError || error instanceof CompositionError) return printable(error.message)
   if (error instanceof SessionError || error instanceof SessionJsonlError) return `dsh: ${printable(error.message)}`
   if (isParseArgsError(error)) return `dsh: ${oneLineMessage(error)}`
+  if (isMissingModule(error)) return `dsh: ${printable(error.message.split('\n')[0])}${error.message.startsWith('Cannot find') ? '; this installation of dsh is incomplete: reinstall @dsh/cli with its dependencies' : ''}`
   return undefined
 }
 
@@ -35,6 +36,17 @@ export function reportFailure(error: unknown, write: (text: string) => void = (t
   }
   write(`dsh: ${error instanceof Error ? (error.stack ?? error.message) : errorMessage(error)}\n`)
   return EXIT_FAILURE
+}
+
+/**
+ * A module the installed CLI cannot find (a package removed, or left out of a set of
+ * tarballs): an installation to repair, not a bug. Node's message goes on with the
+ * require stack, which names our own files; only its first line is printed.
+ */
+function isMissingModule(error: unknown): error is Error {
+  if (!(error instanceof Error) || !('code' in error)) return false
+  const { code } = error as { code: unknown }
+  return code === 'MODULE_NOT_FOUND' || code === 'ERR_MODULE_NOT_FOUND'
 }
 
 function isParseArgsError(error: unknown): error is Error {

@@ -2,14 +2,16 @@ import type { Agent } from '@dsh/agent'
 import { errorMessage } from '@dsh/base'
 import { outputText } from '@dsh/llm'
 import { isReplayAdapter } from '@dsh/llm-replay'
-import { SessionError, type SessionUpdate } from '@dsh/session'
+import { SessionError, type SessionEvent, type SessionUpdate } from '@dsh/session'
 import type {} from '@dsh/subagent'
 import { runUntilQuiet, type QuietRun } from '@dsh/tasks'
 import type { Composition } from './compose.js'
-import { UsageError } from './errors.js'
+import { oneLineMessage, UsageError } from './errors.js'
+import { resolveSessionId } from './session-ids.js'
 import { exitCodeOfSignal } from './exit.js'
 import { withoutFrameworkStacks } from './framework-stacks.js'
 import { onInterrupt } from './interrupt.js'
+import { installRunPermission, type PermissionOptions, type RunPermission } from './permission-prompt.js'
 import { lifecycleLine, TtyTreeRenderer } from './progress/render.js'
 import { ProgressTracker } from './progress/tracker.js'
 import { startRuntime, type RuntimeOptions } from './runtime.js'
@@ -19,6 +21,8 @@ export { UsageError } from './errors.js'
 
 export interface RunOptions extends RuntimeOptions {
   prompt: string
+  /** Who decides whether side-effecting tools run; default `ask` on a terminal, else `reject`. */
+  permission?: RunPermission
   resume?: string
   json?: boolean
   /** No live progress (the answer is still printed). */
@@ -35,6 +39,7 @@ export const NO_MODEL_HELP = [
   '  - or the keyless demo:    npm start',
   '  - with DeepSeek:          export DEEPSEEK_API_KEY=... (then --model is optional)',
   '  - any OpenAI-compatible:  --model openai:MODEL with OPENAI_API_KEY, or configure @dsh/llm-openai',
+  '  - a default for every run: set llm.model in dsh.yml (- id: llm, name: "@dsh/llm", config: { model: SPEC })',
 ].join('\n')
 
 /** Pick the model spec: --model, then DeepSeek when its key is set (a config's `llm.model` applies otherwise). */
@@ -56,9 +61,13 @@ export function jsonLine(record: Record<string, unknown>): void {
  * cancellation), 1 otherwise.
  */
 export async function runCommand(options: RunOptions): Promise<number> {
+  const policy = runPermission(options)
   const model = chooseModel(options.model)
   const runtime = await startRuntime({ ...options, model, checkReady: true })
+  let resumed: ResumeTarget | undefined
   let agent: Agent | undefined
+  let view: RunView | undefined
+  let removeGate: (() => void) | undefined
   const cancel = new AbortController()
   let cancelledBy: NodeJS.Signals | undefined
   // The first signal cancels the turn and the agent's background work; the command exits
@@ -66,7 +75,9 @@ export async function runCommand(options: RunOptions): Promise<number> {
   const stopSignals = onInterrupt(
     (signal) => {
       cancelledBy ??= signal
-      process.stderr.write(`\ndsh: cancelling (${signal === 'SIGINT' ? 'Ctrl-C' : signal} again to exit now)\n`)
+      const notice = `dsh: cancelling (${signal === 'SIGINT' ? 'Ctrl-C' : signal} again to exit now)`
+      if (view) view.notice(notice)
+      else process.stderr.write(`\n${notice}\n`)
       cancel.abort(new Error(`interrupted by ${signal}`))
     },
     // Exit now, but not before every process group started here was asked to go: an ACP
@@ -74,19 +85,15 @@ export async function runCommand(options: RunOptions): Promise<number> {
     (signal) => void stopStartedGroups().finally(() => process.exit(exitCodeOfSignal(signal))),
   )
   try {
-    if (!runtime.ctx.llm.config.model && !model) throw new UsageError('NO_MODEL', NO_MODEL_HELP)
-    // A continuable child is reached through its parent only: a local turn here would bypass its descriptor and parent.
-    // (A missing or unreadable file is not judged here: the resume below reports it.)
-    const resumed = options.resume === undefined ? undefined : await runtime.ctx.sessions.readStored(options.resume).catch(() => undefined)
-    if (resumed?.header.descriptor !== undefined && resumed.header.parentSession !== undefined) {
-      throw new UsageError('SESSION', `dsh run: session ${options.resume} is a continuable subagent of ${resumed.header.parentSession}; message it through its parent instead (dsh run --resume ${resumed.header.parentSession} "...", whose model can send_message it)`)
-    }
+    if (options.resume !== undefined) resumed = await resumeTarget(runtime, options.resume, options.model)
+    if (!runtime.ctx.llm.config.model && !model && !resumed?.model) throw new UsageError('NO_MODEL', NO_MODEL_HELP)
     agent = await runtime.ctx.agents
-      .create({ sessionId: options.resume, meta: { origin: 'cli', cwd: options.cwd ?? process.cwd() } })
+      .create({ sessionId: resumed?.id, meta: { origin: 'cli', cwd: options.cwd ?? process.cwd() }, ...(resumed?.model !== undefined && { agentOptions: { model: resumed.model } }) })
       .catch((error: unknown) => {
-        throw resumeProblem(error, options.resume, runtime)
+        throw resumeProblem(error, resumed?.id, runtime)
       })
-    const view = watch(runtime, agent, options)
+    view = watch(runtime, agent, options)
+    removeGate = installRunPermission(runtime.ctx, permissionOptions(policy, options, view))
     // The run ends once the agent is quiet: no owned work (tasks, continuable children) runs and no notice waits.
     const run = await runUntilQuiet(agent, options.prompt, { tasks: runtime.ctx.get('tasks'), signal: cancel.signal })
     view.finish(run)
@@ -106,6 +113,7 @@ export async function runCommand(options: RunOptions): Promise<number> {
     return 0
   } finally {
     stopSignals()
+    removeGate?.()
     // Stopping is framework work like starting: no stacks unless verbose (framework-stacks.ts).
     await withoutFrameworkStacks(options.verbose === true, async () => {
       await agent?.dispose().catch((error: unknown) => process.stderr.write(`dsh: disposing the agent failed: ${errorMessage(error)}\n`))
@@ -120,6 +128,58 @@ export function replayProblems(runtime: Composition): string[] {
   return isReplayAdapter(adapter) ? adapter.problems() : []
 }
 
+/** The session `--resume` names, and the model it goes on with. */
+interface ResumeTarget {
+  id: string
+  /** The model the session last ran on, when `--model` does not say otherwise and it recorded one. */
+  model?: string
+}
+
+/**
+ * `--resume ID`: the whole id or a unique tail of it. Without `--model` the session goes
+ * on with the model it last ran on (the spec recorded with its last answer's usage), as a
+ * user resuming a conversation expects; that model is checked as a start checks its own.
+ */
+async function resumeTarget(runtime: Composition, wanted: string, explicitModel: string | undefined): Promise<ResumeTarget> {
+  const { sessions } = runtime.ctx
+  // Judged before anything else, the model included: a session that cannot be resumed is
+  // the problem to report. An exact id is read on its own; the other files (broken ones
+  // included) are looked at only to match a tail.
+  const read = (id: string) =>
+    sessions.readStored(id).catch((error: unknown) => {
+      throw resumeProblem(error, id, runtime)
+    })
+  let id = wanted
+  let stored = await read(id)
+  if (!stored) {
+    id = resolveSessionId(await sessions.listStored(), wanted)
+    if (id !== wanted) stored = await read(id)
+  }
+  if (!stored) throw resumeProblem(new SessionError('NOT_FOUND', `no stored session ${id}`), id, runtime)
+  // A continuable child is reached through its parent only: a local turn here would bypass its descriptor and parent.
+  if (stored?.header.descriptor !== undefined && stored.header.parentSession !== undefined) {
+    throw new UsageError('SESSION', `dsh run: session ${id} is a continuable subagent of ${stored.header.parentSession}; message it through its parent instead (dsh run --resume ${stored.header.parentSession} "...", whose model can send_message it)`)
+  }
+  const model = explicitModel === undefined ? lastModelOf(stored.events) : undefined
+  if (model === undefined) return { id }
+  try {
+    const resolved = runtime.ctx.llm.resolve(model)
+    await resolved.adapter.prepare?.(resolved.model)
+  } catch (error) {
+    throw new UsageError('NO_MODEL', `dsh run: session ${id} ran on ${model}, which cannot be used here: ${oneLineMessage(error)}; pass --model SPEC to go on with another`)
+  }
+  return { id, model }
+}
+
+/** The model spec of the last answer a session's log records usage for. */
+function lastModelOf(events: readonly SessionEvent[]): string | undefined {
+  for (let index = events.length - 1; index >= 0; index--) {
+    const event = events[index]!
+    if (event.type === 'assistant/message' && event.usage?.model !== undefined) return event.usage.model
+  }
+  return undefined
+}
+
 /** A session that cannot be resumed is the user's input problem: say which and where to look. */
 function resumeProblem(error: unknown, id: string | undefined, runtime: Composition): unknown {
   if (id === undefined || !(error instanceof SessionError)) return error
@@ -130,6 +190,37 @@ function resumeProblem(error: unknown, id: string | undefined, runtime: Composit
 
 export interface RunView {
   finish(run: QuietRun): void
+  /** A line for the user while the run goes on (on a terminal, written above the live tree). */
+  notice(line: string): void
+  /** The live tree, if one is drawn, steps aside for a prompt; the returned function brings it back. */
+  standAside(): () => void
+}
+
+/** The terminal a prompt would be shown on: stdout unless it carries NDJSON or is not one, else stderr. */
+function promptOutput(options: RunOptions): NodeJS.WriteStream | undefined {
+  if (process.stdin.isTTY !== true) return undefined
+  return !options.json && process.stdout.isTTY ? process.stdout : process.stderr.isTTY ? process.stderr : undefined
+}
+
+/**
+ * The permission policy of this run, decided before anything starts: `--permission`, else
+ * `ask` when someone is at a terminal to answer (standard input is one, and so is stdout
+ * or stderr), else `reject`.
+ */
+function runPermission(options: RunOptions): RunPermission {
+  const interactive = promptOutput(options) !== undefined
+  const policy = options.permission ?? (interactive ? 'ask' : 'reject')
+  if (policy === 'ask' && !interactive) throw new UsageError('USAGE', 'dsh run: --permission ask needs a terminal to ask on (standard input and stdout or stderr); use --permission allow or reject')
+  return policy
+}
+
+function permissionOptions(policy: RunPermission, options: RunOptions, view: RunView): PermissionOptions {
+  const output = promptOutput(options)
+  return {
+    policy,
+    ...(policy === 'ask' && output && { terminal: { input: process.stdin, output, standAside: () => view.standAside() } }),
+    warn: (line) => view.notice(line),
+  }
 }
 
 /**
@@ -152,7 +243,7 @@ export function watch(runtime: Composition, agent: Agent, options: RunOptions): 
     // Written as the service emits it, so a run's progress lines fall between its start and its end.
     runtime.ctx.on('subagent/progress', (info) => jsonLine({ kind: 'subagent/progress', ...info }))
     runtime.ctx.on('subagent/end', (info) => jsonLine({ kind: 'subagent/end', ...info }))
-    return { finish: (run) => jsonLine({ kind: 'answer', session: agent.id, text: outputText(run.output) }) }
+    return { finish: (run) => jsonLine({ kind: 'answer', session: agent.id, text: outputText(run.output) }), notice: writeNotice, standAside: () => () => {} }
   }
   const tty = options.tty ?? process.stdout.isTTY === true
   const printAnswer = (run: QuietRun, separator: string) => {
@@ -169,6 +260,9 @@ export function watch(runtime: Composition, agent: Agent, options: RunOptions): 
         tracker.dispose()
         printAnswer(run, '\n')
       },
+      // The tree is on stdout; a notice on stderr would land on the same screen uncounted.
+      notice: (line) => renderer.note(line),
+      standAside: () => renderer.standAside(),
     }
   }
   if (!options.quiet) {
@@ -178,5 +272,9 @@ export function watch(runtime: Composition, agent: Agent, options: RunOptions): 
       if (line) process.stderr.write(`${line}\n`)
     })
   }
-  return { finish: (run) => printAnswer(run, '') }
+  return { finish: (run) => printAnswer(run, ''), notice: writeNotice, standAside: () => () => {} }
+}
+
+function writeNotice(line: string): void {
+  process.stderr.write(`${line}\n`)
 }

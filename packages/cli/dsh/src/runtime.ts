@@ -5,7 +5,7 @@ import { subagentToolMountProblem } from '@dsh/tool-subagent'
 import { compose, mergeEntries, readEntries, type Composition, type PluginEntry } from './compose.js'
 import { discoverConfig } from './config-file.js'
 import { CompositionError, oneLineMessage } from './errors.js'
-import { defaultEntries } from './defaults.js'
+import { commandLineEntries, defaultEntries, exportSessionDir } from './defaults.js'
 import { withoutFrameworkStacks } from './framework-stacks.js'
 
 export interface RuntimeOptions {
@@ -89,13 +89,14 @@ async function composeRuntime(options: RuntimeOptions): Promise<Composition> {
   const logger = attachConsoleLogger(ctx, options.verbose)
   const configFile = options.config ?? (options.ignoreDiscoveredConfig ? undefined : discoverConfig())
   const user = configFile ? await readEntries(configFile) : []
-  const entries = mergeEntries(mergeEntries(defaultEntries(options), options.extra ?? []), user)
+  const entries = mergeEntries(mergeEntries(mergeEntries(defaultEntries(options), options.extra ?? []), user), commandLineEntries(options))
+  exportSessionDir(entries)
   try {
     const composition = await compose(ctx, entries)
-    if (options.checkReady) await assertReady(composition, configFile)
+    if (options.checkReady) await assertReady(composition, options.model !== undefined)
     // Adapters register as their plugins start: only now can the price table's models be checked.
     const unpriceable = ctx.llm.unknownPricedModels()
-    if (unpriceable.length) throw new CompositionError('UNRESOLVED', unpriceable.join('; '))
+    if (unpriceable.length) throw new CompositionError('UNRESOLVED', unpriceable.join('; '), { entryIds: ['llm'] })
     logger.started(false)
     return composition
   } catch (error) {
@@ -107,8 +108,12 @@ async function composeRuntime(options: RuntimeOptions): Promise<Composition> {
     // Cordis unloads a plugin only after its start finished: one whose start never ends
     // would hold the error back forever, so report without waiting for it.
     if (!(error instanceof CompositionError && error.code === 'PLUGIN_WAITING')) await disposed
-    // Name the file the entries came from: that is where the user goes to fix it.
-    if (error instanceof CompositionError && error.code !== 'UNRESOLVED') throw new CompositionError(error.code, `dsh: ${configFile ? `config ${configFile}: ` : ''}${error.message}`, { cause: error })
+    // Name the file a faulty entry came from: that is where the user goes to fix it. A
+    // problem elsewhere (a --model, a default entry) is not the file's.
+    if (error instanceof CompositionError) {
+      const fromFile = configFile !== undefined && error.entryIds.some((id) => user.some((entry) => entry.id === id))
+      throw new CompositionError(error.code, `dsh: ${fromFile ? `config ${configFile}: ` : ''}${error.message}`, { cause: error, entryIds: error.entryIds })
+    }
     throw error
   }
 }
@@ -121,6 +126,16 @@ async function composeRuntime(options: RuntimeOptions): Promise<Composition> {
  * that cannot be used. One line per problem.
  */
 export async function readinessProblems(runtime: Composition): Promise<string[]> {
+  return (await readiness(runtime, false)).map((problem) => problem.text)
+}
+
+/** A readiness problem and the entry it is in (the model's when the model is the problem). */
+interface ReadinessProblem {
+  text: string
+  entryId: string
+}
+
+async function readiness(runtime: Composition, modelFromFlag: boolean): Promise<ReadinessProblem[]> {
   const subagents = runtime.ctx.get('subagents')
   const registered = subagents?.list() ?? []
   const problems = runtime.entries
@@ -138,21 +153,21 @@ export async function readinessProblems(runtime: Composition): Promise<string[]>
         subagents?.getProvider(provider),
         registered,
       )
-      return problem ? [`${problem.message} (entry "${entry.id}")`] : []
+      return problem ? [{ text: `${problem.message} (entry "${entry.id}")`, entryId: entry.id }] : []
     })
   if (runtime.ctx.llm.config.model) {
     try {
       const { adapter, model } = runtime.ctx.llm.resolve()
       await adapter.prepare?.(model)
     } catch (error) {
-      problems.push(oneLineMessage(error))
+      problems.push({ text: oneLineMessage(error), entryId: modelFromFlag ? '--model' : 'llm' })
     }
   }
   return problems
 }
 
-/** Fail (exit 2, one line) when `readinessProblems` finds anything; `where` names the config. */
-async function assertReady(runtime: Composition, where: string | undefined): Promise<void> {
-  const problems = await readinessProblems(runtime)
-  if (problems.length > 0) throw new CompositionError('UNRESOLVED', `dsh: ${where ? `config ${where}: ` : ''}${problems.join('; ')}`)
+/** Fail (exit 2, one line) when `readinessProblems` finds anything. */
+async function assertReady(runtime: Composition, modelFromFlag: boolean): Promise<void> {
+  const problems = await readiness(runtime, modelFromFlag)
+  if (problems.length > 0) throw new CompositionError('UNRESOLVED', problems.map((problem) => problem.text).join('; '), { entryIds: problems.map((problem) => problem.entryId) })
 }

@@ -34,13 +34,13 @@ export function waitForStart(ctx: Context, entries: readonly PluginEntry[], fibe
     }
     const missingServices = (entry: PluginEntry) => Object.keys(fibers.get(entry.id)!.inject ?? {}).filter((name) => ctx.get(name) === undefined)
     const waitingReport = (headline: string) => {
-      const lines = entries
-        .filter((entry) => fibers.get(entry.id)!.state !== FiberState.ACTIVE)
+      const waiting = entries.filter((entry) => fibers.get(entry.id)!.state !== FiberState.ACTIVE)
+      const lines = waiting
         .map((entry) => {
           const missing = missingServices(entry)
           return `"${entry.id}" (${entry.name}) is waiting for ${missing.length ? missing.map((name) => `ctx.${name}`).join(', ') : 'its start to finish'}`
         })
-      return new CompositionError('PLUGIN_WAITING', `${headline}: ${lines.join('; ')}`)
+      return new CompositionError('PLUGIN_WAITING', `${headline}: ${lines.join('; ')}`, { entryIds: waiting.map((entry) => entry.id) })
     }
     const evaluate = () => {
       scheduled = undefined
@@ -50,8 +50,8 @@ export function waitForStart(ctx: Context, entries: readonly PluginEntry[], fibe
         const [entry] = failed
         // A failed fiber keeps its error; awaiting it hands the error over.
         return void fibers.get(entry.id)!.await().then(
-          () => finish(new CompositionError('PLUGIN_START', `plugin "${entry.id}" (${entry.name}) failed to start`)),
-          (error: unknown) => finish(new CompositionError('PLUGIN_START', `plugin "${entry.id}" (${entry.name}) failed to start: ${oneLineMessage(error)}`)),
+          () => finish(new CompositionError('PLUGIN_START', `plugin "${entry.id}" (${entry.name}) failed to start`, { entryIds: [entry.id] })),
+          (error: unknown) => finish(new CompositionError('PLUGIN_START', `plugin "${entry.id}" (${entry.name}) failed to start: ${oneLineMessage(error)}`, { entryIds: [entry.id] })),
         )
       }
       if (states.every(([, state]) => state === FiberState.ACTIVE)) return finish()

@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process'
-import { readFileSync, readdirSync, realpathSync, writeFileSync } from 'node:fs'
+import { existsSync, readFileSync, readdirSync, realpathSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
 import { methods, PROTOCOL_VERSION, type SessionUpdate } from '@agentclientprotocol/sdk'
@@ -143,9 +143,10 @@ describe('dsh run with examples/acp.yml', () => {
     )
     expect(result.stdout).toContain('The ACP child answered: Paris is the capital of France.')
     expect(result.code).toBe(0)
-    // The child ran in its own process and persisted its own ordinary session.
-    const [child] = sessionFiles(join(home, 'sessions'))
-    expect(child[0]).toMatchObject({ kind: 'header', header: { origin: 'acp', cwd: repoRoot } })
+    // The child ran in its own process and persisted its own ordinary session, beside its parent's.
+    const child = sessionFiles(dir).find((lines) => (lines[0] as { header?: { origin?: string } }).header?.origin === 'acp')
+    expect(child?.[0]).toMatchObject({ kind: 'header', header: { origin: 'acp', cwd: repoRoot } })
+    expect(existsSync(join(home, 'sessions'))).toBe(false)
   })
 
   it('the ACP child\'s session is linked to its parent, so dsh sessions tree shows it across the process boundary', async () => {

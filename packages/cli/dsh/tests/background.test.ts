@@ -15,7 +15,7 @@ function pidsMatching(pattern: string): number[] {
 describe('dsh run with background work', () => {
   it('collects a background child and a background command with task_output before exiting', async () => {
     const dir = tempDir()
-    const result = await runDsh(['run', '--model', `scripted:${join(repoRoot, 'examples/background-script.yml')}`, '--session-dir', dir, 'audit the repo'])
+    const result = await runDsh(['run', '--permission', 'allow', '--model', `scripted:${join(repoRoot, 'examples/background-script.yml')}`, '--session-dir', dir, 'audit the repo'])
     expect(result.code).toBe(0)
     // The answer is the last message; text of the steps before it is not printed.
     expect(result.stdout).toMatch(/^Collected: .*background command finished/)
@@ -33,7 +33,7 @@ describe('dsh run with background work', () => {
       '    - text: "started it"',
       '    - text: "the notice said: {{last_tool_result}}"',
     ].join('\n'))
-    const result = await runDsh(['run', '--json', '--model', `scripted:${script}`, '--session-dir', dir, 'go'])
+    const result = await runDsh(['run', '--json', '--permission', 'allow', '--model', `scripted:${script}`, '--session-dir', dir, 'go'])
     expect(result.code).toBe(0)
     const events = result.stdout.trim().split('\n').map((line) => JSON.parse(line) as { kind: string; event?: { type: string; message?: { content: { text?: string }[] } } })
     const turns = events.filter((record) => record.event?.type === 'turn/start')
@@ -55,7 +55,7 @@ describe('dsh run with background work', () => {
       '    - call: { tool: subagent, args: { description: "slow", prompt: "take forever" } }',
       '    - text: "never"',
     ].join('\n'))
-    const child = spawn(process.execPath, [dshBin, 'run', '--model', `scripted:${script}`, '--session-dir', dir, 'go'], {
+    const child = spawn(process.execPath, [dshBin, 'run', '--permission', 'allow', '--model', `scripted:${script}`, '--session-dir', dir, 'go'], {
       cwd: repoRoot,
       env: { ...process.env, DSH_HOME: dir },
       stdio: ['ignore', 'pipe', 'pipe'],
@@ -89,7 +89,7 @@ describe('dsh run after notice turns', () => {
       '    - text: "started it"',
       '    - error: "the model fell over in the notice turn"',
     ].join('\n'))
-    const result = await runDsh(['run', '--model', `scripted:${script}`, '--session-dir', dir, 'go'])
+    const result = await runDsh(['run', '--permission', 'allow', '--model', `scripted:${script}`, '--session-dir', dir, 'go'])
     expect(result.code).toBe(1)
     expect(result.stderr).toContain('the turn ended error: the model fell over in the notice turn')
   })
@@ -107,7 +107,7 @@ describe('dsh run interrupted twice', () => {
       `    - call: { tool: bash, args: { command: "trap '' TERM; sleep ${marker}", run_in_background: true } }`,
       '    - { text: "waiting", delay_ms: 60000 }',
     ].join('\n'))
-    const child = spawn(process.execPath, [dshBin, 'run', '--model', `scripted:${script}`, '--session-dir', dir, 'go'], {
+    const child = spawn(process.execPath, [dshBin, 'run', '--permission', 'allow', '--model', `scripted:${script}`, '--session-dir', dir, 'go'], {
       cwd: repoRoot,
       env: { ...process.env, DSH_HOME: dir },
       stdio: ['ignore', 'pipe', 'pipe'],

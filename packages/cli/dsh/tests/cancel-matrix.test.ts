@@ -108,7 +108,7 @@ describe.concurrent('cancel matrix: dsh run', () => {
         it(`${signal} ${stage === 'background' ? 'while waiting on background work' : `in the child's ${stage === 'model' ? 'model call' : 'bash command'}`} (${provider}): exits ${128 + osConstants.signals[signal]}, the root session ends aborted, no process is left`, async () => {
           const dir = tempDir('dsh-cancel-')
           const script = writeScript(dir, stage, provider, marker)
-          const args = ['run', '--model', `scripted:${script}`, '--session-dir', dir, ...(provider === 'acp' ? ['--config', writeAcpConfig(dir, script)] : []), 'go']
+          const args = ['run', '--permission', 'allow', '--model', `scripted:${script}`, '--session-dir', dir, ...(provider === 'acp' ? ['--config', writeAcpConfig(dir, script)] : []), 'go']
           const run = spawn(process.execPath, [dshBin, ...args], { cwd: repoRoot, env: { ...process.env, DSH_HOME: dir }, stdio: ['ignore', 'pipe', 'pipe'] })
           let stderr = ''
           run.stderr.on('data', (chunk: Buffer) => (stderr += chunk))
@@ -152,7 +152,7 @@ describe('a second Ctrl-C with an ACP child', () => {
       '    - call: { tool: subagent_acp, args: { description: "stubborn child", prompt: "child-tool" } }',
       '    - text: "never"',
     ].join('\n'))
-    const args = ['run', '--model', `scripted:${script}`, '--session-dir', dir, '--config', writeAcpConfig(dir, script), 'go']
+    const args = ['run', '--permission', 'allow', '--model', `scripted:${script}`, '--session-dir', dir, '--config', writeAcpConfig(dir, script), 'go']
     const run = spawn(process.execPath, [dshBin, ...args], { cwd: repoRoot, env: { ...process.env, DSH_HOME: dir }, stdio: ['ignore', 'pipe', 'pipe'] })
     let stderr = ''
     run.stderr.on('data', (chunk: Buffer) => (stderr += chunk))

@@ -86,7 +86,7 @@ describe('the bundled CLI with a code cache', () => {
     const dir = tempDir('dsh-cache-')
     expect((await hello(dir)).code).toBe(0)
     const [runCache] = readdirSync(dir)
-    expect(runCache).toMatch(/^dsh-main-[0-9a-f]{16}-run\.v8cache$/)
+    expect(runCache).toMatch(/^dsh-main-[0-9a-f]{16}-[0-9a-f]{8}-run\.v8cache$/)
     const build = runCache!.slice(0, runCache!.length - 'run.v8cache'.length)
     // This build's cache of another command, written long ago, and another build's.
     const dayAgo = new Date(Date.now() - 2 * 24 * 60 * 60 * 1000)

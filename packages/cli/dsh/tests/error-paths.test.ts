@@ -11,13 +11,13 @@ function config(text: string): string {
 }
 
 const cases: Array<[string, () => string[], string | RegExp]> = [
-  ['an unknown option', () => ['run', '--modle', 'x', 'hi'], "Unknown option '--modle'"],
+  ['an unknown option', () => ['run', '--modle', 'x', 'hi'], 'dsh run: unknown option --modle; did you mean --model? (dsh run --help lists the options'],
+  ['an unknown option of another verb, far from every known one', () => ['sessions', 'list', '--frobnicate'], 'dsh sessions: unknown option --frobnicate (dsh sessions --help lists the options)'],
+  ['an option without its value', () => ['run', 'hi', '--model'], 'dsh run: --model needs a value (dsh run --help lists the options)'],
   ['run without a prompt', () => ['run', '--model', 'scripted:x'], 'dsh run: a PROMPT is required'],
   ['an unknown sessions verb', () => ['sessions', 'frobnicate'], 'dsh sessions: unknown verb "frobnicate"'],
   ['config without check', () => ['config'], 'dsh config: the only verb is `check`'],
   ['a missing config file', () => ['run', '--config', '/nonexistent/dsh.yml', '--model', 'scripted:x', 'hi'], 'cannot read config /nonexistent/dsh.yml'],
-  ['config that is not YAML', () => ['config', 'check', '--config', config('- name: [unclosed\n')], /is not valid YAML: /],
-  ['a YAML tag nobody resolves', () => ['config', 'check', '--config', config('- name: !nope "@dsh/agent"\n')], /is not valid YAML: Unresolved tag: !nope/],
   ['a plugin that cannot be loaded', () => ['config', 'check', '--config', config('- name: "@dsh/no-such-plugin"\n')], 'plugin "@dsh/no-such-plugin": cannot load @dsh/no-such-plugin'],
   ['a nested unknown key', () => ['run', '--model', 'scripted:x', '--config', config('- id: tool-subagent\n  name: "@dsh/tool-subagent"\n  config: { provider: spawn, toolFilter: { alow: [bash] } }\n'), 'hi'], 'unknown config key "toolFilter.alow" (allowed there: allow, deny)'],
   ['a config value of the wrong type', () => ['config', 'check', '--config', config('- id: agents\n  name: "@dsh/agent"\n  config: { persona: 42 }\n')], /plugin "agents" \(@dsh\/agent\) failed to start: .*persona/],
@@ -35,6 +35,25 @@ describe.concurrent('usage and configuration errors', () => {
       expect(result.stderr).not.toMatch(/^\s+at /m)
       if (typeof says === 'string') expect(lines[0]).toContain(says)
       else expect(lines[0]).toMatch(says)
+    })
+  }
+
+  const yamlErrors: Array<[string, string, RegExp, string]> = [
+    ['config that is not YAML', '- name: [unclosed\n', /is not valid YAML: .*at line \d+, column \d+:$/, '[unclosed'],
+    ['a YAML tag nobody resolves', '- name: !nope "@dsh/agent"\n', /is not valid YAML: Unresolved tag: !nope/, '!nope'],
+  ]
+  for (const [name, text, headline, quoted] of yamlErrors) {
+    it(`${name}: a line naming the file, then the offending line of it, exit 2, no stack trace`, async () => {
+      const file = config(text)
+      const result = await runDsh(['config', 'check', '--config', file])
+      expect(result.code, result.stderr).toBe(2)
+      const [first, ...snippet] = result.stderr.trimEnd().split('\n')
+      expect(first).toContain(`${file} is not valid YAML: `)
+      expect(first).toMatch(headline)
+      expect(snippet.length, result.stderr).toBeGreaterThan(0)
+      expect(snippet.every((line) => line.startsWith('    ')), result.stderr).toBe(true)
+      expect(snippet.join('\n')).toContain(quoted)
+      expect(result.stderr).not.toMatch(/^\s+at /m)
     })
   }
 

@@ -34,7 +34,7 @@ function busyChildren(dir: string): string {
 describe('children\'s progress outside a terminal', () => {
   it('piped: one line per tool call per child, attributed to it, between its start and end, and none for text', async () => {
     const dir = tempDir()
-    const result = await runDsh(['run', '--config', config, '--model', `scripted:${busyChildren(dir)}`, '--session-dir', dir, 'go'])
+    const result = await runDsh(['run', '--permission', 'allow', '--config', config, '--model', `scripted:${busyChildren(dir)}`, '--session-dir', dir, 'go'])
     expect(result.code).toBe(0)
     const lines = result.stderr.trim().split('\n')
     const tools = lines.filter((line) => line.startsWith('[subagent] tool '))
@@ -57,7 +57,7 @@ describe('children\'s progress outside a terminal', () => {
 
   it('--json: progress records of each child, in order between its start and end, naming the child', async () => {
     const dir = tempDir()
-    const result = await runDsh(['run', '--json', '--config', config, '--model', `scripted:${busyChildren(dir)}`, '--session-dir', dir, 'go'])
+    const result = await runDsh(['run', '--json', '--permission', 'allow', '--config', config, '--model', `scripted:${busyChildren(dir)}`, '--session-dir', dir, 'go'])
     expect(result.code).toBe(0)
     interface Record {
       kind: string

@@ -87,7 +87,7 @@ describe('live progress on a terminal', () => {
       '        - { tool: subagent_fork, args: { description: "beta", prompt: "second worker" } }',
       '    - text: "all done: {{tool_results}}"',
     ].join('\n'))
-    const command = [process.execPath, dshBin, 'run', '--config', join(repoRoot, 'examples/delegate.yml'), '--model', `scripted:${script}`, '--session-dir', dir, 'go']
+    const command = [process.execPath, dshBin, 'run', '--permission', 'allow', '--config', join(repoRoot, 'examples/delegate.yml'), '--model', `scripted:${script}`, '--session-dir', dir, 'go']
       .map((part) => `'${part}'`)
       .join(' ')
     // The children's commands run in the working directory: the gates are files there.

@@ -19,8 +19,9 @@ export const BASE_ENVIRONMENT: readonly string[] = [
   'TMPDIR', 'TMP', 'TEMP',
   // per-user directories of the XDG base directory convention
   'XDG_CONFIG_HOME', 'XDG_CACHE_HOME', 'XDG_DATA_HOME', 'XDG_STATE_HOME', 'XDG_RUNTIME_DIR',
-  // a dsh started by the child (`dsh acp` as a provider, `dsh run` in a command) keeps the same home
-  'DSH_HOME',
+  // a dsh started by the child (`dsh acp` as a provider, `dsh run` in a command) keeps the
+  // same home and stores its sessions beside its parent's
+  'DSH_HOME', 'DSH_SESSION_DIR',
 ]
 
 /** Locale categories: `LC_ALL`, `LC_CTYPE`, `LC_MESSAGES`, … */

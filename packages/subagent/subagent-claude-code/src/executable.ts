@@ -9,6 +9,22 @@ import { dirname, join } from 'node:path'
 
 const SDK_PACKAGE = '@anthropic-ai/claude-agent-sdk'
 
+/**
+ * Why this provider cannot run here, as one line naming what to install; `undefined` when
+ * the Agent SDK is installed. The SDK (and the native binary it brings) is an optional
+ * peer dependency: a default install of dsh leaves it out.
+ */
+export function missingClaudeCodePackage(): string | undefined {
+  const requireHere = createRequire(import.meta.url)
+  try {
+    requireHere.resolve(SDK_PACKAGE)
+    return undefined
+  } catch {
+    const { peerDependencies } = requireHere('../package.json') as { peerDependencies: Record<string, string> }
+    return `${SDK_PACKAGE} is not installed (an optional peer of @dsh/subagent-claude-code): npm install ${SDK_PACKAGE}@${peerDependencies[SDK_PACKAGE]} (with -g for a global dsh)`
+  }
+}
+
 /** The platform packages to try, in order (the same order the SDK uses). */
 export function platformPackages(platform: NodeJS.Platform = process.platform, arch: string = process.arch, musl = isMusl()): string[] {
   if (platform === 'linux') {

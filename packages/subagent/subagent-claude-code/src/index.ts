@@ -3,8 +3,8 @@ export { ClaudeCodePlugin, ClaudeCodeProvider } from './plugin.js'
 export { ClaudeCodePlugin as default } from './plugin.js'
 export { PERMISSION_MODES, resolveRunSpec, type ClaudeCodeRunSpec, type ClaudeCodeSettings, type PermissionModeSetting } from './run-spec.js'
 export type { ClaudeCodeRun } from './session.js'
-// The rules, exported for their tests.
+// Whether the optional Agent SDK is installed (dsh demo asks), and the rules, exported for their tests.
 export { claudeCodeEnvironment } from './claude-code-environment.js'
-export { platformPackages, resolveClaudeExecutable } from './executable.js'
+export { missingClaudeCodePackage, platformPackages, resolveClaudeExecutable } from './executable.js'
 export { resultOf, type Denial } from './outcome.js'
 export { ClaudeCodeProgressReader, usageOfResult } from './progress.js'

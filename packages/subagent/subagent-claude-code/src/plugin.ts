@@ -17,7 +17,7 @@ import {
   type SubagentRequest,
 } from '@dsh/subagent'
 import { claudeSession, ClaudeTransport, isClaudeSessionId } from './session.js'
-import { resolveClaudeExecutable } from './executable.js'
+import { missingClaudeCodePackage, resolveClaudeExecutable } from './executable.js'
 import { PERMISSION_MODES, type ClaudeCodeSettings } from './run-spec.js'
 
 /**
@@ -87,6 +87,8 @@ export class ClaudeCodePlugin {
   }) as Schema<ClaudeCodePlugin.Config>
 
   constructor(ctx: Context, config: ClaudeCodePlugin.Config) {
+    const missing = missingClaudeCodePackage()
+    if (missing) throw new SubagentError('INVALID_CONFIG', `claude-code: ${missing}`)
     const log = ctx.logger('subagent-claude-code')
     const settings: ClaudeCodeSettings = {
       ...config,

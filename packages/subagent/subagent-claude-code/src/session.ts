@@ -10,7 +10,8 @@
  * Code's `system/init` message (`startsPerTurn`).
  */
 import { randomUUID } from 'node:crypto'
-import { query, type Options, type Query } from '@anthropic-ai/claude-agent-sdk'
+import { createRequire } from 'node:module'
+import type { Options, Query } from '@anthropic-ai/claude-agent-sdk'
 import type { Agent } from '@dsh/agent'
 import type { TextBlock } from '@dsh/llm'
 import { refuseDisposedParent, SubagentError, type RemoteChild, type RemoteConnection, type RemoteProcess, type RemoteSubagentRun, type RemoteTransport, type SubagentRequest, type TurnControl } from '@dsh/subagent'
@@ -20,6 +21,18 @@ import { resolveRunSpec, type ClaudeCodeRunSpec, type ClaudeCodeSettings } from 
 import { ClaudeCodeTurn } from './turn.js'
 
 export const CLAUDE_CHILD_NAME = 'Claude Code'
+
+type AgentSdk = typeof import('@anthropic-ai/claude-agent-sdk')
+let agentSdk: AgentSdk | undefined
+
+/**
+ * The Agent SDK, loaded at the first run: it is an optional peer, so this package loads
+ * without it and the plugin says at start-up what to install (`missingClaudeCodePackage`).
+ */
+function query(params: Parameters<AgentSdk['query']>[0]): Query {
+  agentSdk ??= createRequire(import.meta.url)('@anthropic-ai/claude-agent-sdk') as AgentSdk
+  return agentSdk.query(params)
+}
 
 /** Claude Code session ids are UUIDs (`options.sessionId` must be one). */
 const SESSION_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i

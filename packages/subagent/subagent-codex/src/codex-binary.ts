@@ -32,6 +32,24 @@ const NATIVE_TARGETS: Record<string, { triple: string; pkg: string }> = {
 
 let resolved: CodexCommand | undefined
 
+const CODEX_PACKAGE = '@openai/codex'
+
+/**
+ * Why this provider cannot run here, as one line naming what to install; `undefined` when
+ * `@openai/codex` is installed. Codex (and its native binary) is an optional peer
+ * dependency: a default install of dsh leaves it out.
+ */
+export function missingCodexPackage(): string | undefined {
+  const requireHere = createRequire(import.meta.url)
+  try {
+    requireHere.resolve(`${CODEX_PACKAGE}/package.json`)
+    return undefined
+  } catch {
+    const { peerDependencies } = requireHere('../package.json') as { peerDependencies: Record<string, string> }
+    return `${CODEX_PACKAGE} is not installed (an optional peer of @dsh/subagent-codex): npm install ${CODEX_PACKAGE}@${peerDependencies[CODEX_PACKAGE]} (with -g for a global dsh)`
+  }
+}
+
 /** The pinned Codex: its native binary when the platform package is installed, else its `bin/codex.js` under this Node. */
 export function codexCommand(): CodexCommand {
   resolved ??= resolveCodexCommand()

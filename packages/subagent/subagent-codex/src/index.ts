@@ -2,5 +2,5 @@
 export { CodexPlugin, CodexProvider } from './plugin.js'
 export { CodexPlugin as default } from './plugin.js'
 export { CodexConfig, resolveRunSpec, type CodexRunSpec } from './config.js'
-export { codexCommand, type CodexCommand } from './codex-binary.js'
+export { codexCommand, missingCodexPackage, type CodexCommand } from './codex-binary.js'
 export type { PermissionMode } from './approvals.js'

@@ -16,7 +16,7 @@ import {
   type SubagentRun,
 } from '@dsh/subagent'
 import { CODEX_CHILD_NAME, CodexTransport } from './app-server.js'
-import { codexCommand, type CodexCommand } from './codex-binary.js'
+import { codexCommand, missingCodexPackage, type CodexCommand } from './codex-binary.js'
 import { checkConfig, CodexConfig, resolveRunSpec, type CodexRunSpec } from './config.js'
 
 /**
@@ -80,7 +80,7 @@ export class CodexProvider implements SubagentProvider {
 
   private resolveCommand(): CodexCommand {
     try {
-      // Resolved per run, so a missing binary fails the delegation, loudly, not the plugin load.
+      // The package is checked at load (CodexPlugin); its binary is resolved per run, so a broken install fails the delegation, loudly.
       return this.command ?? codexCommand()
     } catch (error) {
       throw new SubagentError('START_FAILED', `${CODEX_CHILD_NAME} could not be started (stage spawn): ${errorMessage(error)}`, { cause: error })
@@ -100,6 +100,9 @@ export class CodexPlugin {
 
   constructor(ctx: Context, config: CodexConfig) {
     checkConfig(config)
+    // Known at load, so it fails at load: a composition naming codex without Codex installed never starts.
+    const missing = missingCodexPackage()
+    if (missing) throw new SubagentError('INVALID_CONFIG', `codex: ${missing}`)
     const log = ctx.logger('subagent-codex')
     ctx.subagents.registerProvider(new CodexProvider(config, undefined, (reason) => log.debug('a progress notification from the codex app-server was dropped: %s', reason)))
   }

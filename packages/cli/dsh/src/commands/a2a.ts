@@ -7,7 +7,7 @@
  * its tasks and children are stopped), every session is flushed, every process group it
  * started is taken down, and the exit code is 0. A second signal exits at once.
  */
-import { parseArgs } from 'node:util'
+import { parseVerbArgs } from '../args.js'
 import { A2aServerError, serveA2a } from '@dsh/a2a-server'
 import { reapTrackedGroups } from '@dsh/process'
 import { UsageError } from '../errors.js'
@@ -17,7 +17,7 @@ import { chooseModel } from '../run.js'
 import { startRuntime } from '../runtime.js'
 
 export async function a2aVerb(args: string[]): Promise<number> {
-  const { values, positionals } = parseArgs({
+  const { values, positionals } = parseVerbArgs('a2a', {
     args,
     allowPositionals: true,
     options: {

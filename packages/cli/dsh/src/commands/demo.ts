@@ -2,19 +2,20 @@
  * `dsh demo`: the whole seam in one keyless run. A scripted parent delegates in one step
  * to a spawn child, a fork child, an ACP child (`dsh acp` in its own process) and a
  * background child it collects later with `task_output`; when the Codex and Claude Code
- * packages are installed, also to both, pointed at fake model servers on 127.0.0.1. It
- * ends with a summary of every child.
+ * packages are installed, also to both, pointed at fake model servers on 127.0.0.1 (they
+ * are optional: without them the summary names the one to install). It ends with a
+ * summary of every child.
  */
+import { parseVerbArgs } from '../args.js'
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
-import { createRequire } from 'node:module'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { parseArgs } from 'node:util'
 import type { Agent } from '@dsh/agent'
 import type { SubagentUsage } from '@dsh/subagent'
 import type { PluginEntry } from '../compose.js'
 import { dshHome } from '../config-file.js'
+import { defaultSessionDir } from '../defaults.js'
 import { runUntilQuiet } from '@dsh/tasks'
 import { watch } from '../run.js'
 import { startRuntime } from '../runtime.js'
@@ -32,6 +33,12 @@ interface Peer {
   close(): Promise<void>
 }
 
+/** An optional provider the demo could not include here, and why (one line naming what to install). */
+interface LeftOut {
+  provider: string
+  reason: string
+}
+
 interface ChildRecord {
   id: string
   answer?: string
@@ -46,14 +53,16 @@ interface ChildRecord {
 }
 
 export async function demoVerb(args: string[]): Promise<number> {
-  const { values } = parseArgs({
+  const { values } = parseVerbArgs('demo', {
     args,
     allowPositionals: false,
     options: { 'session-dir': { type: 'string' }, quiet: { type: 'boolean', default: false }, verbose: { type: 'boolean', default: false } },
   })
-  const sessionDir = values['session-dir'] ?? join(dshHome(), 'sessions')
+  const sessionDir = values['session-dir'] ?? defaultSessionDir()
   const scratch = mkdtempSync(join(tmpdir(), 'dsh-demo-'))
-  const peers = (await Promise.all([codexPeer(scratch), claudePeer(scratch)])).filter((peer): peer is Peer => peer !== undefined)
+  const found = await Promise.all([codexPeer(scratch), claudePeer(scratch)])
+  const peers = found.filter((peer): peer is Peer => 'entries' in peer)
+  const leftOut = found.filter((peer): peer is LeftOut => 'reason' in peer)
   try {
     const extra: PluginEntry[] = [
       { id: 'llm-scripted', name: '@dsh/llm-scripted', config: { scripts: { demo: parentScript(peers) } } },
@@ -75,7 +84,7 @@ export async function demoVerb(args: string[]): Promise<number> {
       const view = watch(runtime, root, { prompt: '', quiet: values.quiet })
       const run = await runUntilQuiet(root, 'Show what dsh can delegate: one step, every provider, then collect the background child.', { tasks: runtime.ctx.get('tasks') })
       view.finish(run)
-      process.stdout.write(summary(children, runtime.ctx.sessions.locate.bind(runtime.ctx.sessions), peers, sessionDir, root, startedAt))
+      process.stdout.write(summary(children, runtime.ctx.sessions.locate.bind(runtime.ctx.sessions), peers, leftOut, sessionDir, root, startedAt))
       return run.last.reason === 'completed' && [...children.values()].every((child) => child.stopReason === 'completed') ? 0 : 1
     } finally {
       await root?.dispose()
@@ -128,7 +137,7 @@ function recordChildren(ctx: import('cordis').Context): Map<string, ChildRecord>
   return children
 }
 
-function summary(children: Map<string, ChildRecord>, locate: (id: string) => string | undefined, peers: Peer[], sessionDir: string, root: Agent, startedAt: number): string {
+function summary(children: Map<string, ChildRecord>, locate: (id: string) => string | undefined, peers: Peer[], leftOut: LeftOut[], sessionDir: string, root: Agent, startedAt: number): string {
   const rows = [...children.values()].map((child) => {
     const where = child.local ? locate(child.id) ?? '(not persisted)' : child.provider === 'acp' ? `in ${sessionDir}, written by the dsh acp child` : peers.find((peer) => peer.entries.some((entry) => entry.config?.providerName === child.provider))?.storage ?? '(kept by the child process)'
     // Measured from the parent's start: a remote child announces itself only once its process is up.
@@ -137,7 +146,6 @@ function summary(children: Map<string, ChildRecord>, locate: (id: string) => str
   const header = ['provider', 'task', 'stop reason', 'done at', 'tokens', 'session']
   const widths = header.map((title, column) => Math.max(title.length, ...rows.map((row) => row[column].length)))
   const line = (cells: string[]) => cells.map((cell, column) => (column === cells.length - 1 ? cell : cell.padEnd(widths[column]))).join('  ')
-  const missing = ['codex', 'claude-code'].filter((name) => !peers.some((peer) => peer.entries.some((entry) => entry.config?.providerName === name)))
   return [
     '',
     `Summary: ${children.size} children of ${root.id}`,
@@ -147,7 +155,7 @@ function summary(children: Map<string, ChildRecord>, locate: (id: string) => str
     '',
     'What each child said:',
     ...[...children.values()].map((child) => `  ${child.provider.padEnd(widths[0])}  ${child.answer ?? child.diagnostic ?? '(nothing)'}`),
-    missing.length ? `Not shown (packages not installed): ${missing.join(', ')}` : '',
+    ...(leftOut.length ? [`Left out: ${leftOut.map((peer) => peer.provider).join(' and ')}, whose packages are optional and not installed here:`, ...leftOut.map((peer) => `  ${peer.provider.padEnd(Math.max(...leftOut.map((other) => other.provider.length)))}  ${peer.reason}`)] : []),
     `Next: dsh sessions tree${sessionDir === join(dshHome(), 'sessions') ? '' : ` --session-dir ${sessionDir}`}   (the lineage, rebuilt from the session files)`,
     '',
   ].join('\n')
@@ -159,20 +167,10 @@ function usageCell(usage: SubagentUsage | undefined): string {
   return `in ${usage.inputTokens}${usage.cachedInputTokens ? ` (cached ${usage.cachedInputTokens})` : ''} / out ${usage.outputTokens}`
 }
 
-const requireHere = createRequire(import.meta.url)
-
-function installed(name: string): boolean {
-  try {
-    requireHere.resolve(name)
-    return true
-  } catch {
-    return false
-  }
-}
-
-/** The codex provider against a fake Responses API, when @dsh/subagent-codex and its binary are installed. */
-async function codexPeer(scratch: string): Promise<Peer | undefined> {
-  if (!installed('@dsh/subagent-codex') || !installed('@openai/codex/package.json')) return undefined
+/** The codex provider against a fake Responses API, when its optional @openai/codex is installed. */
+async function codexPeer(scratch: string): Promise<Peer | LeftOut> {
+  const missing = (await import('@dsh/subagent-codex')).missingCodexPackage()
+  if (missing) return { provider: 'codex', reason: missing }
   const { startFakeOpenAIResponses } = await import('@dsh/testkit')
   const server = await startFakeOpenAIResponses()
   const answers = Array.from({ length: 8 }, () => ({ text: 'Codex here: hello, dsh! (answered by a fake Responses API on 127.0.0.1)' }))
@@ -207,11 +205,11 @@ async function codexPeer(scratch: string): Promise<Peer | undefined> {
   }
 }
 
-/** The claude-code provider against a fake Messages API, when @dsh/subagent-claude-code and its binary are installed. */
-async function claudePeer(scratch: string): Promise<Peer | undefined> {
-  if (!installed('@dsh/subagent-claude-code') || !installed('@anthropic-ai/claude-agent-sdk')) return undefined
-  const { resolveClaudeExecutable } = (await import('@dsh/subagent-claude-code')) as { resolveClaudeExecutable(): string | undefined }
-  if (!resolveClaudeExecutable()) return undefined
+/** The claude-code provider against a fake Messages API, when its optional Agent SDK (with the SDK's binary) is installed. */
+async function claudePeer(scratch: string): Promise<Peer | LeftOut> {
+  const { missingClaudeCodePackage, resolveClaudeExecutable } = await import('@dsh/subagent-claude-code')
+  const missing = missingClaudeCodePackage() ?? (resolveClaudeExecutable() ? undefined : `the Agent SDK is installed without its Claude Code binary for ${process.platform}-${process.arch} (install it with optional dependencies)`)
+  if (missing) return { provider: 'claude-code', reason: missing }
   const { startFakeAnthropicMessages } = await import('@dsh/testkit')
   // Claude Code may make side requests (titles, counts): answer every one.
   const server = await startFakeAnthropicMessages(Array.from({ length: 16 }, () => () => ({ text: 'Claude Code here: hello, dsh! (answered by a fake Messages API on 127.0.0.1)' })))

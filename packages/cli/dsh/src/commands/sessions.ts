@@ -8,6 +8,8 @@ import { parseDescriptor } from '@dsh/subagent'
 import type { SessionEvent, SessionHeader, StoredSession } from '@dsh/session'
 import { startRuntime } from '../runtime.js'
 import { UsageError } from '../errors.js'
+import { resolveSessionId } from '../session-ids.js'
+import { columnWidth, padColumns, truncateColumns } from '../progress/columns.js'
 import { describeUsage, sessionUsage, treeUsage } from './usage.js'
 
 interface Summary {
@@ -60,17 +62,8 @@ export async function sessionsCommand(verb: string | undefined, args: string[], 
 }
 
 async function readBySuffix(wanted: string, listStored: () => Promise<SessionHeader[]>, read: (id: string) => Promise<StoredSession | undefined>): Promise<StoredSession | undefined> {
-  const id = resolveId(await listStored(), wanted)
+  const id = resolveSessionId(await listStored(), wanted)
   return id === wanted ? undefined : read(id)
-}
-
-/** An id, or a unique suffix of one (ids are long; their tails are what people copy). */
-function resolveId(headers: SessionHeader[], wanted: string): string {
-  if (headers.some((header) => header.id === wanted)) return wanted
-  const matches = headers.filter((header) => header.id.endsWith(wanted))
-  if (matches.length === 1) return matches[0].id
-  if (matches.length > 1) throw new UsageError('USAGE', `"${wanted}" matches ${matches.length} sessions; give more of the id`)
-  return wanted
 }
 
 async function summarize(header: SessionHeader, read: (id: string) => Promise<StoredSession | undefined>): Promise<Summary> {
@@ -137,9 +130,9 @@ function descendants(id: string, children: Map<string, SessionHeader[]>): number
   return (children.get(id) ?? []).reduce((count, child) => count + 1 + descendants(child.id, children), 0)
 }
 
-function clip(text: string, max: number): string {
-  const flat = text.replace(/\s+/g, ' ').trim()
-  return flat.length > max ? `${flat.slice(0, max - 1)}…` : flat
+/** One line of at most `columns` terminal columns. */
+function clip(text: string, columns: number): string {
+  return truncateColumns(text.replace(/\s+/g, ' ').trim(), columns)
 }
 
 function when(iso: string): string {
@@ -155,10 +148,12 @@ async function list(headers: SessionHeader[], read: (id: string) => Promise<Stor
     process.stdout.write('no sessions yet\n')
     return 0
   }
+  // Ids differ in length (a session made by an ACP client or an A2A task has its own form): pad them so the columns align.
+  const idWidth = Math.max(...roots.map((header) => columnWidth(printable(header.id))))
   for (const header of roots) {
     const summary = await summarize(header, read)
     const count = descendants(header.id, children)
-    process.stdout.write(printable(`${header.id}  ${when(header.createdAt)}  ${String(count).padStart(3)} ${count === 1 ? 'child ' : 'children'}  ${clip(summary.firstPrompt, 60)}\n`))
+    process.stdout.write(`${padColumns(printable(header.id), idWidth)}  ${when(header.createdAt)}  ${String(count).padStart(3)} ${count === 1 ? 'child   ' : 'children'}  ${printable(clip(summary.firstPrompt, 60))}\n`)
   }
   return 0
 }
@@ -178,7 +173,7 @@ async function tree(headers: SessionHeader[], wanted: string | undefined, read: 
   let root: SessionHeader | undefined
   let foreignParent: string | undefined
   if (wanted) {
-    root = byId.get(resolveId(headers, wanted))
+    root = byId.get(resolveSessionId(headers, wanted))
     if (!root && children.has(wanted)) foreignParent = wanted
     else if (!root) throw new UsageError('USAGE', `dsh sessions tree: no stored session ${wanted}`)
   } else {

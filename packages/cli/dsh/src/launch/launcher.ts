@@ -6,11 +6,12 @@
  *
  * - Node ≥ 22.1: Node's own compile cache (`module.enableCompileCache`), then `require`.
  * - Older Node (20): our V8 code cache (`code-cache.ts`), one file per command, keyed by
- *   the bundle's hash.
+ *   the bundle's hash and its path.
  *
  * Where: `$DSH_CODE_CACHE` when set (`off` disables the cache), else `$DSH_HOME/cache`
  * (`~/.dsh/cache`). A cache that cannot be read or written never fails a run.
  */
+import { createHash } from 'node:crypto'
 import Module from 'node:module'
 import { join } from 'node:path'
 import { dshHome } from '../config-file.js'
@@ -46,7 +47,9 @@ function launch(): void {
     require(main)
     return
   }
-  const build = `${CACHE_PREFIX}${DSH_MAIN_SHA256.slice(0, 16)}-`
+  // The bundle's place is part of the name: two installs of one build (a global and a local
+  // one) share a cache directory, and V8 keeps the writer's file name in what it caches.
+  const build = `${CACHE_PREFIX}${DSH_MAIN_SHA256.slice(0, 16)}-${createHash('sha256').update(main).digest('hex').slice(0, 8)}-`
   const cacheFile = dir === undefined ? undefined : join(dir, `${build}${cachedCommand(process.argv[2])}${CACHE_SUFFIX}`)
   const run = runWithCodeCache(main, cacheFile)
   if (cacheFile === undefined || dir === undefined || run.status === 'used') return

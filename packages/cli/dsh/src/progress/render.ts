@@ -1,4 +1,5 @@
 import type { SubagentUsage } from '@dsh/subagent'
+import { truncateColumns } from './columns.js'
 import type { ProgressChange, ProgressNode, ProgressTracker } from './tracker.js'
 
 const MARK: Record<ProgressNode['state'], string> = { running: '…', done: '✓', failed: '✗', cancelled: '⊘' }
@@ -42,7 +43,7 @@ export function treeLines(tracker: ProgressTracker, now: number, width = 100): s
     // A continuable child between turns is idle, whatever its last turn's outcome.
     const shown = node.idle ? `idle after ${node.stopReason ?? 'its turn'}` : node.state
     const line = `${branch}${node.idle ? '◦' : MARK[node.state]} ${name}${label}  ${shown} ${seconds(elapsed(node, now))}${used ? `  ${used}` : ''}${activity ? `  ${activity}` : ''}`
-    return line.length > width ? `${line.slice(0, width - 1)}…` : line
+    return truncateColumns(line, width)
   })
 }
 
@@ -72,6 +73,8 @@ export function lifecycleLine(change: ProgressChange, now: number): string | und
  */
 export class TtyTreeRenderer {
   private drawn = 0
+  /** Prompts standing the tree aside; it is not drawn while any is up. */
+  private asides = 0
   private readonly timer: NodeJS.Timeout
 
   constructor(private readonly tracker: ProgressTracker, private readonly out: NodeJS.WriteStream, intervalMs = 100) {
@@ -87,15 +90,44 @@ export class TtyTreeRenderer {
   }
 
   draw(): void {
+    if (this.asides > 0) return
     const lines = treeLines(this.tracker, Date.now(), Math.max(40, (this.out.columns ?? 100) - 1))
-    let frame = this.drawn > 0 ? `\x1b[${this.drawn}F\x1b[J` : ''
-    frame += lines.map((line) => `${line}\n`).join('')
-    this.out.write(frame)
+    this.out.write(this.erase() + lines.map((line) => `${line}\n`).join(''))
     this.drawn = lines.length
+  }
+
+  /**
+   * Write `text` (whole lines) above the tree: the tree is erased first and drawn again
+   * below it, so the lines the next redraw moves back over are the tree's alone.
+   */
+  note(text: string): void {
+    this.out.write(this.erase() + (text.endsWith('\n') ? text : `${text}\n`))
+    this.drawn = 0
+    this.draw()
+  }
+
+  /** Erase the tree and stop redrawing it (a prompt is on screen); the returned function draws it again. */
+  standAside(): () => void {
+    this.out.write(this.erase())
+    this.drawn = 0
+    this.asides++
+    let back = false
+    return () => {
+      if (back) return
+      back = true
+      this.asides--
+      this.draw()
+    }
   }
 
   stop(): void {
     clearInterval(this.timer)
+    this.asides = 0
     this.draw()
+  }
+
+  /** The escape sequence that takes the cursor back over the last frame and clears below. */
+  private erase(): string {
+    return this.drawn > 0 ? `\x1b[${this.drawn}F\x1b[J` : ''
   }
 }

@@ -1,0 +1,131 @@
+/**
+ * The command line of every verb: its usage text (what `dsh VERB --help` prints) and one
+ * parser over `node:util`'s `parseArgs` that turns its errors into one line of ours. Node's
+ * own messages quote unevenly (`as in '-- "--modle"`) and suggest nothing; ours name the
+ * verb, the option, the nearest known option, and where the list is.
+ */
+import { parseArgs, type ParseArgsConfig } from 'node:util'
+import { UsageError } from './errors.js'
+
+export type Verb = 'run' | 'demo' | 'acp' | 'a2a' | 'sessions' | 'config'
+
+const MODEL_SPECS = `model specs: scripted:PATH (keyless, plays a script), deepseek:MODEL (DEEPSEEK_API_KEY),
+             openai:MODEL (OPENAI_API_KEY), replay:DIR (keyless, plays a --record DIR),
+             NAME:MODEL for an adapter configured in dsh.yml; llm.model sets the default`
+const CONFIG_LOOKUP = 'config: --config FILE, else ./dsh.yml, else $DSH_HOME/config.yml (~/.dsh/config.yml)'
+
+/** Each verb's synopsis and description, as `dsh --help` lists them and `dsh VERB --help` prints one. */
+export const VERB_USAGE: Record<Verb, string> = {
+  run: `run [--config FILE] [--model SPEC] [--session-dir DIR] [--resume ID] [--json] [--quiet]
+      [--record DIR] [--permission ask|allow|reject] (PROMPT | --prompt-file FILE | --prompt-file -)
+      run a prompt to completion (with the turns its background work starts) and print
+      the answer; --prompt-file reads the prompt from a file, - from standard input;
+      --record DIR stores every session's model calls there (replay: --model replay:DIR);
+      --resume ID continues a stored session (a unique tail of its id is enough) with the
+      model it ran on unless --model says otherwise; --permission says who decides whether
+      a side-effecting tool (bash) may run: ask (the default on a terminal) prompts for
+      each call, allow runs them, reject (the default otherwise) refuses them`,
+  demo: `demo [--session-dir DIR] [--quiet]
+      a keyless tour: one parent delegating through every provider, then a summary`,
+  acp: `acp [--config FILE] [--model SPEC] [--session-dir DIR] [--max-depth N] [--record DIR] [--verbose]
+      [--permission ask|allow|reject] [--max-frame-bytes N]
+      serve a dsh agent over the Agent Client Protocol on stdio; sessions deeper than
+      --max-depth (default 3) in a delegation chain are refused; side-effecting tools
+      (bash) run only if the client allows each call (--permission, default ask)`,
+  a2a: `a2a serve [--host H] [--port P] [--token-env NAME] [--max-tasks N] [--max-depth N]
+      [--public-url URL] [--config FILE] [--model SPEC] [--session-dir DIR]
+      serve a dsh agent over the Agent2Agent protocol (HTTP, default 127.0.0.1:7700);
+      each task is one session; any address but loopback needs --token-env`,
+  sessions: `sessions list | tree [ID] [--usage] | show ID   [--session-dir DIR] [--config FILE]
+      stored sessions, their delegation lineage, and transcripts; show ends with the
+      session's token usage (and cost, with a price table), tree --usage adds it per line`,
+  config: `config check [--config FILE] [--prompt]
+      compose the plugins and print them, or the first configuration error; --prompt
+      also prints the system prompt of a root agent and of a child`,
+}
+
+const MODEL_VERBS: ReadonlySet<Verb> = new Set(['run', 'acp', 'a2a', 'config'])
+
+export const USAGE = `usage: dsh <command> [options]   (dsh <command> --help for one)
+
+commands:
+${Object.values(VERB_USAGE)
+  .map((text) => `  ${text}`)
+  .join('\n')}
+
+${MODEL_SPECS}
+${CONFIG_LOOKUP}
+dsh --version prints the version`
+
+export function verbUsage(verb: Verb): string {
+  return `usage: dsh ${VERB_USAGE[verb]}${MODEL_VERBS.has(verb) ? `\n\n${MODEL_SPECS}\n${CONFIG_LOOKUP}` : ''}`
+}
+
+export function isVerb(word: string | undefined): word is Verb {
+  return word !== undefined && Object.hasOwn(VERB_USAGE, word)
+}
+
+/** Whether `args` ask for help: `--help` or `-h` before any `--` (after it, they are a prompt's words). */
+export function asksForHelp(args: readonly string[]): boolean {
+  const end = args.indexOf('--')
+  return (end === -1 ? args : args.slice(0, end)).some((arg) => arg === '--help' || arg === '-h')
+}
+
+/** `parseArgs` for `verb`, with a usage error of ours for anything it refuses. */
+export function parseVerbArgs<T extends ParseArgsConfig & { options: NonNullable<ParseArgsConfig['options']> }>(verb: string, config: T): ReturnType<typeof parseArgs<T>> {
+  try {
+    return parseArgs(config)
+  } catch (error) {
+    throw argumentError(verb, Object.keys(config.options), error)
+  }
+}
+
+function argumentError(verb: string, known: readonly string[], error: unknown): unknown {
+  if (!(error instanceof Error) || !('code' in error)) return error
+  const help = `dsh ${verb} --help lists the options`
+  switch (error.code) {
+    case 'ERR_PARSE_ARGS_UNKNOWN_OPTION': {
+      const option = /'([^']*)'/.exec(error.message)?.[1] ?? '?'
+      const near = nearestOption(option, known)
+      return new UsageError('USAGE', `dsh ${verb}: unknown option ${option}${near ? `; did you mean --${near}?` : ''} (${help}${verb === 'run' ? '; a prompt that starts with - goes after --' : ''})`, { cause: error })
+    }
+    case 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE': {
+      const option = /'(-{1,2}[^' ]+)/.exec(error.message)?.[1] ?? 'an option'
+      return new UsageError('USAGE', `dsh ${verb}: ${option} ${/argument missing/.test(error.message) ? 'needs a value' : 'takes no value'} (${help})`, { cause: error })
+    }
+    case 'ERR_PARSE_ARGS_UNEXPECTED_POSITIONAL': {
+      const word = /'([^']*)'/.exec(error.message)?.[1] ?? ''
+      return new UsageError('USAGE', `dsh ${verb}: unexpected argument ${JSON.stringify(word)} (dsh ${verb} --help says what it takes)`, { cause: error })
+    }
+    default:
+      return error
+  }
+}
+
+/** The known option closest to `typed` (`--modle` → `model`), if one is close enough to be a typo. */
+export function nearestOption(typed: string, known: readonly string[]): string | undefined {
+  const bare = typed.replace(/^-+/, '').split('=')[0]!
+  let best: string | undefined
+  let bestDistance = Infinity
+  for (const name of known) {
+    const distance = editDistance(bare, name)
+    if (distance < bestDistance) [best, bestDistance] = [name, distance]
+  }
+  // A third of the name (at least one edit) may be wrong; beyond that it is another word.
+  return best !== undefined && bestDistance <= Math.max(1, Math.floor(best.length / 3)) ? best : undefined
+}
+
+/** Optimal string alignment distance: insertions, deletions, substitutions and adjacent swaps. */
+function editDistance(a: string, b: string): number {
+  const rows = Array.from({ length: a.length + 1 }, (_, i) => [i, ...Array<number>(b.length).fill(0)])
+  for (let j = 1; j <= b.length; j++) rows[0]![j] = j
+  for (let i = 1; i <= a.length; i++) {
+    for (let j = 1; j <= b.length; j++) {
+      const cost = a[i - 1] === b[j - 1] ? 0 : 1
+      let value = Math.min(rows[i - 1]![j]! + 1, rows[i]![j - 1]! + 1, rows[i - 1]![j - 1]! + cost)
+      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) value = Math.min(value, rows[i - 2]![j - 2]! + 1)
+      rows[i]![j] = value
+    }
+  }
+  return rows[a.length]![b.length]!
+}

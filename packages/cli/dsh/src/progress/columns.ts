@@ -1,0 +1,33 @@
+/**
+ * Text measured as a terminal shows it: in columns, not UTF-16 units. A CJK character or
+ * most emoji take two columns, a combining mark none, and a flag is one grapheme of two
+ * code points. The live tree cuts its lines by this, so a line never wraps and a redraw
+ * moves the cursor back over exactly the lines it drew.
+ */
+import stringWidth from 'string-width'
+
+const graphemes = new Intl.Segmenter(undefined, { granularity: 'grapheme' })
+
+/** How many terminal columns `text` takes (escape sequences take none). */
+export function columnWidth(text: string): number {
+  return stringWidth(text)
+}
+
+/** `text` cut to at most `width` columns, with `…` where it was cut. */
+export function truncateColumns(text: string, width: number): string {
+  if (columnWidth(text) <= width) return text
+  let out = ''
+  let used = 0
+  for (const { segment } of graphemes.segment(text)) {
+    const next = stringWidth(segment)
+    if (used + next > width - 1) break
+    out += segment
+    used += next
+  }
+  return `${out}…`
+}
+
+/** `text` padded with spaces to `width` columns (never cut). */
+export function padColumns(text: string, width: number): string {
+  return text + ' '.repeat(Math.max(0, width - columnWidth(text)))
+}
