@@ -8,7 +8,9 @@
 //   and copied with its display strings bounded).
 // progress_session_chunk_ns: one text chunk of an in-process child's session followed into
 //   its channel (the path spawn and fork children take: session listener → channel).
-import { ProgressChannel, followLocalChild } from '@dsh/subagent'
+// The channel and the in-process follower are the subagent service's own parts (not its public face): measured directly.
+import { ProgressChannel } from '../packages/subagent/subagent/dist/progress/channel.js'
+import { followLocalChild } from '../packages/subagent/subagent/dist/progress/local.js'
 import { Session } from '@dsh/session'
 
 const [name, arg] = process.argv.slice(2)

@@ -17,11 +17,10 @@ import { TaskState, type Task } from '@a2a-js/sdk'
 import { AgentEvent, type AgentExecutor, type ExecutionEventBus, type RequestContext } from '@a2a-js/sdk/server'
 import type { Context } from 'cordis'
 import { UnsupportedOperationError } from '@a2a-js/sdk/errors'
-import { errorMessage, isRecord, stopReasonOfTurn } from '@dsh/base'
-import { lineageOf } from '@dsh/acp-server'
+import { errorMessage } from '@dsh/base'
 import { text, textOf } from '@dsh/llm'
 import { runUntilQuiet } from '@dsh/tasks'
-import { addUsage, noUsage } from '@dsh/subagent'
+import { A2A_LINEAGE, addUsage, admitDepth, lineageHeader, noUsage, tighterBound } from '@dsh/subagent'
 import { A2aServerError } from './errors.js'
 import { ANSWER_ARTIFACT, argsPreview, artifactEvent, keepAliveEvent, statusEvent, STREAM_ARTIFACT, taskStateOfStop, textOfMessage, type DshProgress, type DshStatusMetadata, type DshUsage } from './events.js'
 import type { TaskSlots } from './slots.js'
@@ -35,9 +34,6 @@ export interface ExecutorOptions {
   /** How often a waiting or working task sends a keep-alive status update. */
   keepAliveMs: number
 }
-
-/** The lineage fields `metadata.dsh` may carry (as `_meta.dsh` of `dsh acp`). */
-const LINEAGE_FIELDS = ['parentSession', 'delegationDepth', 'provider', 'label', 'maxDepth'] as const
 
 interface RunningTask {
   readonly cancel: AbortController
@@ -130,13 +126,17 @@ export class DshAgentExecutor implements AgentExecutor {
     const prompt = textOfMessage(userMessage)
     if (!prompt.trim()) return end(TaskState.TASK_STATE_REJECTED, 'the message has no text; send at least one text part')
     if (prompt.length > this.options.maxPromptChars) return end(TaskState.TASK_STATE_REJECTED, `the message has ${prompt.length} characters of text, more than this worker accepts (${this.options.maxPromptChars}); send less`)
-    const lineage = messageLineage(userMessage.metadata, log)
+    const lineage = A2A_LINEAGE.read(userMessage.metadata, log)
     // Refused before anything exists, like dsh acp: delegation through workers stays bounded,
     // by the tighter of this worker's bound and the one the delegating parent inherited.
-    const bound = lineage.maxDepth === undefined ? this.options.maxDepth : Math.min(this.options.maxDepth, lineage.maxDepth)
-    if (lineage.delegationDepth !== undefined && lineage.delegationDepth > bound) {
-      const whose = bound === this.options.maxDepth ? "this worker's maxDepth" : "the delegating parent's maxDepth"
-      return end(TaskState.TASK_STATE_REJECTED, `delegation depth limit reached: this task would run at depth ${lineage.delegationDepth}, above ${whose} ${bound}; do this work yourself instead of delegating`)
+    const bound = tighterBound(this.options.maxDepth, lineage.maxDepth)!
+    try {
+      admitDepth(lineage.delegationDepth ?? 0, this.options.maxDepth, lineage.maxDepth, {
+        subject: 'this task would run',
+        bound: (limit, whose) => `${whose === 'own' ? "this worker's" : "the delegating parent's"} maxDepth ${limit}`,
+      })
+    } catch (error) {
+      return end(TaskState.TASK_STATE_REJECTED, errorMessage(error))
     }
 
     try {
@@ -147,7 +147,7 @@ export class DshAgentExecutor implements AgentExecutor {
     try {
       end(TaskState.TASK_STATE_WORKING)
       // The session records the bound, so the task's own delegations stay within it.
-      const agent = await this.ctx.agents.create({ meta: { origin: 'a2a', cwd: this.options.cwd, ...lineage, provider: lineage.provider ?? 'a2a', maxDepth: bound } })
+      const agent = await this.ctx.agents.create({ meta: { origin: 'a2a', cwd: this.options.cwd, ...lineageHeader(lineage), provider: lineage.provider ?? 'a2a', maxDepth: bound } })
       let streamedAny = false
       const usage: DshUsage = noUsage()
       let usageReported = false
@@ -178,12 +178,11 @@ export class DshAgentExecutor implements AgentExecutor {
         }
       })
       try {
-        // The answer waits for continuable children the task started, as in dsh run and dsh acp.
-        const continuation = this.ctx.get('subagents')?.continuation
-        const run = await runUntilQuiet(agent, { role: 'user', content: [text(prompt)] }, { tasks: this.ctx.get('tasks'), ...(continuation && { work: [continuation] }), signal })
+        // The answer waits until the agent is quiet (its tasks and continuable children), as in dsh run and dsh acp.
+        const run = await runUntilQuiet(agent, { role: 'user', content: [text(prompt)] }, { tasks: this.ctx.get('tasks'), signal })
         const answer = run.output.map((block) => block.text).join('')
         if (answer) bus.publish(artifactEvent(taskId, contextId, ANSWER_ARTIFACT, answer, false, true))
-        const stop = run.cancelled ? 'aborted' : stopReasonOfTurn(run.last.reason)
+        const stop = run.cancelled ? 'aborted' : run.last.reason
         end(taskStateOfStop(stop), stop === 'completed' ? undefined : `the turn ended ${run.last.reason}${run.last.error ? `: ${run.last.error}` : ''}`, usageReported ? { usage } : undefined)
       } finally {
         unsubscribe()
@@ -195,22 +194,4 @@ export class DshAgentExecutor implements AgentExecutor {
       this.slots.release()
     }
   }
-}
-
-/**
- * The lineage of `metadata.dsh`, validated by the same rules as `dsh acp`'s `_meta.dsh`;
- * a malformed field is left out with a warning in this protocol's words.
- */
-function messageLineage(metadata: unknown, log: { warn(format: string, ...args: unknown[]): void }): ReturnType<typeof lineageOf> {
-  const dsh = isRecord(metadata) ? metadata.dsh : undefined
-  if (dsh === undefined) return {}
-  if (!isRecord(dsh)) {
-    log.warn('ignoring metadata.dsh of the A2A message: not an object')
-    return {}
-  }
-  // The rules are shared; their warnings speak of ACP's session/new, so they are replaced below.
-  const lineage = lineageOf({ dsh }, { warn: () => {} })
-  const dropped = LINEAGE_FIELDS.filter((key) => dsh[key] !== undefined && !(key in lineage))
-  if (dropped.length) log.warn('ignoring malformed metadata.dsh field(s) of the A2A message: %s', dropped.join(', '))
-  return lineage
 }

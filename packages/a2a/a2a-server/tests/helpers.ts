@@ -1,35 +1,9 @@
-import { createHarness, type Harness } from '@dsh/testkit/harness'
-import type { Script } from '@dsh/llm-scripted'
-import type { Session } from '@dsh/session'
 import { ClientFactory, DefaultAgentCardResolver, JsonRpcTransportFactory, type Client } from '@a2a-js/sdk/client'
 import { Role, type Message, type StreamResponse } from '@a2a-js/sdk'
 import { randomUUID } from 'node:crypto'
-import { serveA2a, type A2aServer, type A2aServerOptions } from '@dsh/a2a-server'
 
-export interface Worker {
-  harness: Harness
-  server: A2aServer
-  /** Every session the worker created, in order. */
-  sessions: Session[]
-  dispose(): Promise<void>
-}
-
-/** A dsh worker in this process: a real harness playing `script`, behind a real A2A server on 127.0.0.1. */
-export async function startWorker(script: Script, options: A2aServerOptions = {}): Promise<Worker> {
-  const harness = await createHarness({ script })
-  const sessions: Session[] = []
-  harness.ctx.sessions.addObserver({ created: (session) => void sessions.push(session) })
-  const server = await serveA2a(harness.ctx, options)
-  return {
-    harness,
-    server,
-    sessions,
-    dispose: async () => {
-      await server.close()
-      await harness.dispose()
-    },
-  }
-}
+/** A dsh worker in this process (see `@dsh/testkit/a2a`). */
+export { startA2aWorker as startWorker, type A2aWorker as Worker } from '@dsh/testkit/a2a'
 
 /** The SDK's own client for `url`, with a bearer token when given. */
 export function sdkClient(url: string, token?: string): Promise<Client> {

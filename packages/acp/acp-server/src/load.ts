@@ -14,11 +14,11 @@ import type { Context } from 'cordis'
 import { DshError, errorMessage } from '@dsh/base'
 import type { Agent } from '@dsh/agent'
 import type { SessionHeader } from '@dsh/session'
-import type { Lineage } from './lineage.js'
+import type { ReceivedLineage } from '@dsh/subagent'
 
 export interface LoadChecks {
   /** The client's lineage for the session (`_meta.dsh`), already validated. */
-  lineage: Lineage
+  lineage: ReceivedLineage
   /** The server's depth bound: a stored session deeper than it is not reopened either. */
   maxDepth: number
 }

@@ -38,6 +38,8 @@ export function acpReplayOf(event: SessionEvent): AcpSessionUpdate[] {
     case 'step/start':
     case 'step/end':
     case 'turn/end':
+    case 'input/queued':
+    case 'input/taken':
       return []
     default:
       return assertNever(event, 'session event')

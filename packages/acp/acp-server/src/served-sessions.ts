@@ -11,7 +11,7 @@
 import type { Context } from 'cordis'
 import { errorMessage } from '@dsh/base'
 import type { Agent } from '@dsh/agent'
-import type { OwnedWork } from '@dsh/tasks'
+import type {} from '@dsh/tasks'
 import { openStored } from './load.js'
 
 /** Live sessions a connection keeps before it parks idle ones. */
@@ -138,15 +138,7 @@ export class ServedSessions {
   private isIdle(served: ServedSession): boolean {
     const agent = served.agent
     if (!agent || served.prompt || agent.status !== 'idle') return false
-    return !this.ownedWork().some((work) => work.hasLive(agent.id))
-  }
-
-  private ownedWork(): OwnedWork[] {
-    const work: OwnedWork[] = []
-    const tasks = this.ctx.get('tasks')
-    if (tasks) work.push(tasks)
-    const continuation = this.ctx.get('subagents')?.continuation
-    if (continuation) work.push(continuation)
-    return work
+    // The one registry of owned work knows the agent's tasks and continuable children.
+    return !this.ctx.get('tasks')?.hasLive(agent.id)
   }
 }

@@ -29,13 +29,12 @@ import { DEFAULT_MAX_FRAME_BYTES, frameStream } from './frames.js'
 import { PERMISSION_POLICIES, permissionGate, type PermissionPolicy } from './permission.js'
 import { DEFAULT_MAX_LIVE_SESSIONS, ServedSessions, type ServedSession } from './served-sessions.js'
 import { promptMessage } from './prompt.js'
-import { lineageOf, recordingLinkOf } from './lineage.js'
 import { checkLoadable, loadFailure, openStored } from './load.js'
 import { acpReplayOf } from './replay.js'
 import { acpStopReasonOf, acpUpdateOf } from './updates.js'
 import { forwardChildProgress } from './child-progress.js'
 import { resolve as resolvePath } from 'node:path'
-import { addUsage, noUsage } from '@dsh/subagent'
+import { ACP_LINEAGE, addUsage, admitDepth, DEFAULT_MAX_DEPTH, lineageHeader, noUsage, tighterBound, type ReceivedLineage } from '@dsh/subagent'
 
 export interface AcpServer {
   /** Resolves once the connection has closed and every agent it created is disposed. */
@@ -51,9 +50,6 @@ const { version } = createRequire(import.meta.url)('../package.json') as { versi
 /** A server set up wrongly by its host (not by a client: client mistakes are JSON-RPC errors). */
 export type AcpServerErrorCode = 'INVALID_OPTION'
 export class AcpServerError extends DshError<AcpServerErrorCode> {}
-
-/** The same default bound as the subagent tool's: a root (depth 0) and three generations below it. */
-export const DEFAULT_MAX_DEPTH = 3
 
 export interface AcpServerOptions {
   /**
@@ -126,25 +122,14 @@ export function serveAcp(ctx: Context, stream: Stream, options: AcpServerOptions
       if (!isAbsolute(cwd)) throw RequestError.invalidParams({ cwd }, 'cwd must be an absolute path')
       await checkCwd(cwd)
       if (params.mcpServers.length > 0) log.warn('ignoring %d MCP server(s) for the new session: dsh does not connect to MCP servers', params.mcpServers.length)
-      const lineage = lineageOf(params._meta, log)
-      // The tighter of this server's bound and the one the delegating parent inherited: it is
-      // recorded in the header, so the session's own delegations stay within it too.
-      const bound = lineage.maxDepth === undefined ? maxDepth : Math.min(maxDepth, lineage.maxDepth)
+      const lineage = readLineage(params._meta, 'session/new')
       // Refused before anything exists: a parent recursing through `dsh acp` processes
-      // would otherwise nest without limit, one process per generation.
-      if (lineage.delegationDepth !== undefined && lineage.delegationDepth > bound) {
-        throw RequestError.invalidRequest(
-          { delegationDepth: lineage.delegationDepth, maxDepth: bound },
-          `delegation depth limit reached: this session would be at depth ${lineage.delegationDepth}, above ${bound === maxDepth ? "this server's maxDepth" : "the delegating parent's maxDepth"} ${bound}; do this work yourself instead of delegating`,
-        )
-      }
-      let recording
-      try {
-        recording = recordingLinkOf(params._meta)
-      } catch (error) {
-        throw RequestError.invalidParams({ _meta: 'dsh.recording' }, errorMessage(error))
-      }
-      const agent = await ctx.agents.create({ meta: { origin: 'acp', cwd, ...lineage, maxDepth: bound } })
+      // would otherwise nest without limit, one process per generation. The tighter of
+      // this server's bound and the one the delegating parent inherited is recorded in the
+      // header, so the session's own delegations stay within it too.
+      const bound = admitSession(lineage)
+      const { recording } = lineage
+      const agent = await ctx.agents.create({ meta: { origin: 'acp', cwd, ...lineageHeader(lineage), maxDepth: bound } })
       // Recording and replay reach across processes: this session records or replays its
       // own model calls as its parent does (before its first call, or not at all).
       if (recording && (options.recordingDir === undefined || resolvePath(recording.dir) !== resolvePath(options.recordingDir))) {
@@ -177,6 +162,32 @@ export function serveAcp(ctx: Context, stream: Stream, options: AcpServerOptions
       return {}
     })
 
+  /**
+   * The lineage a dsh parent sent in `_meta.dsh`: malformed fields are dropped with a
+   * warning, a malformed recording link refuses the request.
+   */
+  function readLineage(meta: unknown, method: string): ReceivedLineage {
+    try {
+      return ACP_LINEAGE.read(meta, log, method)
+    } catch (error) {
+      throw RequestError.invalidParams({ _meta: 'dsh.recording' }, errorMessage(error))
+    }
+  }
+
+  /** The depth bound of a session with `lineage`, or the JSON-RPC refusal of one too deep. */
+  function admitSession(lineage: ReceivedLineage): number {
+    const bound = tighterBound(maxDepth, lineage.maxDepth)!
+    try {
+      admitDepth(lineage.delegationDepth ?? 0, maxDepth, lineage.maxDepth, {
+        subject: 'this session would be',
+        bound: (limit, whose) => `${whose === 'own' ? "this server's" : "the delegating parent's"} maxDepth ${limit}`,
+      })
+    } catch (error) {
+      throw RequestError.invalidRequest({ delegationDepth: lineage.delegationDepth, maxDepth: bound }, errorMessage(error))
+    }
+    return bound
+  }
+
   /** Take a new or reopened agent into this connection, unless the client has already left. */
   async function serve(agent: Agent): Promise<void> {
     if (connection.signal.aborted) {
@@ -200,7 +211,7 @@ export function serveAcp(ctx: Context, stream: Stream, options: AcpServerOptions
     let agent: Agent
     try {
       await checkCwd(cwd)
-      await checkLoadable(ctx, params, { lineage: lineageOf(params._meta, log, 'session/load'), maxDepth })
+      await checkLoadable(ctx, params, { lineage: readLineage(params._meta, 'session/load'), maxDepth })
       if (params.mcpServers.length > 0) log.warn('ignoring %d MCP server(s) for the loaded session: dsh does not connect to MCP servers', params.mcpServers.length)
       agent = await openStored(ctx, sessionId)
       await serve(agent)
@@ -260,12 +271,10 @@ export function serveAcp(ctx: Context, stream: Stream, options: AcpServerOptions
     if (signal.aborted) onAbort()
     else signal.addEventListener('abort', onAbort, { once: true })
     try {
-      // Turns that completion notices start belong to this prompt too: they are streamed
-      // like the first, a cancel reaches them, and the answer waits for them.
-      // Continuable children are the prompt's work too: the answer waits until none runs
-      // and no settlement notice is left for the agent.
-      const continuation = ctx.get('subagents')?.continuation
-      const run = await runUntilQuiet(agent, message, { tasks: ctx.get('tasks'), work: continuation ? [continuation] : [], signal: cancel.signal })
+      // Turns that notices of its owned work start (background tasks, continuable
+      // children) belong to this prompt too: they are streamed like the first, a cancel
+      // reaches them, and the answer waits until the agent is quiet.
+      const run = await runUntilQuiet(agent, message, { tasks: ctx.get('tasks'), signal: cancel.signal })
       return { stopReason: acpStopReasonOf(run.last, run.cancelled), _meta: { dsh: { usage } } }
     } finally {
       signal.removeEventListener('abort', onAbort)

@@ -1,4 +1,4 @@
-import { acpStopReasonOfTurn, assertNever } from '@dsh/base'
+import { acpStopReasonOfStop, assertNever } from '@dsh/base'
 import type { SessionUpdate as AcpSessionUpdate, StopReason as AcpStopReason } from '@agentclientprotocol/sdk'
 import { RequestError } from '@agentclientprotocol/sdk'
 import { textOf } from '@dsh/llm'
@@ -41,6 +41,8 @@ export function acpUpdateOf(update: SessionUpdate): AcpSessionUpdate | undefined
     case 'assistant/message':
     case 'step/end':
     case 'turn/end':
+    case 'input/queued':
+    case 'input/taken':
       return undefined
     default:
       // A listener's throw is contained by the session (logged); this line never runs for a well-typed update.
@@ -54,7 +56,7 @@ export function acpUpdateOf(update: SessionUpdate): AcpSessionUpdate | undefined
  * reason in ACP, so it answers with a JSON-RPC error carrying the turn's error.
  */
 export function acpStopReasonOf(ended: TurnResult, cancelRequested: boolean): AcpStopReason {
-  const answer = acpStopReasonOfTurn(ended.reason, cancelRequested)
+  const answer = acpStopReasonOfStop(ended.reason, cancelRequested)
   if (answer === 'error') throw new RequestError(-32603, `the turn ended with an error: ${ended.error ?? 'no detail'}`, { turn: ended.turn, reason: ended.reason })
   return answer
 }

@@ -94,9 +94,8 @@ export async function runCommand(options: RunOptions): Promise<number> {
       })
     view = watch(runtime, agent, options)
     removeGate = installRunPermission(runtime.ctx, permissionOptions(policy, options, view))
-    // Continuable children are owned work too: the run ends once none runs and no notice waits.
-    const continuation = runtime.ctx.get('subagents')?.continuation
-    const run = await runUntilQuiet(agent, options.prompt, { tasks: runtime.ctx.get('tasks'), work: continuation ? [continuation] : [], signal: cancel.signal })
+    // The run ends once the agent is quiet: no owned work (tasks, continuable children) runs and no notice waits.
+    const run = await runUntilQuiet(agent, options.prompt, { tasks: runtime.ctx.get('tasks'), signal: cancel.signal })
     view.finish(run)
     const replayed = replayProblems(runtime)
     if (replayed.length > 0) {

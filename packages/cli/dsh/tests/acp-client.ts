@@ -1,6 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process'
-import { PassThrough, Readable, Writable } from 'node:stream'
-import { client, ndJsonStream, type ClientConnection } from '@agentclientprotocol/sdk'
+import type { ClientConnection } from '@agentclientprotocol/sdk'
+import { connectAcpClient } from '@dsh/testkit/acp'
 import { dshBin, repoRoot, tempDir } from './cli.js'
 
 export interface Served {
@@ -27,18 +27,6 @@ export function serveDsh(args: string[], env: NodeJS.ProcessEnv = {}): Served {
     stdio: ['pipe', 'pipe', 'pipe'],
   })
   running.push(child)
-  let stdout = ''
-  let stderr = ''
-  const copy = new PassThrough()
-  child.stdout!.on('data', (chunk: Buffer) => {
-    stdout += chunk.toString('utf8')
-    copy.write(chunk)
-  })
-  child.stdout!.on('end', () => copy.end())
-  child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString('utf8')))
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.on('close', (code, signal) => resolve({ code, signal })))
-  const connection = client({ name: 'cli-test' }).connect(
-    ndJsonStream(Writable.toWeb(child.stdin!) as WritableStream<Uint8Array>, Readable.toWeb(copy) as ReadableStream<Uint8Array>),
-  )
-  return { child, connection, stdout: () => stdout, stderr: () => stderr, exited }
+  const { connection, stdout, stderr, exited } = connectAcpClient(child, { name: 'cli-test' })
+  return { child, connection, stdout, stderr, exited }
 }

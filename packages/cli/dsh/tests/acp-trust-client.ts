@@ -4,19 +4,14 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process'
 import { readdirSync } from 'node:fs'
-import { PassThrough, Readable, Writable } from 'node:stream'
-import { client, methods, ndJsonStream, type ClientConnection, type RequestPermissionRequest, type RequestPermissionResponse } from '@agentclientprotocol/sdk'
+import type { ClientConnection, RequestPermissionRequest } from '@agentclientprotocol/sdk'
+import { connectAcpClient, pickPermission, type PermissionAnswer } from '@dsh/testkit/acp'
 import { dshBin, repoRoot, tempDir } from './cli.js'
 
-export type PermissionAnswer = (request: RequestPermissionRequest) => RequestPermissionResponse | Promise<RequestPermissionResponse>
+export type { PermissionAnswer }
 
 /** Picks the first option of `kind`, as an editor's "always reject" setting would. */
-export function pick(kind: 'allow_once' | 'allow_always' | 'reject_once'): PermissionAnswer {
-  return (request) => {
-    const option = request.options.find((candidate) => candidate.kind === kind)
-    return option ? { outcome: { outcome: 'selected', optionId: option.optionId } } : { outcome: { outcome: 'cancelled' } }
-  }
-}
+export const pick = pickPermission
 
 export interface TrustServed {
   child: ChildProcess
@@ -46,24 +41,7 @@ export function spawnDshAcp(args: string[]): ChildProcess {
 
 export function serveTrusted(args: string[], answer: PermissionAnswer = pick('reject_once')): TrustServed {
   const child = spawnDshAcp(args)
-  let stdout = ''
-  let stderr = ''
-  const copy = new PassThrough()
-  child.stdout!.on('data', (chunk: Buffer) => {
-    stdout += chunk.toString('utf8')
-    copy.write(chunk)
-  })
-  child.stdout!.on('end', () => copy.end())
-  child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString('utf8')))
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.on('close', (code, signal) => resolve({ code, signal })))
-  const asked: RequestPermissionRequest[] = []
-  const connection = client({ name: 'acp-trust-test' })
-    .onRequest(methods.client.session.requestPermission, ({ params }) => {
-      asked.push(params)
-      return answer(params)
-    })
-    .connect(ndJsonStream(Writable.toWeb(child.stdin!) as WritableStream<Uint8Array>, Readable.toWeb(copy) as ReadableStream<Uint8Array>))
-  return { child, connection, asked, stdout: () => stdout, stderr: () => stderr, exited }
+  return { child, ...connectAcpClient(child, { name: 'acp-trust-test', answer }) }
 }
 
 /** The descriptors a process holds open right now (Linux). */

@@ -1,3 +1,3 @@
-export * from './loop.js'
-export * from './plugin.js'
+export { AgentLoop } from './plugin.js'
 export { AgentLoop as default } from './plugin.js'
+export { runTurn, type LoopServices, type NextStep } from './loop.js'

@@ -4,7 +4,7 @@
  * and logs their results in model order. Every durable fact goes into the session log,
  * and the model's next request is derived from that log alone.
  */
-import { assertNever, errorMessage, isAbortError, turnEndOfFinish } from '@dsh/base'
+import { assertNever, errorMessage, isAbortError, stopReasonOfFinish } from '@dsh/base'
 import {
   toolCallsOf,
   type AssistantMessage,
@@ -15,7 +15,7 @@ import {
   type Usage,
   type UserMessage,
 } from '@dsh/llm'
-import type { Session, SessionEventBody, TurnEndReason } from '@dsh/session'
+import type { Session, SessionEventBody, StopReason } from '@dsh/session'
 import type { ToolCallOutcome, ToolRegistry } from '@dsh/tools'
 import type { TurnResult, TurnRuntime } from '@dsh/agent'
 
@@ -28,7 +28,19 @@ type AssistantMessageEvent = Extract<SessionEventBody, { type: 'assistant/messag
 
 type TextDelta = Extract<LlmChunk, { type: 'text-delta' | 'reasoning-delta' }>
 
-/** What the chunks of one response add up to, folded one by one. */
+/**
+ * What the loop does after a step's response, decided in one place (`closeResponse`,
+ * `toolsDone`): run the response's tool calls, take another step, or end the turn.
+ */
+export type NextStep =
+  | { readonly kind: 'run-tools'; readonly calls: ToolCallBlock[] }
+  | { readonly kind: 'next-step' }
+  | { readonly kind: 'end'; readonly result: TurnResult }
+
+/** Shared: a step that asks for another one carries nothing of its own. */
+const NEXT_STEP: NextStep = Object.freeze({ kind: 'next-step' })
+
+/** What the chunks of one response add up to, folded one by one; one per turn, reset at each step. */
 class ResponseFold {
   text = ''
   reasoning = ''
@@ -40,6 +52,18 @@ class ResponseFold {
   /** Set when the stream failed (provider error, bad model spec). */
   error: string | undefined
   aborted = false
+
+  /** Empty again, for the next step's response. */
+  reset(): void {
+    this.text = ''
+    this.reasoning = ''
+    this.calls = undefined
+    this.finish = undefined
+    this.usage = undefined
+    this.spec = undefined
+    this.error = undefined
+    this.aborted = false
+  }
 
   /** Fold `chunk` in; true when it is a live text fragment (which listeners may hear). */
   add(chunk: LlmChunk): chunk is TextDelta {
@@ -111,11 +135,9 @@ export async function runTurn(services: LoopServices, runtime: TurnRuntime, inpu
       } catch (caught) {
         turn.streamFailed(caught)
       }
-      const next = turn.closeResponse()
-      if (next === undefined) continue
-      if (!Array.isArray(next)) return next
-      const afterTools = turn.toolsDone(await services.tools.executeAll(next, { signal, agent: runtime.agent }))
-      if (afterTools) return afterTools
+      let next = turn.closeResponse()
+      if (next.kind === 'run-tools') next = turn.toolsDone(await services.tools.executeAll(next.calls, { signal, agent: runtime.agent }))
+      if (next.kind === 'end') return next.result
     }
   } catch (error) {
     return turn.failed(error)
@@ -135,9 +157,10 @@ class TurnSteps {
   private step = 0
   private stepOpen = false
   /** The response of the open step, while it streams. */
-  private folded: ResponseFold | undefined
+  private readonly folded = new ResponseFold()
+  /** The ending the open step's response forces (cut off, filtered), once it is logged. */
+  private forcedEnd: StopReason | undefined
   /** The calls of the open step once its response is logged (kept for its end). */
-  private forcedEnd: TurnEndReason | undefined
   private calls: ToolCallBlock[] = NO_CALLS
 
   constructor(
@@ -164,7 +187,7 @@ class TurnSteps {
     for (const message of this.pending) session.append({ type: 'user/message', message })
     for (const message of claimed) session.append({ type: 'user/message', message })
     this.pending = NO_INPUT
-    this.folded = new ResponseFold()
+    this.folded.reset()
     return undefined
   }
 
@@ -173,7 +196,7 @@ class TurnSteps {
     const { runtime, services } = this
     const { agent } = runtime
     const { session } = agent
-    const folded = this.folded!
+    const { folded } = this
     const { adapter, model } = services.llm.resolve(agent.options.model)
     folded.spec = `${adapter.name}:${model}`
     return adapter.stream({
@@ -190,48 +213,44 @@ class TurnSteps {
   fold(chunk: LlmChunk): boolean {
     const { session } = this
     // A live fragment is built only when somebody listens (most children have nobody).
-    if (this.folded!.add(chunk) && session.listened) session.publish({ type: 'assistant/chunk', kind: chunk.type === 'text-delta' ? 'text' : 'reasoning', text: chunk.text })
+    if (this.folded.add(chunk) && session.listened) session.publish({ type: 'assistant/chunk', kind: chunk.type === 'text-delta' ? 'text' : 'reasoning', text: chunk.text })
     return this.signal.aborted
   }
 
   streamEnded(): void {
-    if (this.signal.aborted) this.folded!.aborted = true
+    if (this.signal.aborted) this.folded.aborted = true
   }
 
   /** The request or its stream failed (provider error, bad model spec) or was aborted. */
   streamFailed(caught: unknown): void {
-    const folded = this.folded!
+    const { folded } = this
     if (this.signal.aborted || isAbortError(caught)) folded.aborted = true
     else folded.error = errorMessage(caught)
   }
 
-  /**
-   * Log the folded response, then: the turn's result when it ends here, the calls to run,
-   * or nothing when the step is closed and another one follows.
-   */
-  closeResponse(): TurnResult | ToolCallBlock[] | undefined {
+  /** Log the folded response, then decide what follows it. */
+  closeResponse(): NextStep {
     const { session } = this
-    const response = this.folded!.response()
-    this.folded = undefined
+    const response = this.folded.response()
     if (response.message.content.length > 0 || (response.error === undefined && !response.aborted)) {
       session.append(assistantEvent(response))
     }
     if (response.error !== undefined) {
       this.closeStep()
-      return this.end('error', response.error)
+      return ending(this.end('error', response.error))
     }
     if (response.aborted) {
       this.closeStep()
-      return this.end('aborted')
+      return ending(this.end('aborted'))
     }
     const calls = toolCallsOf(response.message)
     // A finish that ends the turn by itself (cut off, filtered) is decided in one place.
-    const forcedEnd = response.finish === undefined ? undefined : turnEndOfFinish(response.finish)
+    const forcedEnd = response.finish === undefined ? undefined : stopReasonOfFinish(response.finish)
     this.forcedEnd = forcedEnd
     this.calls = calls
     if (calls.length === 0) return this.stepDone(false)
     for (const call of calls) session.append({ type: 'tool/call', call })
-    if (!forcedEnd) return calls
+    if (!forcedEnd) return { kind: 'run-tools', calls }
     // A response cut off by the token limit (or filtered) may carry calls the model never
     // meant to send as they are: fail them instead of executing them.
     for (const call of calls) session.append({ type: 'tool/result', result: unrunResult(call, forcedEnd) })
@@ -239,20 +258,20 @@ class TurnSteps {
   }
 
   /** Log the results of the step's calls, in model order; then as `stepDone`. */
-  toolsDone(outcomes: readonly ToolCallOutcome[]): TurnResult | undefined {
+  toolsDone(outcomes: readonly ToolCallOutcome[]): NextStep {
     const { session } = this
     for (const outcome of outcomes) session.append(outcome.permission ? { type: 'tool/result', result: outcome.result, permission: outcome.permission } : { type: 'tool/result', result: outcome.result })
     return this.stepDone(outcomes.some((outcome) => outcome.endsTurn))
   }
 
-  /** Close the step; the turn's result when it ends here. */
-  private stepDone(endsTurn: boolean): TurnResult | undefined {
+  /** Close the step: the turn ends here, or another step follows. */
+  private stepDone(endsTurn: boolean): NextStep {
     this.closeStep()
-    if (this.signal.aborted) return this.end('aborted')
-    if (this.forcedEnd) return this.end(this.forcedEnd)
-    if (endsTurn) return this.end('completed')
-    if (this.calls.length === 0 && !this.runtime.hasInbox()) return this.end('completed')
-    return undefined
+    if (this.signal.aborted) return ending(this.end('aborted'))
+    if (this.forcedEnd) return ending(this.end(this.forcedEnd))
+    if (endsTurn) return ending(this.end('completed'))
+    if (this.calls.length === 0 && !this.runtime.hasInbox()) return ending(this.end('completed'))
+    return NEXT_STEP
   }
 
   /** Only a bug or a released session lands here; the turn still ends in the log if it can. */
@@ -269,12 +288,16 @@ class TurnSteps {
     this.stepOpen = false
   }
 
-  private end(reason: TurnEndReason, error?: string): TurnResult {
+  private end(reason: StopReason, error?: string): TurnResult {
     const { session, turn, startSeq } = this
     this.runtime.endingTurn()
     const ended = session.append(error === undefined ? { type: 'turn/end', turn, reason } : { type: 'turn/end', turn, reason, error })
     return error === undefined ? { turn, reason, startSeq, endSeq: ended.seq } : { turn, reason, error, startSeq, endSeq: ended.seq }
   }
+}
+
+function ending(result: TurnResult): NextStep {
+  return { kind: 'end', result }
 }
 
 const NO_INPUT: UserMessage[] = []
@@ -301,11 +324,7 @@ function withModel(usage: Usage, model: string): Usage {
   return cacheHitInputTokens === undefined ? { inputTokens, outputTokens, model } : { inputTokens, outputTokens, cacheHitInputTokens, model }
 }
 
-function closeStep(session: Session, step: number): void {
-  session.append({ type: 'step/end', step })
-}
-
-function unrunResult(call: ToolCallBlock, reason: TurnEndReason) {
+function unrunResult(call: ToolCallBlock, reason: StopReason) {
   const why = reason === 'max-tokens' ? 'the response was cut off by the token limit' : `the response ended the turn (${reason})`
   return {
     type: 'tool-result' as const,

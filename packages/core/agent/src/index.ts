@@ -1,8 +1,18 @@
-export * from './types.js'
-export * from './errors.js'
-export * from './service-instance.js'
-export * from './live-agent.js'
-export * from './service.js'
+export { AgentRegistry, DEFAULT_PERSONA } from './service.js'
 export { AgentRegistry as default } from './service.js'
-export * from './interrupted-turn.js'
-export * from './prompt-sections.js'
+export type {
+  Agent,
+  AgentCleanup,
+  AgentOptions,
+  AgentResumeListener,
+  AgentStatus,
+  CreateAgentOptions,
+  InputBoundary,
+  InputSource,
+  TurnDriver,
+  TurnResult,
+  TurnRuntime,
+} from './types.js'
+export { AgentError, type AgentErrorCode } from './errors.js'
+export { serviceInstance } from './service-instance.js'
+export { maskEnvironmentFacts, type ComposedPrompt, type PromptSection, type SectionFailure } from './prompt-sections.js'

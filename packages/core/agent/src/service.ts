@@ -7,7 +7,7 @@ import type {} from '@dsh/llm'
 import { LiveAgent, type AgentHost, type ComposedPromptCache } from './live-agent.js'
 import { serviceInstance } from './service-instance.js'
 import { closeInterruptedTurn } from './interrupted-turn.js'
-import type { Agent, AgentCleanup, CreateAgentOptions, TurnDriver } from './types.js'
+import type { Agent, AgentCleanup, AgentResumeListener, CreateAgentOptions, TurnDriver } from './types.js'
 import { AgentError } from './errors.js'
 import { checkSection, composePrompt, sortSections, ENVIRONMENT_ORDER, PERSONA_ORDER, renderEnvironment, type ComposedPrompt, type PromptSection } from './prompt-sections.js'
 
@@ -38,6 +38,7 @@ export class AgentRegistry extends Service {
 
   private live = new Map<string, LiveAgent>()
   private cleanups: AgentCleanup[] = []
+  private resumeListeners: AgentResumeListener[] = []
   private sections: PromptSection[] = []
   /** Bumped whenever a section comes or goes: cached prompts are then composed anew. */
   private sectionsVersion = 0
@@ -119,7 +120,19 @@ export class AgentRegistry extends Service {
       return this.rolledBack(agent, error)
     }
     this.live.set(agent.id, agent)
+    if (!fresh) this.resumed(agent)
     return agent
+  }
+
+  /** Tell every resume listener; one that throws is logged and stops nobody. */
+  private resumed(agent: Agent): void {
+    for (const listener of this.resumeListeners) {
+      try {
+        listener(agent)
+      } catch (error) {
+        this.home.logger('agents').warn('a resume listener failed for agent %s (ignored): %s', agent.id, errorMessage(error))
+      }
+    }
   }
 
   /** Dispose an agent whose creation failed with `error`, then reject with it. */
@@ -146,6 +159,20 @@ export class AgentRegistry extends Service {
         this.cleanups = this.cleanups.filter((entry) => entry !== cleanup)
       }
     }, 'agents.onCleanup()')
+  }
+
+  /**
+   * `listener(agent)` runs for every agent that resumes a stored or live session, once it is
+   * visible, before `create` resolves: work accepted for it by an earlier process (durable
+   * notices, queued messages) picks it up here. Never for a fresh agent. An effect.
+   */
+  onResume(listener: AgentResumeListener): () => void {
+    return this.ctx.effect(() => {
+      this.resumeListeners = [...this.resumeListeners, listener]
+      return () => {
+        this.resumeListeners = this.resumeListeners.filter((entry) => entry !== listener)
+      }
+    }, 'agents.onResume()')
   }
 
   /**

@@ -1,6 +1,6 @@
 import type { Context } from 'cordis'
 import type { UserMessage } from '@dsh/llm'
-import type { Session, SessionInit, TurnEndReason } from '@dsh/session'
+import type { Session, SessionInit, StopReason } from '@dsh/session'
 
 export type AgentStatus = 'idle' | 'running' | 'disposing' | 'disposed'
 
@@ -16,7 +16,7 @@ export interface AgentOptions {
 
 export interface TurnResult {
   turn: number
-  reason: TurnEndReason
+  reason: StopReason
   error?: string
   /** Seq of this turn's `turn/start` and `turn/end` events. */
   startSeq: number
@@ -112,9 +112,16 @@ export type InputSource = (boundary: InputBoundary) => readonly UserMessage[]
 
 /** Runs turns. `@dsh/agent-loop` provides the default one as `ctx.agentLoop`. */
 export interface TurnDriver {
-  /** Must not throw: any failure ends the turn with reason `error`. */
+  /**
+   * Once the turn has begun (its `turn/start` logged), any failure ends it `error` and the
+   * promise resolves with that result; it rejects only when the session is already
+   * released as the turn begins, so nothing of the turn can be logged.
+   */
   runTurn(runtime: TurnRuntime, input: UserMessage[], signal: AbortSignal): Promise<TurnResult>
 }
 
 /** Run during every agent's disposal, awaited: owned background work drains here. */
 export type AgentCleanup = (agent: Agent) => Promise<void> | void
+
+/** Run for every agent that resumes a session (see `AgentRegistry.onResume`). */
+export type AgentResumeListener = (agent: Agent) => void

@@ -11,12 +11,11 @@ import { assertNever } from './guards.js'
 export type FinishReason = 'stop' | 'tool-calls' | 'length' | 'content-filter'
 
 /**
- * Why a turn ended; durable in session logs. `refusal` is the model declining (a
- * content filter); older logs spell it `blocked`, which readers accept as `refusal`.
+ * How a turn ended, and so how the run it was (a delegated child's) stopped: one union for
+ * both, durable in session logs (`turn/end.reason`) and in `SubagentResult.stopReason`.
+ * `refusal` is the model declining (a content filter); older logs spell it `blocked`,
+ * which readers accept as `refusal`.
  */
-export type TurnEndReason = 'completed' | 'aborted' | 'error' | 'max-tokens' | 'refusal'
-
-/** Why a delegated run ended: what `SubagentResult.stopReason` says. */
 export type StopReason = 'completed' | 'aborted' | 'error' | 'max-tokens' | 'refusal'
 
 /** A background task's state. */
@@ -28,14 +27,13 @@ export type ProgressState = 'running' | 'done' | 'failed' | 'cancelled'
 /** ACP's `session/prompt` stop reasons (protocol version 1). */
 export type AcpStopReason = 'end_turn' | 'max_tokens' | 'max_turn_requests' | 'refusal' | 'cancelled'
 
-export const TURN_END_REASONS: readonly TurnEndReason[] = ['completed', 'aborted', 'error', 'max-tokens', 'refusal']
 export const STOP_REASONS: readonly StopReason[] = ['completed', 'aborted', 'error', 'max-tokens', 'refusal']
 export const FINISH_REASONS: readonly FinishReason[] = ['stop', 'tool-calls', 'length', 'content-filter']
 
-/** A durable turn reason as read from a file: the pre-`refusal` spelling included. */
-export function parseTurnEndReason(value: unknown): TurnEndReason | undefined {
+/** A stop reason as read from a file or a peer: the pre-`refusal` spelling included. */
+export function parseStopReason(value: unknown): StopReason | undefined {
   if (value === 'blocked') return 'refusal'
-  return (TURN_END_REASONS as readonly unknown[]).includes(value) ? (value as TurnEndReason) : undefined
+  return (STOP_REASONS as readonly unknown[]).includes(value) ? (value as StopReason) : undefined
 }
 
 /**
@@ -43,7 +41,7 @@ export function parseTurnEndReason(value: unknown): TurnEndReason | undefined {
  * loop decides between more steps and `completed`). A truncated response (`length`)
  * ends `max-tokens`; a filtered one ends `refusal`.
  */
-export function turnEndOfFinish(finish: FinishReason): TurnEndReason | undefined {
+export function stopReasonOfFinish(finish: FinishReason): StopReason | undefined {
   switch (finish) {
     case 'stop':
     case 'tool-calls':
@@ -54,20 +52,6 @@ export function turnEndOfFinish(finish: FinishReason): TurnEndReason | undefined
       return 'refusal'
     default:
       return assertNever(finish, 'finish reason')
-  }
-}
-
-/** A child's turn ending as the run's stop reason. */
-export function stopReasonOfTurn(reason: TurnEndReason): StopReason {
-  switch (reason) {
-    case 'completed':
-    case 'aborted':
-    case 'error':
-    case 'max-tokens':
-    case 'refusal':
-      return reason
-    default:
-      return assertNever(reason, 'turn end reason')
   }
 }
 
@@ -97,7 +81,7 @@ export function stopReasonOfAcp(acp: string): StopReason {
  * stop reason for it (the server answers with a JSON-RPC error instead). A prompt the
  * client cancelled answers `cancelled` whatever the turn managed (ACP requires it).
  */
-export function acpStopReasonOfTurn(reason: TurnEndReason, cancelRequested: boolean): AcpStopReason | 'error' {
+export function acpStopReasonOfStop(reason: StopReason, cancelRequested: boolean): AcpStopReason | 'error' {
   if (cancelRequested) return 'cancelled'
   switch (reason) {
     case 'completed':
@@ -111,7 +95,7 @@ export function acpStopReasonOfTurn(reason: TurnEndReason, cancelRequested: bool
     case 'error':
       return 'error'
     default:
-      return assertNever(reason, 'turn end reason')
+      return assertNever(reason, 'stop reason')
   }
 }
 
@@ -148,9 +132,4 @@ export function progressStateOfStop(reason: StopReason): ProgressState {
     default:
       return assertNever(reason, 'stop reason')
   }
-}
-
-/** A turn ending as a node of the live tree (the root is a turn, not a run). */
-export function progressStateOfTurn(reason: TurnEndReason): ProgressState {
-  return progressStateOfStop(stopReasonOfTurn(reason))
 }

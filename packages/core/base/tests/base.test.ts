@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest'
 import {
-  DshError, errorMessage, printable, isRecord, assertNever, parseTurnEndReason, turnEndOfFinish, stopReasonOfTurn,
-  stopReasonOfAcp, acpStopReasonOfTurn, taskStatusOfStop, progressStateOfStop, STOP_REASONS, TURN_END_REASONS, rejectOnThrow,
+  DshError, errorMessage, printable, isRecord, assertNever, parseStopReason, stopReasonOfFinish,
+  stopReasonOfAcp, acpStopReasonOfStop, taskStatusOfStop, progressStateOfStop, STOP_REASONS, rejectOnThrow,
 } from '@dsh/base'
 
 type DemoCode = 'ONE' | 'TWO'
@@ -44,23 +44,22 @@ describe('errors', () => {
 })
 
 describe('outcomes: one vocabulary for how things end', () => {
-  it('a content filter ends the turn as a refusal and the child run as a refusal', () => {
-    const turn = turnEndOfFinish('content-filter')
+  it('a content filter ends the turn (and so the child run) as a refusal, which ACP answers as refusal', () => {
+    const turn = stopReasonOfFinish('content-filter')
     expect(turn).toBe('refusal')
-    expect(stopReasonOfTurn(turn!)).toBe('refusal')
-    expect(acpStopReasonOfTurn(turn!, false)).toBe('refusal')
+    expect(acpStopReasonOfStop(turn!, false)).toBe('refusal')
   })
 
   it('a truncated response ends max-tokens; stop and tool calls do not end the turn', () => {
-    expect(turnEndOfFinish('length')).toBe('max-tokens')
-    expect(turnEndOfFinish('stop')).toBeUndefined()
-    expect(turnEndOfFinish('tool-calls')).toBeUndefined()
+    expect(stopReasonOfFinish('length')).toBe('max-tokens')
+    expect(stopReasonOfFinish('stop')).toBeUndefined()
+    expect(stopReasonOfFinish('tool-calls')).toBeUndefined()
   })
 
   it('older logs that say blocked read as refusal; unknown reasons are rejected', () => {
-    expect(parseTurnEndReason('blocked')).toBe('refusal')
-    for (const reason of TURN_END_REASONS) expect(parseTurnEndReason(reason)).toBe(reason)
-    expect(parseTurnEndReason('exploded')).toBeUndefined()
+    expect(parseStopReason('blocked')).toBe('refusal')
+    for (const reason of STOP_REASONS) expect(parseStopReason(reason)).toBe(reason)
+    expect(parseStopReason('exploded')).toBeUndefined()
   })
 
   it('ACP stop reasons map both ways; unknown and max_turn_requests are errors', () => {
@@ -68,8 +67,8 @@ describe('outcomes: one vocabulary for how things end', () => {
     expect(stopReasonOfAcp('cancelled')).toBe('aborted')
     expect(stopReasonOfAcp('max_turn_requests')).toBe('error')
     expect(stopReasonOfAcp('from-the-future')).toBe('error')
-    expect(acpStopReasonOfTurn('completed', true)).toBe('cancelled')
-    expect(acpStopReasonOfTurn('error', false)).toBe('error')
+    expect(acpStopReasonOfStop('completed', true)).toBe('cancelled')
+    expect(acpStopReasonOfStop('error', false)).toBe('error')
   })
 
   it('every stop reason has a task status and a tree state', () => {

@@ -1,4 +1,3 @@
-import type { Message } from './messages.js'
 import type { MessageHistory } from './history.js'
 import type { LlmChunk } from './stream.js'
 

@@ -1,8 +1,8 @@
 import type { AssistantMessage, FinishReason, ToolCallBlock, ToolResultBlock, Usage, UserMessage } from '@dsh/llm'
 
 /** Why a turn ended (the vocabulary and its mappings live in `@dsh/base`). */
-export type { TurnEndReason } from '@dsh/base'
-import type { TurnEndReason } from '@dsh/base'
+export type { StopReason } from '@dsh/base'
+import type { StopReason } from '@dsh/base'
 
 /**
  * Durable session events, in the order of the turn flow. Each is appended to the
@@ -17,7 +17,21 @@ export type SessionEventBody =
   | { type: 'tool/call'; call: ToolCallBlock }
   | { type: 'tool/result'; result: ToolResultBlock; permission?: ToolPermissionRecord }
   | { type: 'step/end'; step: number }
-  | { type: 'turn/end'; turn: number; reason: TurnEndReason; error?: string }
+  | { type: 'turn/end'; turn: number; reason: StopReason; error?: string }
+  /**
+   * Input accepted for this session's agent that it has not taken yet: a notice or report
+   * for it (`as: 'notice'`), a message for it as a continuable child (`as: 'message'`: a turn
+   * of its own). Durable, so a restart delivers it; not model-visible (the `user/message`
+   * it becomes is).
+   */
+  | { type: 'input/queued'; id: string; as: InputKind; message: UserMessage }
+  /** Queued input the agent took (it follows as `user/message`), or, with `dropped`, that will never reach it. */
+  | { type: 'input/taken'; ids: string[]; dropped?: string }
+
+/** What queued input is: a notice or report for the agent, or a message to it as a continuable child (a turn of its own). */
+export type InputKind = 'notice' | 'message'
+
+export const INPUT_KINDS: readonly InputKind[] = ['notice', 'message']
 
 export type SessionEventType = SessionEventBody['type']
 
@@ -49,7 +63,7 @@ export interface AssistantChunk {
 export type SessionUpdate = SessionEvent | AssistantChunk
 
 export const SESSION_EVENT_TYPES: readonly SessionEventType[] = [
-  'turn/start', 'step/start', 'user/message', 'assistant/message', 'tool/call', 'tool/result', 'step/end', 'turn/end',
+  'turn/start', 'step/start', 'user/message', 'assistant/message', 'tool/call', 'tool/result', 'step/end', 'turn/end', 'input/queued', 'input/taken',
 ]
 
 /** The frozen first record of every session. */

@@ -17,6 +17,8 @@ export function messageOf(event: SessionEvent): Message | undefined {
     case 'tool/call':
     case 'step/end':
     case 'turn/end':
+    case 'input/queued':
+    case 'input/taken':
       return undefined
     default:
       return assertNever(event, 'session event')

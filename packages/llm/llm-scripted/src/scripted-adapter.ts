@@ -1,5 +1,5 @@
 import { resolve } from 'node:path'
-import { LlmError, textOf, type ContentBlock, type LlmAdapter, type LlmChunk, type LlmRequest, type ToolCallBlock } from '@dsh/llm'
+import { LlmError, textOf, type LlmAdapter, type LlmChunk, type LlmRequest, type ToolCallBlock } from '@dsh/llm'
 import { abortableDelay, throwIfAborted } from './abortable-delay.js'
 import { compileScript, TOOL_RESULTS } from './compile-script.js'
 import { ScriptError, type ScriptErrorCode } from './errors.js'

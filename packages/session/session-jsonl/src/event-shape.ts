@@ -5,8 +5,8 @@
  * value it cannot handle. Extra fields are allowed; they are data, not structure.
  */
 import { assertNever, FINISH_REASONS, isRecord } from '@dsh/base'
-import { TOOL_PERMISSION_DECISIONS, type SessionEventType } from '@dsh/session'
-import { parseTurnEndReason } from '@dsh/base'
+import { INPUT_KINDS, TOOL_PERMISSION_DECISIONS, type SessionEventType } from '@dsh/session'
+import { parseStopReason } from '@dsh/base'
 
 type Json = Record<string, unknown>
 
@@ -33,8 +33,19 @@ export function eventBodyProblem(type: SessionEventType, event: Json): string | 
     case 'turn/end':
       return (
         countField(event, 'turn') ??
-        (parseTurnEndReason(event.reason) !== undefined ? undefined : `unknown reason ${quoted(event.reason)}`) ??
+        (parseStopReason(event.reason) !== undefined ? undefined : `unknown reason ${quoted(event.reason)}`) ??
         (event.error !== undefined && typeof event.error !== 'string' ? '"error" must be a string' : undefined)
+      )
+    case 'input/queued':
+      return (
+        (typeof event.id === 'string' && event.id !== '' ? undefined : '"id" must be a non-empty string') ??
+        ((INPUT_KINDS as readonly unknown[]).includes(event.as) ? undefined : `unknown "as" ${quoted(event.as)}`) ??
+        messageProblem(event.message, 'user')
+      )
+    case 'input/taken':
+      return (
+        (Array.isArray(event.ids) && event.ids.every((id) => typeof id === 'string') ? undefined : '"ids" must be a list of strings') ??
+        (event.dropped !== undefined && typeof event.dropped !== 'string' ? '"dropped" must be a string' : undefined)
       )
     default:
       return assertNever(type, 'session event type')

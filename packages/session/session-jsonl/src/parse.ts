@@ -1,4 +1,4 @@
-import { errorMessage, isRecord as isObject, parseTurnEndReason } from '@dsh/base'
+import { errorMessage, isRecord as isObject, parseStopReason } from '@dsh/base'
 import { SESSION_EVENT_TYPES, type SessionEvent, type SessionEventType, type SessionHeader, type StoredSession } from '@dsh/session'
 import { CorruptSessionFileError } from './errors.js'
 import { eventBodyProblem, isCount, isFiniteNumber, quoted } from './event-shape.js'
@@ -116,7 +116,7 @@ function eventOf(value: unknown, file: string, line: number, expected: number): 
   const problem = eventBodyProblem(value.type as SessionEventType, value)
   if (problem) throw fail(`${value.type} event: ${problem}`)
   // Logs written before the `refusal` reason existed say `blocked`: read them in today's words.
-  if (value.type === 'turn/end') value.reason = parseTurnEndReason(value.reason)
+  if (value.type === 'turn/end') value.reason = parseStopReason(value.reason)
   return value as unknown as SessionEvent
 }
 

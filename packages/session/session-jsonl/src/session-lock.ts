@@ -16,7 +16,7 @@ import { randomBytes } from 'node:crypto'
 import { link, mkdir, open, readFile, rmdir, stat, unlink } from 'node:fs/promises'
 import { statSync, unlinkSync } from 'node:fs'
 import { join } from 'node:path'
-import { errorMessage, isRecord } from '@dsh/base'
+import { isRecord } from '@dsh/base'
 import { processAlive, readProcessEntry } from '@dsh/process'
 import { SessionJsonlError } from './errors.js'
 
@@ -236,15 +236,6 @@ export class SessionLocks {
 function inUse(id: string, file: string, owner: LockOwner): SessionJsonlError {
   const who = owner.pid === process.pid ? `this process (pid ${owner.pid}, another session store)` : `pid ${owner.pid}`
   return new SessionJsonlError('IN_USE', `session ${id} is in use by ${who} (lock ${file}); wait for that process to finish, or stop it, then resume the session`)
-}
-
-async function readOwner(file: string): Promise<LockOwner | undefined> {
-  try {
-    return parseOwner(await readFile(file, 'utf8'))
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined
-    throw new SessionJsonlError('UNREADABLE', `cannot read the session lock ${file}: ${errorMessage(error)}`, { cause: error })
-  }
 }
 
 /** A lock that does not parse is not anyone's: it was written by something else, or cut short. */

@@ -1,7 +1,7 @@
-export * from './config.js'
-export * from './lineage.js'
-export * from './task-state.js'
-export * from './worker-pool.js'
-export * from './a2a-run.js'
-export * from './plugin.js'
+// The provider and its config; the wire is `worker.ts` (reaching a worker) and `turn.ts` (one run).
+export { A2aPlugin, A2aProvider, A2A_CAPABILITIES } from './plugin.js'
 export { A2aPlugin as default } from './plugin.js'
+export { A2aProviderConfig, resolveA2aSpec, type A2aRunSpec } from './config.js'
+export { ANSWER_ARTIFACT, SILENT_PERIODS } from './turn.js'
+export { CANCEL_GRACE_MS, CONNECT_TIMEOUT_MS, KEEPALIVE_EXTENSION } from './worker.js'
+export { UNREACHABLE_SKIP_MS } from './worker-pool.js'

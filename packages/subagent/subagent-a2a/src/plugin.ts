@@ -1,6 +1,6 @@
 import type { Context } from 'cordis'
-import { NO_CAPABILITIES, type SubagentCapabilities, type SubagentProvider, type SubagentRequest, type SubagentRun } from '@dsh/subagent'
-import { startA2aRun } from './a2a-run.js'
+import { lineageOf, NO_CAPABILITIES, startRemoteRun, SubagentError, type SubagentCapabilities, type SubagentProvider, type SubagentRequest, type SubagentRun } from '@dsh/subagent'
+import { A2aTransport } from './worker.js'
 import { A2aProviderConfig, resolveA2aSpec, type A2aRunSpec } from './config.js'
 import { WorkerPool } from './worker-pool.js'
 
@@ -18,7 +18,15 @@ export class A2aProvider implements SubagentProvider {
   }
 
   start(request: SubagentRequest): Promise<SubagentRun> {
-    return startA2aRun(this.spec, this.pool, request)
+    if (request.agentOptions?.model !== undefined) {
+      return Promise.reject(
+        new SubagentError(
+          'INVALID_REQUEST',
+          `the "${this.name}" subagent provider cannot choose the model of an A2A worker (asked for "${request.agentOptions.model}"); choose it where the worker runs (dsh a2a serve --model SPEC) and drop agentOptions.model`,
+        ),
+      )
+    }
+    return startRemoteRun(request, new A2aTransport(this.spec, this.pool, lineageOf(request, this.name, request.maxDepth)))
   }
 }
 

@@ -5,13 +5,10 @@ import type { AgentCard } from '@a2a-js/sdk'
 import { DefaultRequestHandler, InMemoryTaskStore, type AgentExecutor } from '@a2a-js/sdk/server'
 import { agentCardHandler, jsonRpcHandler, UserBuilder } from '@a2a-js/sdk/server/express'
 import { createHarness, type Harness } from '@dsh/testkit/harness'
-import type { Script } from '@dsh/llm-scripted'
 import { text } from '@dsh/llm'
 import type { Agent } from '@dsh/agent'
-import type { Session } from '@dsh/session'
 import { SubagentService, type SubagentRequest } from '@dsh/subagent'
 import { A2aPlugin, type A2aProviderConfig } from '@dsh/subagent-a2a'
-import { serveA2a, type A2aServer, type A2aServerOptions } from '@dsh/a2a-server'
 
 export interface Parent {
   harness: Harness
@@ -32,29 +29,8 @@ export async function parentWith(config: Partial<A2aProviderConfig> & { urls: st
   }
 }
 
-export interface DshWorker {
-  harness: Harness
-  server: A2aServer
-  sessions: Session[]
-  dispose(): Promise<void>
-}
-
-/** A dsh worker in this process: a real harness playing `script` behind `serveA2a` on 127.0.0.1. */
-export async function dshWorker(script: Script, options: A2aServerOptions = {}): Promise<DshWorker> {
-  const harness = await createHarness({ script })
-  const sessions: Session[] = []
-  harness.ctx.sessions.addObserver({ created: (session) => void sessions.push(session) })
-  const server = await serveA2a(harness.ctx, options)
-  return {
-    harness,
-    server,
-    sessions,
-    dispose: async () => {
-      await server.close()
-      await harness.dispose()
-    },
-  }
-}
+/** A dsh worker in this process (see `@dsh/testkit/a2a`). */
+export { startA2aWorker as dshWorker, type A2aWorker as DshWorker } from '@dsh/testkit/a2a'
 
 export interface PlainServer {
   url: string

@@ -7,17 +7,16 @@ import { afterEach, describe, expect, it } from 'vitest'
 import { TaskState } from '@a2a-js/sdk'
 import { AgentEvent, type AgentExecutor } from '@a2a-js/sdk/server'
 import { text } from '@dsh/llm'
-import { SubagentService, type SubagentProgress, type SubagentProgressInfo, type SubagentRunEndInfo } from '@dsh/subagent'
+import { SubagentService } from '@dsh/subagent'
 import { A2aProvider, resolveA2aSpec, A2aProviderConfig } from '@dsh/subagent-a2a'
 import { createHarness, type Harness } from '@dsh/testkit/harness'
+import { listenToChildren, updatesOf, type Heard } from '@dsh/testkit/delegation'
 import { dshWorker, sdkAgent } from './helpers.js'
 
 const cleanups: Array<() => Promise<void>> = []
 afterEach(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup()
 })
-
-type Heard = { kind: 'progress'; info: SubagentProgressInfo } | { kind: 'end'; info: SubagentRunEndInfo }
 
 /** A parent with a fast progress interval and an `a2a` provider on `url`, whose dropped updates are collected. */
 async function parentOf(url: string): Promise<{ h: Harness; heard: Heard[]; dropped: string[] }> {
@@ -26,25 +25,8 @@ async function parentOf(url: string): Promise<{ h: Harness; heard: Heard[]; drop
   await h.plugin(SubagentService, { progressIntervalMs: 20 })
   const dropped: string[] = []
   h.ctx.subagents.registerProvider(new A2aProvider('a2a', { ...resolveA2aSpec(A2aProviderConfig({ urls: [url] })), progressDropped: (reason) => dropped.push(reason) }))
-  const heard: Heard[] = []
-  h.ctx.on('subagent/progress', (info) => void heard.push({ kind: 'progress', info }))
-  h.ctx.on('subagent/end', (info) => void heard.push({ kind: 'end', info }))
-  return { h, heard, dropped }
+  return { h, heard: listenToChildren(h.ctx), dropped }
 }
-
-const updatesAsSent = (heard: Heard[]): SubagentProgress[] => heard.flatMap((entry) => (entry.kind === 'progress' ? entry.info.updates : []))
-
-/**
- * The run's updates in order, with text that the coalescing interval split across events
- * joined again: where a delta falls relative to a flush depends on the machine's speed.
- */
-const updatesOf = (heard: Heard[]): SubagentProgress[] =>
-  updatesAsSent(heard).reduce<SubagentProgress[]>((joined, update) => {
-    const last = joined.at(-1)
-    if (update.kind === 'text' && last?.kind === 'text') joined[joined.length - 1] = { kind: 'text', text: last.text + update.text }
-    else joined.push(update)
-    return joined
-  }, [])
 
 describe('a2a: live progress', () => {
   it('a dsh worker\'s tool call, streamed text and usage arrive in order before subagent/end, and the result carries the usage', async () => {

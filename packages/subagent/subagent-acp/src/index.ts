@@ -1,11 +1,7 @@
-export * from './config.js'
-export * from './permission.js'
-export * from './stdout-guard.js'
-export * from './extension-updates.js'
-export * from './acp-run.js'
-export * from './plugin.js'
+// The provider and its config; the wire is `connection.ts` (connecting) and `turn.ts` (one turn).
+export { AcpPlugin, AcpProvider, ACP_CAPABILITIES } from './plugin.js'
 export { AcpPlugin as default } from './plugin.js'
-export * from './continuable/acp-child.js'
-export * from './continuable/conversation.js'
-export * from './rpc-error.js'
-export * from './frame-limit.js'
+export { AcpProviderConfig, resolveAcpSpec, withRecordingGrant, RECORDING_DIR_ENV, type AcpRunSpec } from './config.js'
+// The rules, exported for their tests.
+export { answerPermission, type PermissionPolicy } from './permission.js'
+export { StdoutGuard } from './stdout-guard.js'

@@ -1,11 +1,17 @@
 import { isAbsolute, resolve } from 'node:path'
 import type { Context } from 'cordis'
+import type { LoadSessionRequest, NewSessionRequest } from '@agentclientprotocol/sdk'
+import type { RecordingLink } from '@dsh/llm'
 import {
+  ACP_LINEAGE,
+  launchRemoteChild,
+  lineageOf,
   NO_CAPABILITIES,
-  refuseDisposedParent,
-  refuseUnstartable,
+  openConversation,
+  startRemoteRun,
   SubagentError,
   type ContinuablePreparation,
+  type Lineage,
   type PrepareContinuableRequest,
   type RemoteChildRecord,
   type RemoteConversation,
@@ -14,14 +20,12 @@ import {
   type SubagentRequest,
   type SubagentRun,
 } from '@dsh/subagent'
-import { newSessionRequest, startAcpRun } from './acp-run.js'
 import { AcpProviderConfig, resolveAcpSpec, withRecordingGrant, type AcpRunSpec } from './config.js'
-import { AcpChild } from './continuable/acp-child.js'
-import { AcpConversation } from './continuable/conversation.js'
+import { AcpTransport } from './connection.js'
 import { refuseOversizedPrompt } from './frame-limit.js'
 
 /**
- * Of the start-time features only the depth bound: it is checked here before anything is
+ * Of the start-time features only the depth bound: it is checked before anything is
  * spawned, and travels in `_meta.dsh` so a dsh child applies it to its own children.
  */
 export const ACP_CAPABILITIES: Readonly<SubagentCapabilities> = Object.freeze({ ...NO_CAPABILITIES, depthLimit: true })
@@ -30,7 +34,8 @@ export const ACP_CAPABILITIES: Readonly<SubagentCapabilities> = Object.freeze({ 
  * An ACP agent process per delegation. Out of process: no local agent, and the child
  * never sees the parent's conversation. Continuable when the agent advertises
  * `loadSession`: the session stays open while the process lives, and is reopened with
- * `session/load` in a new process after a restart.
+ * `session/load` in a new process after a restart. The wire is `connection.ts` (connecting)
+ * and `turn.ts` (one turn); the lifecycle is `@dsh/subagent`'s.
  */
 export class AcpProvider implements SubagentProvider {
   readonly capabilities = ACP_CAPABILITIES
@@ -39,28 +44,18 @@ export class AcpProvider implements SubagentProvider {
   constructor(readonly name: string, private readonly spec: AcpRunSpec) {}
 
   start(request: SubagentRequest): Promise<SubagentRun> {
-    return startAcpRun(this.spec, request)
+    const { spec, cwd, lineage } = this.prepare(request, request.label, request.maxDepth)
+    return startRemoteRun(request, new AcpTransport(spec, cwd, { kind: 'new', request: newSessionRequest(cwd, lineage), continuable: false }))
   }
 
   async prepareContinuable({ parent, descriptor, request, signal }: PrepareContinuableRequest): Promise<ContinuablePreparation> {
-    // The same request a one-shot start would make, so it is refused in the same words.
-    const oneShot: SubagentRequest = { prompt: request.prompt, parent, signal, label: descriptor.label, ...(request.maxDepth !== undefined && { maxDepth: request.maxDepth }) }
-    if (request.agentOptions?.model !== undefined) {
-      throw new SubagentError('INVALID_REQUEST', `the "${this.name}" subagent provider cannot choose the model of an ACP agent (asked for "${request.agentOptions.model}"); choose it in the provider's command or args (e.g. dsh acp --model SPEC) and drop agentOptions.model`)
-    }
-    refuseUnstartable(oneShot, 'the ACP agent')
-    refuseOversizedPrompt(this.name, request.prompt, this.spec.maxFrameBytes)
-    const cwd = this.spec.cwd ?? resolve(parent.session.header.cwd)
-    const recording = this.spec.recordingLink?.(parent.id, request.callId)
-    const { child, sessionId } = await AcpChild.launch(withRecordingGrant(this.spec, recording), cwd, signal, (opening) => opening.newSession(newSessionRequest(cwd, oneShot, this.name, recording)))
-    try {
-      // The parent began disposing while the agent started: the child would outlive it.
-      refuseDisposedParent(parent)
-    } catch (error) {
-      await child.close()
-      throw error
-    }
-    return { kind: 'remote', conversation: new AcpConversation(this.spec, sessionId, { cwd, parentSession: parent.id, depth: parent.depth + 1 }, child) }
+    const { spec, cwd, lineage } = this.prepare({ ...request, parent }, descriptor.label, request.maxDepth)
+    const transport = new AcpTransport(spec, cwd, { kind: 'new', request: newSessionRequest(cwd, lineage), continuable: true })
+    // A parent that began disposing while the child started refuses it: the child would outlive it.
+    const child = await launchRemoteChild(transport, signal, parent)
+    const sessionId = child.remoteId!
+    transport.reopenWith(loadSessionRequest(sessionId, cwd, lineage))
+    return { kind: 'remote', conversation: openConversation(transport, child, sessionId, { cwd }) }
   }
 
   /**
@@ -73,10 +68,44 @@ export class AcpProvider implements SubagentProvider {
     if (typeof cwd !== 'string' || !isAbsolute(cwd)) {
       throw new SubagentError('INVALID_REQUEST', `the record of ACP child ${record.childId} has no absolute cwd in its resumeData (got ${JSON.stringify(cwd)}); it was not written by this provider`)
     }
-    const conversation = new AcpConversation(this.spec, record.remoteId, { cwd, parentSession: record.parentId, depth: record.depth }, undefined)
+    const lineage = { parentSession: record.parentId, delegationDepth: record.depth, provider: this.name }
+    const conversation = openConversation(new AcpTransport(this.spec, cwd, { kind: 'load', request: loadSessionRequest(record.remoteId, cwd, lineage) }), undefined, record.remoteId, { cwd })
     await conversation.reconnect(signal)
     return conversation
   }
+
+  /** What a start checks before anything is spawned, and what it sends: the cwd, the recording grant and link, the lineage. */
+  private prepare(request: Pick<SubagentRequest, 'parent' | 'prompt' | 'agentOptions' | 'callId'>, label: string | undefined, maxDepth: number | undefined): { spec: AcpRunSpec; cwd: string; lineage: Lineage } {
+    if (request.agentOptions?.model !== undefined) {
+      throw new SubagentError(
+        'INVALID_REQUEST',
+        `the "${this.name}" subagent provider cannot choose the model of an ACP agent (asked for "${request.agentOptions.model}"); choose it in the provider's command or args (e.g. dsh acp --model SPEC) and drop agentOptions.model`,
+      )
+    }
+    // The agent would refuse the prompt's frame: say so before anything is spawned.
+    refuseOversizedPrompt(this.name, request.prompt, this.spec.maxFrameBytes)
+    const cwd = this.spec.cwd ?? resolve(request.parent.session.header.cwd)
+    // The parent records or replays its model calls: the child does the same with its own.
+    const recording: RecordingLink | undefined = this.spec.recordingLink?.(request.parent.id, request.callId)
+    const lineage: Lineage = lineageOf({ parent: request.parent, label, callId: request.callId }, this.name, maxDepth)
+    if (recording !== undefined) lineage.recording = recording
+    return { spec: withRecordingGrant(this.spec, recording), cwd, lineage }
+  }
+}
+
+/**
+ * `session/new` with the delegation's lineage in `_meta.dsh`. Another dsh (`dsh acp`)
+ * records it in the child session's header, so session trees and the depth bound reach
+ * across the process boundary; other agents ignore `_meta` they do not know.
+ */
+function newSessionRequest(cwd: string, lineage: Lineage): NewSessionRequest {
+  return { cwd, mcpServers: [], _meta: ACP_LINEAGE.carry(lineage) }
+}
+
+/** `session/load` of a continuable child's session; its lineage lets a dsh child check it is reopened by its own parent. */
+function loadSessionRequest(sessionId: string, cwd: string, lineage: Pick<Lineage, 'parentSession' | 'delegationDepth' | 'provider'>): LoadSessionRequest {
+  const { parentSession, delegationDepth, provider } = lineage
+  return { sessionId, cwd, mcpServers: [], _meta: ACP_LINEAGE.carry({ parentSession, delegationDepth, provider }) }
 }
 
 /** Registers an `AcpProvider` on `ctx.subagents` under `providerName`. */

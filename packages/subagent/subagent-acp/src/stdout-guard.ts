@@ -6,6 +6,8 @@
  * looks, and once the agent has answered `initialize` it steps aside.
  */
 
+import { isRecord } from '@dsh/base'
+
 /** Lines longer than this are not inspected (a real frame can be large; the check is a heuristic). */
 const MAX_INSPECTED_LINE = 64 * 1024
 
@@ -51,8 +53,7 @@ export class StdoutGuard {
 
 function isJsonObject(line: string): boolean {
   try {
-    const value: unknown = JSON.parse(line)
-    return typeof value === 'object' && value !== null && !Array.isArray(value)
+    return isRecord(JSON.parse(line))
   } catch {
     // Not JSON at all: exactly what the guard is looking for.
     return false

@@ -7,9 +7,10 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it, vi } from 'vitest'
 import { text } from '@dsh/llm'
-import { SubagentService, type SubagentProgress, type SubagentProgressInfo, type SubagentRunEndInfo } from '@dsh/subagent'
+import { SubagentService } from '@dsh/subagent'
 import { AcpProvider, AcpProviderConfig, resolveAcpSpec } from '@dsh/subagent-acp'
 import { createHarness, type Harness } from '@dsh/testkit/harness'
+import { endOf, listenToChildren, textOf, updatesOf, type Heard } from '@dsh/testkit/delegation'
 import { dshMain, FAST, fixture } from './helpers.js'
 
 let harness: Harness | undefined
@@ -18,37 +19,14 @@ afterEach(async () => {
   harness = undefined
 })
 
-type Heard = { kind: 'progress'; info: SubagentProgressInfo } | { kind: 'end'; info: SubagentRunEndInfo }
-
-/** A harness with the subagent service (fast progress) and an `acp` provider running `args`; drops are collected. */
 async function world(args: string[]): Promise<{ h: Harness; heard: Heard[]; dropped: string[] }> {
   const h = (harness = await createHarness())
   await h.plugin(SubagentService, { progressIntervalMs: 20 })
   const dropped: string[] = []
   const spec = resolveAcpSpec(AcpProviderConfig({ ...FAST, command: process.execPath, args }))
   h.ctx.subagents.registerProvider(new AcpProvider('acp', { ...spec, progressDropped: (reason) => dropped.push(reason) }))
-  const heard: Heard[] = []
-  h.ctx.on('subagent/progress', (info) => void heard.push({ kind: 'progress', info }))
-  h.ctx.on('subagent/end', (info) => void heard.push({ kind: 'end', info }))
-  return { h, heard, dropped }
+  return { h, heard: listenToChildren(h.ctx), dropped }
 }
-
-const updatesAsSent = (heard: Heard[], runId: string): SubagentProgress[] => heard.flatMap((entry) => (entry.kind === 'progress' && entry.info.id === runId ? entry.info.updates : []))
-
-/**
- * The run's updates in order, with text that the coalescing interval split across events
- * joined again: where a delta falls relative to a flush depends on the machine's speed.
- */
-const updatesOf = (heard: Heard[], runId: string): SubagentProgress[] =>
-  updatesAsSent(heard, runId).reduce<SubagentProgress[]>((joined, update) => {
-    const last = joined.at(-1)
-    if (update.kind === 'text' && last?.kind === 'text') joined[joined.length - 1] = { kind: 'text', text: last.text + update.text }
-    else joined.push(update)
-    return joined
-  }, [])
-const textOfUpdates = (updates: SubagentProgress[]) => updates.map((update) => (update.kind === 'text' ? update.text : '')).join('')
-/** Index of the `subagent/end` of `runId` among what was heard. */
-const endOf = (heard: Heard[], runId: string) => heard.findIndex((entry) => entry.kind === 'end' && entry.info.id === runId)
 
 describe('acp: live progress', () => {
   it('plan, tool calls, text and usage arrive in order before subagent/end, each attributed to its own child (two at once)', async () => {
@@ -74,7 +52,7 @@ describe('acp: live progress', () => {
       ])
       const statuses = updates.filter((update) => update.kind === 'status')
       expect(statuses.at(-1)).toEqual({ kind: 'status', text: 'plan: 1/2 done — answer' })
-      expect(textOfUpdates(updates)).toBe(`${prompt}: all done`)
+      expect(textOf(updates)).toBe(`${prompt}: all done`)
       // Paced work is reported while it happens: more than one event per child.
       expect(mine.filter((entry) => entry.kind === 'progress').length).toBeGreaterThan(1)
     }
@@ -135,7 +113,7 @@ describe('acp: live progress', () => {
       // `permission: reject` (the default) answers dsh's permission ask: the call ends failed.
       expect(updates[end]).toMatchObject({ kind: 'tool-end', callId: (updates[start] as { callId: string }).callId, name: 'bash' })
       expect(start).toBeLessThan(end)
-      expect(textOfUpdates(updates)).toBe('Let me count.Three words, as counted by the shell.')
+      expect(textOf(updates)).toBe('Let me count.Three words, as counted by the shell.')
     }
     expect(new Set(runs.map((run) => run.id)).size).toBe(2)
     await Promise.all(runs.map((run) => run.dispose()))

@@ -5,24 +5,27 @@ import Schema from 'schemastery'
 import type { Agent } from '@dsh/agent'
 import {
   NO_CAPABILITIES,
-  refuseUnstartable,
+  openConversation,
+  startRemoteRun,
   SubagentError,
   type ContinuablePreparation,
   type PrepareContinuableRequest,
   type RemoteChildRecord,
   type RemoteConversation,
+  type RemoteSubagentRun,
   type SubagentProvider,
   type SubagentRequest,
 } from '@dsh/subagent'
-import { ClaudeCodeConversation, isClaudeSessionId } from './conversation.js'
-import { startClaudeCodeRun, type ClaudeCodeRun } from './claude-code-run.js'
+import { claudeSession, ClaudeTransport, isClaudeSessionId } from './session.js'
 import { missingClaudeCodePackage, resolveClaudeExecutable } from './executable.js'
-import { PERMISSION_MODES, resolveRunSpec, type ClaudeCodeSettings, type PermissionModeSetting } from './run-spec.js'
+import { PERMISSION_MODES, type ClaudeCodeSettings } from './run-spec.js'
 
 /**
- * Claude Code as a one-shot out-of-process child: each run is one `query()` of the Claude
- * Agent SDK, with its own process. No start-time feature is supported (all capabilities
- * `false`), and the child never sees the parent's conversation.
+ * Claude Code as an out-of-process child: each turn is one `query()` of the Claude Agent
+ * SDK, with its own process. No start-time feature is supported (all capabilities
+ * `false`), and the child never sees the parent's conversation. Continuable: a child is a
+ * Claude Code session persisted in its transcript, resumed by every message. The wire is
+ * `session.ts` (connecting) and `turn.ts` (one turn); the lifecycle is `@dsh/subagent`'s.
  */
 export class ClaudeCodeProvider implements SubagentProvider {
   readonly capabilities = NO_CAPABILITIES
@@ -38,26 +41,20 @@ export class ClaudeCodeProvider implements SubagentProvider {
     return this.settings.providerName
   }
 
-  start(request: SubagentRequest): Promise<ClaudeCodeRun> {
-    return startClaudeCodeRun(resolveRunSpec(this.settings, request), request)
+  start(request: SubagentRequest): Promise<RemoteSubagentRun> {
+    return startRemoteRun(request, new ClaudeTransport(this.settings, () => request.parent, request.parent.id, request))
   }
 
   /**
    * A continuable child is a Claude Code session persisted in its transcript: nothing runs
    * between messages, so preparing one starts nothing (the first message starts the first
-   * process), and refusals happen here exactly as for a one-shot start.
+   * process).
    */
-  async prepareContinuable({ parent, descriptor, request, signal }: PrepareContinuableRequest): Promise<ContinuablePreparation> {
+  async prepareContinuable({ parent, request }: PrepareContinuableRequest): Promise<ContinuablePreparation> {
     const model = request.agentOptions?.model
-    refuseUnstartable({ prompt: request.prompt, parent, signal, ...(request.maxDepth !== undefined && { maxDepth: request.maxDepth }) }, 'Claude Code')
-    const conversation = new ClaudeCodeConversation({
-      settings: this.settings,
-      parent: () => this.liveAgent(parent.id) ?? parent,
-      parentId: parent.id,
-      label: descriptor.label,
-      ...(model !== undefined && { model }),
-    })
-    return { kind: 'remote', conversation }
+    const session = claudeSession()
+    const transport = new ClaudeTransport(this.settings, () => this.liveAgent(parent.id) ?? parent, parent.id, request, session)
+    return { kind: 'remote', conversation: openConversation(transport, undefined, session.id, model === undefined ? {} : { model }) }
   }
 
   /** Reopen a record written by an earlier process: the next message resumes the session by id. */
@@ -67,14 +64,9 @@ export class ClaudeCodeProvider implements SubagentProvider {
       throw new SubagentError('INVALID_REQUEST', `the record of Claude Code child ${record.childId} names session ${JSON.stringify(record.remoteId)}, which is not a Claude Code session id (a UUID); it was not written by this provider`)
     }
     const model = record.resumeData?.model
-    return new ClaudeCodeConversation({
-      settings: this.settings,
-      parent: () => this.liveAgent(record.parentId),
-      parentId: record.parentId,
-      resume: { sessionId: record.remoteId },
-      label: record.descriptor.label,
-      ...(typeof model === 'string' && { model }),
-    })
+    const request = typeof model === 'string' ? { agentOptions: { model } } : {}
+    const transport = new ClaudeTransport(this.settings, () => this.liveAgent(record.parentId), record.parentId, request, claudeSession(record.remoteId))
+    return openConversation(transport, undefined, record.remoteId, typeof model === 'string' ? { model } : {})
   }
 }
 

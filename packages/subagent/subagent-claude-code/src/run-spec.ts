@@ -37,7 +37,6 @@ export interface ClaudeCodeSettings {
 
 export interface ClaudeCodeRunSpec {
   provider: string
-  prompt: string
   executable: string
   cwd: string
   env: Record<string, string>
@@ -55,10 +54,9 @@ export interface ClaudeCodeRunSpec {
   progressDropped?: (reason: string) => void
 }
 
-export function resolveRunSpec(settings: ClaudeCodeSettings, request: SubagentRequest): ClaudeCodeRunSpec {
+export function resolveRunSpec(settings: ClaudeCodeSettings, request: Pick<SubagentRequest, 'parent' | 'agentOptions'>): ClaudeCodeRunSpec {
   const spec: ClaudeCodeRunSpec = {
     provider: settings.providerName,
-    prompt: request.prompt.map((block) => block.text).join('\n'),
     executable: settings.executable,
     cwd: settings.cwd ?? request.parent.session.header.cwd,
     env: claudeCodeEnvironment(process.env, { env: settings.env, passEnv: settings.passEnv, isRoot: runningAsRoot() }),

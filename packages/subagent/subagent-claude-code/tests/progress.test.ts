@@ -4,7 +4,7 @@
  */
 import { afterEach, describe, expect, it } from 'vitest'
 import { text } from '@dsh/llm'
-import type { SubagentProgress, SubagentProgressInfo, SubagentRunEndInfo } from '@dsh/subagent'
+import { listenToChildren, textOf, updatesAsSent } from '@dsh/testkit/delegation'
 import { setup, type Fixture } from './fixture.js'
 
 let fixture: Fixture | undefined
@@ -12,8 +12,6 @@ afterEach(async () => {
   await fixture?.dispose()
   fixture = undefined
 })
-
-type Heard = { kind: 'progress'; info: SubagentProgressInfo } | { kind: 'end'; info: SubagentRunEndInfo }
 
 describe('claude-code: live progress', () => {
   it('tool calls, streamed text and usage arrive in order before subagent/end, each attributed to its own child (two at once)', async () => {
@@ -31,9 +29,7 @@ describe('claude-code: live progress', () => {
     }
     fixture.fake.enqueue(byPrompt, byPrompt, byPrompt, byPrompt)
     const { harness, start } = fixture
-    const heard: Heard[] = []
-    harness.ctx.on('subagent/progress', (info) => void heard.push({ kind: 'progress', info }))
-    harness.ctx.on('subagent/end', (info) => void heard.push({ kind: 'end', info }))
+    const heard = listenToChildren(harness.ctx)
     const runs = await Promise.all([start('you are child alpha'), start('you are child beta')])
     const results = await Promise.all(runs.map((run) => run.result))
     for (const [index, who] of ['alpha', 'beta'].entries()) {
@@ -45,14 +41,13 @@ describe('claude-code: live progress', () => {
       const mine = heard.filter((entry) => entry.info.id === run.id)
       expect(mine.at(-1)).toMatchObject({ kind: 'end', info: { usage: result.usage } })
       expect(mine.filter((entry) => entry.kind === 'progress').length).toBeGreaterThan(1)
-      const updates: SubagentProgress[] = mine.flatMap((entry) => (entry.kind === 'progress' ? entry.info.updates : []))
+      const updates = updatesAsSent(heard, run.id)
       const start = updates.findIndex((update) => update.kind === 'tool-start')
       const end = updates.findIndex((update) => update.kind === 'tool-end')
       expect(updates[start]).toMatchObject({ kind: 'tool-start', name: 'Read', args: expect.stringContaining(`/nonexistent/${who}.md`) })
       expect(updates[end]).toMatchObject({ kind: 'tool-end', callId: (updates[start] as { callId: string }).callId, name: 'Read', ok: false })
       expect(start).toBeLessThan(end)
-      const streamed = updates.map((update) => (update.kind === 'text' ? update.text : '')).join('')
-      expect(streamed).toBe(`${who} read nothing at all.`)
+      expect(textOf(updates)).toBe(`${who} read nothing at all.`)
       expect(updates.filter((update) => update.kind === 'usage').at(-1)).toEqual({ kind: 'usage', usage: result.usage })
     }
     await Promise.all(runs.map((run) => run.dispose()))

@@ -1,7 +1,6 @@
-export * from './plugin.js'
+// The provider and its config; the wire is `app-server.ts` (connecting) and `turn.ts` (one turn).
+export { CodexPlugin, CodexProvider } from './plugin.js'
+export { CodexPlugin as default } from './plugin.js'
 export { CodexConfig, resolveRunSpec, type CodexRunSpec } from './config.js'
 export { codexCommand, missingCodexPackage, type CodexCommand } from './codex-binary.js'
 export type { PermissionMode } from './approvals.js'
-export { CodexPlugin as default } from './plugin.js'
-export * from './continuable/codex-child.js'
-export * from './continuable/conversation.js'

@@ -1,11 +1,11 @@
 import type { Context } from 'cordis'
 import { errorMessage } from '@dsh/base'
 import { isAbsolute } from 'node:path'
-import type { Agent } from '@dsh/agent'
 import {
+  launchRemoteChild,
   NO_CAPABILITIES,
-  refuseDisposedParent,
-  refuseUnstartable,
+  openConversation,
+  startRemoteRun,
   SubagentError,
   type ContinuablePreparation,
   type PrepareContinuableRequest,
@@ -15,10 +15,8 @@ import {
   type SubagentRequest,
   type SubagentRun,
 } from '@dsh/subagent'
-import { CodexChild } from './continuable/codex-child.js'
-import { CodexConversation } from './continuable/conversation.js'
+import { CODEX_CHILD_NAME, CodexTransport } from './app-server.js'
 import { codexCommand, missingCodexPackage, type CodexCommand } from './codex-binary.js'
-import { CODEX_CHILD_NAME, startCodexRun } from './codex-run.js'
 import { checkConfig, CodexConfig, resolveRunSpec, type CodexRunSpec } from './config.js'
 
 /**
@@ -42,26 +40,19 @@ export class CodexProvider implements SubagentProvider {
   }
 
   async start(request: SubagentRequest): Promise<SubagentRun> {
-    refuseUnstartable(request, CODEX_CHILD_NAME)
-    return startCodexRun(this.specOf(request), request)
+    return startRemoteRun(request, new CodexTransport(this.specOf(request), { kind: 'start', ephemeral: true }))
   }
 
   /**
    * A continuable child is one non-ephemeral thread: the app-server is started and the
    * thread created now (its id is the child's remote id); the process stays for the turns.
    */
-  async prepareContinuable({ parent, descriptor, request, signal }: PrepareContinuableRequest): Promise<ContinuablePreparation> {
-    const oneShot: SubagentRequest = { prompt: request.prompt, parent, signal, label: descriptor.label, ...(request.agentOptions && { agentOptions: request.agentOptions }), ...(request.maxDepth !== undefined && { maxDepth: request.maxDepth }) }
-    refuseUnstartable(oneShot, CODEX_CHILD_NAME)
-    const spec = this.specOf(oneShot)
-    const child = await CodexChild.launch(spec, { kind: 'start' }, signal)
-    try {
-      refuseDisposedParent(parent)
-    } catch (error) {
-      await child.close()
-      throw error
-    }
-    return { kind: 'remote', conversation: new CodexConversation(spec, child.threadId, child) }
+  async prepareContinuable({ parent, request, signal }: PrepareContinuableRequest): Promise<ContinuablePreparation> {
+    const transport = new CodexTransport(this.specOf({ ...request, parent, signal }), { kind: 'start', ephemeral: false })
+    // A parent that began disposing while the child started refuses it: the child would outlive it.
+    const child = await launchRemoteChild(transport, signal, parent)
+    transport.resumeWith(child.threadId)
+    return { kind: 'remote', conversation: openConversation(transport, child, child.threadId, resumeDataOf(transport.spec)) }
   }
 
   /**
@@ -76,7 +67,7 @@ export class CodexProvider implements SubagentProvider {
     }
     const model = record.resumeData?.model
     const spec = this.specOf({ cwd, ...(typeof model === 'string' ? { model } : this.config.model !== undefined && { model: this.config.model }) })
-    const conversation = new CodexConversation(spec, record.remoteId, undefined)
+    const conversation = openConversation(new CodexTransport(spec, { kind: 'resume', threadId: record.remoteId }), undefined, record.remoteId, resumeDataOf(spec))
     await conversation.reconnect(signal)
     return conversation
   }
@@ -95,6 +86,11 @@ export class CodexProvider implements SubagentProvider {
       throw new SubagentError('START_FAILED', `${CODEX_CHILD_NAME} could not be started (stage spawn): ${errorMessage(error)}`, { cause: error })
     }
   }
+}
+
+/** Provider-owned: where the thread runs, and the model it was asked for. */
+function resumeDataOf(spec: CodexRunSpec): Record<string, unknown> {
+  return { cwd: spec.cwd, ...(spec.model !== undefined && { model: spec.model }) }
 }
 
 /** Registers a `CodexProvider` on `ctx.subagents` under `providerName`. */

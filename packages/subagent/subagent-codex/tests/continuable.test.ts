@@ -105,7 +105,7 @@ describe('codex continuable children', () => {
     const error = await provider
       .resumeContinuable({ childId: 'child-x', parentId: parent.id, depth: 1, remoteId: '01a22e14-cdf3-7bd3-bb6c-42136ad53d59', descriptor, resumeData: { cwd: parent.session.header.cwd } }, new AbortController().signal)
       .catch((rejection: unknown) => rejection)
-    expect(error).toMatchObject({ code: 'START_FAILED', message: expect.stringContaining('stage thread/resume') })
+    expect(error).toMatchObject({ code: 'START_FAILED', message: expect.stringMatching(/^the codex app-server refused thread\/resume: /) })
     expect(appServerPids()).toEqual([])
     await expect(provider.resumeContinuable({ childId: 'child-y', parentId: parent.id, depth: 1, remoteId: 'x', descriptor }, new AbortController().signal)).rejects.toMatchObject({ code: 'INVALID_REQUEST' })
   })

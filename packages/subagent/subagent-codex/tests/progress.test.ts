@@ -9,9 +9,10 @@ import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { afterEach, describe, expect, it } from 'vitest'
 import { text } from '@dsh/llm'
-import { SubagentService, type SubagentProgress, type SubagentProgressInfo, type SubagentRun, type SubagentRunEndInfo } from '@dsh/subagent'
+import { SubagentService, type SubagentRun } from '@dsh/subagent'
 import { startFakeOpenAIResponses, type FakeOpenAIResponses } from '@dsh/testkit'
 import { createHarness, type Harness } from '@dsh/testkit/harness'
+import { listenToChildren, updatesOf } from '@dsh/testkit/delegation'
 import { CodexConfig, CodexPlugin, CodexProvider } from '../src/index.js'
 import { codexHome } from './helpers.js'
 
@@ -28,30 +29,6 @@ afterEach(async () => {
   fake = undefined
 })
 
-type Heard = { kind: 'progress'; info: SubagentProgressInfo } | { kind: 'end'; info: SubagentRunEndInfo }
-
-/** Every subagent/progress and subagent/end, in the order the parent heard them. */
-function listen(h: Harness): Heard[] {
-  const heard: Heard[] = []
-  h.ctx.on('subagent/progress', (info) => void heard.push({ kind: 'progress', info }))
-  h.ctx.on('subagent/end', (info) => void heard.push({ kind: 'end', info }))
-  return heard
-}
-
-const updatesAsSent = (heard: Heard[], runId: string): SubagentProgress[] => heard.flatMap((entry) => (entry.kind === 'progress' && entry.info.id === runId ? entry.info.updates : []))
-
-/**
- * The run's updates in order, with text that the coalescing interval split across events
- * joined again: where a delta falls relative to a flush depends on the machine's speed.
- */
-const updatesOf = (heard: Heard[], runId: string): SubagentProgress[] =>
-  updatesAsSent(heard, runId).reduce<SubagentProgress[]>((joined, update) => {
-    const last = joined.at(-1)
-    if (update.kind === 'text' && last?.kind === 'text') joined[joined.length - 1] = { kind: 'text', text: last.text + update.text }
-    else joined.push(update)
-    return joined
-  }, [])
-
 describe('codex: live progress', () => {
   it('a real app-server\'s command, text and usage arrive in order, before subagent/end, attributed to the run', async () => {
     // A command (declined by the default permission mode: its item still starts and ends), then a paced answer.
@@ -63,7 +40,7 @@ describe('codex: live progress', () => {
     harness = await createHarness()
     await harness.plugin(SubagentService, { progressIntervalMs: 20 })
     await harness.plugin(CodexPlugin, { env: { CODEX_HOME: home, HOME: home, FAKE_CODEX_API_KEY: 'sk-fake' }, graceMs: 500 })
-    const heard = listen(harness)
+    const heard = listenToChildren(harness.ctx)
     const parent = await harness.agent({ meta: { cwd: mkdtempSync(join(tmpdir(), 'dsh-codex-work-')) } })
     const run = await harness.ctx.subagents.start('codex', { prompt: [text('look around')], parent, signal: new AbortController().signal })
     runs.push(run)
@@ -95,7 +72,7 @@ describe('codex: live progress', () => {
     await harness.plugin(SubagentService, { progressIntervalMs: 10 })
     const dropped: string[] = []
     harness.ctx.subagents.registerProvider(new CodexProvider(CodexConfig({ graceMs: 200 }), { command: process.execPath, args: [fakeServer, 'bad-progress'], version: 'fake' }, (reason) => dropped.push(reason)))
-    const heard = listen(harness)
+    const heard = listenToChildren(harness.ctx)
     const parent = await harness.agent()
     const run = await harness.ctx.subagents.start('codex', { prompt: [text('hi')], parent, signal: new AbortController().signal })
     runs.push(run)

@@ -1,12 +1,10 @@
-import { mkdtemp, rm } from 'node:fs/promises'
+import { mkdtemp } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
-import { createHarness, type Harness } from '@dsh/testkit/harness'
+import { createDelegationHarness, turnEnds, type DelegationHarness, cleanUp } from '@dsh/testkit/delegation'
 import { text, textOf, type LlmRequest } from '@dsh/llm'
 import type { Agent } from '@dsh/agent'
-import SessionJsonl from '@dsh/session-jsonl'
-import { SubagentService } from '@dsh/subagent'
 import { ForkPlugin } from '@dsh/subagent-fork'
 
 const SCRIPT = [
@@ -14,42 +12,18 @@ const SCRIPT = [
   { reply: Array.from({ length: 6 }, (_, index) => ({ text: `parent ${index + 1}` })) },
 ]
 
-let harness: Harness | undefined
+let harness: DelegationHarness | undefined
 let dir: string | undefined
 afterEach(async () => {
-  await harness?.dispose()
-  if (dir) await rm(dir, { recursive: true, force: true })
-  harness = undefined
-  dir = undefined
+  await cleanUp(harness, dir)
+  harness = dir = undefined
 })
 
-async function start(sessionDir: string): Promise<{ h: Harness; requests: LlmRequest[] }> {
-  const h = (harness = await createHarness({ script: SCRIPT }))
-  await h.plugin(SessionJsonl, { dir: sessionDir })
-  await h.plugin(SubagentService)
-  await h.plugin(ForkPlugin, {})
-  const requests: LlmRequest[] = []
-  const adapter = h.ctx.llm.getAdapter('scripted')!
-  const stream = adapter.stream.bind(adapter)
-  adapter.stream = (request) => {
-    requests.push(request)
-    return stream(request)
-  }
-  return { h, requests }
+async function start(sessionDir: string): Promise<{ h: DelegationHarness; requests: LlmRequest[] }> {
+  const h = (harness = await createDelegationHarness({ script: SCRIPT, sessionDir, plugins: [[ForkPlugin, {}]] }))
+  return { h, requests: h.requests }
 }
 
-function turnEnds(agent: Agent, count: number): Promise<void> {
-  const ended = () => agent.session.ownEvents().filter((event) => event.type === 'turn/end').length
-  if (ended() >= count) return Promise.resolve()
-  return new Promise((resolve) => {
-    const stop = agent.session.subscribe((update) => {
-      if (update.type === 'turn/end' && ended() >= count) {
-        stop()
-        resolve()
-      }
-    })
-  })
-}
 
 const texts = (request: LlmRequest) => request.messages.toArray().map((message) => textOf(message.content.filter((block) => block.type === 'text')))
 

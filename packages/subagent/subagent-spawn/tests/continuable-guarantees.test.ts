@@ -1,22 +1,20 @@
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
+import { mkdtemp, readFile, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { Logger, type Exporter } from 'cordis'
 import { afterEach, describe, expect, it } from 'vitest'
-import { createHarness, gateTool, type Harness, type HarnessOptions } from '@dsh/testkit/harness'
+import { gateTool, type HarnessOptions } from '@dsh/testkit/harness'
+import { createDelegationHarness, type DelegationHarness, cleanUp } from '@dsh/testkit/delegation'
 import { text, textOf, type LlmRequest } from '@dsh/llm'
 import type { Agent } from '@dsh/agent'
-import SessionJsonl from '@dsh/session-jsonl'
-import { SubagentService, type ContinuableRequest } from '@dsh/subagent'
+import type { ContinuableRequest } from '@dsh/subagent'
 import { SpawnPlugin } from '@dsh/subagent-spawn'
 
-let harness: Harness | undefined
+let harness: DelegationHarness | undefined
 let dir: string | undefined
 afterEach(async () => {
-  await harness?.dispose()
-  harness = undefined
-  if (dir) await rm(dir, { recursive: true, force: true })
-  dir = undefined
+  await cleanUp(harness, dir)
+  harness = dir = undefined
 })
 
 const SCRIPT: HarnessOptions['script'] = [
@@ -27,23 +25,13 @@ const SCRIPT: HarnessOptions['script'] = [
 ]
 
 /** A harness with session files in `dir` (a fresh one unless given, to restart over the same files). */
-async function start(sessionDir?: string): Promise<{ harness: Harness; requests: LlmRequest[]; logs: string[] }> {
-  const h = (harness = await createHarness({ script: SCRIPT }))
+async function start(sessionDir?: string): Promise<{ harness: DelegationHarness; requests: LlmRequest[]; logs: string[] }> {
+  dir = sessionDir ?? (await mkdtemp(join(tmpdir(), 'dsh-continuable-')))
+  const h = (harness = await createDelegationHarness({ script: SCRIPT, sessionDir: dir, plugins: [[SpawnPlugin, {}]] }))
   const logs: string[] = []
   const exporter: Exporter = { colors: 0, levels: { default: 3 }, export: (message) => logs.push(Logger.format(exporter, message)) }
   h.ctx.logger.exporter(exporter)
-  dir = sessionDir ?? (await mkdtemp(join(tmpdir(), 'dsh-continuable-')))
-  await h.plugin(SessionJsonl, { dir })
-  await h.plugin(SubagentService)
-  await h.plugin(SpawnPlugin, {})
-  const requests: LlmRequest[] = []
-  const adapter = h.ctx.llm.getAdapter('scripted')!
-  const stream = adapter.stream.bind(adapter)
-  adapter.stream = (request) => {
-    requests.push(request)
-    return stream(request)
-  }
-  return { harness: h, requests, logs }
+  return { harness: h, requests: h.requests, logs }
 }
 
 /** Dispose the harness but keep its session files for the next `start`. */
@@ -186,11 +174,11 @@ describe('continuable children: guarantees', () => {
     const { childId } = await h.ctx.subagents.startContinuable({ provider: 'spawn', label: 'slow', request: request(parent, 'slow work'), signal: signal() })
     const child = h.ctx.agents.get(childId)!
     await sessionEvent(child, 'step/start')
-    expect(h.ctx.subagents.continuation.heldParents()).toEqual([parent.id])
+    expect(h.ctx.tasks.notices.held()).toEqual([parent.id])
     await parent.dispose()
     expect(turnEndReasons(child)).toEqual(['aborted'])
     expect(logs.join('\n')).toContain(`a subagent notice for ${parent.id} was dropped: the parent is disposing`)
-    expect(h.ctx.subagents.continuation.heldParents()).toEqual([])
+    expect(h.ctx.tasks.notices.held()).toEqual([])
   })
 
   it('every disposed parent is forgotten by the manager: nothing of it stays held', async () => {
@@ -202,8 +190,8 @@ describe('continuable children: guarantees', () => {
       await h.ctx.subagents.startContinuable({ provider: 'spawn', label: 'research', request: request(parent, 'research the repo'), signal: signal() })
       await turnEnds(parent, 1)
     }
-    expect(h.ctx.subagents.continuation.heldParents().sort()).toEqual(parents.map((p) => p.id).sort())
+    expect(h.ctx.tasks.notices.held().sort()).toEqual(parents.map((p) => p.id).sort())
     for (const parent of parents) await parent.dispose()
-    expect(h.ctx.subagents.continuation.heldParents()).toEqual([])
+    expect(h.ctx.tasks.notices.held()).toEqual([])
   })
 })

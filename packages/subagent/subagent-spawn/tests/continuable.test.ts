@@ -1,21 +1,19 @@
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
+import { mkdtemp, readFile, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
-import { createHarness, gateTool, type Harness, type HarnessOptions } from '@dsh/testkit/harness'
+import { gateTool, type HarnessOptions } from '@dsh/testkit/harness'
+import { createDelegationHarness, turnEnds, type DelegationHarness, cleanUp } from '@dsh/testkit/delegation'
 import { text, textOf, type LlmRequest } from '@dsh/llm'
 import type { Agent } from '@dsh/agent'
-import SessionJsonl from '@dsh/session-jsonl'
-import { SubagentError, SubagentService, parseDescriptor, type ContinuableRequest, type SubagentProvider } from '@dsh/subagent'
+import { SubagentError, parseDescriptor, type ContinuableRequest, type SubagentProvider } from '@dsh/subagent'
 import { SpawnPlugin } from '@dsh/subagent-spawn'
 
-let harness: Harness | undefined
+let harness: DelegationHarness | undefined
 let dir: string | undefined
 afterEach(async () => {
-  await harness?.dispose()
-  harness = undefined
-  if (dir) await rm(dir, { recursive: true, force: true })
-  dir = undefined
+  await cleanUp(harness, dir)
+  harness = dir = undefined
 })
 
 /** Parent and children play one script; each session is bound to its rule by its own prompt. */
@@ -26,39 +24,14 @@ const SCRIPT: HarnessOptions['script'] = [
   { reply: [{ text: 'parent ack 1' }, { text: 'parent ack 2' }, { text: 'parent ack 3' }, { text: 'parent ack 4' }, { text: 'parent ack 5' }] },
 ]
 
-async function start(options: { storage?: boolean; sessionDir?: string } = {}): Promise<{ harness: Harness; requests: LlmRequest[] }> {
-  const h = (harness = await createHarness({ script: SCRIPT }))
-  if (options.storage !== false) {
-    dir ??= options.sessionDir ?? (await mkdtemp(join(tmpdir(), 'dsh-continuable-')))
-    await h.plugin(SessionJsonl, { dir })
-  }
-  await h.plugin(SubagentService)
-  await h.plugin(SpawnPlugin, {})
-  const requests: LlmRequest[] = []
-  const adapter = h.ctx.llm.getAdapter('scripted')!
-  const stream = adapter.stream.bind(adapter)
-  adapter.stream = (request) => {
-    requests.push(request)
-    return stream(request)
-  }
-  return { harness: h, requests }
+async function start(options: { storage?: boolean; sessionDir?: string } = {}): Promise<{ harness: DelegationHarness; requests: LlmRequest[] }> {
+  if (options.storage !== false) dir ??= options.sessionDir ?? (await mkdtemp(join(tmpdir(), 'dsh-continuable-')))
+  const h = (harness = await createDelegationHarness({ script: SCRIPT, sessionDir: options.storage === false ? false : dir, plugins: [[SpawnPlugin, {}]] }))
+  return { harness: h, requests: h.requests }
 }
 
 const request = (parent: Agent, prompt: string, extra: Partial<ContinuableRequest> = {}): ContinuableRequest => ({ prompt: [text(prompt)], parent, ...extra })
 
-/** Resolves once `agent` has logged `count` turn ends. */
-function turnEnds(agent: Agent, count: number): Promise<void> {
-  const ended = () => agent.session.ownEvents().filter((event) => event.type === 'turn/end').length
-  if (ended() >= count) return Promise.resolve()
-  return new Promise((resolve) => {
-    const stop = agent.session.subscribe((update) => {
-      if (update.type === 'turn/end' && ended() >= count) {
-        stop()
-        resolve()
-      }
-    })
-  })
-}
 
 function lastAnswer(agent: Agent): string | undefined {
   const answers = agent.session.ownEvents().flatMap((event) => (event.type === 'assistant/message' ? [textOf(event.message.content.filter((b) => b.type === 'text'))] : []))

@@ -1,10 +1,11 @@
-import { mkdtemp, rm } from 'node:fs/promises'
+import { mkdtemp } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
-import { createHarness, type Harness } from '@dsh/testkit/harness'
+import type { Harness } from '@dsh/testkit/harness'
+import { createDelegationHarness, cleanUp, listenToChildren, type Heard } from '@dsh/testkit/delegation'
 import { text } from '@dsh/llm'
-import { SubagentService, type SubagentProgressInfo, type SubagentRunEndInfo, type SubagentRunInfo } from '@dsh/subagent'
+import type { SubagentProgressInfo, SubagentRunEndInfo } from '@dsh/subagent'
 import { SpawnPlugin } from '@dsh/subagent-spawn'
 import SessionJsonl from '@dsh/session-jsonl'
 
@@ -22,24 +23,14 @@ const SCRIPT = [
 let harness: Harness | undefined
 let dir: string | undefined
 afterEach(async () => {
-  await harness?.dispose()
-  if (dir) await rm(dir, { recursive: true, force: true })
-  harness = undefined
-  dir = undefined
+  await cleanUp(harness, dir)
+  harness = dir = undefined
 })
 
-type Heard = { kind: 'start'; info: SubagentRunInfo } | { kind: 'progress'; info: SubagentProgressInfo } | { kind: 'end'; info: SubagentRunEndInfo }
-
 async function setUp(script: unknown = SCRIPT): Promise<{ h: Harness; heard: Heard[] }> {
-  const h = (harness = await createHarness({ script: script as never }))
-  await h.plugin(SubagentService, { progressIntervalMs: 20 })
-  await h.plugin(SpawnPlugin, {})
+  const h = (harness = await createDelegationHarness({ script: script as never, sessionDir: false, subagents: { progressIntervalMs: 20 }, plugins: [[SpawnPlugin, {}]] }))
   h.ctx.tools.register({ name: 'noop', description: 'does nothing', parameters: { type: 'object' }, concurrencySafe: true, execute: () => 'nothing to see' })
-  const heard: Heard[] = []
-  h.ctx.on('subagent/start', (info) => void heard.push({ kind: 'start', info }))
-  h.ctx.on('subagent/progress', (info) => void heard.push({ kind: 'progress', info }))
-  h.ctx.on('subagent/end', (info) => void heard.push({ kind: 'end', info }))
-  return { h, heard }
+  return { h, heard: listenToChildren(h.ctx) }
 }
 
 const progressOf = (heard: Heard[], runId: string) => heard.flatMap((entry) => (entry.kind === 'progress' && entry.info.runId === runId ? entry.info.updates : []))
@@ -101,9 +92,7 @@ describe('live progress of spawn children', () => {
   })
 
   it('reports usage on subagent/end even when nobody listens to progress', async () => {
-    const h = (harness = await createHarness({ script: SCRIPT as never }))
-    await h.plugin(SubagentService)
-    await h.plugin(SpawnPlugin, {})
+    const h = (harness = await createDelegationHarness({ script: SCRIPT as never, sessionDir: false, plugins: [[SpawnPlugin, {}]] }))
     h.ctx.tools.register({ name: 'noop', description: 'does nothing', parameters: { type: 'object' }, execute: () => 'ok' })
     const ends: SubagentRunEndInfo[] = []
     h.ctx.on('subagent/end', (info) => void ends.push(info))
@@ -125,9 +114,7 @@ describe('live progress of spawn children', () => {
   })
 
   it('gives a caller observer the run\'s progress without any event listener', async () => {
-    const h = (harness = await createHarness({ script: SCRIPT as never }))
-    await h.plugin(SubagentService, { progressIntervalMs: 20 })
-    await h.plugin(SpawnPlugin, {})
+    const h = (harness = await createDelegationHarness({ script: SCRIPT as never, sessionDir: false, subagents: { progressIntervalMs: 20 }, plugins: [[SpawnPlugin, {}]] }))
     h.ctx.tools.register({ name: 'noop', description: 'does nothing', parameters: { type: 'object' }, execute: () => 'ok' })
     const observed: SubagentProgressInfo[] = []
     const run = await h.ctx.subagents.start('spawn', { prompt: [text('alpha task')], parent: await h.agent(), signal: new AbortController().signal, onProgress: (info) => observed.push(info) })

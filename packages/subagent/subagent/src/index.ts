@@ -1,12 +1,56 @@
-export * from './types.js'
-export * from './continuable/types.js'
-export { ContinuationManager, type ContinuableSetup } from './continuable/manager.js'
-export { makeDescriptor, parseDescriptor } from './continuable/descriptor.js'
-export { settlementSummary } from './continuable/notice.js'
-export * from './errors.js'
-export * from './output.js'
-export * from './admission.js'
-export * from './service.js'
-export * from './remote-run/index.js'
-export * from './progress/index.js'
+/**
+ * The public face of the subagent seam; the README documents every name here.
+ */
+// The service and its vocabulary.
+export { SubagentService, DEFAULT_PROGRESS_INTERVAL_MS } from './service.js'
 export { SubagentService as default } from './service.js'
+export {
+  NO_CAPABILITIES,
+  type ProgressSink,
+  type StopReason,
+  type SubagentCapabilities,
+  type SubagentFeature,
+  type SubagentProgress,
+  type SubagentProgressInfo,
+  type SubagentProvider,
+  type SubagentRequest,
+  type SubagentResult,
+  type SubagentRun,
+  type SubagentRunEndInfo,
+  type SubagentRunInfo,
+  type SubagentUsage,
+} from './types.js'
+export { SubagentError, type SubagentErrorCode } from './errors.js'
+export { outputText, selectOutput } from './output.js'
+
+// Admission and the lineage that crosses every boundary.
+export { admitDepth, DEFAULT_MAX_DEPTH, effectiveMaxDepth, refuseDisposedParent, tighterBound, type DepthWords } from './admission.js'
+export { A2A_LINEAGE, ACP_LINEAGE, lineageHeader, lineageOf, type Lineage, type LineageField, type LineageWarnings, type LineageWire, type ReceivedLineage } from './lineage.js'
+
+// The one in-process child factory.
+export { createInProcessChild, type InProcessChildOptions, type InProcessChildRequest } from './in-process-child.js'
+
+// Continuable children.
+export {
+  DESCRIPTOR_VERSION,
+  type ContinuableChildInfo,
+  type ContinuableChildState,
+  type ContinuableDescriptor,
+  type ContinuablePreparation,
+  type ContinuableRequest,
+  type ContinuableStarted,
+  type InterruptAuthority,
+  type PrepareContinuableRequest,
+  type RemoteChildRecord,
+  type RemoteConversation,
+  type StartContinuableOptions,
+} from './continuable/types.js'
+export type { ContinuableSetup } from './continuable/manager.js'
+export { makeDescriptor, parseDescriptor } from './continuable/descriptor.js'
+
+// The one remote lifecycle.
+export * from './remote/index.js'
+
+// Live progress: the shapes consumers render.
+export { addUsage, noUsage } from './progress/local.js'
+export { compactArgs, displayLine, summariseArgs } from './progress/shape.js'

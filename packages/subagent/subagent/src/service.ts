@@ -3,12 +3,13 @@ import { Context, Service } from 'cordis'
 import Schema from 'schemastery'
 import { errorMessage, rejectOnThrow } from '@dsh/base'
 import type { TextBlock } from '@dsh/llm'
-import { effectiveMaxDepth, refuseDisposedParent, refuseTooDeep } from './admission.js'
+import { admit } from './admission.js'
 import { SubagentError } from './errors.js'
-import type { SubagentFeature, SubagentProgressInfo, SubagentProvider, SubagentRequest, SubagentResult, SubagentRun, SubagentRunEndInfo, SubagentRunInfo } from './types.js'
+import type { SubagentProgressInfo, SubagentProvider, SubagentRequest, SubagentResult, SubagentRun, SubagentRunEndInfo, SubagentRunInfo } from './types.js'
 import { ProgressChannel } from './progress/channel.js'
 import { followLocalChild, latestTurnUsage } from './progress/local.js'
 import { serviceInstance, type Agent, type AgentRegistry } from '@dsh/agent'
+import type {} from '@dsh/tasks'
 import type { ContinuableChildInfo, ContinuableStarted, InterruptAuthority, StartContinuableOptions } from './continuable/types.js'
 import { ContinuationManager, type ContinuableSetup } from './continuable/manager.js'
 
@@ -36,53 +37,6 @@ type LifecyclePayload<K extends SubagentLifecycleEvent> = Parameters<import('cor
 /** A deep copy of text blocks (all they hold is two strings; cheaper than `structuredClone`). */
 function cloneOutput(output: readonly TextBlock[]): TextBlock[] {
   return output.map((block) => ({ type: 'text', text: block.text }))
-}
-
-/** The start-time features a request asks for, in a fixed order (the first unmet one is reported). */
-export function requestedFeatures(request: SubagentRequest): SubagentFeature[] {
-  const features: SubagentFeature[] = []
-  if (request.outputSchema !== undefined) features.push('outputSchema')
-  if (request.maxDepth !== undefined) features.push('depthLimit')
-  if (request.toolFilter !== undefined) features.push('toolFilter')
-  if (request.persona !== undefined) features.push('persona')
-  return features
-}
-
-function invalid(message: string): SubagentError {
-  return new SubagentError('INVALID_REQUEST', message)
-}
-
-/**
- * The first start-time feature `request` asks for that `capabilities` lacks, in the order
- * of `requestedFeatures`; checked without building the list (every delegation passes here).
- */
-function firstUnsupportedFeature(request: SubagentRequest, capabilities: SubagentProvider['capabilities']): SubagentFeature | undefined {
-  if (request.outputSchema !== undefined && !capabilities.outputSchema) return 'outputSchema'
-  if (request.maxDepth !== undefined && !capabilities.depthLimit) return 'depthLimit'
-  if (request.toolFilter !== undefined && !capabilities.toolFilter) return 'toolFilter'
-  if (request.persona !== undefined && !capabilities.persona) return 'persona'
-  return undefined
-}
-
-/** Malformed start-time inputs, caught before any provider sees them. */
-export function validateRequest(request: SubagentRequest): void {
-  if (!Array.isArray(request.prompt) || request.prompt.length === 0) throw invalid('the prompt must be a non-empty list of content blocks')
-  if (!request.parent) throw invalid('a request needs the delegating `parent` agent')
-  if (!(request.signal instanceof AbortSignal)) throw invalid('a request needs an AbortSignal `signal`')
-  const { maxDepth, outputSchema, toolFilter, persona } = request
-  if (maxDepth !== undefined && (!Number.isInteger(maxDepth) || maxDepth < 0)) {
-    throw invalid(`maxDepth must be a whole number of at least 0 (got ${String(maxDepth)})`)
-  }
-  if (outputSchema !== undefined && (typeof outputSchema !== 'object' || outputSchema === null || Array.isArray(outputSchema))) {
-    throw invalid('outputSchema must be a JSON Schema object')
-  }
-  if (toolFilter !== undefined) {
-    const lists = [toolFilter.allow, toolFilter.deny].filter((list) => list !== undefined)
-    if (lists.length === 0) throw invalid('toolFilter needs `allow` or `deny`')
-    if (lists.some((list) => !Array.isArray(list) || list.some((name) => typeof name !== 'string'))) throw invalid('toolFilter lists must be lists of tool names')
-    if (toolFilter.allow === undefined && toolFilter.deny!.length === 0) throw invalid('toolFilter has an empty `deny` list and no `allow`: it filters nothing')
-  }
-  if (persona !== undefined && (typeof persona !== 'string' || !persona.trim())) throw invalid('persona must be non-empty text')
 }
 
 /**
@@ -134,6 +88,10 @@ export class SubagentService extends Service {
         return agents && serviceInstance(agents)
       },
       sessions: () => serviceInstance(ctx.sessions),
+      tasks: () => {
+        const tasks = ctx.get('tasks')
+        return tasks && serviceInstance(tasks)
+      },
       setups: () => this.continuableSetups,
       announce: (kind: 'start' | 'end', info: SubagentRunInfo | SubagentRunEndInfo) => {
         if (kind === 'start') this.notify('subagent/start', info)
@@ -142,10 +100,16 @@ export class SubagentService extends Service {
       nextRunId: () => `run-${this.runPrefix}-${++this.runCounter}`,
       openProgress: () => this.openProgress(undefined),
     })
-    // A parent takes its continuable children down with it: none outlives it. Registered
-    // whenever `ctx.agents` is there (continuable children exist only then).
+    // A parent takes its continuable children down with it: none outlives it; a parent
+    // resumed brings back the children that had messages queued. Registered whenever
+    // `ctx.agents` is there (continuable children exist only then).
     ctx.inject(['agents'], (withAgents) => {
       withAgents.agents.onCleanup((agent) => this.continuation.disposeChildrenOf(agent))
+      withAgents.agents.onResume((agent) => this.continuation.resumed(agent))
+    })
+    // Continuable children are owned work of the one registry: "the parent is quiet" counts them.
+    ctx.inject(['tasks'], (withTasks) => {
+      withTasks.tasks.addWorkSource(this.continuation)
     })
   }
 
@@ -185,21 +149,8 @@ export class SubagentService extends Service {
    * with no frame and no tick of this service's around it.
    */
   private startChecked(name: string, request: SubagentRequest): Promise<SubagentRun> {
-    const provider = this.providers.get(name)
-    if (!provider) {
-      const known = this.list()
-      throw new SubagentError('NO_PROVIDER', `no subagent provider named "${name}" (registered: ${known.length ? known.join(', ') : 'none'})`)
-    }
-    validateRequest(request)
     // Admission before the provider is asked for anything: nothing exists after a refusal.
-    refuseDisposedParent(request.parent)
-    const unsupported = firstUnsupportedFeature(request, provider.capabilities)
-    if (unsupported !== undefined) {
-      throw new SubagentError('UNSUPPORTED_CAPABILITY', `subagent provider "${name}" does not support ${unsupported}; drop it from the request or use a provider that does`)
-    }
-    // The bound a parent inherited holds even when this request sets none or a looser one.
-    refuseTooDeep(request)
-    const maxDepth = effectiveMaxDepth(request)
+    const { provider, maxDepth } = admit(this.providers, name, request)
     const rebound = maxDepth !== request.maxDepth && provider.capabilities.depthLimit
     // Progress is built only when somebody listens: otherwise providers get no sink at all.
     const progress = this.openProgress(request.onProgress)
@@ -313,20 +264,8 @@ export class SubagentService extends Service {
    * accepted the first prompt; any failure before that rolls everything back and rejects.
    */
   async startContinuable(options: StartContinuableOptions): Promise<ContinuableStarted> {
-    const { request } = options
-    if (!this.providers.has(options.provider)) {
-      const known = this.list()
-      throw new SubagentError('NO_PROVIDER', `no subagent provider named "${options.provider}" (registered: ${known.length ? known.join(', ') : 'none'})`)
-    }
-    const asRequest: SubagentRequest = { ...request, signal: options.signal }
-    validateRequest(asRequest)
-    const provider = this.providers.get(options.provider)!
-    for (const feature of requestedFeatures(asRequest)) {
-      if (!provider.capabilities[feature]) {
-        throw new SubagentError('UNSUPPORTED_CAPABILITY', `subagent provider "${provider.name}" does not support ${feature}; drop it from the request or use a provider that does`)
-      }
-    }
-    return this.continuation.startContinuable(options)
+    const { provider, maxDepth } = admit(this.providers, options.provider, { ...options.request, signal: options.signal })
+    return this.continuation.startContinuable(provider, maxDepth, options)
   }
 
   /** Deliver `message` to continuable child `childId` as a new turn; only its direct parent may. */

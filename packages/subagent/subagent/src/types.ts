@@ -105,7 +105,7 @@ export interface SubagentResult {
   structured?: unknown
   /** A readable explanation of a non-`completed` end (stage, cause, exit code, …). */
   diagnostic?: string
-  stopReason: StopReason | (string & {})
+  stopReason: StopReason
   /** The run's token usage, when the transport reports it (in-process children always do). */
   usage?: SubagentUsage
 }
@@ -165,7 +165,7 @@ export interface SubagentRunInfo {
 
 /** Payload of `subagent/end`. */
 export interface SubagentRunEndInfo extends SubagentRunInfo {
-  stopReason: string
+  stopReason: StopReason
   diagnostic?: string
   /** A deep clone of `result.output`, present when the run settled with output. */
   lastAssistantMessage?: TextBlock[]

@@ -1,12 +1,12 @@
-import { mkdtemp, rm } from 'node:fs/promises'
+import { mkdtemp } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
-import { createHarness, type Harness } from '@dsh/testkit/harness'
+import type { Harness } from '@dsh/testkit/harness'
+import { createDelegationHarness, turnEnds, cleanUp } from '@dsh/testkit/delegation'
 import { text, textOf, type TextBlock } from '@dsh/llm'
 import type { Agent } from '@dsh/agent'
-import SessionJsonl from '@dsh/session-jsonl'
-import { NO_CAPABILITIES, SubagentService, type PrepareContinuableRequest, type RemoteChildRecord, type RemoteConversation, type SubagentProvider, type SubagentResult } from '@dsh/subagent'
+import { NO_CAPABILITIES, type PrepareContinuableRequest, type RemoteChildRecord, type RemoteConversation, type SubagentProvider, type SubagentResult } from '@dsh/subagent'
 
 /**
  * A package-local remote provider: each conversation is a transcript kept outside the
@@ -73,32 +73,16 @@ const SCRIPT = [{ reply: Array.from({ length: 8 }, (_, index) => ({ text: `paren
 let harness: Harness | undefined
 let dir: string | undefined
 afterEach(async () => {
-  await harness?.dispose()
-  if (dir) await rm(dir, { recursive: true, force: true })
-  harness = undefined
-  dir = undefined
+  await cleanUp(harness, dir)
+  harness = dir = undefined
 })
 
 async function start(provider: TranscriptProvider, sessionDir: string): Promise<Harness> {
-  const h = (harness = await createHarness({ script: SCRIPT }))
-  await h.plugin(SessionJsonl, { dir: sessionDir })
-  await h.plugin(SubagentService)
+  const h = (harness = await createDelegationHarness({ script: SCRIPT, sessionDir }))
   h.ctx.subagents.registerProvider(provider)
   return h
 }
 
-function turnEnds(agent: Agent, count: number): Promise<void> {
-  const ended = () => agent.session.ownEvents().filter((event) => event.type === 'turn/end').length
-  if (ended() >= count) return Promise.resolve()
-  return new Promise((resolve) => {
-    const stop = agent.session.subscribe((update) => {
-      if (update.type === 'turn/end' && ended() >= count) {
-        stop()
-        resolve()
-      }
-    })
-  })
-}
 
 const noticeTexts = (agent: Agent) => agent.session.ownEvents().flatMap((event) => (event.type === 'user/message' ? [textOf(event.message.content)] : []))
 
@@ -165,9 +149,8 @@ describe('continuable remote children', () => {
     const parentId = parent.id
     await first.dispose()
 
-    const h = (harness = await createHarness({ script: SCRIPT }))
-    await h.plugin(SessionJsonl, { dir })
-    await h.plugin(SubagentService)
+    // Restarted without the provider.
+    const h = (harness = await createDelegationHarness({ script: SCRIPT, sessionDir: dir }))
     const resumed = await h.ctx.agents.create({ sessionId: parentId })
     await expect(h.ctx.subagents.followup(resumed, childId, 'hello?')).rejects.toMatchObject({ code: 'NOT_RESUMABLE', message: expect.stringMatching(new RegExp(`subagent ${childId} .*provider "remote" is not registered`)) })
   })

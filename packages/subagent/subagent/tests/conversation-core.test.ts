@@ -8,30 +8,35 @@ import { afterEach, describe, expect, it } from 'vitest'
 import { text, type TextBlock } from '@dsh/llm'
 import {
   ConversationCore,
-  type ConversationChild,
-  type ConversationTransport,
-  type ConversationTurn,
-  type ConversationTurnControl,
+  SubagentError,
+  type RemoteChild,
+  type RemoteConnection,
+  type RemoteProcess,
+  type RemoteTransport,
+  type RemoteTurn,
   type SubagentProgress,
   type StopReason,
   type SubagentResult,
+  type TurnControl,
 } from '@dsh/subagent'
 
 /** An idle child process: it does nothing until it is closed. */
-class IdleChild implements ConversationChild {
-  readonly process: ChildProcess
-  readonly tree: { pid: number | undefined; exited: Promise<unknown> }
+class IdleChild implements RemoteChild {
+  readonly child: ChildProcess
+  readonly process: RemoteProcess
+  private readonly exited: Promise<unknown>
   gone = false
 
   constructor() {
-    this.process = spawn(process.execPath, ['-e', 'setInterval(() => {}, 1000)'], { stdio: 'ignore' })
-    const exited = new Promise<unknown>((resolve) =>
-      this.process.once('exit', (code, signal) => {
+    this.child = spawn(process.execPath, ['-e', 'setInterval(() => {}, 1000)'], { stdio: 'ignore' })
+    this.exited = new Promise<unknown>((resolve) =>
+      this.child.once('exit', (code, signal) => {
         this.gone = true
         resolve({ code, signal })
       }),
     )
-    this.tree = { pid: this.process.pid, exited }
+    const { pid } = this.child
+    this.process = { pid, exited: () => this.exited, stderr: () => '', howItEnded: () => 'went away' }
   }
 
   async running(): Promise<boolean> {
@@ -39,49 +44,58 @@ class IdleChild implements ConversationChild {
   }
 
   async close(): Promise<void> {
-    if (!this.gone) this.process.kill('SIGKILL')
-    await this.tree.exited
+    if (!this.gone) this.child.kill('SIGKILL')
+    await this.exited
   }
 }
 
 /** What a test's turn does once delivered: it gets the control and the child. */
-type Script = (control: ConversationTurnControl<IdleChild>, child: IdleChild) => void | Promise<void>
+type Script = (control: TurnControl, child: IdleChild) => void | Promise<void>
 
-class TestTransport implements ConversationTransport<IdleChild> {
+class TestTransport implements RemoteTransport<IdleChild> {
+  readonly provider = 'test'
   readonly conversationName = 'test conversation c1'
   readonly childName = 'the test child'
   readonly interruptName = 'stop'
   readonly cancelGraceKey = 'graceMs'
   readonly cancelGraceMs = 100
+  readonly startupTimeoutMs = 60_000
+  readonly startupTimeoutKey = 'startupTimeoutMs'
+  readonly initialStage = 'spawn'
+  readonly turnStage = 'work'
   readonly started: IdleChild[] = []
   readonly interrupts: IdleChild[] = []
+  /** Turns delivered to a child so far. */
+  delivered = 0
   script: Script = () => {}
 
   constructor(readonly timeoutMs?: number) {}
 
-  async restart(): Promise<IdleChild> {
+  connect(): RemoteConnection<IdleChild> {
     const child = new IdleChild()
     this.started.push(child)
-    return child
+    return { child, opened: Promise.resolve() }
   }
 
-  openTurn(_message: TextBlock[], control: ConversationTurnControl<IdleChild>): ConversationTurn<IdleChild> {
+  openTurn(_message: TextBlock[], control: TurnControl): RemoteTurn<IdleChild> {
     const script = this.script
     return {
-      deliver: async (child) => script(control, child),
+      deliver: async (child) => {
+        this.delivered++
+        await script(control, child)
+      },
       interrupt: (child) => void this.interrupts.push(child),
       result: (stopReason: StopReason, diagnostic: string | undefined): SubagentResult => ({ output: [text('partial')], stopReason, ...(diagnostic !== undefined && { diagnostic }) }),
     }
   }
 
-  timedOut(limitMs: number): string {
-    return `the test child ran past ${limitMs} ms`
-  }
-
-  lost(): string {
-    return 'the test child went away'
+  startFailed(message: string, stage: string): SubagentError {
+    return new SubagentError('START_FAILED', `the test child could not be started (stage ${stage}): ${message}`)
   }
 }
+
+/** A turn's result as the test's wire would give it. */
+const done = (stopReason: StopReason, diagnostic?: string): SubagentResult => ({ output: [text('partial')], stopReason, ...(diagnostic !== undefined && { diagnostic }) })
 
 /** Resolves once `check` holds (the test's own timeout bounds it). */
 async function until(check: () => boolean): Promise<void> {
@@ -102,10 +116,10 @@ function conversation(transport: TestTransport): ConversationCore<IdleChild> {
 describe('ConversationCore: the turn lifecycle of continuable remote conversations', () => {
   it('a turn reports progress to its sink until it settles; what the child says later is dropped', async () => {
     const transport = new TestTransport()
-    let late: ConversationTurnControl<IdleChild> | undefined
+    let late: TurnControl | undefined
     transport.script = (control) => {
       control.report({ kind: 'text', text: 'working' })
-      control.settle('completed')
+      control.settle(done('completed'))
       late = control
     }
     const heard: SubagentProgress[] = []
@@ -113,7 +127,7 @@ describe('ConversationCore: the turn lifecycle of continuable remote conversatio
     expect(result).toEqual({ output: [text('partial')], stopReason: 'completed' })
     expect(late!.reporting).toBe(false)
     late!.report({ kind: 'text', text: 'too late' })
-    late!.settle('error', 'too late')
+    late!.settle(done('error', 'too late'))
     expect(heard).toEqual([{ kind: 'text', text: 'working' }])
   })
 
@@ -123,7 +137,7 @@ describe('ConversationCore: the turn lifecycle of continuable remote conversatio
     transport.script = (control) => {
       reporting = control.reporting
       control.report({ kind: 'text', text: 'unheard' })
-      control.settle('completed')
+      control.settle(done('completed'))
     }
     await conversation(transport).send([text('go')])
     expect(reporting).toBe(false)
@@ -132,17 +146,17 @@ describe('ConversationCore: the turn lifecycle of continuable remote conversatio
   it('one child serves turn after turn; a second send while a turn runs is refused, and a closed conversation takes no message', async () => {
     const transport = new TestTransport()
     let finish = () => {}
-    transport.script = (control) => void (finish = () => control.settle('completed'))
+    transport.script = (control) => void (finish = () => control.settle(done('completed')))
     const core = conversation(transport)
     const first = core.send([text('one')])
-    await until(() => transport.started.length === 1)
+    await until(() => transport.delivered === 1)
     await expect(core.send([text('two')])).rejects.toMatchObject({ code: 'INVALID_REQUEST', message: expect.stringContaining('a turn of test conversation c1 is still running') })
     finish()
     await first
-    transport.script = (control) => control.settle('completed')
+    transport.script = (control) => control.settle(done('completed'))
     await core.send([text('three')])
     expect(transport.started).toHaveLength(1)
-    expect(core.pid).toBe(transport.started[0]!.tree.pid)
+    expect(core.pid).toBe(transport.started[0]!.child.pid)
     await core.dispose()
     expect(transport.started[0]!.gone).toBe(true)
     expect(await core.send([text('four')])).toEqual({ output: [], stopReason: 'error', diagnostic: 'the conversation with test conversation c1 was closed; it takes no more messages' })
@@ -153,28 +167,28 @@ describe('ConversationCore: the turn lifecycle of continuable remote conversatio
     transport.script = () => {} // never answers
     const core = conversation(transport)
     const turn = core.send([text('slow')])
-    await until(() => transport.started.length === 1)
+    await until(() => transport.delivered === 1)
     core.cancel('enough')
     expect(await turn).toMatchObject({ stopReason: 'aborted', diagnostic: 'the turn was cancelled: the test child did not confirm stop within graceMs (100 ms); it was stopped, and the next message starts it again' })
     expect(transport.interrupts).toEqual([transport.started[0]])
-    await transport.started[0]!.tree.exited
-    transport.script = (control) => control.settle('completed')
+    await transport.started[0]!.process.exited()
+    transport.script = (control) => control.settle(done('completed'))
     expect((await core.send([text('again')])).stopReason).toBe('completed')
     expect(transport.started).toHaveLength(2)
   })
 
   it('the child exiting mid-turn ends it error in the transport\'s words; a timeout interrupts, fails and stops the child', async () => {
     const transport = new TestTransport()
-    transport.script = (_control, child) => void child.process.kill('SIGKILL')
+    transport.script = (_control, child) => void child.child.kill('SIGKILL')
     const core = conversation(transport)
-    expect(await core.send([text('crash')])).toMatchObject({ stopReason: 'error', diagnostic: 'the test child went away' })
+    expect(await core.send([text('crash')])).toMatchObject({ stopReason: 'error', diagnostic: 'the test child went away during work; the next message starts it again' })
 
     const slow = new TestTransport(50)
     slow.script = () => {}
     const timed = conversation(slow)
-    expect(await timed.send([text('hang')])).toMatchObject({ stopReason: 'error', diagnostic: 'the test child ran past 50 ms' })
+    expect(await timed.send([text('hang')])).toMatchObject({ stopReason: 'error', diagnostic: 'the test child did not finish within timeoutMs (50 ms) (stage work); it was stopped, and the next message starts it again' })
     expect(slow.interrupts).toHaveLength(1)
-    await slow.started[0]!.tree.exited
+    await slow.started[0]!.process.exited()
   })
 
   it('a message the transport refuses ends the turn error before any child is started', async () => {

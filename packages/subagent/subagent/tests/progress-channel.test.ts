@@ -1,7 +1,9 @@
 import v8 from 'node:v8'
 import { runInNewContext } from 'node:vm'
 import { describe, expect, it } from 'vitest'
-import { MAX_PENDING, MAX_TEXT, ProgressChannel, type SubagentProgress, type SubagentProgressInfo, type SubagentRunInfo } from '@dsh/subagent'
+import type { SubagentProgress, SubagentProgressInfo, SubagentRunInfo } from '@dsh/subagent'
+// The channel is the service's own part: tested directly.
+import { MAX_PENDING, MAX_TEXT, ProgressChannel } from '../src/progress/channel.js'
 
 const RUN: SubagentRunInfo = { runId: 'run-1', provider: 'test', id: 'child-1', local: false, parentId: 'parent-1' }
 

@@ -1,13 +1,13 @@
-import { mkdtemp, rm } from 'node:fs/promises'
+import { mkdtemp } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
-import { createHarness, type Harness } from '@dsh/testkit/harness'
+import type { Harness } from '@dsh/testkit/harness'
+import { createDelegationHarness, cleanUp } from '@dsh/testkit/delegation'
 import { text, type TextBlock } from '@dsh/llm'
 import SessionJsonl from '@dsh/session-jsonl'
 import {
   NO_CAPABILITIES,
-  SubagentService,
   type ProgressSink,
   type RemoteConversation,
   type SubagentProgress,
@@ -77,15 +77,12 @@ class ReportingProvider implements SubagentProvider {
 let harness: Harness | undefined
 let dir: string | undefined
 afterEach(async () => {
-  await harness?.dispose()
-  if (dir) await rm(dir, { recursive: true, force: true })
-  harness = undefined
-  dir = undefined
+  await cleanUp(harness, dir)
+  harness = dir = undefined
 })
 
 async function setUp(): Promise<{ h: Harness; provider: ReportingProvider }> {
-  const h = (harness = await createHarness())
-  await h.plugin(SubagentService, { progressIntervalMs: 10 })
+  const h = (harness = await createDelegationHarness({ sessionDir: false, subagents: { progressIntervalMs: 10 } }))
   const provider = new ReportingProvider()
   h.ctx.subagents.registerProvider(provider)
   return { h, provider }

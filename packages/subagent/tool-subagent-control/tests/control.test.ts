@@ -1,53 +1,32 @@
-import { mkdtemp, readFile, readdir, rm } from 'node:fs/promises'
+import { mkdtemp, readFile, readdir } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
-import { createHarness, type Harness, type HarnessOptions } from '@dsh/testkit/harness'
+import type { HarnessOptions } from '@dsh/testkit/harness'
+import { createDelegationHarness, turnEnds, type DelegationHarness, cleanUp } from '@dsh/testkit/delegation'
 import { text, textOf } from '@dsh/llm'
 import type { Agent } from '@dsh/agent'
-import SessionJsonl from '@dsh/session-jsonl'
-import { SubagentService } from '@dsh/subagent'
 import { SpawnPlugin } from '@dsh/subagent-spawn'
 import SubagentReportPlugin from '@dsh/tool-subagent-report'
 import SubagentControlPlugin, { resolveChild } from '@dsh/tool-subagent-control'
 
-let harness: Harness | undefined
+let harness: DelegationHarness | undefined
 let dir: string | undefined
 afterEach(async () => {
-  await harness?.dispose()
-  if (dir) await rm(dir, { recursive: true, force: true })
-  harness = undefined
-  dir = undefined
+  await cleanUp(harness, dir)
+  harness = dir = undefined
 })
 
-async function start(script: HarnessOptions['script'], sessionDir?: string): Promise<Harness> {
-  const h = (harness = await createHarness({ script }))
+async function start(script: HarnessOptions['script'], sessionDir?: string): Promise<DelegationHarness> {
   dir = sessionDir ?? (await mkdtemp(join(tmpdir(), 'dsh-control-')))
-  await h.plugin(SessionJsonl, { dir })
-  await h.plugin(SubagentService)
-  await h.plugin(SpawnPlugin, {})
-  await h.plugin(SubagentControlPlugin, {})
-  await h.plugin(SubagentReportPlugin, {})
-  return h
+  return (harness = await createDelegationHarness({ script, sessionDir: dir, plugins: [[SpawnPlugin, {}], [SubagentControlPlugin, {}], [SubagentReportPlugin, {}]] }))
 }
 
-async function call(h: Harness, agent: Agent, name: string, args: Record<string, unknown>) {
+async function call(h: DelegationHarness, agent: Agent, name: string, args: Record<string, unknown>) {
   const { result } = await h.ctx.tools.execute({ type: 'tool-call', id: `call-${name}`, name, args }, { signal: new AbortController().signal, callId: `call-${name}`, agent })
   return { text: textOf(result.content), isError: result.isError === true }
 }
 
-function turnEnds(agent: Agent, count: number): Promise<void> {
-  const ended = () => agent.session.ownEvents().filter((event) => event.type === 'turn/end').length
-  if (ended() >= count) return Promise.resolve()
-  return new Promise((resolve) => {
-    const stop = agent.session.subscribe((update) => {
-      if (update.type === 'turn/end' && ended() >= count) {
-        stop()
-        resolve()
-      }
-    })
-  })
-}
 
 const signal = () => new AbortController().signal
 

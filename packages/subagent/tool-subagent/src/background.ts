@@ -1,4 +1,4 @@
-import { assertNever, errorMessage, STOP_REASONS, taskStatusOfStop, type StopReason } from '@dsh/base'
+import { assertNever, errorMessage, taskStatusOfStop } from '@dsh/base'
 import type { Context } from 'cordis'
 import { outputText } from '@dsh/llm'
 import type { SubagentRequest, SubagentResult, SubagentRun } from '@dsh/subagent'
@@ -11,13 +11,12 @@ export const NO_TASKS_MESSAGE = 'background delegation needs the tasks runtime: 
 /**
  * A finished run as a task outcome: `completed` carries the answer, `aborted` is a kill
  * (the only thing that aborts a background run is its task being stopped), and every
- * other reason, known or not, is a failure naming the reason and the diagnostic. Partial
+ * other reason is a failure naming the reason and the diagnostic. Partial
  * output travels along so a failed or killed task still shows what the child had.
  */
 export function runOutcome(result: SubagentResult): TaskOutcome {
   const text = outputText(result.output)
-  // A reason this version has no word for (a newer provider's) is a failure.
-  const status = (STOP_REASONS as readonly string[]).includes(result.stopReason) ? taskStatusOfStop(result.stopReason as StopReason) : 'failed'
+  const status = taskStatusOfStop(result.stopReason)
   switch (status) {
     case 'completed':
       return { status, output: result.structured !== undefined ? JSON.stringify(result.structured) : text }

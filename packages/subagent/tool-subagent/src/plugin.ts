@@ -4,7 +4,7 @@ import Schema from 'schemastery'
 import { text } from '@dsh/llm'
 import type { ToolExecution, ToolOutput, ToolReservation } from '@dsh/tools'
 import { serviceInstance } from '@dsh/agent'
-import type { SubagentProvider, SubagentRequest } from '@dsh/subagent'
+import { DEFAULT_MAX_DEPTH, type SubagentProvider, type SubagentRequest } from '@dsh/subagent'
 import { startBackground } from './background.js'
 import { collect } from './foreground.js'
 import { toolParameters, type SubagentToolArgs } from './schema.js'
@@ -24,8 +24,6 @@ export interface SubagentToolConfig {
   /** Unset: 3 for providers that support depth limits, none for those that do not. */
   maxDepth?: number
 }
-
-export const DEFAULT_MAX_DEPTH = 3
 
 type ToolFilterConfig = { allow?: string[]; deny?: string[] }
 

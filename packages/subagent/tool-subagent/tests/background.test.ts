@@ -109,13 +109,13 @@ const background = (description: string, prompt = 'child task') => ({ tool: 'sub
 const delay = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 
 describe('outcome mapping', () => {
-  it('completed carries the answer, aborted is killed, anything else fails with reason and diagnostic', () => {
+  it('completed carries the answer, aborted is killed, every other stop reason fails with reason and diagnostic', () => {
     expect(runOutcome({ output: [text('the answer')], stopReason: 'completed' })).toEqual({ status: 'completed', output: 'the answer' })
     expect(runOutcome({ output: [text('x')], structured: { n: 1 }, stopReason: 'completed' })).toEqual({ status: 'completed', output: '{"n":1}' })
     expect(runOutcome({ output: [text('half')], stopReason: 'aborted' })).toMatchObject({ status: 'killed', output: 'half' })
     expect(runOutcome({ output: [], stopReason: 'error', diagnostic: 'model overloaded' })).toEqual({ status: 'failed', detail: 'error: model overloaded', output: '' })
     expect(runOutcome({ output: [], stopReason: 'max-tokens' })).toMatchObject({ status: 'failed', detail: 'max-tokens' })
-    expect(runOutcome({ output: [], stopReason: 'something-new' })).toMatchObject({ status: 'failed', detail: 'something-new' })
+    expect(runOutcome({ output: [text('no')], stopReason: 'refusal' })).toEqual({ status: 'failed', detail: 'refusal', output: 'no' })
   })
 
   it('settleRun settles only after dispose, on both result paths, and contains an infrastructure rejection', async () => {

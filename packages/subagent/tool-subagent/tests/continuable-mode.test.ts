@@ -1,31 +1,20 @@
-import { mkdtemp, rm } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
-import { createHarness, type Harness, type HarnessOptions } from '@dsh/testkit/harness'
+import type { HarnessOptions } from '@dsh/testkit/harness'
+import { createDelegationHarness, type DelegationHarness } from '@dsh/testkit/delegation'
 import { textOf } from '@dsh/llm'
 import type { Agent } from '@dsh/agent'
-import SessionJsonl from '@dsh/session-jsonl'
-import { SubagentService, type SubagentProvider } from '@dsh/subagent'
+import type { SubagentProvider } from '@dsh/subagent'
 import { SpawnPlugin } from '@dsh/subagent-spawn'
 import { SubagentToolPlugin } from '@dsh/tool-subagent'
 
-let harness: Harness | undefined
-let dir: string | undefined
+let harness: DelegationHarness | undefined
 afterEach(async () => {
   await harness?.dispose()
-  if (dir) await rm(dir, { recursive: true, force: true })
   harness = undefined
-  dir = undefined
 })
 
-async function setup(script: HarnessOptions['script']): Promise<Harness> {
-  const h = (harness = await createHarness({ script }))
-  dir = await mkdtemp(join(tmpdir(), 'dsh-tool-continuable-'))
-  await h.plugin(SessionJsonl, { dir })
-  await h.plugin(SubagentService)
-  await h.plugin(SpawnPlugin, {})
-  return h
+async function setup(script: HarnessOptions['script']): Promise<DelegationHarness> {
+  return (harness = await createDelegationHarness({ script, plugins: [[SpawnPlugin, {}]] }))
 }
 
 function userTexts(agent: Agent): string[] {

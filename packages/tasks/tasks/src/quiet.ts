@@ -4,9 +4,10 @@ import { selectOutput, type AssistantMessage, type TextBlock, type UserMessage }
 import type { TaskService } from './service.js'
 
 /**
- * Work an agent owns beyond its own turns, which a run waits for: background tasks
- * (`ctx.tasks`), continuable children (`ctx.subagents.continuation`). Settling may queue
- * a notice that starts a turn of the owner.
+ * Work an agent owns beyond its own turns, which a run waits for: `ctx.tasks` is one (its
+ * tasks and every work source registered with it), and a work source is one (the
+ * continuable children of `ctx.subagents`). Settling may queue a notice that starts a turn
+ * of the owner.
  */
 export interface OwnedWork {
   /** Some of `owner`'s work is still running. */
@@ -18,17 +19,16 @@ export interface OwnedWork {
 }
 
 /**
- * Resolve once `agent` is idle and none of its owned work is live. Work that settles
- * queues a notice (a new turn), which the next `whenIdle` then waits for; so this is "the
- * work the agent started has all ended". With no owned work it is `whenIdle`.
+ * Resolve once `agent` is idle and none of its owned work is live: the one definition of
+ * "the agent is quiet". Work that settles queues a notice (a new turn), which the next
+ * `whenIdle` then waits for; so this is "the work the agent started has all ended". With
+ * no owned work it is `whenIdle`.
  */
-export async function whenQuiet(agent: { id: string; whenIdle(): Promise<void> }, work: TaskService | readonly OwnedWork[] | undefined): Promise<void> {
-  const all: readonly OwnedWork[] = work === undefined ? [] : Array.isArray(work) ? work : [work as OwnedWork]
+export async function whenQuiet(agent: { id: string; whenIdle(): Promise<void> }, work: OwnedWork | undefined): Promise<void> {
   for (;;) {
     await agent.whenIdle()
-    const live = all.filter((entry) => entry.hasLive(agent.id))
-    if (live.length === 0) return
-    await Promise.race(live.map((entry) => entry.whenSettled(agent.id)))
+    if (work === undefined || !work.hasLive(agent.id)) return
+    await work.whenSettled(agent.id)
   }
 }
 
@@ -43,18 +43,16 @@ export interface QuietRun {
 }
 
 export interface QuietRunOptions {
-  /** The task runtime, when loaded: its live tasks are waited for, and killed on cancel. */
+  /** The registry of owned work, when loaded: the agent's live work (tasks, continuable children) is waited for, and stopped on cancel. */
   tasks?: TaskService
-  /** More owned work to wait for and stop on cancel (continuable children). */
-  work?: readonly OwnedWork[]
-  /** Aborting it cancels the running turn and kills the agent's live tasks. */
+  /** Aborting it cancels the running turn and stops the agent's live work. */
   signal?: AbortSignal
 }
 
 /**
- * Run `input` as a followup turn, then every turn that background-completion notices
- * start, until the agent is idle and no task of its is live: what a command or a prompt
- * waits for before it answers.
+ * Run `input` as a followup turn, then every turn that notices of its owned work start,
+ * until the agent is quiet (`whenQuiet`): what a command or a prompt waits for before it
+ * answers.
  *
  * Cancelling is one act here: an aborted `signal` cancels the agent's turn and kills its
  * live tasks. A cancel that lands after the last turn ended (the run was waiting on
@@ -63,7 +61,6 @@ export interface QuietRunOptions {
  */
 export async function runUntilQuiet(agent: Agent, input: string | UserMessage, options: QuietRunOptions = {}): Promise<QuietRun> {
   const { tasks, signal } = options
-  const owned: OwnedWork[] = [...(tasks ? [tasks] : []), ...(options.work ?? [])]
   const answers: AssistantMessage[] = []
   let streamed = ''
   let last: TurnResult | undefined
@@ -86,8 +83,8 @@ export async function runUntilQuiet(agent: Agent, input: string | UserMessage, o
     cancelCause = signal?.reason
     agent.cancel(cancelCause ?? new Error('cancelled'))
     // killAll never rejects (a task's settlement is always recorded), but a host must not
-    // be taken down if that ever changes: the wait below still sees the tasks settle.
-    for (const work of owned) work.killAll(agent.id, `cancelled: ${describeCause(cancelCause)}`).catch(() => {})
+    // be taken down if that ever changes: the wait below still sees the work settle.
+    tasks?.killAll(agent.id, `cancelled: ${describeCause(cancelCause)}`).catch(() => {})
   }
 
   try {
@@ -96,7 +93,7 @@ export async function runUntilQuiet(agent: Agent, input: string | UserMessage, o
     if (signal?.aborted) cancel()
     else signal?.addEventListener('abort', cancel, { once: true })
     const firstResult = await first
-    await whenQuiet(agent, owned)
+    await whenQuiet(agent, tasks)
     last ??= firstResult
     if (cancelled && last.reason !== 'aborted') {
       const why = `cancelled after the turn ended: ${describeCause(cancelCause)}`

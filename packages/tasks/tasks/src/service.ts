@@ -1,9 +1,11 @@
 import { Context, Service } from 'cordis'
 import Schema from 'schemastery'
 import { errorMessage } from '@dsh/base'
-import type {} from '@dsh/agent'
+import { serviceInstance } from '@dsh/agent'
 import { TaskError } from './errors.js'
 import { TaskRecord } from './task.js'
+import { NoticeDesk, type TaskNoticeRenderer } from './notices.js'
+import type { OwnedWork } from './quiet.js'
 import type { TaskInfo, TaskRead, TaskRegistration, TaskReservation, TaskSettledListener } from './types.js'
 
 declare module 'cordis' {
@@ -18,18 +20,27 @@ const KIND = /^[a-z][a-z0-9_]{0,31}$/
 export const MAX_WAIT_MS = 600_000
 
 /**
- * `ctx.tasks`: the one registry of background work (background subagents, background
- * commands). Producers register work with a `cancel` and a `done`; owners read, wait on
- * and kill it through the registry, which fences every access by owner, bounds how much
- * live work one owner may have, and stops an owner's work when the owner is disposed
- * (the agent registry awaits that before releasing the owner's session).
+ * `ctx.tasks`: the one registry of owned work. Its own entries are background tasks
+ * (background subagents, background commands): producers register work with a `cancel`
+ * and a `done`; owners read, wait on and kill it through the registry, which fences every
+ * access by owner, bounds how much live work one owner may have, and stops an owner's work
+ * when the owner is disposed (the agent registry awaits that before releasing the owner's
+ * session). Other kinds of owned work register as work sources (`addWorkSource`: the
+ * continuable children of `ctx.subagents`), so "an agent is quiet" (`hasLive`,
+ * `whenSettled`, `killAll`) has one definition. What owned work tells its owner goes
+ * through one notice path, `notices`, with one bound on the turns notices start.
  */
-export class TaskService extends Service {
+export class TaskService extends Service implements OwnedWork {
   static inject = ['agents']
   static Config: Schema<TaskService.Config> = Schema.object({
     maxLiveTasksPerOwner: Schema.natural().min(1).default(10).description('Most live (running) tasks one owner may have at a time.'),
+    maxConsecutiveWakeups: Schema.natural().default(10).description('Most turns notices may start in a row for one agent without other input; 0: never wake, only inject into running turns.'),
   })
 
+  /** The one notice path of owned work (see `NoticeDesk`). */
+  readonly notices: NoticeDesk
+  private sources: OwnedWork[] = []
+  private renderers: Array<{ surface: string; render: TaskNoticeRenderer }> = []
   private tasks = new Map<string, TaskRecord>()
   /** Slots reserved and not yet bound to a task, per owner (`undefined`: unowned work). */
   private reserved = new Map<string | undefined, number>()
@@ -43,23 +54,47 @@ export class TaskService extends Service {
   constructor(ctx: Context, public config: TaskService.Config) {
     super(ctx, 'tasks')
     this.home = ctx
+    const agents = serviceInstance(ctx.agents)
+    this.notices = new NoticeDesk(this, () => agents, config.maxConsecutiveWakeups ?? 10, () => ctx.logger('tasks'))
     ctx.agents.onCleanup((agent) => this.releaseOwner(agent.id))
+    // Notices accepted for an agent before its last process ended wait for it again.
+    ctx.agents.onResume((agent) => this.notices.resumed(agent))
     ctx.effect(() => () => this.shutdown(), 'tasks: stop every live task')
   }
 
   /**
    * Declare a surface through which owners collect and stop tasks (`@dsh/tool-tasks`
-   * does). Without one, `register` fails: work nobody can collect or stop is a
-   * misconfiguration, not a feature. An effect of the calling context.
+   * does), with the wording of its task notices. Without one, `register` fails: work
+   * nobody can collect or stop is a misconfiguration, not a feature. An effect of the
+   * calling context.
    */
-  attachSurface(name: string): () => void {
+  attachSurface(name: string, options: { renderNotice?: TaskNoticeRenderer } = {}): () => void {
+    const { renderNotice } = options
     return this.ctx.effect(() => {
       this.surfaces = [...this.surfaces, name]
+      if (renderNotice) this.renderers = [...this.renderers, { surface: name, render: renderNotice }]
+      this.notices.renderTasksWith(this.renderers.at(-1)?.render)
       return () => {
         const index = this.surfaces.indexOf(name)
         if (index >= 0) this.surfaces = [...this.surfaces.slice(0, index), ...this.surfaces.slice(index + 1)]
+        this.renderers = this.renderers.filter((entry) => entry.surface !== name || entry.render !== renderNotice)
+        this.notices.renderTasksWith(this.renderers.at(-1)?.render)
       }
     }, `tasks.attachSurface(${JSON.stringify(name)})`)
+  }
+
+  /**
+   * Register another kind of owned work (the continuable children of `ctx.subagents`):
+   * from then on `hasLive`, `whenSettled` and `killAll` cover it too, so every host's
+   * "the agent is quiet" (`runUntilQuiet`) includes it. An effect of the calling context.
+   */
+  addWorkSource(source: OwnedWork): () => void {
+    return this.ctx.effect(() => {
+      this.sources = [...this.sources, source]
+      return () => {
+        this.sources = this.sources.filter((entry) => entry !== source)
+      }
+    }, 'tasks.addWorkSource()')
   }
 
   /**
@@ -211,8 +246,16 @@ export class TaskService extends Service {
     return record.info()
   }
 
-  /** Stop every live task of `owner` (no notices follow) and resolve once all have stopped. */
+  /**
+   * Stop all of `owner`'s live work, its tasks and every work source's (no notices follow),
+   * and resolve once all of it has stopped. Never rejects.
+   */
   async killAll(owner: string, reason: string): Promise<void> {
+    await Promise.all([this.killTasks(owner, reason), ...this.sources.map((source) => source.killAll(owner, reason).catch(() => {}))])
+  }
+
+  /** Stop every live task of `owner` (no notices follow) and resolve once all have stopped. */
+  private async killTasks(owner: string, reason: string): Promise<void> {
     const live = [...this.tasks.values()].filter((record) => record.owner === owner && record.live)
     for (const record of live) {
       record.reported = true
@@ -221,17 +264,19 @@ export class TaskService extends Service {
     await Promise.all(live.map((record) => record.settled))
   }
 
-  /** Whether `owner` has work that has not stopped yet. */
+  /** Whether `owner` has owned work that has not stopped yet: a task, or a work source's. */
   hasLive(owner: string): boolean {
-    return this.liveCount(owner) > 0
+    return this.liveCount(owner) > 0 || this.sources.some((source) => source.hasLive(owner))
   }
 
-  /** Resolves at the next settlement of one of `owner`'s tasks; at once when it has none live. */
+  /** Resolves at the next settlement of `owner`'s owned work (after its notice is queued); at once when none is live. */
   whenSettled(owner: string): Promise<void> {
     if (!this.hasLive(owner)) return Promise.resolve()
-    return new Promise((resolve) => {
+    const task = new Promise<void>((resolve) => {
       this.ownerWaiters.set(owner, [...(this.ownerWaiters.get(owner) ?? []), resolve])
     })
+    const sources = this.sources.filter((source) => source.hasLive(owner))
+    return sources.length === 0 ? task : Promise.race([task, ...sources.map((source) => source.whenSettled(owner))])
   }
 
   /**
@@ -303,6 +348,7 @@ export class TaskService extends Service {
 
   private announce(record: TaskRecord): void {
     const info = record.info()
+    this.notices.taskSettled(info)
     const report = (error: unknown) => this.home.logger('tasks').warn('a task settlement listener failed (ignored): %s', errorMessage(error))
     for (const listener of this.listeners) {
       try {
@@ -324,7 +370,9 @@ export class TaskService extends Service {
 
   /** The agent registry's cleanup for `owner`: stop its work, then forget its tasks (nobody may read them now). */
   private async releaseOwner(owner: string): Promise<void> {
-    await this.killAll(owner, `its owner ${owner} was disposed`)
+    // A work source takes its own work down with its owner (the continuable children are disposed with their parent).
+    await this.killTasks(owner, `its owner ${owner} was disposed`)
+    this.notices.forget(owner)
     for (const [id, record] of this.tasks) if (record.owner === owner) this.tasks.delete(id)
     const waiters = this.ownerWaiters.get(owner)
     this.ownerWaiters.delete(owner)
@@ -339,6 +387,7 @@ export class TaskService extends Service {
     }
     await Promise.all(live.map((record) => record.settled))
     this.tasks.clear()
+    this.notices.close()
   }
 }
 
@@ -379,5 +428,6 @@ function abortedWait(signal: AbortSignal): TaskError {
 export namespace TaskService {
   export interface Config {
     maxLiveTasksPerOwner: number
+    maxConsecutiveWakeups: number
   }
 }

@@ -1,5 +1,3 @@
-export * from './render.js'
-export * from './tools.js'
-export * from './notices.js'
-export * from './plugin.js'
+export { TaskToolsPlugin, type TaskToolsConfig } from './plugin.js'
 export { TaskToolsPlugin as default } from './plugin.js'
+export { renderNotice, statusLine } from './render.js'

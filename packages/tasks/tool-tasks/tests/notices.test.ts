@@ -4,7 +4,7 @@ import type { Agent } from '@dsh/agent'
 import { textOf } from '@dsh/llm'
 import type { SessionEvent } from '@dsh/session'
 import { TaskService, type TaskOutcome } from '@dsh/tasks'
-import { TaskToolsPlugin, type TaskToolsConfig } from '@dsh/tool-tasks'
+import { TaskToolsPlugin } from '@dsh/tool-tasks'
 
 let harness: Harness
 let jobs: Map<string, (outcome: TaskOutcome) => void>
@@ -20,10 +20,10 @@ afterEach(async () => {
  * Real services, the scripted model, the real task tools, and two test tools: `start_job`
  * registers a task the test settles by hand, `block` holds a step open until released.
  */
-async function setup(script: HarnessOptions['script'], config: Partial<TaskToolsConfig> = {}) {
+async function setup(script: HarnessOptions['script'], config: Partial<TaskService.Config> = {}) {
   harness = await createHarness({ script })
-  await harness.plugin(TaskService)
-  await harness.plugin(TaskToolsPlugin, config)
+  await harness.plugin(TaskService, config)
+  await harness.plugin(TaskToolsPlugin, {})
   jobs = new Map()
   harness.ctx.tools.register<{ label?: string }>({
     name: 'start_job',

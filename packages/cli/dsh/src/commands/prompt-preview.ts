@@ -2,12 +2,11 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { Agent } from '@dsh/agent'
-import type {} from '@dsh/subagent'
+import { DEFAULT_MAX_DEPTH } from '@dsh/subagent'
 import type { Composition } from '../compose.js'
 
 /** The tool-subagent defaults a preview child follows when its entry leaves them unset. */
 const DEFAULT_TOOL_NAME = 'subagent'
-const DEFAULT_MAX_DEPTH = 3
 
 interface ChildShape {
   tool: string

@@ -258,6 +258,8 @@ function describeEvent(event: SessionEvent): string | undefined {
       return `── turn ${event.turn} ended ${event.reason}${event.error ? `: ${event.error}` : ''}`
     case 'step/start':
     case 'step/end':
+    case 'input/queued':
+    case 'input/taken':
       return undefined
     default:
       return assertNever(event, 'session event')

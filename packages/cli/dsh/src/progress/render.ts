@@ -73,14 +73,12 @@ export function lifecycleLine(change: ProgressChange, now: number): string | und
  */
 export class TtyTreeRenderer {
   private drawn = 0
-  private dirty = false
   /** Prompts standing the tree aside; it is not drawn while any is up. */
   private asides = 0
   private readonly timer: NodeJS.Timeout
 
   constructor(private readonly tracker: ProgressTracker, private readonly out: NodeJS.WriteStream, intervalMs = 100) {
     tracker.onChange((change) => {
-      this.dirty = true
       // Activity redraws with the next tick; a run starting or ending is drawn at once.
       if (change.kind === 'start' || change.kind === 'end') this.draw()
     })
@@ -96,7 +94,6 @@ export class TtyTreeRenderer {
     const lines = treeLines(this.tracker, Date.now(), Math.max(40, (this.out.columns ?? 100) - 1))
     this.out.write(this.erase() + lines.map((line) => `${line}\n`).join(''))
     this.drawn = lines.length
-    this.dirty = false
   }
 
   /**

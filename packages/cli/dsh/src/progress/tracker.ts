@@ -59,7 +59,7 @@ export class ProgressTracker {
   private unsubscribe: Array<() => void> = []
   private listeners: Array<(change: ProgressChange) => void> = []
 
-  constructor(private readonly ctx: Context, readonly root: Agent, private readonly now: () => number = Date.now) {
+  constructor(ctx: Context, readonly root: Agent, private readonly now: () => number = Date.now) {
     this.nodes.set(root.id, { id: root.id, provider: 'root', state: 'running', startedAt: now(), children: [], openTools: new Map() })
     this.followRoot()
     this.unsubscribe.push(ctx.on('subagent/start', (info) => this.started(info)))
@@ -238,6 +238,8 @@ function applyRootUpdate(node: ProgressNode, update: SessionUpdate): void {
     case 'turn/start':
     case 'user/message':
     case 'step/end':
+    case 'input/queued':
+    case 'input/taken':
       return
     default:
       return assertNever(update, 'session update')

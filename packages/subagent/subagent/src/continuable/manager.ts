@@ -14,18 +14,21 @@ import type { Agent, AgentRegistry } from '@dsh/agent'
 import type { TextBlock, UserMessage } from '@dsh/llm'
 import { newSessionId, type Session, type SessionHeader, type SessionStore } from '@dsh/session'
 import { SubagentError } from '../errors.js'
-import { effectiveMaxDepth, refuseDisposedParent, refuseTooDeep } from '../admission.js'
+import { refuseDisposedParent } from '../admission.js'
+import { createInProcessChild, resumeInProcessChild } from '../in-process-child.js'
 import type { SubagentProvider, SubagentRunEndInfo, SubagentRunInfo } from '../types.js'
 import type { ProgressChannel } from '../progress/channel.js'
 import { followLocalChild, latestTurnUsage } from '../progress/local.js'
 import { makeDescriptor, parseDescriptor } from './descriptor.js'
-import { isDurableAncestor, lookUpHeader } from './lineage.js'
+import { isDurableAncestor, lookUpHeader } from './ancestry.js'
 import { listChildren, listDescendants } from './listing.js'
-import { ParentMailbox } from './mailbox.js'
 import { reportMessage, settlementNotice } from './notice.js'
-import { recordRemoteChild, reopenRemoteChild, type RemoteStart } from './remote-lifecycle.js'
+import { recordRemoteChild, reopenRemoteChild, type RemoteStart } from './remote-record.js'
 import { ResidentChild, type ResidentBody, type ResidentEvents, type TurnSettlement } from './resident.js'
 import type { ContinuableChildInfo, ContinuableDescriptor, ContinuableStarted, InterruptAuthority, RemoteChildRecord, RemoteConversation, StartContinuableOptions } from './types.js'
+import { pendingMessages } from './resident.js'
+import { assertParent, notResumable, unauthorized } from './refusals.js'
+import type { TaskService } from '@dsh/tasks'
 
 /**
  * Installed in every continuable child's own context before it is visible (fresh and
@@ -40,6 +43,8 @@ export interface ManagerHost {
   provider(name: string): SubagentProvider | undefined
   agents(): AgentRegistry | undefined
   sessions(): SessionStore
+  /** The registry of owned work: where notices go and where "the parent is quiet" is decided. */
+  tasks(): TaskService | undefined
   setups(): readonly ContinuableSetup[]
   /** Announce a continuable child's turn on the observe-only lifecycle events. */
   announce(kind: 'start', info: SubagentRunInfo): void
@@ -59,8 +64,8 @@ export class ContinuationManager {
   private readonly resident = new Map<string, ResidentChild>()
   /** Children being created or cold-resumed: a second caller waits for the first. */
   private readonly materialising = new Map<string, Promise<ResidentChild>>()
-  /** Settlement notices waiting for their parent's next step or turn. */
-  private readonly mailbox: ParentMailbox
+  /** Parents resumed whose children are being brought back to run the messages they had queued. */
+  private readonly resuming = new Map<string, Promise<void>>()
   /** The lifecycle run of each child's current turn (between `subagent/start` and `subagent/end`). */
   private readonly runs = new Map<string, SubagentRunInfo>()
   /** The progress of each child's current turn, when somebody listens. */
@@ -72,7 +77,6 @@ export class ContinuationManager {
 
   constructor(private readonly host: ManagerHost) {
     const log = host.home.logger('subagents')
-    this.mailbox = new ParentMailbox((message) => log.info(message))
     this.residentEvents = {
       turnStarted: (child) => this.turnStarted(child),
       turnEnded: (child, settlement) => this.turnEnded(child, settlement),
@@ -81,25 +85,22 @@ export class ContinuationManager {
     }
   }
 
-  async startContinuable(options: StartContinuableOptions): Promise<ContinuableStarted> {
+  /** `provider` and `maxDepth` are the service's admission's (`admit`). */
+  async startContinuable(provider: SubagentProvider, maxDepth: number | undefined, options: StartContinuableOptions): Promise<ContinuableStarted> {
     const { provider: name, label, request, signal } = options
-    const provider = this.host.provider(name)
-    if (!provider) throw new SubagentError('NO_PROVIDER', `no subagent provider named "${name}"`)
     if (!provider.prepareContinuable) {
       throw new SubagentError('UNSUPPORTED_CAPABILITY', `subagent provider "${name}" cannot keep a child across turns (it has no prepareContinuable); use a one-shot delegation or a provider that can`)
     }
     if (typeof label !== 'string' || !label.trim()) throw new SubagentError('INVALID_REQUEST', 'a continuable child needs a non-empty label')
     const agents = this.requireAgents()
+    this.requireTasks()
     const sessions = this.host.sessions()
     if (sessions.storageName === undefined) {
       throw new SubagentError('PERSISTENCE_UNAVAILABLE', 'continuable children need session storage to be reachable after a restart; load @dsh/session-jsonl (dsh run does unless --no-persist)')
     }
     const { parent } = request
-    refuseDisposedParent(parent)
     if (signal.aborted) throw new SubagentError('ABORTED', 'the delegation was cancelled before the child was started', { cause: signal.reason })
     const depth = parent.depth + 1
-    refuseTooDeep(request)
-    const maxDepth = effectiveMaxDepth(request)
     if (options.childId !== undefined) await this.refuseTakenId(options.childId, sessions, agents)
     // Chosen before the provider is asked, so a remote provider can name its conversation after it.
     const childId = options.childId ?? newSessionId()
@@ -118,33 +119,13 @@ export class ContinuationManager {
     if (signal.aborted) throw new SubagentError('ABORTED', 'the delegation was cancelled while the child was being prepared', { cause: signal.reason })
 
     const child = await this.materialise(childId, async () => {
-      const agent = await agents.create({
-        seed: preparation.seed,
-        parent,
-        signal,
-        meta: {
-          id: childId,
-          parentSession: parent.id,
-          origin: 'subagent',
-          delegationDepth: depth,
-          ...(maxDepth !== undefined && { maxDepth }),
-          provider: name,
-          label,
-          cwd: parent.session.header.cwd,
-          descriptor: descriptor as unknown as Record<string, unknown>,
-          ...(request.callId !== undefined && { toolCallId: request.callId }),
-        },
-        agentOptions: agentOptionsOf(descriptor),
-        setup: (childCtx, created) => this.setUp(childCtx, created, descriptor),
-      })
+      const agent = await createInProcessChild(
+        agents,
+        { ...bounded, signal, label },
+        { provider: name, seed: preparation.seed, id: childId, descriptor: descriptor as unknown as Record<string, unknown>, setup: (childCtx, created) => this.setUp(childCtx, created) },
+      )
       return this.makeResident(agent.session, parent, descriptor, { kind: 'agent', agent })
     })
-    // Between publication and acceptance the parent may have gone, or the caller given up.
-    if (signal.aborted || parent.status === 'disposing' || parent.status === 'disposed') {
-      await this.disposeChild(child)
-      if (signal.aborted) throw new SubagentError('ABORTED', 'the delegation was cancelled while the child was being created', { cause: signal.reason })
-      refuseDisposedParent(parent)
-    }
     return { childId: child.childId, messageId: this.deliver(child, { role: 'user', content: request.prompt }) }
   }
 
@@ -188,8 +169,9 @@ export class ContinuationManager {
     if (!resident || resident.body.kind !== 'agent' || resident.body.agent !== child) throw unauthorized(`agent ${child.id} is not a live continuable child; only continuable children report to the agent that started them`)
     const content: TextBlock[] = typeof output === 'string' ? [{ type: 'text', text: output }] : output
     const { parent } = resident
-    if (parent.status === 'disposing' || parent.status === 'disposed') throw new SubagentError('PARENT_DISPOSED', `the parent ${parent.id} of subagent ${child.id} is ${parent.status}; the report cannot be delivered`)
-    parent.steer(reportMessage(child.id, content))
+    if (!this.requireTasks().notices.post(parent, reportMessage(child.id, content), { durable: true })) {
+      throw new SubagentError('PARENT_DISPOSED', `the parent ${parent.id} of subagent ${child.id} is ${parent.status}; the report cannot be delivered`)
+    }
     return this.nextMessageId()
   }
 
@@ -201,8 +183,9 @@ export class ContinuationManager {
     return listDescendants(this.host.sessions(), rootId, (id) => this.isResidentRunning(id), signal)
   }
 
-  /** Some continuable child below `owner` is running a turn or has follow-ups waiting. */
+  /** Some continuable child below `owner` is running a turn or has follow-ups waiting (or is being brought back to run them). */
   hasLive(owner: string): boolean {
+    if (this.resuming.has(owner)) return true
     for (const child of this.resident.values()) {
       if (child.running && this.isBelow(child, owner)) return true
     }
@@ -213,6 +196,35 @@ export class ContinuationManager {
   whenSettled(owner: string): Promise<void> {
     if (!this.hasLive(owner)) return Promise.resolve()
     return new Promise((resolve) => this.settledWaiters.push(resolve))
+  }
+
+  /**
+   * `parent` resumed its session: its continuable children that had messages queued when
+   * the last process ended are brought back, and run them (FIFO, one turn each).
+   */
+  resumed(parent: Agent): void {
+    const sessions = this.host.sessions()
+    if (sessions.storageName === undefined || this.host.tasks() === undefined || this.resuming.has(parent.id)) return
+    const resuming = this.resumePending(parent, sessions)
+      .catch((error: unknown) => this.host.home.logger('subagents').warn('bringing back the children of %s failed: %s', parent.id, errorMessage(error)))
+      .finally(() => {
+        this.resuming.delete(parent.id)
+        this.wakeWaiters()
+      })
+    this.resuming.set(parent.id, resuming)
+  }
+
+  private async resumePending(parent: Agent, sessions: SessionStore): Promise<void> {
+    const children = await listChildren(sessions, parent.id, (id) => this.isResidentRunning(id))
+    for (const child of children) {
+      if (this.resident.has(child.childId)) continue
+      const stored = await sessions.readStored(child.childId).catch(() => undefined)
+      if (!stored || pendingMessages(stored.events).length === 0) continue
+      // Made resident, it runs what it had queued; a child that cannot come back says why in the log.
+      await this.coldResume(parent, child.childId, undefined).catch((error: unknown) =>
+        this.host.home.logger('subagents').warn('subagent %s had messages queued but could not be brought back: %s', child.childId, errorMessage(error)),
+      )
+    }
   }
 
   /**
@@ -235,22 +247,8 @@ export class ContinuationManager {
     // a plain fan-out) must not pay for a copy of the resident table or a promise.
     const children: ResidentChild[] = []
     for (const child of this.resident.values()) if (child.parentId === parent.id) children.push(child)
-    if (children.length === 0) {
-      this.mailbox.forget(parent.id)
-      return undefined
-    }
-    return Promise.all(children.map((child) => this.disposeChild(child))).then(
-      () => this.mailbox.forget(parent.id),
-      (error: unknown) => {
-        this.mailbox.forget(parent.id)
-        throw error
-      },
-    )
-  }
-
-  /** The parents the manager holds anything for (an input source or waiting notices): for diagnostics. */
-  heldParents(): string[] {
-    return this.mailbox.held()
+    if (children.length === 0) return undefined
+    return Promise.all(children.map((child) => this.disposeChild(child))).then(() => {})
   }
 
   // ---- internals ----
@@ -259,6 +257,14 @@ export class ContinuationManager {
     const agents = this.host.agents()
     if (!agents) throw new SubagentError('CONTINUATION_UNAVAILABLE', 'continuable children need ctx.agents (load @dsh/agent)')
     return agents
+  }
+
+  private requireTasks(): TaskService {
+    const tasks = this.host.tasks()
+    if (!tasks) {
+      throw new SubagentError('CONTINUATION_UNAVAILABLE', 'continuable children need ctx.tasks (load @dsh/tasks): it delivers their notices and knows when their parent is quiet')
+    }
+    return tasks
   }
 
   private isResidentRunning(id: string): boolean {
@@ -276,11 +282,11 @@ export class ContinuationManager {
     if (stored !== undefined) throw new SubagentError('DUPLICATE_CHILD', `a session with id ${childId} is already stored; reserve another id or send it a message instead`)
   }
 
-  private setUp(childCtx: Context, agent: Agent, descriptor: ContinuableDescriptor): void {
+  /** The continuable set-ups, in every continuable in-process child; returns the tool names they registered. */
+  private setUp(childCtx: Context, agent: Agent): string[] {
     const kept: string[] = []
     for (const setup of this.host.setups()) kept.push(...(setup(childCtx, agent) ?? []))
-    const filter = descriptor.toolFilter
-    if (filter) childCtx.tools.restrict(agent.id, { ...filter, ...(filter.allow && { allow: [...filter.allow, ...kept] }) })
+    return kept
   }
 
   /** Create (or cold-resume) a child under a per-child lock and make it resident. */
@@ -304,7 +310,9 @@ export class ContinuationManager {
   private makeResident(session: Session, parent: Agent, descriptor: ContinuableDescriptor, body: ResidentBody): ResidentChild {
     const child = new ResidentChild(parent, descriptor, session, body, this.residentEvents)
     this.resident.set(child.childId, child)
-    this.mailbox.attach(parent)
+    // The parent reads its notices at every step from now on.
+    this.host.tasks()?.notices.attach(parent)
+    child.runQueued()
     return child
   }
 
@@ -339,7 +347,7 @@ export class ContinuationManager {
   /** A turn of `child` ended: tell its parent (unless its owner asked to stop), announce it, wake waiters. */
   private turnEnded(child: ResidentChild, settlement: TurnSettlement): void {
     const { stopReason, closing, error } = settlement
-    if (!settlement.quiet) this.mailbox.post(child.parent, settlementNotice(child.childId, stopReason, closing, stopReason === 'completed' ? undefined : error))
+    if (!settlement.quiet) this.notify(child.parent, settlementNotice(child.childId, stopReason, closing, stopReason === 'completed' ? undefined : error))
     this.closeProgress(child)
     const run = this.runs.get(child.childId)
     if (run) {
@@ -353,6 +361,12 @@ export class ContinuationManager {
       this.host.announce('end', end)
     }
     this.wakeWaiters()
+  }
+
+  /** A notice for `parent`, durable until it takes it; one for a parent that is going is dropped (logged). */
+  private notify(parent: Agent, message: UserMessage): void {
+    if (this.host.tasks()?.notices.post(parent, message, { durable: true })) return
+    this.host.home.logger('subagents').info('a subagent notice for %s was dropped: the parent is %s', parent.id, parent.status)
   }
 
   private deliver(child: ResidentChild, message: UserMessage): string {
@@ -395,6 +409,7 @@ export class ContinuationManager {
       return child
     }
     const agents = this.requireAgents()
+    this.requireTasks()
     const sessions = this.host.sessions()
     if (sessions.storageName === undefined) throw notResumable(childId, 'no session storage is loaded, so it cannot be read back')
     let header: SessionHeader
@@ -415,7 +430,13 @@ export class ContinuationManager {
     return this.materialise(childId, async () => {
       let agent: Agent
       try {
-        agent = await agents.create({ sessionId: childId, parent, agentOptions: agentOptionsOf(descriptor), setup: (childCtx, created) => this.setUp(childCtx, created, descriptor), ...(signal && { signal }) })
+        const { model, persona, toolFilter } = descriptor
+        agent = await resumeInProcessChild(
+          agents,
+          childId,
+          { parent, ...(model !== undefined && { agentOptions: { model } }), ...(persona !== undefined && { persona }), ...(toolFilter && { toolFilter }), ...(signal && { signal }) },
+          (childCtx, created) => this.setUp(childCtx, created),
+        )
       } catch (error) {
         throw notResumable(childId, `its session could not be reopened: ${errorMessage(error)}`)
       }
@@ -467,20 +488,4 @@ export class ContinuationManager {
   private nextMessageId(): string {
     return `msg-${this.messagePrefix}-${++this.messageCounter}`
   }
-}
-
-function agentOptionsOf(descriptor: ContinuableDescriptor): { model?: string; persona?: string } {
-  return { ...(descriptor.model !== undefined && { model: descriptor.model }), ...(descriptor.persona !== undefined && { persona: descriptor.persona }) }
-}
-
-function assertParent(recordedParent: string | undefined, caller: Agent, childId: string): void {
-  if (recordedParent !== caller.id) throw unauthorized(`agent ${caller.id} is not the parent of subagent ${childId}; only the agent that started it may send it messages`)
-}
-
-function notResumable(childId: string, reason: string): SubagentError {
-  return new SubagentError('NOT_RESUMABLE', `subagent ${childId} cannot be reached: ${reason}`)
-}
-
-function unauthorized(message: string): SubagentError {
-  return new SubagentError('UNAUTHORIZED', message)
 }

@@ -2,10 +2,11 @@
  * The wording of what a continuable child tells its parent: the settlement notice (one
  * per settled turn, keyed by stop reason) and a report.
  */
+import { assertNever, type StopReason } from '@dsh/base'
 import { outputText, type TextBlock, type UserMessage } from '@dsh/llm'
 
-/** The one-line outcome of a settled turn, by stop reason; an unknown reason is abnormal. */
-export function settlementSummary(childId: string, stopReason: string): string {
+/** The one-line outcome of a settled turn, by stop reason. */
+export function settlementSummary(childId: string, stopReason: StopReason): string {
   switch (stopReason) {
     case 'completed':
       return `Subagent ${childId} finished its turn and is idle until you send it more work (send_message).`
@@ -18,11 +19,11 @@ export function settlementSummary(childId: string, stopReason: string): string {
     case 'error':
       return `Subagent ${childId} failed its turn.`
     default:
-      return `Subagent ${childId} ended its turn abnormally (${stopReason}).`
+      return assertNever(stopReason, 'stop reason')
   }
 }
 
-export function settlementNotice(childId: string, stopReason: string, closing: readonly TextBlock[], diagnostic?: string): UserMessage {
+export function settlementNotice(childId: string, stopReason: StopReason, closing: readonly TextBlock[], diagnostic?: string): UserMessage {
   const lines = [settlementSummary(childId, stopReason)]
   if (diagnostic) lines.push(`Diagnostic: ${diagnostic}`)
   const text = outputText([...closing])

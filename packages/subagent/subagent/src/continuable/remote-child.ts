@@ -6,7 +6,7 @@
  * `turn/end`, so listing, authority, turn counting and cold resume read it exactly like
  * an in-process child's session.
  */
-import { errorMessage, parseTurnEndReason } from '@dsh/base'
+import { errorMessage, parseStopReason } from '@dsh/base'
 import type { TextBlock, Usage, UserMessage } from '@dsh/llm'
 import type { Session } from '@dsh/session'
 import type { RemoteConversation } from './types.js'
@@ -69,7 +69,7 @@ export class RemoteChildDriver {
     session.append({ type: 'step/start', step: 1 })
     session.append({ type: 'user/message', message })
     let output: TextBlock[] = []
-    let reason: ReturnType<typeof parseTurnEndReason> = 'error'
+    let reason: ReturnType<typeof parseStopReason> = 'error'
     let error: string | undefined
     let usage: Usage | undefined
     try {
@@ -79,7 +79,7 @@ export class RemoteChildDriver {
       )
       output = result.output
       if (result.usage !== undefined) usage = { inputTokens: result.usage.inputTokens, outputTokens: result.usage.outputTokens, cacheHitInputTokens: result.usage.cachedInputTokens }
-      reason = parseTurnEndReason(result.stopReason) ?? 'error'
+      reason = parseStopReason(result.stopReason) ?? 'error'
       if (reason !== 'completed') error = result.diagnostic ?? (reason === 'error' && result.stopReason !== 'error' ? `unknown stop reason ${result.stopReason}` : undefined)
     } catch (caught) {
       // A conversation must resolve every turn; one that rejects is still recorded as a failed turn.

@@ -4,12 +4,15 @@
  * watch on its session that reports each turn's start and end.
  *
  * The queue lives here, not in the agent's own inbox, so that stopping a child (its
- * owner's run was cancelled) can drop the follow-ups that have not started yet.
+ * owner's run was cancelled) can drop the follow-ups that have not started yet. It is
+ * durable: each accepted message is recorded in the child's session (`input/queued`) and
+ * marked when its turn begins or when it is dropped (`input/taken`), so messages accepted
+ * before the process died run when the child is next brought back.
  */
-import { errorMessage, stopReasonOfTurn } from '@dsh/base'
+import { errorMessage, type StopReason } from '@dsh/base'
 import type { Agent } from '@dsh/agent'
 import { selectOutput, type AssistantMessage, type TextBlock, type UserMessage } from '@dsh/llm'
-import type { Session } from '@dsh/session'
+import type { Session, SessionEvent } from '@dsh/session'
 import type { RemoteChildDriver } from './remote-child.js'
 import type { ContinuableDescriptor } from './types.js'
 
@@ -18,7 +21,7 @@ export type ResidentBody = { kind: 'agent'; agent: Agent } | { kind: 'remote'; d
 
 /** How a turn of the child ended, as its resident entry reports it. */
 export interface TurnSettlement {
-  stopReason: string
+  stopReason: StopReason
   /** The turn's closing message (the shared output rule over its answers). */
   closing: TextBlock[]
   error?: string
@@ -36,9 +39,25 @@ export interface ResidentEvents {
   log(level: 'info' | 'debug', message: string): void
 }
 
+/** A follow-up accepted and not handed to the child yet, with its id in the child's session. */
+interface Queued {
+  id: string
+  message: UserMessage
+}
+
+/** The messages a child's session holds as accepted and not yet taken, in the order they were accepted. */
+export function pendingMessages(events: Iterable<SessionEvent>): Queued[] {
+  const pending = new Map<string, UserMessage>()
+  for (const event of events) {
+    if (event.type === 'input/queued' && event.as === 'message') pending.set(event.id, event.message)
+    else if (event.type === 'input/taken') for (const id of event.ids) pending.delete(id)
+  }
+  return [...pending].map(([id, message]) => ({ id, message }))
+}
+
 export class ResidentChild {
   /** Accepted follow-ups not handed to the body yet. */
-  private readonly queue: UserMessage[] = []
+  private readonly queue: Queued[]
   /** The turn handed to the body and not finished yet. */
   private inFlight: Promise<void> | undefined
   /** Set while `stop` runs: turns that end now send no notice, and the queue waits. */
@@ -54,7 +73,14 @@ export class ResidentChild {
     readonly body: ResidentBody,
     private readonly events: ResidentEvents,
   ) {
+    // What an earlier process accepted and never ran comes first (`runQueued` starts it).
+    this.queue = pendingMessages(session.ownEvents())
     this.stopWatching = this.watchTurns()
+  }
+
+  /** Start on what was queued before this child was brought back, if anything. */
+  runQueued(): void {
+    this.pump()
   }
 
   get childId(): string {
@@ -72,7 +98,10 @@ export class ResidentChild {
 
   /** Queue `message` as a turn of its own, after every message accepted before it. */
   deliver(message: UserMessage): void {
-    this.queue.push(message)
+    // Named by its place in the child's log: unique there, and the same in every replay.
+    const id = `in-${this.session.length}`
+    this.session.append({ type: 'input/queued', id, as: 'message', message })
+    this.queue.push({ id, message })
     this.pump()
   }
 
@@ -88,7 +117,10 @@ export class ResidentChild {
    */
   async stop(reason: unknown): Promise<void> {
     const dropped = this.queue.splice(0)
-    if (dropped.length > 0) this.events.log('info', `${dropped.length} queued message(s) to subagent ${this.childId} were dropped: ${errorMessage(reason)}`)
+    if (dropped.length > 0) {
+      this.session.append({ type: 'input/taken', ids: dropped.map((entry) => entry.id), dropped: errorMessage(reason) })
+      this.events.log('info', `${dropped.length} queued message(s) to subagent ${this.childId} were dropped: ${errorMessage(reason)}`)
+    }
     if (!this.running) return
     this.silenced = true
     try {
@@ -101,7 +133,11 @@ export class ResidentChild {
     }
   }
 
-  /** Dispose the body (a remote child's record is released by the manager); queued follow-ups never run. */
+  /**
+   * Dispose the body (a remote child's record is released by the manager). Queued
+   * follow-ups do not run now; they stay accepted in the child's session, for when it is
+   * brought back.
+   */
   async dispose(): Promise<void> {
     this.disposed = true
     this.queue.splice(0)
@@ -122,7 +158,8 @@ export class ResidentChild {
     if (this.inFlight || this.silenced || this.disposed) return
     const next = this.queue.shift()
     if (!next) return
-    const turn: Promise<unknown> = this.body.kind === 'agent' ? this.body.agent.followup(next) : this.body.driver.runTurn(next)
+    this.session.append({ type: 'input/taken', ids: [next.id] })
+    const turn: Promise<unknown> = this.body.kind === 'agent' ? this.body.agent.followup(next.message) : this.body.driver.runTurn(next.message)
     this.inFlight = turn.then(
       () => {},
       (error: unknown) => {
@@ -148,7 +185,7 @@ export class ResidentChild {
           if (event.seq > update.seq) break
           if (event.type === 'assistant/message') answers.push(event.message)
         }
-        const settlement: TurnSettlement = { stopReason: stopReasonOfTurn(update.reason), closing: selectOutput(answers), quiet: this.silenced }
+        const settlement: TurnSettlement = { stopReason: update.reason, closing: selectOutput(answers), quiet: this.silenced }
         if (update.error !== undefined) settlement.error = update.error
         this.events.turnEnded(this, settlement)
       }

@@ -1,5 +1,5 @@
 /**
- * The durable lineage of sessions: who started whom, read from session headers (live
+ * The durable ancestry of sessions: who started whom, read from session headers (live
  * first, then stored), so authority holds for children that are not in memory.
  */
 import { errorMessage } from '@dsh/base'

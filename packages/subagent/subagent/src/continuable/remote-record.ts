@@ -8,6 +8,7 @@ import type { Agent } from '@dsh/agent'
 import type { Session, SessionStore } from '@dsh/session'
 import { SubagentError } from '../errors.js'
 import { refuseDisposedParent } from '../admission.js'
+import { lineageHeader } from '../lineage.js'
 import type { SubagentProvider } from '../types.js'
 import { RemoteChildDriver } from './remote-child.js'
 import type { ContinuableDescriptor, RemoteChildRecord, RemoteConversation } from './types.js'
@@ -35,12 +36,9 @@ export async function recordRemoteChild(
   let session: Session
   try {
     session = sessions.create({
+      ...lineageHeader({ parentSession: parent.id, delegationDepth: start.depth, provider: descriptor.provider, label: descriptor.label }),
       id: start.childId,
-      parentSession: parent.id,
       origin: 'subagent',
-      delegationDepth: start.depth,
-      provider: descriptor.provider,
-      label: descriptor.label,
       cwd: parent.session.header.cwd,
       descriptor: recorded as unknown as Record<string, unknown>,
       announce: false,

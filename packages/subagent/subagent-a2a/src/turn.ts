@@ -1,135 +1,110 @@
 /**
- * The A2A wire of one delegation, on `@dsh/subagent`'s remote run core (no local process:
- * the child is a task on a worker elsewhere). What is particular to A2A:
+ * One A2A run: the provider's turn file (an A2A delegation is one task, one turn).
  *
- * 1. choose the least busy worker that answers; read its agent card (once per worker);
+ * 1. reach the worker (`worker.ts`: its client, its agent card);
  * 2. send the prompt as a streamed message with the lineage in `metadata.dsh`; the first
- *    event names the task, whose id is the child's remote id;
- * 3. publication: status and artifact updates are folded until a final state settles it;
- *    a worker whose card promises keep-alives and then sends nothing for
- *    `SILENT_PERIODS` of them has gone silent (link down, process stopped): the run ends
- *    `error` and the worker is marked;
- * 4. cancel is the protocol's task cancel; release aborts the HTTP stream.
+ *    event names the task, whose id is the child's remote id (the turn is accepted);
+ * 3. status and artifact updates are folded until a final state settles it; a worker
+ *    whose card promises keep-alives and then sends nothing for `SILENT_PERIODS` of them
+ *    has gone silent (link down, process stopped): the run ends `error` and the worker is
+ *    marked;
+ * 4. cancel is the protocol's task cancel; closing the child aborts the HTTP stream.
  *
  * A worker that does not answer (refused connection, reset, a stream cut mid-answer) is
  * marked so the next runs skip it, and the run that hit it ends `error` with a
  * diagnostic naming the worker: it does not reject the start, so a fan-out over several
- * workers sees one settled result per delegation.
+ * workers sees one settled result per delegation. The lifecycle (cancel grace, timeout)
+ * is `@dsh/subagent`'s.
  */
 import { randomUUID } from 'node:crypto'
-import { Role, type AgentCard, type Message, type Part, type StreamResponse, type TaskState } from '@a2a-js/sdk'
-import type { Client } from '@a2a-js/sdk/client'
-import { assertNever, errorMessage, isAbortError, isRecord, type StopReason } from '@dsh/base'
+import { Role, type Message, type Part, type StreamResponse, type TaskState } from '@a2a-js/sdk'
+import { assertNever, errorMessage, isAbortError, type StopReason } from '@dsh/base'
 import { text, type TextBlock } from '@dsh/llm'
-import { startRemoteRun, SubagentError, type RemoteRunControl, type RemoteSubagentRun, type RemoteWire, type SubagentRequest, type SubagentResult, type SubagentUsage } from '@dsh/subagent'
+import { A2A_LINEAGE, SubagentError, type Lineage, type RemoteTurn, type SubagentResult, type SubagentUsage, type TurnControl } from '@dsh/subagent'
 import type { A2aRunSpec } from './config.js'
-import { messageLineage } from './lineage.js'
 import { A2aProgressReader } from './progress.js'
 import { stopReasonOfTaskState, taskStateName } from './task-state.js'
-import type { Worker, WorkerPool } from './worker-pool.js'
+import { CANCEL_GRACE_MS, CONNECT_TIMEOUT_MS, type A2aChild } from './worker.js'
 
 /** Where a run is; every diagnostic names it. */
 export type A2aStage = 'agent card' | 'message/stream' | 'task'
 
-/** How long a worker has to send the agent card and the task's first event. */
-export const CONNECT_TIMEOUT_MS = 10_000
-/** After a task cancel, how long the worker has to report the task canceled. */
-export const CANCEL_GRACE_MS = 5_000
 /** The artifact `dsh a2a serve` puts the final answer in (streamed text goes elsewhere). */
 export const ANSWER_ARTIFACT = 'answer'
-/** The card extension by which a worker promises keep-alive status updates every `params.intervalMs`. */
-export const KEEPALIVE_EXTENSION = 'urn:dsh:a2a:keepalive:v1'
 /** A worker that promised keep-alives and sent nothing for this many of their periods has gone silent. */
 export const SILENT_PERIODS = 5
 
-export function startA2aRun(spec: A2aRunSpec, pool: WorkerPool, request: SubagentRequest): Promise<RemoteSubagentRun> {
-  if (request.agentOptions?.model !== undefined) {
-    throw new SubagentError(
-      'INVALID_REQUEST',
-      `the "${spec.provider}" subagent provider cannot choose the model of an A2A worker (asked for "${request.agentOptions.model}"); choose it where the worker runs (dsh a2a serve --model SPEC) and drop agentOptions.model`,
-    )
-  }
-  return startRemoteRun(
-    request,
-    {
-      provider: spec.provider,
-      childName: 'the A2A worker',
-      initialStage: 'agent card' satisfies A2aStage,
-      // The wire bounds the connection itself (CONNECT_TIMEOUT_MS) and ends the run on expiry;
-      // this is the backstop for a start that never settles at all.
-      startupTimeoutMs: CONNECT_TIMEOUT_MS * 3,
-      startupTimeoutKey: 'the connect timeout',
-      timeoutMs: spec.timeoutMs,
-      timeoutIncludesStartup: true,
-      cancelGraceMs: CANCEL_GRACE_MS,
-      cancelGraceKey: 'the cancel grace period',
-    },
-    (run) => new A2aWire(spec, pool, run),
-  )
-}
-
-class A2aWire implements RemoteWire {
-  private readonly worker: Worker
-  private client: Client | undefined
-  private stream: AsyncGenerator<StreamResponse, void, undefined> | undefined
-  private readonly connection = new AbortController()
+export class A2aTurn implements RemoteTurn<A2aChild> {
+  private child: A2aChild | undefined
   private taskId: string | undefined
   /** Artifact text by artifact id, in the order they appeared. */
   private readonly artifacts = new Map<string, string>()
   private statusText = ''
   private readonly progress: A2aProgressReader
   private usage: SubagentUsage | undefined
-  private released = false
-  /** Whether this run still counts toward its worker's load. */
-  private holdsWorker = true
   /** When the worker last sent anything on the task's stream. */
   private lastHeard = Date.now()
   /** The keep-alive period the worker's card promises, if it promises one. */
   private keepAliveMs: number | undefined
-  readonly interrupt = { name: 'the task cancel', send: () => this.sendCancel() }
 
   constructor(
     private readonly spec: A2aRunSpec,
-    private readonly pool: WorkerPool,
-    private readonly run: RemoteRunControl,
+    private readonly prompt: TextBlock[],
+    private readonly run: TurnControl,
+    /** What the worker is told about the delegation, in `metadata.dsh`. */
+    private readonly lineage: Lineage,
   ) {
-    this.worker = pool.acquire()
     this.progress = new A2aProgressReader(run, (reason) => spec.progressDropped?.(reason))
   }
 
-  async open(): Promise<string> {
+  /** The worker this run holds. */
+  private get worker() {
+    return this.child!.worker
+  }
+
+  async deliver(child: A2aChild): Promise<void> {
+    this.child = child
+    const stream = await this.open(child)
+    if (stream === undefined) return
+    this.run.moveTo('task')
+    this.watchSilence()
+    await this.drive(stream)
+  }
+
+  /** Up to the task's first event: the stream to read on, or `undefined` when the run has ended already. */
+  private async open(child: A2aChild): Promise<AsyncGenerator<StreamResponse, void, undefined> | undefined> {
     // Only this timer means the worker did not answer; an abort by close() (the delegation
     // was cancelled or released while starting) says nothing about the worker.
     let timedOut = false
     const timer = setTimeout(() => {
       timedOut = true
-      this.connection.abort(new SubagentError('START_FAILED', `no answer within ${CONNECT_TIMEOUT_MS} ms`))
+      child.connection.abort(new SubagentError('START_FAILED', `no answer within ${CONNECT_TIMEOUT_MS} ms`))
     }, CONNECT_TIMEOUT_MS)
     try {
-      this.client = await raceAbort(this.worker.connect(), this.connection.signal)
-      this.keepAliveMs = promisedKeepAlive(await this.client.getAgentCard())
+      const { client, keepAliveMs } = await child.connect()
+      this.keepAliveMs = keepAliveMs
       this.run.moveTo('message/stream')
-      this.stream = this.client.sendMessageStream(
-        { tenant: '', message: this.message(), configuration: undefined, metadata: undefined },
-        { signal: this.connection.signal },
-      )
-      const first = await this.stream.next()
+      const stream = client.sendMessageStream({ tenant: '', message: this.message(), configuration: undefined, metadata: undefined }, { signal: child.connection.signal })
+      child.stream = stream
+      const first = await stream.next()
       if (first.done) return this.unanswered('closed the stream before naming a task')
       this.lastHeard = Date.now()
       this.worker.markAnswering()
       const early = this.fold(first.value)
       if (early) {
-        // Answered at once: nothing more to read (close() still releases the connection).
-        this.stream = undefined
-        this.leaveWorker()
+        // Answered at once: nothing more to read (closing the child still releases the connection).
+        child.stream = undefined
+        child.leave()
+        this.run.accepted(this.taskId ?? `message-${randomUUID()}`)
         this.run.settle(early)
-        return this.taskId ?? `message-${randomUUID()}`
+        return undefined
       }
       if (this.taskId === undefined) return this.unanswered('sent a first event that names no task')
-      return this.taskId
+      this.run.accepted(this.taskId)
+      return stream
     } catch (error) {
-      if (this.released) return this.unanswered(`was left before it answered: ${errorMessage(this.connection.signal.reason)}`)
-      const reason = timedOut ? errorMessage(this.connection.signal.reason) : describeError(error)
+      if (child.released) return this.unanswered(`was left before it answered: ${errorMessage(child.connection.signal.reason)}`)
+      const reason = timedOut ? errorMessage(child.connection.signal.reason) : describeError(error)
       if (isUnreachable(error) || timedOut) {
         this.worker.markUnreachable()
         return this.unanswered(`did not answer at stage ${this.run.stage}: ${reason}; it is skipped for the next runs`)
@@ -150,33 +125,28 @@ class A2aWire implements RemoteWire {
   }
 
   /** The run is published only to end `error` at once: a fan-out gets one result per delegation. */
-  private unanswered(why: string): string {
-    // Nothing more to read: `begin` must not start reading a stream that already failed.
-    this.stream = undefined
-    this.leaveWorker()
+  private unanswered(why: string): undefined {
+    const child = this.child!
+    // Nothing more to read: the stream that failed is not read again.
+    child.stream = undefined
+    child.leave()
+    this.run.accepted(`unanswered-${randomUUID()}`)
     this.run.fail(`the A2A worker ${this.worker.url} ${why}`)
-    return `unanswered-${randomUUID()}`
+    return undefined
   }
 
   private message(): Message {
-    const parts: Part[] = this.run.request.prompt.map((block) => ({ content: { $case: 'text', value: block.text }, metadata: undefined, filename: '', mediaType: 'text/plain' }))
+    const parts: Part[] = this.prompt.map((block) => ({ content: { $case: 'text', value: block.text }, metadata: undefined, filename: '', mediaType: 'text/plain' }))
     return {
       messageId: randomUUID(),
       contextId: '',
       taskId: '',
       role: Role.ROLE_USER,
       parts,
-      metadata: { dsh: messageLineage(this.run.request, this.spec.provider) },
+      metadata: A2A_LINEAGE.carry(this.lineage),
       extensions: [],
       referenceTaskIds: [],
     }
-  }
-
-  begin(): void {
-    if (!this.stream) return
-    this.run.moveTo('task')
-    this.watchSilence()
-    void this.drive(this.stream)
   }
 
   /**
@@ -193,7 +163,7 @@ class A2aWire implements RemoteWire {
       if (silent < limit) return this.run.later(limit - silent, check)
       this.worker.markUnreachable()
       // Should it come back, the task is not left running there.
-      this.sendCancel()
+      this.interrupt()
       this.run.fail(
         `the A2A worker ${this.worker.url} went silent during task ${this.taskId}: nothing for ${silent} ms, more than ${SILENT_PERIODS} of its ${period} ms keep-alive periods (the link is down or the worker stopped); it is skipped for the next runs`,
         'lost',
@@ -209,14 +179,14 @@ class A2aWire implements RemoteWire {
         this.lastHeard = Date.now()
         const ended = this.fold(response)
         if (ended) {
-          this.leaveWorker()
+          this.child!.leave()
           return run.settle(ended)
         }
       }
       if (run.stopping === 'cancelled') return run.settle(this.result('aborted', 'the run was cancelled'))
       run.fail(`the A2A worker ${this.worker.url} closed the stream of task ${this.taskId} before it reached a final state`)
     } catch (error) {
-      if (run.settled || this.released) return
+      if (run.settled || this.child!.released) return
       if (run.stopping === 'cancelled' && isAbortError(error)) return run.settle(this.result('aborted', 'the run was cancelled'))
       if (isUnreachable(error)) this.worker.markUnreachable()
       run.fail(`the A2A worker ${this.worker.url} stopped answering during task ${this.taskId}: ${describeError(error)}${isUnreachable(error) ? '; it is skipped for the next runs' : ''}`)
@@ -283,42 +253,15 @@ class A2aWire implements RemoteWire {
     return chosen ? [text(chosen)] : []
   }
 
-  startFailed(message: string): SubagentError {
-    return new SubagentError('START_FAILED', `the A2A worker ${this.worker.url} could not start the run at stage ${this.run.stage}: ${message}`)
-  }
-
-  private sendCancel(): void {
-    const { client, taskId } = this
+  /** The protocol's task cancel, bounded: a worker that went silent must not hold the request (and the process) open. */
+  interrupt(): void {
+    const client = this.child?.client
+    const { taskId } = this
     if (!client || taskId === undefined) return
-    // Bounded: a worker that went silent must not hold the request (and the process) open.
     client.cancelTask({ tenant: '', id: taskId, metadata: undefined }, { signal: AbortSignal.timeout(CANCEL_GRACE_MS) }).catch(() => {
-      // The worker is gone, silent or refused: the core's grace period settles the run aborted.
+      // The worker is gone, silent or refused: the lifecycle's grace period settles the run aborted.
     })
   }
-
-  /** The task reached its end on the worker (or never began): the worker is that much less busy, whenever the run is disposed. */
-  private leaveWorker(): void {
-    if (!this.holdsWorker) return
-    this.holdsWorker = false
-    this.pool.release(this.worker)
-  }
-
-  async close(): Promise<void> {
-    if (this.released) return
-    this.released = true
-    this.leaveWorker()
-    this.connection.abort(new SubagentError('ABORTED', 'the run was released'))
-    await this.stream?.return(undefined).catch(() => {
-      // The stream was aborted just above; its rejection only repeats that.
-    })
-  }
-}
-
-/** The keep-alive period a card promises (`KEEPALIVE_EXTENSION`), when it is a sane one. */
-function promisedKeepAlive(card: AgentCard): number | undefined {
-  const extension = card.capabilities?.extensions.find((candidate) => candidate.uri === KEEPALIVE_EXTENSION)
-  const intervalMs: unknown = isRecord(extension?.params) ? extension.params.intervalMs : undefined
-  return typeof intervalMs === 'number' && Number.isInteger(intervalMs) && intervalMs >= 100 && intervalMs <= 300_000 ? intervalMs : undefined
 }
 
 function textOfParts(parts: readonly Part[]): string {
@@ -345,13 +288,4 @@ function isUnreachable(error: unknown): boolean {
     if (current.message === 'fetch failed' || current.message === 'terminated') return true
   }
   return false
-}
-
-function raceAbort<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
-  if (signal.aborted) return Promise.reject(signal.reason)
-  return new Promise<T>((resolve, reject) => {
-    const onAbort = () => reject(signal.reason)
-    signal.addEventListener('abort', onAbort, { once: true })
-    promise.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort))
-  })
 }

@@ -1,0 +1,267 @@
+/**
+ * Connecting to an ACP agent: the provider's connection file. One agent process, the
+ * official SDK's client app on its stdio, and the handshake that opens the session a
+ * delegation speaks in:
+ *
+ *   spawn (its own process group, a cleaned environment) → `initialize` → `session/new`
+ *   (with the delegation's lineage in `_meta.dsh`), or `session/load` to reopen a
+ *   continuable child's session in a new process.
+ *
+ * A one-shot run and a continuable conversation connect the same way (`AcpTransport`);
+ * a continuable child also requires `loadSession`, since it must be reopenable after a
+ * restart. Stdout garbage before `initialize` is answered, an oversized frame, or the
+ * process exiting, fail the start (the launch race is `@dsh/subagent`'s). Updates are
+ * routed to whoever runs a prompt on the session; anything else (a `session/load` replay)
+ * is dropped. A turn is `turn.ts`.
+ */
+import { Readable, Writable } from 'node:stream'
+import { createRequire } from 'node:module'
+import { client, methods, ndJsonStream, PROTOCOL_VERSION, RequestError, type ClientConnection, type ContentBlock, type LoadSessionRequest, type NewSessionRequest, type PromptResponse, type SessionUpdate } from '@agentclientprotocol/sdk'
+import { errorMessage } from '@dsh/base'
+import type { TextBlock } from '@dsh/llm'
+import { processOfTree, SubagentError, withStderr, type RemoteChild, type RemoteConnection, type RemoteProcess, type RemoteTransport, type StartControl, type TurnControl } from '@dsh/subagent'
+import { describeExit, processAlive, ProcessTree } from '@dsh/process'
+import { acpChildEnvironment, type AcpRunSpec } from './config.js'
+import { answerPermission } from './permission.js'
+import { withoutExtensionUpdates } from './extension-updates.js'
+import { StdoutGuard } from './stdout-guard.js'
+import { FrameLimit, refuseOversizedPrompt } from './frame-limit.js'
+import { describeRpcError } from './rpc-error.js'
+import { AcpTurn } from './turn.js'
+
+/** How much of the agent's stderr is kept for diagnostics. */
+const STDERR_TAIL_CHARS = 2000
+
+export const ACP_CHILD_NAME = 'the ACP agent'
+
+const { version } = createRequire(import.meta.url)('../package.json') as { version: string }
+
+/** How the session is opened: a new one (a continuable child's must be reopenable), or one an earlier process opened. */
+export type SessionOpening = { kind: 'new'; request: NewSessionRequest; continuable: boolean } | { kind: 'load'; request: LoadSessionRequest }
+
+/** One ACP agent process and its connection. */
+export class AcpChild implements RemoteChild {
+  readonly tree: ProcessTree
+  readonly process: RemoteProcess
+  remoteId: string | undefined
+  /** While true, permission requests are answered `cancelled`: the turn is being stopped. */
+  stopping = false
+  private connection: ClientConnection | undefined
+  private readonly listeners = new Map<string, (update: SessionUpdate) => void>()
+  private closing: Promise<void> | undefined
+  /** Set once the agent sent a frame over the limit: the connection is unusable from then on. */
+  private oversized: string | undefined
+  /** The start a limit tripped during, while it runs. */
+  private starting: StartControl | undefined
+
+  constructor(
+    private readonly spec: AcpRunSpec,
+    private readonly cwd: string,
+  ) {
+    this.tree = new ProcessTree({ command: spec.command, args: spec.args, cwd, env: acpChildEnvironment(spec), stderrTailChars: STDERR_TAIL_CHARS })
+    this.process = processOfTree(this.tree, describeExit)
+  }
+
+  /** Up to an open session: initialize, check the protocol (and `loadSession` for a continuable child), then open it. */
+  async open(control: StartControl, opening: SessionOpening): Promise<void> {
+    this.starting = control
+    const guard = new StdoutGuard()
+    guard.onGarbage = (line) => control.failStartup(this.startFailed(`it wrote something other than ACP frames to stdout: ${JSON.stringify(line)}; check that the command and args start an ACP agent (e.g. dsh acp)`, control.stage))
+    try {
+      await this.tree.spawned.catch((error: unknown) => {
+        throw this.startFailed(`cannot run ${JSON.stringify(this.spec.command)} in ${this.cwd}: ${errorMessage(error)}`, control.stage)
+      })
+      this.connection = this.connect(guard)
+      control.moveTo('initialize')
+      const initialized = await this.connection.agent.request(methods.agent.initialize, {
+        protocolVersion: PROTOCOL_VERSION,
+        // No fs, no terminal: the child serves itself in its own process.
+        clientCapabilities: { fs: { readTextFile: false, writeTextFile: false }, terminal: false },
+        clientInfo: { name: 'dsh', title: 'dsh subagent-acp', version },
+      })
+      if (initialized.protocolVersion !== PROTOCOL_VERSION) throw this.startFailed(`it speaks ACP protocol version ${initialized.protocolVersion}; this client speaks ${PROTOCOL_VERSION}`, control.stage)
+      guard.disarm()
+      if (opening.kind === 'new' && opening.continuable && initialized.agentCapabilities?.loadSession !== true) {
+        throw new SubagentError(
+          'UNSUPPORTED_CAPABILITY',
+          `the ACP agent (${this.commandLine()}) does not advertise loadSession, so its conversation could not be reopened after a restart: it cannot be a continuable child; delegate to it one-shot, or use an agent that implements session/load (e.g. dsh acp)`,
+        )
+      }
+      if (opening.kind === 'new') {
+        control.moveTo('session/new')
+        const { sessionId } = await this.connection.agent.request(methods.agent.session.new, opening.request)
+        if (typeof sessionId !== 'string' || sessionId === '') throw this.startFailed('session/new answered without a session id', control.stage)
+        this.remoteId = sessionId
+      } else {
+        // The replay of the reopened session reaches no listener and is dropped.
+        control.moveTo('session/load')
+        await this.connection.agent.request(methods.agent.session.load, opening.request)
+        this.remoteId = opening.request.sessionId
+      }
+    } catch (error) {
+      if (error instanceof SubagentError) throw error
+      // A JSON-RPC error, or the connection closing because the process died: prefer the death.
+      const exit = await this.tree.exitWithin(300)
+      throw this.startFailed(exit ? `it ${describeExit(exit)}` : `${control.stage} failed: ${describeRpcError(error)}`, control.stage)
+    } finally {
+      guard.onGarbage = undefined
+      this.starting = undefined
+    }
+  }
+
+  private connect(guard: StdoutGuard): ClientConnection {
+    const { child } = this.tree
+    const app = client({ name: 'dsh-subagent-acp' })
+      .onRequest(methods.client.session.requestPermission, ({ params }) => answerPermission(this.spec.permission, params.options, this.stopping))
+      .onNotification(methods.client.session.update, ({ params }) => this.listeners.get(params.sessionId)?.(params.update))
+    const limit = new FrameLimit(this.spec.maxFrameBytes)
+    limit.onOversized = (bytes) => {
+      this.oversized = limit.describe(bytes)
+      this.starting?.failStartup(this.startFailed(this.oversized, this.starting.stage))
+      // A turn waiting for its answer learns why at once (see `prompt`).
+      this.connection?.close()
+    }
+    const input = (Readable.toWeb(child.stdout!) as ReadableStream<Uint8Array>).pipeThrough(guard.stream).pipeThrough(limit.stream)
+    // The SDK's reader gets a limit above ours, so ours always speaks first.
+    return app.connect(withoutExtensionUpdates(ndJsonStream(Writable.toWeb(child.stdin!) as WritableStream<Uint8Array>, input, { maxMessageBytes: this.spec.maxFrameBytes + 1 })))
+  }
+
+  /** Why the connection was cut for an oversized frame from the agent, once it has been. */
+  get oversizedFrame(): string | undefined {
+    return this.oversized
+  }
+
+  /** One `session/prompt`; `onUpdate` hears that session's updates until it answers. */
+  async prompt(sessionId: string, prompt: ContentBlock[], onUpdate: (update: SessionUpdate) => void): Promise<PromptResponse> {
+    this.listeners.set(sessionId, onUpdate)
+    try {
+      if (this.oversized) throw new Error(this.oversized)
+      return await this.rpc().agent.request(methods.agent.session.prompt, { sessionId, prompt })
+    } catch (error) {
+      // Not a RequestError: the turn treats it as a lost connection and stops the agent.
+      if (this.oversized) throw new Error(this.oversized, { cause: error })
+      throw error
+    } finally {
+      this.listeners.delete(sessionId)
+    }
+  }
+
+  /** Best-effort `session/cancel`. */
+  cancel(sessionId: string): void {
+    const { connection } = this
+    if (!connection || connection.signal.aborted) return
+    connection.agent.notify(methods.agent.session.cancel, { sessionId }).catch(() => {
+      // The connection closed under us: the exit watch settles the turn.
+    })
+  }
+
+  /**
+   * Whether the process is still there to talk to. The process table is asked too: a
+   * process killed a moment ago is a zombie, or already gone, before its exit event fires.
+   */
+  async running(): Promise<boolean> {
+    const { pid } = this.tree
+    if (this.tree.exit !== undefined || this.closing !== undefined || this.oversized !== undefined || pid === undefined) return false
+    return processAlive(pid)
+  }
+
+  /** Reap the tree (stdin close → grace → SIGTERM → grace → SIGKILL), then close the connection. Idempotent. */
+  close(): Promise<void> {
+    this.closing ??= this.tree.reap({ stdinGraceMs: this.spec.stdinGraceMs, termGraceMs: this.spec.termGraceMs }).finally(() => this.connection?.close())
+    return this.closing
+  }
+
+  withStderr(message: string): string {
+    return withStderr(this.process, message)
+  }
+
+  startFailed(message: string, stage: string): SubagentError {
+    return acpStartFailed(this.spec, this.withStderr(message), stage)
+  }
+
+  private commandLine(): string {
+    return commandLine(this.spec)
+  }
+
+  private rpc(): ClientConnection {
+    if (!this.connection) throw new RequestError(-32603, 'the ACP connection is not open')
+    return this.connection
+  }
+}
+
+/**
+ * The ACP wire for `@dsh/subagent`'s remote lifecycle: a one-shot run's (`opening` a new
+ * session) or a continuable conversation's (a new session first, then `session/load` each
+ * time its agent is started again).
+ */
+export class AcpTransport implements RemoteTransport<AcpChild> {
+  readonly childName = ACP_CHILD_NAME
+  readonly interruptName = 'session/cancel'
+  readonly cancelGraceKey = 'cancelGraceMs'
+  readonly startupTimeoutKey = 'startupTimeoutMs'
+  readonly initialStage = 'spawn'
+  readonly turnStage = 'session/prompt'
+
+  constructor(
+    private readonly spec: AcpRunSpec,
+    private readonly cwd: string,
+    /** How the next connection opens its session. */
+    private opening: SessionOpening,
+  ) {}
+
+  get provider(): string {
+    return this.spec.provider
+  }
+
+  get startupTimeoutMs(): number {
+    return this.spec.startupTimeoutMs
+  }
+
+  get cancelGraceMs(): number {
+    return this.spec.cancelGraceMs
+  }
+
+  get timeoutMs(): number | undefined {
+    return this.spec.timeoutMs
+  }
+
+  get conversationName(): string {
+    return `ACP session ${this.opening.kind === 'load' ? this.opening.request.sessionId : '(new)'}`
+  }
+
+  /** From now on a connection reopens `sessionId` (the conversation's session, once it exists) with `request`. */
+  reopenWith(request: LoadSessionRequest): void {
+    this.opening = { kind: 'load', request }
+  }
+
+  connect(control: StartControl): RemoteConnection<AcpChild> {
+    const child = new AcpChild(this.spec, this.cwd)
+    return { child, opened: child.open(control, this.opening) }
+  }
+
+  refuse(message: TextBlock[]): string | undefined {
+    try {
+      refuseOversizedPrompt(this.spec.provider, message, this.spec.maxFrameBytes)
+      return undefined
+    } catch (error) {
+      if (error instanceof SubagentError) return error.message
+      throw error
+    }
+  }
+
+  openTurn(message: TextBlock[], control: TurnControl): AcpTurn {
+    return new AcpTurn(this.spec, message, control)
+  }
+
+  startFailed(message: string, stage: string): SubagentError {
+    return acpStartFailed(this.spec, message, stage)
+  }
+}
+
+function commandLine(spec: Pick<AcpRunSpec, 'command' | 'args'>): string {
+  return `${spec.command}${spec.args.length ? ` ${spec.args.join(' ')}` : ''}`
+}
+
+function acpStartFailed(spec: AcpRunSpec, message: string, stage: string): SubagentError {
+  return new SubagentError('START_FAILED', `the ACP agent (${commandLine(spec)}) could not be started at stage ${stage}: ${message}`)
+}

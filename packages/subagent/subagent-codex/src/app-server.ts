@@ -1,0 +1,228 @@
+/**
+ * Connecting to a `codex app-server`: the provider's connection file. One process in its
+ * own process group, JSON-RPC on its stdio (`connection.ts`), and the handshake that opens
+ * the thread a delegation speaks in:
+ *
+ *   spawn → `initialize` → `initialized` → `thread/start` (ephemeral for a one-shot run; on
+ *   disk under `CODEX_HOME/sessions` for a continuable child) or `thread/resume` (a
+ *   continuable child reopened in a new process).
+ *
+ * Notifications and server requests go to whichever turn runs; between turns they are
+ * ignored (requests refused). A protocol error while starting fails the start; during a
+ * turn, the turn (the launch race and the turn lifecycle are `@dsh/subagent`'s). A turn is
+ * `turn.ts`.
+ */
+import { createRequire } from 'node:module'
+import { errorMessage } from '@dsh/base'
+import type { TextBlock } from '@dsh/llm'
+import { processOfTree, SubagentError, withStderr, type RemoteChild, type RemoteConnection, type RemoteProcess, type RemoteTransport, type StartControl, type TurnControl } from '@dsh/subagent'
+import { describeExit, processAlive, ProcessTree } from '@dsh/process'
+import { answerServerRequest } from './approvals.js'
+import { readNotification, readThreadId, type AppServerEvent } from './app-server-events.js'
+import type { CodexRunSpec } from './config.js'
+import { AppServerConnection, ConnectionClosedError, ProtocolError, REQUEST_REFUSED, RpcError, type IncomingRequest } from './connection.js'
+import type { UsageBaseline } from './turn-reader.js'
+import { CodexTurn } from './turn.js'
+
+const STDERR_TAIL_CHARS = 4000
+const CLIENT_VERSION = (createRequire(import.meta.url)('../package.json') as { version: string }).version
+
+export const CODEX_CHILD_NAME = 'the codex app-server'
+
+/** What the running turn hears from the app-server. */
+export interface TurnListener {
+  event(event: AppServerEvent): void
+  /** A server request was answered; `note` says what was declined or refused. */
+  note(note: string): void
+  protocolError(error: ProtocolError): void
+}
+
+/** How the thread is opened: a new one (ephemeral: never written to disk), or one written by an earlier process. */
+export type ThreadOpening = { kind: 'start'; ephemeral: boolean } | { kind: 'resume'; threadId: string }
+
+/** One `codex app-server` process and its connection. */
+export class CodexChild implements RemoteChild {
+  readonly tree: ProcessTree
+  readonly process: RemoteProcess
+  readonly connection: AppServerConnection
+  remoteId: string | undefined
+  listener: TurnListener | undefined
+  private protocolBroken: ProtocolError | undefined
+  private closing: Promise<void> | undefined
+  /** The start in progress, which a protocol error fails. */
+  private starting: StartControl | undefined
+
+  constructor(private readonly spec: CodexRunSpec) {
+    this.tree = new ProcessTree({ command: spec.command.command, args: [...spec.command.args, 'app-server'], cwd: spec.cwd, env: spec.env, stderrTailChars: STDERR_TAIL_CHARS })
+    this.process = processOfTree(this.tree, describeExit)
+    this.connection = new AppServerConnection(this.tree.child.stdout!, this.tree.child.stdin!, {
+      notification: (method, params) => this.onNotification(method, params),
+      request: (incoming) => this.onServerRequest(incoming),
+      protocolError: (error) => {
+        this.protocolBroken = error
+        this.starting?.failStartup(brokeProtocol(error, this.starting.stage))
+        this.listener?.protocolError(error)
+      },
+    })
+  }
+
+  /** The thread id, once the thread is open. */
+  get threadId(): string {
+    return this.remoteId!
+  }
+
+  /** Up to an open thread: initialize, then start or resume it. */
+  async open(control: StartControl, opening: ThreadOpening): Promise<void> {
+    const { connection, spec } = this
+    this.starting = control
+    try {
+      await this.tree.spawned
+      control.moveTo('initialize')
+      await connection.request('initialize', { clientInfo: { name: 'dsh', title: 'dsh subagent-codex', version: CLIENT_VERSION }, capabilities: { experimentalApi: false, requestAttestation: false } })
+      connection.notify('initialized')
+      const modeFields = { cwd: spec.cwd, approvalPolicy: spec.approvalPolicy, sandbox: spec.sandbox, ...(spec.model !== undefined && { model: spec.model }) }
+      if (opening.kind === 'start') {
+        control.moveTo('thread/start')
+        // A continuable child's thread must be on disk for `thread/resume` after a restart.
+        this.remoteId = readThreadId(await connection.request('thread/start', { ...modeFields, ephemeral: opening.ephemeral }))
+      } else {
+        control.moveTo('thread/resume')
+        const resumed = readThreadId(await connection.request('thread/resume', { threadId: opening.threadId, ...modeFields, excludeTurns: true }))
+        if (resumed !== opening.threadId) throw this.startFailed(`thread/resume answered with thread ${resumed}, not ${opening.threadId}`, control.stage)
+        this.remoteId = resumed
+      }
+    } catch (error) {
+      throw await this.startFailure(error, control.stage)
+    } finally {
+      this.starting = undefined
+    }
+  }
+
+  /** A failed start in one line: what refused or broke, and the stage. */
+  private async startFailure(error: unknown, stage: string): Promise<SubagentError> {
+    if (error instanceof SubagentError) return error
+    const failed = (message: string) => new SubagentError('START_FAILED', message, { cause: error })
+    if (error instanceof RpcError) return failed(`${CODEX_CHILD_NAME} refused ${error.method}: ${error.message}`)
+    if (error instanceof ProtocolError) return brokeProtocol(error, stage)
+    if (error instanceof ConnectionClosedError || this.tree.exit) {
+      // Its stdout closed: the exit (code, stderr) says more than the closed pipe.
+      const exit = await this.tree.exitWithin(1000)
+      return failed(exit ? this.withStderr(`${CODEX_CHILD_NAME} ${describeExit(exit)} during ${stage}`) : `${errorMessage(error)} during ${stage}`)
+    }
+    if (stage === 'spawn') return failed(`${CODEX_CHILD_NAME} could not be started (stage spawn, ${this.spec.command.command}): ${errorMessage(error)}`)
+    return failed(`${CODEX_CHILD_NAME} failed during ${stage}: ${errorMessage(error)}`)
+  }
+
+  private onNotification(method: string, params: unknown): void {
+    let event: AppServerEvent | undefined
+    try {
+      event = readNotification(method, params)
+    } catch (error) {
+      if (error instanceof ProtocolError) return this.listener?.protocolError(error)
+      throw error
+    }
+    // A dropped notification is logged whoever it names; the rest must be this thread's.
+    if (event && (event.type === 'dropped' || event.threadId === this.remoteId)) this.listener?.event(event)
+  }
+
+  private onServerRequest(incoming: IncomingRequest): void {
+    // Between turns nothing may act for the child: refuse.
+    if (!this.listener) return this.connection.respondError(incoming.id, REQUEST_REFUSED, `${incoming.method} arrived while no turn runs; the dsh codex provider refuses it`)
+    const answer = answerServerRequest(incoming.method, incoming.params, this.spec.permissionMode)
+    if (answer.note) this.listener.note(answer.note)
+    if (answer.kind === 'result') this.connection.respond(incoming.id, answer.result)
+    else this.connection.respondError(incoming.id, answer.code, answer.message)
+  }
+
+  /** Whether the process still runs and its wire is sound (a zombie, or a broken protocol, does not count). */
+  async running(): Promise<boolean> {
+    const { pid } = this.tree
+    if (this.tree.exit !== undefined || this.closing !== undefined || this.protocolBroken || pid === undefined) return false
+    return processAlive(pid)
+  }
+
+  /** Close stdin (the app-server exits when its input ends) → graceMs → SIGTERM → graceMs → SIGKILL, then drop the connection. Idempotent. */
+  close(): Promise<void> {
+    this.closing ??= this.tree
+      .reap({ stdinGraceMs: this.spec.graceMs, termGraceMs: this.spec.graceMs })
+      .finally(() => this.connection.close(new ConnectionClosedError('the app-server was released')))
+    return this.closing
+  }
+
+  withStderr(message: string): string {
+    return withStderr(this.process, message)
+  }
+
+  startFailed(message: string, stage: string): SubagentError {
+    return codexStartFailed(this.withStderr(message), stage)
+  }
+}
+
+function codexStartFailed(message: string, stage: string): SubagentError {
+  return new SubagentError('START_FAILED', `${CODEX_CHILD_NAME} could not be started (stage ${stage}): ${message}`)
+}
+
+function brokeProtocol(error: ProtocolError, stage: string): SubagentError {
+  return new SubagentError('START_FAILED', `${CODEX_CHILD_NAME} broke the protocol during ${stage}: ${error.message}`)
+}
+
+/**
+ * The Codex wire for `@dsh/subagent`'s remote lifecycle: a one-shot run's (one ephemeral
+ * thread) or a continuable conversation's (a thread on disk, resumed each time its
+ * app-server is started again).
+ */
+export class CodexTransport implements RemoteTransport<CodexChild> {
+  readonly childName = CODEX_CHILD_NAME
+  readonly interruptName = 'turn/interrupt'
+  readonly cancelGraceKey = 'graceMs'
+  readonly startupTimeoutKey = 'startupTimeoutMs'
+  readonly initialStage = 'spawn'
+  readonly turnStage = 'turn/start'
+  /** The thread's last usage total, across its turns (Codex re-sends it at the next turn's start). */
+  private readonly usageBaseline: UsageBaseline = {}
+
+  constructor(
+    /** The spec of the child's turns (cwd, environment, permissions, model, limits). */
+    readonly spec: CodexRunSpec,
+    /** How the next connection opens its thread. */
+    private opening: ThreadOpening,
+  ) {}
+
+  get provider(): string {
+    return this.spec.provider
+  }
+
+  get startupTimeoutMs(): number {
+    return this.spec.startupTimeoutMs
+  }
+
+  get cancelGraceMs(): number {
+    return this.spec.graceMs
+  }
+
+  get timeoutMs(): number | undefined {
+    return this.spec.timeoutMs
+  }
+
+  get conversationName(): string {
+    return `Codex thread ${this.opening.kind === 'resume' ? this.opening.threadId : '(new)'}`
+  }
+
+  /** From now on a connection resumes `threadId` (the conversation's thread, once it exists). */
+  resumeWith(threadId: string): void {
+    this.opening = { kind: 'resume', threadId }
+  }
+
+  connect(control: StartControl): RemoteConnection<CodexChild> {
+    const child = new CodexChild(this.spec)
+    return { child, opened: child.open(control, this.opening) }
+  }
+
+  openTurn(message: TextBlock[], control: TurnControl): CodexTurn {
+    return new CodexTurn(this.spec, message, control, this.usageBaseline)
+  }
+
+  startFailed(message: string, stage: string): SubagentError {
+    return codexStartFailed(message, stage)
+  }
+}

@@ -1,0 +1,5 @@
+export { ConversationCore, openConversation, type RemoteChild, type RemoteTransport } from './conversation.js'
+export { launchRemoteChild, type Launcher, type LaunchWords, type RemoteConnection, type StartControl } from './launch.js'
+export { startRemoteRun, type RemoteSubagentRun } from './one-shot.js'
+export { EXIT_DRAIN_MS, processOfTree, withStderr, type RemoteProcess, type WatchedProcessTree } from './process.js'
+export type { ProgressReporter, RemoteEnding, RemoteTurn, TurnControl, TurnWords } from './turn.js'
