@@ -34,9 +34,14 @@ describe('dsh demo', () => {
     const children = lines.slice(1).map((line) => /^[├└]─ \S+ {2}(\S+) "([^"]+)" {2}(\S+)/.exec(line)!.slice(1).join(' | '))
     expect(children.sort()).toEqual([
       'acp | ask an ACP agent | completed',
+      // Codex and Claude Code keep no dsh session: their lines say where they are instead.
+      'claude-code | ask claude | stored',
+      'codex | ask codex | stored',
       'fork | review the plan | completed',
       'spawn | background audit | completed',
       'spawn | survey the repo | completed',
     ])
+    expect(lines.find((line) => line.includes('codex "ask codex"'))).toMatch(/stored elsewhere: nowhere: an ephemeral Codex thread$/)
+    expect(lines.find((line) => line.includes('claude-code "ask claude"'))).toMatch(/stored elsewhere: nowhere: a one-shot Claude Code session is not persisted$/)
   })
 })

@@ -246,6 +246,8 @@ function normaliseValue(value: unknown): unknown {
     if (key === 'ts' && typeof inner === 'number') out[key] = 0
     else if (key === 'createdAt' && typeof inner === 'string') out[key] = '<time>'
     else if (key === 'cwd' && typeof inner === 'string') out[key] = '<cwd>'
+    // A remote child's own id (a Codex thread, a Claude Code session) is minted afresh by each run.
+    else if (key === 'childId' && typeof inner === 'string' && /^[\w-]+:[0-9a-f]{8}-[0-9a-f-]{27}$/.test(inner)) out[key] = inner.replace(/:.*/, ':<remote-id>')
     else out[key] = normaliseValue(inner)
   }
   return out

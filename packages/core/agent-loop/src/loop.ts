@@ -260,7 +260,7 @@ class TurnSteps {
   /** Log the results of the step's calls, in model order; then as `stepDone`. */
   toolsDone(outcomes: readonly ToolCallOutcome[]): NextStep {
     const { session } = this
-    for (const outcome of outcomes) session.append(outcome.permission ? { type: 'tool/result', result: outcome.result, permission: outcome.permission } : { type: 'tool/result', result: outcome.result })
+    for (const outcome of outcomes) session.append(resultEvent(outcome))
     return this.stepDone(outcomes.some((outcome) => outcome.endsTurn))
   }
 
@@ -333,4 +333,12 @@ function unrunResult(call: ToolCallBlock, reason: StopReason) {
     content: [{ type: 'text' as const, text: `${call.name} was not run: ${why}` }],
     isError: true,
   }
+}
+
+/** The `tool/result` event of one outcome: its permission and the tool's record only when it has them. */
+function resultEvent(outcome: ToolCallOutcome): Extract<SessionEventBody, { type: 'tool/result' }> {
+  const event: Extract<SessionEventBody, { type: 'tool/result' }> = { type: 'tool/result', result: outcome.result }
+  if (outcome.permission) event.permission = outcome.permission
+  if (outcome.record !== undefined) event.record = outcome.record
+  return event
 }

@@ -15,7 +15,8 @@ export type SessionEventBody =
   | { type: 'user/message'; message: UserMessage }
   | { type: 'assistant/message'; message: AssistantMessage; finish?: FinishReason; usage?: Usage }
   | { type: 'tool/call'; call: ToolCallBlock }
-  | { type: 'tool/result'; result: ToolResultBlock; permission?: ToolPermissionRecord }
+  /** `record`: the tool's own facts about the call, not model-visible (see `ToolOutput.record` in `@dsh/tools`). */
+  | { type: 'tool/result'; result: ToolResultBlock; permission?: ToolPermissionRecord; record?: Readonly<Record<string, unknown>> }
   | { type: 'step/end'; step: number }
   | { type: 'turn/end'; turn: number; reason: StopReason; error?: string }
   /**

@@ -413,7 +413,9 @@ function outcomeOf(call: ToolCallBlock, output: ToolOutput): ToolCallOutcome {
   const content: TextBlock[] = typeof output.content === 'string' ? [{ type: 'text', text: output.content }] : output.content
   const result: ToolResultBlock = { type: 'tool-result', callId: call.id, name: call.name, content }
   if (output.isError) result.isError = true
-  return { result, endsTurn: output.endsTurn === true }
+  const outcome: ToolCallOutcome = { result, endsTurn: output.endsTurn === true }
+  if (output.record !== undefined) outcome.record = output.record
+  return outcome
 }
 
 function withPermission(outcome: ToolCallOutcome, permission: ToolPermissionDecision | undefined): ToolCallOutcome {

@@ -24,6 +24,12 @@ export type ToolOutput =
       isError?: boolean
       /** End the agent's turn once this step's results are logged (e.g. `structured_output`). */
       endsTurn?: boolean
+      /**
+       * Facts about the call for the session record, never shown to the model: logged with
+       * the call's `tool/result` (the delegation tool records which child ran, and where its
+       * own record lives). A small JSON object.
+       */
+      record?: Readonly<Record<string, unknown>>
     }
 
 export interface ToolDefinition<Args = unknown> {
@@ -54,6 +60,8 @@ export interface ToolCallOutcome {
   endsTurn: boolean
   /** How the permission gates decided on a side-effecting call; recorded with its result. */
   permission?: ToolPermissionDecision
+  /** The tool's own facts for the record (`ToolOutput.record`). */
+  record?: Readonly<Record<string, unknown>>
 }
 
 /**

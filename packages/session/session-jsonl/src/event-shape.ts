@@ -29,7 +29,11 @@ export function eventBodyProblem(type: SessionEventType, event: Json): string | 
     case 'tool/call':
       return prefixed('"call"', toolCallProblem(event.call))
     case 'tool/result':
-      return prefixed('"result"', toolResultProblem(event.result)) ?? prefixed('"permission"', permissionProblem(event.permission))
+      return (
+        prefixed('"result"', toolResultProblem(event.result)) ??
+        prefixed('"permission"', permissionProblem(event.permission)) ??
+        (event.record === undefined || (typeof event.record === 'object' && event.record !== null && !Array.isArray(event.record)) ? undefined : '"record" must be an object')
+      )
     case 'turn/end':
       return (
         countField(event, 'turn') ??

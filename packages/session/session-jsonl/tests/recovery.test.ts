@@ -118,7 +118,7 @@ describe('session-jsonl crash recovery', () => {
     await expect((await startProcess(dir)).sessions.readStored(session.id)).rejects.toThrow(`${file}:7: the event has seq 6, expected 5`)
   })
 
-  it('an unknown event type, a second header or a wrong header id fail loudly', async () => {
+  it('an unknown event type, a second header, a malformed tool record or a wrong header id fail loudly', async () => {
     const { dir, session, file } = await storedSession()
     const original = await readFile(file, 'utf8')
     const { sessions } = await startProcess(dir)
@@ -131,6 +131,12 @@ describe('session-jsonl crash recovery', () => {
 
     await writeFile(file, original + JSON.stringify({ type: 'turn/end', turn: 3, reason: 'bored', seq: 12, ts: 1 }) + '\n')
     await expect(sessions.readStored(session.id)).rejects.toThrow(`${file}:14: turn/end event: unknown reason "bored"`)
+
+    const result = { type: 'tool-result', callId: 'c1', name: 'subagent', content: [{ type: 'text', text: 'ok' }] }
+    await writeFile(file, original + JSON.stringify({ type: 'tool/result', result, record: ['not', 'an', 'object'], seq: 12, ts: 1 }) + '\n')
+    await expect(sessions.readStored(session.id)).rejects.toThrow(`${file}:14: tool/result event: "record" must be an object`)
+    await writeFile(file, original + JSON.stringify({ type: 'tool/result', result, record: { delegation: { childId: 'a2a:t1', provider: 'a2a', local: false } }, seq: 12, ts: 1 }) + '\n')
+    expect((await sessions.readStored(session.id))?.events.at(-1)).toMatchObject({ type: 'tool/result', record: { delegation: { childId: 'a2a:t1' } } })
 
     await writeFile(file, original.replace(`"id":"${session.id}"`, '"id":"other"'))
     await expect(sessions.readStored(session.id)).rejects.toThrow(`${file}:1: header.id "other" does not match the file name`)

@@ -99,6 +99,10 @@ export class A2aTransport implements RemoteTransport<A2aChild> {
     return this.spec.timeoutMs
   }
 
+  storedAt(): string | undefined {
+    return this.worker && `the A2A worker ${this.worker.url}`
+  }
+
   connect(): RemoteConnection<A2aChild> {
     const worker = this.pool.acquire()
     this.worker = worker

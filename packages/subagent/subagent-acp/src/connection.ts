@@ -229,6 +229,12 @@ export class AcpTransport implements RemoteTransport<AcpChild> {
     return `ACP session ${this.opening.kind === 'load' ? this.opening.request.sessionId : '(new)'}`
   }
 
+  storedAt(): string {
+    // A dsh acp child stores its session beside its parent's (DSH_SESSION_DIR) unless its
+    // own --session-dir says otherwise; any other agent keeps its own.
+    return `the ACP agent's own store (${[this.spec.command, ...this.spec.args].join(' ')})`
+  }
+
   /** From now on a connection reopens `sessionId` (the conversation's session, once it exists) with `request`. */
   reopenWith(request: LoadSessionRequest): void {
     this.opening = { kind: 'load', request }

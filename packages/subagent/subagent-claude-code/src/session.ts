@@ -162,6 +162,10 @@ export class ClaudeTransport implements RemoteTransport<ClaudeChild> {
     return `Claude Code session ${this.session?.id ?? '(one-shot)'}`
   }
 
+  storedAt(): string {
+    return this.session ? 'Claude Code\'s own session store' : 'nowhere: a one-shot Claude Code session is not persisted'
+  }
+
   /** A turn for a parent that is not live here (a resumed record's, from another process) is refused before anything starts. */
   refuse(): string | undefined {
     const parent = this.parent()

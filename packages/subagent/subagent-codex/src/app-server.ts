@@ -208,6 +208,10 @@ export class CodexTransport implements RemoteTransport<CodexChild> {
     return `Codex thread ${this.opening.kind === 'resume' ? this.opening.threadId : '(new)'}`
   }
 
+  storedAt(): string {
+    return this.opening.kind === 'start' && this.opening.ephemeral ? 'nowhere: an ephemeral Codex thread' : 'Codex\'s own thread store (CODEX_HOME)'
+  }
+
   /** From now on a connection resumes `threadId` (the conversation's thread, once it exists). */
   resumeWith(threadId: string): void {
     this.opening = { kind: 'resume', threadId }

@@ -124,6 +124,12 @@ export interface SubagentRun {
   dispose(): Promise<void>
   /** Optional runtime feature: steer the running child. Presence is the capability. */
   sendMessage?(message: string): void
+  /**
+   * Where the child keeps its own record when it is not a session of this process's store,
+   * in a few words for a person ("the A2A worker http://10.0.0.2:7700", "Codex's own thread
+   * store"): `dsh sessions tree` shows it on a line for a child it cannot find here.
+   */
+  readonly storedAt?: string
 }
 
 export interface SubagentProvider {

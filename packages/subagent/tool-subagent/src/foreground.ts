@@ -9,21 +9,41 @@ import type { SubagentResult, SubagentRun } from '@dsh/subagent'
  * promise stages rather than an async function: each child of a fan-out passes here, and
  * every `await` costs a tick and a few objects.
  */
-export function collect(run: SubagentRun): Promise<ToolOutput> {
+export function collect(run: SubagentRun, provider: string): Promise<ToolOutput> {
   return run.result.then(
-    (result) => disposeThenRender(run, result, undefined),
-    (resultError: unknown) => disposeThenRender(run, undefined, resultError ?? new Error('the run failed')),
+    (result) => disposeThenRender(run, provider, result, undefined),
+    (resultError: unknown) => disposeThenRender(run, provider, undefined, resultError ?? new Error('the run failed')),
   )
 }
 
-function disposeThenRender(run: SubagentRun, result: SubagentResult | undefined, resultError: unknown): Promise<ToolOutput> {
+/** What the parent's session records of the child, beside the result the model reads. */
+export interface DelegationRecord {
+  childId: string
+  provider: string
+  local: boolean
+  /** Where the child keeps its own record when it is not a session here (`SubagentRun.storedAt`). */
+  storedAt?: string
+}
+
+/**
+ * The result with `record.delegation`: which child answered, so `dsh sessions tree` can show
+ * a child stored elsewhere (on an A2A worker, in Codex's store) on a line of its own.
+ */
+function withDelegationRecord(output: Exclude<ToolOutput, string>, run: SubagentRun, provider: string): ToolOutput {
+  const delegation: DelegationRecord = { childId: run.id, provider, local: run.local }
+  if (run.storedAt !== undefined) delegation.storedAt = run.storedAt
+  output.record = { delegation }
+  return output
+}
+
+function disposeThenRender(run: SubagentRun, provider: string, result: SubagentResult | undefined, resultError: unknown): Promise<ToolOutput> {
   return run.dispose().then(
-    () => collected(result, resultError, undefined),
-    (disposeError: unknown) => collected(result, resultError, disposeError ?? new Error('dispose failed')),
+    () => withDelegationRecord(collected(result, resultError, undefined), run, provider),
+    (disposeError: unknown) => withDelegationRecord(collected(result, resultError, disposeError ?? new Error('dispose failed')), run, provider),
   )
 }
 
-function collected(result: SubagentResult | undefined, resultError: unknown, disposeError: unknown): ToolOutput {
+function collected(result: SubagentResult | undefined, resultError: unknown, disposeError: unknown): Exclude<ToolOutput, string> {
   if (resultError === undefined && disposeError === undefined) return renderResult(result!)
   const problems: string[] = []
   if (resultError !== undefined) problems.push(`the subagent run failed: ${errorMessage(resultError)}`)

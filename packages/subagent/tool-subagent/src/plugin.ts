@@ -190,7 +190,8 @@ export class SubagentToolPlugin {
     if (args.run_in_background) return startBackground(this.ctx, this.config.provider, this.request(args, exec), exec)
     // One promise stage per outcome: returning `collect(run)` from an async function
     // would cost every child of a fan-out two more ticks.
-    return this.subagents.start(this.config.provider, this.request(args, exec)).then(collect, (error: unknown) => ({
+    const { provider } = this.config
+    return this.subagents.start(provider, this.request(args, exec)).then((run) => collect(run, provider), (error: unknown) => ({
       isError: true,
       content: `the subagent could not be started: ${errorMessage(error)}`,
     }))

@@ -205,8 +205,13 @@ async function tree(headers: SessionHeader[], wanted: string | undefined, read: 
     const continuable = facts ? `  continuable: ${facts.turns} ${facts.turns === 1 ? 'turn' : 'turns'}, ${facts.open ? 'running' : 'idle'}` : ''
     lines.push(`${prefix}${branch}${header.id}  ${who}${label}  ${summary.stopReason}${seed}${elsewhere}${continuable}${used && prices ? `  [${describeUsage(used, prices)}]` : ''}`)
     const kids = children.get(header.id) ?? []
+    const away = elsewhereChildren(await read(header.id).catch(() => undefined), kids, byId)
     const childPrefix = prefix + (branch === '' ? '' : branch === '└─ ' ? '   ' : '│  ')
-    for (const [index, child] of kids.entries()) await visit(child, childPrefix, index === kids.length - 1 ? '└─ ' : '├─ ')
+    const last = kids.length + away.length - 1
+    for (const [index, child] of kids.entries()) await visit(child, childPrefix, index === last ? '└─ ' : '├─ ')
+    for (const [index, child] of away.entries()) {
+      lines.push(`${childPrefix}${kids.length + index === last ? '└─ ' : '├─ '}${child.childId}  ${child.provider}${child.label ? ` "${clip(child.label, 40)}"` : ''}  stored elsewhere: ${child.storedAt ?? 'not in this directory'}`)
+    }
   }
   if (foreignParent !== undefined) {
     const siblings = children.get(foreignParent) ?? []
@@ -218,6 +223,51 @@ async function tree(headers: SessionHeader[], wanted: string | undefined, read: 
   if (prices) lines.push(`usage of the tree (${counted} ${counted === 1 ? 'session' : 'sessions'}): ${describeUsage(total, prices)}`)
   process.stdout.write(printable(`${lines.join('\n')}\n`))
   return 0
+}
+
+interface ElsewhereChild {
+  childId: string
+  provider: string
+  label?: string
+  storedAt?: string
+}
+
+/**
+ * The children a session's delegation calls record (`record.delegation` on their
+ * `tool/result`) that are not sessions of this directory: an A2A worker's task, a Codex
+ * thread, an ACP agent that stores elsewhere. A remote child's id is `<provider>:<its own
+ * id>`, which for a dsh acp child is its session id here; a child stored here under the same
+ * provider and label (an A2A worker sharing the directory) stands for the record.
+ */
+function elsewhereChildren(stored: StoredSession | undefined, kids: readonly SessionHeader[], byId: ReadonlyMap<string, SessionHeader>): ElsewhereChild[] {
+  if (!stored) return []
+  const unmatched = [...kids]
+  const away: ElsewhereChild[] = []
+  const labels = new Map<string, string>()
+  for (const event of stored.events) {
+    if (event.type === 'tool/call') labels.set(event.call.id, typeof (event.call.args as { description?: unknown } | undefined)?.description === 'string' ? (event.call.args as { description: string }).description : '')
+    if (event.type !== 'tool/result') continue
+    const delegation = delegationOf(event.record)
+    if (!delegation || delegation.local) continue
+    const ownId = delegation.childId.startsWith(`${delegation.provider}:`) ? delegation.childId.slice(delegation.provider.length + 1) : delegation.childId
+    if (byId.has(ownId)) continue
+    const label = labels.get(event.result.callId) || undefined
+    const standIn = unmatched.findIndex((kid) => kid.provider === delegation.provider && kid.label === label)
+    if (standIn >= 0) {
+      unmatched.splice(standIn, 1)
+      continue
+    }
+    away.push({ childId: delegation.childId, provider: delegation.provider, ...(label !== undefined && { label }), ...(delegation.storedAt !== undefined && { storedAt: delegation.storedAt }) })
+  }
+  return away
+}
+
+function delegationOf(record: Readonly<Record<string, unknown>> | undefined): { childId: string; provider: string; local: boolean; storedAt?: string } | undefined {
+  const value = record?.delegation
+  if (typeof value !== 'object' || value === null) return undefined
+  const { childId, provider, local, storedAt } = value as Record<string, unknown>
+  if (typeof childId !== 'string' || typeof provider !== 'string' || typeof local !== 'boolean') return undefined
+  return { childId, provider, local, ...(typeof storedAt === 'string' && { storedAt }) }
 }
 
 export function transcript(stored: StoredSession, location?: string): string {

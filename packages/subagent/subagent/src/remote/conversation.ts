@@ -35,6 +35,8 @@ export interface RemoteTransport<Child extends RemoteChild> extends TurnWords, L
   readonly startsPerTurn?: boolean
   /** Why `message` cannot be sent at all (checked before any child is touched), or `undefined`. */
   refuse?(message: TextBlock[]): string | undefined
+  /** Where the child keeps its own record (`SubagentRun.storedAt`), once it is open. */
+  storedAt?(child: Child): string | undefined
   /** One turn's wire: the provider's turn file. */
   openTurn(message: TextBlock[], control: TurnControl): RemoteTurn<Child>
 }

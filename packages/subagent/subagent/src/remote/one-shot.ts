@@ -57,11 +57,13 @@ export async function startRemoteRun<Child extends RemoteChild>(request: Subagen
   if (signal.aborted) turn.cancel(signal.reason)
   let disposal: Promise<void> | undefined
   const id = remoteId ?? 'unnamed'
+  const storedAt = transport.storedAt?.(child)
   return {
     id: remoteChildId(transport.provider, id),
     remoteId: id,
     pid: child.process?.pid,
     local: false,
+    ...(storedAt !== undefined && { storedAt }),
     result: turn.done,
     cancel: (reason?: unknown) => turn.cancel(reason),
     // Cancel what is left, give the child its grace period to confirm, then close it.
