@@ -50,8 +50,10 @@ describe('dsh acp frame limits', () => {
     expect(refused.error).toMatchObject({ code: -32600, message: expect.stringContaining('over the 1048576-byte frame limit'), data: { frameBytes: 100 * 1024 * 1024 - 1, maxFrameBytes: 1048576 } })
     served.send(newSession(3, dir))
     expect((await session).result).toMatchObject({ sessionId: expect.any(String) })
-    // Dropped as it streamed by: the peak grew by far less than the line.
-    expect((await peakMemory(served.child.pid!)) - before).toBeLessThan(40 * 1024 * 1024)
+    // Dropped as it streamed by: the peak grew by far less than the line (held whole it would
+    // be 100 MB at least). The margin is for the collector's timing on a busy machine, where
+    // chunks already dropped may wait a while to be freed (42 MB was seen under load).
+    expect((await peakMemory(served.child.pid!)) - before).toBeLessThan(60 * 1024 * 1024)
     expect(served.stderr()).toContain('dsh acp: dropped a frame of 104857599 bytes')
     served.child.stdin!.end()
     expect((await served.exited).code).toBe(0)

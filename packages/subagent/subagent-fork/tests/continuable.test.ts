@@ -28,7 +28,7 @@ async function start(sessionDir: string): Promise<{ h: DelegationHarness; reques
 const texts = (request: LlmRequest) => request.messages.toArray().map((message) => textOf(message.content.filter((block) => block.type === 'text')))
 
 describe('continuable fork children', () => {
-  it('a continuable fork child is seeded with the completed turns, and keeps them after a restart', async () => {
+  it('a continuable fork child started outside a turn is seeded with the completed turns, and keeps them after a restart', async () => {
     dir = await mkdtemp(join(tmpdir(), 'dsh-fork-continuable-'))
     const first = await start(dir)
     const parent = await first.h.agent()

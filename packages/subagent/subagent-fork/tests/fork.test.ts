@@ -36,14 +36,44 @@ function recordRequests(h: Harness): Map<string, Message[][]> {
 
 const texts = (messages: Message[]) => messages.map((message) => textOf(message.content))
 
-describe('fork: a child seeded with the parent\'s completed turns', () => {
+describe('fork: a child seeded with the parent\'s conversation up to its call', () => {
   it('inheritsParentContext is true for fork and false for spawn', async () => {
     await setup([{ reply: [{ text: 'x' }] }])
     expect(harness.ctx.subagents.getProvider('fork')!.inheritsParentContext).toBe(true)
     expect(harness.ctx.subagents.getProvider('spawn')!.inheritsParentContext).toBe(false)
   })
 
-  it('excludes the in-flight turn: the child sees completed turns, then its own prompt', async () => {
+  it('a fork in the parent\'s first step sees the user\'s request; one in a later step also sees the earlier steps and their results', async () => {
+    await setup([
+      { when: { prompt: 'audit this repo' }, reply: [{ call: { tool: 'delegate', args: { n: 1 } } }, { call: { tool: 'lookup', args: {} } }, { call: { tool: 'delegate', args: { n: 2 } } }, { text: 'parent done' }] },
+      { when: { prompt: 'forked task' }, reply: [{ text: 'fork answer' }] },
+    ])
+    const seen = recordRequests(harness)
+    const forks: string[] = []
+    harness.ctx.tools.register({ name: 'lookup', description: 'look something up', parameters: { type: 'object' }, execute: async () => 'the lookup result' })
+    harness.ctx.tools.register({
+      name: 'delegate',
+      description: 'fork now',
+      parameters: { type: 'object' },
+      execute: async (_args, exec) => {
+        const run = await harness.ctx.subagents.start('fork', { prompt: [text('forked task')], parent: exec.agent, signal: exec.signal })
+        forks.push(run.id)
+        const result = await run.result
+        await run.dispose()
+        return textOf(result.output)
+      },
+    })
+    expect((await parent.followup('audit this repo')).reason).toBe('completed')
+    expect(texts(seen.get(forks[0]!)![0]!)).toEqual(['audit this repo', 'forked task'])
+    // The second fork sees the first step's call and result and the lookup's: every step whose calls have results.
+    const second = seen.get(forks[1]!)![0]!
+    expect(second.map((message) => message.role)).toEqual(['user', 'assistant', 'tool', 'assistant', 'tool', 'user'])
+    expect(JSON.stringify(second)).toContain('the lookup result')
+    expect(JSON.stringify(second)).toContain('fork answer')
+    expect(textOf(second.at(-1)!.content)).toBe('forked task')
+  })
+
+  it('sees the completed turns and the in-flight turn up to the pending call: the user\'s message, then its own prompt', async () => {
     await setup([
       { when: { prompt: 'first question' }, reply: [{ text: 'first answer' }, { call: { tool: 'delegate', args: {} } }, { text: 'parent done' }] },
       { when: { prompt: 'forked task' }, reply: [{ text: 'fork answer' }] },
@@ -64,11 +94,12 @@ describe('fork: a child seeded with the parent\'s completed turns', () => {
       },
     })
     await parent.followup('first question')
-    const completed = parent.session.completedLength
     await parent.followup('second question')
-    expect(seedLength).toBe(completed)
+    // Cut just before the response that made the delegating call.
+    const pendingCall = parent.session.events().findLast((event) => event.type === 'assistant/message' && event.message.content.some((block) => block.type === 'tool-call'))!
+    expect(seedLength).toBe(pendingCall.seq)
     const childRequests = seen.get(forkRun!.id)!
-    expect(texts(childRequests[0])).toEqual(['first question', 'first answer', 'forked task'])
+    expect(texts(childRequests[0])).toEqual(['first question', 'first answer', 'second question', 'forked task'])
     expect(texts(parent.session.messages().toArray())).toContain('second question')
     const results = parent.session.events().flatMap((event) => (event.type === 'tool/result' ? [textOf(event.result.content)] : []))
     expect(results).toEqual(['fork answer'])

@@ -6,7 +6,7 @@ export const SUBAGENT_SECTION_ORDER = 200
 
 /**
  * The system-prompt guidance for one subagent tool: when to delegate, what the child
- * sees (a fresh child nothing, a forked one the completed turns), parallel delegations in
+ * sees (a fresh child nothing, a forked one the conversation up to the call), parallel delegations in
  * one step, and background runs when the tool offers them.
  */
 export function delegationGuidance(toolName: string, inheritsParentContext: boolean, background: 'off' | 'one-shot' | 'continuable'): string {
@@ -14,7 +14,7 @@ export function delegationGuidance(toolName: string, inheritsParentContext: bool
     `# Delegating with \`${toolName}\``,
     '- Delegate work that is self-contained and would take many steps or fill your context with detail you will not need again: surveying a codebase, reading many files, an independent investigation or check. Do small or tightly coupled work yourself; delegating it costs more than it saves.',
     inheritsParentContext
-      ? `- A \`${toolName}\` child is forked from you: it already sees the completed turns of this conversation (not the current one). Use it when the task depends on what was said or found so far, and tell it only what is new and what to return.`
+      ? `- A \`${toolName}\` child is forked from you: it already sees this conversation up to your call, the current request and the results you have included. Use it when the task depends on what was said or found so far, and tell it only what is new and what to return.`
       : `- A \`${toolName}\` child starts fresh: it sees nothing of this conversation. Use it for tasks that stand on their own, and write its prompt as a complete brief: the goal, the context it needs, the constraints, and exactly what to return.`,
     `- Independent delegations belong in one step: call \`${toolName}\` several times in the same response and the children run in parallel. Delegate one after another only when a later task needs an earlier answer.`,
   ]

@@ -19,9 +19,9 @@ export function providerWording(provider: Pick<SubagentProvider, 'inheritsParent
   if (provider.inheritsParentContext) {
     return {
       description:
-        'Delegate a task to a subagent that already sees the completed turns of this conversation (not the current one). Say only what is new: the task and what to return. Returns the subagent\'s final answer.' +
+        'Delegate a task to a subagent that already sees this conversation up to this call, the current request and the results so far included. Say only what is new: the task and what to return. Returns the subagent\'s final answer.' +
         tail,
-      prompt: 'The task for the subagent. It already sees the completed turns; say only what is new and what it should return.',
+      prompt: 'The task for the subagent. It already sees the conversation up to this call; say only what is new and what it should return.',
     }
   }
   return {

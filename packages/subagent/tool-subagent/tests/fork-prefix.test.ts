@@ -65,8 +65,10 @@ describe('cache-friendly forks', () => {
     const parent = await forkAfterOneTurn()
     const parentLast = bodyOf(1)
     const child = bodyOf(2)
-    // The seed is the parent's completed turn: its user message and its answer.
-    const shared = 1 + 2
+    // The seed is the parent's completed turn (its user message and its answer) and the
+    // in-flight turn's user message: the parent's last request without the pending call.
+    const shared = 1 + 2 + 1
+    expect(parentLast.messages).toHaveLength(shared)
     expect(child.model).toBe(parentLast.model)
     expect(JSON.stringify(child.tools)).toBe(JSON.stringify(parentLast.tools))
     expect(JSON.stringify(child.messages.slice(0, shared))).toBe(JSON.stringify(parentLast.messages.slice(0, shared)))

@@ -51,7 +51,7 @@ describe('tool guidance in the system prompt', () => {
     expect(composed.parts.map((part) => part.name)).toEqual(['persona', 'environment', 'subagent:fork', 'subagent:subagent', 'tasks', 'bash'])
     const byName = new Map(composed.parts.map((part) => [part.name, part.text]))
     expect(byName.get('subagent:subagent')).toContain('starts fresh: it sees nothing of this conversation')
-    expect(byName.get('subagent:fork')).toContain('already sees the completed turns')
+    expect(byName.get('subagent:fork')).toContain('already sees this conversation up to')
     expect(byName.get('subagent:subagent')).toContain('several times in the same response and the children run in parallel')
     expect(byName.get('subagent:subagent')).toContain('collect the answer with task_output')
     expect(byName.get('tasks')).toContain('Do not poll')

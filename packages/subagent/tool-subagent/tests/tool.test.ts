@@ -74,7 +74,7 @@ describe('the subagent tool: registration', () => {
     await harness.plugin(SubagentToolPlugin, { provider: 'fork', toolName: 'subagent_fork' })
     expect(harness.ctx.tools.get('subagent')!.description).toContain('does not see this conversation')
     const fork = harness.ctx.tools.get('subagent_fork')!
-    expect(fork.description).toContain('already sees the completed turns')
+    expect(fork.description).toContain('already sees this conversation up to')
     expect(fork.description).toContain('only what is new')
   })
 
@@ -85,7 +85,7 @@ describe('the subagent tool: registration', () => {
     expect(harness.ctx.tools.get('subagent')!.description).toContain('does not see this conversation')
     await fresh.dispose()
     await harness.ctx.plugin(ForkPlugin, { providerName: 'worker' })
-    expect(harness.ctx.tools.get('subagent')!.description).toContain('already sees the completed turns')
+    expect(harness.ctx.tools.get('subagent')!.description).toContain('already sees this conversation up to')
   })
 
   it('two instances bound to spawn and fork coexist under different tool names', async () => {

@@ -107,7 +107,7 @@ function parentScript(peers: Peer[]): unknown[] {
   ]
   return [
     { when: { prompt: '^demo: survey' }, reply: [{ text: 'spawn child: a fresh agent with an empty session; the layout is packages/<group>/<name>.' }] },
-    { when: { prompt: '^demo: review' }, reply: [{ text: 'fork child: I see the completed turns of the parent (there were none yet) and my own prompt.' }] },
+    { when: { prompt: '^demo: review' }, reply: [{ text: 'fork child: I see the parent\'s conversation up to its delegating call (your request included) and my own prompt.' }] },
     { when: { prompt: '^demo: audit' }, reply: [{ text: 'background child: audit finished while the parent kept working.', delay_ms: 300 }] },
     {
       when: { depth: 0 },
