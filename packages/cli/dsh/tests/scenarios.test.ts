@@ -16,7 +16,7 @@ describe.concurrent('scenarios', () => {
   })
 
   for (const scenario of scenarios) {
-    it(`${scenario.name}: ${mode === 'replay' ? 'replays to the expected stdout and session logs' : `${mode}es its expectations`}`, async () => {
+    it(`${scenario.name}: ${mode === 'replay' ? 'replays to the expected stdout and session logs' : `${mode === 'record' ? 'records' : 'refreshes'} its expectations`}`, async () => {
       const outcome = await runScenario(scenario, mode)
       expect(outcome.code, outcome.stderr).toBe(scenario.exitCode)
       if (mode !== 'replay') return writeExpected(scenario, outcome)

@@ -85,9 +85,20 @@ export function normalisedLogs(sessions: readonly Session[]): Record<string, unk
     const parent = session.header.parentSession !== undefined ? byId.get(session.header.parentSession) : undefined
     return parent ? `${keyOf(parent)}.${session.header.toolCallId ?? '?'}` : 'root'
   }
+  // A delegation record names the child by its session id, which differs run to run;
+  // name it by its place in the tree instead, so a replay that wires the same tree compares equal.
+  const keyOfChild = (childId: string): string => {
+    const child = byId.get(childId)
+    return child ? keyOf(child) : `<unknown child ${childId}>`
+  }
   const logs: Record<string, unknown[]> = {}
   for (const session of sessions) {
-    logs[keyOf(session)] = session.ownEvents().map(({ ts: _ts, ...event }) => event)
+    logs[keyOf(session)] = session.ownEvents().map(({ ts: _ts, ...event }) => {
+      const delegation = (event as { record?: { delegation?: { childId?: string } } }).record?.delegation
+      if (delegation?.childId === undefined) return event
+      const record = (event as { record: Record<string, unknown> }).record
+      return { ...event, record: { ...record, delegation: { ...delegation, childId: keyOfChild(delegation.childId) } } }
+    })
   }
   return logs
 }

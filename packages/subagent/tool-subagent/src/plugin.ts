@@ -147,7 +147,7 @@ export class SubagentToolPlugin {
     const wording = providerWording(provider, background, this.config.backgroundMode)
     const unregisterTool = this.reservation.register<SubagentToolArgs>({
       description: wording.description,
-      parameters: toolParameters(wording, background),
+      parameters: toolParameters(wording, background, this.config.backgroundMode === 'continuable'),
       concurrencySafe: true,
       execute: (args, exec) => this.execute(args, exec),
     })
@@ -186,7 +186,9 @@ export class SubagentToolPlugin {
   }
 
   private execute(args: SubagentToolArgs, exec: ToolExecution): Promise<ToolOutput> {
-    if (args.run_in_background && this.config.backgroundMode === 'continuable') return this.startContinuable(args, exec)
+    // A continuable instance always starts a child it keeps, whatever the call says: a
+    // foreground call silently run one-shot would leave nothing to send_message later.
+    if (this.config.backgroundMode === 'continuable') return this.startContinuable(args, exec)
     if (args.run_in_background) return startBackground(this.ctx, this.config.provider, this.request(args, exec), exec)
     // One promise stage per outcome: returning `collect(run)` from an async function
     // would cost every child of a fan-out two more ticks.

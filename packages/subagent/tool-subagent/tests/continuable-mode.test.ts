@@ -43,6 +43,25 @@ describe('subagent tool: backgroundMode continuable', () => {
     expect(texts.at(-1)).toContain('audit finished')
   })
 
+  it('is always continuable: a call without run_in_background starts a kept child too, and the wording says so', async () => {
+    const h = await setup([
+      { when: { prompt: '^audit' }, reply: [{ text: 'audit finished' }] },
+      { reply: [{ call: { tool: 'subagent', args: { description: 'audit', prompt: 'audit the repo' } } }, { text: 'started it' }, { text: 'noted the audit' }] },
+    ])
+    await h.plugin(SubagentToolPlugin, { provider: 'spawn', backgroundMode: 'continuable' })
+    const tool = h.ctx.tools.get('subagent')!
+    expect(tool.description).toContain('the call returns its id at once')
+    expect(tool.description).not.toContain('Returns the subagent\'s final answer')
+    const parent = await h.agent()
+    await parent.followup('go')
+    const result = parent.session.ownEvents().find((e) => e.type === 'tool/result')
+    const childId = /^started continuable subagent (\S+)\./.exec(result?.type === 'tool/result' ? textOf(result.result.content) : '')?.[1]
+    expect(h.ctx.agents.get(childId!)?.session.header.descriptor).toMatchObject({ mode: 'continuable', label: 'audit' })
+    await h.ctx.subagents.continuation.whenSettled(parent.id)
+    await parent.whenIdle()
+    expect(userTexts(parent).at(-1)).toContain('audit finished')
+  })
+
   it('a provider that cannot continue fails the mount naming the tool and the provider', async () => {
     const h = await setup([{ reply: [{ text: 'x' }] }])
     const oneShot: SubagentProvider = { name: 'one-shot', capabilities: { outputSchema: false, depthLimit: false, toolFilter: false, persona: false }, inheritsParentContext: false, start: () => Promise.reject(new Error('unused')) }
