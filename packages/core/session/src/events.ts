@@ -100,4 +100,15 @@ export interface SessionHeader {
    * `@dsh/subagent`; opaque JSON here): enough to rebuild the child from its file alone.
    */
   descriptor?: Readonly<Record<string, unknown>>
+  /**
+   * The W3C trace context of the delegating call, when the parent was traced: a tracer
+   * puts this session's spans under it (see `@dsh/tracing`). Never content.
+   */
+  trace?: TraceContext
+}
+
+/** A W3C trace context (`traceparent`, and `tracestate` when there is one), as it crosses a boundary. */
+export interface TraceContext {
+  traceparent: string
+  tracestate?: string
 }

@@ -86,6 +86,9 @@ export function headerOf(value: unknown, file: string, id: string): SessionHeade
     if (header[key] !== undefined && !isCount(header[key])) throw fail(`header.${key} must be a non-negative integer when present`)
   }
   if (header.descriptor !== undefined && !isObject(header.descriptor)) throw fail('header.descriptor must be an object when present')
+  if (header.trace !== undefined && !(isObject(header.trace) && typeof header.trace.traceparent === 'string' && (header.trace.tracestate === undefined || typeof header.trace.tracestate === 'string'))) {
+    throw fail('header.trace must be { traceparent: string, tracestate?: string } when present')
+  }
   if ((header.seedLength as number | undefined) && header.parentSession === undefined) {
     throw fail(`header.seedLength is ${header.seedLength} but there is no header.parentSession to take the seed from`)
   }
