@@ -1,0 +1,254 @@
+/**
+ * One trace for the whole tree: `dsh run` with the standard OTEL_* variables, delegating to
+ * a spawn child, a fork child, a `dsh acp` child that delegates again, and a `dsh a2a
+ * serve` worker, every process exporting to one OTLP/HTTP receiver on 127.0.0.1. And a
+ * collector that refuses or hangs changes neither the exit nor the output.
+ */
+import { spawn, type ChildProcess } from 'node:child_process'
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { afterEach, describe, expect, it } from 'vitest'
+import { refusingEndpoint, startOtlpReceiver, type OtlpReceiver, type ReceivedSpan } from '@dsh/testkit/otlp'
+import { dshBin, repoRoot, runDsh, tempDir } from './cli.js'
+import { until } from './processes.js'
+
+const cleanups: (() => Promise<unknown>)[] = []
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup()
+})
+
+async function receiver(mode: 'accept' | 'hang' = 'accept'): Promise<OtlpReceiver> {
+  const started = await startOtlpReceiver({ mode })
+  cleanups.push(() => started.close())
+  return started
+}
+
+/** `dsh a2a serve` as a real process, exporting its spans to `endpoint`; resolves with its URL. */
+async function a2aWorker(endpoint: string): Promise<{ url: string; child: ChildProcess }> {
+  const child = spawn(process.execPath, [dshBin, 'a2a', 'serve', '--port', '0', '--model', 'scripted:examples/acp-child.yml', '--session-dir', tempDir()], {
+    cwd: repoRoot,
+    env: { ...process.env, DSH_HOME: tempDir('dsh-home-'), OTEL_EXPORTER_OTLP_ENDPOINT: endpoint, OTEL_SERVICE_NAME: 'dsh-worker' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  })
+  let stdout = ''
+  let stderr = ''
+  child.stdout!.on('data', (chunk: Buffer) => (stdout += chunk))
+  child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk))
+  const exited = new Promise((resolve) => child.on('close', resolve))
+  cleanups.push(async () => {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM')
+    await exited
+  })
+  await until(
+    () => stdout.includes('\n'),
+    () => (child.exitCode !== null ? `dsh a2a serve exited ${child.exitCode}: ${stderr}` : undefined),
+  )
+  return { url: stdout.trim(), child }
+}
+
+/** The scripted model of every dsh in the tree, each rule matched by the prompt its agent was given. */
+const SCRIPT = [
+  '- when: { prompt: "list the risks" }',
+  '  reply:',
+  '    - text: "risks: the migration has no rollback"',
+  '- when: { prompt: "suggest a fix" }',
+  '  reply:',
+  '    - text: "fix: add a down-migration first"',
+  '- when: { prompt: "grandchild task" }',
+  '  reply:',
+  '    - text: "grandchild done"',
+  '- when: { prompt: "ask the acp child" }',
+  '  reply:',
+  '    - call: { tool: subagent, args: { description: "delegate again", prompt: "grandchild task" } }',
+  '    - text: "the ACP child heard: {{last_tool_result}}"',
+  '- when: { depth: 0 }',
+  '  reply:',
+  '    - calls:',
+  '        - { tool: subagent, args: { description: "find risks", prompt: "list the risks of the plan" } }',
+  '        - { tool: subagent_fork, args: { description: "propose a fix", prompt: "suggest a fix for the top risk" } }',
+  '        - { tool: subagent_acp, args: { description: "over acp", prompt: "ask the acp child to delegate" } }',
+  '        - { tool: subagent_a2a, args: { description: "over a2a", prompt: "What is the capital of France?" } }',
+  '    - text: "All four reported:\\n{{tool_results}}"',
+  '',
+].join('\n')
+
+function treeConfig(dir: string, script: string, workerUrl: string): string {
+  const config = join(dir, 'dsh.yml')
+  writeFileSync(
+    config,
+    [
+      '- id: tool-subagent-fork',
+      '  name: "@dsh/tool-subagent"',
+      '  config: { provider: fork, toolName: subagent_fork }',
+      '- id: subagent-acp',
+      '  name: "@dsh/subagent-acp"',
+      '  config:',
+      '    providerName: acp',
+      `    cwd: ${repoRoot}`,
+      '    command: node',
+      `    args: [${dshBin}, acp, --model, "scripted:${script}"]`,
+      '    permission: reject',
+      '- id: tool-subagent-acp',
+      '  name: "@dsh/tool-subagent"',
+      '  config: { provider: acp, toolName: subagent_acp }',
+      '- id: subagent-a2a',
+      '  name: "@dsh/subagent-a2a"',
+      `  config: { urls: [${workerUrl}] }`,
+      '- id: tool-subagent-a2a',
+      '  name: "@dsh/tool-subagent"',
+      '  config: { provider: a2a, toolName: subagent_a2a }',
+      '',
+    ].join('\n'),
+  )
+  return config
+}
+
+const op = (span: ReceivedSpan) => span.attributes['gen_ai.operation.name']
+const CONTENT_KEYS = ['gen_ai.input.messages', 'gen_ai.output.messages', 'gen_ai.tool.call.arguments', 'gen_ai.tool.call.result', 'gen_ai.system_instructions']
+
+interface Usage {
+  inputTokens: number
+  outputTokens: number
+}
+
+/** Every recorded answer's usage, per session, from the session files in `dir`. */
+function recordedUsage(dir: string): Map<string, Usage[]> {
+  const usage = new Map<string, Usage[]>()
+  for (const name of readdirSync(dir).filter((file) => file.endsWith('.jsonl'))) {
+    const lines = readFileSync(join(dir, name), 'utf8').trim().split('\n').map((line) => JSON.parse(line) as Record<string, unknown>)
+    const id = (lines[0]!.header as { id: string }).id
+    const answers = lines.flatMap((line) => {
+      const event = line as { type?: string; usage?: Usage }
+      return event.type === 'assistant/message' && event.usage ? [event.usage] : []
+    })
+    usage.set(id, answers)
+  }
+  return usage
+}
+
+describe('tracing a tree across processes', () => {
+  it('one trace across dsh run, its spawn and fork children, a dsh acp child that delegates again, and an A2A worker, in the GenAI shape, without content', async () => {
+    const otlp = await receiver()
+    const worker = await a2aWorker(otlp.origin)
+    const dir = tempDir()
+    const script = join(dir, 'script.yml')
+    writeFileSync(script, SCRIPT)
+    const sessions = join(dir, 'sessions')
+    const result = await runDsh(['run', '--config', treeConfig(dir, script, worker.url), '--model', `scripted:${script}`, '--session-dir', sessions, '--quiet', 'review the plan'], {
+      env: { OTEL_EXPORTER_OTLP_ENDPOINT: otlp.origin, OTEL_SERVICE_NAME: 'dsh-under-test' },
+      timeoutMs: 60_000,
+    })
+    expect(result.code, result.stderr).toBe(0)
+    expect(result.stdout).toContain('the ACP child heard: grandchild done')
+    expect(result.stdout).toContain('Paris is the capital of France.')
+    expect(result.stderr).not.toContain('tracing')
+
+    // The root, spawn, fork (this process), the ACP child and its spawn child, the A2A worker's agent.
+    const spans = await otlp.waitFor((received) => received.filter((span) => op(span) === 'invoke_agent').length >= 6)
+    const agents = spans.filter((span) => op(span) === 'invoke_agent')
+    expect(agents).toHaveLength(6)
+    expect(new Set(spans.map((span) => span.traceId)).size).toBe(1)
+    // Three processes exported: the parent, the ACP child, the worker.
+    expect(new Set(spans.map((span) => span.resource['process.pid'])).size).toBe(3)
+    // The ACP child was given the parent's OTEL_* (its service name among them); the worker has its own.
+    const serviceOf = (pid: unknown) => new Set(spans.filter((span) => span.resource['process.pid'] === pid).map((span) => span.resource['service.name']))
+    expect(serviceOf(worker.child.pid)).toEqual(new Set(['dsh-worker']))
+    expect(new Set(spans.map((span) => span.resource['service.name']))).toEqual(new Set(['dsh-under-test', 'dsh-worker']))
+
+    const byId = new Map(spans.map((span) => [span.spanId, span]))
+    const [root, ...children] = agents.sort((a, b) => Number(a.attributes['dsh.delegation.depth']) - Number(b.attributes['dsh.delegation.depth']))
+    expect(root!.parentSpanId).toBeUndefined()
+    expect(root!.attributes['gen_ai.agent.name']).toBe('dsh')
+    // Every child's turn is under the parent's execute_tool span of the call that delegated to it.
+    const delegatedBy = children.map((child) => {
+      const call = byId.get(child.parentSpanId ?? '')
+      expect(call && op(call), `the parent of ${child.name}`).toBe('execute_tool')
+      return { provider: child.attributes['dsh.subagent.provider'], depth: child.attributes['dsh.delegation.depth'], tool: call!.attributes['gen_ai.tool.name'], callerPid: call!.resource['process.pid'], pid: child.resource['process.pid'] }
+    })
+    const rootPid = root!.resource['process.pid']
+    const acpPid = delegatedBy.find((child) => child.provider === 'acp')!.pid
+    expect(delegatedBy.sort((a, b) => `${a.depth}${a.tool}`.localeCompare(`${b.depth}${b.tool}`))).toEqual([
+      { provider: 'spawn', depth: 1, tool: 'subagent', callerPid: rootPid, pid: rootPid },
+      { provider: 'a2a', depth: 1, tool: 'subagent_a2a', callerPid: rootPid, pid: worker.child.pid },
+      { provider: 'acp', depth: 1, tool: 'subagent_acp', callerPid: rootPid, pid: acpPid },
+      { provider: 'fork', depth: 1, tool: 'subagent_fork', callerPid: rootPid, pid: rootPid },
+      // The ACP child's own delegation: its spawn child, under the ACP process's execute_tool.
+      { provider: 'spawn', depth: 2, tool: 'subagent', callerPid: acpPid, pid: acpPid },
+    ])
+    expect(acpPid).not.toBe(rootPid)
+    // The tool calls are the turn's: under the invoke_agent span, as the conventions put them.
+    for (const call of spans.filter((span) => op(span) === 'execute_tool')) expect(op(byId.get(call.parentSpanId!)!)).toBe('invoke_agent')
+
+    // Each chat span carries the model and the tokens the session recorded for that answer.
+    const chats = spans.filter((span) => op(span) === 'chat')
+    for (const chat of chats) {
+      expect(chat.attributes).toMatchObject({ 'gen_ai.provider.name': 'scripted', 'gen_ai.request.model': expect.any(String), 'gen_ai.response.finish_reasons': [expect.any(String)] })
+      expect(chat.name).toBe(`chat ${chat.attributes['gen_ai.request.model']}`)
+    }
+    const usage = recordedUsage(sessions)
+    let compared = 0
+    for (const [session, answers] of usage) {
+      const turn = agents.find((span) => span.attributes['gen_ai.conversation.id'] === session)
+      expect(turn, `the invoke_agent span of session ${session}`).toBeDefined()
+      const ofTurn = chats.filter((chat) => chat.parentSpanId === turn!.spanId).sort((a, b) => a.startMs - b.startMs)
+      expect(ofTurn.map((chat) => ({ inputTokens: chat.attributes['gen_ai.usage.input_tokens'], outputTokens: chat.attributes['gen_ai.usage.output_tokens'] }))).toEqual(answers.map(({ inputTokens, outputTokens }) => ({ inputTokens, outputTokens })))
+      expect(turn!.attributes['gen_ai.usage.input_tokens']).toBe(answers.reduce((sum, answer) => sum + answer.inputTokens, 0))
+      compared += answers.length
+    }
+    // The parent's own sessions and the ACP child's (stored beside them): root 2 answers, spawn, fork, acp 2, grandchild.
+    expect(compared).toBe(7)
+    expect(chats.every((chat) => Number(chat.attributes['gen_ai.usage.input_tokens']) > 0)).toBe(true)
+
+    // No content by default: no content attribute, and no prompt or answer text anywhere.
+    const everything = JSON.stringify(spans)
+    for (const key of CONTENT_KEYS) expect(spans.some((span) => key in span.attributes)).toBe(false)
+    for (const text of ['list the risks of the plan', 'grandchild done', 'Paris is the capital', 'review the plan']) expect(everything).not.toContain(text)
+  })
+
+  it('records prompts and completions when OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true', async () => {
+    const otlp = await receiver()
+    const result = await runDsh(['run', '--model', 'scripted:examples/hello.yml', '--session-dir', tempDir(), '--quiet', 'hello there'], {
+      env: { OTEL_EXPORTER_OTLP_ENDPOINT: otlp.origin, OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT: 'true' },
+    })
+    expect(result.code, result.stderr).toBe(0)
+    const spans = await otlp.waitFor((received) => received.some((span) => op(span) === 'chat'))
+    const chat = spans.find((span) => op(span) === 'chat')!
+    expect(JSON.parse(String(chat.attributes['gen_ai.input.messages']))).toEqual([{ role: 'user', parts: [{ type: 'text', content: 'hello there' }] }])
+    expect(String(chat.attributes['gen_ai.output.messages'])).toContain('Hello! I am dsh')
+  })
+
+  it('with no OTEL_* set, nothing is sent and nothing is said', async () => {
+    const otlp = await receiver()
+    const result = await runDsh(['run', '--model', 'scripted:examples/hello.yml', '--session-dir', tempDir(), '--quiet', 'hello'])
+    expect(result.code).toBe(0)
+    expect(result.stderr).toBe('')
+    expect(otlp.requests).toBe(0)
+  })
+
+  it.each(['refuses connections', 'hangs'] as const)('a collector that %s changes neither the exit nor the answer: the spans are dropped and one line says so', async (behaviour) => {
+    const endpoint = behaviour === 'hangs' ? (await receiver('hang')).origin : await refusingEndpoint()
+    const dir = tempDir()
+    const result = await runDsh(['run', '--config', join(repoRoot, 'examples/delegate.yml'), '--model', 'scripted:examples/delegate-script.yml', '--session-dir', dir, '--quiet', 'review the plan'], {
+      env: { OTEL_EXPORTER_OTLP_ENDPOINT: endpoint },
+    })
+    expect(result.code).toBe(0)
+    expect(result.stdout).toContain('fix: add a down-migration first')
+    const lines = result.stderr.trim().split('\n')
+    expect(lines).toHaveLength(1)
+    expect(lines[0]).toMatch(new RegExp(`^dsh: tracing: \\d+ spans dropped: the collector at ${endpoint.replace(/[.:/]/g, '\\$&')}/v1/traces did not take them \\(.+\\)$`))
+  })
+
+  it('a malformed OTEL_* value is one warning naming the variable (never echoing a header value), and the run goes on', async () => {
+    const otlp = await receiver()
+    const result = await runDsh(['run', '--model', 'scripted:examples/hello.yml', '--session-dir', tempDir(), '--quiet', 'hello'], {
+      env: { OTEL_EXPORTER_OTLP_ENDPOINT: otlp.origin, OTEL_TRACES_SAMPLER: 'sometimes', OTEL_EXPORTER_OTLP_HEADERS: 'api-key secret-value-123' },
+    })
+    expect(result.code).toBe(0)
+    const lines = result.stderr.trim().split('\n')
+    expect(lines).toHaveLength(2)
+    expect(lines.find((line) => line.includes('OTEL_TRACES_SAMPLER'))).toMatch(/must be one of .*"sometimes"/)
+    expect(lines.find((line) => line.includes('OTEL_EXPORTER_OTLP_HEADERS'))).toBeDefined()
+    expect(result.stderr).not.toContain('secret-value-123')
+    await otlp.waitFor((received) => received.some((span) => op(span) === 'invoke_agent'))
+  })
+})
