@@ -8,7 +8,7 @@ import { spawn, type ChildProcess } from 'node:child_process'
 import { readdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
-import { refusingEndpoint, startOtlpReceiver, type OtlpReceiver, type ReceivedSpan } from '@dsh/testkit/otlp'
+import { decodeOtlpJson, refusingEndpoint, startOtlpReceiver, type OtlpReceiver, type ReceivedSpan } from '@dsh/testkit/otlp'
 import { dshBin, repoRoot, runDsh, tempDir } from './cli.js'
 import { until } from './processes.js'
 
@@ -250,5 +250,57 @@ describe('tracing a tree across processes', () => {
     expect(lines.find((line) => line.includes('OTEL_EXPORTER_OTLP_HEADERS'))).toBeDefined()
     expect(result.stderr).not.toContain('secret-value-123')
     await otlp.waitFor((received) => received.some((span) => op(span) === 'invoke_agent'))
+  })
+})
+
+describe('dsh sessions trace', () => {
+  /** A finished, untraced run of a parent with a spawn and a fork child; its root session id. */
+  async function untracedRun(dir: string): Promise<string> {
+    const result = await runDsh(['run', '--config', join(repoRoot, 'examples/delegate.yml'), '--model', 'scripted:examples/delegate-script.yml', '--session-dir', dir, '--quiet', 'review the plan'])
+    expect(result.code, result.stderr).toBe(0)
+    const roots = readdirSync(dir).filter((name) => name.endsWith('.jsonl')).map((name) => JSON.parse(readFileSync(join(dir, name), 'utf8').split('\n')[0]!) as { header: { id: string; parentSession?: string } }).filter(({ header }) => header.parentSession === undefined)
+    expect(roots).toHaveLength(1)
+    return roots[0]!.header.id
+  }
+
+  it('writes the stored tree of a finished run as one OTLP/JSON trace: each child under its delegating call, the recorded tokens, no content', async () => {
+    const dir = tempDir()
+    const root = await untracedRun(dir)
+    const result = await runDsh(['sessions', 'trace', root.slice(-6), '--session-dir', dir])
+    expect(result.code, result.stderr).toBe(0)
+    const spans = decodeOtlpJson(result.stdout)
+    expect(new Set(spans.map((span) => span.traceId)).size).toBe(1)
+    const byId = new Map(spans.map((span) => [span.spanId, span]))
+    const agents = spans.filter((span) => op(span) === 'invoke_agent')
+    expect(agents.map((span) => span.name).sort()).toEqual(['invoke_agent dsh', 'invoke_agent fork', 'invoke_agent spawn'])
+    for (const child of agents.filter((span) => span.attributes['dsh.delegation.depth'] === 1)) {
+      const call = byId.get(child.parentSpanId!)!
+      expect(call.attributes['gen_ai.tool.name']).toBe(child.attributes['dsh.subagent.provider'] === 'fork' ? 'subagent_fork' : 'subagent')
+    }
+    const usage = recordedUsage(dir)
+    const chats = spans.filter((span) => op(span) === 'chat')
+    expect(chats.map((chat) => chat.attributes['gen_ai.usage.output_tokens']).sort()).toEqual([...usage.values()].flat().map((answer) => answer.outputTokens).sort())
+    expect(result.stdout).not.toContain('list the risks')
+    // Each span keeps the time its events were recorded at.
+    for (const span of spans) expect(span.endMs).toBeGreaterThanOrEqual(span.startMs)
+  })
+
+  it('--endpoint sends it to a collector, and a collector that is not there is one line and exit 1', async () => {
+    const dir = tempDir()
+    const root = await untracedRun(dir)
+    const otlp = await receiver()
+    const sent = await runDsh(['sessions', 'trace', root, '--session-dir', dir, '--endpoint', otlp.origin])
+    expect(sent.code, sent.stderr).toBe(0)
+    expect(sent.stdout).toBe('')
+    expect(otlp.spans.filter((span) => op(span) === 'invoke_agent')).toHaveLength(3)
+    expect(sent.stderr).toBe(`dsh sessions trace: sent ${otlp.spans.length} spans of 3 sessions to ${otlp.origin}/v1/traces\n`)
+    const gone = await refusingEndpoint()
+    const refused = await runDsh(['sessions', 'trace', root, '--session-dir', dir, '--endpoint', gone])
+    expect(refused.code).toBe(1)
+    expect(refused.stderr.trim().split('\n')).toHaveLength(1)
+    expect(refused.stderr).toContain(`the collector at ${gone}/v1/traces did not take the trace`)
+    const bad = await runDsh(['sessions', 'trace', root, '--session-dir', dir, '--endpoint', 'ftp://nowhere'])
+    expect(bad.code).toBe(2)
+    expect(bad.stderr).toContain('--endpoint must be an http(s) URL')
   })
 })
