@@ -5,6 +5,9 @@
  * collector that refuses or hangs changes neither the exit nor the output.
  */
 import { spawn, type ChildProcess } from 'node:child_process'
+import { randomUUID } from 'node:crypto'
+import { Role } from '@a2a-js/sdk'
+import { ClientFactory, DefaultAgentCardResolver, JsonRpcTransportFactory } from '@a2a-js/sdk/client'
 import { readdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
@@ -24,7 +27,7 @@ async function receiver(mode: 'accept' | 'hang' = 'accept'): Promise<OtlpReceive
 }
 
 /** `dsh a2a serve` as a real process, exporting its spans to `endpoint`; resolves with its URL. */
-async function a2aWorker(endpoint: string): Promise<{ url: string; child: ChildProcess }> {
+async function a2aWorker(endpoint: string): Promise<{ url: string; child: ChildProcess; stderr(): string }> {
   const child = spawn(process.execPath, [dshBin, 'a2a', 'serve', '--port', '0', '--model', 'scripted:examples/acp-child.yml', '--session-dir', tempDir()], {
     cwd: repoRoot,
     env: { ...process.env, DSH_HOME: tempDir('dsh-home-'), OTEL_EXPORTER_OTLP_ENDPOINT: endpoint, OTEL_SERVICE_NAME: 'dsh-worker' },
@@ -43,7 +46,19 @@ async function a2aWorker(endpoint: string): Promise<{ url: string; child: ChildP
     () => stdout.includes('\n'),
     () => (child.exitCode !== null ? `dsh a2a serve exited ${child.exitCode}: ${stderr}` : undefined),
   )
-  return { url: stdout.trim(), child }
+  return { url: stdout.trim(), child, stderr: () => stderr }
+}
+
+/** Send `text` to a worker with the A2A SDK's own client, every HTTP request carrying `headers`; resolves when its stream ends. */
+async function sendWithHeaders(url: string, text: string, headers: Record<string, string>): Promise<void> {
+  const fetchImpl: typeof fetch = (input, init) => {
+    const merged = new Headers(init?.headers)
+    for (const [name, value] of Object.entries(headers)) merged.set(name, value)
+    return fetch(input, { ...init, headers: merged })
+  }
+  const client = await new ClientFactory({ transports: [new JsonRpcTransportFactory({ fetchImpl })], cardResolver: new DefaultAgentCardResolver({ fetchImpl }) }).createFromUrl(url)
+  const message = { messageId: randomUUID(), contextId: '', taskId: '', role: Role.ROLE_USER, parts: [{ content: { $case: 'text' as const, value: text }, metadata: undefined, filename: '', mediaType: 'text/plain' }], metadata: undefined, extensions: [], referenceTaskIds: [] }
+  for await (const _ of client.sendMessageStream({ tenant: '', message, configuration: undefined, metadata: undefined })) void _
 }
 
 /** The scripted model of every dsh in the tree, each rule matched by the prompt its agent was given. */
@@ -203,6 +218,20 @@ describe('tracing a tree across processes', () => {
     const everything = JSON.stringify(spans)
     for (const key of CONTENT_KEYS) expect(spans.some((span) => key in span.attributes)).toBe(false)
     for (const text of ['list the risks of the plan', 'grandchild done', 'Paris is the capital', 'review the plan']) expect(everything).not.toContain(text)
+  })
+
+  it('dsh a2a serve continues a trace given only as a traceparent HTTP header, and starts a new one, unechoed, for a malformed one', async () => {
+    const otlp = await receiver()
+    const worker = await a2aWorker(otlp.origin)
+    await sendWithHeaders(worker.url, 'capital of France?', { traceparent: '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01' })
+    const [given] = (await otlp.waitFor((received) => received.some((span) => op(span) === 'invoke_agent'))).filter((span) => op(span) === 'invoke_agent')
+    expect(given).toMatchObject({ traceId: '4bf92f3577b34da6a3ce929d0e0e4736', parentSpanId: '00f067aa0ba902b7' })
+    await sendWithHeaders(worker.url, 'capital of France?', { traceparent: '00-EVIL<script>-0000000000000000-01' })
+    const agents = (await otlp.waitFor((received) => received.filter((span) => op(span) === 'invoke_agent').length >= 2)).filter((span) => op(span) === 'invoke_agent')
+    expect(agents[1]!.parentSpanId).toBeUndefined()
+    expect(agents[1]!.traceId).not.toBe('4bf92f3577b34da6a3ce929d0e0e4736')
+    expect(worker.stderr()).toContain('ignoring a malformed traceparent of the A2A message (a new trace starts)')
+    expect(worker.stderr()).not.toContain('EVIL')
   })
 
   it('records prompts and completions when OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true', async () => {
