@@ -234,6 +234,44 @@ describe('tracing a tree across processes', () => {
     expect(worker.stderr()).not.toContain('EVIL')
   })
 
+  it('Ctrl-C flushes before dsh run exits: the cancelled turns arrive, each with its cancellation event', async () => {
+    const otlp = await receiver()
+    const dir = tempDir()
+    const script = join(dir, 'slow.yml')
+    writeFileSync(script, ['- when: { prompt: "^slow child" }', '  reply: [{ text: "never", delay_ms: 600000 }]', '- when: { depth: 0 }', '  reply:', '    - call: { tool: subagent, args: { description: "slow", prompt: "slow child" } }', '    - text: "never"', ''].join('\n'))
+    const sessions = join(dir, 'sessions')
+    const run = spawn(process.execPath, [dshBin, 'run', '--model', `scripted:${script}`, '--session-dir', sessions, '--quiet', 'go'], {
+      cwd: repoRoot,
+      env: { ...process.env, DSH_HOME: tempDir('dsh-home-'), OTEL_EXPORTER_OTLP_ENDPOINT: otlp.origin },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    })
+    let stderr = ''
+    run.stderr!.on('data', (chunk: Buffer) => (stderr += chunk))
+    const exited = new Promise<number | null>((resolve) => run.on('close', (code) => resolve(code)))
+    cleanups.push(async () => {
+      if (run.exitCode === null && run.signalCode === null) run.kill('SIGKILL')
+      await exited
+    })
+    // The child's model call is under way once the child's session records its step.
+    await until(() => {
+      try {
+        return readdirSync(sessions).filter((name) => name.endsWith('.jsonl')).some((name) => readFileSync(join(sessions, name), 'utf8').includes('"parentSession"') && readFileSync(join(sessions, name), 'utf8').includes('"step/start"'))
+      } catch {
+        return false
+      }
+    }, () => (run.exitCode !== null ? `dsh run exited early: ${stderr}` : undefined))
+    run.kill('SIGINT')
+    expect(await exited).toBe(130)
+    // The turns end at the cancel: their spans could only have come from the flush before exit (nothing is waited for after it).
+    const agents = otlp.spans.filter((span) => op(span) === 'invoke_agent')
+    expect(agents.map((span) => span.name).sort()).toEqual(['invoke_agent dsh', 'invoke_agent spawn'])
+    for (const agent of agents) {
+      expect(agent.attributes['dsh.stop_reason']).toBe('aborted')
+      expect(agent.events.map((event) => event.name)).toContain('dsh.cancelled')
+    }
+    expect(new Set(otlp.spans.map((span) => span.traceId)).size).toBe(1)
+  })
+
   it('records prompts and completions when OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true', async () => {
     const otlp = await receiver()
     const result = await runDsh(['run', '--model', 'scripted:examples/hello.yml', '--session-dir', tempDir(), '--quiet', 'hello there'], {
