@@ -171,7 +171,7 @@ export function tracingSettings(config: TracingConfig, env: NodeJS.ProcessEnv, w
     samplerRatio,
     attributeValueLengthLimit: config.attributeValueLengthLimit ?? integer('OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT', DEFAULT_ATTRIBUTE_LENGTH, 1),
     scheduledDelayMs: integer('OTEL_BSP_SCHEDULE_DELAY', 1000, 0),
-    maxQueueSize: integer('OTEL_BSP_MAX_QUEUE_SIZE', 8192, 1),
-    maxExportBatchSize: integer('OTEL_BSP_MAX_EXPORT_BATCH_SIZE', 512, 1),
+    maxQueueSize: integer('OTEL_BSP_MAX_QUEUE_SIZE', 32768, 1),
+    maxExportBatchSize: integer('OTEL_BSP_MAX_EXPORT_BATCH_SIZE', 2048, 1),
   }
 }
