@@ -12,11 +12,15 @@ import { readdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
 import { decodeOtlpJson, refusingEndpoint, startOtlpReceiver, type OtlpReceiver, type ReceivedSpan } from '@dsh/testkit/otlp'
+import { realpathSync } from 'node:fs'
+import { methods, PROTOCOL_VERSION } from '@agentclientprotocol/sdk'
+import { killRunning, serveDsh } from './acp-client.js'
 import { dshBin, repoRoot, runDsh, tempDir } from './cli.js'
 import { until } from './processes.js'
 
 const cleanups: (() => Promise<unknown>)[] = []
 afterEach(async () => {
+  killRunning()
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup()
 })
 
@@ -270,6 +274,36 @@ describe('tracing a tree across processes', () => {
       expect(agent.events.map((event) => event.name)).toContain('dsh.cancelled')
     }
     expect(new Set(otlp.spans.map((span) => span.traceId)).size).toBe(1)
+  })
+
+  it('dsh acp continues the trace of _meta.traceparent, and starts a new one, unechoed, for a malformed one or none', async () => {
+    const otlp = await receiver()
+    const dir = tempDir()
+    const served = serveDsh(['--model', 'scripted:examples/acp-child.yml', '--session-dir', dir], { OTEL_EXPORTER_OTLP_ENDPOINT: otlp.origin })
+    const { agent } = served.connection
+    await agent.request(methods.agent.initialize, { protocolVersion: PROTOCOL_VERSION, clientCapabilities: {} })
+    const prompt = async (meta: Record<string, unknown>) => {
+      const { sessionId } = await agent.request(methods.agent.session.new, { cwd: realpathSync(dir), mcpServers: [], _meta: meta })
+      await agent.request(methods.agent.session.prompt, { sessionId, prompt: [{ type: 'text', text: 'capital of France?' }] })
+      return sessionId
+    }
+    const given = await prompt({ traceparent: '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01', tracestate: 'vendor=1' })
+    const malformed = await prompt({ traceparent: '00-\u001b]0;owned\u0007-xx-01' })
+    const none = await prompt({})
+    served.child.stdin!.end()
+    expect((await served.exited).code).toBe(0)
+    const turnOf = (session: string) => otlp.spans.find((span) => op(span) === 'invoke_agent' && span.attributes['gen_ai.conversation.id'] === session)!
+    expect(turnOf(given)).toMatchObject({ traceId: '4bf92f3577b34da6a3ce929d0e0e4736', parentSpanId: '00f067aa0ba902b7' })
+    for (const session of [malformed, none]) {
+      expect(turnOf(session).parentSpanId).toBeUndefined()
+      expect(turnOf(session).traceId).not.toBe('4bf92f3577b34da6a3ce929d0e0e4736')
+    }
+    expect(served.stderr()).toContain('ignoring a malformed traceparent of session/new (a new trace starts)')
+    expect(served.stderr()).not.toContain('owned')
+    // The given context is recorded in the session's header, the malformed one nowhere.
+    const header = (session: string) => (JSON.parse(readFileSync(join(dir, `${session}.jsonl`), 'utf8').split('\n')[0]!) as { header: { trace?: unknown } }).header
+    expect(header(given).trace).toEqual({ traceparent: '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01', tracestate: 'vendor=1' })
+    expect(header(malformed).trace).toBeUndefined()
   })
 
   it('records prompts and completions when OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true', async () => {
