@@ -306,6 +306,20 @@ describe('tracing a tree across processes', () => {
     expect(header(malformed).trace).toBeUndefined()
   })
 
+  it('dsh run started inside a trace (TRACEPARENT) puts its root turn there; a malformed TRACEPARENT is one warning and a new trace', async () => {
+    const otlp = await receiver()
+    const traceparent = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01'
+    const inside = await runDsh(['run', '--model', 'scripted:examples/hello.yml', '--session-dir', tempDir(), '--quiet', 'hello'], { env: { OTEL_EXPORTER_OTLP_ENDPOINT: otlp.origin, TRACEPARENT: traceparent } })
+    expect(inside.code, inside.stderr).toBe(0)
+    expect(otlp.spans.find((span) => op(span) === 'invoke_agent')).toMatchObject({ traceId: '4bf92f3577b34da6a3ce929d0e0e4736', parentSpanId: '00f067aa0ba902b7' })
+    const malformed = await runDsh(['run', '--model', 'scripted:examples/hello.yml', '--session-dir', tempDir(), '--quiet', 'hello'], { env: { OTEL_EXPORTER_OTLP_ENDPOINT: otlp.origin, TRACEPARENT: 'garbage-value' } })
+    expect(malformed.code).toBe(0)
+    expect(malformed.stderr.trim()).toBe('[warn] tracing: TRACEPARENT is not a W3C traceparent; the run starts a new trace')
+    const roots = otlp.spans.filter((span) => op(span) === 'invoke_agent')
+    expect(roots).toHaveLength(2)
+    expect(roots[1]!.parentSpanId).toBeUndefined()
+  })
+
   it('records prompts and completions when OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true', async () => {
     const otlp = await receiver()
     const result = await runDsh(['run', '--model', 'scripted:examples/hello.yml', '--session-dir', tempDir(), '--quiet', 'hello there'], {

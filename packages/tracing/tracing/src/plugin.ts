@@ -73,6 +73,18 @@ export function parentContextOf(header: Readonly<SessionHeader>): OtelContext {
   })
 }
 
+/** The context `TRACEPARENT`/`TRACESTATE` name (a CI job, a script, an agent that runs dsh), if valid; a malformed one is one warning, never repeated. */
+function environmentContext(env: NodeJS.ProcessEnv, warn: (line: string) => void): OtelContext | undefined {
+  const traceparent = env.TRACEPARENT?.trim()
+  if (!traceparent) return undefined
+  const trace = readTraceContext({ traceparent, tracestate: env.TRACESTATE?.trim() })
+  if (trace === undefined) {
+    warn('TRACEPARENT is not a W3C traceparent; the run starts a new trace')
+    return undefined
+  }
+  return parentContextOf({ trace } as SessionHeader)
+}
+
 function samplerOf(name: SamplerName, ratio: number): Sampler {
   switch (name) {
     case 'always_on':
@@ -183,10 +195,14 @@ export function apply(ctx: Context, config: TracingConfig): void {
   })
   const tracer = provider.getTracer('@dsh/tracing')
   const live = new Map<string, SessionSpans>()
+  const fromEnvironment = environmentContext(process.env, (line) => logger.warn(line))
 
   const attach = (session: Session) => {
     if (live.has(session.id)) return
-    const spans = new SessionSpans(tracer, session.header, parentContextOf(session.header), { captureContent: settings.captureContent })
+    // A `dsh run` started inside a trace (TRACEPARENT, OpenTelemetry's environment carrier) puts its root there.
+    const { header } = session
+    const parent = header.trace === undefined && fromEnvironment !== undefined && header.parentSession === undefined && header.origin === 'cli' ? fromEnvironment : parentContextOf(header)
+    const spans = new SessionSpans(tracer, header, parent, { captureContent: settings.captureContent })
     live.set(session.id, spans)
     // Events only: a traced session is not `listened`, so nobody builds live chunks for the tracer.
     session.subscribe(
