@@ -54,3 +54,4 @@ export * from './remote/index.js'
 // Live progress: the shapes consumers render.
 export { addUsage, noUsage } from './progress/local.js'
 export { compactArgs, displayLine, summariseArgs } from './progress/shape.js'
+export { columnWidth, padColumns, truncateColumns } from './progress/columns.js'
