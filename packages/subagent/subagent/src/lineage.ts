@@ -2,13 +2,14 @@
  * The lineage of a delegation: what a child is told about where it stands in the tree,
  * the one type that crosses every boundary. In this process it is part of the child's
  * session header; to an ACP agent it travels in `_meta.dsh` of `session/new` and
- * `session/load`; to an A2A worker in the message's `metadata.dsh`. A `dsh acp` or `dsh
+ * `session/load`; to an A2A worker in the message's `metadata.dsh`; to a queue worker in
+ * the job's data. A `dsh acp` or `dsh
  * a2a serve` child records what it receives in its own header, so session trees, the depth
  * bound and recordings reach across processes.
  *
  * Adding a field is one change here: the `Lineage` member, its rule in `FIELD_RULES` (how
  * a peer's value is read, and whether a malformed one is dropped or refused), and which
- * wires carry it (`ACP_LINEAGE`, `A2A_LINEAGE`, `HEADER_FIELDS`; a header field also needs
+ * wires carry it (`ACP_LINEAGE`, `A2A_LINEAGE`, `QUEUE_LINEAGE`, `HEADER_FIELDS`; a header field also needs
  * its place in `@dsh/session`'s `SessionHeader`).
  */
 import { isRecord } from '@dsh/base'
@@ -144,6 +145,9 @@ export const ACP_LINEAGE = new LineageWire('_meta.dsh', 'session/new', ['parentS
 
 /** A2A: the message's `metadata.dsh` (`dsh a2a serve` reads it). */
 export const A2A_LINEAGE = new LineageWire('metadata.dsh', 'the A2A message', ['parentSession', 'delegationDepth', 'provider', 'label', 'maxDepth'])
+
+/** A job queue: the job data's `lineage` (`dsh worker` reads it); the tool call names the job, so it travels too. */
+export const QUEUE_LINEAGE = new LineageWire('job.data.lineage', 'the queue job', ['parentSession', 'delegationDepth', 'provider', 'label', 'maxDepth', 'toolCallId'])
 
 /** The lineage fields a session header records (the recording link is adopted, not recorded). */
 export const HEADER_FIELDS = ['parentSession', 'delegationDepth', 'provider', 'label', 'maxDepth', 'toolCallId'] as const satisfies readonly (LineageField & keyof SessionHeader)[]
