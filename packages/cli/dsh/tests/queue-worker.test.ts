@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process'
-import { readdirSync, writeFileSync } from 'node:fs'
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
 import { Queue } from 'bullmq'
@@ -114,6 +114,48 @@ describe('dsh worker and the queue provider, on a real Redis', () => {
     expect(result.code).toBe(0)
     expect(sessionFiles(second.sessions)).toHaveLength(1)
   })
+
+  it('a fan-out of 30 spreads over three workers; one SIGKILLed mid-job, all 30 still complete, the survivors running the parts it left unfinished', async () => {
+    const server = await redis()
+    const dir = tempDir()
+    const script = join(dir, 'worker.yml')
+    writeFileSync(script, '- reply:\n    - delay_ms: 600\n      text: "done"\n')
+    const pool = await Promise.all([0, 1, 2].map(() => startWorker(server, script, ['--concurrency', '4'])))
+    const config = join(dir, 'queue.yml')
+    writeFileSync(config, '- id: subagent-queue\n  name: "@dsh/subagent-queue"\n- id: tool-subagent-queue\n  name: "@dsh/tool-subagent"\n  config:\n    provider: queue\n    toolName: subagent_queue\n')
+    const calls = Array.from({ length: 30 }, (_, i) => `        - { tool: subagent_queue, args: { description: "part ${i}", prompt: "do part ${i}" } }`).join('\n')
+    const parentScript = join(dir, 'parent.yml')
+    writeFileSync(parentScript, `- when: { depth: 0 }\n  reply:\n    - calls:\n${calls}\n    - text: "all parts collected"\n`)
+    const sessions = tempDir()
+    const parent = runDsh(['run', '--config', config, '--model', `scripted:${parentScript}`, '--session-dir', sessions, 'fan out'], { env: { DSH_REDIS_URL: server.url }, timeoutMs: 60_000 })
+    await until(() => sessionFiles(pool[0].sessions).length > 0)
+    pool[0].child.kill('SIGKILL')
+    const result = await parent
+    expect(result.stdout).toContain('all parts collected')
+    expect(result.code).toBe(0)
+    const parentLog = readFileSync(join(sessions, sessionFiles(sessions)[0]), 'utf8')
+    const results = parentLog.split('\n').filter((line) => line.includes('"type":"tool/result"'))
+    expect(results).toHaveLength(30)
+    for (const line of results) expect(line).toContain('done')
+    // The survivors finished every part; the killed worker's unfinished parts were run again there.
+    const finished = (dirOf: string) => sessionFiles(dirOf).filter((file) => readFileSync(join(dirOf, file), 'utf8').includes('"type":"assistant/message"')).length
+    expect(finished(pool[1].sessions) + finished(pool[2].sessions)).toBeGreaterThanOrEqual(30 - finished(pool[0].sessions))
+    expect(finished(pool[1].sessions)).toBeGreaterThan(0)
+    expect(finished(pool[2].sessions)).toBeGreaterThan(0)
+  }, 90_000)
+
+  it('Redis restarted mid-job (with its append-only file): no job is lost and the parent gets its answer', async () => {
+    const server = await startRedis({ appendOnly: true })
+    servers.push(server)
+    await startWorker(server, workerScript(tempDir()))
+    const { config, script } = parentSetup('answer slowly')
+    const parent = runDsh(['run', '--config', config, '--model', `scripted:${script}`, '--session-dir', tempDir(), 'ask a worker'], { env: { DSH_REDIS_URL: server.url }, timeoutMs: 60_000 })
+    await new Promise((resolve) => setTimeout(resolve, 1500))
+    await server.restart()
+    const result = await parent
+    expect(result.stdout).toContain('The worker answered: a slow answer')
+    expect(result.code).toBe(0)
+  }, 60_000)
 
   it('a delegation that times out is cancelled on the worker holding it: the worker\'s child ends aborted', async () => {
     const server = await redis()
