@@ -1,7 +1,7 @@
 // Runs every benchmark scenario in fresh processes and prints the median of each figure.
 //   npm run bench            a table
 //   npm run bench -- --json  one {"name","unit","value"} object a line
-// Scenarios live in bench/scenario.js (A2A ones in bench/a2a-scenario.js, start-up in bench/startup.js, live progress in bench/progress.js); bench/README.md says what each figure should be and why.
+// Scenarios live in bench/scenario.js (A2A ones in bench/a2a-scenario.js, queue ones in bench/queue-scenario.js, start-up in bench/startup.js, live progress in bench/progress.js); bench/README.md says what each figure should be and why.
 import { execFileSync } from 'node:child_process'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -24,6 +24,9 @@ const plan = [
   { scenario: 'fork', arg: 100000 },
   { scenario: 'a2aRoundTrip', arg: 5, file: 'a2a-scenario.js' },
   { scenario: 'a2aFanout', arg: 30, file: 'a2a-scenario.js' },
+  { scenario: 'queueRoundTrip', arg: 5, file: 'queue-scenario.js' },
+  { scenario: 'queueFanout', arg: 30, file: 'queue-scenario.js' },
+  { scenario: 'queueThroughput', arg: 1000, file: 'queue-scenario.js' },
   { scenario: 'startup', arg: 8, file: 'startup.js' },
   { scenario: 'progress', arg: 2000, file: 'progress.js' },
 ]
@@ -35,6 +38,7 @@ const units = [
   [/_ms$/, 'ms'],
   [/_kb$/, 'KB'],
   [/_events$/, 'events'],
+  [/_per_s$/, '/s'],
 ]
 const unitOf = (name) => units.find(([pattern]) => pattern.test(name))?.[1] ?? ''
 

@@ -16,6 +16,17 @@ export function cancelChannel(queue: string): string {
   return `dsh:queue:${queue}:cancel`
 }
 
+/** How long closing waits for the connections to close gracefully. */
+const CLOSE_GRACE_MS = 2_000
+
+interface Opened {
+  queue: Queue
+  events: QueueEvents
+  publisher: Redis
+  /** Every connection made, to cut at the end. */
+  clients: Redis[]
+}
+
 /** What one job's run hears from the queue's event stream. */
 export interface JobListener {
   progress(data: unknown): void
@@ -24,14 +35,14 @@ export interface JobListener {
 }
 
 export class QueueClient {
-  private opening: Promise<{ queue: Queue; events: QueueEvents; publisher: Redis }> | undefined
+  private opening: Promise<Opened> | undefined
   private readonly listeners = new Map<string, JobListener>()
   private closed = false
 
   constructor(private readonly spec: QueueRunSpec) {}
 
   /** The connections, open; rejects with one line when Redis cannot be reached in time. */
-  open(): Promise<{ queue: Queue; events: QueueEvents; publisher: Redis }> {
+  open(): Promise<Opened> {
     if (this.closed) return Promise.reject(new SubagentError('START_FAILED', 'the queue provider was closed'))
     this.opening ??= this.connect().catch((error: unknown) => {
       this.opening = undefined
@@ -47,14 +58,19 @@ export class QueueClient {
     }
   }
 
+  /** Close every connection: gracefully within `CLOSE_GRACE_MS`, then cut (a Redis that went away must not keep the process alive). */
   async close(): Promise<void> {
     this.closed = true
     const opened = await this.opening?.catch(() => undefined)
     if (!opened) return
-    await Promise.allSettled([opened.queue.close(), opened.events.close(), opened.publisher.quit()])
+    let timer: NodeJS.Timeout | undefined
+    const grace = new Promise<void>((resolve) => (timer = setTimeout(resolve, CLOSE_GRACE_MS)))
+    await Promise.race([Promise.allSettled([opened.queue.close(), opened.events.close(), opened.publisher.quit()]), grace])
+    clearTimeout(timer)
+    for (const client of opened.clients) client.disconnect()
   }
 
-  private async connect() {
+  private async connect(): Promise<Opened> {
     const { spec } = this
     const publisher = redisClient(spec.redisUrl, false)
     const queueConnection = redisClient(spec.redisUrl, false)
@@ -80,6 +96,6 @@ export class QueueClient {
     } finally {
       clearTimeout(timer)
     }
-    return { queue, events, publisher }
+    return { queue, events, publisher, clients: [publisher, queueConnection, eventsConnection] }
   }
 }

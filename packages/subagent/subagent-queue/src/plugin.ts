@@ -45,6 +45,6 @@ export class QueuePlugin {
     const spec: QueueRunSpec = { ...resolveQueueSpec(config), progressDropped: (reason) => log.debug('a progress update from a queue worker was dropped: %s', reason) }
     const provider = new QueueProvider(spec.provider, spec)
     ctx.subagents.registerProvider(provider)
-    ctx.effect(() => () => void provider.close(), 'subagent-queue connections')
+    ctx.effect(() => () => provider.close(), 'subagent-queue connections')
   }
 }
