@@ -15,7 +15,7 @@ import { compactArgs as compactForDisplay, displayLine, type SubagentProgress, t
 /** Activity lines kept per tool call (the update replaces the call's content, so it shows the tail). */
 export const MAX_ACTIVITY_LINES = 8
 
-/** Longest argument text shown on a line, in characters. */
+/** Longest argument text shown on a line, in terminal columns (an editor's tool card is a terminal-like, monospaced column). */
 const MAX_ARGS = 80
 
 export interface ChildProgressForwarder {
@@ -94,7 +94,7 @@ function addActivity(call: CallActivity, update: SubagentProgress, who: string):
   }
 }
 
-/** Arguments as an editor shows them: one line of at most 80 characters (see `compactArgs` in `@dsh/subagent`). */
+/** Arguments as an editor shows them: one line of at most 80 terminal columns (see `compactArgs` in `@dsh/subagent`). */
 export function compactArgs(args: string): string {
   return compactForDisplay(args, MAX_ARGS)
 }

@@ -12,6 +12,7 @@ import { BashToolPlugin } from '@dsh/tool-bash'
 import { SubagentToolPlugin } from '@dsh/tool-subagent'
 import { TaskToolsPlugin } from '@dsh/tool-tasks'
 import { compactArgs, serveAcp } from '@dsh/acp-server'
+import { columnWidth } from '@dsh/subagent'
 
 let harness: Harness | undefined
 let connection: ClientConnection | undefined
@@ -127,5 +128,16 @@ describe('children\'s progress in the editor', () => {
     expect(compactArgs('{"path":"a","line":3}')).toBe('{"path":"a","line":3}')
     expect(compactArgs('{"command":"cut sho…')).toBe('{"command":"cut sho…')
     expect(compactArgs(`{"command":"${'x'.repeat(200)}"}`)).toHaveLength(80)
+  })
+
+  it('arguments are measured in terminal columns: wide characters count two and no cut splits an emoji', () => {
+    const wide = compactArgs(JSON.stringify({ command: `echo ${'漢'.repeat(100)}` }))
+    expect(columnWidth(wide)).toBeLessThanOrEqual(80)
+    expect(wide.endsWith('…')).toBe(true)
+    // 5 columns of "echo ", then 37 two-column characters (74), then the ellipsis: 80.
+    expect(wide).toBe(`echo ${'漢'.repeat(37)}…`)
+    const emoji = compactArgs(JSON.stringify({ command: '😀'.repeat(60) }))
+    expect(columnWidth(emoji)).toBeLessThanOrEqual(80)
+    expect(emoji.isWellFormed()).toBe(true)
   })
 })

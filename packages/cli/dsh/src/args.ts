@@ -7,7 +7,7 @@
 import { parseArgs, type ParseArgsConfig } from 'node:util'
 import { UsageError } from './errors.js'
 
-export type Verb = 'run' | 'demo' | 'acp' | 'a2a' | 'sessions' | 'config'
+export type Verb = 'run' | 'demo' | 'acp' | 'a2a' | 'worker' | 'sessions' | 'config'
 
 const MODEL_SPECS = `model specs: scripted:PATH (keyless, plays a script), deepseek:MODEL (DEEPSEEK_API_KEY),
              openai:MODEL (OPENAI_API_KEY), replay:DIR (keyless, plays a --record DIR),
@@ -36,6 +36,11 @@ export const VERB_USAGE: Record<Verb, string> = {
       [--public-url URL] [--config FILE] [--model SPEC] [--session-dir DIR]
       serve a dsh agent over the Agent2Agent protocol (HTTP, default 127.0.0.1:7700);
       each task is one session; any address but loopback needs --token-env`,
+  worker: `worker [--queue NAME]... [--concurrency N] [--redis-env NAME] [--max-depth N] [--lock-ms MS]
+      [--config FILE] [--model SPEC] [--session-dir DIR]
+      take delegations from BullMQ queues on Redis (default queue "dsh"; the URL is read
+      from $DSH_REDIS_URL or the variable --redis-env names) and run each as a session;
+      a worker that dies has its jobs taken over by another after --lock-ms (default 30000)`,
   sessions: `sessions list | tree [ID] [--usage] | show ID | trace ID [--endpoint URL]   [--session-dir DIR] [--config FILE]
       stored sessions, their delegation lineage, and transcripts; show ends with the
       session's token usage (and cost, with a price table), tree --usage adds it per line;
@@ -46,7 +51,7 @@ export const VERB_USAGE: Record<Verb, string> = {
       also prints the system prompt of a root agent and of a child`,
 }
 
-const MODEL_VERBS: ReadonlySet<Verb> = new Set(['run', 'acp', 'a2a', 'config'])
+const MODEL_VERBS: ReadonlySet<Verb> = new Set(['run', 'acp', 'a2a', 'worker', 'config'])
 
 export const USAGE = `usage: dsh <command> [options]   (dsh <command> --help for one)
 

@@ -30,6 +30,8 @@ async function main(argv: string[]): Promise<number> {
       return (await import('./acp.js')).acpVerb(rest)
     case 'a2a':
       return (await import('./commands/a2a.js')).a2aVerb(rest)
+    case 'worker':
+      return (await import('./commands/worker.js')).workerVerb(rest)
     case 'demo':
       return (await import('./commands/demo.js')).demoVerb(rest)
     case 'sessions': {

@@ -16,7 +16,7 @@ import { printable } from '@dsh/base'
 import type { Context } from 'cordis'
 import type { ToolPermissionDecision, ToolPermissionRequest } from '@dsh/tools'
 import { UsageError } from './errors.js'
-import { truncateColumns } from './progress/columns.js'
+import { truncateColumns } from '@dsh/subagent'
 
 export type RunPermission = 'ask' | 'allow' | 'reject'
 export const RUN_PERMISSIONS: readonly RunPermission[] = ['ask', 'allow', 'reject']

@@ -26,6 +26,7 @@ export const shippedPlugins: Readonly<Record<string, () => Promise<unknown>>> = 
   '@dsh/subagent-fork': () => import('@dsh/subagent-fork'),
   '@dsh/subagent-acp': () => import('@dsh/subagent-acp'),
   '@dsh/subagent-a2a': () => import('@dsh/subagent-a2a'),
+  '@dsh/subagent-queue': () => import('@dsh/subagent-queue'),
   '@dsh/subagent-codex': () => import('@dsh/subagent-codex'),
   '@dsh/subagent-claude-code': () => import('@dsh/subagent-claude-code'),
   '@dsh/tool-subagent': () => import('@dsh/tool-subagent'),

@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest'
 import { createHarness, type Harness } from '@dsh/testkit/harness'
 import type { SubagentRunInfo } from '@dsh/subagent'
-import { columnWidth, padColumns, truncateColumns } from '../src/progress/columns.js'
+import { columnWidth, padColumns, truncateColumns } from '@dsh/subagent'
 import { treeLines } from '../src/progress/render.js'
 import { ProgressTracker } from '../src/progress/tracker.js'
 

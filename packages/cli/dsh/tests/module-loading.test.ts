@@ -65,6 +65,10 @@ const OPTIONAL = [
   '@dsh/a2a-server',
   '@dsh/subagent-codex',
   '@dsh/subagent-claude-code',
+  '@dsh/subagent-queue',
+  '@dsh/queue-worker',
+  'bullmq',
+  'ioredis',
   '@dsh/tracing',
 ]
 

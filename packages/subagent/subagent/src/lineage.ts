@@ -2,16 +2,16 @@
  * The lineage of a delegation: what a child is told about where it stands in the tree,
  * the one type that crosses every boundary. In this process it is part of the child's
  * session header; to an ACP agent it travels in `_meta.dsh` of `session/new` and
- * `session/load`; to an A2A worker in the message's `metadata.dsh`. The trace context is
- * the one field that travels beside `dsh` instead of in it: W3C `traceparent` and
- * `tracestate` are root keys of the envelope (`_meta`, `metadata`), where any traced peer,
- * dsh or not, looks for them. A `dsh acp` or `dsh
+ * `session/load`; to an A2A worker in the message's `metadata.dsh`; to a queue worker in
+ * the job's data. The trace context is the one field that travels beside `dsh` instead of
+ * in it: W3C `traceparent` and `tracestate` are root keys of the envelope (`_meta`,
+ * `metadata`, the job's data), where any traced peer, dsh or not, looks for them. A `dsh acp` or `dsh
  * a2a serve` child records what it receives in its own header, so session trees, the depth
  * bound and recordings reach across processes.
  *
  * Adding a field is one change here: the `Lineage` member, its rule in `FIELD_RULES` (how
  * a peer's value is read, and whether a malformed one is dropped or refused), and which
- * wires carry it (`ACP_LINEAGE`, `A2A_LINEAGE`, `HEADER_FIELDS`; a header field also needs
+ * wires carry it (`ACP_LINEAGE`, `A2A_LINEAGE`, `QUEUE_LINEAGE`, `HEADER_FIELDS`; a header field also needs
  * its place in `@dsh/session`'s `SessionHeader`).
  */
 import { isRecord } from '@dsh/base'
@@ -140,12 +140,18 @@ export class LineageWire {
     /** What the messages call the carrying request: `session/new`, `the A2A message`. */
     private readonly carrier: string,
     readonly fields: readonly LineageField[],
+    /**
+     * Where the trace context goes: beside `dsh`, as the envelope's root `traceparent` and
+     * `tracestate` (ACP, A2A: where any traced peer looks), or, on a wire only dsh speaks
+     * (a queue job), inside the lineage object as the `trace` field.
+     */
+    private readonly traceAtRoot = true,
   ) {}
 
   /** The wire's envelope (`_meta`, `metadata`) with this lineage under its `dsh` key. */
   carry(lineage: Readonly<ReceivedLineage>): { dsh: Record<string, unknown>; traceparent?: string; tracestate?: string } {
     const envelope: { dsh: Record<string, unknown>; traceparent?: string; tracestate?: string } = { dsh: this.encode(lineage) }
-    if (lineage.trace !== undefined && this.fields.includes('trace')) {
+    if (lineage.trace !== undefined && this.traceAtRoot && this.fields.includes('trace')) {
       envelope.traceparent = lineage.trace.traceparent
       if (lineage.trace.tracestate !== undefined) envelope.tracestate = lineage.trace.tracestate
     }
@@ -155,7 +161,7 @@ export class LineageWire {
   /** The lineage in an envelope a peer sent (`params._meta`, `message.metadata`): `decode` of its `dsh` key. */
   read(envelope: unknown, warnings: LineageWarnings, carrier = this.carrier): ReceivedLineage {
     const lineage = this.decode(isRecord(envelope) ? envelope.dsh : undefined, warnings, carrier)
-    if (!this.fields.includes('trace') || !isRecord(envelope) || envelope.traceparent === undefined) return lineage
+    if (!this.traceAtRoot || !this.fields.includes('trace') || !isRecord(envelope) || envelope.traceparent === undefined) return lineage
     // A malformed trace context starts a new trace; what it said is never repeated (a log line is no place for a peer's bytes).
     const trace = readTraceContext(envelope)
     if (trace !== undefined) lineage.trace = trace
@@ -163,10 +169,10 @@ export class LineageWire {
     return lineage
   }
 
-  /** The object this wire sends under `dsh`: the fields it carries that are set, nothing else (the trace context goes beside it). */
+  /** The object this wire sends under `dsh`: the fields it carries that are set, nothing else (the trace context goes beside it, unless this wire carries it inside). */
   encode(lineage: Readonly<ReceivedLineage>): Record<string, unknown> {
     const encoded: Record<string, unknown> = {}
-    for (const field of this.fields) if (field !== 'trace' && lineage[field] !== undefined) encoded[field] = lineage[field]
+    for (const field of this.fields) if (!(field === 'trace' && this.traceAtRoot) && lineage[field] !== undefined) encoded[field] = lineage[field]
     return encoded
   }
 
@@ -184,7 +190,7 @@ export class LineageWire {
     const lineage: Record<string, unknown> = {}
     const dropped: string[] = []
     for (const field of this.fields) {
-      if (field === 'trace') continue
+      if (field === 'trace' && this.traceAtRoot) continue
       const value = dsh[field]
       if (value === undefined) continue
       const rule: FieldRule<LineageField> = FIELD_RULES[field]
@@ -203,6 +209,9 @@ export const ACP_LINEAGE = new LineageWire('_meta.dsh', 'session/new', ['parentS
 
 /** A2A: the message's `metadata.dsh` (`dsh a2a serve` reads it). */
 export const A2A_LINEAGE = new LineageWire('metadata.dsh', 'the A2A message', ['parentSession', 'delegationDepth', 'provider', 'label', 'maxDepth', 'trace'])
+
+/** A job queue: the job data's `lineage` (`dsh worker` reads it); the tool call names the job, so it travels too. */
+export const QUEUE_LINEAGE = new LineageWire('job.data.lineage', 'the queue job', ['parentSession', 'delegationDepth', 'provider', 'label', 'maxDepth', 'toolCallId', 'trace'], false)
 
 /** The lineage fields a session header records (the recording link is adopted, not recorded). */
 export const HEADER_FIELDS = ['parentSession', 'delegationDepth', 'provider', 'label', 'maxDepth', 'toolCallId', 'trace'] as const satisfies readonly (LineageField & keyof SessionHeader)[]

@@ -83,3 +83,15 @@ describe('the trace context source', () => {
     expect(traceContextOf({ parent, callId: 'call_1' })).toBeUndefined()
   })
 })
+
+describe('the trace context on the queue wire', () => {
+  it('travels inside the job lineage (a wire only dsh speaks), and a malformed one is dropped with a warning naming the field alone', async () => {
+    const { QUEUE_LINEAGE } = await import('../src/index.js')
+    const encoded = QUEUE_LINEAGE.encode({ parentSession: 'p', delegationDepth: 1, provider: 'queue', toolCallId: 'call_1', trace: { traceparent: TRACEPARENT } })
+    expect(encoded).toEqual({ parentSession: 'p', delegationDepth: 1, provider: 'queue', toolCallId: 'call_1', trace: { traceparent: TRACEPARENT } })
+    const log = warnings()
+    expect(QUEUE_LINEAGE.decode(JSON.parse(JSON.stringify(encoded)), log).trace).toEqual({ traceparent: TRACEPARENT })
+    expect(QUEUE_LINEAGE.decode({ parentSession: 'p', trace: { traceparent: 'evil\u001b[0m' } }, log)).toEqual({ parentSession: 'p' })
+    expect(log.lines).toEqual(['ignoring malformed job.data.lineage field(s) of the queue job: trace'])
+  })
+})

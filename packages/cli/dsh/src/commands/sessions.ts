@@ -9,7 +9,7 @@ import type { SessionEvent, SessionHeader, StoredSession } from '@dsh/session'
 import { startRuntime } from '../runtime.js'
 import { UsageError } from '../errors.js'
 import { resolveSessionId } from '../session-ids.js'
-import { columnWidth, padColumns, truncateColumns } from '../progress/columns.js'
+import { columnWidth, padColumns, truncateColumns } from '@dsh/subagent'
 import { describeUsage, sessionUsage, treeUsage } from './usage.js'
 
 interface Summary {

@@ -1,5 +1,5 @@
 import type { SubagentUsage } from '@dsh/subagent'
-import { truncateColumns } from './columns.js'
+import { truncateColumns } from '@dsh/subagent'
 import type { ProgressChange, ProgressNode, ProgressTracker } from './tracker.js'
 
 const MARK: Record<ProgressNode['state'], string> = { running: '…', done: '✓', failed: '✗', cancelled: '⊘' }

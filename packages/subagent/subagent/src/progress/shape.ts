@@ -5,17 +5,18 @@
  */
 import { assertNever, isRecord, printable } from '@dsh/base'
 import type { SubagentProgress, SubagentUsage } from '../types.js'
+import { truncateColumns } from './columns.js'
 
-/** Longest tool name kept, in characters. */
+/** Longest tool name kept, in terminal columns. */
 export const MAX_TOOL_NAME = 80
-/** Longest tool-argument summary or tool-end detail kept, in characters. */
+/** Longest tool-argument summary or tool-end detail kept, in terminal columns. */
 export const MAX_DETAIL = 160
-/** Longest status line kept, in characters. */
+/** Longest status line kept, in terminal columns. */
 export const MAX_STATUS = 200
 
-/** `value` cut to `limit` characters, with an ellipsis when it was cut. */
+/** `value` cut to `limit` terminal columns, with an ellipsis when it was cut (never inside a character). */
 export function shorten(value: string, limit: number): string {
-  return value.length <= limit ? value : `${value.slice(0, limit - 1)}…`
+  return truncateColumns(value, limit)
 }
 
 /**
@@ -30,7 +31,7 @@ export function displayLine(text: string): string {
 /**
  * A tool call's argument summary as a person reads it at a glance: the value alone when
  * the call has a single text argument (`{"command":"ls -la"}` → `ls -la`), else the
- * summary as given; one display line of at most `limit` characters. The value is
+ * summary as given; one display line of at most `limit` terminal columns. The value is
  * cleaned after it is parsed: JSON escapes (`\u001b`) turn back into control characters.
  */
 export function compactArgs(args: string, limit: number): string {

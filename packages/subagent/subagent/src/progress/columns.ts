@@ -1,8 +1,10 @@
 /**
  * Text measured as a terminal shows it: in columns, not UTF-16 units. A CJK character or
  * most emoji take two columns, a combining mark none, and a flag is one grapheme of two
- * code points. The live tree cuts its lines by this, so a line never wraps and a redraw
- * moves the cursor back over exactly the lines it drew.
+ * code points. Every display string of the tree is cut by this (the live tree's lines, the
+ * activity lines an editor shows, the summaries a progress update carries), so a line never
+ * wraps, a redraw moves the cursor back over exactly the lines it drew, and no cut splits a
+ * character in two.
  */
 import stringWidth from 'string-width'
 

@@ -1,0 +1,95 @@
+/**
+ * `dsh worker`: a long-lived process that takes delegations from BullMQ queues on Redis
+ * (those a parent's `queue` subagent provider puts there) and runs each as one dsh session
+ * of its own (origin `queue`, the job's lineage in its header), at most `--concurrency` at
+ * a time per queue. The Redis URL is read from the variable `--redis-env` names (default
+ * DSH_REDIS_URL), never from the command line. One line on stdout says it is taking jobs;
+ * logs go to stderr. The first SIGTERM/SIGINT stops taking jobs and lets the running ones
+ * finish (a second cancels them; their jobs end `aborted`); every session is flushed and
+ * every process group it started is taken down; the exit code is 0.
+ */
+import { parseVerbArgs } from '../args.js'
+import { reapTrackedGroups } from '@dsh/process'
+import { UsageError } from '../errors.js'
+import { onInterrupt } from '../interrupt.js'
+import { chooseModel } from '../run.js'
+import { startRuntime } from '../runtime.js'
+
+export async function workerVerb(args: string[]): Promise<number> {
+  const { values, positionals } = parseVerbArgs('worker', {
+    args,
+    allowPositionals: true,
+    options: {
+      queue: { type: 'string', multiple: true },
+      concurrency: { type: 'string', default: '4' },
+      'redis-env': { type: 'string', default: 'DSH_REDIS_URL' },
+      'max-depth': { type: 'string', default: '3' },
+      'lock-ms': { type: 'string' },
+      config: { type: 'string' },
+      model: { type: 'string' },
+      'session-dir': { type: 'string' },
+      verbose: { type: 'boolean', default: false },
+    },
+  })
+  if (positionals.length > 0) throw new UsageError('USAGE', `dsh worker: takes no positional arguments (got "${positionals[0]}"); name queues with --queue NAME`)
+  const { QUEUE_NAME, readRedisUrl, describeRedis } = await import('@dsh/subagent-queue')
+  const queues = values.queue ?? ['dsh']
+  for (const name of queues) if (!QUEUE_NAME.test(name)) throw new UsageError('USAGE', `dsh worker: --queue "${name}" is not a queue name (letters, digits, ".", "_" and "-", no ":")`)
+  const concurrency = wholeNumber('--concurrency', values.concurrency, 1, 1_000)!
+  const maxDepth = wholeNumber('--max-depth', values['max-depth'], 0, 100)!
+  const lockMs = wholeNumber('--lock-ms', values['lock-ms'], 1_000, 600_000)
+  let redisUrl: string
+  try {
+    redisUrl = readRedisUrl(values['redis-env']!)
+  } catch (error) {
+    throw new UsageError('USAGE', `dsh worker: ${(error as Error).message}`)
+  }
+  const model = chooseModel(values.model)
+  const runtime = await startRuntime({ config: values.config, model, sessionDir: values['session-dir'], verbose: values.verbose, checkReady: true })
+  if (!runtime.ctx.llm.config.model && !model) {
+    await runtime.dispose()
+    throw new UsageError('NO_MODEL', 'dsh worker: no model to run with: pass --model SPEC (e.g. --model scripted:examples/acp-child.yml), set llm.model in --config, or set DEEPSEEK_API_KEY')
+  }
+  const { serveQueue, WORKER_NAME } = await import('@dsh/queue-worker')
+  let worker
+  try {
+    worker = await serveQueue(runtime.ctx, { queues, redisUrl, concurrency, maxDepth, cwd: process.cwd(), lockMs })
+  } catch (error) {
+    await runtime.dispose()
+    throw new UsageError('USAGE', `dsh worker: Redis at ${describeRedis(redisUrl)} cannot be reached: ${(error as Error).message}`, { cause: error })
+  }
+  process.stdout.write(`taking jobs from ${queues.map((name) => `"${name}"`).join(', ')}\n`)
+  process.stderr.write(`dsh worker ${WORKER_NAME}: taking jobs from ${queues.join(', ')} on ${describeRedis(redisUrl)} (concurrency ${concurrency})\n`)
+  let stop!: () => void
+  const stopped = new Promise<void>((resolve) => (stop = resolve))
+  let signals = 0
+  const stopSignals = onInterrupt(
+    () => {
+      signals++
+      stop()
+    },
+    () => {
+      signals++
+      process.stderr.write('dsh worker: cancelling the running jobs\n')
+      void worker.close({ cancel: true })
+    },
+  )
+  await stopped
+  try {
+    if (worker.running > 0) process.stderr.write(`dsh worker: finishing ${worker.running} running job(s); signal again to cancel them\n`)
+    await worker.close({ cancel: signals > 1 })
+  } finally {
+    await runtime.dispose()
+    const survivors = await reapTrackedGroups()
+    if (survivors.length > 0) process.stderr.write(`dsh worker: process groups ${survivors.join(', ')} outlived SIGKILL\n`)
+    stopSignals()
+  }
+  return 0
+}
+
+function wholeNumber(flag: string, raw: string | undefined, min: number, max: number): number | undefined {
+  if (raw === undefined) return undefined
+  const value = Number(raw)
+  if (!/^\d+$/.test(raw) || value < min || value > max) throw new UsageError('USAGE', `dsh worker: ${flag} must be a whole number from ${min} to ${max} (got "${raw}")`)
+  return value
+}

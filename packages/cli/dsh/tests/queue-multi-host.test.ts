@@ -1,0 +1,121 @@
+/**
+ * Redis, the parent and three `dsh worker`s, each in its own network namespace made here
+ * (`@dsh/testkit/netns`), Redis's namespace linked to each of the others; Redis asks for a
+ * password. Everything made is removed at the end, even when the test fails. Where
+ * namespaces cannot be made (not root, no `ip`), the test is reported as skipped, with the
+ * reason.
+ */
+import { randomBytes } from 'node:crypto'
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { afterAll, describe, expect, it } from 'vitest'
+import { namespaceProblem, NetworkLab, type SpawnedIn } from '@dsh/testkit/netns'
+import { dshBin, repoRoot } from './cli.js'
+import { until } from './processes.js'
+
+const problem = namespaceProblem()
+const lab = new NetworkLab(213)
+const temporary: string[] = []
+const password = randomBytes(12).toString('hex')
+
+function tempDir(prefix: string): string {
+  const dir = mkdtempSync(join(tmpdir(), prefix))
+  temporary.push(dir)
+  return dir
+}
+
+afterAll(() => {
+  lab.dispose()
+  for (const dir of temporary) rmSync(dir, { recursive: true, force: true })
+})
+
+/** Each stored session of a directory: how its last turn ended. */
+function lastEnds(dir: string): string[] {
+  if (!existsSync(dir)) return []
+  return readdirSync(dir)
+    .filter((name) => name.endsWith('.jsonl'))
+    .map((name) => readFileSync(join(dir, name), 'utf8').split('\n').filter((line) => line.includes('"type":"turn/end"')).at(-1) ?? '')
+    .map((line) => (line ? String((JSON.parse(line) as { reason?: unknown }).reason) : 'running'))
+}
+
+describe('queue fan-out over three workers in their own network namespaces', () => {
+  it('30 delegations spread over the workers; one SIGKILLed mid-job and all 30 still complete; a cancel reaches the workers; nothing is left running', async (context) => {
+    if (problem) context.skip(problem)
+    const dir = tempDir('dsh-queue-hosts-')
+    const redisNs = lab.namespace('redis')
+    const parentNs = lab.namespace('parent')
+    const parentLink = lab.link(redisNs, parentNs)
+    const port = lab.freePort(redisNs)
+    const redis = lab.spawnIn(redisNs, 'redis-server', ['--port', String(port), '--bind', '0.0.0.0', '--requirepass', password, '--protected-mode', 'no', '--save', '', '--appendonly', 'no', '--dir', dir])
+    await until(
+      () => redis.stdout().includes('Ready to accept connections'),
+      () => (redis.child.exitCode !== null ? `redis-server exited ${redis.child.exitCode}: ${redis.stdout()}${redis.stderr()}` : undefined),
+    )
+    const urlVia = (address: string) => `redis://:${password}@${address}:${port}`
+    const script = join(dir, 'worker.yml')
+    writeFileSync(script, '- when: { prompt: "forever" }\n  reply: [{ text: "never", delay_ms: 60000 }]\n- reply: [{ text: "done here", delay_ms: 400 }]\n')
+    const workers = [1, 2, 3].map((n) => {
+      const ns = lab.namespace(`qw${n}`)
+      const link = lab.link(redisNs, ns)
+      const sessions = tempDir(`dsh-qworker${n}-`)
+      const process_: SpawnedIn = lab.spawnIn(ns, process.execPath, [dshBin, 'worker', '--concurrency', '4', '--lock-ms', '1000', '--model', `scripted:${script}`, '--session-dir', sessions], {
+        cwd: repoRoot,
+        env: { ...process.env, DSH_HOME: tempDir('dsh-home-'), DSH_REDIS_URL: urlVia(link.a) },
+      })
+      return { ns, sessions, served: process_ }
+    })
+    for (const worker of workers) {
+      await until(
+        () => worker.served.stdout().includes('taking jobs'),
+        () => (worker.served.child.exitCode !== null ? `a worker exited: ${worker.served.stderr()}` : undefined),
+      )
+    }
+    const config = join(dir, 'queue.yml')
+    const writeConfig = (extra: string) =>
+      writeFileSync(config, `- id: subagent-queue\n  name: "@dsh/subagent-queue"\n  config: { queue: dsh${extra} }\n- id: tool-subagent-queue\n  name: "@dsh/tool-subagent"\n  config:\n    provider: queue\n    toolName: subagent_queue\n`)
+    const parentRun = (prompt: string, count: number, sessions: string) => {
+      const calls = Array.from({ length: count }, (_, i) => `        - { tool: subagent_queue, args: { description: "part ${i}", prompt: "${prompt} ${i}" } }`).join('\n')
+      const parentScript = join(dir, `parent-${prompt}.yml`)
+      writeFileSync(parentScript, `- when: { depth: 0 }\n  reply:\n    - calls:\n${calls}\n    - text: "all parts collected"\n`)
+      return lab.spawnIn(parentNs, process.execPath, [dshBin, 'run', '--config', config, '--model', `scripted:${parentScript}`, '--session-dir', sessions, '--permission', 'allow', 'fan out'], {
+        cwd: repoRoot,
+        env: { ...process.env, DSH_HOME: tempDir('dsh-home-'), DSH_REDIS_URL: urlVia(parentLink.a) },
+      })
+    }
+
+    // 1. Thirty at once; the first worker to hold a job is killed under it.
+    writeConfig('')
+    const parentSessions = tempDir('dsh-qparent-')
+    const fanout = parentRun('do part', 30, parentSessions)
+    await until(
+      () => workers.some((worker) => lastEnds(worker.sessions).length > 0),
+      () => (fanout.child.exitCode !== null ? `the parent exited early: ${fanout.stderr()}` : undefined),
+    )
+    const victim = workers.find((worker) => lastEnds(worker.sessions).length > 0)!
+    victim.served.child.kill('SIGKILL')
+    expect(await fanout.exited, fanout.stderr()).toBe(0)
+    expect(fanout.stdout()).toContain('all parts collected')
+    const parentLog = readFileSync(join(parentSessions, readdirSync(parentSessions).find((name) => name.endsWith('.jsonl'))!), 'utf8')
+    const results = parentLog.split('\n').filter((line) => line.includes('"type":"tool/result"'))
+    expect(results).toHaveLength(30)
+    for (const line of results) expect(line).toContain('done here')
+    const survivors = workers.filter((worker) => worker !== victim)
+    // Both survivors took part, and between them finished at least what the victim did not.
+    for (const worker of survivors) expect(lastEnds(worker.sessions).filter((end) => end === 'completed').length).toBeGreaterThan(0)
+    const finishedBySurvivors = survivors.flatMap((worker) => lastEnds(worker.sessions)).filter((end) => end === 'completed').length
+    expect(finishedBySurvivors).toBeGreaterThanOrEqual(30 - lastEnds(victim.sessions).filter((end) => end === 'completed').length)
+
+    // 2. A cancel (here the run's timeout) reaches the workers holding the jobs.
+    writeConfig(', timeoutMs: 1500')
+    const before = survivors.map((worker) => lastEnds(worker.sessions).filter((end) => end === 'aborted').length)
+    const cancelled = parentRun('forever', 4, tempDir('dsh-qparent-'))
+    expect(await cancelled.exited, cancelled.stderr()).toBe(0)
+    await until(() => survivors.reduce((sum, worker, i) => sum + lastEnds(worker.sessions).filter((end) => end === 'aborted').length - before[i]!, 0) === 4)
+
+    // 3. Workers stop on SIGTERM; nothing is left running in any namespace but Redis's.
+    for (const worker of survivors) worker.served.child.kill('SIGTERM')
+    for (const worker of survivors) expect(await worker.served.exited).toBe(0)
+    for (const ns of [parentNs, ...workers.map((worker) => worker.ns)]) expect(lab.pidsIn(ns), ns).toEqual([])
+  }, 120_000)
+})

@@ -1,0 +1,1 @@
+export { serveQueue, WORKER_NAME, type QueueWorker, type QueueWorkerOptions } from './worker.js'

@@ -1,0 +1,207 @@
+/**
+ * `dsh worker`'s engine: takes delegation jobs from one or more BullMQ queues, at most
+ * `concurrency` at a time, and runs each as one dsh session (origin `queue`, the lineage
+ * the job carries in its header), until the agent is quiet. While it runs, its progress is
+ * reported on the job (coalesced); its answer is the job's return value.
+ *
+ * Durability is BullMQ's: a job is locked by the worker running it and the lock renewed
+ * while it runs; a worker that dies stops renewing, another worker's stalled-job check
+ * puts the job back, and the next worker runs it again (the lineage's attempt number says
+ * which try a session was). A job that is not ours (another version, missing fields, a
+ * huge prompt) fails at once without retries, with the reason; the worker goes on.
+ *
+ * Cancels arrive on the queue's cancel channel (`cancelChannel`): the job's run is aborted
+ * (its turn ends `aborted`, its tasks and children stopped) and the job fails `aborted:`
+ * without retries. `close` stops taking jobs, cancels the running ones when asked to
+ * (else lets them finish), and closes every connection.
+ */
+import { hostname } from 'node:os'
+import { UnrecoverableError, Worker, type Job } from 'bullmq'
+import type { Context } from 'cordis'
+import type { Redis } from 'ioredis'
+import { errorMessage } from '@dsh/base'
+import { text, textOf } from '@dsh/llm'
+import { runUntilQuiet } from '@dsh/tasks'
+import { addUsage, admitDepth, displayLine, lineageHeader, noUsage, QUEUE_LINEAGE, summariseArgs, tighterBound, type SubagentProgress } from '@dsh/subagent'
+import { ABORTED_PREFIX, cancelChannel, readJobPayload, redisClient, WIRE_VERSION, type JobProgress, type JobResult } from '@dsh/subagent-queue'
+
+export interface QueueWorkerOptions {
+  /** The queues to take jobs from. */
+  queues: readonly string[]
+  redisUrl: string
+  /** Jobs run at once, per queue. */
+  concurrency: number
+  /** The depth bound this worker applies (the tighter of it and the job's). */
+  maxDepth: number
+  /** The cwd of every job's session. */
+  cwd: string
+  /**
+   * How long a job's lock lasts without renewal: a worker that died is noticed after about
+   * this long, and its job handed to another. BullMQ's default is 30 s.
+   */
+  lockMs?: number
+  /** How often progress is reported on a job at most. */
+  progressIntervalMs?: number
+}
+
+/** The name this worker gives itself in failures and results: `host:pid`. */
+export const WORKER_NAME = `${hostname()}:${process.pid}`
+
+export interface QueueWorker {
+  /** Jobs running now. */
+  readonly running: number
+  /** Stop taking jobs; with `cancel`, abort the running ones, else wait for them. */
+  close(options?: { cancel?: boolean }): Promise<void>
+}
+
+export async function serveQueue(ctx: Context, options: QueueWorkerOptions): Promise<QueueWorker> {
+  const log = ctx.logger('queue-worker')
+  const active = new Map<string, AbortController>()
+  const lockMs = options.lockMs ?? 30_000
+  const workers = options.queues.map(
+    (name) =>
+      new Worker(name, (job, _token, signal) => runJob(job, signal), {
+        connection: redisClient(options.redisUrl, true),
+        concurrency: options.concurrency,
+        lockDuration: lockMs,
+        stalledInterval: Math.max(500, Math.floor(lockMs / 2)),
+        // A job whose worker died goes back twice before it fails "stalled".
+        maxStalledCount: 2,
+        autorun: false,
+      }),
+  )
+  for (const worker of workers) worker.on('error', (error) => log.warn('queue %s: %s', worker.name, errorMessage(error)))
+
+  const subscriber: Redis = redisClient(options.redisUrl, true)
+  subscriber.on('error', () => {
+    // Reconnects on its own; a cancel sent meanwhile ends the job at its timeout instead.
+  })
+  await subscriber.subscribe(...options.queues.map(cancelChannel))
+  subscriber.on('message', (_channel: string, jobId: string) => {
+    const controller = active.get(jobId)
+    if (controller) controller.abort(new Error('cancelled by the delegating parent'))
+  })
+
+  async function runJob(job: Job, lockLost: AbortSignal | undefined): Promise<JobResult> {
+    let payload
+    try {
+      payload = readJobPayload(job.data)
+    } catch (error) {
+      // Not ours, or broken: no other worker would do better.
+      throw new UnrecoverableError(`[${WORKER_NAME}] ${errorMessage(error)}`)
+    }
+    const lineage = QUEUE_LINEAGE.decode(payload.lineage, log)
+    try {
+      admitDepth(lineage.delegationDepth ?? 0, options.maxDepth, lineage.maxDepth, {
+        subject: 'this job would run',
+        bound: (limit, whose) => `${whose === 'own' ? "this worker's" : "the delegating parent's"} maxDepth ${limit}`,
+      })
+    } catch (error) {
+      throw new UnrecoverableError(`[${WORKER_NAME}] ${errorMessage(error)}`)
+    }
+    const cancel = new AbortController()
+    active.set(job.id!, cancel)
+    const onLockLost = () => cancel.abort(new Error('the job was taken away from this worker'))
+    lockLost?.addEventListener('abort', onLockLost, { once: true })
+    const reporter = new ProgressReporter(job, options.progressIntervalMs ?? 250)
+    try {
+      const bound = tighterBound(options.maxDepth, lineage.maxDepth)!
+      const agent = await ctx.agents.create({ meta: { origin: 'queue', cwd: options.cwd, ...lineageHeader(lineage), provider: lineage.provider ?? 'queue', maxDepth: bound } })
+      const usage = noUsage()
+      let usageReported = false
+      const unsubscribe = agent.session.subscribe((update) => {
+        switch (update.type) {
+          case 'assistant/chunk':
+            if (update.kind === 'text') reporter.add({ kind: 'text', text: update.text })
+            return
+          case 'tool/call':
+            return reporter.add({ kind: 'tool-start', callId: update.call.id, name: update.call.name, args: summariseArgs(update.call.args ?? update.call.rawArgs ?? {}) })
+          case 'tool/result': {
+            const { result } = update
+            const ended: SubagentProgress = { kind: 'tool-end', callId: result.callId, name: result.name, ok: result.isError !== true }
+            return reporter.add(result.isError ? { ...ended, detail: displayLine(textOf(result.content)).slice(0, 160) } : ended)
+          }
+          case 'assistant/message':
+            if (!update.usage) return
+            addUsage(usage, update.usage)
+            usageReported = true
+            return reporter.add({ kind: 'usage', usage: { ...usage } })
+          default:
+            return
+        }
+      })
+      try {
+        const run = await runUntilQuiet(agent, { role: 'user', content: [text(payload.prompt)] }, { tasks: ctx.get('tasks'), signal: cancel.signal })
+        await reporter.flush()
+        if (run.cancelled) throw new UnrecoverableError(`${ABORTED_PREFIX}${errorMessage(cancel.signal.reason)} (on ${WORKER_NAME})`)
+        const result: JobResult = { v: WIRE_VERSION, output: run.output.map((block) => block.text).join(''), stopReason: run.last.reason, session: agent.id, worker: WORKER_NAME }
+        if (run.last.reason !== 'completed') result.diagnostic = `the turn ended ${run.last.reason}${run.last.error ? `: ${run.last.error}` : ''}`
+        if (usageReported) result.usage = usage
+        return result
+      } finally {
+        unsubscribe()
+        reporter.stop()
+        await agent.dispose().catch((error: unknown) => log.warn('disposing the agent of job %s failed: %s', job.id, errorMessage(error)))
+      }
+    } finally {
+      lockLost?.removeEventListener('abort', onLockLost)
+      active.delete(job.id!)
+    }
+  }
+
+  for (const worker of workers) void worker.run()
+  await Promise.all(workers.map((worker) => worker.waitUntilReady()))
+
+  let closing: Promise<void> | undefined
+  return {
+    get running() {
+      return active.size
+    },
+    close: ({ cancel = false } = {}) => {
+      // Stop taking jobs first, so a cancelled job is not replaced by a new one.
+      closing ??= (async () => {
+        await Promise.allSettled(workers.map((worker) => worker.close()))
+        await subscriber.quit().catch(() => subscriber.disconnect())
+      })()
+      // A close already waiting for its jobs can still be told to cancel them.
+      if (cancel) for (const controller of active.values()) controller.abort(new Error('the worker is shutting down'))
+      return closing
+    },
+  }
+}
+
+/** A job's progress, coalesced: text merged, sent at most every `intervalMs`. */
+class ProgressReporter {
+  private pending: SubagentProgress[] = []
+  private timer: NodeJS.Timeout | undefined
+  private sending: Promise<void> = Promise.resolve()
+
+  constructor(
+    private readonly job: Job,
+    private readonly intervalMs: number,
+  ) {}
+
+  add(update: SubagentProgress): void {
+    const last = this.pending.at(-1)
+    if (update.kind === 'text' && last?.kind === 'text') last.text += update.text
+    else this.pending.push(update)
+    this.timer ??= setTimeout(() => void this.flush(), this.intervalMs)
+  }
+
+  flush(): Promise<void> {
+    clearTimeout(this.timer)
+    this.timer = undefined
+    if (this.pending.length === 0) return this.sending
+    const report: JobProgress = { v: WIRE_VERSION, updates: this.pending }
+    this.pending = []
+    this.sending = this.sending.then(() => this.job.updateProgress(report as unknown as object)).catch(() => {
+      // Progress is observe-only: a report that could not be stored loses nothing of the run.
+    })
+    return this.sending
+  }
+
+  stop(): void {
+    clearTimeout(this.timer)
+    this.timer = undefined
+  }
+}

@@ -1,0 +1,6 @@
+export { QueuePlugin as default, QueuePlugin, QueueProvider, QUEUE_CAPABILITIES } from './plugin.js'
+export { QueueProviderConfig, QUEUE_NAME, resolveQueueSpec, type QueueRunSpec } from './config.js'
+export { cancelChannel } from './client.js'
+export { describeRedis, readRedisUrl, redisClient, CONNECT_TIMEOUT_MS } from './redis.js'
+export { ABORTED_PREFIX, jobIdOf } from './transport.js'
+export { JOB_NAME, MAX_OUTPUT_CHARS, MAX_PROMPT_CHARS, WIRE_VERSION, jobPayload, readJobPayload, readJobProgress, readJobResult, readUsage, type JobPayload, type JobProgress, type JobResult } from './wire.js'
