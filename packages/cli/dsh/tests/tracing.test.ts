@@ -11,6 +11,7 @@ import { ClientFactory, DefaultAgentCardResolver, JsonRpcTransportFactory } from
 import { readdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
+import { startRedis } from '@dsh/testkit/redis'
 import { decodeOtlpJson, refusingEndpoint, startOtlpReceiver, type OtlpReceiver, type ReceivedSpan } from '@dsh/testkit/otlp'
 import { realpathSync } from 'node:fs'
 import { methods, PROTOCOL_VERSION } from '@agentclientprotocol/sdk'
@@ -318,6 +319,39 @@ describe('tracing a tree across processes', () => {
     const roots = otlp.spans.filter((span) => op(span) === 'invoke_agent')
     expect(roots).toHaveLength(2)
     expect(roots[1]!.parentSpanId).toBeUndefined()
+  })
+
+  it('a delegation through the queue continues in the dsh worker that takes the job: its turn is under the parent\'s execute_tool', async () => {
+    const otlp = await receiver()
+    const redis = await startRedis()
+    cleanups.push(() => redis.stop())
+    const worker = spawn(process.execPath, [dshBin, 'worker', '--model', 'scripted:examples/acp-child.yml', '--session-dir', tempDir(), '--lock-ms', '1000'], {
+      cwd: repoRoot,
+      env: { ...process.env, DSH_HOME: tempDir('dsh-home-'), DSH_REDIS_URL: redis.url, OTEL_EXPORTER_OTLP_ENDPOINT: otlp.origin },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    })
+    let out = ''
+    worker.stdout!.on('data', (chunk: Buffer) => (out += chunk))
+    const exited = new Promise((resolve) => worker.on('close', resolve))
+    cleanups.push(async () => {
+      if (worker.exitCode === null && worker.signalCode === null) worker.kill('SIGTERM')
+      await exited
+    })
+    await until(() => out.includes('taking jobs'), () => (worker.exitCode !== null ? `dsh worker exited ${worker.exitCode}` : undefined))
+    const dir = tempDir()
+    const config = join(dir, 'queue.yml')
+    writeFileSync(config, '- id: subagent-queue\n  name: "@dsh/subagent-queue"\n  config:\n    queue: dsh\n- id: tool-subagent-queue\n  name: "@dsh/tool-subagent"\n  config:\n    provider: queue\n    toolName: subagent_queue\n')
+    const script = join(dir, 'parent.yml')
+    writeFileSync(script, '- when: { depth: 0 }\n  reply:\n    - call: { tool: subagent_queue, args: { description: "ask a worker", prompt: "What is the capital of France?" } }\n    - text: "The worker answered: {{last_tool_result}}"\n')
+    const result = await runDsh(['run', '--config', config, '--model', `scripted:${script}`, '--session-dir', tempDir(), '--quiet', 'ask a worker'], { env: { DSH_REDIS_URL: redis.url, OTEL_EXPORTER_OTLP_ENDPOINT: otlp.origin } })
+    expect(result.code, result.stderr).toBe(0)
+    expect(result.stdout).toContain('Paris is the capital of France.')
+    const spans = await otlp.waitFor((received) => received.filter((span) => op(span) === 'invoke_agent').length >= 2)
+    const child = spans.find((span) => op(span) === 'invoke_agent' && span.attributes['dsh.delegation.depth'] === 1)!
+    const call = spans.find((span) => span.spanId === child.parentSpanId)!
+    expect(call.attributes['gen_ai.tool.name']).toBe('subagent_queue')
+    expect(new Set(spans.map((span) => span.traceId)).size).toBe(1)
+    expect(child.resource['process.pid']).toBe(worker.pid)
   })
 
   it('records prompts and completions when OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true', async () => {
