@@ -6,7 +6,7 @@
  * SDKs and the demo's and tests' helpers must not be on the run path.
  */
 import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
-import { join, relative } from 'node:path'
+import { dirname, join, relative } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { describe, expect, it } from 'vitest'
 import { dshBundle, repoRoot, runDsh, tempDir, type CliResult } from './cli.js'
@@ -30,11 +30,12 @@ async function loadedBy(args: string[], options: { env?: NodeJS.ProcessEnv } = {
     for (const script of scripts) {
       if (!script.url.startsWith('file:')) continue
       const path = relative(repoRoot, fileURLToPath(script.url))
-      if (fileURLToPath(script.url) !== dshBundle) {
+      // The bundle and its side bundles (dsh-otel.cjs) name their modules the same way.
+      if (dirname(fileURLToPath(script.url)) !== dirname(dshBundle)) {
         modules.add(path)
         continue
       }
-      // Inside the bundle: each module is wrapped in a function named after its source path.
+      // Inside a bundle: each module is wrapped in a function named after its source path.
       for (const fn of script.functions) {
         if (/\.(c|m)?js$/.test(fn.functionName) && fn.ranges[0].count > 0) modules.add(fn.functionName)
       }

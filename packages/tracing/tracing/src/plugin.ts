@@ -9,23 +9,29 @@
  * `dsh run` returns) waits at most that long, and what did not reach the collector is
  * dropped with one line saying how many spans and why.
  */
-import { ROOT_CONTEXT, trace, type Context as OtelContext, type Span as ApiSpan } from '@opentelemetry/api'
-import { ExportResultCode, TraceState, W3CTraceContextPropagator, type ExportResult } from '@opentelemetry/core'
-import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http'
-import { resourceFromAttributes } from '@opentelemetry/resources'
 import {
   AlwaysOffSampler,
   AlwaysOnSampler,
   BasicTracerProvider,
   BatchSpanProcessor,
+  ExportResultCode,
+  OTLPTraceExporter,
   ParentBasedSampler,
+  resourceFromAttributes,
+  ROOT_CONTEXT,
+  trace,
   TraceIdRatioBasedSampler,
+  TraceState,
+  W3CTraceContextPropagator,
+  type Context as OtelContext,
+  type ExportResult,
   type ReadableSpan,
   type Sampler,
-  type Span,
+  type SdkSpan as Span,
+  type Span as ApiSpan,
   type SpanExporter,
   type SpanProcessor,
-} from '@opentelemetry/sdk-trace-base'
+} from './otel.js'
 import type { Context } from 'cordis'
 import Schema from 'schemastery'
 import { errorMessage } from '@dsh/base'

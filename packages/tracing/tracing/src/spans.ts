@@ -7,7 +7,7 @@
  * request that asked for them under the turn. A child's `invoke_agent` spans go under the
  * parent's `execute_tool` span of the delegating call, in this process or another.
  */
-import { ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Attributes, type Context, type Span, type Tracer } from '@opentelemetry/api'
+import { ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Attributes, type Context, type Span, type Tracer } from './otel.js'
 import { textOf } from '@dsh/llm'
 import type { SessionEvent, SessionHeader } from '@dsh/session'
 

@@ -5,10 +5,7 @@
  * export request (what a collector's `/v1/traces` takes). Ids are new: a run that was not
  * traced live had none.
  */
-import { ROOT_CONTEXT, trace } from '@opentelemetry/api'
-import { JsonTraceSerializer } from '@opentelemetry/otlp-transformer'
-import { resourceFromAttributes } from '@opentelemetry/resources'
-import { AlwaysOnSampler, BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base'
+import { AlwaysOnSampler, BasicTracerProvider, InMemorySpanExporter, JsonTraceSerializer, resourceFromAttributes, ROOT_CONTEXT, SimpleSpanProcessor, trace } from './otel.js'
 import type { StoredSession } from '@dsh/session'
 import { SessionSpans } from './spans.js'
 import { DEFAULT_ATTRIBUTE_LENGTH } from './settings.js'
