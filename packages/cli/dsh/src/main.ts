@@ -32,6 +32,8 @@ async function main(argv: string[]): Promise<number> {
       return (await import('./commands/a2a.js')).a2aVerb(rest)
     case 'worker':
       return (await import('./commands/worker.js')).workerVerb(rest)
+    case 'ui':
+      return (await import('./commands/ui.js')).uiVerb(rest)
     case 'demo':
       return (await import('./commands/demo.js')).demoVerb(rest)
     case 'sessions': {

@@ -67,6 +67,8 @@ const OPTIONAL = [
   '@dsh/subagent-claude-code',
   '@dsh/subagent-queue',
   '@dsh/queue-worker',
+  '@dsh/ui-server',
+  'playwright-core',
   'bullmq',
   'ioredis',
 ]
