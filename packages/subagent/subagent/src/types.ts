@@ -171,6 +171,8 @@ export interface SubagentRunInfo {
   label?: string
   /** The parent's tool call that started this run (`request.callId`), when a tool did: where an editor shows the child's progress. */
   callId?: string
+  /** The agent definition the child was started from (`request.helper`), by name. */
+  helper?: string
   /** A turn of a continuable child: one start/end pair per turn, the same `id` each time; between turns it is idle. */
   continuable?: true
 }

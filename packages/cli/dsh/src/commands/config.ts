@@ -1,3 +1,5 @@
+import { printable } from '@dsh/base'
+import type {} from '@dsh/agent-definitions'
 import { discoverConfig } from '../config-file.js'
 import { startRuntime } from '../runtime.js'
 import { previewPrompts } from './prompt-preview.js'
@@ -20,6 +22,11 @@ export async function configCheck(options: { config?: string; model?: string; se
     }
     const { ctx } = runtime
     process.stdout.write(`ok: ${runtime.entries.length} plugins; models: ${ctx.llm.list().join(', ')}; subagent providers: ${ctx.get('subagents')?.list().join(', ') || 'none'}; tools: ${ctx.tools.list().join(', ')}\n`)
+    const definitions = ctx.get('agentDefinitions')
+    if (definitions) {
+      const helpers = definitions.list().map((definition) => `${definition.name} (${definition.provider})`)
+      process.stdout.write(printable(`helpers: ${helpers.join(', ') || 'none'}\n${definitions.notes.map((note) => `${note}\n`).join('')}`))
+    }
   } finally {
     await runtime.dispose()
   }
