@@ -102,6 +102,19 @@ export class HelperTool {
       if (providers.has(name)) this.mount()
     })
     ctx.effect(() => () => this.unmount(), 'tool-subagent: unmount helpers')
+    // Definitions are read when the composition starts, so a child whose recorded hash
+    // differs was started by an earlier process from an earlier file: a cold resume. It
+    // keeps the instructions it started with (its descriptor's); say that the file moved on.
+    const log = ctx.logger('tool-subagent')
+    ctx.subagents.registerContinuableSetup((_childCtx, child) => {
+      const recorded = child.session.header.helper
+      if (recorded === undefined) return
+      const current = definitions.find((definition) => definition.name === recorded.name)
+      if (current === undefined) log.warn('subagent %s was started as helper "%s", which is no longer defined; it keeps the instructions it started with', child.id, recorded.name)
+      else if (current.source.hash !== recorded.hash) {
+        log.warn('subagent %s was started as helper "%s" from an earlier version of %s (it has changed since); it keeps the instructions it started with', child.id, recorded.name, current.source.file)
+      }
+    })
     if (definitions.length === 0) ctx.logger('tool-subagent').warn('tool "%s" offers helpers, but no agent definitions were found', settings.toolName)
     this.mount()
   }

@@ -161,3 +161,39 @@ describe('the helper tool over agent definitions', () => {
     expect(result).toMatchObject({ stopReason: 'error', diagnostic: 'it ran longer than its timeoutMs (5 ms) and was stopped' })
   })
 })
+
+describe('a continuable helper resumed after its file changed', () => {
+  it('says so when the child is brought back, and not when it is first started', async () => {
+    const { Logger } = await import('cordis')
+    define('keeper', 'description: Kept.\ncontinuable: true', 'Version one.')
+    const script: HarnessOptions['script'] = [
+      { when: { prompt: '^remember' }, reply: [{ text: 'remembered' }, { text: 'again' }] },
+      { reply: [{ call: { tool: 'subagent', args: { agent: 'keeper', description: 'keep', prompt: 'remember this' } } }, { text: 'started' }, { text: 'noted' }, { text: 'noted again' }] },
+    ]
+    const lines: string[] = []
+    const listen = (h: DelegationHarness) => {
+      const exporter = { colors: 0 as const, levels: { default: 3 }, export: (message: Parameters<typeof Logger.format>[1]) => void lines.push(Logger.format(exporter, message)) }
+      h.ctx.logger.exporter(exporter)
+    }
+    let h = await setup(script)
+    listen(h)
+    await h.plugin(SubagentToolPlugin, { helpers: true })
+    const parent = await h.agent()
+    await parent.followup('go')
+    const result = parent.session.ownEvents().find((event) => event.type === 'tool/result')
+    const childId = /subagent (\S+)\./.exec(result?.type === 'tool/result' ? textOf(result.result.content) : '')![1]!
+    await h.ctx.subagents.continuation.whenSettled(parent.id)
+    await parent.whenIdle()
+    expect(lines.join('\n')).not.toContain('earlier version')
+    const parentId = parent.id
+
+    define('keeper', 'description: Kept.\ncontinuable: true', 'Version two.')
+    h = harness = await h.restart()
+    listen(h)
+    await h.plugin(AgentDefinitionsService, { cwd: root, home: join(root, 'home') })
+    await h.plugin(SubagentToolPlugin, { helpers: true })
+    const resumed = await h.ctx.agents.create({ sessionId: parentId })
+    await h.ctx.subagents.followup(resumed, childId, 'and again')
+    expect(lines.join('\n')).toContain(`subagent ${childId} was started as helper "keeper" from an earlier version of ${join(root, '.dsh', 'agents', 'keeper.md')} (it has changed since)`)
+  })
+})
