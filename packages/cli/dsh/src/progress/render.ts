@@ -47,9 +47,9 @@ export function treeLines(tracker: ProgressTracker, now: number, width = 100): s
   })
 }
 
-/** Who a plain line is about: `spawn <id> "label"`, or `reviewer (spawn) <id> "label"` for a helper. */
+/** Who a plain line is about: `spawn <id> "label"`, then `[helper reviewer]` for a helper (the leading words stay as scripts parse them). */
 function who(node: ProgressNode): string {
-  return `${byWhom(node)} ${node.id}${node.label ? ` "${node.label}"` : ''}`
+  return `${node.provider} ${node.id}${node.label ? ` "${node.label}"` : ''}${node.helper !== undefined ? ` [helper ${node.helper}]` : ''}`
 }
 
 /** The provider, or the helper and its provider (`reviewer (spawn)`), as `dsh sessions tree` names them. */
