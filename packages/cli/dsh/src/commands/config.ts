@@ -2,7 +2,6 @@ import { printable } from '@dsh/base'
 import type {} from '@dsh/agent-definitions'
 import { discoverConfig } from '../config-file.js'
 import { startRuntime } from '../runtime.js'
-import { previewPrompts } from './prompt-preview.js'
 
 /**
  * `dsh config check`: compose everything and print the plugin list. A configuration
@@ -30,6 +29,7 @@ export async function configCheck(options: { config?: string; model?: string; se
   } finally {
     await runtime.dispose()
   }
-  if (options.prompt) process.stdout.write(`\n${await previewPrompts((sessionDir) => startRuntime({ ...options, sessionDir }))}`)
+  // Imported when asked for: `dsh agents` shares it, and a module both graphs import would run on every start.
+  if (options.prompt) process.stdout.write(`\n${await (await import('./prompt-preview.js')).previewPrompts((sessionDir) => startRuntime({ ...options, sessionDir }))}`)
   return 0
 }
