@@ -295,6 +295,7 @@ export function transcript(stored: StoredSession, location?: string): string {
   const lineage = [
     header.parentSession && `parent ${header.parentSession}`,
     header.provider && `provider ${header.provider}`,
+    header.helper && `helper ${header.helper.name} (definition ${header.helper.hash})`,
     header.delegationDepth !== undefined && `depth ${header.delegationDepth}`,
     header.seedLength && `seeded with ${header.seedLength} events of its parent`,
   ].filter(Boolean)
