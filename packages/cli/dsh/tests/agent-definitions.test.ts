@@ -138,6 +138,11 @@ describe('agents defined in files, through the CLI', () => {
     expect(lines[3]).toMatch(/outside \(acp\) "ask the acp helper"  completed$/)
     // Piped, each child's start line names its helper after the words scripts parse.
     expect(run.stderr).toMatch(/\[subagent\] start spawn \S+ "review the change" \[helper reviewer\]/)
+    // --json: each child's start record names its helper.
+    const json = await dsh(['run', '--json', '--session-dir', 'sessions-json', '--model', 'scripted:parent.yml', 'go'])
+    expect(json.code).toBe(0)
+    const starts = json.stdout.trim().split('\n').map((line) => JSON.parse(line) as { kind: string; provider?: string; helper?: string }).filter((record) => record.kind === 'subagent/start')
+    expect(starts.map((record) => [record.provider, record.helper]).sort()).toEqual([['acp', 'outside'], ['fork', 'planner'], ['spawn', 'reviewer']])
     const headers = readdirSync(join(project, 'sessions'))
       .filter((name) => name.endsWith('.jsonl'))
       .map((name) => (JSON.parse(readFileSync(join(project, 'sessions', name), 'utf8').split('\n')[0]!) as { header: { helper?: { name: string; hash: string } } }).header)
