@@ -4,7 +4,7 @@
  * helpers loads nothing of it), turning the default subagent tool into the helper tool,
  * and the checks that run before any session exists.
  */
-import { existsSync } from 'node:fs'
+import { readdirSync } from 'node:fs'
 import { join } from 'node:path'
 import type { Context } from 'cordis'
 import type {} from '@dsh/agent-definitions'
@@ -19,13 +19,13 @@ export const DEFINITIONS_ENTRY_ID = 'agent-definitions'
 
 /**
  * `entries` with the definitions plugin when it is wanted: named by the config, or a
- * `./.dsh/agents` or `$DSH_HOME/agents` directory exists (`discover` false: the demo,
+ * `./.dsh/agents` or `$DSH_HOME/agents` directory holds a definition (`discover` false: the demo,
  * which must not depend on the machine). With it, the default `tool-subagent` entry offers
  * the helpers, unless the user's entry for it says `helpers` itself.
  */
 export function withAgentDefinitions(entries: PluginEntry[], user: readonly PluginEntry[], discover: boolean, cwd = process.cwd()): PluginEntry[] {
   let named = entries.some((entry) => entry.name === DEFINITIONS_PLUGIN)
-  if (!named && discover && (existsSync(join(cwd, '.dsh', 'agents')) || existsSync(join(dshHome(), 'agents')))) {
+  if (!named && discover && (holdsDefinitions(join(cwd, '.dsh', 'agents')) || holdsDefinitions(join(dshHome(), 'agents')))) {
     entries = [...entries, { id: DEFINITIONS_ENTRY_ID, name: DEFINITIONS_PLUGIN }]
     named = true
   }
@@ -37,6 +37,20 @@ export function withAgentDefinitions(entries: PluginEntry[], user: readonly Plug
     const { provider: _unused, ...rest } = entry.config ?? {}
     return { ...entry, config: { ...rest, helpers: true } }
   })
+}
+
+/**
+ * Whether `dir` has a `*.md` file: an empty (or absent) agents directory changes nothing,
+ * so the plain subagent tool stays. One directory read; the files are parsed by the plugin.
+ */
+function holdsDefinitions(dir: string): boolean {
+  try {
+    return readdirSync(dir).some((name) => name.endsWith('.md'))
+  } catch (error) {
+    // Absent is the common case; anything else (a file where the directory should be, a
+    // symlink loop, no permission) is the plugin's to report, naming the directory.
+    return (error as NodeJS.ErrnoException).code !== 'ENOENT'
+  }
 }
 
 /**

@@ -195,6 +195,15 @@ describe('agents defined in files, through the CLI', () => {
     expect(existsSync(sessions) ? readdirSync(sessions).filter((name) => name.endsWith('.jsonl')) : []).toEqual([])
   })
 
+  it('an agents directory without definitions leaves the plain subagent tool, and loads nothing of them', async () => {
+    mkdirSync(agentsDir(), { recursive: true })
+    write('.dsh/agents/notes.txt', 'not a definition')
+    const result = await dsh(['config', 'check'])
+    expect(result.code).toBe(0)
+    expect(result.stdout).toMatch(/tool-subagent +@dsh\/tool-subagent +\{"provider":"spawn"\}/)
+    expect(result.stdout).not.toContain('agent-definitions')
+  })
+
   it('two files with one name in one directory are refused, naming both', async () => {
     setUpProject()
     write('.dsh/agents/reviewer-copy.md', REVIEWER)

@@ -117,9 +117,17 @@ export class SubagentToolPlugin {
     this.reservation = ctx.tools.reserve(config.toolName)
     if (config.helpers) {
       // Waits for the definitions service; without it (a composition that loads none) there is no tool.
+      let found = false
       ctx.inject(['agentDefinitions'], (scoped) => {
+        found = true
         new HelperTool(scoped, config, this.reservation, this.subagents, scoped.agentDefinitions.list())
       })
+      // Siblings start concurrently; still absent a moment later, nobody loaded the plugin.
+      const timer = setTimeout(() => {
+        if (!found) ctx.logger('tool-subagent').warn('tool "%s" offers helpers, but @dsh/agent-definitions is not loaded: there is no tool', config.toolName)
+      }, 1000)
+      timer.unref()
+      ctx.effect(() => () => clearTimeout(timer), 'tool-subagent: definitions check')
       return
     }
     if (config.provider === undefined) throw new SubagentToolError('NO_PROVIDER', `tool "${config.toolName}" needs a provider (or helpers: true)`)
