@@ -198,6 +198,19 @@ export class HelperTool {
     }
   }
 
+  /**
+   * The child's allow list: the definition's, narrowed to what the calling agent can see
+   * when its own tools are filtered, so a helper never hands a child a tool its parent was
+   * denied (a caller without bash cannot get bash through a helper that lists none).
+   */
+  private inheritedAllow(definition: AgentDefinition, callerId: string): readonly string[] | undefined {
+    if (!this.subagents.getProvider(definition.provider)?.capabilities.toolFilter) return definition.tools
+    const everything = this.ctx.tools.list()
+    const visible = new Set(this.ctx.tools.visibleNames(callerId))
+    if (everything.every((name) => visible.has(name))) return definition.tools
+    return (definition.tools ?? everything).filter((name) => visible.has(name))
+  }
+
   /** The definition as a request: it decides everything but the task and its label. */
   private request(definition: AgentDefinition, provider: SubagentProvider, args: HelperToolArgs, exec: ToolExecution): SubagentRequest {
     const { instructions } = definition
@@ -216,8 +229,9 @@ export class HelperTool {
     if (definition.model !== undefined) request.agentOptions = { model: definition.model }
     const maxDepth = definition.maxDepth ?? this.settings.maxDepth ?? (provider.capabilities.depthLimit ? DEFAULT_MAX_DEPTH : undefined)
     if (maxDepth !== undefined) request.maxDepth = maxDepth
-    if (definition.tools !== undefined || definition.disallowedTools !== undefined) {
-      request.toolFilter = { ...(definition.tools && { allow: definition.tools }), ...(definition.disallowedTools && { deny: definition.disallowedTools }) }
+    const allow = this.inheritedAllow(definition, exec.agent.id)
+    if (allow !== undefined || definition.disallowedTools !== undefined) {
+      request.toolFilter = { ...(allow && { allow }), ...(definition.disallowedTools && { deny: definition.disallowedTools }) }
     }
     return request
   }

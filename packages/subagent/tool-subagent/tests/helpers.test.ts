@@ -197,3 +197,26 @@ describe('a continuable helper resumed after its file changed', () => {
     expect(lines.join('\n')).toContain(`subagent ${childId} was started as helper "keeper" from an earlier version of ${join(root, '.dsh', 'agents', 'keeper.md')} (it has changed since)`)
   })
 })
+
+describe('a helper called by an agent whose own tools are filtered', () => {
+  it('gives its child none of the tools the caller was denied', async () => {
+    define('general', 'description: Anything.', 'You are general.')
+    const h = await setup([
+      { when: { prompt: '^inner' }, reply: [{ text: 'inner done' }] },
+      { reply: [{ call: { tool: 'subagent', args: { agent: 'general', description: 'inner', prompt: 'inner work' } } }, { text: 'ok' }] },
+    ])
+    h.ctx.tools.register({ name: 'danger', description: 'a tool the caller may not use', parameters: { type: 'object' }, execute: async () => 'boom' })
+    await h.plugin(SubagentToolPlugin, { helpers: true })
+    const caller = await h.ctx.agents.create({ setup: (ctx, agent) => void ctx.tools.restrict(agent.id, { deny: ['danger'] }) })
+    await caller.followup('go')
+    const child = h.requests.find((request) => request.system.includes('You are general.'))!
+    const names = child.tools.map((tool) => tool.name)
+    expect(names).toContain('subagent')
+    expect(names).not.toContain('danger')
+    // An unfiltered caller's child gets it.
+    const free = await h.agent()
+    h.requests.length = 0
+    await free.followup('go')
+    expect(h.requests.find((request) => request.system.includes('You are general.'))!.tools.map((tool) => tool.name)).toContain('danger')
+  })
+})
