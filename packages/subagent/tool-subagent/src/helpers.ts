@@ -47,25 +47,40 @@ export function helperUnavailable(definition: AgentDefinition, provider: Subagen
   return undefined
 }
 
+const HELPER_TAGS = ['sees this conversation', 'kept', 'background', 'waits'] as const
+type HelperTag = (typeof HELPER_TAGS)[number]
+const TAG_MEANING: Readonly<Record<HelperTag, string>> = {
+  'sees this conversation': 'it already sees this conversation up to the call; tell it only what is new and what to return.',
+  kept: 'the call returns its id at once; you get a message each time it finishes, and send it more work with send_message.',
+  background: 'it always runs in the background: the call returns a task id; collect the answer with task_output.',
+  waits: 'it always waits for its answer, whatever run_in_background says.',
+}
+
 /** What the model sees: the tool description (one line per helper) and its parameters. */
 export function helperRendering(offered: readonly { definition: AgentDefinition; provider: SubagentProvider }[], enableRunInBackground: boolean): { description: string; parameters: Record<string, unknown> } {
   const background = enableRunInBackground && offered.some(({ definition }) => definition.background === 'allowed' && !definition.continuable)
+  // Each helper costs its line: name, description and a short tag where it differs from
+  // the rest; what a tag means is said once, and only when some helper has it.
+  const used = new Set<HelperTag>()
   const lines = [
-    'Delegate a task to one of the helpers below: set agent to its name. Each helper is its own agent with its own instructions, tools and model, and returns its final answer unless its line says otherwise.',
+    'Delegate a task to one of the helpers below: set agent to its name. Each helper is its own agent with its own instructions, tools and model; it does not see this conversation, so give it a complete brief, and it returns its final answer (unless tagged otherwise).',
     'Helpers:',
   ]
   for (const { definition, provider } of offered) {
-    const notes = [provider.inheritsParentContext ? 'sees this conversation up to the call; say only what is new' : 'does not see this conversation; give it a complete brief']
-    if (definition.continuable) notes.push('kept: the call returns its id at once, you get a message each time it finishes, send it more with send_message')
-    else if (definition.background === 'always') notes.push('always in the background: the call returns a task id; collect the answer with task_output')
-    else if (definition.background === 'never' && background) notes.push('always waits for its answer')
-    lines.push(`- ${definition.name}: ${definition.description} (${notes.join('; ')})`)
+    const tags: HelperTag[] = []
+    if (provider.inheritsParentContext) tags.push('sees this conversation')
+    if (definition.continuable) tags.push('kept')
+    else if (definition.background === 'always') tags.push('background')
+    else if (definition.background === 'never' && background) tags.push('waits')
+    for (const tag of tags) used.add(tag)
+    lines.push(`- ${definition.name}: ${definition.description}${tags.map((tag) => ` [${tag}]`).join('')}`)
   }
+  for (const tag of HELPER_TAGS) if (used.has(tag)) lines.push(`[${tag}]: ${TAG_MEANING[tag]}`)
   if (background) lines.push('Set run_in_background to keep working while a helper runs; collect its answer later with task_output.')
   const properties: Record<string, unknown> = {
     agent: { type: 'string', enum: offered.map(({ definition }) => definition.name), description: 'The helper that does the task (see the list in this tool\'s description).' },
     description: { type: 'string', minLength: 1, description: 'A short (3-5 word) label for the task, shown to the user.' },
-    prompt: { type: 'string', minLength: 1, description: 'The task for the helper: everything it needs to know (unless its line says it sees this conversation) and what to return.' },
+    prompt: { type: 'string', minLength: 1, description: 'The task for the helper: everything it needs to know (only what is new for one tagged [sees this conversation]) and what to return.' },
   }
   if (background) properties.run_in_background = { type: 'boolean', description: 'Start the helper and return at once with a task id instead of waiting for its answer.' }
   return { description: lines.join('\n'), parameters: { type: 'object', properties, required: ['agent', 'description', 'prompt'], additionalProperties: false } }

@@ -60,10 +60,12 @@ describe('the helper tool over agent definitions', () => {
     const tool = h.ctx.tools.get('subagent')!
     expect(tool.description).toBe(
       [
-        'Delegate a task to one of the helpers below: set agent to its name. Each helper is its own agent with its own instructions, tools and model, and returns its final answer unless its line says otherwise.',
+        'Delegate a task to one of the helpers below: set agent to its name. Each helper is its own agent with its own instructions, tools and model; it does not see this conversation, so give it a complete brief, and it returns its final answer (unless tagged otherwise).',
         'Helpers:',
-        '- planner: Plans the work. (sees this conversation up to the call; say only what is new)',
-        '- reviewer: Reviews a change for bugs. (does not see this conversation; give it a complete brief; always waits for its answer)',
+        '- planner: Plans the work. [sees this conversation]',
+        '- reviewer: Reviews a change for bugs. [waits]',
+        '[sees this conversation]: it already sees this conversation up to the call; tell it only what is new and what to return.',
+        '[waits]: it always waits for its answer, whatever run_in_background says.',
         'Set run_in_background to keep working while a helper runs; collect its answer later with task_output.',
       ].join('\n'),
     )
@@ -77,6 +79,20 @@ describe('the helper tool over agent definitions', () => {
     await extra.dispose()
     const after = h.ctx.tools.get('subagent')!
     expect(JSON.stringify({ description: after.description, parameters: after.parameters })).toBe(before)
+  })
+
+  it('grows with each helper by its line alone: name, description and its tags', async () => {
+    define('a', 'description: First helper.', 'x')
+    const h = await setup([{ reply: [{ text: 'x' }] }])
+    await h.plugin(SubagentToolPlugin, { helpers: true })
+    const one = h.ctx.tools.get('subagent')!.description
+    await h.dispose()
+    harness = undefined
+    define('b', 'description: Second helper.', 'x')
+    const h2 = await setup([{ reply: [{ text: 'x' }] }])
+    await h2.plugin(SubagentToolPlugin, { helpers: true })
+    const two = h2.ctx.tools.get('subagent')!.description
+    expect(two.length - one.length).toBe('\n- b: Second helper.'.length)
   })
 
   it('runs the chosen helper with its tools, model and instructions, and records it in the child header and the result', async () => {
