@@ -148,6 +148,14 @@ describe('loading definitions', () => {
     expect(refused.message).toBe(`${loop}: cannot read the definition: a symlink loop`)
   })
 
+  it('names an agents directory that is itself a symlink loop', () => {
+    mkdirSync(join(cwd, '.dsh'), { recursive: true })
+    symlinkSync(projectDir(), projectDir())
+    const refused = refusal(() => load())
+    expect(refused.code).toBe('UNREADABLE')
+    expect(refused.message).toBe(`${projectDir()}: cannot read the agents directory: a symlink loop`)
+  })
+
   it('refuses values of the wrong kind, naming the field', () => {
     write(projectDir(), 'r.md', '---\nname: r\ndescription: R.\nbackground: sometimes\n---\n')
     expect(refusal(() => load()).message).toMatch(/r\.md:4: background must be one of allowed, always, never$/)
