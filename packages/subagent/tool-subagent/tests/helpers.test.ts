@@ -194,6 +194,8 @@ describe('a continuable helper resumed after its file changed', () => {
     let h = await setup(script)
     listen(h)
     await h.plugin(SubagentToolPlugin, { helpers: true })
+    const starts: { helper?: string; continuable?: true }[] = []
+    h.ctx.on('subagent/start', (info) => void starts.push(info))
     const parent = await h.agent()
     await parent.followup('go')
     const result = parent.session.ownEvents().find((event) => event.type === 'tool/result')
@@ -201,6 +203,8 @@ describe('a continuable helper resumed after its file changed', () => {
     await h.ctx.subagents.continuation.whenSettled(parent.id)
     await parent.whenIdle()
     expect(lines.join('\n')).not.toContain('earlier version')
+    // Each turn of the kept child names its helper on the live events.
+    expect(starts).toEqual([expect.objectContaining({ helper: 'keeper', continuable: true })])
     const parentId = parent.id
 
     define('keeper', 'description: Kept.\ncontinuable: true', 'Version two.')
