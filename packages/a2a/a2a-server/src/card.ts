@@ -1,4 +1,4 @@
-import type { AgentCard } from '@a2a-js/sdk'
+import type { AgentCard, AgentSkill } from '@a2a-js/sdk'
 
 /** Where the JSON-RPC endpoint is mounted under the server's base URL. */
 export const JSON_RPC_PATH = '/a2a/jsonrpc'
@@ -11,7 +11,7 @@ export const JSON_RPC_PATH = '/a2a/jsonrpc'
 export const KEEPALIVE_EXTENSION = 'urn:dsh:a2a:keepalive:v1'
 
 /** The card a client reads from `/.well-known/agent-card.json`: one JSON-RPC interface, streaming, text in and out. */
-export function dshAgentCard(options: { publicUrl: string; version: string; name: string; bearer: boolean; keepAliveMs: number }): AgentCard {
+export function dshAgentCard(options: { publicUrl: string; version: string; name: string; bearer: boolean; keepAliveMs: number; skills?: readonly AgentSkill[] }): AgentCard {
   const card: AgentCard = {
     name: options.name,
     description: 'A dsh agent: each task runs as one dsh session until the agent is quiet (its turn and the turns its background work starts).',
@@ -38,6 +38,8 @@ export function dshAgentCard(options: { publicUrl: string; version: string; name
         outputModes: ['text/plain'],
         securityRequirements: [],
       },
+      // Agent definitions (`skills.ts`): a message's metadata.skill picks one.
+      ...(options.skills ?? []),
     ],
     signatures: [],
   }

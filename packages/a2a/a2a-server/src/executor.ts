@@ -24,6 +24,9 @@ import { A2A_LINEAGE, addUsage, admitDepth, lineageHeader, noUsage, tighterBound
 import { A2aServerError } from './errors.js'
 import { ANSWER_ARTIFACT, argsPreview, artifactEvent, keepAliveEvent, statusEvent, STREAM_ARTIFACT, taskStateOfStop, textOfMessage, type DshProgress, type DshStatusMetadata, type DshUsage } from './events.js'
 import type { TaskSlots } from './slots.js'
+import type { AgentDefinition } from '@dsh/agent-definitions'
+import type { CreateAgentOptions } from '@dsh/agent'
+import { PROMPT_SKILL, requestedSkill } from './skills.js'
 
 export interface ExecutorOptions {
   maxDepth: number
@@ -33,6 +36,8 @@ export interface ExecutorOptions {
   maxPromptChars: number
   /** How often a waiting or working task sends a keep-alive status update. */
   keepAliveMs: number
+  /** The helpers a message's `metadata.skill` may name (`skills.ts`). */
+  helpers?: ReadonlyMap<string, AgentDefinition>
 }
 
 interface RunningTask {
@@ -126,6 +131,11 @@ export class DshAgentExecutor implements AgentExecutor {
     const prompt = textOfMessage(userMessage)
     if (!prompt.trim()) return end(TaskState.TASK_STATE_REJECTED, 'the message has no text; send at least one text part')
     if (prompt.length > this.options.maxPromptChars) return end(TaskState.TASK_STATE_REJECTED, `the message has ${prompt.length} characters of text, more than this worker accepts (${this.options.maxPromptChars}); send less`)
+    const skill = requestedSkill(userMessage.metadata)
+    const helper = skill === undefined ? undefined : this.options.helpers?.get(skill)
+    if (skill !== undefined && helper === undefined) {
+      return end(TaskState.TASK_STATE_REJECTED, `this worker has no skill "${skill}" (skills: ${[PROMPT_SKILL, ...(this.options.helpers?.keys() ?? [])].join(', ')}); its agent card lists them`)
+    }
     const lineage = A2A_LINEAGE.read(userMessage.metadata, log)
     // Refused before anything exists, like dsh acp: delegation through workers stays bounded,
     // by the tighter of this worker's bound and the one the delegating parent inherited.
@@ -147,7 +157,7 @@ export class DshAgentExecutor implements AgentExecutor {
     try {
       end(TaskState.TASK_STATE_WORKING)
       // The session records the bound, so the task's own delegations stay within it.
-      const agent = await this.ctx.agents.create({ meta: { origin: 'a2a', cwd: this.options.cwd, ...lineageHeader(lineage), provider: lineage.provider ?? 'a2a', maxDepth: bound } })
+      const agent = await this.ctx.agents.create(taskAgent({ origin: 'a2a', cwd: this.options.cwd, ...lineageHeader(lineage), provider: lineage.provider ?? 'a2a', maxDepth: bound }, helper))
       let streamedAny = false
       const usage: DshUsage = noUsage()
       let usageReported = false
@@ -194,4 +204,21 @@ export class DshAgentExecutor implements AgentExecutor {
       this.slots.release()
     }
   }
+}
+
+/**
+ * How a task's agent is made: a plain session, or (a skill) the helper itself, with its
+ * instructions as persona, its model, its tool list, the tighter depth bound and its
+ * name and hash in the header.
+ */
+function taskAgent(meta: NonNullable<CreateAgentOptions['meta']>, helper: AgentDefinition | undefined): CreateAgentOptions {
+  if (helper === undefined) return { meta }
+  const options: CreateAgentOptions = { meta: { ...meta, maxDepth: tighterBound(meta.maxDepth, helper.maxDepth), helper: { name: helper.name, hash: helper.source.hash } }, agentOptions: {} }
+  if (helper.instructions !== '') options.agentOptions!.persona = helper.instructions
+  if (helper.model !== undefined) options.agentOptions!.model = helper.model
+  if (helper.tools !== undefined || helper.disallowedTools !== undefined) {
+    const filter = { ...(helper.tools && { allow: helper.tools }), ...(helper.disallowedTools && { deny: helper.disallowedTools }) }
+    options.setup = (ctx, agent) => void ctx.tools.restrict(agent.id, filter)
+  }
+  return options
 }

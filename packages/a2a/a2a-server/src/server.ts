@@ -13,6 +13,7 @@ import type { Context } from 'cordis'
 import { DEFAULT_MAX_DEPTH } from '@dsh/subagent'
 import { requireBearer } from './auth.js'
 import { dshAgentCard, JSON_RPC_PATH } from './card.js'
+import { helperSkill, skillHelpers } from './skills.js'
 import { A2aServerError } from './errors.js'
 import { DshAgentExecutor } from './executor.js'
 import { DshRequestHandler } from './request-handler.js'
@@ -84,7 +85,8 @@ export async function serveA2a(ctx: Context, options: A2aServerOptions = {}): Pr
   }
 
   const slots = new TaskSlots(maxTasks)
-  const executor = new DshAgentExecutor(ctx, slots, { maxDepth, cwd: options.cwd ?? process.cwd(), maxPromptChars: DEFAULT_MAX_PROMPT_CHARS, keepAliveMs: KEEPALIVE_INTERVAL_MS })
+  const helpers = skillHelpers(ctx)
+  const executor = new DshAgentExecutor(ctx, slots, { maxDepth, cwd: options.cwd ?? process.cwd(), maxPromptChars: DEFAULT_MAX_PROMPT_CHARS, keepAliveMs: KEEPALIVE_INTERVAL_MS, helpers })
   const app = express()
   app.disable('x-powered-by')
   if (options.token) app.use(requireBearer(options.token))
@@ -93,7 +95,8 @@ export async function serveA2a(ctx: Context, options: A2aServerOptions = {}): Pr
   await listen(http, host, options.port ?? 0)
   const { port } = http.address() as AddressInfo
   const url = options.publicUrl?.replace(/\/+$/, '') ?? `http://${host.includes(':') ? `[${host}]` : host}:${port}`
-  const card = dshAgentCard({ publicUrl: url, version, name: options.name ?? 'dsh', bearer: options.token !== undefined, keepAliveMs: KEEPALIVE_INTERVAL_MS })
+  const skills = [...helpers.values()].map(helperSkill)
+  const card = dshAgentCard({ publicUrl: url, version, name: options.name ?? 'dsh', bearer: options.token !== undefined, keepAliveMs: KEEPALIVE_INTERVAL_MS, skills })
   const requestHandler = new DshRequestHandler(card, new BoundedTaskStore(), executor)
   app.use('/.well-known/agent-card.json', agentCardHandler({ agentCardProvider: requestHandler }))
   app.use(JSON_RPC_PATH, jsonRpcHandler({ requestHandler, userBuilder: UserBuilder.noAuthentication }))

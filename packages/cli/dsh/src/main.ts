@@ -46,6 +46,11 @@ async function main(argv: string[]): Promise<number> {
       if (positionals[0] !== 'check') throw new UsageError('USAGE', 'dsh config: the only verb is `check`')
       return configCheck({ config: values.config, model: values.model, sessionDir: values['session-dir'], prompt: values.prompt, verbose: values.verbose })
     }
+    case 'agents': {
+      const { values, positionals } = parseVerbArgs('agents', { args: rest, allowPositionals: true, options: COMMON })
+      const [verb, ...args] = positionals
+      return (await import('./commands/agents.js')).agentsCommand(verb, args, { config: values.config, model: values.model, verbose: values.verbose })
+    }
     case '--version':
       process.stdout.write(`${(createRequire(import.meta.url)('../package.json') as { version: string }).version}\n`)
       return 0

@@ -100,4 +100,15 @@ export interface SessionHeader {
    * `@dsh/subagent`; opaque JSON here): enough to rebuild the child from its file alone.
    */
   descriptor?: Readonly<Record<string, unknown>>
+  /**
+   * The agent definition the child was started from (`@dsh/agent-definitions`): its name
+   * and the hash of its file, so a resume can tell that the file has changed since.
+   */
+  helper?: HelperRef
+}
+
+/** A definition as a session records it: its name and a hash of its file. */
+export interface HelperRef {
+  name: string
+  hash: string
 }

@@ -66,10 +66,8 @@ function usageOf(events: readonly SessionEvent[]): { inputTokens: number; output
 
 /** The helper (agent definition) a child runs as, when its header names one. */
 function helperOf(header: SessionHeader): string | undefined {
-  const fields = header as unknown as Record<string, unknown>
-  const definition = fields.definition
-  if (isRecord(definition) && typeof definition.name === 'string') return definition.name
-  return typeof fields.helper === 'string' ? fields.helper : undefined
+  const helper: unknown = header.helper
+  return isRecord(helper) && typeof helper.name === 'string' ? helper.name : undefined
 }
 
 function times(session: IndexedSession, state: string): { startedAt: number; endedAt?: number } {
