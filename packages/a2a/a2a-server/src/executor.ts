@@ -2,8 +2,10 @@
  * Each A2A task is one dsh session: an agent created through `ctx.agents` with the
  * lineage the message's `metadata.dsh` carries (origin `a2a`), run until quiet, then
  * disposed (which flushes its session). Progress streams while it runs: assistant text
- * as appends to the `stream` artifact, each tool call as a `working` status; the answer
- * ends as the `answer` artifact and a final status. A cancel aborts the run (the turn
+ * as appends to the one `answer` artifact, each tool call as a `working` status; the
+ * artifact's last chunk makes its content the whole answer (the output-selection rule's
+ * choice, which may differ from all the text streamed: a step's "let me check" is not part
+ * of it), then the final status. A generic client reading the task's artifact gets the answer. A cancel aborts the run (the turn
  * ends `aborted`, the agent's tasks and children are stopped) and the task ends
  * `canceled`. Tasks beyond the concurrency bound wait in `submitted`. While a task waits
  * or works, a keep-alive status update repeats its state every `keepAliveMs`, so a client
@@ -22,7 +24,7 @@ import { text, textOf } from '@dsh/llm'
 import { runUntilQuiet } from '@dsh/tasks'
 import { A2A_LINEAGE, addUsage, admitDepth, lineageHeader, noUsage, tighterBound } from '@dsh/subagent'
 import { A2aServerError } from './errors.js'
-import { ANSWER_ARTIFACT, argsPreview, artifactEvent, keepAliveEvent, statusEvent, STREAM_ARTIFACT, taskStateOfStop, textOfMessage, type DshProgress, type DshStatusMetadata, type DshUsage } from './events.js'
+import { ANSWER_ARTIFACT, argsPreview, artifactEvent, keepAliveEvent, statusEvent, taskStateOfStop, textOfMessage, type DshProgress, type DshStatusMetadata, type DshUsage } from './events.js'
 import type { TaskSlots } from './slots.js'
 import type { AgentDefinition } from '@dsh/agent-definitions'
 import type { CreateAgentOptions } from '@dsh/agent'
@@ -159,6 +161,7 @@ export class DshAgentExecutor implements AgentExecutor {
       // The session records the bound, so the task's own delegations stay within it.
       const agent = await this.ctx.agents.create(taskAgent({ origin: 'a2a', cwd: this.options.cwd, ...lineageHeader(lineage), provider: lineage.provider ?? 'a2a', maxDepth: bound }, helper))
       let streamedAny = false
+      let streamed = ''
       const usage: DshUsage = noUsage()
       let usageReported = false
       const working = (progress: DshProgress, note?: string) => bus.publish(statusEvent(taskId, contextId, TaskState.TASK_STATE_WORKING, note, { progress: [progress] }))
@@ -166,8 +169,9 @@ export class DshAgentExecutor implements AgentExecutor {
         switch (update.type) {
           case 'assistant/chunk':
             if (update.kind !== 'text') return
-            bus.publish(artifactEvent(taskId, contextId, STREAM_ARTIFACT, update.text, streamedAny, false))
+            bus.publish(artifactEvent(taskId, contextId, ANSWER_ARTIFACT, update.text, streamedAny, false))
             streamedAny = true
+            streamed += update.text
             return
           case 'tool/call': {
             const { call } = update
@@ -191,7 +195,9 @@ export class DshAgentExecutor implements AgentExecutor {
         // The answer waits until the agent is quiet (its tasks and continuable children), as in dsh run and dsh acp.
         const run = await runUntilQuiet(agent, { role: 'user', content: [text(prompt)] }, { tasks: this.ctx.get('tasks'), signal })
         const answer = run.output.map((block) => block.text).join('')
-        if (answer) bus.publish(artifactEvent(taskId, contextId, ANSWER_ARTIFACT, answer, false, true))
+        // The last chunk: an empty append when the stream was the answer, else the answer replacing it.
+        if (answer && answer === streamed) bus.publish(artifactEvent(taskId, contextId, ANSWER_ARTIFACT, '', true, true))
+        else if (answer || streamedAny) bus.publish(artifactEvent(taskId, contextId, ANSWER_ARTIFACT, answer, false, true))
         const stop = run.cancelled ? 'aborted' : run.last.reason
         end(taskStateOfStop(stop), stop === 'completed' ? undefined : `the turn ended ${run.last.reason}${run.last.error ? `: ${run.last.error}` : ''}`, usageReported ? { usage } : undefined)
       } finally {

@@ -6,4 +6,4 @@ export { BoundedTaskStore, FINISHED_TASK_TTL_MS, MAX_FINISHED_TASKS } from './ta
 export { TaskSlots } from './slots.js'
 export { requireBearer } from './auth.js'
 export { dshAgentCard, JSON_RPC_PATH, KEEPALIVE_EXTENSION } from './card.js'
-export { ANSWER_ARTIFACT, argsPreview, MAX_PROGRESS_ARGS_CHARS, STREAM_ARTIFACT, type DshProgress, type DshStatusMetadata, type DshUsage } from './events.js'
+export { ANSWER_ARTIFACT, argsPreview, MAX_PROGRESS_ARGS_CHARS, type DshProgress, type DshStatusMetadata, type DshUsage } from './events.js'

@@ -98,6 +98,13 @@ export async function serveA2a(ctx: Context, options: A2aServerOptions = {}): Pr
   const skills = [...helpers.values()].map(helperSkill)
   const card = dshAgentCard({ publicUrl: url, version, name: options.name ?? 'dsh', bearer: options.token !== undefined, keepAliveMs: KEEPALIVE_INTERVAL_MS, skills })
   const requestHandler = new DshRequestHandler(card, new BoundedTaskStore(), executor)
+  // The card is made once, at start: its Last-Modified is the start (with the ETag express
+  // adds, a client can revalidate it with If-Modified-Since or If-None-Match and get 304).
+  const cardModified = new Date(Math.floor(Date.now() / 1000) * 1000).toUTCString()
+  app.use('/.well-known/agent-card.json', (_request, response, next) => {
+    response.setHeader('Last-Modified', cardModified)
+    next()
+  })
   app.use('/.well-known/agent-card.json', agentCardHandler({ agentCardProvider: requestHandler }))
   app.use(JSON_RPC_PATH, jsonRpcHandler({ requestHandler, userBuilder: UserBuilder.noAuthentication }))
 
