@@ -8,11 +8,11 @@ import { createServer, type Server } from 'node:http'
 import { createRequire } from 'node:module'
 import type { AddressInfo } from 'node:net'
 import express from 'express'
-import { agentCardHandler, jsonRpcHandler, UserBuilder } from '@a2a-js/sdk/server/express'
+import { agentCardHandler, jsonRpcHandler, restHandler, UserBuilder } from '@a2a-js/sdk/server/express'
 import type { Context } from 'cordis'
 import { DEFAULT_MAX_DEPTH } from '@dsh/subagent'
 import { requireBearer } from './auth.js'
-import { dshAgentCard, JSON_RPC_PATH } from './card.js'
+import { dshAgentCard, JSON_RPC_PATH, REST_PATH } from './card.js'
 import { helperSkill, skillHelpers } from './skills.js'
 import { A2aServerError } from './errors.js'
 import { DshAgentExecutor } from './executor.js'
@@ -107,6 +107,8 @@ export async function serveA2a(ctx: Context, options: A2aServerOptions = {}): Pr
   })
   app.use('/.well-known/agent-card.json', agentCardHandler({ agentCardProvider: requestHandler }))
   app.use(JSON_RPC_PATH, jsonRpcHandler({ requestHandler, userBuilder: UserBuilder.noAuthentication }))
+  // The same request handler behind the HTTP+JSON binding: one set of tasks, two bindings.
+  app.use(REST_PATH, restHandler({ requestHandler, userBuilder: UserBuilder.noAuthentication }))
 
   let closing: Promise<void> | undefined
   return {

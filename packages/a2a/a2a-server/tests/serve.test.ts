@@ -45,6 +45,19 @@ describe('dsh a2a server driven by the SDK client', () => {
     expect(w.sessions[0]!.events().some((event) => event.type === 'turn/end' && event.reason === 'completed')).toBe(true)
   })
 
+  it('serves the same tasks over the HTTP+JSON binding, declared in the card beside JSON-RPC', async () => {
+    const w = await worker([{ reply: [{ text: 'Paris is the capital.' }] }])
+    const client = await sdkClient(w.server.url, undefined, 'rest')
+    const card = await client.getAgentCard()
+    expect(card.supportedInterfaces.map((entry) => entry.protocolBinding)).toEqual(['JSONRPC', 'HTTP+JSON'])
+    const events = await streamAll(client, userMessage('capital of France?'))
+    expect(artifactText(events, 'answer')).toBe('Paris is the capital.')
+    expect(finalState(events)).toBe(TaskState.TASK_STATE_COMPLETED)
+    const taskId = events[0]?.payload?.$case === 'task' ? events[0].payload.value.id : ''
+    const fetched = await client.getTask({ tenant: '', id: taskId, historyLength: undefined })
+    expect(fetched.status?.state).toBe(TaskState.TASK_STATE_COMPLETED)
+  })
+
   it('sends each tool call as structured progress in metadata.dsh.progress, and the task\'s usage on its final status', async () => {
     const w = await worker([{ reply: [{ text: 'Checking.', call: { tool: 'lookup', args: { q: 'France' } } }, { text: 'Paris.' }] }])
     w.harness.ctx.tools.register({ name: 'lookup', description: 'looks things up', parameters: { type: 'object' }, execute: async () => 'Paris' })
