@@ -13,6 +13,7 @@ import type { Context } from 'cordis'
 import { DEFAULT_MAX_DEPTH } from '@dsh/subagent'
 import { requireBearer } from './auth.js'
 import { dshAgentCard, JSON_RPC_PATH, REST_PATH } from './card.js'
+import { restBindingConventions } from './rest-binding.js'
 import { helperSkill, skillHelpers } from './skills.js'
 import { A2aServerError } from './errors.js'
 import { DshAgentExecutor } from './executor.js'
@@ -108,7 +109,7 @@ export async function serveA2a(ctx: Context, options: A2aServerOptions = {}): Pr
   app.use('/.well-known/agent-card.json', agentCardHandler({ agentCardProvider: requestHandler }))
   app.use(JSON_RPC_PATH, jsonRpcHandler({ requestHandler, userBuilder: UserBuilder.noAuthentication }))
   // The same request handler behind the HTTP+JSON binding: one set of tasks, two bindings.
-  app.use(REST_PATH, restHandler({ requestHandler, userBuilder: UserBuilder.noAuthentication }))
+  app.use(REST_PATH, restBindingConventions(), restHandler({ requestHandler, userBuilder: UserBuilder.noAuthentication }))
 
   let closing: Promise<void> | undefined
   return {

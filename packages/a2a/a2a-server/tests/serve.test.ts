@@ -56,6 +56,16 @@ describe('dsh a2a server driven by the SDK client', () => {
     const taskId = events[0]?.payload?.$case === 'task' ? events[0].payload.value.id : ''
     const fetched = await client.getTask({ tenant: '', id: taskId, historyLength: undefined })
     expect(fetched.status?.state).toBe(TaskState.TASK_STATE_COMPLETED)
+    // The binding's conventions: JSON responses, and a body that is not JSON refused with 415 in its error format.
+    const rest = `${w.server.url}/a2a/rest`
+    const task = await fetch(`${rest}/tasks/${taskId}`)
+    expect(task.headers.get('content-type')).toMatch(/^application\/json/)
+    const refused = await fetch(`${rest}/message:send`, { method: 'POST', headers: { 'content-type': 'text/plain' }, body: 'hello' })
+    expect(refused.status).toBe(415)
+    expect(refused.headers.get('content-type')).toMatch(/^application\/json/)
+    const body = (await refused.json()) as { error: { code: number; details: Array<{ reason?: string }> } }
+    expect(body.error.code).toBe(415)
+    expect(body.error.details[0]?.reason).toBe('CONTENT_TYPE_NOT_SUPPORTED')
   })
 
   it('sends each tool call as structured progress in metadata.dsh.progress, and the task\'s usage on its final status', async () => {
