@@ -2,7 +2,7 @@
 //   npm run bench            a table
 //   npm run bench -- --json  one {"name","unit","value"} object a line
 //   npm run bench -- --only=fanoutTraced,startup   only the scenarios named
-// Scenarios live in bench/scenario.js (A2A ones in bench/a2a-scenario.js, queue ones in bench/queue-scenario.js, start-up in bench/startup.js, live progress in bench/progress.js, tracing on against off in bench/tracing.js); bench/README.md says what each figure should be and why.
+// Scenarios live in bench/scenario.js (A2A ones in bench/a2a-scenario.js, queue ones in bench/queue-scenario.js, dsh ui's in bench/ui.js, start-up in bench/startup.js, live progress in bench/progress.js, tracing on against off in bench/tracing.js); bench/README.md says what each figure should be and why.
 import { execFileSync } from 'node:child_process'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -30,6 +30,7 @@ const plan = [
   { scenario: 'queueRoundTrip', arg: 5, file: 'queue-scenario.js' },
   { scenario: 'queueFanout', arg: 30, file: 'queue-scenario.js' },
   { scenario: 'queueThroughput', arg: 1000, file: 'queue-scenario.js' },
+  { scenario: 'uiRender', arg: 1000, file: 'ui.js' },
   { scenario: 'startup', arg: 8, file: 'startup.js' },
   { scenario: 'progress', arg: 2000, file: 'progress.js' },
   { scenario: 'fanoutTraced', arg: 100, file: 'tracing.js' },

@@ -11,7 +11,10 @@ import { accessSync, constants } from 'node:fs'
 import { delimiter, join } from 'node:path'
 
 /** program → the Debian package that provides it, and which tests need it. */
-const NEEDED = [{ program: 'redis-server', pkg: 'redis-server', for: 'the queue provider and dsh worker tests' }]
+const NEEDED = [
+  { program: 'redis-server', pkg: 'redis-server', for: 'the queue provider and dsh worker tests' },
+  { program: 'chromium', pkg: 'chromium', for: "dsh ui's browser test" },
+]
 
 function onPath(program) {
   for (const dir of (process.env.PATH ?? '').split(delimiter)) {

@@ -1,7 +1,9 @@
-import type { AgentCard } from '@a2a-js/sdk'
+import type { AgentCard, AgentSkill } from '@a2a-js/sdk'
 
 /** Where the JSON-RPC endpoint is mounted under the server's base URL. */
 export const JSON_RPC_PATH = '/a2a/jsonrpc'
+/** Where the HTTP+JSON (REST) binding is mounted under the server's base URL. */
+export const REST_PATH = '/a2a/rest'
 
 /**
  * The extension by which the card promises keep-alive status updates: `params.intervalMs`
@@ -10,12 +12,15 @@ export const JSON_RPC_PATH = '/a2a/jsonrpc'
  */
 export const KEEPALIVE_EXTENSION = 'urn:dsh:a2a:keepalive:v1'
 
-/** The card a client reads from `/.well-known/agent-card.json`: one JSON-RPC interface, streaming, text in and out. */
-export function dshAgentCard(options: { publicUrl: string; version: string; name: string; bearer: boolean; keepAliveMs: number }): AgentCard {
+/** The card a client reads from `/.well-known/agent-card.json`: a JSON-RPC and an HTTP+JSON interface, streaming, text in and out. */
+export function dshAgentCard(options: { publicUrl: string; version: string; name: string; bearer: boolean; keepAliveMs: number; skills?: readonly AgentSkill[] }): AgentCard {
   const card: AgentCard = {
     name: options.name,
     description: 'A dsh agent: each task runs as one dsh session until the agent is quiet (its turn and the turns its background work starts).',
-    supportedInterfaces: [{ url: `${options.publicUrl}${JSON_RPC_PATH}`, protocolBinding: 'JSONRPC', tenant: '', protocolVersion: '1.0' }],
+    supportedInterfaces: [
+      { url: `${options.publicUrl}${JSON_RPC_PATH}`, protocolBinding: 'JSONRPC', tenant: '', protocolVersion: '1.0' },
+      { url: `${options.publicUrl}${REST_PATH}`, protocolBinding: 'HTTP+JSON', tenant: '', protocolVersion: '1.0' },
+    ],
     provider: undefined,
     version: options.version,
     capabilities: {
@@ -38,6 +43,8 @@ export function dshAgentCard(options: { publicUrl: string; version: string; name
         outputModes: ['text/plain'],
         securityRequirements: [],
       },
+      // Agent definitions (`skills.ts`): a message's metadata.skill picks one.
+      ...(options.skills ?? []),
     ],
     signatures: [],
   }

@@ -3,10 +3,12 @@ import { Role, TaskState, type Message, type Part } from '@a2a-js/sdk'
 import { AgentEvent, type AgentExecutionEvent } from '@a2a-js/sdk/server'
 import { assertNever, type StopReason } from '@dsh/base'
 
-/** The artifact carrying the final answer (the output-selection rule's choice); the `@dsh/subagent-a2a` client reads it first. */
+/**
+ * The one artifact of a task: assistant text streams into it as appends while it is
+ * written, and its last chunk leaves the final answer (the output-selection rule's choice)
+ * as its whole content. The `@dsh/subagent-a2a` client reads it first.
+ */
 export const ANSWER_ARTIFACT = 'answer'
-/** The artifact assistant text streams into as it is written, across every turn of the task. */
-export const STREAM_ARTIFACT = 'stream'
 
 export function textPart(value: string): Part {
   return { content: { $case: 'text', value }, metadata: undefined, filename: '', mediaType: 'text/plain' }

@@ -2,8 +2,10 @@
  * Each A2A task is one dsh session: an agent created through `ctx.agents` with the
  * lineage the message's `metadata.dsh` carries (origin `a2a`), run until quiet, then
  * disposed (which flushes its session). Progress streams while it runs: assistant text
- * as appends to the `stream` artifact, each tool call as a `working` status; the answer
- * ends as the `answer` artifact and a final status. A cancel aborts the run (the turn
+ * as appends to the one `answer` artifact, each tool call as a `working` status; the
+ * artifact's last chunk makes its content the whole answer (the output-selection rule's
+ * choice, which may differ from all the text streamed: a step's "let me check" is not part
+ * of it), then the final status. A generic client reading the task's artifact gets the answer. A cancel aborts the run (the turn
  * ends `aborted`, the agent's tasks and children are stopped) and the task ends
  * `canceled`. Tasks beyond the concurrency bound wait in `submitted`. While a task waits
  * or works, a keep-alive status update repeats its state every `keepAliveMs`, so a client
@@ -22,8 +24,11 @@ import { text, textOf } from '@dsh/llm'
 import { runUntilQuiet } from '@dsh/tasks'
 import { A2A_LINEAGE, addUsage, admitDepth, lineageHeader, noUsage, tighterBound } from '@dsh/subagent'
 import { A2aServerError } from './errors.js'
-import { ANSWER_ARTIFACT, argsPreview, artifactEvent, keepAliveEvent, statusEvent, STREAM_ARTIFACT, taskStateOfStop, textOfMessage, type DshProgress, type DshStatusMetadata, type DshUsage } from './events.js'
+import { ANSWER_ARTIFACT, argsPreview, artifactEvent, keepAliveEvent, statusEvent, taskStateOfStop, textOfMessage, type DshProgress, type DshStatusMetadata, type DshUsage } from './events.js'
 import type { TaskSlots } from './slots.js'
+import type { AgentDefinition } from '@dsh/agent-definitions'
+import type { CreateAgentOptions } from '@dsh/agent'
+import { PROMPT_SKILL, requestedSkill } from './skills.js'
 
 export interface ExecutorOptions {
   maxDepth: number
@@ -33,6 +38,8 @@ export interface ExecutorOptions {
   maxPromptChars: number
   /** How often a waiting or working task sends a keep-alive status update. */
   keepAliveMs: number
+  /** The helpers a message's `metadata.skill` may name (`skills.ts`). */
+  helpers?: ReadonlyMap<string, AgentDefinition>
 }
 
 interface RunningTask {
@@ -126,6 +133,11 @@ export class DshAgentExecutor implements AgentExecutor {
     const prompt = textOfMessage(userMessage)
     if (!prompt.trim()) return end(TaskState.TASK_STATE_REJECTED, 'the message has no text; send at least one text part')
     if (prompt.length > this.options.maxPromptChars) return end(TaskState.TASK_STATE_REJECTED, `the message has ${prompt.length} characters of text, more than this worker accepts (${this.options.maxPromptChars}); send less`)
+    const skill = requestedSkill(userMessage.metadata)
+    const helper = skill === undefined ? undefined : this.options.helpers?.get(skill)
+    if (skill !== undefined && helper === undefined) {
+      return end(TaskState.TASK_STATE_REJECTED, `this worker has no skill "${skill}" (skills: ${[PROMPT_SKILL, ...(this.options.helpers?.keys() ?? [])].join(', ')}); its agent card lists them`)
+    }
     const lineage = A2A_LINEAGE.read(withTraceHeaders(userMessage.metadata, request.context?.state.get(STATE_HEADERS_KEY)), log)
     // Refused before anything exists, like dsh acp: delegation through workers stays bounded,
     // by the tighter of this worker's bound and the one the delegating parent inherited.
@@ -147,8 +159,9 @@ export class DshAgentExecutor implements AgentExecutor {
     try {
       end(TaskState.TASK_STATE_WORKING)
       // The session records the bound, so the task's own delegations stay within it.
-      const agent = await this.ctx.agents.create({ meta: { origin: 'a2a', cwd: this.options.cwd, ...lineageHeader(lineage), provider: lineage.provider ?? 'a2a', maxDepth: bound } })
+      const agent = await this.ctx.agents.create(taskAgent({ origin: 'a2a', cwd: this.options.cwd, ...lineageHeader(lineage), provider: lineage.provider ?? 'a2a', maxDepth: bound }, helper))
       let streamedAny = false
+      let streamed = ''
       const usage: DshUsage = noUsage()
       let usageReported = false
       const working = (progress: DshProgress, note?: string) => bus.publish(statusEvent(taskId, contextId, TaskState.TASK_STATE_WORKING, note, { progress: [progress] }))
@@ -156,8 +169,9 @@ export class DshAgentExecutor implements AgentExecutor {
         switch (update.type) {
           case 'assistant/chunk':
             if (update.kind !== 'text') return
-            bus.publish(artifactEvent(taskId, contextId, STREAM_ARTIFACT, update.text, streamedAny, false))
+            bus.publish(artifactEvent(taskId, contextId, ANSWER_ARTIFACT, update.text, streamedAny, false))
             streamedAny = true
+            streamed += update.text
             return
           case 'tool/call': {
             const { call } = update
@@ -181,7 +195,9 @@ export class DshAgentExecutor implements AgentExecutor {
         // The answer waits until the agent is quiet (its tasks and continuable children), as in dsh run and dsh acp.
         const run = await runUntilQuiet(agent, { role: 'user', content: [text(prompt)] }, { tasks: this.ctx.get('tasks'), signal })
         const answer = run.output.map((block) => block.text).join('')
-        if (answer) bus.publish(artifactEvent(taskId, contextId, ANSWER_ARTIFACT, answer, false, true))
+        // The last chunk: an empty append when the stream was the answer, else the answer replacing it.
+        if (answer && answer === streamed) bus.publish(artifactEvent(taskId, contextId, ANSWER_ARTIFACT, '', true, true))
+        else if (answer || streamedAny) bus.publish(artifactEvent(taskId, contextId, ANSWER_ARTIFACT, answer, false, true))
         const stop = run.cancelled ? 'aborted' : run.last.reason
         end(taskStateOfStop(stop), stop === 'completed' ? undefined : `the turn ended ${run.last.reason}${run.last.error ? `: ${run.last.error}` : ''}`, usageReported ? { usage } : undefined)
       } finally {
@@ -194,6 +210,23 @@ export class DshAgentExecutor implements AgentExecutor {
       this.slots.release()
     }
   }
+}
+
+/**
+ * How a task's agent is made: a plain session, or (a skill) the helper itself, with its
+ * instructions as persona, its model, its tool list, the tighter depth bound and its
+ * name and hash in the header.
+ */
+function taskAgent(meta: NonNullable<CreateAgentOptions['meta']>, helper: AgentDefinition | undefined): CreateAgentOptions {
+  if (helper === undefined) return { meta }
+  const options: CreateAgentOptions = { meta: { ...meta, maxDepth: tighterBound(meta.maxDepth, helper.maxDepth), helper: { name: helper.name, hash: helper.source.hash } }, agentOptions: {} }
+  if (helper.instructions !== '') options.agentOptions!.persona = helper.instructions
+  if (helper.model !== undefined) options.agentOptions!.model = helper.model
+  if (helper.tools !== undefined || helper.disallowedTools !== undefined) {
+    const filter = { ...(helper.tools && { allow: helper.tools }), ...(helper.disallowedTools && { deny: helper.disallowedTools }) }
+    options.setup = (ctx, agent) => void ctx.tools.restrict(agent.id, filter)
+  }
+  return options
 }
 
 /**

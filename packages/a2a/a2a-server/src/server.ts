@@ -8,11 +8,13 @@ import { createServer, type Server } from 'node:http'
 import { createRequire } from 'node:module'
 import type { AddressInfo } from 'node:net'
 import express from 'express'
-import { agentCardHandler, jsonRpcHandler, UserBuilder } from '@a2a-js/sdk/server/express'
+import { agentCardHandler, jsonRpcHandler, restHandler, UserBuilder } from '@a2a-js/sdk/server/express'
 import type { Context } from 'cordis'
 import { DEFAULT_MAX_DEPTH } from '@dsh/subagent'
 import { requireBearer } from './auth.js'
-import { dshAgentCard, JSON_RPC_PATH } from './card.js'
+import { dshAgentCard, JSON_RPC_PATH, REST_PATH } from './card.js'
+import { restBindingConventions } from './rest-binding.js'
+import { helperSkill, skillHelpers } from './skills.js'
 import { A2aServerError } from './errors.js'
 import { DshAgentExecutor } from './executor.js'
 import { DshRequestHandler } from './request-handler.js'
@@ -84,7 +86,8 @@ export async function serveA2a(ctx: Context, options: A2aServerOptions = {}): Pr
   }
 
   const slots = new TaskSlots(maxTasks)
-  const executor = new DshAgentExecutor(ctx, slots, { maxDepth, cwd: options.cwd ?? process.cwd(), maxPromptChars: DEFAULT_MAX_PROMPT_CHARS, keepAliveMs: KEEPALIVE_INTERVAL_MS })
+  const helpers = skillHelpers(ctx)
+  const executor = new DshAgentExecutor(ctx, slots, { maxDepth, cwd: options.cwd ?? process.cwd(), maxPromptChars: DEFAULT_MAX_PROMPT_CHARS, keepAliveMs: KEEPALIVE_INTERVAL_MS, helpers })
   const app = express()
   app.disable('x-powered-by')
   if (options.token) app.use(requireBearer(options.token))
@@ -93,10 +96,20 @@ export async function serveA2a(ctx: Context, options: A2aServerOptions = {}): Pr
   await listen(http, host, options.port ?? 0)
   const { port } = http.address() as AddressInfo
   const url = options.publicUrl?.replace(/\/+$/, '') ?? `http://${host.includes(':') ? `[${host}]` : host}:${port}`
-  const card = dshAgentCard({ publicUrl: url, version, name: options.name ?? 'dsh', bearer: options.token !== undefined, keepAliveMs: KEEPALIVE_INTERVAL_MS })
+  const skills = [...helpers.values()].map(helperSkill)
+  const card = dshAgentCard({ publicUrl: url, version, name: options.name ?? 'dsh', bearer: options.token !== undefined, keepAliveMs: KEEPALIVE_INTERVAL_MS, skills })
   const requestHandler = new DshRequestHandler(card, new BoundedTaskStore(), executor)
+  // The card is made once, at start: its Last-Modified is the start (with the ETag express
+  // adds, a client can revalidate it with If-Modified-Since or If-None-Match and get 304).
+  const cardModified = new Date(Math.floor(Date.now() / 1000) * 1000).toUTCString()
+  app.use('/.well-known/agent-card.json', (_request, response, next) => {
+    response.setHeader('Last-Modified', cardModified)
+    next()
+  })
   app.use('/.well-known/agent-card.json', agentCardHandler({ agentCardProvider: requestHandler }))
   app.use(JSON_RPC_PATH, jsonRpcHandler({ requestHandler, userBuilder: UserBuilder.noAuthentication }))
+  // The same request handler behind the HTTP+JSON binding: one set of tasks, two bindings.
+  app.use(REST_PATH, restBindingConventions(), restHandler({ requestHandler, userBuilder: UserBuilder.noAuthentication }))
 
   let closing: Promise<void> | undefined
   return {

@@ -1,4 +1,4 @@
-import { ClientFactory, DefaultAgentCardResolver, JsonRpcTransportFactory, type Client } from '@a2a-js/sdk/client'
+import { ClientFactory, DefaultAgentCardResolver, JsonRpcTransportFactory, RestTransportFactory, type Client } from '@a2a-js/sdk/client'
 import { Role, type Message, type StreamResponse } from '@a2a-js/sdk'
 import { randomUUID } from 'node:crypto'
 
@@ -6,9 +6,11 @@ import { randomUUID } from 'node:crypto'
 export { startA2aWorker as startWorker, type A2aWorker as Worker } from '@dsh/testkit/a2a'
 
 /** The SDK's own client for `url`, with a bearer token when given. */
-export function sdkClient(url: string, token?: string): Promise<Client> {
+/** The SDK's client over the JSON-RPC binding (default) or the HTTP+JSON one. */
+export function sdkClient(url: string, token?: string, binding: 'jsonrpc' | 'rest' = 'jsonrpc'): Promise<Client> {
   const fetchImpl: typeof fetch = token === undefined ? fetch : (input, init) => fetch(input, { ...init, headers: { ...(init?.headers as Record<string, string>), Authorization: `Bearer ${token}` } })
-  return new ClientFactory({ transports: [new JsonRpcTransportFactory({ fetchImpl })], cardResolver: new DefaultAgentCardResolver({ fetchImpl }) }).createFromUrl(url)
+  const transport = binding === 'rest' ? new RestTransportFactory({ fetchImpl }) : new JsonRpcTransportFactory({ fetchImpl })
+  return new ClientFactory({ transports: [transport], cardResolver: new DefaultAgentCardResolver({ fetchImpl }) }).createFromUrl(url)
 }
 
 export function userMessage(text: string, metadata?: Record<string, unknown>): Message {

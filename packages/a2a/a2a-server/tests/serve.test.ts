@@ -23,21 +23,57 @@ describe('dsh a2a server driven by the SDK client', () => {
     const card = await client.getAgentCard()
     expect(card.name).toBe('dsh')
     expect(card.capabilities?.streaming).toBe(true)
+    const cardUrl = `${w.server.url}/.well-known/agent-card.json`
+    const fetched = await fetch(cardUrl)
+    const lastModified = fetched.headers.get('last-modified')
+    expect(lastModified).toMatch(/GMT$/)
+    expect(fetched.headers.get('etag')).toBeTruthy()
+    // (fetch adds Cache-Control: no-cache to a conditional request unless one is given, which would forbid a 304.)
+    expect((await fetch(cardUrl, { headers: { 'if-modified-since': lastModified!, 'cache-control': 'max-age=0' } })).status).toBe(304)
     const events = await streamAll(client, userMessage('capital of France?'))
     expect(events[0]?.payload?.$case).toBe('task')
     expect(events.some((event) => event.payload?.$case === 'statusUpdate' && event.payload.value.status?.state === TaskState.TASK_STATE_WORKING)).toBe(true)
-    expect(artifactText(events, 'stream')).toBe('Paris is the capital.')
+    // One artifact: the text streams into it and its last chunk leaves the whole answer.
+    const artifactIds = new Set(events.flatMap(({ payload }) => (payload?.$case === 'artifactUpdate' ? [payload.value.artifact?.artifactId] : [])))
+    expect([...artifactIds]).toEqual(['answer'])
     expect(artifactText(events, 'answer')).toBe('Paris is the capital.')
+    const updates = events.flatMap(({ payload }) => (payload?.$case === 'artifactUpdate' ? [payload.value] : []))
+    expect(updates.at(-1)?.lastChunk).toBe(true)
     expect(finalState(events)).toBe(TaskState.TASK_STATE_COMPLETED)
     expect(w.sessions).toHaveLength(1)
     expect(w.sessions[0]!.header.origin).toBe('a2a')
     expect(w.sessions[0]!.events().some((event) => event.type === 'turn/end' && event.reason === 'completed')).toBe(true)
   })
 
+  it('serves the same tasks over the HTTP+JSON binding, declared in the card beside JSON-RPC', async () => {
+    const w = await worker([{ reply: [{ text: 'Paris is the capital.' }] }])
+    const client = await sdkClient(w.server.url, undefined, 'rest')
+    const card = await client.getAgentCard()
+    expect(card.supportedInterfaces.map((entry) => entry.protocolBinding)).toEqual(['JSONRPC', 'HTTP+JSON'])
+    const events = await streamAll(client, userMessage('capital of France?'))
+    expect(artifactText(events, 'answer')).toBe('Paris is the capital.')
+    expect(finalState(events)).toBe(TaskState.TASK_STATE_COMPLETED)
+    const taskId = events[0]?.payload?.$case === 'task' ? events[0].payload.value.id : ''
+    const fetched = await client.getTask({ tenant: '', id: taskId, historyLength: undefined })
+    expect(fetched.status?.state).toBe(TaskState.TASK_STATE_COMPLETED)
+    // The binding's conventions: JSON responses, and a body that is not JSON refused with 415 in its error format.
+    const rest = `${w.server.url}/a2a/rest`
+    const task = await fetch(`${rest}/tasks/${taskId}`)
+    expect(task.headers.get('content-type')).toMatch(/^application\/json/)
+    const refused = await fetch(`${rest}/message:send`, { method: 'POST', headers: { 'content-type': 'text/plain' }, body: 'hello' })
+    expect(refused.status).toBe(415)
+    expect(refused.headers.get('content-type')).toMatch(/^application\/json/)
+    const body = (await refused.json()) as { error: { code: number; details: Array<{ reason?: string }> } }
+    expect(body.error.code).toBe(415)
+    expect(body.error.details[0]?.reason).toBe('CONTENT_TYPE_NOT_SUPPORTED')
+  })
+
   it('sends each tool call as structured progress in metadata.dsh.progress, and the task\'s usage on its final status', async () => {
     const w = await worker([{ reply: [{ text: 'Checking.', call: { tool: 'lookup', args: { q: 'France' } } }, { text: 'Paris.' }] }])
     w.harness.ctx.tools.register({ name: 'lookup', description: 'looks things up', parameters: { type: 'object' }, execute: async () => 'Paris' })
     const events = await streamAll(await sdkClient(w.server.url), userMessage('capital?'))
+    // "Checking." streamed too, but the artifact's last chunk leaves the answer alone.
+    expect(artifactText(events, 'answer')).toBe('Paris.')
     const progress = events.flatMap((event) => {
       if (event.payload?.$case !== 'statusUpdate') return []
       const dsh = (event.payload.value.metadata as { dsh?: { progress?: unknown[] } } | undefined)?.dsh

@@ -7,7 +7,7 @@
 import { parseArgs, type ParseArgsConfig } from 'node:util'
 import { UsageError } from './errors.js'
 
-export type Verb = 'run' | 'demo' | 'acp' | 'a2a' | 'worker' | 'sessions' | 'config'
+export type Verb = 'run' | 'demo' | 'acp' | 'a2a' | 'worker' | 'ui' | 'sessions' | 'config' | 'agents'
 
 const MODEL_SPECS = `model specs: scripted:PATH (keyless, plays a script), deepseek:MODEL (DEEPSEEK_API_KEY),
              openai:MODEL (OPENAI_API_KEY), replay:DIR (keyless, plays a --record DIR),
@@ -41,6 +41,9 @@ export const VERB_USAGE: Record<Verb, string> = {
       take delegations from BullMQ queues on Redis (default queue "dsh"; the URL is read
       from $DSH_REDIS_URL or the variable --redis-env names) and run each as a session;
       a worker that dies has its jobs taken over by another after --lock-ms (default 30000)`,
+  ui: `ui [--port P] [--session-dir DIR] [--host H --token-env NAME]
+      the delegation trees of a session directory in a browser, live: prints the page's
+      URL (loopback, with the token every request needs); another address needs a token`,
   sessions: `sessions list | tree [ID] [--usage] | show ID | trace ID [--endpoint URL]   [--session-dir DIR] [--config FILE]
       stored sessions, their delegation lineage, and transcripts; show ends with the
       session's token usage (and cost, with a price table), tree --usage adds it per line;
@@ -49,9 +52,13 @@ export const VERB_USAGE: Record<Verb, string> = {
   config: `config check [--config FILE] [--prompt]
       compose the plugins and print them, or the first configuration error; --prompt
       also prints the system prompt of a root agent and of a child`,
+  agents: `agents list | show NAME   [--config FILE] [--model SPEC]
+      the helpers defined in files (./.dsh/agents, ~/.dsh/agents, dirs in config): list
+      prints each one's provider, model and file, the names one file shadows and any
+      problem (exit 2); show prints the system prompt and tools its child would get`,
 }
 
-const MODEL_VERBS: ReadonlySet<Verb> = new Set(['run', 'acp', 'a2a', 'worker', 'config'])
+const MODEL_VERBS: ReadonlySet<Verb> = new Set(['run', 'acp', 'a2a', 'worker', 'config', 'agents'])
 
 export const USAGE = `usage: dsh <command> [options]   (dsh <command> --help for one)
 

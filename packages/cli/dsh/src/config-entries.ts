@@ -31,15 +31,18 @@ const FILE_RELATIVE_KEYS: Readonly<Record<string, readonly string[]>> = {
   '@dsh/subagent-acp': ['cwd'],
   '@dsh/subagent-codex': ['cwd'],
   '@dsh/subagent-claude-code': ['cwd'],
+  '@dsh/agent-definitions': ['dirs'],
 }
 
 function withFileRelativePaths(name: string, config: Record<string, unknown>, base: string): Record<string, unknown> {
   const keys = FILE_RELATIVE_KEYS[name]
-  if (!keys?.some((key) => typeof config[key] === 'string')) return config
+  if (!keys?.some((key) => typeof config[key] === 'string' || Array.isArray(config[key]))) return config
   const resolved = { ...config }
+  const relative = (value: unknown) => (typeof value === 'string' && value !== '' && !isAbsolute(value) ? resolve(base, value) : value)
   for (const key of keys) {
     const value = resolved[key]
-    if (typeof value === 'string' && value !== '' && !isAbsolute(value)) resolved[key] = resolve(base, value)
+    // A list of directories (agent definitions' `dirs`): each relative to the file.
+    resolved[key] = Array.isArray(value) ? value.map(relative) : relative(value)
   }
   return resolved
 }

@@ -32,6 +32,8 @@ async function main(argv: string[]): Promise<number> {
       return (await import('./commands/a2a.js')).a2aVerb(rest)
     case 'worker':
       return (await import('./commands/worker.js')).workerVerb(rest)
+    case 'ui':
+      return (await import('./commands/ui.js')).uiVerb(rest)
     case 'demo':
       return (await import('./commands/demo.js')).demoVerb(rest)
     case 'sessions': {
@@ -43,6 +45,11 @@ async function main(argv: string[]): Promise<number> {
       const { values, positionals } = parseVerbArgs('config', { args: rest, allowPositionals: true, options: { ...COMMON, prompt: { type: 'boolean', default: false } } })
       if (positionals[0] !== 'check') throw new UsageError('USAGE', 'dsh config: the only verb is `check`')
       return configCheck({ config: values.config, model: values.model, sessionDir: values['session-dir'], prompt: values.prompt, verbose: values.verbose })
+    }
+    case 'agents': {
+      const { values, positionals } = parseVerbArgs('agents', { args: rest, allowPositionals: true, options: COMMON })
+      const [verb, ...args] = positionals
+      return (await import('./commands/agents.js')).agentsCommand(verb, args, { config: values.config, model: values.model, verbose: values.verbose })
     }
     case '--version':
       process.stdout.write(`${(createRequire(import.meta.url)('../package.json') as { version: string }).version}\n`)

@@ -7,6 +7,7 @@ import { discoverConfig } from './config-file.js'
 import { CompositionError, oneLineMessage } from './errors.js'
 import { commandLineEntries, defaultEntries, exportSessionDir } from './defaults.js'
 import { withoutFrameworkStacks } from './framework-stacks.js'
+import { definitionReadiness, DEFINITIONS_ENTRY_ID, withAgentDefinitions } from './agent-definitions.js'
 
 export interface RuntimeOptions {
   config?: string
@@ -89,7 +90,8 @@ async function composeRuntime(options: RuntimeOptions): Promise<Composition> {
   const logger = attachConsoleLogger(ctx, options.verbose)
   const configFile = options.config ?? (options.ignoreDiscoveredConfig ? undefined : discoverConfig())
   const user = configFile ? await readEntries(configFile) : []
-  const entries = mergeEntries(mergeEntries(mergeEntries(defaultEntries(options), options.extra ?? []), user), commandLineEntries(options))
+  const merged = mergeEntries(mergeEntries(mergeEntries(defaultEntries(options), options.extra ?? []), user), commandLineEntries(options))
+  const entries = withAgentDefinitions(merged, user, !options.ignoreDiscoveredConfig)
   exportSessionDir(entries)
   try {
     const composition = await compose(ctx, entries)
@@ -139,7 +141,7 @@ async function readiness(runtime: Composition, modelFromFlag: boolean): Promise<
   const subagents = runtime.ctx.get('subagents')
   const registered = subagents?.list() ?? []
   const problems = runtime.entries
-    .filter((entry) => entry.name === '@dsh/tool-subagent')
+    .filter((entry) => entry.name === '@dsh/tool-subagent' && entry.config?.helpers !== true)
     .flatMap((entry) => {
       const config = entry.config ?? {}
       const provider = String(config.provider ?? '')
@@ -155,6 +157,8 @@ async function readiness(runtime: Composition, modelFromFlag: boolean): Promise<
       )
       return problem ? [{ text: `${problem.message} (entry "${entry.id}")`, entryId: entry.id }] : []
     })
+  const definitionsEntry = runtime.entries.find((entry) => entry.name === '@dsh/agent-definitions')?.id ?? DEFINITIONS_ENTRY_ID
+  for (const text of await definitionReadiness(runtime.ctx)) problems.push({ text, entryId: definitionsEntry })
   if (runtime.ctx.llm.config.model) {
     try {
       const { adapter, model } = runtime.ctx.llm.resolve()

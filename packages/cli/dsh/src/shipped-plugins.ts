@@ -30,6 +30,7 @@ export const shippedPlugins: Readonly<Record<string, () => Promise<unknown>>> = 
   '@dsh/subagent-codex': () => import('@dsh/subagent-codex'),
   '@dsh/subagent-claude-code': () => import('@dsh/subagent-claude-code'),
   '@dsh/tool-subagent': () => import('@dsh/tool-subagent'),
+  '@dsh/agent-definitions': () => import('@dsh/agent-definitions'),
   '@dsh/tool-subagent-control': () => import('@dsh/tool-subagent-control'),
   '@dsh/tool-subagent-report': () => import('@dsh/tool-subagent-report'),
   '@dsh/tasks': () => import('@dsh/tasks'),

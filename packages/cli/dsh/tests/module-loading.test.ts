@@ -68,6 +68,8 @@ const OPTIONAL = [
   '@dsh/subagent-claude-code',
   '@dsh/subagent-queue',
   '@dsh/queue-worker',
+  '@dsh/ui-server',
+  'playwright-core',
   'bullmq',
   'ioredis',
   '@dsh/tracing',
@@ -89,6 +91,8 @@ describe('what dsh loads', () => {
     expect(packages).toContain('@dsh/llm-openai')
     expect([...packages].filter((name) => [...OPTIONAL, '@agentclientprotocol/sdk', '@dsh/acp-server', '@dsh/subagent-acp'].includes(name) || isOpenTelemetry(name))).toEqual([])
     expect(modules.filter((path) => path.startsWith('packages/cli/dsh/dist/commands/'))).toEqual([])
+    // No agents directory and no config naming it: agent definitions cost nothing.
+    expect(packages).not.toContain('@dsh/agent-definitions')
     // Tools register with a pre-generated schema check; ajv loads only when a tool is first called.
     expect(packages).toContain('@dsh/tools')
     expect(packages).not.toContain('ajv')

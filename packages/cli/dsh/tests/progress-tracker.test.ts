@@ -28,6 +28,17 @@ async function tracked() {
 }
 
 describe('the live tree\'s view of a child', () => {
+  it('a helper\'s child is named by its helper and provider, in the tree and after the words of its plain start line', async () => {
+    harness = await createHarness({})
+    const root = await harness.agent()
+    const tracker = new ProgressTracker(harness.ctx, root, () => 1_000)
+    const changes: ProgressChange[] = []
+    tracker.onChange((change) => changes.push(change))
+    harness.ctx.emit('subagent/start', { runId: 'run-1', provider: 'spawn', id: 'child-1', local: false, parentId: root.id, label: 'review it', helper: 'reviewer' })
+    expect(treeLines(tracker, 2_000)[1]).toBe('└─ … reviewer (spawn) child-1 "review it"  running 1.0s')
+    expect(changes.map((change) => lifecycleLine(change, 2_000)).filter((line) => line !== undefined)).toEqual([`[subagent] start spawn child-1 "review it" [helper reviewer] (parent ${root.id})`])
+  })
+
   it('a remote child shows its tool, writing, status and tokens from its progress alone', async () => {
     const { tracker, emit, child } = await tracked()
     emit.start()

@@ -86,6 +86,9 @@ export function headerOf(value: unknown, file: string, id: string): SessionHeade
     if (header[key] !== undefined && !isCount(header[key])) throw fail(`header.${key} must be a non-negative integer when present`)
   }
   if (header.descriptor !== undefined && !isObject(header.descriptor)) throw fail('header.descriptor must be an object when present')
+  if (header.helper !== undefined && !(isObject(header.helper) && typeof header.helper.name === 'string' && typeof header.helper.hash === 'string')) {
+    throw fail('header.helper must be { name, hash } (two strings) when present')
+  }
   if (header.trace !== undefined && !(isObject(header.trace) && typeof header.trace.traceparent === 'string' && (header.trace.tracestate === undefined || typeof header.trace.tracestate === 'string'))) {
     throw fail('header.trace must be { traceparent: string, tracestate?: string } when present')
   }

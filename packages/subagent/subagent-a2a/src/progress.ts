@@ -5,7 +5,7 @@
  * |------------------------------------------------|----------|
  * | status update with `metadata.dsh.progress` (a dsh worker) | those updates, as sent (`tool-start`, `tool-end`, `usage`) |
  * | other status update with a message             | `status`: the message's text |
- * | artifact update, except the `answer` artifact  | `text`: the text it adds |
+ * | artifact update that appends, or starts an artifact | `text`: the text it adds |
  * | final status with `metadata.dsh.usage`         | the run's `usage` (`usageIn`) |
  *
  * Keep-alives (`metadata.dsh.keepAlive`) are not progress. The worker is untrusted:
@@ -16,8 +16,6 @@ import type { Message, Part } from '@a2a-js/sdk'
 import { isRecord } from '@dsh/base'
 import type { ProgressReporter, SubagentProgress, SubagentUsage } from '@dsh/subagent'
 
-/** The artifact `dsh a2a serve` puts the final answer in: it repeats what the `stream` artifact streamed. */
-const ANSWER_ARTIFACT = 'answer'
 
 export class A2aProgressReader {
   constructor(
@@ -39,8 +37,13 @@ export class A2aProgressReader {
     if (text) this.target.report({ kind: 'status', text })
   }
 
-  artifact(artifactId: string, added: string): void {
-    if (!this.target.reporting || artifactId === ANSWER_ARTIFACT || !added) return
+  /**
+   * Text an artifact update adds is streamed text: an append, or a new artifact's first
+   * chunk. A chunk that replaces what an artifact had (a dsh worker's last `answer` chunk
+   * restating the answer) adds nothing new and is not repeated.
+   */
+  artifact(added: string, replacedExisting: boolean): void {
+    if (!this.target.reporting || replacedExisting || !added) return
     this.target.report({ kind: 'text', text: added })
   }
 

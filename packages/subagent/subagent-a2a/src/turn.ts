@@ -219,9 +219,10 @@ export class A2aTurn implements RemoteTurn<A2aChild> {
         const { artifact, append } = payload.value
         if (!artifact) return undefined
         const added = textOfParts(artifact.parts)
-        const before = append ? (this.artifacts.get(artifact.artifactId) ?? '') : ''
+        const existing = this.artifacts.get(artifact.artifactId)
+        const before = append ? (existing ?? '') : ''
         this.artifacts.set(artifact.artifactId, before + added)
-        this.progress.artifact(artifact.artifactId, added)
+        this.progress.artifact(added, !append && existing !== undefined)
         return undefined
       }
       default:

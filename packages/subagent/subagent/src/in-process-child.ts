@@ -21,7 +21,7 @@ import { lineageHeader, lineageOf } from './lineage.js'
 import type { SubagentRequest } from './types.js'
 
 /** What of a request shapes an in-process child (a continuable request has no signal of its own: the caller's is passed in). */
-export type InProcessChildRequest = Pick<SubagentRequest, 'parent' | 'signal' | 'label' | 'callId' | 'agentOptions' | 'maxDepth' | 'toolFilter' | 'persona'>
+export type InProcessChildRequest = Pick<SubagentRequest, 'parent' | 'signal' | 'label' | 'callId' | 'agentOptions' | 'maxDepth' | 'toolFilter' | 'persona' | 'helper'>
 
 export interface InProcessChildOptions {
   /** The provider's registered name, recorded in the child's header. */
@@ -51,6 +51,7 @@ export function createInProcessChild(agents: AgentRegistry, request: InProcessCh
     meta.cwd = parent.session.header.cwd
     if (options.id !== undefined) meta.id = options.id
     if (options.descriptor !== undefined) meta.descriptor = options.descriptor
+    if (request.helper !== undefined) meta.helper = request.helper
     const createOptions: CreateAgentOptions = { seed: options.seed, parent, signal, meta, agentOptions: childAgentOptions(request, parent) }
     // Only a child that needs scoped registrations pays for its own framework context.
     const setup = childSetup(request.toolFilter, options.setup)

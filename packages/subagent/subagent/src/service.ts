@@ -181,6 +181,7 @@ export class SubagentService extends Service {
     }
     if (request.label !== undefined) info.label = request.label
     if (request.callId !== undefined) info.callId = request.callId
+    if (request.helper !== undefined) info.helper = request.helper.name
     this.notify('subagent/start', info)
     let unfollow: (() => void) | undefined
     if (progress !== undefined) {

@@ -1,6 +1,7 @@
 import type { TextBlock } from '@dsh/llm'
 import type { Agent } from '@dsh/agent'
 import type { ToolFilter } from '@dsh/tools'
+import type { HelperRef } from '@dsh/session'
 import type { ContinuablePreparation, PrepareContinuableRequest, RemoteChildRecord, RemoteConversation } from './continuable/types.js'
 
 /** How a run ended. Consumers treat any value they do not know as a failure. */
@@ -44,6 +45,11 @@ export interface SubagentRequest {
   toolFilter?: ToolFilter
   /** Needs `persona`. */
   persona?: string
+  /**
+   * The agent definition this child is started from (`@dsh/agent-definitions`): an
+   * in-process child records it in its session header (`helper`). Descriptive only.
+   */
+  helper?: HelperRef
   /**
    * The caller's own observer of this run's live progress, coalesced like the
    * `subagent/progress` event (which it receives alongside). A throw is contained.
@@ -165,6 +171,8 @@ export interface SubagentRunInfo {
   label?: string
   /** The parent's tool call that started this run (`request.callId`), when a tool did: where an editor shows the child's progress. */
   callId?: string
+  /** The agent definition the child was started from (`request.helper`), by name. */
+  helper?: string
   /** A turn of a continuable child: one start/end pair per turn, the same `id` each time; between turns it is idle. */
   continuable?: true
 }

@@ -60,7 +60,7 @@ export async function settleRun(run: SubagentRun): Promise<TaskOutcome> {
  * (`task_kill`, the owner's disposal) reaches the start as well as the run. The tool call's
  * signal matters only until the call returns, which is at once.
  */
-export async function startBackground(ctx: Context, provider: string, request: SubagentRequest, exec: ToolExecution): Promise<ToolOutput> {
+export async function startBackground(ctx: Context, provider: string, request: SubagentRequest, exec: ToolExecution, wrap?: (run: SubagentRun) => SubagentRun): Promise<ToolOutput> {
   // Looked up, not injected: foreground delegation works without the tasks runtime.
   const tasks = ctx.get('tasks')
   if (!tasks) {
@@ -92,6 +92,8 @@ export async function startBackground(ctx: Context, provider: string, request: S
   const done = mayStart.then(async (): Promise<TaskOutcome> => {
     try {
       run = await ctx.subagents.start(provider, { ...request, signal: controller.signal, onProgress: (info) => activity.record(info) })
+      // A helper's timeout (`helpers.ts`) wraps the run the task settles from.
+      if (wrap) run = wrap(run)
     } catch (error) {
       if (killReason !== undefined) return { status: 'killed', detail: 'the subagent was stopped before it started' }
       return { status: 'failed', detail: `the subagent could not be started: ${errorMessage(error)}` }

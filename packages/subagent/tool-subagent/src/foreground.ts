@@ -9,10 +9,10 @@ import type { SubagentResult, SubagentRun } from '@dsh/subagent'
  * promise stages rather than an async function: each child of a fan-out passes here, and
  * every `await` costs a tick and a few objects.
  */
-export function collect(run: SubagentRun, provider: string): Promise<ToolOutput> {
+export function collect(run: SubagentRun, provider: string, helper?: string): Promise<ToolOutput> {
   return run.result.then(
-    (result) => disposeThenRender(run, provider, result, undefined),
-    (resultError: unknown) => disposeThenRender(run, provider, undefined, resultError ?? new Error('the run failed')),
+    (result) => disposeThenRender(run, provider, result, undefined, helper),
+    (resultError: unknown) => disposeThenRender(run, provider, undefined, resultError ?? new Error('the run failed'), helper),
   )
 }
 
@@ -23,23 +23,26 @@ export interface DelegationRecord {
   local: boolean
   /** Where the child keeps its own record when it is not a session here (`SubagentRun.storedAt`). */
   storedAt?: string
+  /** The agent definition the child was started from (the helper tool's `agent`). */
+  helper?: string
 }
 
 /**
  * The result with `record.delegation`: which child answered, so `dsh sessions tree` can show
  * a child stored elsewhere (on an A2A worker, in Codex's store) on a line of its own.
  */
-function withDelegationRecord(output: Exclude<ToolOutput, string>, run: SubagentRun, provider: string): ToolOutput {
+function withDelegationRecord(output: Exclude<ToolOutput, string>, run: SubagentRun, provider: string, helper: string | undefined): ToolOutput {
   const delegation: DelegationRecord = { childId: run.id, provider, local: run.local }
   if (run.storedAt !== undefined) delegation.storedAt = run.storedAt
+  if (helper !== undefined) delegation.helper = helper
   output.record = { delegation }
   return output
 }
 
-function disposeThenRender(run: SubagentRun, provider: string, result: SubagentResult | undefined, resultError: unknown): Promise<ToolOutput> {
+function disposeThenRender(run: SubagentRun, provider: string, result: SubagentResult | undefined, resultError: unknown, helper: string | undefined): Promise<ToolOutput> {
   return run.dispose().then(
-    () => withDelegationRecord(collected(result, resultError, undefined), run, provider),
-    (disposeError: unknown) => withDelegationRecord(collected(result, resultError, disposeError ?? new Error('dispose failed')), run, provider),
+    () => withDelegationRecord(collected(result, resultError, undefined), run, provider, helper),
+    (disposeError: unknown) => withDelegationRecord(collected(result, resultError, disposeError ?? new Error('dispose failed')), run, provider, helper),
   )
 }
 

@@ -11,9 +11,14 @@ import { toolParameters, type SubagentToolArgs } from './schema.js'
 import { providerWording } from './wording.js'
 import { SubagentToolError } from './errors.js'
 import { belowDepthBound, delegationGuidance, SUBAGENT_SECTION_ORDER } from './guidance.js'
+import { HelperTool } from './helpers.js'
+import type {} from '@dsh/agent-definitions'
 
 export interface SubagentToolConfig {
-  provider: string
+  /** Required unless `helpers`. */
+  provider?: string
+  /** Offer the agent definitions of `ctx.agentDefinitions` as named helpers instead (see `helpers.ts`). */
+  helpers: boolean
   toolName: string
   enableRunInBackground: boolean
   /** What `run_in_background` starts: a one-shot task, or a continuable child. */
@@ -59,7 +64,7 @@ export interface SubagentToolMountProblem {
  * registers after the tool (siblings start concurrently) can only be refused in the log.
  */
 export function subagentToolMountProblem(
-  config: Pick<SubagentToolConfig, 'toolName' | 'provider' | 'maxDepth' | 'backgroundMode'>,
+  config: Pick<SubagentToolConfig, 'toolName' | 'maxDepth' | 'backgroundMode'> & { provider: string },
   provider: SubagentProvider | undefined,
   registered: readonly string[] = [],
 ): SubagentToolMountProblem | undefined {
@@ -89,7 +94,8 @@ export function subagentToolMountProblem(
 export class SubagentToolPlugin {
   static inject = ['subagents', 'tools', 'agents']
   static Config: Schema<SubagentToolConfig> = Schema.object({
-    provider: Schema.string().min(1).required().description('The ctx.subagents provider this tool starts runs on.'),
+    provider: Schema.string().min(1).description('The ctx.subagents provider this tool starts runs on (required unless helpers).'),
+    helpers: Schema.boolean().default(false).description('Offer the agent definitions (ctx.agentDefinitions, @dsh/agent-definitions) as named helpers: one tool, the model picks a helper by name, each definition picks its provider, model, tools and instructions.'),
     toolName: Schema.string().pattern(/^[A-Za-z0-9_-]{1,64}$/).default('subagent').description('The model-facing tool name; distinct per instance.'),
     enableRunInBackground: Schema.boolean().default(true).description('Offer run_in_background in the schema.'),
     backgroundMode: Schema.union(['one-shot', 'continuable']).default('one-shot').description('run_in_background starts a one-shot task (collected with task_output) or a continuable child (its id returned at once, a notice at each settlement, more work with send_message).'),
@@ -109,6 +115,23 @@ export class SubagentToolPlugin {
   constructor(private readonly ctx: Context, private readonly config: SubagentToolConfig) {
     this.subagents = serviceInstance(ctx.subagents)
     this.reservation = ctx.tools.reserve(config.toolName)
+    if (config.helpers) {
+      // Waits for the definitions service; without it (a composition that loads none) there is no tool.
+      let found = false
+      ctx.inject(['agentDefinitions'], (scoped) => {
+        found = true
+        new HelperTool(scoped, config, this.reservation, this.subagents, scoped.agentDefinitions.list())
+      })
+      // Siblings start concurrently; still absent a moment later, nobody loaded the plugin.
+      const timer = setTimeout(() => {
+        if (!found) ctx.logger('tool-subagent').warn('tool "%s" offers helpers, but @dsh/agent-definitions is not loaded: there is no tool', config.toolName)
+      }, 1000)
+      timer.unref()
+      ctx.effect(() => () => clearTimeout(timer), 'tool-subagent: definitions check')
+      return
+    }
+    if (config.provider === undefined) throw new SubagentToolError('NO_PROVIDER', `tool "${config.toolName}" needs a provider (or helpers: true)`)
+    const bound = config.provider
     const log = ctx.logger('tool-subagent')
     ctx.on('subagent/provider-added', (provider) => {
       if (provider.name !== config.provider) return
@@ -122,7 +145,7 @@ export class SubagentToolPlugin {
     ctx.on('subagent/provider-removed', (name) => {
       if (name === config.provider) this.unmount()
     })
-    const present = ctx.subagents.getProvider(config.provider)
+    const present = ctx.subagents.getProvider(bound)
     // Present at load: a provider that cannot honour this config fails the plugin now.
     if (present) this.mount(present)
     else {
@@ -141,7 +164,7 @@ export class SubagentToolPlugin {
 
   private mount(provider: SubagentProvider): void {
     this.unmount()
-    const problem = subagentToolMountProblem(this.config, provider)
+    const problem = subagentToolMountProblem({ ...this.config, provider: provider.name }, provider)
     if (problem) throw new SubagentToolError(problem.code, problem.message)
     const background = this.config.enableRunInBackground
     const wording = providerWording(provider, background, this.config.backgroundMode)
@@ -176,7 +199,7 @@ export class SubagentToolPlugin {
 
   /** The `maxDepth` every request of this tool carries (see `request`). */
   private requestMaxDepth(): number | undefined {
-    return this.config.maxDepth ?? (this.subagents.getProvider(this.config.provider)?.capabilities.depthLimit ? DEFAULT_MAX_DEPTH : undefined)
+    return this.config.maxDepth ?? (this.subagents.getProvider(this.config.provider!)?.capabilities.depthLimit ? DEFAULT_MAX_DEPTH : undefined)
   }
 
   private unmount(): void {
@@ -189,10 +212,10 @@ export class SubagentToolPlugin {
     // A continuable instance always starts a child it keeps, whatever the call says: a
     // foreground call silently run one-shot would leave nothing to send_message later.
     if (this.config.backgroundMode === 'continuable') return this.startContinuable(args, exec)
-    if (args.run_in_background) return startBackground(this.ctx, this.config.provider, this.request(args, exec), exec)
+    const provider = this.config.provider!
+    if (args.run_in_background) return startBackground(this.ctx, provider, this.request(args, exec), exec)
     // One promise stage per outcome: returning `collect(run)` from an async function
     // would cost every child of a fan-out two more ticks.
-    const { provider } = this.config
     return this.subagents.start(provider, this.request(args, exec)).then((run) => collect(run, provider), (error: unknown) => ({
       isError: true,
       content: `the subagent could not be started: ${errorMessage(error)}`,
@@ -204,7 +227,7 @@ export class SubagentToolPlugin {
     const { prompt, parent, callId, maxDepth, agentOptions, persona, toolFilter } = this.request(args, exec)
     try {
       const { childId } = await this.subagents.startContinuable({
-        provider: this.config.provider,
+        provider: this.config.provider!,
         label: args.description,
         request: { prompt, parent, ...(callId !== undefined && { callId }), ...(maxDepth !== undefined && { maxDepth }), ...(agentOptions && { agentOptions }), ...(persona !== undefined && { persona }), ...(toolFilter && { toolFilter }) },
         signal: exec.signal,

@@ -1,6 +1,7 @@
+import { printable } from '@dsh/base'
+import type {} from '@dsh/agent-definitions'
 import { discoverConfig } from '../config-file.js'
 import { startRuntime } from '../runtime.js'
-import { previewPrompts } from './prompt-preview.js'
 
 /**
  * `dsh config check`: compose everything and print the plugin list. A configuration
@@ -20,9 +21,15 @@ export async function configCheck(options: { config?: string; model?: string; se
     }
     const { ctx } = runtime
     process.stdout.write(`ok: ${runtime.entries.length} plugins; models: ${ctx.llm.list().join(', ')}; subagent providers: ${ctx.get('subagents')?.list().join(', ') || 'none'}; tools: ${ctx.tools.list().join(', ')}\n`)
+    const definitions = ctx.get('agentDefinitions')
+    if (definitions) {
+      const helpers = definitions.list().map((definition) => `${definition.name} (${definition.provider})`)
+      process.stdout.write(printable(`helpers: ${helpers.join(', ') || 'none'}\n${definitions.notes.map((note) => `${note}\n`).join('')}`))
+    }
   } finally {
     await runtime.dispose()
   }
-  if (options.prompt) process.stdout.write(`\n${await previewPrompts((sessionDir) => startRuntime({ ...options, sessionDir }))}`)
+  // Imported when asked for: `dsh agents` shares it, and a module both graphs import would run on every start.
+  if (options.prompt) process.stdout.write(`\n${await (await import('./prompt-preview.js')).previewPrompts((sessionDir) => startRuntime({ ...options, sessionDir }))}`)
   return 0
 }

@@ -30,7 +30,7 @@ function firstChildShape(runtime: Composition): ChildShape | undefined {
   }
 }
 
-function describe(runtime: Composition, agent: Agent, title: string): string {
+export function describe(runtime: Composition, agent: Agent, title: string): string {
   const composed = runtime.ctx.agents.composeSystemPrompt(agent)
   const failed = composed.failures.map((failure) => `\n(section "${failure.name}" failed and is left out: ${failure.error})`).join('')
   return `=== ${title}; sections: ${composed.parts.map((part) => part.name).join(', ') || 'none'} ===\n${composed.text}\n${failed}`

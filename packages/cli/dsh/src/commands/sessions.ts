@@ -191,14 +191,17 @@ async function tree(headers: SessionHeader[], wanted: string | undefined, read: 
   const lines: string[] = []
   let total = emptyTotals()
   let counted = 0
-  const visit = async (header: SessionHeader, prefix: string, branch: string) => {
+  const visit = async (header: SessionHeader, prefix: string, branch: string, recordedHelper?: string) => {
     const summary = await summarize(header, read)
     // Usage only when asked for (--usage): the plain tree's lines stay as scripts parse them.
     const used = prices && sessionUsage(await read(header.id).catch(() => undefined), prices)
     if (used) total = mergeTotals(total, used)
     counted++
     const record = recordOf.get(header.id)
-    const who = header.provider ?? header.origin ?? 'session'
+    // A helper's name from the child's own header, else from the parent's delegation record (a remote child's header is not ours).
+    const helper = header.helper?.name ?? recordedHelper
+    const provider = header.provider ?? header.origin ?? 'session'
+    const who = helper !== undefined ? `${helper} (${provider})` : provider
     const label = header.label ? ` "${clip(header.label, 40)}"` : summary.firstPrompt ? ` "${clip(summary.firstPrompt, 40)}"` : ''
     const seed = header.seedLength ? ` (seeded ${header.seedLength} events)` : ''
     const elsewhere = storedElsewhere(header) ? (foreignParent !== undefined ? `  (depth ${header.delegationDepth ?? '?'})` : `  (parent ${header.parentSession}, depth ${header.delegationDepth ?? '?'}, stored elsewhere)`) : ''
@@ -207,12 +210,15 @@ async function tree(headers: SessionHeader[], wanted: string | undefined, read: 
     const continuable = facts ? `  continuable: ${facts.turns} ${facts.turns === 1 ? 'turn' : 'turns'}, ${facts.open ? 'running' : 'idle'}` : ''
     lines.push(`${prefix}${branch}${header.id}  ${who}${label}  ${summary.stopReason}${seed}${elsewhere}${continuable}${used && prices ? `  [${describeUsage(used, prices)}]` : ''}`)
     const kids = children.get(header.id) ?? []
-    const away = elsewhereChildren(await read(header.id).catch(() => undefined), kids, byId)
+    const stored = await read(header.id).catch(() => undefined)
+    const away = elsewhereChildren(stored, kids, byId)
+    const helpers = helpersOfChildren(stored)
     const childPrefix = prefix + (branch === '' ? '' : branch === '└─ ' ? '   ' : '│  ')
     const last = kids.length + away.length - 1
-    for (const [index, child] of kids.entries()) await visit(child, childPrefix, index === last ? '└─ ' : '├─ ')
+    for (const [index, child] of kids.entries()) await visit(child, childPrefix, index === last ? '└─ ' : '├─ ', helpers.get(child.id))
     for (const [index, child] of away.entries()) {
-      lines.push(`${childPrefix}${kids.length + index === last ? '└─ ' : '├─ '}${child.childId}  ${child.provider}${child.label ? ` "${clip(child.label, 40)}"` : ''}  stored elsewhere: ${child.storedAt ?? 'not in this directory'}`)
+      const helper = helpers.get(child.childId)
+      lines.push(`${childPrefix}${kids.length + index === last ? '└─ ' : '├─ '}${child.childId}  ${helper !== undefined ? `${helper} (${child.provider})` : child.provider}${child.label ? ` "${clip(child.label, 40)}"` : ''}  stored elsewhere: ${child.storedAt ?? 'not in this directory'}`)
     }
   }
   if (foreignParent !== undefined) {
@@ -264,6 +270,20 @@ function elsewhereChildren(stored: StoredSession | undefined, kids: readonly Ses
   return away
 }
 
+/** The helper each child of a session ran, by child id (a remote child by its own id too), from the session's delegation records. */
+function helpersOfChildren(stored: StoredSession | undefined): Map<string, string> {
+  const helpers = new Map<string, string>()
+  for (const event of stored?.events ?? []) {
+    if (event.type !== 'tool/result') continue
+    const delegation = event.record?.delegation as { childId?: unknown; provider?: unknown; helper?: unknown } | undefined
+    if (typeof delegation?.helper !== 'string' || typeof delegation.childId !== 'string') continue
+    helpers.set(delegation.childId, delegation.helper)
+    const prefix = `${String(delegation.provider)}:`
+    if (delegation.childId.startsWith(prefix)) helpers.set(delegation.childId.slice(prefix.length), delegation.helper)
+  }
+  return helpers
+}
+
 function delegationOf(record: Readonly<Record<string, unknown>> | undefined): { childId: string; provider: string; local: boolean; storedAt?: string } | undefined {
   const value = record?.delegation
   if (typeof value !== 'object' || value === null) return undefined
@@ -277,6 +297,7 @@ export function transcript(stored: StoredSession, location?: string): string {
   const lineage = [
     header.parentSession && `parent ${header.parentSession}`,
     header.provider && `provider ${header.provider}`,
+    header.helper && `helper ${header.helper.name} (definition ${header.helper.hash})`,
     header.delegationDepth !== undefined && `depth ${header.delegationDepth}`,
     header.seedLength && `seeded with ${header.seedLength} events of its parent`,
   ].filter(Boolean)

@@ -36,7 +36,7 @@ export function usageText(usage: SubagentUsage | undefined): string {
 export function treeLines(tracker: ProgressTracker, now: number, width = 100): string[] {
   return tracker.walk().map(({ node, depth, last }) => {
     const branch = depth === 0 ? '' : last.slice(1, -1).map((isLast) => (isLast ? '   ' : '│  ')).join('') + (last.at(-1) ? '└─ ' : '├─ ')
-    const name = node.provider === 'root' ? 'dsh' : `${node.provider} ${shortId(node.id)}`
+    const name = node.provider === 'root' ? 'dsh' : `${byWhom(node)} ${shortId(node.id)}`
     const label = node.label ? ` "${node.label}"` : ''
     const used = usageText(node.usage)
     const activity = node.state === 'running' && !node.idle ? node.activity : node.state === 'failed' && node.stopReason ? `(${node.stopReason})` : undefined
@@ -47,9 +47,14 @@ export function treeLines(tracker: ProgressTracker, now: number, width = 100): s
   })
 }
 
-/** Who a plain line is about: `spawn <id> "label"`. */
+/** Who a plain line is about: `spawn <id> "label"`, then `[helper reviewer]` for a helper (the leading words stay as scripts parse them). */
 function who(node: ProgressNode): string {
-  return `${node.provider} ${node.id}${node.label ? ` "${node.label}"` : ''}`
+  return `${node.provider} ${node.id}${node.label ? ` "${node.label}"` : ''}${node.helper !== undefined ? ` [helper ${node.helper}]` : ''}`
+}
+
+/** The provider, or the helper and its provider (`reviewer (spawn)`), as `dsh sessions tree` names them. */
+function byWhom(node: ProgressNode): string {
+  return node.helper !== undefined ? `${node.helper} (${node.provider})` : node.provider
 }
 
 /**

@@ -18,6 +18,8 @@ export interface ProgressNode {
   id: string
   /** `root` for the agent the command runs, else the subagent provider. */
   provider: string
+  /** The agent definition the child runs, when a helper tool started it. */
+  helper?: string
   label?: string
   parentId?: string
   state: NodeState
@@ -118,6 +120,7 @@ export class ProgressTracker {
     const node: ProgressNode = { id: info.id, provider: info.provider, parentId: info.parentId, state: 'running', startedAt: this.now(), children: [], openTools: new Map() }
     // A label is the model's words and a diagnostic another process's: neither reaches the terminal raw.
     if (info.label !== undefined) node.label = displayLine(info.label)
+    if (info.helper !== undefined) node.helper = displayLine(info.helper)
     this.nodes.set(info.id, node)
     this.nodes.get(info.parentId)?.children.push(info.id)
     this.emit({ kind: 'start', node })

@@ -319,6 +319,9 @@ export class ContinuationManager {
   private turnStarted(child: ResidentChild): void {
     const { descriptor } = child
     const run: SubagentRunInfo = { runId: this.host.nextRunId(), provider: descriptor.provider, id: child.childId, local: child.body.kind === 'agent', parentId: child.parentId, label: descriptor.label, continuable: true }
+    // A helper's child names its helper in every turn's start, as a one-shot run does.
+    const helper = child.session.header.helper?.name
+    if (helper !== undefined) run.helper = helper
     this.runs.set(child.childId, run)
     this.host.announce('start', run)
     const channel = this.host.openProgress()

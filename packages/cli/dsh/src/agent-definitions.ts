@@ -1,0 +1,88 @@
+/**
+ * Agent definitions in a composition: when to load `@dsh/agent-definitions` (only when a
+ * definitions directory exists or the config names the plugin, so a composition without
+ * helpers loads nothing of it), turning the default subagent tool into the helper tool,
+ * and the checks that run before any session exists.
+ */
+import { readdirSync } from 'node:fs'
+import { join } from 'node:path'
+import type { Context } from 'cordis'
+import type {} from '@dsh/agent-definitions'
+import type {} from '@dsh/tools'
+import { oneLineMessage } from './errors.js'
+import type { PluginEntry } from './config-entries.js'
+import { dshHome } from './config-file.js'
+
+export const DEFINITIONS_PLUGIN = '@dsh/agent-definitions'
+/** The default entry's id: a user entry with this id (or naming the plugin) configures it. */
+export const DEFINITIONS_ENTRY_ID = 'agent-definitions'
+
+/**
+ * `entries` with the definitions plugin when it is wanted: named by the config, or a
+ * `./.dsh/agents` or `$DSH_HOME/agents` directory holds a definition (`discover` false: the demo,
+ * which must not depend on the machine). With it, the default `tool-subagent` entry offers
+ * the helpers, unless the user's entry for it says `helpers` itself.
+ */
+export function withAgentDefinitions(entries: PluginEntry[], user: readonly PluginEntry[], discover: boolean, cwd = process.cwd()): PluginEntry[] {
+  let named = entries.some((entry) => entry.name === DEFINITIONS_PLUGIN)
+  if (!named && discover && (holdsDefinitions(join(cwd, '.dsh', 'agents')) || holdsDefinitions(join(dshHome(), 'agents')))) {
+    entries = [...entries, { id: DEFINITIONS_ENTRY_ID, name: DEFINITIONS_PLUGIN }]
+    named = true
+  }
+  if (!named) return entries
+  const userSaysHelpers = user.some((entry) => entry.id === 'tool-subagent' && entry.config !== undefined && 'helpers' in entry.config)
+  if (userSaysHelpers) return entries
+  return entries.map((entry) => {
+    if (entry.id !== 'tool-subagent' || entry.name !== '@dsh/tool-subagent') return entry
+    const { provider: _unused, ...rest } = entry.config ?? {}
+    return { ...entry, config: { ...rest, helpers: true } }
+  })
+}
+
+/**
+ * Whether `dir` has a `*.md` file: an empty (or absent) agents directory changes nothing,
+ * so the plain subagent tool stays. One directory read; the files are parsed by the plugin.
+ */
+function holdsDefinitions(dir: string): boolean {
+  try {
+    return readdirSync(dir).some((name) => name.endsWith('.md'))
+  } catch (error) {
+    // Absent is the common case; anything else (a file where the directory should be, a
+    // symlink loop, no permission) is the plugin's to report, naming the directory.
+    return (error as NodeJS.ErrnoException).code !== 'ENOENT'
+  }
+}
+
+/**
+ * Every problem of the loaded definitions in this composition, one line each `FILE:LINE:
+ * …` (see `definitionProblems`); empty without the plugin. Model specs are resolved here,
+ * as `dsh run` would resolve them (a script file must exist).
+ */
+export async function definitionReadiness(ctx: Context): Promise<string[]> {
+  const definitions = ctx.get('agentDefinitions')
+  if (!definitions) return []
+  const { definitionProblems } = await import('@dsh/agent-definitions')
+  const subagents = ctx.get('subagents')
+  const models = new Map<string, string | undefined>()
+  for (const definition of definitions.list()) {
+    if (definition.model === undefined || models.has(definition.model)) continue
+    try {
+      const { adapter, model } = ctx.llm.resolve(definition.model)
+      await adapter.prepare?.(model)
+      models.set(definition.model, undefined)
+    } catch (error) {
+      models.set(definition.model, oneLineMessage(error))
+    }
+  }
+  return definitionProblems(definitions.list(), {
+    provider: (name) => {
+      const provider = subagents?.getProvider(name)
+      if (!provider) return undefined
+      // A provider that can replace its child's persona makes the child here, on our adapters (spawn, fork).
+      return { capabilities: provider.capabilities, continuable: provider.prepareContinuable !== undefined, modelsHere: provider.capabilities.persona }
+    },
+    providers: subagents?.list() ?? [],
+    tools: ctx.tools.list(),
+    modelProblem: (spec) => models.get(spec),
+  })
+}

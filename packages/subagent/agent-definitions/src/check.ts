@@ -1,0 +1,64 @@
+/**
+ * Whether definitions can run in a composition, decided before anything starts: each
+ * problem is one line naming the file and the line of the field at fault. The caller
+ * describes the composition (registered providers and their capabilities, the tools that
+ * exist, how a model spec resolves); this file knows only definitions.
+ */
+import type { AgentDefinition, DefinitionField } from './types.js'
+
+/** What a definition needs of its provider (a subset of `@dsh/subagent`'s capabilities). */
+export interface ProviderFacts {
+  capabilities: { toolFilter: boolean; depthLimit: boolean; persona: boolean }
+  /** Whether it can keep a child across turns (`prepareContinuable`). */
+  continuable: boolean
+  /**
+   * Whether its child runs in this process on one of our adapters (spawn, fork): then a
+   * definition's `model` is resolved here. Any other provider decides on a model itself
+   * (and may refuse one at start, as ACP does).
+   */
+  modelsHere: boolean
+}
+
+export interface CompositionFacts {
+  /** The provider registered under `name`, or undefined. */
+  provider(name: string): ProviderFacts | undefined
+  /** Every registered provider's name, for the message. */
+  providers: readonly string[]
+  /** Every tool a child could be given. */
+  tools: readonly string[]
+  /** Why `spec` is not a usable model (unknown adapter, a missing script), or undefined. */
+  modelProblem(spec: string): string | undefined
+}
+
+/** Every problem of `definitions` in this composition, one line each (empty: all can run). */
+export function definitionProblems(definitions: readonly AgentDefinition[], facts: CompositionFacts): string[] {
+  const problems: string[] = []
+  for (const definition of definitions) {
+    const at = (field: DefinitionField) => `${definition.source.file}:${definition.source.lines[field] ?? 1}: helper "${definition.name}"`
+    const provider = facts.provider(definition.provider)
+    if (!provider) {
+      problems.push(`${at('provider')}: no subagent provider named "${definition.provider}" is registered (registered: ${facts.providers.join(', ') || 'none'}); load its plugin or fix the name`)
+      continue
+    }
+    if ((definition.tools !== undefined || definition.disallowedTools !== undefined) && !provider.capabilities.toolFilter) {
+      const field = definition.tools !== undefined ? 'tools' : 'disallowedTools'
+      problems.push(`${at(field)}: provider "${definition.provider}" cannot enforce a tool list (its child's tools are its own); remove ${field} or use spawn or fork`)
+    } else {
+      for (const field of ['tools', 'disallowedTools'] as const) {
+        const unknown = (definition[field] ?? []).filter((name) => !facts.tools.includes(name))
+        if (unknown.length > 0) problems.push(`${at(field)}: unknown tool${unknown.length > 1 ? 's' : ''} ${unknown.map((name) => `"${name}"`).join(', ')} in ${field} (tools: ${facts.tools.join(', ')})`)
+      }
+    }
+    if (definition.maxDepth !== undefined && !provider.capabilities.depthLimit) {
+      problems.push(`${at('maxDepth')}: provider "${definition.provider}" cannot enforce a depth limit; remove maxDepth or use a provider that can`)
+    }
+    if (definition.continuable && !provider.continuable) {
+      problems.push(`${at('continuable')}: provider "${definition.provider}" cannot keep a child across turns; remove continuable or use spawn or fork`)
+    }
+    if (definition.model !== undefined && provider.modelsHere) {
+      const problem = facts.modelProblem(definition.model)
+      if (problem !== undefined) problems.push(`${at('model')}: model "${definition.model}": ${problem}`)
+    }
+  }
+  return problems
+}

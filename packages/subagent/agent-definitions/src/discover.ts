@@ -1,0 +1,136 @@
+/**
+ * Where definitions are found and how directories combine: `./.dsh/agents/` (the
+ * project's), `./.claude/agents/` when asked for (a team's Claude Code files), directories
+ * named in config, then `~/.dsh/agents/` (the user's). The first directory with a name
+ * wins; each shadowed file is a note. Loading is all or nothing: any bad file fails the
+ * whole load, so no set of helpers is ever half registered.
+ */
+import { closeSync, fstatSync, openSync, readdirSync, readSync, statSync } from 'node:fs'
+import { homedir } from 'node:os'
+import { join, resolve } from 'node:path'
+import { errorMessage } from '@dsh/base'
+import { DefinitionError } from './errors.js'
+import { MAX_DEFINITION_BYTES, parseDefinition } from './parse.js'
+import type { AgentDefinition, DefinitionFlavour, DefinitionSet, DefinitionSource } from './types.js'
+
+export interface DefinitionDirs {
+  /** The project directory (`./.dsh/agents` and `./.claude/agents` are under it). Default: the process's cwd. */
+  cwd?: string
+  /** dsh's home (`~/.dsh/agents` is under it). Default: `$DSH_HOME`, else `~/.dsh`. */
+  home?: string
+  /** Read `./.dsh/agents` (default true). */
+  project?: boolean
+  /** Read `<home>/agents` (default true). */
+  user?: boolean
+  /** Read `./.claude/agents` as Claude Code files (default false). */
+  claudeCode?: boolean
+  /** More directories (absolute, or relative to `cwd`); each must exist. */
+  dirs?: readonly string[]
+}
+
+interface Directory {
+  path: string
+  origin: DefinitionSource['origin']
+  flavour: DefinitionFlavour
+  /** A directory named in config must exist; the conventional ones are optional. */
+  required: boolean
+}
+
+/** The directories `options` name, most important first. */
+export function definitionDirectories(options: DefinitionDirs = {}): Directory[] {
+  const cwd = resolve(options.cwd ?? process.cwd())
+  const home = resolve(options.home ?? (process.env.DSH_HOME || join(homedir(), '.dsh')))
+  const dirs: Directory[] = []
+  if (options.project !== false) dirs.push({ path: join(cwd, '.dsh', 'agents'), origin: 'project', flavour: 'dsh', required: false })
+  if (options.claudeCode === true) dirs.push({ path: join(cwd, '.claude', 'agents'), origin: 'claude-code', flavour: 'claude-code', required: false })
+  for (const dir of options.dirs ?? []) dirs.push({ path: resolve(cwd, dir), origin: 'config', flavour: 'dsh', required: true })
+  if (options.user !== false) dirs.push({ path: join(home, 'agents'), origin: 'user', flavour: 'dsh', required: false })
+  return dirs
+}
+
+/** Read every definition `options` point at. Throws `DefinitionError` naming the file. */
+export function loadDefinitions(options: DefinitionDirs = {}): DefinitionSet {
+  const byName = new Map<string, AgentDefinition>()
+  const notes: string[] = []
+  const seenDirs = new Set<string>()
+  for (const dir of definitionDirectories(options)) {
+    if (seenDirs.has(dir.path)) continue
+    seenDirs.add(dir.path)
+    const here = new Map<string, string>()
+    for (const file of definitionFiles(dir)) {
+      const { definition, notes: fileNotes } = parseDefinition(readDefinitionFile(file), file, dir.origin, dir.flavour)
+      const twin = here.get(definition.name)
+      if (twin !== undefined) throw new DefinitionError('DUPLICATE_NAME', `${file}:${definition.source.lines.name ?? 1}: "${definition.name}" is also defined by ${twin}; one directory defines each name once`)
+      here.set(definition.name, file)
+      notes.push(...fileNotes)
+      const winner = byName.get(definition.name)
+      if (winner !== undefined) {
+        notes.push(`${file}: note: "${definition.name}" is shadowed by ${winner.source.file} (${winner.source.origin} definitions win)`)
+        continue
+      }
+      byName.set(definition.name, definition)
+    }
+  }
+  return { definitions: [...byName.values()], notes }
+}
+
+/** The `*.md` files of `dir`, sorted by name (a stable order for the tool's rendering). */
+function definitionFiles(dir: Directory): string[] {
+  let names: string[]
+  try {
+    names = readdirSync(dir.path)
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code
+    if (code === 'ENOENT' && !dir.required) return []
+    if (code === 'ENOENT') throw new DefinitionError('MISSING_DIR', `${dir.path}: the agents directory named in config does not exist`)
+    throw new DefinitionError('UNREADABLE', `${dir.path}: cannot read the agents directory: ${readProblem(error)}`)
+  }
+  const files: string[] = []
+  for (const name of names.filter((entry) => entry.endsWith('.md')).sort()) {
+    const file = join(dir.path, name)
+    let isFile: boolean
+    try {
+      // Follows symlinks: a loop is ELOOP here, named, not a hang.
+      isFile = statSync(file).isFile()
+    } catch (error) {
+      throw new DefinitionError('UNREADABLE', `${file}: cannot read the definition: ${readProblem(error)}`)
+    }
+    if (isFile) files.push(file)
+  }
+  return files
+}
+
+/** The file's text, read at most `MAX_DEFINITION_BYTES` + 1 bytes: a huge file is refused, not loaded. */
+function readDefinitionFile(file: string): string {
+  let fd: number
+  try {
+    fd = openSync(file, 'r')
+  } catch (error) {
+    throw new DefinitionError('UNREADABLE', `${file}: cannot read the definition: ${readProblem(error)}`)
+  }
+  try {
+    const tooLarge = () => new DefinitionError('TOO_LARGE', `${file}: the definition is larger than ${MAX_DEFINITION_BYTES / 1024 / 1024} MiB; a helper's instructions are a page, not a document`)
+    if (fstatSync(fd).size > MAX_DEFINITION_BYTES) throw tooLarge()
+    const buffer = Buffer.alloc(MAX_DEFINITION_BYTES + 1)
+    let length = 0
+    // A file that grows while it is read still stops at the bound.
+    for (let read = -1; read !== 0 && length < buffer.length; length += read) read = readSync(fd, buffer, length, buffer.length - length, null)
+    if (length > MAX_DEFINITION_BYTES) throw tooLarge()
+    const text = buffer.subarray(0, length).toString('utf8')
+    if (text.includes('\u0000')) throw new DefinitionError('SYNTAX', `${file}: the definition is not text (it holds NUL bytes)`)
+    return text
+  } catch (error) {
+    if (error instanceof DefinitionError) throw error
+    throw new DefinitionError('UNREADABLE', `${file}: cannot read the definition: ${readProblem(error)}`)
+  } finally {
+    closeSync(fd)
+  }
+}
+
+function readProblem(error: unknown): string {
+  const code = (error as NodeJS.ErrnoException).code
+  if (code === 'ELOOP') return 'a symlink loop'
+  if (code === 'EACCES') return 'permission denied'
+  if (code === 'EISDIR') return 'it is a directory'
+  return errorMessage(error).replace(/^[A-Z]+: /, '')
+}

@@ -1,0 +1,168 @@
+/**
+ * One definition file's text → an `AgentDefinition`: YAML front matter between `---`
+ * lines, then the body (the child's instructions). Every problem is one line that names
+ * the file and, where there is one, the line: a user fixes a definition in an editor.
+ */
+import { createHash } from 'node:crypto'
+import { printable } from '@dsh/base'
+import YAML, { isMap, isScalar, LineCounter, type Document } from 'yaml'
+import { DefinitionError } from './errors.js'
+import { DEFINITION_FIELDS, type AgentDefinition, type BackgroundPolicy, type DefinitionField, type DefinitionFlavour, type DefinitionSource } from './types.js'
+
+/** A definition is a page of instructions; a file beyond this is a mistake (or an attack), refused unread. */
+export const MAX_DEFINITION_BYTES = 1024 * 1024
+
+/** A name is one word: it becomes an enum value and a label, never a path. */
+export const NAME_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/
+
+const MAX_DESCRIPTION_CHARS = 1000
+const TOOL_NAME = /^[A-Za-z0-9_-]{1,64}$/
+const BACKGROUND: readonly BackgroundPolicy[] = ['allowed', 'always', 'never']
+
+/**
+ * Claude Code's front matter (`.claude/agents/*.md`): the fields dsh maps, and those it
+ * knows but does not use (each a note, never an error: the team's files keep working).
+ */
+const CLAUDE_MAPPED = new Set(['name', 'description', 'tools', 'disallowedTools', 'model'])
+/** Claude Code tool names with a dsh counterpart; any other is left out with a note. */
+const CLAUDE_TOOLS: Readonly<Record<string, string>> = { Bash: 'bash' }
+
+export interface ParsedDefinition {
+  definition: AgentDefinition
+  /** One line each: a Claude Code field or tool name dsh does not map. */
+  notes: string[]
+}
+
+/** Parse one file's text; `file` names it in errors. Throws `DefinitionError`. */
+export function parseDefinition(text: string, file: string, origin: DefinitionSource['origin'], flavour: DefinitionFlavour): ParsedDefinition {
+  const where = (line?: number) => (line === undefined ? `${file}` : `${file}:${line}`)
+  const fail = (code: ConstructorParameters<typeof DefinitionError>[0], line: number | undefined, message: string): never => {
+    throw new DefinitionError(code, `${where(line)}: ${message}`)
+  }
+  const split = splitFrontMatter(text)
+  if (split === 'unclosed') fail('SYNTAX', 1, 'the front matter opened here is never closed: end it with a line "---" before the instructions')
+  if (split === undefined) fail('SYNTAX', 1, 'a definition starts with YAML front matter: a line "---", the fields, another "---", then the instructions')
+  const { front, frontLine, body } = split as Exclude<typeof split, 'unclosed' | undefined>
+  const lineCounter = new LineCounter()
+  const document: Document = YAML.parseDocument(front, { lineCounter, logLevel: 'silent', uniqueKeys: true })
+  const fileLine = (offset: number | undefined) => (offset === undefined ? frontLine : frontLine + lineCounter.linePos(offset).line - 1)
+  const [problem] = [...document.errors, ...document.warnings]
+  if (problem) fail('SYNTAX', fileLine(problem.pos[0]), `front matter is not valid YAML: ${problem.message.split('\n')[0]}`)
+  const contents = document.contents
+  if (!isMap(contents)) fail('SYNTAX', frontLine, 'front matter must be a mapping of fields (name: …, description: …)')
+  const map = contents as YAML.YAMLMap
+  const notes: string[] = []
+  const lines: Partial<Record<DefinitionField, number>> = {}
+  const raw: Partial<Record<DefinitionField, unknown>> = {}
+  for (const pair of map.items) {
+    const key = isScalar(pair.key) ? pair.key.value : undefined
+    const line = fileLine(isScalar(pair.key) ? pair.key.range?.[0] : undefined)
+    if (typeof key !== 'string') fail('SYNTAX', line, 'a field name must be a word')
+    const name = key as string
+    const value: unknown = isScalar(pair.value) ? pair.value.value : (pair.value as { toJSON?: () => unknown } | null)?.toJSON?.() ?? null
+    if (flavour === 'claude-code' && !CLAUDE_MAPPED.has(name)) {
+      notes.push(`${where(line)}: note: Claude Code field "${printable(name)}" is not used by dsh`)
+      continue
+    }
+    if (!(DEFINITION_FIELDS as readonly string[]).includes(name)) {
+      fail('UNKNOWN_FIELD', line, `unknown field "${printable(name)}" (fields: ${DEFINITION_FIELDS.join(', ')})`)
+    }
+    lines[name as DefinitionField] = line
+    raw[name as DefinitionField] = value
+  }
+
+  const string = (field: DefinitionField, value: unknown): string => {
+    if (typeof value !== 'string' || value.trim() === '') fail('INVALID_FIELD', lines[field], `${field} must be non-empty text`)
+    return (value as string).trim()
+  }
+  const natural = (field: DefinitionField, value: unknown, least: number): number => {
+    if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < least) fail('INVALID_FIELD', lines[field], `${field} must be a whole number of at least ${least}`)
+    return value as number
+  }
+
+  if (raw.name === undefined) fail('INVALID_FIELD', frontLine, 'a definition needs a name (name: reviewer)')
+  const name = string('name', raw.name)
+  if (!NAME_PATTERN.test(name)) {
+    const why = /[/\\]|\.\./.test(name) ? 'it may not contain path characters' : 'use letters, digits, - and _, at most 64, starting with a letter or digit'
+    fail('BAD_NAME', lines.name, `name "${printable(name)}" is not a plain word: ${why}`)
+  }
+  if (raw.description === undefined) fail('INVALID_FIELD', frontLine, `"${name}" needs a description: when to use it (the parent's model reads it)`)
+  // One line: it is rendered into a tool description, which must not break into sections.
+  const description = string('description', raw.description).replace(/\s+/g, ' ')
+  if (description.length > MAX_DESCRIPTION_CHARS) fail('INVALID_FIELD', lines.description, `description is longer than ${MAX_DESCRIPTION_CHARS} characters; say when to use the helper in a sentence or two`)
+
+  const definition: AgentDefinition = {
+    name,
+    description,
+    provider: raw.provider === undefined ? 'spawn' : string('provider', raw.provider),
+    background: 'allowed',
+    continuable: false,
+    instructions: body.trim(),
+    source: { file, origin, flavour, hash: createHash('sha256').update(text).digest('hex').slice(0, 16), lines },
+  }
+  if (raw.model !== undefined) {
+    const model = string('model', raw.model)
+    // Claude Code's model names are its own aliases; `inherit` is what dsh does anyway.
+    if (flavour === 'claude-code') {
+      if (model !== 'inherit') notes.push(`${where(lines.model)}: note: Claude Code model "${printable(model)}" is not a dsh model spec; the helper runs on the parent's model`)
+    } else definition.model = model
+  }
+  for (const field of ['tools', 'disallowedTools'] as const) {
+    if (raw[field] === undefined) continue
+    const names = toolList(field, raw[field], lines[field], flavour, notes, where, fail)
+    if (field === 'tools') definition.tools = names
+    else definition.disallowedTools = names
+  }
+  if (raw.maxDepth !== undefined) definition.maxDepth = natural('maxDepth', raw.maxDepth, 0)
+  if (raw.timeoutMs !== undefined) definition.timeoutMs = natural('timeoutMs', raw.timeoutMs, 1)
+  if (raw.background !== undefined) {
+    if (!BACKGROUND.includes(raw.background as BackgroundPolicy)) fail('INVALID_FIELD', lines.background, `background must be one of ${BACKGROUND.join(', ')}`)
+    definition.background = raw.background as BackgroundPolicy
+  }
+  if (raw.continuable !== undefined) {
+    if (typeof raw.continuable !== 'boolean') fail('INVALID_FIELD', lines.continuable, 'continuable must be true or false')
+    definition.continuable = raw.continuable as boolean
+  }
+  // In the file's order, whichever check found them.
+  const lineOf = (note: string) => Number(/^.*?:(\d+): /.exec(note.slice(file.length))?.[1] ?? 0)
+  return { definition, notes: notes.sort((a, b) => lineOf(a) - lineOf(b)) }
+}
+
+/** A tool list: a YAML list, or Claude Code's comma-separated line (`Read, Grep, Bash`). */
+function toolList(
+  field: 'tools' | 'disallowedTools',
+  value: unknown,
+  line: number | undefined,
+  flavour: DefinitionFlavour,
+  notes: string[],
+  where: (line?: number) => string,
+  fail: (code: 'INVALID_FIELD', line: number | undefined, message: string) => never,
+): string[] {
+  const items = typeof value === 'string' ? value.split(',').map((item) => item.trim()).filter((item) => item !== '') : value
+  if (!Array.isArray(items) || items.some((item) => typeof item !== 'string')) fail('INVALID_FIELD', line, `${field} must be a list of tool names`)
+  const names: string[] = []
+  for (const item of items as string[]) {
+    if (flavour === 'claude-code') {
+      const mapped = CLAUDE_TOOLS[item] ?? (/^[a-z][a-z0-9_-]*$/.test(item) ? item : undefined)
+      if (mapped === undefined) notes.push(`${where(line)}: note: Claude Code tool "${printable(item)}" has no dsh counterpart; left out of ${field}`)
+      else if (!names.includes(mapped)) names.push(mapped)
+      continue
+    }
+    if (!TOOL_NAME.test(item)) fail('INVALID_FIELD', line, `${field}: "${printable(item)}" is not a tool name`)
+    if (!names.includes(item)) names.push(item)
+  }
+  return names
+}
+
+/**
+ * The front matter and body of `text`, or undefined when it does not open with `---`.
+ * `frontLine` is the file line of the front matter's first line.
+ */
+function splitFrontMatter(text: string): { front: string; frontLine: number; body: string } | 'unclosed' | undefined {
+  const lines = text.replace(/^\uFEFF/, '').split(/\r?\n/)
+  if (lines[0]?.trimEnd() !== '---') return undefined
+  const end = lines.findIndex((line, index) => index > 0 && (line.trimEnd() === '---' || line.trimEnd() === '...'))
+  if (end < 0) return 'unclosed'
+  return { front: lines.slice(1, end).join('\n'), frontLine: 2, body: lines.slice(end + 1).join('\n') }
+}
+

@@ -1,0 +1,67 @@
+import { Context, Service } from 'cordis'
+import Schema from 'schemastery'
+import { loadDefinitions, type DefinitionDirs } from './discover.js'
+import type { AgentDefinition, DefinitionSet } from './types.js'
+
+declare module 'cordis' {
+  interface Context {
+    agentDefinitions: AgentDefinitionsService
+  }
+}
+
+export interface AgentDefinitionsConfig {
+  dirs: string[]
+  project: boolean
+  user: boolean
+  claudeCode: boolean
+  cwd?: string
+  home?: string
+}
+
+/**
+ * `ctx.agentDefinitions`: the helpers defined in files, read once when the plugin starts
+ * (a change on disk applies to the next composition). A bad file fails the start, so a
+ * composition either has every definition or none.
+ */
+export class AgentDefinitionsService extends Service {
+  static Config: Schema<AgentDefinitionsConfig> = Schema.object({
+    dirs: Schema.array(Schema.string().min(1)).default([]).description('More directories of definitions (relative to the config file); each must exist.'),
+    project: Schema.boolean().default(true).description('Read ./.dsh/agents (wins over every other directory on a name clash).'),
+    user: Schema.boolean().default(true).description('Read ~/.dsh/agents ($DSH_HOME/agents).'),
+    claudeCode: Schema.boolean().default(false).description("Read ./.claude/agents as Claude Code agent files (unmapped fields and tools are notes)."),
+    cwd: Schema.string().min(1).description('The project directory (default: where dsh runs).'),
+    home: Schema.string().min(1).description("dsh's home (default: $DSH_HOME, else ~/.dsh)."),
+  })
+
+  private readonly set: DefinitionSet
+
+  constructor(ctx: Context, config: Partial<AgentDefinitionsConfig> = {}) {
+    super(ctx, 'agentDefinitions')
+    const dirs: DefinitionDirs = {}
+    if (config.dirs) dirs.dirs = config.dirs
+    if (config.project !== undefined) dirs.project = config.project
+    if (config.user !== undefined) dirs.user = config.user
+    if (config.claudeCode !== undefined) dirs.claudeCode = config.claudeCode
+    if (config.cwd !== undefined) dirs.cwd = config.cwd
+    if (config.home !== undefined) dirs.home = config.home
+    // Synchronous on purpose: a handful of small files, and every consumer can rely on
+    // the set being complete the moment the service exists.
+    this.set = loadDefinitions(dirs)
+  }
+
+  /** Every definition, in a stable order (directory, then file name). */
+  list(): readonly AgentDefinition[] {
+    return this.set.definitions
+  }
+
+  get(name: string): AgentDefinition | undefined {
+    return this.set.definitions.find((definition) => definition.name === name)
+  }
+
+  /** Shadowed names and unmapped Claude Code fields, one line each. */
+  get notes(): readonly string[] {
+    return this.set.notes
+  }
+}
+
+export default AgentDefinitionsService

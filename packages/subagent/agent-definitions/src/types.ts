@@ -1,0 +1,55 @@
+/** When a helper may, or must, run in the background. */
+export type BackgroundPolicy = 'allowed' | 'always' | 'never'
+
+/** Which kind of file a definition came from. */
+export type DefinitionFlavour = 'dsh' | 'claude-code'
+
+/** The front-matter fields of a dsh definition file. */
+export const DEFINITION_FIELDS = ['name', 'description', 'provider', 'model', 'tools', 'disallowedTools', 'maxDepth', 'background', 'continuable', 'timeoutMs'] as const
+
+export type DefinitionField = (typeof DEFINITION_FIELDS)[number]
+
+/** One helper, as its file defines it, resolved: every default applied. */
+export interface AgentDefinition {
+  name: string
+  /** When to use it: the parent's model reads this. One line. */
+  description: string
+  /** The `ctx.subagents` provider that runs it. */
+  provider: string
+  /** A model spec (`deepseek:deepseek-chat`); absent: the parent's. */
+  model?: string
+  /** Allow list of the child's tools (`tools`). */
+  tools?: readonly string[]
+  /** Deny list of the child's tools (`disallowedTools`). */
+  disallowedTools?: readonly string[]
+  /** Absolute delegation-depth bound the child runs under. */
+  maxDepth?: number
+  background: BackgroundPolicy
+  /** The child is kept: the call returns its id, and the parent talks to it with send_message. */
+  continuable: boolean
+  /** How long one run may take before it is cancelled. */
+  timeoutMs?: number
+  /** The file's body, trimmed: the child's instructions (its persona). Empty: none. */
+  instructions: string
+  /** Where it came from. */
+  source: DefinitionSource
+}
+
+export interface DefinitionSource {
+  /** The file's absolute path. */
+  file: string
+  /** The directory's role: `project` (./.dsh/agents), `claude-code` (./.claude/agents), `config`, `user` (~/.dsh/agents). */
+  origin: 'project' | 'claude-code' | 'config' | 'user'
+  flavour: DefinitionFlavour
+  /** SHA-256 of the file's bytes, hex, the first 16 characters: recorded in the child's header. */
+  hash: string
+  /** The line of each field present, for errors found later (a provider that is not registered). */
+  lines: Readonly<Partial<Record<DefinitionField, number>>>
+}
+
+/** What a load found: the definitions (names unique, first directory wins) and one-line notes. */
+export interface DefinitionSet {
+  definitions: readonly AgentDefinition[]
+  /** Shadowed names, unmapped Claude Code fields and tool names: `FILE:LINE: …`. */
+  notes: readonly string[]
+}

@@ -1,0 +1,228 @@
+import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { afterEach, beforeEach, describe, expect, it } from 'vitest'
+import { Context } from 'cordis'
+import { AgentDefinitionsService, DefinitionError, definitionProblems, loadDefinitions, MAX_DEFINITION_BYTES, type CompositionFacts } from '../src/index.js'
+
+let root: string
+let cwd: string
+let home: string
+
+beforeEach(() => {
+  root = mkdtempSync(join(tmpdir(), 'dsh-defs-'))
+  cwd = join(root, 'project')
+  home = join(root, 'home')
+  mkdirSync(cwd)
+  mkdirSync(home)
+})
+afterEach(() => rmSync(root, { recursive: true, force: true }))
+
+function write(dir: string, name: string, text: string): string {
+  mkdirSync(dir, { recursive: true })
+  const file = join(dir, name)
+  writeFileSync(file, text)
+  return file
+}
+const projectDir = () => join(cwd, '.dsh', 'agents')
+const userDir = () => join(home, 'agents')
+const load = (more: Parameters<typeof loadDefinitions>[0] = {}) => loadDefinitions({ cwd, home, ...more })
+
+function refusal(run: () => unknown): DefinitionError {
+  try {
+    run()
+  } catch (error) {
+    expect(error).toBeInstanceOf(DefinitionError)
+    const refused = error as DefinitionError
+    // One line, no stack in the message.
+    expect(refused.message).not.toMatch(/\n/)
+    return refused
+  }
+  throw new Error('expected a DefinitionError')
+}
+
+const reviewer = `---
+name: reviewer
+description: Reviews a change
+  for bugs.
+tools: [task_list, task_output]
+maxDepth: 1
+background: never
+timeoutMs: 60000
+---
+You are a careful reviewer.
+`
+
+describe('loading definitions', () => {
+  it('reads every field of a dsh definition, the body as its instructions', () => {
+    const file = write(projectDir(), 'reviewer.md', reviewer)
+    const { definitions, notes } = load()
+    expect(notes).toEqual([])
+    expect(definitions).toHaveLength(1)
+    const [definition] = definitions
+    expect(definition).toMatchObject({
+      name: 'reviewer',
+      description: 'Reviews a change for bugs.',
+      provider: 'spawn',
+      tools: ['task_list', 'task_output'],
+      maxDepth: 1,
+      background: 'never',
+      continuable: false,
+      timeoutMs: 60000,
+      instructions: 'You are a careful reviewer.',
+    })
+    expect(definition!.source).toMatchObject({ file, origin: 'project', flavour: 'dsh', lines: { name: 2, description: 3, tools: 5, maxDepth: 6 } })
+    expect(definition!.source.hash).toMatch(/^[0-9a-f]{16}$/)
+  })
+
+  it('has the project win over the user on a name clash, with a note naming both files', () => {
+    const mine = write(projectDir(), 'r.md', reviewer)
+    const theirs = write(userDir(), 'reviewer.md', reviewer.replace('careful', 'sloppy'))
+    write(userDir(), 'planner.md', '---\nname: planner\ndescription: Plans.\n---\nPlan.\n')
+    const { definitions, notes } = load()
+    expect(definitions.map((definition) => [definition.name, definition.source.file])).toEqual([
+      ['reviewer', mine],
+      ['planner', join(userDir(), 'planner.md')],
+    ])
+    expect(notes).toEqual([`${theirs}: note: "reviewer" is shadowed by ${mine} (project definitions win)`])
+  })
+
+  it('reads directories named in config, relative to the project, and refuses one that does not exist', () => {
+    write(join(cwd, 'team'), 'a.md', '---\nname: a\ndescription: A.\n---\n')
+    expect(load({ dirs: ['team'] }).definitions.map((definition) => definition.source.origin)).toEqual(['config'])
+    const refused = refusal(() => load({ dirs: ['nowhere'] }))
+    expect(refused.code).toBe('MISSING_DIR')
+    expect(refused.message).toContain(join(cwd, 'nowhere'))
+  })
+
+  it('names the file and line of an unknown field', () => {
+    const file = write(projectDir(), 'r.md', '---\nname: r\ndescription: R.\ncolour: red\n---\n')
+    const refused = refusal(() => load())
+    expect(refused.code).toBe('UNKNOWN_FIELD')
+    expect(refused.message).toMatch(new RegExp(`^${file}:4: unknown field "colour"`))
+  })
+
+  it('refuses malformed front matter with the line of the mistake', () => {
+    const file = write(projectDir(), 'r.md', '---\nname: r\ndescription: [unclosed\n---\nbody\n')
+    const refused = refusal(() => load())
+    expect(refused.code).toBe('SYNTAX')
+    expect(refused.message).toMatch(new RegExp(`^${file}:\\d+: front matter is not valid YAML`))
+    write(projectDir(), 'r.md', 'no front matter here\n')
+    expect(refusal(() => load()).message).toContain('starts with YAML front matter')
+    write(projectDir(), 'r.md', '---\nname: r\n')
+    expect(refusal(() => load()).message).toContain('never closed')
+  })
+
+  it('refuses a name with path characters', () => {
+    write(projectDir(), 'r.md', '---\nname: ../etc/passwd\ndescription: R.\n---\n')
+    const refused = refusal(() => load())
+    expect(refused.code).toBe('BAD_NAME')
+    expect(refused.message).toContain('path characters')
+  })
+
+  it('refuses two files of one directory with one name, naming both, and registers nothing', () => {
+    const first = write(projectDir(), 'a.md', reviewer)
+    const second = write(projectDir(), 'b.md', reviewer)
+    const refused = refusal(() => load())
+    expect(refused.code).toBe('DUPLICATE_NAME')
+    expect(refused.message).toContain(first)
+    expect(refused.message).toContain(second)
+  })
+
+  it('refuses a file over the size limit without reading it whole', () => {
+    const file = join(projectDir(), 'big.md')
+    mkdirSync(projectDir(), { recursive: true })
+    writeFileSync(file, `---\nname: big\ndescription: Big.\n---\n${'x'.repeat(10 * 1024 * 1024)}`)
+    const refused = refusal(() => load())
+    expect(refused.code).toBe('TOO_LARGE')
+    expect(refused.message).toContain(file)
+    expect(MAX_DEFINITION_BYTES).toBeLessThan(10 * 1024 * 1024)
+  })
+
+  it('names a symlink loop in the agents directory', () => {
+    mkdirSync(projectDir(), { recursive: true })
+    const loop = join(projectDir(), 'loop.md')
+    symlinkSync(loop, loop)
+    const refused = refusal(() => load())
+    expect(refused.code).toBe('UNREADABLE')
+    expect(refused.message).toBe(`${loop}: cannot read the definition: a symlink loop`)
+  })
+
+  it('names an agents directory that is itself a symlink loop', () => {
+    mkdirSync(join(cwd, '.dsh'), { recursive: true })
+    symlinkSync(projectDir(), projectDir())
+    const refused = refusal(() => load())
+    expect(refused.code).toBe('UNREADABLE')
+    expect(refused.message).toBe(`${projectDir()}: cannot read the agents directory: a symlink loop`)
+  })
+
+  it('refuses values of the wrong kind, naming the field', () => {
+    write(projectDir(), 'r.md', '---\nname: r\ndescription: R.\nbackground: sometimes\n---\n')
+    expect(refusal(() => load()).message).toMatch(/r\.md:4: background must be one of allowed, always, never$/)
+    write(projectDir(), 'r.md', '---\nname: r\ndescription: R.\nmaxDepth: -1\n---\n')
+    expect(refusal(() => load()).message).toMatch(/r\.md:4: maxDepth must be a whole number/)
+    write(projectDir(), 'r.md', '---\nname: r\n---\n')
+    expect(refusal(() => load()).message).toMatch(/needs a description/)
+  })
+
+  it('loads Claude Code agent files on request, with a note per unmapped field and tool', () => {
+    const claude = join(cwd, '.claude', 'agents')
+    const file = write(claude, 'rev.md', '---\nname: code-reviewer\ndescription: Reviews code.\ntools: Read, Grep, Bash\nmodel: sonnet\ncolor: blue\n---\nReview it.\n')
+    expect(load().definitions).toEqual([])
+    const { definitions, notes } = load({ claudeCode: true })
+    expect(definitions).toHaveLength(1)
+    expect(definitions[0]).toMatchObject({ name: 'code-reviewer', provider: 'spawn', tools: ['bash'], instructions: 'Review it.' })
+    expect(definitions[0]!.model).toBeUndefined()
+    expect(notes).toEqual([
+      `${file}:4: note: Claude Code tool "Read" has no dsh counterpart; left out of tools`,
+      `${file}:4: note: Claude Code tool "Grep" has no dsh counterpart; left out of tools`,
+      `${file}:5: note: Claude Code model "sonnet" is not a dsh model spec; the helper runs on the parent's model`,
+      `${file}:6: note: Claude Code field "color" is not used by dsh`,
+    ])
+  })
+
+  it('fails the service start on a bad file, so nothing is registered', async () => {
+    write(projectDir(), 'good.md', reviewer)
+    write(projectDir(), 'bad.md', '---\nname: bad\ndescription: B.\nprovidr: spawn\n---\n')
+    const ctx = new Context()
+    await expect(ctx.plugin(AgentDefinitionsService, { cwd, home })).rejects.toThrow(/bad\.md:4: unknown field "providr"/)
+    expect(ctx.get('agentDefinitions')).toBeUndefined()
+  })
+
+  it('serves the definitions and notes it loaded', async () => {
+    write(projectDir(), 'reviewer.md', reviewer)
+    const ctx = new Context()
+    await ctx.plugin(AgentDefinitionsService, { cwd, home })
+    expect(ctx.agentDefinitions.list().map((definition) => definition.name)).toEqual(['reviewer'])
+    expect(ctx.agentDefinitions.get('reviewer')?.instructions).toBe('You are a careful reviewer.')
+    expect(ctx.agentDefinitions.get('nobody')).toBeUndefined()
+  })
+})
+
+describe('checking definitions against a composition', () => {
+  const facts: CompositionFacts = {
+    provider: (name) =>
+      name === 'spawn'
+        ? { capabilities: { toolFilter: true, depthLimit: true, persona: true }, continuable: true, modelsHere: true }
+        : name === 'acp'
+          ? { capabilities: { toolFilter: false, depthLimit: false, persona: false }, continuable: true, modelsHere: false }
+          : undefined,
+    providers: ['spawn', 'acp'],
+    tools: ['bash', 'task_list'],
+    modelProblem: (spec) => (spec.startsWith('scripted:') ? undefined : `no model adapter for "${spec}"`),
+  }
+
+  it('gives one line per problem, naming file and line of the field', () => {
+    const file = write(projectDir(), 'a.md', '---\nname: a\ndescription: A.\nprovider: acpp\n---\n')
+    write(projectDir(), 'b.md', '---\nname: b\ndescription: B.\nprovider: acp\ntools: [bash]\n---\n')
+    write(projectDir(), 'c.md', '---\nname: c\ndescription: C.\ntools: [bash, reed]\nmodel: nope:x\n---\n')
+    write(projectDir(), 'd.md', '---\nname: d\ndescription: D.\nmodel: scripted:x.yml\ntools: [bash]\n---\n')
+    const problems = definitionProblems(load().definitions, facts)
+    expect(problems).toEqual([
+      `${file}:4: helper "a": no subagent provider named "acpp" is registered (registered: spawn, acp); load its plugin or fix the name`,
+      `${join(projectDir(), 'b.md')}:5: helper "b": provider "acp" cannot enforce a tool list (its child's tools are its own); remove tools or use spawn or fork`,
+      `${join(projectDir(), 'c.md')}:4: helper "c": unknown tool "reed" in tools (tools: bash, task_list)`,
+      `${join(projectDir(), 'c.md')}:5: helper "c": model "nope:x": no model adapter for "nope:x"`,
+    ])
+  })
+})

@@ -1,0 +1,286 @@
+/**
+ * The delegation tool over agent definitions (`helpers: true`): one tool whose `agent`
+ * parameter names a defined helper (an enum) and whose description lists each helper with
+ * its description. The model picks a helper; the definition picks everything else
+ * (provider, model, tools, instructions, depth bound, background, continuable, timeout),
+ * so no provider or transport parameter ever reaches the model.
+ *
+ * The rendering depends only on the definitions (read once, when the composition started)
+ * and on which of their providers are registered, so it is byte-stable across turns: it
+ * changes only while providers come and go at start-up, and is re-registered only when
+ * it really changed.
+ */
+import { errorMessage } from '@dsh/base'
+import type { Context } from 'cordis'
+import { text } from '@dsh/llm'
+import type { ToolExecution, ToolOutput, ToolReservation } from '@dsh/tools'
+import type { AgentDefinition } from '@dsh/agent-definitions'
+import type {} from '@dsh/agent'
+import { DEFAULT_MAX_DEPTH, type SubagentProvider, type SubagentRequest, type SubagentRun, type SubagentService } from '@dsh/subagent'
+import { startBackground } from './background.js'
+import { collect } from './foreground.js'
+import { belowDepthBound, SUBAGENT_SECTION_ORDER } from './guidance.js'
+
+export interface HelperToolArgs {
+  agent: string
+  description: string
+  prompt: string
+  run_in_background?: boolean
+}
+
+export interface HelperToolSettings {
+  toolName: string
+  enableRunInBackground: boolean
+  /** The tool's own bound, for helpers that set none. */
+  maxDepth?: number
+}
+
+/** Why `definition` cannot be offered on `provider` (a host reports these as errors before start), or undefined. */
+export function helperUnavailable(definition: AgentDefinition, provider: SubagentProvider | undefined): string | undefined {
+  if (!provider) return `its provider "${definition.provider}" is not registered`
+  const { capabilities } = provider
+  if ((definition.tools !== undefined || definition.disallowedTools !== undefined) && !capabilities.toolFilter) return `provider "${provider.name}" cannot enforce a tool list`
+  if (definition.maxDepth !== undefined && !capabilities.depthLimit) return `provider "${provider.name}" cannot enforce a depth limit`
+  if (definition.continuable && !provider.prepareContinuable) return `provider "${provider.name}" cannot keep a child across turns`
+  // A bound of 0 admits no child at all, not even one of a root.
+  if (definition.maxDepth === 0) return 'its maxDepth 0 admits no child'
+  return undefined
+}
+
+const HELPER_TAGS = ['sees this conversation', 'kept', 'background', 'waits'] as const
+type HelperTag = (typeof HELPER_TAGS)[number]
+const TAG_MEANING: Readonly<Record<HelperTag, string>> = {
+  'sees this conversation': 'it already sees this conversation up to the call; tell it only what is new and what to return.',
+  kept: 'the call returns its id at once; you get a message each time it finishes, and send it more work with send_message.',
+  background: 'it always runs in the background: the call returns a task id; collect the answer with task_output.',
+  waits: 'it always waits for its answer, whatever run_in_background says.',
+}
+
+/** What the model sees: the tool description (one line per helper) and its parameters. */
+export function helperRendering(offered: readonly { definition: AgentDefinition; provider: SubagentProvider }[], enableRunInBackground: boolean): { description: string; parameters: Record<string, unknown> } {
+  const background = enableRunInBackground && offered.some(({ definition }) => definition.background === 'allowed' && !definition.continuable)
+  // Each helper costs its line: name, description and a short tag where it differs from
+  // the rest; what a tag means is said once, and only when some helper has it.
+  const used = new Set<HelperTag>()
+  const lines = [
+    'Delegate a task to one of the helpers below: set agent to its name. Each helper is its own agent with its own instructions, tools and model; it does not see this conversation, so give it a complete brief, and it returns its final answer (unless tagged otherwise).',
+    'Helpers:',
+  ]
+  for (const { definition, provider } of offered) {
+    const tags: HelperTag[] = []
+    if (provider.inheritsParentContext) tags.push('sees this conversation')
+    if (definition.continuable) tags.push('kept')
+    else if (definition.background === 'always') tags.push('background')
+    else if (definition.background === 'never' && background) tags.push('waits')
+    for (const tag of tags) used.add(tag)
+    lines.push(`- ${definition.name}: ${definition.description}${tags.map((tag) => ` [${tag}]`).join('')}`)
+  }
+  for (const tag of HELPER_TAGS) if (used.has(tag)) lines.push(`[${tag}]: ${TAG_MEANING[tag]}`)
+  if (background) lines.push('Set run_in_background to keep working while a helper runs; collect its answer later with task_output.')
+  const properties: Record<string, unknown> = {
+    agent: { type: 'string', enum: offered.map(({ definition }) => definition.name), description: 'The helper that does the task (see the list in this tool\'s description).' },
+    description: { type: 'string', minLength: 1, description: 'A short (3-5 word) label for the task, shown to the user.' },
+    prompt: { type: 'string', minLength: 1, description: 'The task for the helper: everything it needs to know (only what is new for one tagged [sees this conversation]) and what to return.' },
+  }
+  if (background) properties.run_in_background = { type: 'boolean', description: 'Start the helper and return at once with a task id instead of waiting for its answer.' }
+  return { description: lines.join('\n'), parameters: { type: 'object', properties, required: ['agent', 'description', 'prompt'], additionalProperties: false } }
+}
+
+/** The system-prompt guidance of a helper tool. */
+export function helperGuidance(toolName: string): string {
+  return [
+    `# Delegating with \`${toolName}\``,
+    `- \`${toolName}\` hands a task to a named helper; its description lists them. Pick the helper whose description fits the task; do small or tightly coupled work yourself.`,
+    `- Independent delegations belong in one step: call \`${toolName}\` several times in the same response and the helpers run in parallel.`,
+    "- A helper's answer is for you, not the user: check it, then pass on what matters.",
+  ].join('\n')
+}
+
+/** Mounts the helper tool and keeps it in step with the helpers' providers. */
+export class HelperTool {
+  private offered = new Map<string, { definition: AgentDefinition; provider: SubagentProvider }>()
+  private rendered: string | undefined
+  private unregister: (() => void) | undefined
+
+  constructor(
+    private readonly ctx: Context,
+    private readonly settings: HelperToolSettings,
+    private readonly reservation: ToolReservation,
+    private readonly subagents: SubagentService,
+    private readonly definitions: readonly AgentDefinition[],
+  ) {
+    const providers = new Set(definitions.map((definition) => definition.provider))
+    ctx.on('subagent/provider-added', (provider) => {
+      if (providers.has(provider.name)) this.mount()
+    })
+    ctx.on('subagent/provider-removed', (name) => {
+      if (providers.has(name)) this.mount()
+    })
+    ctx.effect(() => () => this.unmount(), 'tool-subagent: unmount helpers')
+    // Definitions are read when the composition starts, so a child whose recorded hash
+    // differs was started by an earlier process from an earlier file: a cold resume. It
+    // keeps the instructions it started with (its descriptor's); say that the file moved on.
+    const log = ctx.logger('tool-subagent')
+    ctx.subagents.registerContinuableSetup((_childCtx, child) => {
+      const recorded = child.session.header.helper
+      if (recorded === undefined) return
+      const current = definitions.find((definition) => definition.name === recorded.name)
+      if (current === undefined) log.warn('subagent %s was started as helper "%s", which is no longer defined; it keeps the instructions it started with', child.id, recorded.name)
+      else if (current.source.hash !== recorded.hash) {
+        log.warn('subagent %s was started as helper "%s" from an earlier version of %s (it has changed since); it keeps the instructions it started with', child.id, recorded.name, current.source.file)
+      }
+    })
+    if (definitions.length === 0) ctx.logger('tool-subagent').warn('tool "%s" offers helpers, but no agent definitions were found', settings.toolName)
+    this.mount()
+  }
+
+  private mount(): void {
+    const offered = this.definitions.flatMap((definition) => {
+      const provider = this.subagents.getProvider(definition.provider)
+      return helperUnavailable(definition, provider) === undefined ? [{ definition, provider: provider! }] : []
+    })
+    if (offered.length === 0) {
+      this.unmount()
+      return
+    }
+    const rendering = helperRendering(offered, this.settings.enableRunInBackground)
+    const key = JSON.stringify(rendering)
+    // Byte-stable: a provider event that changes nothing the model sees leaves the tool as it is.
+    if (key === this.rendered && this.unregister) return
+    this.unmount()
+    this.offered = new Map(offered.map((entry) => [entry.definition.name, entry]))
+    const unregisterTool = this.reservation.register<HelperToolArgs>({
+      ...rendering,
+      concurrencySafe: true,
+      execute: (args, exec) => this.execute(args, exec),
+    })
+    const { toolName } = this.settings
+    const guidance = helperGuidance(toolName)
+    let removeSection: () => void
+    try {
+      removeSection = this.ctx.agents.addPromptSection({
+        name: `subagent:${toolName}`,
+        order: SUBAGENT_SECTION_ORDER,
+        tool: toolName,
+        visible: (agent) => belowDepthBound(agent, this.settings.maxDepth ?? DEFAULT_MAX_DEPTH),
+        render: () => guidance,
+      })
+    } catch (error) {
+      unregisterTool()
+      throw error
+    }
+    this.rendered = key
+    this.unregister = () => {
+      removeSection()
+      unregisterTool()
+    }
+  }
+
+  private unmount(): void {
+    const unregister = this.unregister
+    this.unregister = undefined
+    this.rendered = undefined
+    unregister?.()
+  }
+
+  private execute(args: HelperToolArgs, exec: ToolExecution): Promise<ToolOutput> {
+    const entry = this.offered.get(args.agent)
+    if (!entry) return Promise.resolve({ isError: true, content: `there is no helper named "${args.agent}"; helpers: ${[...this.offered.keys()].join(', ')}` })
+    const { definition, provider } = entry
+    const request = this.request(definition, provider, args, exec)
+    if (definition.continuable) return this.startContinuable(definition, request, exec)
+    const background = definition.background === 'always' || (definition.background === 'allowed' && args.run_in_background === true && this.settings.enableRunInBackground)
+    const wrap = definition.timeoutMs === undefined ? undefined : (run: SubagentRun) => withTimeout(run, definition.timeoutMs!)
+    if (background) return startBackground(this.ctx, provider.name, request, exec, wrap)
+    return this.subagents.start(provider.name, request).then(
+      (run) => collect(wrap ? wrap(run) : run, provider.name, definition.name),
+      (error: unknown) => ({ isError: true, content: `the helper "${definition.name}" could not be started: ${errorMessage(error)}` }),
+    )
+  }
+
+  private async startContinuable(definition: AgentDefinition, request: SubagentRequest, exec: ToolExecution): Promise<ToolOutput> {
+    const { prompt, parent, callId, maxDepth, agentOptions, persona, toolFilter, helper } = request
+    try {
+      const { childId } = await this.subagents.startContinuable({
+        provider: definition.provider,
+        label: request.label ?? definition.name,
+        request: { prompt, parent, ...(callId !== undefined && { callId }), ...(maxDepth !== undefined && { maxDepth }), ...(agentOptions && { agentOptions }), ...(persona !== undefined && { persona }), ...(toolFilter && { toolFilter }), ...(helper && { helper }) },
+        signal: exec.signal,
+      })
+      return `started continuable helper "${definition.name}" as subagent ${childId}. You will get a message when its turn ends; send it more work with send_message (subagent_id ${childId}).`
+    } catch (error) {
+      return { isError: true, content: `the helper "${definition.name}" could not be started: ${errorMessage(error)}` }
+    }
+  }
+
+  /**
+   * The child's allow list: the definition's, narrowed to what the calling agent can see
+   * when its own tools are filtered, so a helper never hands a child a tool its parent was
+   * denied (a caller without bash cannot get bash through a helper that lists none).
+   */
+  private inheritedAllow(definition: AgentDefinition, callerId: string): readonly string[] | undefined {
+    if (!this.subagents.getProvider(definition.provider)?.capabilities.toolFilter) return definition.tools
+    const everything = this.ctx.tools.list()
+    const visible = new Set(this.ctx.tools.visibleNames(callerId))
+    if (everything.every((name) => visible.has(name))) return definition.tools
+    return (definition.tools ?? everything).filter((name) => visible.has(name))
+  }
+
+  /** The definition as a request: it decides everything but the task and its label. */
+  private request(definition: AgentDefinition, provider: SubagentProvider, args: HelperToolArgs, exec: ToolExecution): SubagentRequest {
+    const { instructions } = definition
+    // A provider that cannot replace its child's persona gets the instructions at the head of the task.
+    const asPersona = instructions !== '' && provider.capabilities.persona
+    const task = instructions !== '' && !asPersona ? `${instructions}\n\n---\n\n${args.prompt}` : args.prompt
+    const request: SubagentRequest = {
+      prompt: [text(task)],
+      parent: exec.agent,
+      signal: exec.signal,
+      label: args.description,
+      callId: exec.callId,
+      helper: { name: definition.name, hash: definition.source.hash },
+    }
+    if (asPersona) request.persona = instructions
+    if (definition.model !== undefined) request.agentOptions = { model: definition.model }
+    const maxDepth = definition.maxDepth ?? this.settings.maxDepth ?? (provider.capabilities.depthLimit ? DEFAULT_MAX_DEPTH : undefined)
+    if (maxDepth !== undefined) request.maxDepth = maxDepth
+    const allow = this.inheritedAllow(definition, exec.agent.id)
+    if (allow !== undefined || definition.disallowedTools !== undefined) {
+      request.toolFilter = { ...(allow && { allow }), ...(definition.disallowedTools && { deny: definition.disallowedTools }) }
+    }
+    return request
+  }
+}
+
+/** `run`, cancelled once `ms` have passed; its result then says the helper's time ran out. */
+export function withTimeout(run: SubagentRun, ms: number): SubagentRun {
+  let timedOut = false
+  const timer = setTimeout(() => {
+    timedOut = true
+    run.cancel(new Error(`the helper's timeoutMs (${ms}) ran out`))
+  }, ms)
+  timer.unref?.()
+  const result = run.result.then(
+    (settled) => {
+      clearTimeout(timer)
+      return timedOut && settled.stopReason === 'aborted' ? { ...settled, stopReason: 'error' as const, diagnostic: `it ran longer than its timeoutMs (${ms} ms) and was stopped` } : settled
+    },
+    (error: unknown) => {
+      clearTimeout(timer)
+      throw error
+    },
+  )
+  const timed: SubagentRun = {
+    id: run.id,
+    local: run.local,
+    result,
+    cancel: (reason) => run.cancel(reason),
+    dispose: () => {
+      clearTimeout(timer)
+      return run.dispose()
+    },
+    ...(run.storedAt !== undefined && { storedAt: run.storedAt }),
+  }
+  if (run.sendMessage) timed.sendMessage = (message) => run.sendMessage!(message)
+  return timed
+}

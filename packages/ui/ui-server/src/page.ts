@@ -1,0 +1,153 @@
+/**
+ * The page `dsh ui` serves: one static document with its script inline (no build step, no
+ * network but its own server). Everything from a session is put in the document with
+ * `textContent`, never as markup. It lists the runs, shows one run as a tree and a
+ * timeline, and one session's transcript with each delegation linked to its child; it
+ * refreshes what changed when the server's event stream says so.
+ */
+export const PAGE = `<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<title>dsh ui</title>
+<style>
+  body { font: 14px/1.4 system-ui, sans-serif; margin: 0; display: grid; grid-template-columns: 22rem 1fr; height: 100vh; color: #1d1d1f; }
+  aside { border-right: 1px solid #ddd; overflow: auto; }
+  main { overflow: auto; padding: 0 1rem 2rem; }
+  h1 { font-size: 1rem; margin: .8rem 1rem; }
+  h2 { font-size: .95rem; margin: 1rem 0 .4rem; }
+  .run { padding: .4rem 1rem; cursor: pointer; border-bottom: 1px solid #eee; }
+  .run:hover, .run.open { background: #f2f5fb; }
+  .meta { color: #666; font-size: 12px; }
+  .state { display: inline-block; min-width: 5.5rem; font-size: 12px; border-radius: 3px; padding: 0 .3rem; margin-right: .4rem; text-align: center; background: #eee; }
+  .state.running { background: #dbe9ff; } .state.completed { background: #ddf3e1; } .state.error, .state.lost { background: #fbdcdc; }
+  .state.aborted { background: #f6e7c8; } .state.elsewhere { background: #ece6f7; }
+  ul.tree { list-style: none; padding-left: 1.2rem; margin: 0; } ul.tree.top { padding-left: 0; }
+  .node { padding: .15rem .3rem; cursor: pointer; border-radius: 3px; } .node:hover, .node.open { background: #f2f5fb; }
+  .timeline { position: relative; border-left: 1px solid #ccc; }
+  .bar-row { position: relative; height: 16px; margin: 2px 0; }
+  .bar { position: absolute; height: 12px; top: 2px; border-radius: 2px; background: #8fb3e8; min-width: 2px; }
+  .bar.running { background: #4b86db; } .bar.error { background: #d46a6a; } .bar.aborted { background: #d9a94a; }
+  .entry { border-left: 3px solid #ddd; padding: .3rem .6rem; margin: .4rem 0; white-space: pre-wrap; word-break: break-word; }
+  .entry.user { border-color: #7aa7e8; } .entry.assistant { border-color: #7ac68d; } .entry.tool-call { border-color: #c9a64a; }
+  .entry.tool-result { border-color: #b9b9b9; } .entry.tool-result.error { border-color: #d46a6a; } .entry.turn-end { border-color: #444; }
+  a.child { cursor: pointer; color: #1a5fd0; text-decoration: underline; }
+  .problems { color: #a33; font-size: 12px; padding: .4rem 1rem; }
+</style>
+</head>
+<body>
+<aside><h1>dsh ui</h1><div id="runs" data-testid="runs"></div><div id="problems" class="problems"></div></aside>
+<main>
+  <h2 id="run-title">Choose a run</h2>
+  <ul id="tree" class="tree top" data-testid="tree"></ul>
+  <h2>Timeline</h2>
+  <div id="timeline" class="timeline" data-testid="timeline"></div>
+  <h2 id="transcript-title">Transcript</h2>
+  <div id="transcript" data-testid="transcript"></div>
+</main>
+<script>
+(() => {
+  const token = new URLSearchParams(location.search).get('token') || ''
+  const api = (path) => fetch(path + (path.includes('?') ? '&' : '?') + 'token=' + encodeURIComponent(token)).then((r) => (r.ok ? r.json() : null))
+  const el = (tag, attrs, ...children) => {
+    const node = document.createElement(tag)
+    for (const [key, value] of Object.entries(attrs || {})) {
+      if (key === 'class') node.className = value
+      else if (key === 'on') for (const [event, handler] of Object.entries(value)) node.addEventListener(event, handler)
+      else node.setAttribute(key, String(value))
+    }
+    for (const child of children) if (child !== undefined && child !== null) node.append(typeof child === 'string' ? document.createTextNode(child) : child)
+    return node
+  }
+  const seconds = (from, to) => (((to ?? Date.now()) - from) / 1000).toFixed(1) + ' s'
+  const tokens = (n) => n.inputTokens || n.outputTokens ? n.inputTokens + ' in / ' + n.outputTokens + ' out' : ''
+  let openRun = null
+  let openSession = null
+
+  async function loadRuns() {
+    const body = await api('/api/runs')
+    if (!body) return
+    const list = document.getElementById('runs')
+    list.replaceChildren(...body.runs.map((run) => el('div', { class: 'run' + (run.id === openRun ? ' open' : ''), 'data-run': run.id, 'data-state': run.state, on: { click: () => openRunView(run.id) } },
+      el('span', { class: 'state ' + run.state }, run.state), run.label || run.id,
+      el('div', { class: 'meta' }, new Date(run.startedAt).toLocaleString() + ' · ' + seconds(run.startedAt, run.endedAt) + ' · ' + run.children + ' children' + (tokens(run) ? ' · ' + tokens(run) : '')))))
+    document.getElementById('problems').replaceChildren(...body.unreadable.map((p) => el('div', {}, p.file + ': ' + p.problem)))
+  }
+
+  function treeItem(node) {
+    const state = node.storedAt ? 'elsewhere' : node.state
+    const who = [node.helper, node.provider || node.origin].filter(Boolean).join(' · ')
+    const line = el('div', { class: 'node' + (node.id === openSession ? ' open' : ''), 'data-node': node.id, 'data-state': node.state, on: { click: (event) => { event.stopPropagation(); if (!node.storedAt) openTranscript(node.id) } } },
+      el('span', { class: 'state ' + state }, node.state), (who ? who + ' ' : '') + (node.label ? '"' + node.label + '"' : node.id),
+      el('span', { class: 'meta' }, '  ' + (node.storedAt ? 'stored elsewhere: ' + node.storedAt : seconds(node.startedAt, node.endedAt) + (tokens(node) ? ' · ' + tokens(node) : ''))))
+    const item = el('li', {}, line)
+    if (node.children.length) item.append(el('ul', { class: 'tree' }, ...node.children.map(treeItem)))
+    return item
+  }
+
+  function timeline(root) {
+    const all = []
+    const walk = (node) => { all.push(node); node.children.forEach(walk) }
+    walk(root)
+    const start = Math.min(...all.map((n) => n.startedAt))
+    const end = Math.max(...all.map((n) => n.endedAt ?? Date.now()))
+    const span = Math.max(1, end - start)
+    document.getElementById('timeline').replaceChildren(...all.map((n) => el('div', { class: 'bar-row', title: (n.label || n.id) + ' ' + n.state },
+      el('div', { class: 'bar ' + n.state, 'data-bar': n.id, style: 'left:' + ((n.startedAt - start) / span * 100).toFixed(2) + '%;width:' + (((n.endedAt ?? Date.now()) - n.startedAt) / span * 100).toFixed(2) + '%' }))))
+  }
+
+  async function openRunView(id) {
+    openRun = id
+    const root = await api('/api/tree/' + encodeURIComponent(id))
+    if (!root) return
+    document.getElementById('run-title').textContent = 'Run ' + (root.label || root.id)
+    document.getElementById('tree').replaceChildren(treeItem(root))
+    timeline(root)
+    for (const node of document.querySelectorAll('.run')) node.classList.toggle('open', node.dataset.run === id)
+    if (!openSession) openTranscript(id)
+  }
+
+  async function openTranscript(id) {
+    openSession = id
+    const body = await api('/api/transcript/' + encodeURIComponent(id))
+    if (!body) return
+    const h = body.header
+    document.getElementById('transcript-title').textContent = 'Transcript of ' + (h.label ? '"' + h.label + '" ' : '') + h.id + (h.provider ? ' (' + h.provider + ')' : '')
+    document.getElementById('transcript').replaceChildren(...body.entries.map((entry) => {
+      const box = el('div', { class: 'entry ' + entry.kind + (entry.error ? ' error' : ''), 'data-kind': entry.kind })
+      if (entry.kind === 'user') box.append(el('b', {}, 'user: '), entry.text)
+      if (entry.kind === 'assistant') box.append(el('b', {}, 'assistant: '), entry.text, entry.usage ? el('div', { class: 'meta' }, tokens(entry.usage)) : null)
+      if (entry.kind === 'tool-call') box.append(el('b', {}, 'call ' + entry.name + ' '), el('span', { class: 'meta' }, entry.callId), '\\n' + entry.args)
+      if (entry.kind === 'tool-result') {
+        box.append(el('b', {}, 'result of ' + entry.name + (entry.error ? ' (error)' : '') + ' '), el('span', { class: 'meta' }, entry.callId))
+        if (entry.permission) box.append(el('div', { class: 'meta' }, 'permission: ' + entry.permission.decision + ' by ' + entry.permission.by))
+        if (entry.child) box.append(el('div', {}, entry.childStoredAt ? el('span', { class: 'meta', 'data-child': entry.child }, 'child ' + entry.child + ' (' + entry.childProvider + '), stored elsewhere: ' + entry.childStoredAt)
+          : el('a', { class: 'child', 'data-child': entry.child, on: { click: () => openTranscript(entry.child) } }, 'open child ' + entry.child + ' (' + entry.childProvider + ')')))
+        box.append('\\n' + entry.text)
+      }
+      if (entry.kind === 'turn-end') box.append(el('b', {}, 'turn ended ' + entry.reason), entry.error ? ': ' + entry.error : '')
+      return box
+    }))
+    for (const node of document.querySelectorAll('.node')) node.classList.toggle('open', node.dataset.node === id)
+  }
+
+  let pending = null
+  const changed = new Set()
+  const events = new EventSource('/api/events?token=' + encodeURIComponent(token))
+  events.addEventListener('changed', (event) => {
+    changed.add(JSON.parse(event.data).id)
+    clearTimeout(pending)
+    pending = setTimeout(async () => {
+      const ids = new Set(changed)
+      changed.clear()
+      await loadRuns()
+      if (openRun) await openRunView(openRun)
+      if (openSession && ids.has(openSession)) await openTranscript(openSession)
+    }, 100)
+  })
+  loadRuns()
+})()
+</script>
+</body>
+</html>
+`
