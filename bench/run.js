@@ -1,7 +1,8 @@
 // Runs every benchmark scenario in fresh processes and prints the median of each figure.
 //   npm run bench            a table
 //   npm run bench -- --json  one {"name","unit","value"} object a line
-// Scenarios live in bench/scenario.js (A2A ones in bench/a2a-scenario.js, queue ones in bench/queue-scenario.js, dsh ui's in bench/ui.js, start-up in bench/startup.js, live progress in bench/progress.js); bench/README.md says what each figure should be and why.
+//   npm run bench -- --only=fanoutTraced,startup   only the scenarios named
+// Scenarios live in bench/scenario.js (A2A ones in bench/a2a-scenario.js, queue ones in bench/queue-scenario.js, dsh ui's in bench/ui.js, start-up in bench/startup.js, live progress in bench/progress.js, tracing on against off in bench/tracing.js); bench/README.md says what each figure should be and why.
 import { execFileSync } from 'node:child_process'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -10,6 +11,8 @@ const here = dirname(fileURLToPath(import.meta.url))
 const json = process.argv.includes('--json')
 const runsArg = process.argv.find((arg) => arg.startsWith('--runs='))
 const runs = runsArg ? Number(runsArg.slice('--runs='.length)) : 5
+const onlyArg = process.argv.find((arg) => arg.startsWith('--only='))
+const only = onlyArg ? new Set(onlyArg.slice('--only='.length).split(',')) : undefined
 
 const plan = [
   { scenario: 'delegation', arg: 6000 },
@@ -30,6 +33,8 @@ const plan = [
   { scenario: 'uiRender', arg: 1000, file: 'ui.js' },
   { scenario: 'startup', arg: 8, file: 'startup.js' },
   { scenario: 'progress', arg: 2000, file: 'progress.js' },
+  { scenario: 'fanoutTraced', arg: 100, file: 'tracing.js' },
+  { scenario: 'fanoutTraced', arg: 1000, file: 'tracing.js' },
 ]
 
 const units = [
@@ -39,12 +44,13 @@ const units = [
   [/_ms$/, 'ms'],
   [/_kb$/, 'KB'],
   [/_events$/, 'events'],
+  [/_spans$/, 'spans'],
   [/_per_s$/, '/s'],
 ]
 const unitOf = (name) => units.find(([pattern]) => pattern.test(name))?.[1] ?? ''
 
 const samples = new Map()
-for (const { scenario, arg, file = 'scenario.js' } of plan) {
+for (const { scenario, arg, file = 'scenario.js' } of plan.filter(({ scenario }) => !only || only.has(scenario))) {
   for (let i = 0; i < runs; i++) {
     const out = execFileSync(process.execPath, ['--expose-gc', join(here, file), scenario, String(arg)], { encoding: 'utf8' })
     const figures = JSON.parse(out.trim().split('\n').at(-1))

@@ -16,10 +16,10 @@
  * run a second session on the same task's event bus.
  */
 import { TaskState, type Task } from '@a2a-js/sdk'
-import { AgentEvent, type AgentExecutor, type ExecutionEventBus, type RequestContext } from '@a2a-js/sdk/server'
+import { AgentEvent, STATE_HEADERS_KEY, type AgentExecutor, type ExecutionEventBus, type RequestContext } from '@a2a-js/sdk/server'
 import type { Context } from 'cordis'
 import { UnsupportedOperationError } from '@a2a-js/sdk/errors'
-import { errorMessage } from '@dsh/base'
+import { errorMessage, isRecord } from '@dsh/base'
 import { text, textOf } from '@dsh/llm'
 import { runUntilQuiet } from '@dsh/tasks'
 import { A2A_LINEAGE, addUsage, admitDepth, lineageHeader, noUsage, tighterBound } from '@dsh/subagent'
@@ -138,7 +138,7 @@ export class DshAgentExecutor implements AgentExecutor {
     if (skill !== undefined && helper === undefined) {
       return end(TaskState.TASK_STATE_REJECTED, `this worker has no skill "${skill}" (skills: ${[PROMPT_SKILL, ...(this.options.helpers?.keys() ?? [])].join(', ')}); its agent card lists them`)
     }
-    const lineage = A2A_LINEAGE.read(userMessage.metadata, log)
+    const lineage = A2A_LINEAGE.read(withTraceHeaders(userMessage.metadata, request.context?.state.get(STATE_HEADERS_KEY)), log)
     // Refused before anything exists, like dsh acp: delegation through workers stays bounded,
     // by the tighter of this worker's bound and the one the delegating parent inherited.
     const bound = tighterBound(this.options.maxDepth, lineage.maxDepth)!
@@ -227,4 +227,15 @@ function taskAgent(meta: NonNullable<CreateAgentOptions['meta']>, helper: AgentD
     options.setup = (ctx, agent) => void ctx.tools.restrict(agent.id, filter)
   }
   return options
+}
+
+/**
+ * The message's metadata, with the W3C trace headers of the HTTP request when the metadata
+ * has no trace context of its own (a client that is not dsh propagates only headers).
+ */
+function withTraceHeaders(metadata: unknown, headers: unknown): unknown {
+  if (!isRecord(headers) || headers.traceparent === undefined) return metadata
+  if (isRecord(metadata) && metadata.traceparent !== undefined) return metadata
+  const header = (name: string) => (Array.isArray(headers[name]) ? (headers[name] as unknown[])[0] : headers[name])
+  return { ...(isRecord(metadata) ? metadata : {}), traceparent: header('traceparent'), ...(headers.tracestate !== undefined && { tracestate: header('tracestate') }) }
 }

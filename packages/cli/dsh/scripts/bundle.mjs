@@ -7,6 +7,9 @@
  *                  file. Each module inside runs only when first imported: a plugin that
  *                  is not composed costs its bytes on disk, not its start-up.
  *   dsh.cjs        the executable (`bin`): runs dsh-main.cjs through a code cache.
+ *   dsh-otel.cjs   OpenTelemetry, as `@dsh/tracing` uses it (its `otel.js`): required
+ *                  by the bundle only when tracing runs, so with tracing off no start reads
+ *                  or compiles a byte of it.
  *
  * The SDKs of optional providers stay outside (EXTERNAL below) and are required from
  * node_modules when a composition uses them.
@@ -97,6 +100,18 @@ function owningPackage(file) {
   throw new Error(`${file} is in no named package; the bundle cannot say where it is installed`)
 }
 
+const tracingDist = join(dirname(createRequire(join(packageDir, 'package.json')).resolve('@dsh/tracing/package.json')), 'dist')
+const otelFile = join(outDir, 'dsh-otel.cjs')
+
+/** esbuild: `@dsh/tracing`'s `./otel.js` is the side bundle beside the main one, required when first used. */
+const otelSideBundle = {
+  name: 'dsh-otel-side-bundle',
+  /** @param {esbuild.PluginBuild} build */
+  setup(build) {
+    build.onResolve({ filter: /^\.\/otel\.js$/ }, (args) => (dirname(args.importer) === tracingDist ? { path: './dsh-otel.cjs', external: true } : undefined))
+  },
+}
+
 const mainResult = await esbuild.build({
   entryPoints: [join(packageDir, 'dist', 'main.js')],
   outfile: main,
@@ -113,7 +128,7 @@ const mainResult = await esbuild.build({
   // minification), so a stack still names its functions; its positions point into this file.
   minifyWhitespace: true,
   logLevel: 'warning',
-  plugins: [externals, importMetaUrl],
+  plugins: [externals, otelSideBundle, importMetaUrl],
   // Every import() becomes a require(). Code that V8 restores from a code cache cannot call
   // import() on Node 20 (it fails with "A dynamic import callback was not specified"), so
   // the bundle must not contain one; ESM on disk (an ESM-only SDK, a user's plugin) loads
@@ -124,6 +139,23 @@ const mainResult = await esbuild.build({
   footer: { js: readFileSync(join(packageDir, 'scripts', 'bundle-footer.cjs'), 'utf8').replaceAll('__dshVersion', JSON.stringify(version)) },
 })
 if (mainResult.errors.length > 0) process.exit(1)
+
+const otelResult = await esbuild.build({
+  entryPoints: [join(tracingDist, 'otel.js')],
+  outfile: otelFile,
+  bundle: true,
+  platform: 'node',
+  target: 'node20',
+  format: 'cjs',
+  charset: 'ascii',
+  legalComments: 'none',
+  minifyWhitespace: true,
+  logLevel: 'warning',
+  plugins: [externals],
+  supported: { 'dynamic-import': false },
+  banner: { js: '/* OpenTelemetry for the bundled dsh CLI, required by dsh-main.cjs when tracing runs. Built by packages/cli/dsh/scripts/bundle.mjs; do not edit. */' },
+})
+if (otelResult.errors.length > 0) process.exit(1)
 
 // The entry's `#!` line came along; the launcher is the executable, so make it a comment
 // (the same length, so columns in stack traces stay put).

@@ -44,9 +44,11 @@ export const VERB_USAGE: Record<Verb, string> = {
   ui: `ui [--port P] [--session-dir DIR] [--host H --token-env NAME]
       the delegation trees of a session directory in a browser, live: prints the page's
       URL (loopback, with the token every request needs); another address needs a token`,
-  sessions: `sessions list | tree [ID] [--usage] | show ID   [--session-dir DIR] [--config FILE]
+  sessions: `sessions list | tree [ID] [--usage] | show ID | trace ID [--endpoint URL]   [--session-dir DIR] [--config FILE]
       stored sessions, their delegation lineage, and transcripts; show ends with the
-      session's token usage (and cost, with a price table), tree --usage adds it per line`,
+      session's token usage (and cost, with a price table), tree --usage adds it per line;
+      trace writes a stored tree as one OpenTelemetry trace (OTLP/JSON) to stdout, or
+      sends it to the collector at --endpoint`,
   config: `config check [--config FILE] [--prompt]
       compose the plugins and print them, or the first configuration error; --prompt
       also prints the system prompt of a root agent and of a child`,

@@ -1,6 +1,7 @@
 import { join, resolve } from 'node:path'
 import type { PluginEntry } from './compose.js'
 import { dshHome } from './config-file.js'
+import { tracingEntries } from './tracing-entry.js'
 
 export interface CommandLineSettings {
   sessionDir?: string
@@ -40,6 +41,7 @@ export function defaultEntries(options: CommandLineSettings): PluginEntry[] {
     { id: 'tool-tasks', name: '@dsh/tool-tasks' },
     { id: 'bash', name: '@dsh/bash' },
     { id: 'tool-bash', name: '@dsh/tool-bash' },
+    ...tracingEntries(),
   ]
   return entries
 }

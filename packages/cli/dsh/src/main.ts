@@ -37,9 +37,9 @@ async function main(argv: string[]): Promise<number> {
     case 'demo':
       return (await import('./commands/demo.js')).demoVerb(rest)
     case 'sessions': {
-      const { values, positionals } = parseVerbArgs('sessions', { args: rest, allowPositionals: true, options: { ...COMMON, usage: { type: 'boolean', default: false } } })
+      const { values, positionals } = parseVerbArgs('sessions', { args: rest, allowPositionals: true, options: { ...COMMON, usage: { type: 'boolean', default: false }, endpoint: { type: 'string' } } })
       const [verb, ...args] = positionals
-      return sessionsCommand(verb, args, { sessionDir: values['session-dir'], config: values.config, usage: values.usage, verbose: values.verbose })
+      return sessionsCommand(verb, args, { sessionDir: values['session-dir'], config: values.config, usage: values.usage, verbose: values.verbose, ...(values.endpoint !== undefined && { endpoint: values.endpoint }) })
     }
     case 'config': {
       const { values, positionals } = parseVerbArgs('config', { args: rest, allowPositionals: true, options: { ...COMMON, prompt: { type: 'boolean', default: false } } })

@@ -37,4 +37,5 @@ export const shippedPlugins: Readonly<Record<string, () => Promise<unknown>>> = 
   '@dsh/tool-tasks': () => import('@dsh/tool-tasks'),
   '@dsh/bash': () => import('@dsh/bash'),
   '@dsh/tool-bash': () => import('@dsh/tool-bash'),
+  '@dsh/tracing': () => import('@dsh/tracing'),
 }

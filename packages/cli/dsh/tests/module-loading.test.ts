@@ -6,7 +6,7 @@
  * SDKs and the demo's and tests' helpers must not be on the run path.
  */
 import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
-import { join, relative } from 'node:path'
+import { dirname, join, relative } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { describe, expect, it } from 'vitest'
 import { dshBundle, repoRoot, runDsh, tempDir, type CliResult } from './cli.js'
@@ -30,11 +30,12 @@ async function loadedBy(args: string[], options: { env?: NodeJS.ProcessEnv } = {
     for (const script of scripts) {
       if (!script.url.startsWith('file:')) continue
       const path = relative(repoRoot, fileURLToPath(script.url))
-      if (fileURLToPath(script.url) !== dshBundle) {
+      // The bundle and its side bundles (dsh-otel.cjs) name their modules the same way.
+      if (dirname(fileURLToPath(script.url)) !== dirname(dshBundle)) {
         modules.add(path)
         continue
       }
-      // Inside the bundle: each module is wrapped in a function named after its source path.
+      // Inside a bundle: each module is wrapped in a function named after its source path.
       for (const fn of script.functions) {
         if (/\.(c|m)?js$/.test(fn.functionName) && fn.ranges[0].count > 0) modules.add(fn.functionName)
       }
@@ -71,7 +72,11 @@ const OPTIONAL = [
   'playwright-core',
   'bullmq',
   'ioredis',
+  '@dsh/tracing',
 ]
+
+/** Whether a package is one of OpenTelemetry's (loaded only when tracing is on). */
+const isOpenTelemetry = (name: string) => name.startsWith('@opentelemetry/')
 
 describe('what dsh loads', () => {
   it('dsh run with a scripted model loads the run path, and no SDK of a provider it does not use', async () => {
@@ -84,7 +89,7 @@ describe('what dsh loads', () => {
     expect(modules).toContain('packages/cli/dsh/dist/run.js')
     expect(packages).toContain('@dsh/llm-scripted')
     expect(packages).toContain('@dsh/llm-openai')
-    expect([...packages].filter((name) => [...OPTIONAL, '@agentclientprotocol/sdk', '@dsh/acp-server', '@dsh/subagent-acp'].includes(name))).toEqual([])
+    expect([...packages].filter((name) => [...OPTIONAL, '@agentclientprotocol/sdk', '@dsh/acp-server', '@dsh/subagent-acp'].includes(name) || isOpenTelemetry(name))).toEqual([])
     expect(modules.filter((path) => path.startsWith('packages/cli/dsh/dist/commands/'))).toEqual([])
     // No agents directory and no config naming it: agent definitions cost nothing.
     expect(packages).not.toContain('@dsh/agent-definitions')
@@ -110,8 +115,22 @@ describe('what dsh loads', () => {
     const packages = new Set(modules.map(packageOf))
     expect(packages).toContain('@dsh/acp-server')
     expect(packages).toContain('@agentclientprotocol/sdk')
-    expect([...packages].filter((name) => OPTIONAL.includes(name))).toEqual([])
+    expect([...packages].filter((name) => OPTIONAL.includes(name) || isOpenTelemetry(name))).toEqual([])
     expect(modules.filter((path) => path.startsWith('packages/cli/dsh/dist/commands/'))).toEqual([])
+  })
+
+  it('tracing loads @dsh/tracing and OpenTelemetry only when an OTEL_* variable turns it on', async () => {
+    const off = await loadedBy(['run', '--model', 'scripted:examples/hello.yml', '--session-dir', tempDir(), '--quiet', 'hello'], { env: { OTEL_SERVICE_NAME: 'not-enough-to-trace' } })
+    expect(off.result.code, off.result.stderr).toBe(0)
+    expect([...new Set(off.modules.map(packageOf))].filter((name) => name === '@dsh/tracing' || isOpenTelemetry(name))).toEqual([])
+    // Port 9 on loopback: nothing listens; the spans are dropped with one line, after the modules loaded.
+    const on = await loadedBy(['run', '--model', 'scripted:examples/hello.yml', '--session-dir', tempDir(), '--quiet', 'hello'], { env: { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:9' } })
+    expect(on.result.code, on.result.stderr).toBe(0)
+    expect(on.result.stderr).toMatch(/^dsh: tracing: 2 spans dropped/)
+    const packages = new Set(on.modules.map(packageOf))
+    expect(packages).toContain('@dsh/tracing')
+    expect(packages).toContain('@opentelemetry/sdk-trace-base')
+    expect(packages).toContain('@opentelemetry/exporter-trace-otlp-http')
   })
 
   it('an openai: model loads the OpenAI SDK when it makes its first request', async () => {

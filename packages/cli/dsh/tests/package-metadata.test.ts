@@ -138,6 +138,22 @@ describe('package manifests', () => {
     }
   })
 
+  it('OpenTelemetry is an optional peer of @dsh/tracing (the CLI bundles it), pinned, a devDependency of the monorepo, and no package depends on it outright', () => {
+    const manifest = read(repoRoot, dirs.find((dir) => read(repoRoot, dir).name === '@dsh/tracing')!)
+    const otel = Object.keys(manifest.peerDependencies ?? {}).filter((name) => name.startsWith('@opentelemetry/'))
+    expect(otel).toContain('@opentelemetry/api')
+    expect(otel).toContain('@opentelemetry/exporter-trace-otlp-http')
+    for (const name of otel) {
+      expect(manifest.peerDependencies?.[name]).toMatch(/^\d+\.\d+\.\d+$/)
+      expect(manifest.peerDependenciesMeta?.[name]).toEqual({ optional: true })
+      expect(root.devDependencies?.[name]).toBe(manifest.peerDependencies?.[name])
+    }
+    for (const dir of dirs) {
+      const { name, dependencies = {} } = read(repoRoot, dir)
+      expect(Object.keys(dependencies).filter((dependency) => dependency.startsWith('@opentelemetry/')), `${name}'s dependencies`).toEqual([])
+    }
+  })
+
   it('a package whose declarations use Node\'s types names @types/node as an optional peer', () => {
     for (const dir of dirs) {
       const declarations = readdirSync(join(repoRoot, dir, 'dist'), { recursive: true, withFileTypes: true }).filter((entry) => entry.isFile() && entry.name.endsWith('.d.ts'))

@@ -105,10 +105,21 @@ export interface SessionHeader {
    * and the hash of its file, so a resume can tell that the file has changed since.
    */
   helper?: HelperRef
+  /**
+   * The W3C trace context of the delegating call, when the parent was traced: a tracer
+   * puts this session's spans under it (see `@dsh/tracing`). Never content.
+   */
+  trace?: TraceContext
 }
 
 /** A definition as a session records it: its name and a hash of its file. */
 export interface HelperRef {
   name: string
   hash: string
+}
+
+/** A W3C trace context (`traceparent`, and `tracestate` when there is one), as it crosses a boundary. */
+export interface TraceContext {
+  traceparent: string
+  tracestate?: string
 }

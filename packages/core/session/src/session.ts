@@ -17,6 +17,8 @@ export class Session {
   private readonly log: EventLog
   private readonly projection: MessageProjection
   private listeners: SessionListener[] = []
+  /** Listeners of the durable events alone (`subscribe(listener, { chunks: false })`): they do not make the session `listened`. */
+  private eventListeners: SessionListener[] = []
   private _released = false
   private _lastTurnEnd = 0
   private _ownPrompt: string | undefined
@@ -97,6 +99,8 @@ export class Session {
     event.seq = this.log.length
     event.ts = Date.now()
     this.push(event)
+    // Event listeners first: an observer of the record (a tracer) sees each event before anything another listener does in answer to it.
+    if (this.eventListeners.length > 0) this.notifyAll(this.eventListeners, event)
     this.notify(event)
     return event
   }
@@ -125,7 +129,18 @@ export class Session {
     if (!this._released) this.notify(chunk)
   }
 
-  subscribe(listener: SessionListener): () => void {
+  /**
+   * Hear every appended event and, unless `chunks: false`, every live chunk. A listener of
+   * events alone (a tracer, a recorder) does not make the session `listened`, so nobody
+   * builds chunks for it.
+   */
+  subscribe(listener: SessionListener, options: { chunks?: boolean } = {}): () => void {
+    if (options.chunks === false) {
+      this.eventListeners = [...this.eventListeners, listener]
+      return () => {
+        this.eventListeners = this.eventListeners.filter((entry) => entry !== listener)
+      }
+    }
     this.listeners = [...this.listeners, listener]
     return () => {
       this.listeners = this.listeners.filter((entry) => entry !== listener)
@@ -136,11 +151,16 @@ export class Session {
   markReleased(): void {
     this._released = true
     this.listeners = []
+    this.eventListeners = []
   }
 
   private notify(update: SessionUpdate): void {
+    this.notifyAll(this.listeners, update)
+  }
+
+  private notifyAll(listeners: readonly SessionListener[], update: SessionUpdate): void {
     // copy-on-write list: a listener that unsubscribes while we iterate is safe
-    for (const listener of this.listeners) {
+    for (const listener of listeners) {
       try {
         // An async listener returns a promise: its rejection is contained like a throw,
         // never left to take the host down as an unhandled rejection.

@@ -3,7 +3,7 @@ import { Context, Service } from 'cordis'
 import Schema from 'schemastery'
 import { errorMessage, rejectOnThrow } from '@dsh/base'
 import { SessionError } from './errors.js'
-import type { HelperRef, SessionEvent, SessionHeader } from './events.js'
+import type { HelperRef, SessionEvent, SessionHeader, TraceContext } from './events.js'
 import { Session } from './session.js'
 
 declare module 'cordis' {
@@ -59,6 +59,8 @@ export interface SessionInit {
   descriptor?: Readonly<Record<string, unknown>>
   /** See `SessionHeader.helper`. */
   helper?: HelperRef
+  /** See `SessionHeader.trace`. */
+  trace?: TraceContext
   /** Share the first `length` events of `session` as this session's history (fork). */
   seed?: { session: Session; length: number }
   /**
@@ -127,6 +129,7 @@ export class SessionStore extends Service {
     if (init.toolCallId !== undefined) header.toolCallId = init.toolCallId
     if (init.descriptor !== undefined) header.descriptor = init.descriptor
     if (init.helper !== undefined) header.helper = { name: init.helper.name, hash: init.helper.hash }
+    if (init.trace !== undefined) header.trace = init.trace
     const session = new Session(header, init.seed, this.reportListenerError)
     this.live.set(id, session)
     if (init.announce !== false) this.announce(session)

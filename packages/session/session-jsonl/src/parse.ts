@@ -89,6 +89,9 @@ export function headerOf(value: unknown, file: string, id: string): SessionHeade
   if (header.helper !== undefined && !(isObject(header.helper) && typeof header.helper.name === 'string' && typeof header.helper.hash === 'string')) {
     throw fail('header.helper must be { name, hash } (two strings) when present')
   }
+  if (header.trace !== undefined && !(isObject(header.trace) && typeof header.trace.traceparent === 'string' && (header.trace.tracestate === undefined || typeof header.trace.tracestate === 'string'))) {
+    throw fail('header.trace must be { traceparent: string, tracestate?: string } when present')
+  }
   if ((header.seedLength as number | undefined) && header.parentSession === undefined) {
     throw fail(`header.seedLength is ${header.seedLength} but there is no header.parentSession to take the seed from`)
   }

@@ -27,11 +27,19 @@ export const BASE_ENVIRONMENT: readonly string[] = [
 /** Locale categories: `LC_ALL`, `LC_CTYPE`, `LC_MESSAGES`, … */
 const LOCALE_CATEGORY = /^LC_[A-Z_]+$/
 
+/**
+ * OpenTelemetry's standard configuration (`OTEL_EXPORTER_OTLP_ENDPOINT`, `_HEADERS`,
+ * `OTEL_SERVICE_NAME`, …): a traced dsh's children (a `dsh acp` agent, Codex, Claude Code)
+ * export to the same collector, so the tree is one trace. `OTEL_EXPORTER_OTLP_HEADERS`
+ * may hold the collector's key: it goes where the parent's spans go, nowhere else.
+ */
+const OPENTELEMETRY = /^OTEL_[A-Z0-9_]+$/
+
 const BASE_NAMES = new Set(BASE_ENVIRONMENT)
 
 /** Whether every child inherits `name` (when the parent has it). */
 export function isBaseEnvironmentName(name: string): boolean {
-  return BASE_NAMES.has(name) || LOCALE_CATEGORY.test(name)
+  return BASE_NAMES.has(name) || LOCALE_CATEGORY.test(name) || OPENTELEMETRY.test(name)
 }
 
 export interface ChildEnvironmentOptions {

@@ -84,7 +84,8 @@ export class A2aTurn implements RemoteTurn<A2aChild> {
       const { client, keepAliveMs } = await child.connect()
       this.keepAliveMs = keepAliveMs
       this.run.moveTo('message/stream')
-      const stream = client.sendMessageStream({ tenant: '', message: this.message(), configuration: undefined, metadata: undefined }, { signal: child.connection.signal })
+      // The trace context also as W3C HTTP headers, where a worker's own HTTP tracing looks (the message metadata carries it for dsh).
+      const stream = client.sendMessageStream({ tenant: '', message: this.message(), configuration: undefined, metadata: undefined }, { signal: child.connection.signal, ...(this.lineage.trace && { serviceParameters: traceHeaders(this.lineage.trace) }) })
       child.stream = stream
       const first = await stream.next()
       if (first.done) return this.unanswered('closed the stream before naming a task')
@@ -289,4 +290,9 @@ function isUnreachable(error: unknown): boolean {
     if (current.message === 'fetch failed' || current.message === 'terminated') return true
   }
   return false
+}
+
+/** `traceparent` and `tracestate` as HTTP headers. */
+function traceHeaders(trace: NonNullable<Lineage['trace']>): Record<string, string> {
+  return trace.tracestate === undefined ? { traceparent: trace.traceparent } : { traceparent: trace.traceparent, tracestate: trace.tracestate }
 }

@@ -2,7 +2,7 @@ import { afterEach, describe, expect, it } from 'vitest'
 import express from 'express'
 import { TaskState } from '@a2a-js/sdk'
 import { AgentEvent, type AgentExecutor } from '@a2a-js/sdk/server'
-import { outputText } from '@dsh/subagent'
+import { outputText, setTraceContextSource } from '@dsh/subagent'
 import { A2aProvider } from '@dsh/subagent-a2a'
 import { dshWorker, listenOnLoopback, parentWith, sdkAgent, until, type DshWorker, type Parent, type PlainServer } from './helpers.js'
 
@@ -165,6 +165,37 @@ describe('a2a provider against dsh workers', () => {
     expect(seenAtWorker).toEqual(['Bearer origin-bound-token'])
     expect(seenElsewhere.length).toBeGreaterThan(0)
     expect(seenElsewhere.every((header) => header === undefined)).toBe(true)
+  })
+
+  it('a traced delegation sends the trace context as W3C headers and as root keys of the message metadata', async () => {
+    const traceparent = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01'
+    const seen: { header?: string | string[]; metadata?: unknown }[] = []
+    const app = express()
+    app.use(express.json())
+    app.get('/.well-known/agent-card.json', (_request, response) => {
+      response.json({
+        name: 'recorder', description: 'records what it is sent', version: '1.0.0',
+        supportedInterfaces: [{ url: `${recorder.url}/rpc`, protocolBinding: 'JSONRPC', tenant: '', protocolVersion: '1.0' }],
+        capabilities: { streaming: true, pushNotifications: false, extensions: [] },
+        securitySchemes: {}, securityRequirements: [], defaultInputModes: ['text/plain'], defaultOutputModes: ['text/plain'], skills: [], signatures: [],
+      })
+    })
+    app.post('/rpc', (request, response) => {
+      seen.push({ header: request.headers.traceparent, metadata: (request.body as { params?: { message?: { metadata?: unknown } } }).params?.message?.metadata })
+      response.status(503).json({ error: 'recorded' })
+    })
+    const recorder = track(await listenOnLoopback(app))
+    const remove = setTraceContextSource(() => ({ traceparent, tracestate: 'k=v' }))
+    try {
+      const p = await parent({ urls: [recorder.url] })
+      const result = await (await p.harness.ctx.subagents.start('a2a', p.request('hi'))).result
+      expect(result.stopReason).toBe('error')
+    } finally {
+      remove()
+    }
+    expect(seen.length).toBeGreaterThan(0)
+    expect(seen[0]!.header).toBe(traceparent)
+    expect(seen[0]!.metadata).toMatchObject({ traceparent, tracestate: 'k=v', dsh: { delegationDepth: 1, provider: 'a2a' } })
   })
 
   it('an oversized prompt ends the run error naming the refusal, and the worker serves the next run', async () => {

@@ -4,7 +4,7 @@
  * the spec.
  */
 import type { CanUseTool, Options, PermissionMode } from '@anthropic-ai/claude-agent-sdk'
-import type { SubagentRequest } from '@dsh/subagent'
+import { traceEnvironment, type SubagentRequest } from '@dsh/subagent'
 import { claudeCodeEnvironment, runningAsRoot } from './claude-code-environment.js'
 import { shortJson, type Denial } from './outcome.js'
 
@@ -54,12 +54,13 @@ export interface ClaudeCodeRunSpec {
   progressDropped?: (reason: string) => void
 }
 
-export function resolveRunSpec(settings: ClaudeCodeSettings, request: Pick<SubagentRequest, 'parent' | 'agentOptions'>): ClaudeCodeRunSpec {
+export function resolveRunSpec(settings: ClaudeCodeSettings, request: Pick<SubagentRequest, 'parent' | 'agentOptions' | 'callId'>): ClaudeCodeRunSpec {
   const spec: ClaudeCodeRunSpec = {
     provider: settings.providerName,
     executable: settings.executable,
     cwd: settings.cwd ?? request.parent.session.header.cwd,
-    env: claudeCodeEnvironment(process.env, { env: settings.env, passEnv: settings.passEnv, isRoot: runningAsRoot() }),
+    // A traced delegation continues in Claude Code's own OpenTelemetry spans (TRACEPARENT).
+    env: { ...claudeCodeEnvironment(process.env, { env: settings.env, passEnv: settings.passEnv, isRoot: runningAsRoot() }), ...traceEnvironment(request) },
     permissionMode: settings.permissionMode,
     startTimeoutMs: settings.startTimeoutMs,
     graceMs: settings.graceMs,

@@ -137,7 +137,7 @@ export class ClaudeTransport implements RemoteTransport<ClaudeChild> {
     private readonly parent: () => Agent | undefined,
     private readonly parentId: string,
     /** What every turn asks for (a continuable request's model). */
-    private readonly request: Pick<SubagentRequest, 'agentOptions'>,
+    private readonly request: Pick<SubagentRequest, 'agentOptions' | 'callId'>,
     /** A continuable child's session; absent for a one-shot run. */
     readonly session?: ClaudeSession,
   ) {}
@@ -181,7 +181,7 @@ export class ClaudeTransport implements RemoteTransport<ClaudeChild> {
   connect(): RemoteConnection<ClaudeChild> {
     const parent = this.parent()
     if (!parent) throw new SubagentError('START_FAILED', `${CLAUDE_CHILD_NAME} could not be started: the parent agent ${this.parentId} is not live in this process`)
-    const spec = resolveRunSpec(this.settings, { parent, agentOptions: this.request.agentOptions })
+    const spec = resolveRunSpec(this.settings, { parent, agentOptions: this.request.agentOptions, callId: this.request.callId })
     if (this.session) spec.session = { id: this.session.id, resume: this.session.created }
     return { child: new ClaudeChild(spec), opened: Promise.resolve() }
   }

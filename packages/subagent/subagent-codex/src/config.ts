@@ -1,6 +1,6 @@
 import { isAbsolute } from 'node:path'
 import Schema from 'schemastery'
-import { SubagentError, type SubagentRequest } from '@dsh/subagent'
+import { SubagentError, traceEnvironment, type SubagentRequest } from '@dsh/subagent'
 import { childEnvironment } from '@dsh/process'
 import type { PermissionMode } from './approvals.js'
 import type { CodexCommand } from './codex-binary.js'
@@ -83,7 +83,8 @@ export function resolveRunSpec(config: CodexConfig, request: SubagentRequest | C
     command,
     cwd: target.cwd,
     // Codex finds its model, provider and login in CODEX_HOME: dsh's own is the one to use.
-    env: childEnvironment(parentEnv, { env: config.env, passEnv: ['CODEX_HOME', ...config.passEnv] }),
+    // A traced delegation continues in Codex's own OpenTelemetry spans (TRACEPARENT).
+    env: { ...childEnvironment(parentEnv, { env: config.env, passEnv: ['CODEX_HOME', ...config.passEnv] }), ...('parent' in request ? traceEnvironment(request) : {}) },
     permissionMode: config.permissionMode,
     ...MODE_POLICY[config.permissionMode],
     model: target.model,

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { SubagentService } from '@dsh/subagent'
+import { setTraceContextSource, SubagentService } from '@dsh/subagent'
 import { createHarness } from '@dsh/testkit/harness'
 import { text } from '@dsh/llm'
 import type { Agent } from '@dsh/agent'
@@ -53,6 +53,20 @@ describe('codex provider config', () => {
   it('passEnv lets named credential-shaped variables through, by exact name', () => {
     const spec = resolveRunSpec(CodexConfig({ passEnv: ['OPENAI_API_KEY'] }), request(), command, { OPENAI_API_KEY: 'k', OPENAI_API_KEY_2: 'k2', PATH: '/bin' })
     expect(spec.env).toEqual({ OPENAI_API_KEY: 'k', PATH: '/bin' })
+  })
+})
+
+describe('codex provider tracing', () => {
+  it('a traced delegation hands Codex TRACEPARENT/TRACESTATE of the delegating call, and the OTEL_* configuration; untraced, neither TRACE variable', () => {
+    const parentEnv = { PATH: '/bin', OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:4318', TRACEPARENT: 'inherited-is-never-passed' }
+    expect(resolveRunSpec(CodexConfig({}), { ...request(), callId: 'call_1' }, command, parentEnv).env).toEqual({ PATH: '/bin', OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:4318' })
+    const traceparent = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01'
+    const remove = setTraceContextSource((parentSession, toolCallId) => (parentSession === 'parent-1' && toolCallId === 'call_1' ? { traceparent, tracestate: 'k=v' } : undefined))
+    try {
+      expect(resolveRunSpec(CodexConfig({}), { ...request(), callId: 'call_1' }, command, parentEnv).env).toEqual({ PATH: '/bin', OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:4318', TRACEPARENT: traceparent, TRACESTATE: 'k=v' })
+    } finally {
+      remove()
+    }
   })
 })
 

@@ -25,7 +25,7 @@ export { outputText, selectOutput } from './output.js'
 
 // Admission and the lineage that crosses every boundary.
 export { admitDepth, DEFAULT_MAX_DEPTH, effectiveMaxDepth, refuseDisposedParent, tighterBound, type DepthWords } from './admission.js'
-export { A2A_LINEAGE, ACP_LINEAGE, QUEUE_LINEAGE, lineageHeader, lineageOf, type Lineage, type LineageField, type LineageWarnings, type LineageWire, type ReceivedLineage } from './lineage.js'
+export { A2A_LINEAGE, ACP_LINEAGE, QUEUE_LINEAGE, lineageHeader, lineageOf, readTraceContext, readTraceparent, setTraceContextSource, traceContextOf, traceEnvironment, type TraceContext, type TraceContextSource, type Lineage, type LineageField, type LineageWarnings, type LineageWire, type ReceivedLineage } from './lineage.js'
 
 // The one in-process child factory.
 export { createInProcessChild, type InProcessChildOptions, type InProcessChildRequest } from './in-process-child.js'

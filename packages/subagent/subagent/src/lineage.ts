@@ -3,7 +3,9 @@
  * the one type that crosses every boundary. In this process it is part of the child's
  * session header; to an ACP agent it travels in `_meta.dsh` of `session/new` and
  * `session/load`; to an A2A worker in the message's `metadata.dsh`; to a queue worker in
- * the job's data. A `dsh acp` or `dsh
+ * the job's data. The trace context is the one field that travels beside `dsh` instead of
+ * in it: W3C `traceparent` and `tracestate` are root keys of the envelope (`_meta`,
+ * `metadata`, the job's data), where any traced peer, dsh or not, looks for them. A `dsh acp` or `dsh
  * a2a serve` child records what it receives in its own header, so session trees, the depth
  * bound and recordings reach across processes.
  *
@@ -14,7 +16,7 @@
  */
 import { isRecord } from '@dsh/base'
 import type { RecordingLink } from '@dsh/llm'
-import type { SessionHeader, SessionInit } from '@dsh/session'
+import type { SessionHeader, SessionInit, TraceContext } from '@dsh/session'
 import { SubagentError } from './errors.js'
 import type { SubagentRequest } from './types.js'
 
@@ -33,7 +35,14 @@ export interface Lineage {
   toolCallId?: string
   /** Where, and under which lineage key, the child records or replays its model calls (ACP only; see `@dsh/llm-replay`). */
   recording?: RecordingLink
+  /**
+   * The W3C trace context of the delegating tool call, when a tracer runs (`@dsh/tracing`):
+   * the child's spans go under that call's span, in whatever process the child runs.
+   */
+  trace?: TraceContext
 }
+
+export type { TraceContext }
 
 export type LineageField = keyof Lineage
 
@@ -61,6 +70,42 @@ interface FieldRule<K extends LineageField> {
 const SESSION_ID = /^[A-Za-z0-9._-]{1,128}$/
 const LINEAGE_KEY = /^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$/
 
+/**
+ * W3C Trace Context, level 1: `version-traceid-parentid-flags`, lowercase hex; version
+ * `ff` and all-zero ids are invalid; a future version may append fields after a `-`.
+ */
+const TRACEPARENT = /^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(-[\x21-\x7e]*)?$/
+/** One `tracestate` list member (W3C), keys lowercase; at most 32 of them, 512 characters in all. */
+const TRACESTATE_MEMBER = /^[a-z0-9][_0-9a-z\-*/@]{0,255}=[\x20-\x2b\x2d-\x3c\x3e-\x7e]{0,255}[\x21-\x2b\x2d-\x3c\x3e-\x7e]$/
+
+/** A `traceparent` a peer sent, if it is one (never echoed otherwise: a caller says only that it was malformed). */
+export function readTraceparent(value: unknown): string | undefined {
+  if (typeof value !== 'string' || value.length > 512) return undefined
+  const match = TRACEPARENT.exec(value)
+  if (!match) return undefined
+  const [, version, traceId, parentId, , rest] = match
+  if (version === 'ff' || (version === '00' && rest !== undefined)) return undefined
+  if (/^0+$/.test(traceId!) || /^0+$/.test(parentId!)) return undefined
+  return value
+}
+
+/** A `tracestate` a peer sent, if it is one. */
+export function readTracestate(value: unknown): string | undefined {
+  if (typeof value !== 'string' || value.length > 512) return undefined
+  const members = value.split(',').map((member) => member.trim()).filter((member) => member !== '')
+  if (members.length > 32 || !members.every((member) => TRACESTATE_MEMBER.test(member))) return undefined
+  return members.join(',')
+}
+
+/** A trace context from a peer: its `traceparent` must be valid; a malformed `tracestate` alone is dropped. */
+export function readTraceContext(value: unknown): TraceContext | undefined {
+  if (!isRecord(value)) return undefined
+  const traceparent = readTraceparent(value.traceparent)
+  if (traceparent === undefined) return undefined
+  const tracestate = readTracestate(value.tracestate)
+  return tracestate === undefined || tracestate === '' ? { traceparent } : { traceparent, tracestate }
+}
+
 const depth = (value: unknown): number | undefined => (Number.isSafeInteger(value) && (value as number) >= 0 ? (value as number) : undefined)
 
 /** How each field is read from a peer; the one place a field's validation is written. */
@@ -81,6 +126,7 @@ const FIELD_RULES: { readonly [K in LineageField]-?: FieldRule<K> } = {
     strict: true,
     expected: '{ mode: "record" | "replay", dir: an absolute path, lineage: a lineage key }',
   },
+  trace: { read: readTraceContext },
 }
 
 /**
@@ -94,22 +140,39 @@ export class LineageWire {
     /** What the messages call the carrying request: `session/new`, `the A2A message`. */
     private readonly carrier: string,
     readonly fields: readonly LineageField[],
+    /**
+     * Where the trace context goes: beside `dsh`, as the envelope's root `traceparent` and
+     * `tracestate` (ACP, A2A: where any traced peer looks), or, on a wire only dsh speaks
+     * (a queue job), inside the lineage object as the `trace` field.
+     */
+    private readonly traceAtRoot = true,
   ) {}
 
   /** The wire's envelope (`_meta`, `metadata`) with this lineage under its `dsh` key. */
-  carry(lineage: Readonly<ReceivedLineage>): { dsh: Record<string, unknown> } {
-    return { dsh: this.encode(lineage) }
+  carry(lineage: Readonly<ReceivedLineage>): { dsh: Record<string, unknown>; traceparent?: string; tracestate?: string } {
+    const envelope: { dsh: Record<string, unknown>; traceparent?: string; tracestate?: string } = { dsh: this.encode(lineage) }
+    if (lineage.trace !== undefined && this.traceAtRoot && this.fields.includes('trace')) {
+      envelope.traceparent = lineage.trace.traceparent
+      if (lineage.trace.tracestate !== undefined) envelope.tracestate = lineage.trace.tracestate
+    }
+    return envelope
   }
 
   /** The lineage in an envelope a peer sent (`params._meta`, `message.metadata`): `decode` of its `dsh` key. */
   read(envelope: unknown, warnings: LineageWarnings, carrier = this.carrier): ReceivedLineage {
-    return this.decode(isRecord(envelope) ? envelope.dsh : undefined, warnings, carrier)
+    const lineage = this.decode(isRecord(envelope) ? envelope.dsh : undefined, warnings, carrier)
+    if (!this.traceAtRoot || !this.fields.includes('trace') || !isRecord(envelope) || envelope.traceparent === undefined) return lineage
+    // A malformed trace context starts a new trace; what it said is never repeated (a log line is no place for a peer's bytes).
+    const trace = readTraceContext(envelope)
+    if (trace !== undefined) lineage.trace = trace
+    else warnings.warn('ignoring a malformed traceparent of %s (a new trace starts)', carrier)
+    return lineage
   }
 
-  /** The object this wire sends: the fields it carries that are set, nothing else. */
+  /** The object this wire sends under `dsh`: the fields it carries that are set, nothing else (the trace context goes beside it, unless this wire carries it inside). */
   encode(lineage: Readonly<ReceivedLineage>): Record<string, unknown> {
     const encoded: Record<string, unknown> = {}
-    for (const field of this.fields) if (lineage[field] !== undefined) encoded[field] = lineage[field]
+    for (const field of this.fields) if (!(field === 'trace' && this.traceAtRoot) && lineage[field] !== undefined) encoded[field] = lineage[field]
     return encoded
   }
 
@@ -127,6 +190,7 @@ export class LineageWire {
     const lineage: Record<string, unknown> = {}
     const dropped: string[] = []
     for (const field of this.fields) {
+      if (field === 'trace' && this.traceAtRoot) continue
       const value = dsh[field]
       if (value === undefined) continue
       const rule: FieldRule<LineageField> = FIELD_RULES[field]
@@ -141,16 +205,16 @@ export class LineageWire {
 }
 
 /** ACP: `_meta.dsh` of `session/new` and `session/load` (`dsh acp` reads it). */
-export const ACP_LINEAGE = new LineageWire('_meta.dsh', 'session/new', ['parentSession', 'delegationDepth', 'provider', 'label', 'maxDepth', 'recording'])
+export const ACP_LINEAGE = new LineageWire('_meta.dsh', 'session/new', ['parentSession', 'delegationDepth', 'provider', 'label', 'maxDepth', 'recording', 'trace'])
 
 /** A2A: the message's `metadata.dsh` (`dsh a2a serve` reads it). */
-export const A2A_LINEAGE = new LineageWire('metadata.dsh', 'the A2A message', ['parentSession', 'delegationDepth', 'provider', 'label', 'maxDepth'])
+export const A2A_LINEAGE = new LineageWire('metadata.dsh', 'the A2A message', ['parentSession', 'delegationDepth', 'provider', 'label', 'maxDepth', 'trace'])
 
 /** A job queue: the job data's `lineage` (`dsh worker` reads it); the tool call names the job, so it travels too. */
-export const QUEUE_LINEAGE = new LineageWire('job.data.lineage', 'the queue job', ['parentSession', 'delegationDepth', 'provider', 'label', 'maxDepth', 'toolCallId'])
+export const QUEUE_LINEAGE = new LineageWire('job.data.lineage', 'the queue job', ['parentSession', 'delegationDepth', 'provider', 'label', 'maxDepth', 'toolCallId', 'trace'], false)
 
 /** The lineage fields a session header records (the recording link is adopted, not recorded). */
-export const HEADER_FIELDS = ['parentSession', 'delegationDepth', 'provider', 'label', 'maxDepth', 'toolCallId'] as const satisfies readonly (LineageField & keyof SessionHeader)[]
+export const HEADER_FIELDS = ['parentSession', 'delegationDepth', 'provider', 'label', 'maxDepth', 'toolCallId', 'trace'] as const satisfies readonly (LineageField & keyof SessionHeader)[]
 
 /**
  * The lineage of a child of `request.parent` made by `provider`: the one place it is read
@@ -166,7 +230,41 @@ export function lineageOf(request: Pick<SubagentRequest, 'parent' | 'label' | 'c
     label: request.label,
     maxDepth,
     toolCallId: request.callId,
+    trace: traceContextOf(request),
   }
+}
+
+/**
+ * Where a delegation's trace context comes from: the tracer of this process, when one
+ * runs (`@dsh/tracing` sets it while it is loaded; a tracer, like OpenTelemetry's own
+ * provider, is one per process). With tracing off nothing is asked and no child pays.
+ */
+export type TraceContextSource = (parentSession: string, toolCallId: string | undefined) => TraceContext | undefined
+
+let traceContextSource: TraceContextSource | undefined
+
+/** Install the process's trace context source; the returned function removes it (if it is still the one installed). */
+export function setTraceContextSource(source: TraceContextSource): () => void {
+  traceContextSource = source
+  return () => {
+    if (traceContextSource === source) traceContextSource = undefined
+  }
+}
+
+/** The trace context of the delegating call of `request` (its parent's tool call), when a tracer runs. */
+export function traceContextOf(request: Pick<SubagentRequest, 'parent' | 'callId'>): TraceContext | undefined {
+  return traceContextSource === undefined ? undefined : traceContextSource(request.parent.id, request.callId)
+}
+
+/**
+ * The environment variables a child program's own OpenTelemetry support reads to continue
+ * the trace (`TRACEPARENT`, `TRACESTATE`: Codex, Claude Code), for `request`'s delegation;
+ * nothing when no tracer runs.
+ */
+export function traceEnvironment(request: Pick<SubagentRequest, 'parent' | 'callId'>): Record<string, string> {
+  const trace = traceContextOf(request)
+  if (trace === undefined) return {}
+  return trace.tracestate === undefined ? { TRACEPARENT: trace.traceparent } : { TRACEPARENT: trace.traceparent, TRACESTATE: trace.tracestate }
 }
 
 /**
@@ -182,5 +280,6 @@ export function lineageHeader(lineage: Readonly<ReceivedLineage>): Pick<SessionI
     label: lineage.label,
     maxDepth: lineage.maxDepth,
     toolCallId: lineage.toolCallId,
+    trace: lineage.trace,
   }
 }

@@ -23,9 +23,9 @@ interface Summary {
   open: boolean
 }
 
-export async function sessionsCommand(verb: string | undefined, args: string[], options: { sessionDir?: string; config?: string; usage?: boolean; verbose?: boolean }): Promise<number> {
+export async function sessionsCommand(verb: string | undefined, args: string[], options: { sessionDir?: string; config?: string; usage?: boolean; endpoint?: string; verbose?: boolean }): Promise<number> {
   if (verb === 'show' && !args[0]) throw new UsageError('USAGE', 'dsh sessions show: which session? (an id from `dsh sessions list`)')
-  const { usage: withUsage, ...runtimeOptions } = options
+  const { usage: withUsage, endpoint, ...runtimeOptions } = options
   const runtime = await startRuntime({ ...runtimeOptions, verbose: runtimeOptions.verbose === true })
   try {
     const { sessions } = runtime.ctx
@@ -53,8 +53,10 @@ export async function sessionsCommand(verb: string | undefined, args: string[], 
         }
         return 0
       }
+      case 'trace':
+        return await (await import('./sessions-trace.js')).sessionsTrace(args, runtime, { ...(endpoint !== undefined && { endpoint }) })
       default:
-        throw new UsageError('USAGE', `dsh sessions: unknown verb "${verb}" (list, tree [ID], show ID)`)
+        throw new UsageError('USAGE', `dsh sessions: unknown verb "${verb}" (list, tree [ID], show ID, trace ID)`)
     }
   } finally {
     await runtime.dispose()
