@@ -28,18 +28,22 @@ export const BASE_ENVIRONMENT: readonly string[] = [
 const LOCALE_CATEGORY = /^LC_[A-Z_]+$/
 
 /**
- * OpenTelemetry's standard configuration (`OTEL_EXPORTER_OTLP_ENDPOINT`, `_HEADERS`,
+ * OpenTelemetry's standard configuration (`OTEL_EXPORTER_OTLP_ENDPOINT`,
  * `OTEL_SERVICE_NAME`, …): a traced dsh's children (a `dsh acp` agent, Codex, Claude Code)
- * export to the same collector, so the tree is one trace. `OTEL_EXPORTER_OTLP_HEADERS`
- * may hold the collector's key: it goes where the parent's spans go, nowhere else.
+ * export to the same collector, so the tree is one trace.
  */
 const OPENTELEMETRY = /^OTEL_[A-Z0-9_]+$/
+/**
+ * The exporter's headers may hold the collector's key: they go to agent children, which
+ * send spans where the parent's go (`agentChild`), never to a command a model asked for.
+ */
+const OPENTELEMETRY_SECRET = /^OTEL_EXPORTER_OTLP(_[A-Z]+)?_HEADERS$/
 
 const BASE_NAMES = new Set(BASE_ENVIRONMENT)
 
 /** Whether every child inherits `name` (when the parent has it). */
 export function isBaseEnvironmentName(name: string): boolean {
-  return BASE_NAMES.has(name) || LOCALE_CATEGORY.test(name) || OPENTELEMETRY.test(name)
+  return BASE_NAMES.has(name) || LOCALE_CATEGORY.test(name) || (OPENTELEMETRY.test(name) && !OPENTELEMETRY_SECRET.test(name))
 }
 
 export interface ChildEnvironmentOptions {
@@ -47,6 +51,8 @@ export interface ChildEnvironmentOptions {
   env?: Readonly<Record<string, string>>
   /** Parent variables to inherit besides the base, by exact name (an API key the child needs, `NODE_OPTIONS`, …). */
   passEnv?: readonly string[]
+  /** The child is an agent that exports its own spans (a `dsh acp` agent, Codex, Claude Code): it also gets the exporter's headers. */
+  agentChild?: boolean
 }
 
 /**
@@ -57,7 +63,7 @@ export function childEnvironment(parent: NodeJS.ProcessEnv, options: ChildEnviro
   const passed = new Set(options.passEnv)
   const env: Record<string, string> = {}
   for (const [name, value] of Object.entries(parent)) {
-    if (value !== undefined && (passed.has(name) || isBaseEnvironmentName(name))) env[name] = value
+    if (value !== undefined && (passed.has(name) || isBaseEnvironmentName(name) || (options.agentChild === true && OPENTELEMETRY_SECRET.test(name)))) env[name] = value
   }
   return { ...env, ...options.env }
 }

@@ -34,6 +34,14 @@ describe('the child environment', () => {
     expect(BASE_ENVIRONMENT).toContain('PATH')
   })
 
+  it("OpenTelemetry's configuration reaches every child, but the exporter's headers (the collector's key) only an agent child", () => {
+    const traced = { PATH: '/bin', OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:4318', OTEL_SERVICE_NAME: 'dsh', OTEL_EXPORTER_OTLP_HEADERS: 'api-key=secret', OTEL_EXPORTER_OTLP_TRACES_HEADERS: 'api-key=secret2' }
+    // A command a model asked for (bash) must not be able to read the key.
+    expect(childEnvironment(traced)).toEqual({ PATH: '/bin', OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:4318', OTEL_SERVICE_NAME: 'dsh' })
+    expect(childEnvironment(traced, { agentChild: true })).toEqual(traced)
+    expect(isBaseEnvironmentName('OTEL_EXPORTER_OTLP_HEADERS')).toBe(false)
+  })
+
   it('passEnv adds named parent variables by exact name, and the configured env wins over everything', () => {
     const env = childEnvironment(parent, { passEnv: ['OPENAI_API_KEY', 'NODE_OPTIONS', 'UNSET', 'NOT_IN_PARENT'], env: { HOME: '/tmp/child-home', EXTRA: '1' } })
     expect(env).toEqual({

@@ -100,5 +100,5 @@ export function withRecordingGrant(spec: AcpRunSpec, link: RecordingLink | undef
 }
 
 export function acpChildEnvironment(spec: Pick<AcpRunSpec, 'env' | 'passEnv'>, parentEnv: NodeJS.ProcessEnv = process.env): Record<string, string> {
-  return childEnvironment(parentEnv, { env: spec.env, passEnv: spec.passEnv })
+  return childEnvironment(parentEnv, { env: spec.env, passEnv: spec.passEnv, agentChild: true })
 }

@@ -18,7 +18,7 @@ export interface ClaudeCodeEnvironmentOptions {
 
 export function claudeCodeEnvironment(parent: NodeJS.ProcessEnv, options: ClaudeCodeEnvironmentOptions): Record<string, string> {
   // IS_SANDBOX is inherited (then checked below): it says what the machine is, not a secret.
-  const env = childEnvironment(parent, { env: options.env, passEnv: [...options.passEnv, 'IS_SANDBOX'] })
+  const env = childEnvironment(parent, { env: options.env, passEnv: [...options.passEnv, 'IS_SANDBOX'], agentChild: true })
   // Claude Code refuses to start as root in bypass mode unless IS_SANDBOX is exactly `1`,
   // and sandboxes commonly export other truthy spellings (`yes`). A configured value is
   // the deployment's explicit choice and stands; otherwise root gets `1`, and a non-root

@@ -84,7 +84,7 @@ export function resolveRunSpec(config: CodexConfig, request: SubagentRequest | C
     cwd: target.cwd,
     // Codex finds its model, provider and login in CODEX_HOME: dsh's own is the one to use.
     // A traced delegation continues in Codex's own OpenTelemetry spans (TRACEPARENT).
-    env: { ...childEnvironment(parentEnv, { env: config.env, passEnv: ['CODEX_HOME', ...config.passEnv] }), ...('parent' in request ? traceEnvironment(request) : {}) },
+    env: { ...childEnvironment(parentEnv, { env: config.env, passEnv: ['CODEX_HOME', ...config.passEnv], agentChild: true }), ...('parent' in request ? traceEnvironment(request) : {}) },
     permissionMode: config.permissionMode,
     ...MODE_POLICY[config.permissionMode],
     model: target.model,
