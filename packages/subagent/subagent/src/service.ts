@@ -12,6 +12,7 @@ import { serviceInstance, type Agent, type AgentRegistry } from '@dsh/agent'
 import type {} from '@dsh/tasks'
 import type { ContinuableChildInfo, ContinuableStarted, InterruptAuthority, StartContinuableOptions } from './continuable/types.js'
 import { ContinuationManager, type ContinuableSetup } from './continuable/manager.js'
+import type { TreeGate, TreeLimitsConfig } from './tree-limits.js'
 
 declare module 'cordis' {
   interface Context {
@@ -54,6 +55,10 @@ export class SubagentService extends Service {
       .max(60_000)
       .default(DEFAULT_PROGRESS_INTERVAL_MS)
       .description('Least time between two `subagent/progress` events of one run, in milliseconds (the rest is coalesced).'),
+    tree: Schema.object({
+      maxConcurrent: Schema.natural().min(1).max(10_000).description('Most children of one delegation tree (a root and all its in-process descendants) running at once; more wait in a FIFO queue.'),
+      maxQueued: Schema.natural().min(1).max(1_000_000).description('Most children of one tree waiting for a slot (default 1000); beyond it a delegation is refused.'),
+    }).description('Limits on each delegation tree; unset: none, and nothing is loaded for them.'),
   })
   private readonly progressIntervalMs: number
   private providers = new Map<string, SubagentProvider>()
@@ -71,6 +76,9 @@ export class SubagentService extends Service {
   private agentsLookup: { registry: AgentRegistry | undefined } | undefined
   /** Owns continuable children: creation, delivery, cold resume, notices. */
   readonly continuation: ContinuationManager
+  /** The tree limits, when configured (see `tree-limits.ts`); loading until `gateLoading` settles. */
+  private gate: TreeGate | undefined
+  private gateLoading: Promise<void> | undefined
 
   constructor(ctx: Context, config: Partial<SubagentService.Config> = {}) {
     super(ctx, 'subagents')
@@ -80,6 +88,14 @@ export class SubagentService extends Service {
       this.agentsLookup = undefined
     })
     this.progressIntervalMs = config.progressIntervalMs ?? DEFAULT_PROGRESS_INTERVAL_MS
+    const tree = config.tree
+    if (tree !== undefined && (tree.maxConcurrent !== undefined || tree.maxQueued !== undefined)) {
+      // Imported only when configured: a composition without tree limits never loads the module.
+      this.gateLoading = import('./tree-limits.js').then((module) => {
+        this.gate = new module.TreeGate(tree)
+        this.gateLoading = undefined
+      })
+    }
     this.continuation = new ContinuationManager({
       home: ctx,
       provider: (name) => this.providers.get(name),
@@ -149,6 +165,8 @@ export class SubagentService extends Service {
    * with no frame and no tick of this service's around it.
    */
   private startChecked(name: string, request: SubagentRequest): Promise<SubagentRun> {
+    // Tree limits configured and still loading (only the first moments after start-up).
+    if (this.gateLoading !== undefined) return this.gateLoading.then(() => this.startChecked(name, request))
     // Admission before the provider is asked for anything: nothing exists after a refusal.
     const { provider, maxDepth } = admit(this.providers, name, request)
     const rebound = maxDepth !== request.maxDepth && provider.capabilities.depthLimit
@@ -159,15 +177,21 @@ export class SubagentService extends Service {
     if (rebound) forProvider.maxDepth = maxDepth
     // Nobody to tell and nothing to follow (the common case of a fan-out): no run info,
     // no id and no continuation on the result. The caller owns `result` from here on.
-    if (progress === undefined && !this.heard('subagent/start') && !this.heard('subagent/end')) return provider.start(forProvider)
+    if (progress === undefined && !this.heard('subagent/start') && !this.heard('subagent/end')) return this.launch(provider, forProvider)
     return this.startFollowed(name, request, provider, forProvider, progress)
+  }
+
+  /** The provider's start, through the tree's cap when one is configured (it may wait there for a slot). */
+  private launch(provider: SubagentProvider, request: SubagentRequest): Promise<SubagentRun> {
+    const gate = this.gate
+    return gate === undefined ? provider.start(request) : gate.start(request, (admitted) => provider.start(admitted))
   }
 
   /** `start` for a run somebody hears of: its lifecycle events and its progress channel. */
   private async startFollowed(name: string, request: SubagentRequest, provider: SubagentProvider, forProvider: SubagentRequest, progress: ProgressChannel | undefined): Promise<SubagentRun> {
     let run: SubagentRun
     try {
-      run = await provider.start(forProvider)
+      run = await this.launch(provider, forProvider)
     } catch (error) {
       progress?.close()
       throw error
@@ -341,5 +365,7 @@ export namespace SubagentService {
   export interface Config {
     /** Least time between two `subagent/progress` events of one run, in milliseconds. */
     progressIntervalMs: number
+    /** Limits on each delegation tree (`tree-limits.ts`). */
+    tree?: TreeLimitsConfig
   }
 }

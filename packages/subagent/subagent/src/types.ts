@@ -56,6 +56,12 @@ export interface SubagentRequest {
    */
   onProgress?: (info: SubagentProgressInfo) => void
   /**
+   * Told when this delegation has to wait for a slot of its tree's cap (`true`, before
+   * `start` returns) and when it stops waiting (`false`: it starts, or was cancelled).
+   * Never called when it starts at once.
+   */
+  onWait?: (waiting: boolean) => void
+  /**
    * Set by the service, read by providers: where a provider reports its child's live
    * progress. Absent when nobody listens, so a provider builds nothing
    * (`request.progress?.report(…)`). A caller's own value is ignored.
