@@ -25,6 +25,8 @@ export type SubagentErrorCode =
   | 'AMBIGUOUS_CHILD'
   /** The delegation tree's queue of children waiting for a slot is full (`tree.maxQueued`). */
   | 'QUEUE_FULL'
+  /** The delegation tree's budget is spent (`tree.budget`): no more children start in it. */
+  | 'BUDGET'
 
 /** Every failure of the seam carries a stable code; messages say what to do next. */
 export class SubagentError extends DshError<SubagentErrorCode> {}

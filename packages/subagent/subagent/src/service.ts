@@ -58,6 +58,11 @@ export class SubagentService extends Service {
     tree: Schema.object({
       maxConcurrent: Schema.natural().min(1).max(10_000).description('Most children of one delegation tree (a root and all its in-process descendants) running at once; more wait in a FIFO queue.'),
       maxQueued: Schema.natural().min(1).max(1_000_000).description('Most children of one tree waiting for a slot (default 1000); beyond it a delegation is refused.'),
+      budget: Schema.object({
+        outputTokens: Schema.natural().min(1).max(1e12).description('Output tokens the tree\'s children may use together.'),
+        inputTokens: Schema.natural().min(1).max(1e12).description('Input tokens (cached or not) the tree\'s children may use together.'),
+        children: Schema.natural().min(1).max(1_000_000).description('Children that may start in the tree, at any depth.'),
+      }).description('What one tree\'s children may spend; at a limit the running ones are stopped and no more start.'),
     }).description('Limits on each delegation tree; unset: none, and nothing is loaded for them.'),
   })
   private readonly progressIntervalMs: number
@@ -89,10 +94,14 @@ export class SubagentService extends Service {
     })
     this.progressIntervalMs = config.progressIntervalMs ?? DEFAULT_PROGRESS_INTERVAL_MS
     const tree = config.tree
-    if (tree !== undefined && (tree.maxConcurrent !== undefined || tree.maxQueued !== undefined)) {
+    const budget = tree?.budget
+    if (tree !== undefined && (tree.maxConcurrent !== undefined || tree.maxQueued !== undefined || (budget !== undefined && Object.values(budget).some((limit) => limit !== undefined)))) {
       // Imported only when configured: a composition without tree limits never loads the module.
       this.gateLoading = import('./tree-limits.js').then((module) => {
-        this.gate = new module.TreeGate(tree)
+        this.gate = new module.TreeGate(tree, {
+          sessionOf: (id) => this.localSession(id),
+          warn: (message) => ctx.logger('subagents').warn('%s', message),
+        })
         this.gateLoading = undefined
       })
     }

@@ -15,8 +15,10 @@
  * lent its slot and keeps working (its child runs in the background) runs beside it.
  */
 import type { Agent } from '@dsh/agent'
+import type { Session, SessionUpdate } from '@dsh/session'
 import { SubagentError } from './errors.js'
-import type { SubagentRequest, SubagentResult, SubagentRun } from './types.js'
+import { latestTurnUsage } from './progress/local.js'
+import type { ProgressSink, SubagentProgress, SubagentRequest, SubagentResult, SubagentRun, SubagentUsage } from './types.js'
 
 /** `tree` in `ctx.subagents`' config. */
 export interface TreeLimitsConfig {
@@ -24,7 +26,29 @@ export interface TreeLimitsConfig {
   maxConcurrent?: number
   /** Most children of one tree waiting for a slot; beyond it a delegation is refused. */
   maxQueued?: number
+  /** What one tree's children may spend together; reaching any one of these spends the budget. */
+  budget?: TreeBudget
 }
+
+/** A tree's budget: its children's summed usage, counted as it happens, and how many start. */
+export interface TreeBudget {
+  outputTokens?: number
+  inputTokens?: number
+  /** Children started in the tree, at any depth. */
+  children?: number
+}
+
+/** What the gate needs of its service. */
+export interface TreeGateHost {
+  /** The session of in-process child `id` while it is live: where its usage is read as it happens. */
+  sessionOf(id: string): Session | undefined
+  /** A line for the log (a budget spent). */
+  warn(message: string): void
+}
+
+type TokenLimit = 'outputTokens' | 'inputTokens'
+const TOKEN_WORDS: Record<TokenLimit, string> = { outputTokens: 'output-token', inputTokens: 'input-token' }
+const SPENT_WORDS: Record<TokenLimit, string> = { outputTokens: 'output tokens', inputTokens: 'input tokens' }
 
 /** The queue's bound where the config sets none. */
 export const DEFAULT_MAX_QUEUED = 1000
@@ -50,8 +74,26 @@ interface Member {
   lent: boolean
 }
 
+/** One running child of a tree, local or remote: what it has used and how to stop it. */
+interface Active {
+  run: SubagentRun | undefined
+  /** Its usage so far, as the latest cumulative figures (they only grow: a smaller one is ignored). */
+  inputTokens: number
+  outputTokens: number
+  /** Why the budget stopped it, once it did: its result then ends `error` with this. */
+  stopped?: string
+}
+
 class Tree {
   running = 0
+  /** Children started, at any depth. */
+  started = 0
+  /** What the tree's children have used together. */
+  inputTokens = 0
+  outputTokens = 0
+  /** Set once the budget is spent: why, in words for the parent's model. */
+  spent: string | undefined
+  readonly active = new Set<Active>()
   /** FIFO; `head` is the next to be served, so a long queue is not shifted on every grant. */
   queue: Waiter[] = []
   head = 0
@@ -72,10 +114,16 @@ export class TreeGate {
   private readonly trees = new WeakMap<Agent, Tree>()
   readonly maxConcurrent: number | undefined
   readonly maxQueued: number
+  readonly budget: TreeBudget | undefined
+  /** Whether any token limit is set: only then is usage followed. */
+  private readonly countsTokens: boolean
 
-  constructor(config: TreeLimitsConfig) {
+  constructor(config: TreeLimitsConfig, private readonly host: TreeGateHost) {
     this.maxConcurrent = config.maxConcurrent
     this.maxQueued = config.maxQueued ?? DEFAULT_MAX_QUEUED
+    const budget = config.budget
+    this.budget = budget !== undefined && (budget.outputTokens !== undefined || budget.inputTokens !== undefined || budget.children !== undefined) ? budget : undefined
+    this.countsTokens = this.budget?.outputTokens !== undefined || this.budget?.inputTokens !== undefined
   }
 
   /**
@@ -87,6 +135,8 @@ export class TreeGate {
    */
   start(request: SubagentRequest, start: (request: SubagentRequest) => Promise<SubagentRun>): Promise<SubagentRun> {
     const tree = this.treeOf(request.parent)
+    const refusal = this.refusal(tree)
+    if (refusal !== undefined) return Promise.reject(refusal)
     const slot = this.take(tree, request.parent)
     if (slot !== undefined) return this.run(slot, request, start)
     if (tree.waiting >= this.maxQueued) {
@@ -124,6 +174,57 @@ export class TreeGate {
       signal.addEventListener('abort', onAbort, { once: true })
       request.onWait?.(true)
     }).then((slot) => this.run(slot, request, start))
+  }
+
+  /** Why the budget lets no more children of `tree` start, or undefined. */
+  private refusal(tree: Tree): SubagentError | undefined {
+    if (tree.spent !== undefined) return new SubagentError('BUDGET', `${tree.spent}; no more children start in this tree: finish the work without delegating`)
+    const children = this.budget?.children
+    // Children queued now will start later: they count already.
+    if (children !== undefined && tree.started + tree.waiting >= children) {
+      return new SubagentError('BUDGET', `budget: the delegation tree's children budget of ${children} is spent (${tree.started} started${tree.waiting ? `, ${tree.waiting} waiting` : ''}); finish the work without delegating`)
+    }
+    return undefined
+  }
+
+  /**
+   * Record `usage` (cumulative) of one child and spend the tree's budget when it reaches a
+   * limit: every running child is stopped, every waiting one refused, and no more start.
+   */
+  private used(tree: Tree, active: Active, usage: SubagentUsage): void {
+    // Figures only grow: a smaller one (a transport that restarted its count) grants nothing back.
+    const input = Math.max(0, usage.inputTokens - active.inputTokens)
+    const output = Math.max(0, usage.outputTokens - active.outputTokens)
+    if (input === 0 && output === 0) return
+    active.inputTokens += input
+    active.outputTokens += output
+    tree.inputTokens += input
+    tree.outputTokens += output
+    if (tree.spent !== undefined) return
+    for (const limit of ['outputTokens', 'inputTokens'] as const) {
+      const bound = this.budget?.[limit]
+      if (bound === undefined || tree[limit] < bound) continue
+      this.spend(tree, `budget: the delegation tree's ${TOKEN_WORDS[limit]} budget of ${bound} is spent (${tree[limit]} ${SPENT_WORDS[limit]} used by its children)`)
+      return
+    }
+  }
+
+  private spend(tree: Tree, why: string): void {
+    tree.spent = why
+    this.host.warn(`${why}: stopping ${tree.active.size} running and ${tree.waiting} waiting children`)
+    for (const active of tree.active) {
+      if (active.stopped !== undefined) continue
+      active.stopped = `${why}; this child was stopped`
+      active.run?.cancel(active.stopped)
+    }
+    const refusal = new SubagentError('BUDGET', `${why}; no more children start in this tree: finish the work without delegating`)
+    while (tree.head < tree.queue.length) {
+      const waiter = tree.queue[tree.head]!
+      tree.queue[tree.head++] = undefined as unknown as Waiter
+      if (!waiter.done) waiter.fail(refusal)
+    }
+    tree.queue = []
+    tree.head = 0
   }
 
   /** A slot for a child of `parent` now, or undefined when it must wait. */
@@ -164,21 +265,68 @@ export class TreeGate {
 
   /** Start the provider on a slot already held; the slot is released when the run's result settles. */
   private async run(slot: Slot, request: SubagentRequest, start: (request: SubagentRequest) => Promise<SubagentRun>): Promise<SubagentRun> {
+    const { tree } = slot
+    // Spent while this child waited (its waiter was failed) or a moment ago: nothing starts.
+    const refusal = tree.spent !== undefined ? this.refusal(tree) : undefined
+    const active: Active = { run: undefined, inputTokens: 0, outputTokens: 0 }
     let run: SubagentRun
     try {
+      if (refusal !== undefined) throw refusal
       if (request.signal.aborted) throw new SubagentError('ABORTED', 'the delegation was cancelled before its child was started', { cause: request.signal.reason })
-      run = await start(request)
+      tree.started++
+      tree.active.add(active)
+      run = await start(this.countsTokens ? this.counted(tree, active, request) : request)
     } catch (error) {
+      tree.active.delete(active)
       this.release(slot)
       throw error
     }
+    active.run = run
+    // Spent while the provider started it: stopped at once.
+    if (active.stopped !== undefined) run.cancel(active.stopped)
     const member: Member | undefined = run.local ? { slot, lent: false } : undefined
-    if (member !== undefined) slot.tree.members.set(run.id, member)
-    const result = run.result.finally(() => {
-      if (member !== undefined && slot.tree.members.get(run.id) === member) slot.tree.members.delete(run.id)
-      this.release(slot)
-    })
+    if (member !== undefined) tree.members.set(run.id, member)
+    const unfollow = this.countsTokens && run.local ? this.followLocal(tree, active, run.id) : undefined
+    const result = run.result
+      .then((settled): SubagentResult => {
+        // Stopped by the budget: the parent is told so, not that the child was cancelled.
+        if (active.stopped === undefined || settled.stopReason === 'completed') return settled
+        return { ...settled, stopReason: 'error', diagnostic: active.stopped }
+      })
+      .finally(() => {
+        unfollow?.()
+        tree.active.delete(active)
+        if (member !== undefined && tree.members.get(run.id) === member) tree.members.delete(run.id)
+        this.release(slot)
+      })
     return withResult(run, result)
+  }
+
+  /** `request` with a progress sink that also counts the child's usage reports (a remote child's). */
+  private counted(tree: Tree, active: Active, request: SubagentRequest): SubagentRequest {
+    const downstream = request.progress
+    const sink: ProgressSink = {
+      report: (update: SubagentProgress) => {
+        if (update.kind === 'usage') this.used(tree, active, update.usage)
+        downstream?.report(update)
+      },
+    }
+    return { ...request, progress: sink }
+  }
+
+  /** Count an in-process child's usage from its own session, as each model call lands. */
+  private followLocal(tree: Tree, active: Active, id: string): (() => void) | undefined {
+    const session = this.host.sessionOf(id)
+    if (session === undefined) return undefined
+    const before = latestTurnUsage(session)
+    const total: SubagentUsage = before ?? { inputTokens: 0, outputTokens: 0, cachedInputTokens: 0 }
+    if (before !== undefined) this.used(tree, active, total)
+    return session.subscribe((update: SessionUpdate) => {
+      if (update.type !== 'assistant/message' || update.usage === undefined) return
+      total.inputTokens += update.usage.inputTokens
+      total.outputTokens += update.usage.outputTokens
+      this.used(tree, active, total)
+    })
   }
 
   private treeOf(agent: Agent): Tree {
