@@ -95,15 +95,9 @@ export class SubagentService extends Service {
     this.progressIntervalMs = config.progressIntervalMs ?? DEFAULT_PROGRESS_INTERVAL_MS
     const tree = config.tree
     const budget = tree?.budget
+    // Imported only when configured (or a request carries a budget): otherwise never loaded.
     if (tree !== undefined && (tree.maxConcurrent !== undefined || tree.maxQueued !== undefined || (budget !== undefined && Object.values(budget).some((limit) => limit !== undefined)))) {
-      // Imported only when configured: a composition without tree limits never loads the module.
-      this.gateLoading = import('./tree-limits.js').then((module) => {
-        this.gate = new module.TreeGate(tree, {
-          sessionOf: (id) => this.localSession(id),
-          warn: (message) => ctx.logger('subagents').warn('%s', message),
-        })
-        this.gateLoading = undefined
-      })
+      this.loadGate(tree)
     }
     this.continuation = new ContinuationManager({
       home: ctx,
@@ -136,6 +130,26 @@ export class SubagentService extends Service {
     ctx.inject(['tasks'], (withTasks) => {
       withTasks.tasks.addWorkSource(this.continuation)
     })
+  }
+
+  /**
+   * Cordis awaits this before the service is up: a configured gate is loaded by then, so the
+   * first delegation already knows whether it has to queue (a background call says so at once).
+   */
+  [Service.init](): Promise<void> | undefined {
+    return this.gateLoading
+  }
+
+  /** Load the tree limits' module and make the gate every later start goes through. */
+  private loadGate(tree: TreeLimitsConfig): Promise<void> {
+    this.gateLoading ??= import('./tree-limits.js').then((module) => {
+      this.gate = new module.TreeGate(tree, {
+        sessionOf: (id) => this.localSession(id),
+        warn: (message) => this.home.logger('subagents').warn('%s', message),
+      })
+      this.gateLoading = undefined
+    })
+    return this.gateLoading
   }
 
   registerProvider(provider: SubagentProvider): () => void {
@@ -176,6 +190,8 @@ export class SubagentService extends Service {
   private startChecked(name: string, request: SubagentRequest): Promise<SubagentRun> {
     // Tree limits configured and still loading (only the first moments after start-up).
     if (this.gateLoading !== undefined) return this.gateLoading.then(() => this.startChecked(name, request))
+    // A child with a budget of its own (a helper's): the gate follows it, whatever the config.
+    if (this.gate === undefined && request.budget !== undefined) return this.loadGate({}).then(() => this.startChecked(name, request))
     // Admission before the provider is asked for anything: nothing exists after a refusal.
     const { provider, maxDepth } = admit(this.providers, name, request)
     const rebound = maxDepth !== request.maxDepth && provider.capabilities.depthLimit

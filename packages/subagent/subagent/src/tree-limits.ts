@@ -18,7 +18,7 @@ import type { Agent } from '@dsh/agent'
 import type { Session, SessionUpdate } from '@dsh/session'
 import { SubagentError } from './errors.js'
 import { latestTurnUsage } from './progress/local.js'
-import type { ProgressSink, SubagentProgress, SubagentRequest, SubagentResult, SubagentRun, SubagentUsage } from './types.js'
+import type { ChildBudget, ProgressSink, SubagentProgress, SubagentRequest, SubagentResult, SubagentRun, SubagentUsage } from './types.js'
 
 /** `tree` in `ctx.subagents`' config. */
 export interface TreeLimitsConfig {
@@ -63,24 +63,27 @@ interface Waiter {
 /** A running child's hold on its tree. */
 interface Slot {
   tree: Tree
-  /** The member whose slot this is on loan from (the parent), or undefined for a slot of the tree's own. */
-  lender: Member | undefined
+  /** The child whose slot this is on loan from (the parent), or undefined for a slot of the tree's own. */
+  lender: Active | undefined
 }
 
-/** What the tree knows of one of its running children. */
-interface Member {
-  slot: Slot
-  /** Whether this child's slot is on loan to one of its own children. */
-  lent: boolean
-}
-
-/** One running child of a tree, local or remote: what it has used and how to stop it. */
+/** One running child of a tree, local or remote: its slot, what it has used and how to stop it. */
 interface Active {
   run: SubagentRun | undefined
+  /** Whether this child's slot is on loan to one of its own children. */
+  lent: boolean
+  /** Its delegating parent, when that is a running child of the tree too (not the root). */
+  parent: Active | undefined
+  /** Its own budget (`request.budget`), covering it and its descendants. */
+  budget: ChildBudget | undefined
+  /** Whether it or an ancestor has a budget: then its usage is followed even without a tree budget. */
+  limited: boolean
   /** Its usage so far, as the latest cumulative figures (they only grow: a smaller one is ignored). */
   inputTokens: number
   outputTokens: number
-  /** Why the budget stopped it, once it did: its result then ends `error` with this. */
+  /** What it and its descendants have used together. */
+  subtree: { inputTokens: number; outputTokens: number }
+  /** Why a budget stopped it, once one did: its result then ends `error` with this. */
   stopped?: string
 }
 
@@ -97,8 +100,8 @@ class Tree {
   /** FIFO; `head` is the next to be served, so a long queue is not shifted on every grant. */
   queue: Waiter[] = []
   head = 0
-  /** Running in-process children by agent id: a parent that holds a slot can lend it. */
-  readonly members = new Map<string, Member>()
+  /** Running in-process children by agent id: a parent that holds a slot can lend it, and its budget covers its children. */
+  readonly members = new Map<string, Active>()
 
   get waiting(): number {
     return this.queue.length - this.head
@@ -200,6 +203,20 @@ export class TreeGate {
     active.outputTokens += output
     tree.inputTokens += input
     tree.outputTokens += output
+    // A child's own budget covers its descendants: each ancestor with one is checked.
+    for (let holder: Active | undefined = active; holder !== undefined; holder = holder.parent) {
+      holder.subtree.inputTokens += input
+      holder.subtree.outputTokens += output
+      if (holder.budget === undefined || holder.stopped !== undefined) continue
+      for (const limit of ['outputTokens', 'inputTokens'] as const) {
+        const bound = holder.budget[limit]
+        if (bound === undefined || holder.subtree[limit] < bound) continue
+        holder.stopped = `budget: this child's ${TOKEN_WORDS[limit]} budget of ${bound} is spent (${holder.subtree[limit]} ${SPENT_WORDS[limit]} used by it and its children); it was stopped`
+        this.host.warn(holder.stopped)
+        holder.run?.cancel(holder.stopped)
+        break
+      }
+    }
     if (tree.spent !== undefined) return
     for (const limit of ['outputTokens', 'inputTokens'] as const) {
       const bound = this.budget?.[limit]
@@ -268,14 +285,25 @@ export class TreeGate {
     const { tree } = slot
     // Spent while this child waited (its waiter was failed) or a moment ago: nothing starts.
     const refusal = tree.spent !== undefined ? this.refusal(tree) : undefined
-    const active: Active = { run: undefined, inputTokens: 0, outputTokens: 0 }
+    const parent = tree.members.get(request.parent.id)
+    const active: Active = {
+      run: undefined,
+      lent: false,
+      parent,
+      budget: request.budget,
+      limited: request.budget !== undefined || parent?.limited === true,
+      inputTokens: 0,
+      outputTokens: 0,
+      subtree: { inputTokens: 0, outputTokens: 0 },
+    }
+    const counts = this.countsTokens || active.limited
     let run: SubagentRun
     try {
       if (refusal !== undefined) throw refusal
       if (request.signal.aborted) throw new SubagentError('ABORTED', 'the delegation was cancelled before its child was started', { cause: request.signal.reason })
       tree.started++
       tree.active.add(active)
-      run = await start(this.countsTokens ? this.counted(tree, active, request) : request)
+      run = await start(counts ? this.counted(tree, active, request) : request)
     } catch (error) {
       tree.active.delete(active)
       this.release(slot)
@@ -284,9 +312,8 @@ export class TreeGate {
     active.run = run
     // Spent while the provider started it: stopped at once.
     if (active.stopped !== undefined) run.cancel(active.stopped)
-    const member: Member | undefined = run.local ? { slot, lent: false } : undefined
-    if (member !== undefined) tree.members.set(run.id, member)
-    const unfollow = this.countsTokens && run.local ? this.followLocal(tree, active, run.id) : undefined
+    if (run.local) tree.members.set(run.id, active)
+    const unfollow = counts && run.local ? this.followLocal(tree, active, run.id) : undefined
     const result = run.result
       .then((settled): SubagentResult => {
         // Stopped by the budget: the parent is told so, not that the child was cancelled.
@@ -296,7 +323,7 @@ export class TreeGate {
       .finally(() => {
         unfollow?.()
         tree.active.delete(active)
-        if (member !== undefined && tree.members.get(run.id) === member) tree.members.delete(run.id)
+        if (tree.members.get(run.id) === active) tree.members.delete(run.id)
         this.release(slot)
       })
     return withResult(run, result)
