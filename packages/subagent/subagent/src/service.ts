@@ -58,6 +58,7 @@ export class SubagentService extends Service {
     tree: Schema.object({
       maxConcurrent: Schema.natural().min(1).max(10_000).description('Most children of one delegation tree (a root and all its in-process descendants) running at once; more wait in a FIFO queue.'),
       maxQueued: Schema.natural().min(1).max(1_000_000).description('Most children of one tree waiting for a slot (default 1000); beyond it a delegation is refused.'),
+      maxConcurrentPerProvider: Schema.dict(Schema.natural().min(1).max(10_000)).description('Most children of one tree running at once on each named provider ({ acp: 2 }), inside maxConcurrent.'),
       budget: Schema.object({
         outputTokens: Schema.natural().min(1).max(1e12).description('Output tokens the tree\'s children may use together.'),
         inputTokens: Schema.natural().min(1).max(1e12).description('Input tokens (cached or not) the tree\'s children may use together.'),
@@ -96,7 +97,7 @@ export class SubagentService extends Service {
     const tree = config.tree
     const budget = tree?.budget
     // Imported only when configured (or a request carries a budget): otherwise never loaded.
-    if (tree !== undefined && (tree.maxConcurrent !== undefined || tree.maxQueued !== undefined || (budget !== undefined && Object.values(budget).some((limit) => limit !== undefined)))) {
+    if (tree !== undefined && (tree.maxConcurrent !== undefined || tree.maxQueued !== undefined || Object.keys(tree.maxConcurrentPerProvider ?? {}).length > 0 || (budget !== undefined && Object.values(budget).some((limit) => limit !== undefined)))) {
       this.loadGate(tree)
     }
     this.continuation = new ContinuationManager({
@@ -209,7 +210,7 @@ export class SubagentService extends Service {
   /** The provider's start, through the tree's cap when one is configured (it may wait there for a slot). */
   private launch(provider: SubagentProvider, request: SubagentRequest): Promise<SubagentRun> {
     const gate = this.gate
-    return gate === undefined ? provider.start(request) : gate.start(request, (admitted) => provider.start(admitted))
+    return gate === undefined ? provider.start(request) : gate.start(provider.name, request, (admitted) => provider.start(admitted))
   }
 
   /** `start` for a run somebody hears of: its lifecycle events and its progress channel. */

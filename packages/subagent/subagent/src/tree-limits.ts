@@ -26,6 +26,8 @@ export interface TreeLimitsConfig {
   maxConcurrent?: number
   /** Most children of one tree waiting for a slot; beyond it a delegation is refused. */
   maxQueued?: number
+  /** Most children of one tree running at once on each named provider (`{ acp: 2 }`), inside `maxConcurrent`. */
+  maxConcurrentPerProvider?: Record<string, number>
   /** What one tree's children may spend together; reaching any one of these spends the budget. */
   budget?: TreeBudget
 }
@@ -54,6 +56,8 @@ const SPENT_WORDS: Record<TokenLimit, string> = { outputTokens: 'output tokens',
 export const DEFAULT_MAX_QUEUED = 1000
 
 interface Waiter {
+  /** The provider it would start on (for `maxConcurrentPerProvider`). */
+  provider: string
   grant: (slot: Slot) => void
   fail: (error: Error) => void
   /** Set once granted, failed or cancelled: a settled waiter left in the queue is skipped. */
@@ -65,6 +69,7 @@ interface Slot {
   tree: Tree
   /** The child whose slot this is on loan from (the parent), or undefined for a slot of the tree's own. */
   lender: Active | undefined
+  provider: string
 }
 
 /** One running child of a tree, local or remote: its slot, what it has used and how to stop it. */
@@ -89,6 +94,10 @@ interface Active {
 
 class Tree {
   running = 0
+  /** Running children per provider, kept only for providers with a cap. */
+  readonly byProvider = new Map<string, number>()
+  /** Waiters not yet granted, failed or cancelled (those left in `queue` are skipped). */
+  waiting = 0
   /** Children started, at any depth. */
   started = 0
   /** What the tree's children have used together. */
@@ -102,10 +111,6 @@ class Tree {
   head = 0
   /** Running in-process children by agent id: a parent that holds a slot can lend it, and its budget covers its children. */
   readonly members = new Map<string, Active>()
-
-  get waiting(): number {
-    return this.queue.length - this.head
-  }
 }
 
 /**
@@ -117,6 +122,7 @@ export class TreeGate {
   private readonly trees = new WeakMap<Agent, Tree>()
   readonly maxConcurrent: number | undefined
   readonly maxQueued: number
+  private readonly providerCaps: ReadonlyMap<string, number>
   readonly budget: TreeBudget | undefined
   /** Whether any token limit is set: only then is usage followed. */
   private readonly countsTokens: boolean
@@ -124,6 +130,7 @@ export class TreeGate {
   constructor(config: TreeLimitsConfig, private readonly host: TreeGateHost) {
     this.maxConcurrent = config.maxConcurrent
     this.maxQueued = config.maxQueued ?? DEFAULT_MAX_QUEUED
+    this.providerCaps = new Map(Object.entries(config.maxConcurrentPerProvider ?? {}))
     const budget = config.budget
     this.budget = budget !== undefined && (budget.outputTokens !== undefined || budget.inputTokens !== undefined || budget.children !== undefined) ? budget : undefined
     this.countsTokens = this.budget?.outputTokens !== undefined || this.budget?.inputTokens !== undefined
@@ -136,17 +143,21 @@ export class TreeGate {
    * Rejects `QUEUE_FULL` beyond the queue's bound and `ABORTED` when the request's signal
    * aborts while it waits (nothing was started).
    */
-  start(request: SubagentRequest, start: (request: SubagentRequest) => Promise<SubagentRun>): Promise<SubagentRun> {
+  start(provider: string, request: SubagentRequest, start: (request: SubagentRequest) => Promise<SubagentRun>): Promise<SubagentRun> {
     const tree = this.treeOf(request.parent)
     const refusal = this.refusal(tree)
     if (refusal !== undefined) return Promise.reject(refusal)
-    const slot = this.take(tree, request.parent)
+    // A free slot means nobody waiting could use it (each release serves the queue first), so
+    // taking it jumps no queue: the waiters are all held by their provider's cap.
+    const slot = this.take(tree, provider) ?? this.lend(tree, request.parent, provider)
     if (slot !== undefined) return this.run(slot, request, start)
     if (tree.waiting >= this.maxQueued) {
+      const cap = this.providerCaps.get(provider)
+      const caps = [this.maxConcurrent !== undefined && `maxConcurrent ${this.maxConcurrent}`, cap !== undefined && `${cap} at once on ${provider}`].filter(Boolean).join(', ')
       return Promise.reject(
         new SubagentError(
           'QUEUE_FULL',
-          `the delegation tree of ${rootOf(request.parent).id} has ${tree.running} children running (maxConcurrent ${this.maxConcurrent}) and ${tree.waiting} waiting, the most allowed (maxQueued ${this.maxQueued}); wait for some to finish before delegating more`,
+          `the delegation tree of ${rootOf(request.parent).id} has ${tree.running} children running (${caps}) and ${tree.waiting} waiting, the most allowed (maxQueued ${this.maxQueued}); wait for some to finish before delegating more`,
         ),
       )
     }
@@ -155,25 +166,30 @@ export class TreeGate {
       const onAbort = () => {
         if (waiter.done) return
         waiter.done = true
+        tree.waiting--
         request.onWait?.(false)
         reject(new SubagentError('ABORTED', 'the delegation was cancelled while it waited for a slot; it was never started', { cause: signal.reason }))
       }
       const waiter: Waiter = {
+        provider,
         done: false,
         grant: (slot) => {
           waiter.done = true
+          tree.waiting--
           signal.removeEventListener('abort', onAbort)
           request.onWait?.(false)
           resolve(slot)
         },
         fail: (error) => {
           waiter.done = true
+          tree.waiting--
           signal.removeEventListener('abort', onAbort)
           request.onWait?.(false)
           reject(error)
         },
       }
       tree.queue.push(waiter)
+      tree.waiting++
       signal.addEventListener('abort', onAbort, { once: true })
       request.onWait?.(true)
     }).then((slot) => this.run(slot, request, start))
@@ -244,40 +260,71 @@ export class TreeGate {
     tree.head = 0
   }
 
-  /** A slot for a child of `parent` now, or undefined when it must wait. */
-  private take(tree: Tree, parent: Agent): Slot | undefined {
-    if (this.maxConcurrent === undefined || tree.running < this.maxConcurrent) {
-      tree.running++
-      return { tree, lender: undefined }
+  /** A slot of the tree's own for a child on `provider`, when the caps leave one free. */
+  private take(tree: Tree, provider: string): Slot | undefined {
+    if (this.maxConcurrent !== undefined && tree.running >= this.maxConcurrent) return undefined
+    const cap = this.providerCaps.get(provider)
+    if (cap !== undefined) {
+      const running = tree.byProvider.get(provider) ?? 0
+      if (running >= cap) return undefined
+      tree.byProvider.set(provider, running + 1)
     }
-    const lender = tree.members.get(parent.id)
-    if (lender !== undefined && !lender.lent) {
-      lender.lent = true
-      return { tree, lender }
-    }
-    return undefined
+    tree.running++
+    return { tree, lender: undefined, provider }
   }
 
-  /** Give `slot` back: to its lender, or to the first child still waiting, or to the tree. */
+  /**
+   * The slot of `parent`, a running child of the tree, on loan to one of its own children
+   * when it has not lent it already: a parent waiting on its child must not starve it.
+   */
+  private lend(tree: Tree, parent: Agent, provider: string): Slot | undefined {
+    const lender = tree.members.get(parent.id)
+    if (lender === undefined || lender.lent) return undefined
+    lender.lent = true
+    return { tree, lender, provider }
+  }
+
+  /** Give `slot` back: to its lender, or to the tree, which then serves those waiting in order. */
   private release(slot: Slot): void {
     const { tree } = slot
     if (slot.lender !== undefined) {
       slot.lender.lent = false
       return
     }
-    while (tree.head < tree.queue.length) {
-      const waiter = tree.queue[tree.head]!
-      tree.queue[tree.head++] = undefined as unknown as Waiter
+    tree.running--
+    if (this.providerCaps.has(slot.provider)) tree.byProvider.set(slot.provider, tree.byProvider.get(slot.provider)! - 1)
+    this.serve(tree)
+  }
+
+  /**
+   * Grant free slots to waiters, first come first served: the first one whose provider has
+   * room (without provider caps, simply the first). A waiter whose provider is at its cap
+   * does not hold up those behind it on other providers.
+   */
+  private serve(tree: Tree): void {
+    while (tree.waiting > 0) {
+      // Skip what was cancelled at the head, and compact now and then.
+      while (tree.head < tree.queue.length && tree.queue[tree.head]!.done) tree.queue[tree.head++] = undefined as unknown as Waiter
       if (tree.head > 1024 && tree.head * 2 > tree.queue.length) {
         tree.queue = tree.queue.slice(tree.head)
         tree.head = 0
       }
-      if (waiter.done) continue
-      // The slot passes straight to the waiter: `running` is unchanged.
-      waiter.grant({ tree, lender: undefined })
-      return
+      let index = tree.head
+      let slot: Slot | undefined
+      for (; index < tree.queue.length; index++) {
+        const waiter = tree.queue[index]!
+        if (waiter.done) continue
+        slot = this.take(tree, waiter.provider)
+        if (slot !== undefined) break
+        // Without provider caps, or at the tree's cap, nobody further back can start either.
+        if (this.providerCaps.size === 0 || (this.maxConcurrent !== undefined && tree.running >= this.maxConcurrent)) return
+      }
+      if (slot === undefined) return
+      const waiter = tree.queue[index]!
+      if (index === tree.head) tree.queue[tree.head++] = undefined as unknown as Waiter
+      else tree.queue.splice(index, 1)
+      waiter.grant(slot)
     }
-    tree.running--
   }
 
   /** Start the provider on a slot already held; the slot is released when the run's result settles. */

@@ -120,7 +120,7 @@ describe('a tree budget of children started', () => {
 
 describe('tree limits in config', () => {
   it('refuses zero, negative, fractional and absurd limits', () => {
-    for (const tree of [{ budget: { outputTokens: 0 } }, { budget: { inputTokens: -5 } }, { budget: { outputTokens: 1e13 } }, { budget: { children: 2.5 } }, { maxConcurrent: 0 }, { maxQueued: -1 }]) {
+    for (const tree of [{ budget: { outputTokens: 0 } }, { budget: { inputTokens: -5 } }, { budget: { outputTokens: 1e13 } }, { budget: { children: 2.5 } }, { maxConcurrent: 0 }, { maxQueued: -1 }, { maxConcurrentPerProvider: { acp: 0 } }]) {
       expect(() => SubagentService.Config({ tree } as never), JSON.stringify(tree)).toThrow()
     }
     expect(SubagentService.Config({ tree: { maxConcurrent: 8, budget: { outputTokens: 10_000, children: 200 } } } as never)).toMatchObject({ tree: { maxConcurrent: 8, budget: { outputTokens: 10_000, children: 200 } } })

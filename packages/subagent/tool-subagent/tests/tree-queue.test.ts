@@ -23,15 +23,17 @@ async function setup(script: HarnessOptions['script'], tree: Record<string, numb
   await harness.plugin(SubagentToolPlugin, { provider: 'spawn' })
 }
 
-/** How many children run at once, at most, as `subagent/start` and `subagent/end` tell it. */
-function concurrency() {
+/** How many children run at once, at most, as `subagent/start` and `subagent/end` tell it (of one provider, given one). */
+function concurrency(provider?: string) {
   const seen = { live: 0, peak: 0, started: 0, ended: 0 }
-  harness.ctx.on('subagent/start', () => {
+  harness.ctx.on('subagent/start', (info) => {
+    if (provider !== undefined && info.provider !== provider) return
     seen.started++
     seen.live++
     seen.peak = Math.max(seen.peak, seen.live)
   })
-  harness.ctx.on('subagent/end', () => {
+  harness.ctx.on('subagent/end', (info) => {
+    if (provider !== undefined && info.provider !== provider) return
     seen.ended++
     seen.live--
   })
@@ -154,5 +156,49 @@ describe('a cap on concurrent children per delegation tree', () => {
     expect(await turn).toMatchObject({ reason: 'aborted' })
     await parent.whenIdle()
     expect(seen.started).toBe(1)
+  })
+
+  it('a per-provider cap holds its own children back without holding up those of other providers behind them', async () => {
+    harness = await createHarness({
+      script: [
+        { when: { depth: 1 }, reply: [{ text: 'done', delay_ms: 40 }] },
+        {
+          when: { depth: 0 },
+          reply: [
+            {
+              calls: [
+                ...many(3, (description) => ({ tool: 'subagent_spare', args: { description, prompt: 'child task', run_in_background: true } })),
+                ...many(2, background),
+              ],
+            },
+            { text: 'ok' },
+          ],
+        },
+      ],
+    })
+    await harness.plugin(SubagentService, { tree: { maxConcurrent: 4, maxConcurrentPerProvider: { spare: 1 } } })
+    await harness.plugin(SpawnPlugin, {})
+    await harness.plugin(SpawnPlugin, { providerName: 'spare' })
+    await harness.plugin(TaskService, {})
+    await harness.plugin(TaskToolsPlugin)
+    await harness.plugin(SubagentToolPlugin, { provider: 'spawn' })
+    await harness.plugin(SubagentToolPlugin, { provider: 'spare', toolName: 'subagent_spare' })
+    const spare = concurrency('spare')
+    const spawn = concurrency('spawn')
+    const parent = await harness.agent()
+    await parent.followup('go')
+    const texts = results(parent).map((reply) => reply.text.split(':')[0])
+    // The second and third spare children queue; the two spawn children behind them start at once.
+    expect(texts).toEqual([
+      'started background subagent task subagent-1; collect its answer with task_output (wait',
+      expect.stringMatching(/^queued background subagent task subagent-2/),
+      expect.stringMatching(/^queued background subagent task subagent-3/),
+      'started background subagent task subagent-4; collect its answer with task_output (wait',
+      'started background subagent task subagent-5; collect its answer with task_output (wait',
+    ])
+    for (let i = 1; i <= 5; i++) await harness.ctx.tasks.wait(`subagent-${i}`, parent.id, 10_000)
+    expect(harness.ctx.tasks.list(parent.id).map((task) => task.status)).toEqual(Array(5).fill('completed'))
+    expect(spare).toMatchObject({ started: 3, peak: 1 })
+    expect(spawn).toMatchObject({ started: 2, peak: 2 })
   })
 })
