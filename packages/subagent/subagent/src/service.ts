@@ -63,6 +63,7 @@ export class SubagentService extends Service {
         outputTokens: Schema.natural().min(1).max(1e12).description('Output tokens the tree\'s children may use together.'),
         inputTokens: Schema.natural().min(1).max(1e12).description('Input tokens (cached or not) the tree\'s children may use together.'),
         children: Schema.natural().min(1).max(1_000_000).description('Children that may start in the tree, at any depth.'),
+        cost: Schema.number().min(0.000001).max(1e9).description('Money the tree\'s in-process children may spend together, in the unit of the llm service\'s prices table.'),
       }).description('What one tree\'s children may spend; at a limit the running ones are stopped and no more start.'),
     }).description('Limits on each delegation tree; unset: none, and nothing is loaded for them.'),
   })
@@ -147,6 +148,10 @@ export class SubagentService extends Service {
       this.gate = new module.TreeGate(tree, {
         sessionOf: (id) => this.localSession(id),
         warn: (message) => this.home.logger('subagents').warn('%s', message),
+        prices: () => {
+          const llm = this.home.get('llm')
+          return (llm && serviceInstance(llm).prices) ?? {}
+        },
       })
       this.gateLoading = undefined
     })

@@ -15,9 +15,9 @@
  * lent its slot and keeps working (its child runs in the background) runs beside it.
  */
 import type { Agent } from '@dsh/agent'
-import type { Session, SessionUpdate } from '@dsh/session'
+import type { Session, SessionEvent, SessionUpdate } from '@dsh/session'
+import { costOf, type PriceTable, type Usage } from '@dsh/llm'
 import { SubagentError } from './errors.js'
-import { latestTurnUsage } from './progress/local.js'
 import type { ChildBudget, ProgressSink, SubagentProgress, SubagentRequest, SubagentResult, SubagentRun, SubagentUsage } from './types.js'
 
 /** `tree` in `ctx.subagents`' config. */
@@ -38,6 +38,8 @@ export interface TreeBudget {
   inputTokens?: number
   /** Children started in the tree, at any depth. */
   children?: number
+  /** Money in the unit of `ctx.llm`'s `prices` table, priced per model call of in-process children. */
+  cost?: number
 }
 
 /** What the gate needs of its service. */
@@ -46,6 +48,8 @@ export interface TreeGateHost {
   sessionOf(id: string): Session | undefined
   /** A line for the log (a budget spent). */
   warn(message: string): void
+  /** `ctx.llm`'s price table (empty when none is configured). */
+  prices(): PriceTable
 }
 
 type TokenLimit = 'outputTokens' | 'inputTokens'
@@ -103,6 +107,7 @@ class Tree {
   /** What the tree's children have used together. */
   inputTokens = 0
   outputTokens = 0
+  cost = 0
   /** Set once the budget is spent: why, in words for the parent's model. */
   spent: string | undefined
   readonly active = new Set<Active>()
@@ -132,8 +137,8 @@ export class TreeGate {
     this.maxQueued = config.maxQueued ?? DEFAULT_MAX_QUEUED
     this.providerCaps = new Map(Object.entries(config.maxConcurrentPerProvider ?? {}))
     const budget = config.budget
-    this.budget = budget !== undefined && (budget.outputTokens !== undefined || budget.inputTokens !== undefined || budget.children !== undefined) ? budget : undefined
-    this.countsTokens = this.budget?.outputTokens !== undefined || this.budget?.inputTokens !== undefined
+    this.budget = budget !== undefined && Object.values(budget).some((limit) => limit !== undefined) ? budget : undefined
+    this.countsTokens = this.budget?.outputTokens !== undefined || this.budget?.inputTokens !== undefined || this.budget?.cost !== undefined
   }
 
   /**
@@ -198,6 +203,9 @@ export class TreeGate {
   /** Why the budget lets no more children of `tree` start, or undefined. */
   private refusal(tree: Tree): SubagentError | undefined {
     if (tree.spent !== undefined) return new SubagentError('BUDGET', `${tree.spent}; no more children start in this tree: finish the work without delegating`)
+    if (this.budget?.cost !== undefined && Object.keys(this.host.prices()).length === 0) {
+      return new SubagentError('INVALID_CONFIG', `tree.budget.cost (${this.budget.cost}) needs a price table: set prices in the llm service's config (model spec → { input, output } per million tokens)`)
+    }
     const children = this.budget?.children
     // Children queued now will start later: they count already.
     if (children !== undefined && tree.started + tree.waiting >= children) {
@@ -240,6 +248,22 @@ export class TreeGate {
       this.spend(tree, `budget: the delegation tree's ${TOKEN_WORDS[limit]} budget of ${bound} is spent (${tree[limit]} ${SPENT_WORDS[limit]} used by its children)`)
       return
     }
+  }
+
+  /** Charge one model call of an in-process child against the tree's cost budget. */
+  private charge(tree: Tree, active: Active, usage: Usage): void {
+    const bound = this.budget?.cost
+    if (bound === undefined || active.stopped !== undefined) return
+    const cost = costOf(usage, this.host.prices())
+    if (cost === undefined) {
+      // Unpriced spend cannot be bounded: stopping is the only answer that grants nothing.
+      active.stopped = `budget: the delegation tree has a cost budget of ${bound}, but model "${usage.model ?? 'unrecorded'}" has no price in the prices table, so this child's spend cannot be counted; it was stopped`
+      this.host.warn(active.stopped)
+      active.run?.cancel(active.stopped)
+      return
+    }
+    tree.cost += cost
+    if (tree.spent === undefined && tree.cost >= bound) this.spend(tree, `budget: the delegation tree's cost budget of ${bound} is spent (${round(tree.cost)} used by its children, by the prices table)`)
   }
 
   private spend(tree: Tree, why: string): void {
@@ -381,7 +405,11 @@ export class TreeGate {
     const downstream = request.progress
     const sink: ProgressSink = {
       report: (update: SubagentProgress) => {
-        if (update.kind === 'usage') this.used(tree, active, update.usage)
+        if (update.kind === 'usage') {
+          this.used(tree, active, update.usage)
+          // A remote child's usage names no model, so it has no price: a cost budget cannot count it.
+          if (this.budget?.cost !== undefined && active.run?.local !== true) this.charge(tree, active, { inputTokens: update.usage.inputTokens, outputTokens: update.usage.outputTokens })
+        }
         downstream?.report(update)
       },
     }
@@ -392,16 +420,22 @@ export class TreeGate {
   private followLocal(tree: Tree, active: Active, id: string): (() => void) | undefined {
     const session = this.host.sessionOf(id)
     if (session === undefined) return undefined
-    const before = latestTurnUsage(session)
-    const total: SubagentUsage = before ?? { inputTokens: 0, outputTokens: 0, cachedInputTokens: 0 }
-    if (before !== undefined) this.used(tree, active, total)
-    return session.subscribe((update: SessionUpdate) => {
-      if (update.type !== 'assistant/message' || update.usage === undefined) return
-      total.inputTokens += update.usage.inputTokens
-      total.outputTokens += update.usage.outputTokens
+    const total: SubagentUsage = { inputTokens: 0, outputTokens: 0, cachedInputTokens: 0 }
+    const onEvent = (event: SessionEvent | SessionUpdate) => {
+      if (event.type !== 'assistant/message' || event.usage === undefined) return
+      total.inputTokens += event.usage.inputTokens
+      total.outputTokens += event.usage.outputTokens
       this.used(tree, active, total)
-    })
+      this.charge(tree, active, event.usage)
+    }
+    // What it did before its run was published: its own events (a fork's seed is its parent's).
+    for (let seq = session.seedLength; seq < session.length; seq++) {
+      const event = session.at(seq)
+      if (event !== undefined) onEvent(event)
+    }
+    return session.subscribe(onEvent)
   }
+
 
   private treeOf(agent: Agent): Tree {
     const root = rootOf(agent)
@@ -433,4 +467,9 @@ function withResult(run: SubagentRun, result: Promise<SubagentResult>): Subagent
   if (run.sendMessage !== undefined) wrapped.sendMessage = (message) => run.sendMessage!(message)
   if (run.storedAt !== undefined) wrapped.storedAt = run.storedAt
   return wrapped
+}
+
+/** A cost for a person: four significant digits. */
+function round(cost: number): string {
+  return String(Number(cost.toPrecision(4)))
 }

@@ -1,6 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest'
 import { createHarness, type Harness, type HarnessOptions } from '@dsh/testkit/harness'
-import type { Agent } from '@dsh/agent'
+import { serviceInstance, type Agent } from '@dsh/agent'
+import type { PriceTable } from '@dsh/llm'
 import { textOf } from '@dsh/llm'
 import { SubagentService, type SubagentRunEndInfo } from '@dsh/subagent'
 import { SpawnPlugin } from '@dsh/subagent-spawn'
@@ -104,6 +105,33 @@ describe('a tree budget of output tokens', () => {
   })
 })
 
+describe('a tree budget of cost', () => {
+  /** The llm service's price table, as its `prices` config would set it. */
+  const price = (prices: PriceTable) => {
+    ;(serviceInstance(harness.ctx.llm) as { prices: PriceTable }).prices = prices
+  }
+
+  it('prices each model call of the children by the prices table and stops them at the limit', async () => {
+    await setup([steppingChild, { when: { depth: 0 }, reply: [{ call: foreground('first') }, { text: 'done' }] }], { budget: { cost: 0.04 } })
+    // 1,000 a million output tokens: the budget is 40 output tokens.
+    price({ 'scripted:test': { input: 0, output: 1000 } })
+    const parent = await harness.agent()
+    await parent.followup('go')
+    expect(results(parent)[0]).toMatchObject({ isError: true, text: expect.stringMatching(/^the subagent ended error: budget: the delegation tree's cost budget of 0.04 is spent \(0\.0[45]\d* used by its children, by the prices table\); this child was stopped/) })
+  })
+
+  it('stops a child whose model has no price, and refuses to start any child without a price table', async () => {
+    await setup([steppingChild, { when: { depth: 0 }, reply: [{ call: foreground('first') }, { text: 'done' }] }], { budget: { cost: 1 } })
+    const parent = await harness.agent()
+    await parent.followup('go')
+    expect(results(parent)[0]!.text).toMatch(/^the subagent could not be started: tree\.budget\.cost \(1\) needs a price table/)
+    price({ 'other:model': { input: 1, output: 1 } })
+    const second = await harness.agent()
+    await second.followup('go')
+    expect(results(second)[0]!.text).toMatch(/^the subagent ended error: budget: the delegation tree has a cost budget of 1, but model "scripted:test" has no price in the prices table/)
+  })
+})
+
 describe('a tree budget of children started', () => {
   it('refuses the delegation past the number, naming the budget; the children before it run', async () => {
     await setup(
@@ -120,7 +148,7 @@ describe('a tree budget of children started', () => {
 
 describe('tree limits in config', () => {
   it('refuses zero, negative, fractional and absurd limits', () => {
-    for (const tree of [{ budget: { outputTokens: 0 } }, { budget: { inputTokens: -5 } }, { budget: { outputTokens: 1e13 } }, { budget: { children: 2.5 } }, { maxConcurrent: 0 }, { maxQueued: -1 }, { maxConcurrentPerProvider: { acp: 0 } }]) {
+    for (const tree of [{ budget: { outputTokens: 0 } }, { budget: { inputTokens: -5 } }, { budget: { outputTokens: 1e13 } }, { budget: { children: 2.5 } }, { maxConcurrent: 0 }, { maxQueued: -1 }, { maxConcurrentPerProvider: { acp: 0 } }, { budget: { cost: 0 } }, { budget: { cost: -1 } }]) {
       expect(() => SubagentService.Config({ tree } as never), JSON.stringify(tree)).toThrow()
     }
     expect(SubagentService.Config({ tree: { maxConcurrent: 8, budget: { outputTokens: 10_000, children: 200 } } } as never)).toMatchObject({ tree: { maxConcurrent: 8, budget: { outputTokens: 10_000, children: 200 } } })
