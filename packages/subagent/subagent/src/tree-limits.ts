@@ -156,6 +156,8 @@ export class TreeGate {
     // taking it jumps no queue: the waiters are all held by their provider's cap.
     const slot = this.take(tree, provider) ?? this.lend(tree, request.parent, provider)
     if (slot !== undefined) return this.run(slot, request, start)
+    // Cancelled already: it would wait for a slot only to be refused then.
+    if (request.signal.aborted) return Promise.reject(new SubagentError('ABORTED', 'the delegation was cancelled before its child was started', { cause: request.signal.reason }))
     if (tree.waiting >= this.maxQueued) {
       const cap = this.providerCaps.get(provider)
       const caps = [this.maxConcurrent !== undefined && `maxConcurrent ${this.maxConcurrent}`, cap !== undefined && `${cap} at once on ${provider}`].filter(Boolean).join(', ')

@@ -126,6 +126,29 @@ describe('a cap on concurrent children per delegation tree', () => {
     expect(seen.started).toBe(2)
   })
 
+  it('a queued child that was cancelled frees its place in the bounded queue', async () => {
+    await setup(
+      [
+        { when: { depth: 1 }, reply: [{ text: 'done', delay_ms: 200 }] },
+        {
+          when: { depth: 0 },
+          reply: [
+            { calls: many(2, background) },
+            { call: { tool: 'task_kill', args: { task_id: 'subagent-2' } } },
+            { call: background('child 3') },
+            { text: 'ok' },
+          ],
+        },
+      ],
+      { maxConcurrent: 1, maxQueued: 1 },
+    )
+    const parent = await harness.agent()
+    await parent.followup('go')
+    expect(results(parent)[3]).toMatchObject({ isError: false, text: expect.stringMatching(/^queued background subagent task subagent-3/) })
+    const third = await harness.ctx.tasks.wait('subagent-3', parent.id, 10_000)
+    expect(third.task.status).toBe('completed')
+  })
+
   it('a child holding the only slot can still delegate: it lends its slot to its own child (no deadlock)', async () => {
     await setup(
       [
