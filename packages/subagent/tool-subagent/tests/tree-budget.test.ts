@@ -3,7 +3,7 @@ import { createHarness, type Harness, type HarnessOptions } from '@dsh/testkit/h
 import { serviceInstance, type Agent } from '@dsh/agent'
 import type { PriceTable } from '@dsh/llm'
 import { textOf } from '@dsh/llm'
-import { SubagentService, type SubagentRunEndInfo } from '@dsh/subagent'
+import { SubagentService, type SubagentProvider, type SubagentResult, type SubagentRunEndInfo } from '@dsh/subagent'
 import { SpawnPlugin } from '@dsh/subagent-spawn'
 import { TaskService } from '@dsh/tasks'
 import { TaskToolsPlugin } from '@dsh/tool-tasks'
@@ -102,6 +102,50 @@ describe('a tree budget of output tokens', () => {
     expect(results(parent)[0]!.text).toMatch(/budget: the delegation tree's output-token budget of 20 is spent/)
     // The grandchild (deeper) was stopped by the root's budget.
     expect(ends.find((end) => end.parentId !== parent.id)).toMatchObject({ stopReason: 'error', diagnostic: expect.stringMatching(/^budget: /) })
+  })
+})
+
+describe('a remote child under a tree budget', () => {
+  it('counts the usage its provider reports through progress while it runs, and cancels it at the limit', async () => {
+    const cancels: string[] = []
+    // Out of process as far as the gate knows: usage arrives only as progress reports.
+    const remote: SubagentProvider = {
+      name: 'remote',
+      capabilities: { outputSchema: false, depthLimit: true, toolFilter: false, persona: false },
+      inheritsParentContext: false,
+      start: async (request) => {
+        let finish!: (result: SubagentResult) => void
+        const result = new Promise<SubagentResult>((resolve) => (finish = resolve))
+        let outputTokens = 0
+        const timer = setInterval(() => {
+          outputTokens += 10
+          request.progress?.report({ kind: 'usage', usage: { inputTokens: 100, outputTokens, cachedInputTokens: 0 } })
+          // A transport that restarts its count grants nothing back.
+          request.progress?.report({ kind: 'usage', usage: { inputTokens: 0, outputTokens: 0, cachedInputTokens: 0 } })
+        }, 5)
+        return {
+          id: 'remote:1',
+          local: false,
+          result,
+          cancel: (reason) => {
+            cancels.push(String(reason))
+            clearInterval(timer)
+            finish({ output: [], stopReason: 'aborted' })
+          },
+          dispose: async () => clearInterval(timer),
+        }
+      },
+    }
+    harness = await createHarness({ script: [{ reply: [{ call: { tool: 'subagent', args: { description: 'far away', prompt: 'work' } } }, { text: 'done' }] }] })
+    await harness.plugin(SubagentService, { tree: { budget: { outputTokens: 45 } } })
+    await harness.plugin({ name: 'remote-provider', inject: ['subagents'], apply: (ctx: Harness['ctx']) => void ctx.subagents.registerProvider(remote) })
+    await harness.plugin(TaskService, {})
+    await harness.plugin(TaskToolsPlugin)
+    await harness.plugin(SubagentToolPlugin, { provider: 'remote' })
+    const parent = await harness.agent()
+    await parent.followup('go')
+    expect(cancels).toEqual([expect.stringMatching(/^budget: the delegation tree's output-token budget of 45 is spent \(50 output tokens used by its children\); this child was stopped$/)])
+    expect(results(parent)[0]).toMatchObject({ isError: true, text: expect.stringMatching(/^the subagent ended error: budget: .*\(50 output tokens used by its children\)/) })
   })
 })
 
