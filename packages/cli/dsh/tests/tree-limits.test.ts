@@ -139,4 +139,15 @@ describe('a delegation tree through dsh run', () => {
     }
     expect(readdirSync(dir).filter((name) => name.endsWith('.jsonl'))).toEqual([])
   })
+
+  it('a cost budget without a price table, or a provider cap naming no provider, is one line before anything starts', async () => {
+    const dir = tempDir()
+    const cost = await runDsh(['run', '--config', config(dir, { budget: { cost: 2 } }), '--model', 'scripted:examples/hello.yml', '--session-dir', dir, 'hello'])
+    expect(cost.code).toBe(2)
+    expect(cost.stderr.trim()).toMatch(/^dsh: .*tree\.budget\.cost \(2\) needs a price table: set prices in the llm service's config/)
+    const typo = await runDsh(['run', '--config', config(dir, { maxConcurrentPerProvider: { acpp: 2 } }), '--model', 'scripted:examples/hello.yml', '--session-dir', dir, 'hello'])
+    expect(typo.code).toBe(2)
+    expect(typo.stderr.trim()).toMatch(/^dsh: .*tree\.maxConcurrentPerProvider names subagent provider "acpp", which is not registered \(registered: spawn, fork\)/)
+    expect(readdirSync(dir).filter((name) => name.endsWith('.jsonl'))).toEqual([])
+  })
 })

@@ -86,6 +86,7 @@ export class SubagentService extends Service {
   /** The tree limits, when configured (see `tree-limits.ts`); loading until `gateLoading` settles. */
   private gate: TreeGate | undefined
   private gateLoading: Promise<void> | undefined
+  private readonly treeConfig: TreeLimitsConfig | undefined
 
   constructor(ctx: Context, config: Partial<SubagentService.Config> = {}) {
     super(ctx, 'subagents')
@@ -96,6 +97,7 @@ export class SubagentService extends Service {
     })
     this.progressIntervalMs = config.progressIntervalMs ?? DEFAULT_PROGRESS_INTERVAL_MS
     const tree = config.tree
+    this.treeConfig = tree
     const budget = tree?.budget
     // Imported only when configured (or a request carries a budget): otherwise never loaded.
     if (tree !== undefined && (tree.maxConcurrent !== undefined || tree.maxQueued !== undefined || Object.keys(tree.maxConcurrentPerProvider ?? {}).length > 0 || (budget !== undefined && Object.values(budget).some((limit) => limit !== undefined)))) {
@@ -156,6 +158,27 @@ export class SubagentService extends Service {
       this.gateLoading = undefined
     })
     return this.gateLoading
+  }
+
+  /**
+   * What in the `tree` config cannot work in this composition, one line each, for a host to
+   * check once start-up is over (providers register after this service): a provider cap
+   * naming no registered provider, a cost budget without a price table.
+   */
+  treeLimitProblems(): string[] {
+    const tree = this.treeConfig
+    if (tree === undefined) return []
+    const problems: string[] = []
+    for (const name of Object.keys(tree.maxConcurrentPerProvider ?? {})) {
+      if (!this.providers.has(name)) problems.push(`tree.maxConcurrentPerProvider names subagent provider "${name}", which is not registered (registered: ${this.list().join(', ') || 'none'})`)
+    }
+    if (tree.budget?.cost !== undefined) {
+      const llm = this.home.get('llm')
+      if (Object.keys((llm && serviceInstance(llm).prices) ?? {}).length === 0) {
+        problems.push(`tree.budget.cost (${tree.budget.cost}) needs a price table: set prices in the llm service's config (model spec → { input, output } per million tokens)`)
+      }
+    }
+    return problems
   }
 
   registerProvider(provider: SubagentProvider): () => void {
