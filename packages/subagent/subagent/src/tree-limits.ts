@@ -1,8 +1,10 @@
 /**
  * Limits on a whole delegation tree (a root agent and every in-process descendant): a cap
- * on the children that run at once, with one bounded FIFO queue for the rest, and a budget
- * of tokens and children started. Loaded only when `ctx.subagents` is configured with
- * `tree` limits; without them no child pays for any of this.
+ * on the children that run at once (in all, and per provider), with one bounded FIFO queue
+ * for the rest, and a budget of tokens, cost and children started; and each child's own
+ * budget (`request.budget`) over it and its descendants. Loaded only when `ctx.subagents`
+ * is configured with `tree` limits or a request carries a budget; otherwise no child pays
+ * for any of this.
  *
  * The one place a delegation waits for a slot: `SubagentService.start`, after `admit()`
  * and before the provider is asked for anything, so a queued child has nothing yet (no
@@ -255,9 +257,10 @@ export class TreeGate {
   /** Charge one model call of an in-process child against the tree's cost budget. */
   private charge(tree: Tree, active: Active, usage: Usage): void {
     const bound = this.budget?.cost
-    if (bound === undefined || active.stopped !== undefined) return
+    if (bound === undefined) return
     const cost = costOf(usage, this.host.prices())
     if (cost === undefined) {
+      if (active.stopped !== undefined) return
       // Unpriced spend cannot be bounded: stopping is the only answer that grants nothing.
       active.stopped = `budget: the delegation tree has a cost budget of ${bound}, but model "${usage.model ?? 'unrecorded'}" has no price in the prices table, so this child's spend cannot be counted; it was stopped`
       this.host.warn(active.stopped)
