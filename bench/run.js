@@ -22,6 +22,7 @@ const plan = [
   { scenario: 'fanoutPersisted', arg: 100 },
   { scenario: 'fanout', arg: 1000 },
   { scenario: 'liveChildren', arg: 1000 },
+  { scenario: 'queuedChildren', arg: 10000 },
   { scenario: 'fork', arg: 10 },
   { scenario: 'fork', arg: 1000 },
   { scenario: 'fork', arg: 100000 },

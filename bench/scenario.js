@@ -161,6 +161,36 @@ async function liveChildren(count) {
   return { heap_per_live_child_kb: (after - before) / count / 1024 }
 }
 
+/**
+ * Heap held by each of `count` delegations waiting in a tree's queue (cap 1, the one slot
+ * held by a child that never answers), after a full GC: what a fan-out far over the cap costs
+ * while it waits. A queued delegation has no agent, no session and no run yet.
+ */
+async function queuedChildren(count) {
+  const harness = await createHarness({ script: [{ when: { prompt: '^blocker' }, reply: [{ text: 'never', delay_ms: 600_000 }] }, { reply: [{ text: 'done' }] }] })
+  await harness.plugin(SubagentService, { tree: { maxConcurrent: 1, maxQueued: count } })
+  await harness.plugin(SpawnPlugin, {})
+  const parent = await harness.agent()
+  const subagents = serviceInstance(harness.ctx.subagents)
+  const stop = new AbortController()
+  const blocker = await subagents.start('spawn', { prompt: [text('blocker')], parent, signal: stop.signal })
+  const enqueue = () => subagents.start('spawn', { prompt: [text('queued child')], parent, signal: stop.signal, label: 'queued' }).catch(() => undefined)
+  // warm the queue's code paths (these wait too and are abandoned with the rest)
+  const warm = Array.from({ length: 200 }, enqueue)
+  gc()
+  const before = process.memoryUsage().heapUsed
+  const waiting = Array.from({ length: count }, enqueue)
+  gc()
+  const after = process.memoryUsage().heapUsed
+  if (harness.ctx.agents.list().length !== 2) throw new Error('a queued delegation started')
+  stop.abort(new Error('bench over'))
+  await Promise.all([...warm, ...waiting])
+  blocker.cancel('bench over')
+  await blocker.dispose()
+  await harness.dispose()
+  return { heap_per_queued_child_kb: (after - before) / count / 1024 }
+}
+
 /** Cost of one fork round trip (start, one child request, result, dispose) for a parent log of `events` events. */
 async function fork(events) {
   const iterations = 400
@@ -202,6 +232,7 @@ const scenarios = {
   fanout,
   fanoutPersisted: (count) => fanout(count, { persisted: true }),
   liveChildren,
+  queuedChildren,
   fork,
 }
 const run = scenarios[name]

@@ -157,6 +157,8 @@ async function readiness(runtime: Composition, modelFromFlag: boolean): Promise<
       )
       return problem ? [{ text: `${problem.message} (entry "${entry.id}")`, entryId: entry.id }] : []
     })
+  const subagentsEntry = runtime.entries.find((entry) => entry.name === '@dsh/subagent')?.id ?? 'subagents'
+  for (const text of subagents?.treeLimitProblems() ?? []) problems.push({ text, entryId: subagentsEntry })
   const definitionsEntry = runtime.entries.find((entry) => entry.name === '@dsh/agent-definitions')?.id ?? DEFINITIONS_ENTRY_ID
   for (const text of await definitionReadiness(runtime.ctx)) problems.push({ text, entryId: definitionsEntry })
   if (runtime.ctx.llm.config.model) {

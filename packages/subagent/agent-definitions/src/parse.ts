@@ -115,6 +115,12 @@ export function parseDefinition(text: string, file: string, origin: DefinitionSo
   }
   if (raw.maxDepth !== undefined) definition.maxDepth = natural('maxDepth', raw.maxDepth, 0)
   if (raw.timeoutMs !== undefined) definition.timeoutMs = natural('timeoutMs', raw.timeoutMs, 1)
+  for (const [field, limit] of [['maxOutputTokens', 'outputTokens'], ['maxInputTokens', 'inputTokens']] as const) {
+    if (raw[field] === undefined) continue
+    const value = natural(field, raw[field], 1)
+    if (value > 1e12) fail('INVALID_FIELD', lines[field], `${field} must be at most 10^12`)
+    definition.budget = { ...definition.budget, [limit]: value }
+  }
   if (raw.background !== undefined) {
     if (!BACKGROUND.includes(raw.background as BackgroundPolicy)) fail('INVALID_FIELD', lines.background, `background must be one of ${BACKGROUND.join(', ')}`)
     definition.background = raw.background as BackgroundPolicy

@@ -5,7 +5,7 @@ export type BackgroundPolicy = 'allowed' | 'always' | 'never'
 export type DefinitionFlavour = 'dsh' | 'claude-code'
 
 /** The front-matter fields of a dsh definition file. */
-export const DEFINITION_FIELDS = ['name', 'description', 'provider', 'model', 'tools', 'disallowedTools', 'maxDepth', 'background', 'continuable', 'timeoutMs'] as const
+export const DEFINITION_FIELDS = ['name', 'description', 'provider', 'model', 'tools', 'disallowedTools', 'maxDepth', 'background', 'continuable', 'timeoutMs', 'maxOutputTokens', 'maxInputTokens'] as const
 
 export type DefinitionField = (typeof DEFINITION_FIELDS)[number]
 
@@ -29,6 +29,11 @@ export interface AgentDefinition {
   continuable: boolean
   /** How long one run may take before it is cancelled. */
   timeoutMs?: number
+  /**
+   * What one run and its descendants may use (`maxOutputTokens`, `maxInputTokens`): at a
+   * limit the child is stopped and its parent reads an error naming the budget.
+   */
+  budget?: { outputTokens?: number; inputTokens?: number }
   /** The file's body, trimmed: the child's instructions (its persona). Empty: none. */
   instructions: string
   /** Where it came from. */

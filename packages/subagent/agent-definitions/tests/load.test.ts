@@ -163,6 +163,15 @@ describe('loading definitions', () => {
     expect(refusal(() => load()).message).toMatch(/r\.md:4: maxDepth must be a whole number/)
     write(projectDir(), 'r.md', '---\nname: r\n---\n')
     expect(refusal(() => load()).message).toMatch(/needs a description/)
+    write(projectDir(), 'r.md', '---\nname: r\ndescription: R.\nmaxOutputTokens: 0\n---\n')
+    expect(refusal(() => load()).message).toMatch(/r\.md:4: maxOutputTokens must be a whole number of at least 1$/)
+    write(projectDir(), 'r.md', '---\nname: r\ndescription: R.\nmaxInputTokens: 1e15\n---\n')
+    expect(refusal(() => load()).message).toMatch(/r\.md:4: maxInputTokens must be at most 10\^12$/)
+  })
+
+  it('reads a budget: maxOutputTokens and maxInputTokens', () => {
+    write(projectDir(), 'r.md', '---\nname: r\ndescription: R.\nmaxOutputTokens: 5000\nmaxInputTokens: 200000\n---\n')
+    expect(load().definitions[0]).toMatchObject({ budget: { outputTokens: 5000, inputTokens: 200000 } })
   })
 
   it('loads Claude Code agent files on request, with a note per unmapped field and tool', () => {

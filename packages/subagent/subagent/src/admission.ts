@@ -145,4 +145,11 @@ function validateRequest(request: SubagentRequest): void {
     if (toolFilter.allow === undefined && toolFilter.deny!.length === 0) throw invalid('toolFilter has an empty `deny` list and no `allow`: it filters nothing')
   }
   if (persona !== undefined && (typeof persona !== 'string' || !persona.trim())) throw invalid('persona must be non-empty text')
+  const { budget } = request
+  if (budget !== undefined) {
+    for (const [limit, value] of Object.entries(budget)) {
+      if (limit !== 'outputTokens' && limit !== 'inputTokens') throw invalid(`budget has no limit "${limit}" (limits: outputTokens, inputTokens)`)
+      if (value !== undefined && (!Number.isSafeInteger(value) || value < 1 || value > 1e12)) throw invalid(`budget.${limit} must be a whole number from 1 to 10^12 (got ${String(value)})`)
+    }
+  }
 }

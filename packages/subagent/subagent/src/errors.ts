@@ -23,6 +23,10 @@ export type SubagentErrorCode =
   | 'UNAUTHORIZED'
   /** A child named by a label that several of the caller's children have. */
   | 'AMBIGUOUS_CHILD'
+  /** The delegation tree's queue of children waiting for a slot is full (`tree.maxQueued`). */
+  | 'QUEUE_FULL'
+  /** The delegation tree's budget is spent (`tree.budget`): no more children start in it. */
+  | 'BUDGET'
 
 /** Every failure of the seam carries a stable code; messages say what to do next. */
 export class SubagentError extends DshError<SubagentErrorCode> {}

@@ -6,6 +6,7 @@ export { SubagentService, DEFAULT_PROGRESS_INTERVAL_MS } from './service.js'
 export { SubagentService as default } from './service.js'
 export {
   NO_CAPABILITIES,
+  type ChildBudget,
   type ProgressSink,
   type StopReason,
   type SubagentCapabilities,

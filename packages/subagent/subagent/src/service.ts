@@ -12,6 +12,7 @@ import { serviceInstance, type Agent, type AgentRegistry } from '@dsh/agent'
 import type {} from '@dsh/tasks'
 import type { ContinuableChildInfo, ContinuableStarted, InterruptAuthority, StartContinuableOptions } from './continuable/types.js'
 import { ContinuationManager, type ContinuableSetup } from './continuable/manager.js'
+import type { TreeGate, TreeLimitsConfig } from './tree-limits.js'
 
 declare module 'cordis' {
   interface Context {
@@ -54,6 +55,17 @@ export class SubagentService extends Service {
       .max(60_000)
       .default(DEFAULT_PROGRESS_INTERVAL_MS)
       .description('Least time between two `subagent/progress` events of one run, in milliseconds (the rest is coalesced).'),
+    tree: Schema.object({
+      maxConcurrent: Schema.natural().min(1).max(10_000).description('Most children of one delegation tree (a root and all its in-process descendants) running at once; more wait in a FIFO queue.'),
+      maxQueued: Schema.natural().min(1).max(1_000_000).description('Most children of one tree waiting for a slot (default 1000); beyond it a delegation is refused.'),
+      maxConcurrentPerProvider: Schema.dict(Schema.natural().min(1).max(10_000)).description('Most children of one tree running at once on each named provider ({ acp: 2 }), inside maxConcurrent.'),
+      budget: Schema.object({
+        outputTokens: Schema.natural().min(1).max(1e12).description('Output tokens the tree\'s children may use together.'),
+        inputTokens: Schema.natural().min(1).max(1e12).description('Input tokens (cached or not) the tree\'s children may use together.'),
+        children: Schema.natural().min(1).max(1_000_000).description('Children that may start in the tree, at any depth.'),
+        cost: Schema.number().min(0.000001).max(1e9).description('Money the tree\'s in-process children may spend together, in the unit of the llm service\'s prices table.'),
+      }).description('What one tree\'s children may spend; at a limit the running ones are stopped and no more start.'),
+    }).description('Limits on each delegation tree; unset: none, and nothing is loaded for them.'),
   })
   private readonly progressIntervalMs: number
   private providers = new Map<string, SubagentProvider>()
@@ -71,6 +83,10 @@ export class SubagentService extends Service {
   private agentsLookup: { registry: AgentRegistry | undefined } | undefined
   /** Owns continuable children: creation, delivery, cold resume, notices. */
   readonly continuation: ContinuationManager
+  /** The tree limits, when configured (see `tree-limits.ts`); loading until `gateLoading` settles. */
+  private gate: TreeGate | undefined
+  private gateLoading: Promise<void> | undefined
+  private readonly treeConfig: TreeLimitsConfig | undefined
 
   constructor(ctx: Context, config: Partial<SubagentService.Config> = {}) {
     super(ctx, 'subagents')
@@ -80,6 +96,13 @@ export class SubagentService extends Service {
       this.agentsLookup = undefined
     })
     this.progressIntervalMs = config.progressIntervalMs ?? DEFAULT_PROGRESS_INTERVAL_MS
+    const tree = config.tree
+    this.treeConfig = tree
+    const budget = tree?.budget
+    // Imported only when configured (or a request carries a budget): otherwise never loaded.
+    if (tree !== undefined && (tree.maxConcurrent !== undefined || tree.maxQueued !== undefined || Object.keys(tree.maxConcurrentPerProvider ?? {}).length > 0 || (budget !== undefined && Object.values(budget).some((limit) => limit !== undefined)))) {
+      this.loadGate(tree)
+    }
     this.continuation = new ContinuationManager({
       home: ctx,
       provider: (name) => this.providers.get(name),
@@ -111,6 +134,51 @@ export class SubagentService extends Service {
     ctx.inject(['tasks'], (withTasks) => {
       withTasks.tasks.addWorkSource(this.continuation)
     })
+  }
+
+  /**
+   * Cordis awaits this before the service is up: a configured gate is loaded by then, so the
+   * first delegation already knows whether it has to queue (a background call says so at once).
+   */
+  [Service.init](): Promise<void> | undefined {
+    return this.gateLoading
+  }
+
+  /** Load the tree limits' module and make the gate every later start goes through. */
+  private loadGate(tree: TreeLimitsConfig): Promise<void> {
+    this.gateLoading ??= import('./tree-limits.js').then((module) => {
+      this.gate = new module.TreeGate(tree, {
+        sessionOf: (id) => this.localSession(id),
+        warn: (message) => this.home.logger('subagents').warn('%s', message),
+        prices: () => {
+          const llm = this.home.get('llm')
+          return (llm && serviceInstance(llm).prices) ?? {}
+        },
+      })
+      this.gateLoading = undefined
+    })
+    return this.gateLoading
+  }
+
+  /**
+   * What in the `tree` config cannot work in this composition, one line each, for a host to
+   * check once start-up is over (providers register after this service): a provider cap
+   * naming no registered provider, a cost budget without a price table.
+   */
+  treeLimitProblems(): string[] {
+    const tree = this.treeConfig
+    if (tree === undefined) return []
+    const problems: string[] = []
+    for (const name of Object.keys(tree.maxConcurrentPerProvider ?? {})) {
+      if (!this.providers.has(name)) problems.push(`tree.maxConcurrentPerProvider names subagent provider "${name}", which is not registered (registered: ${this.list().join(', ') || 'none'})`)
+    }
+    if (tree.budget?.cost !== undefined) {
+      const llm = this.home.get('llm')
+      if (Object.keys((llm && serviceInstance(llm).prices) ?? {}).length === 0) {
+        problems.push(`tree.budget.cost (${tree.budget.cost}) needs a price table: set prices in the llm service's config (model spec → { input, output } per million tokens)`)
+      }
+    }
+    return problems
   }
 
   registerProvider(provider: SubagentProvider): () => void {
@@ -149,6 +217,10 @@ export class SubagentService extends Service {
    * with no frame and no tick of this service's around it.
    */
   private startChecked(name: string, request: SubagentRequest): Promise<SubagentRun> {
+    // Tree limits configured and still loading (only the first moments after start-up).
+    if (this.gateLoading !== undefined) return this.gateLoading.then(() => this.startChecked(name, request))
+    // A child with a budget of its own (a helper's): the gate follows it, whatever the config.
+    if (this.gate === undefined && request.budget !== undefined) return this.loadGate({}).then(() => this.startChecked(name, request))
     // Admission before the provider is asked for anything: nothing exists after a refusal.
     const { provider, maxDepth } = admit(this.providers, name, request)
     const rebound = maxDepth !== request.maxDepth && provider.capabilities.depthLimit
@@ -159,15 +231,21 @@ export class SubagentService extends Service {
     if (rebound) forProvider.maxDepth = maxDepth
     // Nobody to tell and nothing to follow (the common case of a fan-out): no run info,
     // no id and no continuation on the result. The caller owns `result` from here on.
-    if (progress === undefined && !this.heard('subagent/start') && !this.heard('subagent/end')) return provider.start(forProvider)
+    if (progress === undefined && !this.heard('subagent/start') && !this.heard('subagent/end')) return this.launch(provider, forProvider)
     return this.startFollowed(name, request, provider, forProvider, progress)
+  }
+
+  /** The provider's start, through the tree's cap when one is configured (it may wait there for a slot). */
+  private launch(provider: SubagentProvider, request: SubagentRequest): Promise<SubagentRun> {
+    const gate = this.gate
+    return gate === undefined ? provider.start(request) : gate.start(provider.name, request, (admitted) => provider.start(admitted))
   }
 
   /** `start` for a run somebody hears of: its lifecycle events and its progress channel. */
   private async startFollowed(name: string, request: SubagentRequest, provider: SubagentProvider, forProvider: SubagentRequest, progress: ProgressChannel | undefined): Promise<SubagentRun> {
     let run: SubagentRun
     try {
-      run = await provider.start(forProvider)
+      run = await this.launch(provider, forProvider)
     } catch (error) {
       progress?.close()
       throw error
@@ -341,5 +419,7 @@ export namespace SubagentService {
   export interface Config {
     /** Least time between two `subagent/progress` events of one run, in milliseconds. */
     progressIntervalMs: number
+    /** Limits on each delegation tree (`tree-limits.ts`). */
+    tree?: TreeLimitsConfig
   }
 }

@@ -56,11 +56,29 @@ export interface SubagentRequest {
    */
   onProgress?: (info: SubagentProgressInfo) => void
   /**
+   * What this child and its descendants may use together; at a limit the child is stopped
+   * and its result ends `error` naming the budget. A tree's own budget (`tree.budget` of
+   * `ctx.subagents`) holds beside it, so a child never gets more than its tree has left.
+   */
+  budget?: ChildBudget
+  /**
+   * Told when this delegation has to wait for a slot of its tree's cap (`true`, before
+   * `start` returns) and when it stops waiting (`false`: it starts, or was cancelled).
+   * Never called when it starts at once.
+   */
+  onWait?: (waiting: boolean) => void
+  /**
    * Set by the service, read by providers: where a provider reports its child's live
    * progress. Absent when nobody listens, so a provider builds nothing
    * (`request.progress?.report(…)`). A caller's own value is ignored.
    */
   progress?: ProgressSink
+}
+
+/** A child's budget (`SubagentRequest.budget`): positive whole numbers. */
+export interface ChildBudget {
+  outputTokens?: number
+  inputTokens?: number
 }
 
 /** A child's token usage, summed over its model calls. */

@@ -87,33 +87,51 @@ export async function startBackground(ctx: Context, provider: string, request: S
     if (run) run.cancel(reason)
     else controller.abort(new Error(reason))
   }
-  let startChild!: () => void
-  const mayStart = new Promise<void>((resolve) => (startChild = resolve))
-  const done = mayStart.then(async (): Promise<TaskOutcome> => {
-    try {
-      run = await ctx.subagents.start(provider, { ...request, signal: controller.signal, onProgress: (info) => activity.record(info) })
+  // Whether the child waits for a slot of its tree's cap (`tree.maxConcurrent` of ctx.subagents).
+  let queued = false
+  // The start is begun synchronously once the task exists (below), so whether the child had
+  // to queue is known before this call returns.
+  let beginStart!: () => void
+  const started = new Promise<SubagentRun>((resolve, reject) => {
+    beginStart = () => {
+      ctx.subagents
+        .start(provider, {
+          ...request,
+          signal: controller.signal,
+          onProgress: (info) => activity.record(info),
+          onWait: (waiting) => {
+            queued = waiting
+          },
+        })
+        .then(resolve, reject)
+    }
+  })
+  const done = started.then(
+    (started): Promise<TaskOutcome> => {
       // A helper's timeout (`helpers.ts`) wraps the run the task settles from.
-      if (wrap) run = wrap(run)
-    } catch (error) {
+      run = wrap ? wrap(started) : started
+      // A kill that arrived while the child was starting found no run to cancel.
+      if (killReason !== undefined) run.cancel(killReason)
+      return settleRun(run)
+    },
+    (error: unknown): TaskOutcome => {
       if (killReason !== undefined) return { status: 'killed', detail: 'the subagent was stopped before it started' }
       return { status: 'failed', detail: `the subagent could not be started: ${errorMessage(error)}` }
-    }
-    // A kill that arrived while the child was starting found no run to cancel.
-    if (killReason !== undefined) run.cancel(killReason)
-    return settleRun(run)
-  }).then((outcome) => {
+    },
+  ).then((outcome) => {
     activity.settle(outcome)
     return outcome
   })
   let id: string
   try {
-    id = reservation.register({ label: request.label ?? 'subagent', cancel, done, readOutput: (cursor) => activity.read(cursor) })
+    id = reservation.register({ label: request.label ?? 'subagent', cancel, done, readOutput: (cursor) => activity.read(cursor), queued: () => queued })
   } catch (error) {
     // The child was never started (`mayStart` is still pending): nothing to stop.
     if (error instanceof TaskError) return { isError: true, content: `the subagent was not started: ${error.message}` }
     throw error
   }
   // Started only once the task exists, so every child has a task that can stop it.
-  startChild()
+  beginStart()
+  if (queued) return `queued background subagent task ${id}: its delegation tree is at its cap of concurrent children, so it starts when a slot frees up (task_list shows it queued); collect its answer with task_output (wait: true to block), remove it with task_kill`
   return `started background subagent task ${id}; collect its answer with task_output (wait: true to block), stop it with task_kill`
 }

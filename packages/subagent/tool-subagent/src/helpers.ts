@@ -242,6 +242,7 @@ export class HelperTool {
     }
     if (asPersona) request.persona = instructions
     if (definition.model !== undefined) request.agentOptions = { model: definition.model }
+    if (definition.budget !== undefined) request.budget = { ...definition.budget }
     const maxDepth = definition.maxDepth ?? this.settings.maxDepth ?? (provider.capabilities.depthLimit ? DEFAULT_MAX_DEPTH : undefined)
     if (maxDepth !== undefined) request.maxDepth = maxDepth
     const allow = this.inheritedAllow(definition, exec.agent.id)

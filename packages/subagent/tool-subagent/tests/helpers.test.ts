@@ -240,3 +240,21 @@ describe('a helper called by an agent whose own tools are filtered', () => {
     expect(h.requests.find((request) => request.system.includes('You are general.'))!.tools.map((tool) => tool.name)).toContain('danger')
   })
 })
+
+describe('a helper with a budget', () => {
+  it('is stopped when it and its children reach its maxOutputTokens, and its parent reads an error naming the budget and the spend', async () => {
+    define('thrifty', 'description: Works in small steps.\nmaxOutputTokens: 30', 'Be brief.')
+    const step = { text: 'one more small step of the work', call: { tool: 'task_list', args: {} } }
+    const h = await setup([
+      { when: { depth: 1 }, reply: [step, step, step, step, step, step, { text: 'finished' }] },
+      { reply: [{ call: { tool: 'subagent', args: { agent: 'thrifty', description: 'work', prompt: 'do the work' } } }, { text: 'done' }] },
+    ])
+    await h.plugin(SubagentToolPlugin, { helpers: true })
+    const parent = await h.agent()
+    await parent.followup('go')
+    const result = parent.session.events().find((event) => event.type === 'tool/result')
+    expect(result?.type === 'tool/result' && result.result.isError).toBe(true)
+    expect(result?.type === 'tool/result' && textOf(result.result.content)).toMatch(/^the subagent ended error: budget: this child's output-token budget of 30 is spent \((3\d|4\d) output tokens used by it and its children\); it was stopped/)
+  })
+})
+

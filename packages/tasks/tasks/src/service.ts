@@ -266,7 +266,7 @@ export class TaskService extends Service implements OwnedWork {
 
   /** Whether `owner` has owned work that has not stopped yet: a task, or a work source's. */
   hasLive(owner: string): boolean {
-    return this.liveCount(owner) > 0 || this.sources.some((source) => source.hasLive(owner))
+    return this.liveCount(owner, true) > 0 || this.sources.some((source) => source.hasLive(owner))
   }
 
   /** Resolves at the next settlement of `owner`'s owned work (after its notice is queued); at once when none is live. */
@@ -340,9 +340,11 @@ export class TaskService extends Service implements OwnedWork {
     return record.owner === undefined || record.owner === caller
   }
 
-  private liveCount(owner: string | undefined): number {
+  /** The owner's live tasks; those still queued only with `withQueued` (see `TaskRegistration.queued`). */
+  private liveCount(owner: string | undefined, withQueued = false): number {
     let count = 0
-    for (const record of this.tasks.values()) if (record.owner === owner && record.live) count++
+    // A queued task has not started: its queue bounds it, not the live-task limit.
+    for (const record of this.tasks.values()) if (record.owner === owner && record.live && (withQueued || !record.queued)) count++
     return count
   }
 

@@ -58,6 +58,11 @@ export class TaskRecord {
     return this._status === 'running'
   }
 
+  /** Live and not started yet: waiting for a slot (the producer says so). */
+  get queued(): boolean {
+    return this._status === 'running' && this.registration.queued?.() === true
+  }
+
   /** Ask the producer to stop. Only the first request reaches it; its reason is the one recorded. */
   cancel(reason: string): void {
     if (!this.live || this.killReason !== undefined) return
@@ -92,6 +97,7 @@ export class TaskRecord {
       reported: this.reported,
     }
     if (this.owner !== undefined) info.owner = this.owner
+    if (this.queued) info.queued = true
     if (this.endedAt !== undefined) info.endedAt = this.endedAt
     if (this.detail !== undefined) info.detail = this.detail
     return info

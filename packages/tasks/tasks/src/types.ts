@@ -53,6 +53,12 @@ export interface TaskRegistration {
    * working after `done` settles, so the tail can still be read.
    */
   readOutput?(cursor: number): StreamSlice
+  /**
+   * Whether the work is still waiting to start (a background child queued for a slot of its
+   * delegation tree's cap). A queued task is live (it can be read, waited on and killed) but
+   * does not count against `maxLiveTasksPerOwner`: its queue has its own bound.
+   */
+  queued?(): boolean
 }
 
 /**
@@ -77,6 +83,8 @@ export interface TaskInfo {
   label: string
   owner?: string
   status: TaskStatus
+  /** Present while a `running` task is still waiting to start (see `TaskRegistration.queued`). */
+  queued?: true
   outputMode: TaskOutputMode
   /** Milliseconds since the epoch. */
   startedAt: number

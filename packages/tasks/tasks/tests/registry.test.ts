@@ -64,6 +64,22 @@ describe('registration', () => {
     expect(tasks.register(job({ kind: 'subagent' }).registration)).toBe('subagent-2')
   })
 
+  it('a queued task is live and shown queued, but does not count against maxLiveTasksPerOwner until it starts', async () => {
+    const tasks = await setup({ maxLiveTasksPerOwner: 1 })
+    const owner = await harness.agent()
+    let waiting = true
+    const queued = job({ owner: owner.id, kind: 'subagent' })
+    const id = tasks.register({ ...queued.registration, queued: () => waiting })
+    expect(tasks.get(id, owner.id)).toMatchObject({ status: 'running', queued: true })
+    expect(tasks.hasLive(owner.id)).toBe(true)
+    // The slot the queued task does not take is free for another.
+    const other = tasks.register(job({ owner: owner.id, kind: 'bash' }).registration)
+    expect(other).toBe('bash-1')
+    waiting = false
+    expect(tasks.get(id, owner.id).queued).toBeUndefined()
+    expect(() => tasks.register(job({ owner: owner.id, kind: 'bash' }).registration)).toThrow(expect.objectContaining({ code: 'LIMIT' }))
+  })
+
   it('refuses every registration while no surface is attached, naming the package to load', async () => {
     const tasks = await setup({}, { surface: false })
     expect(() => tasks.register(job().registration)).toThrow(expect.objectContaining({ code: 'NO_SURFACE', message: expect.stringContaining('@dsh/tool-tasks') }))
