@@ -5,23 +5,17 @@
 //                   delegation) and an A2A worker (one long-lived process), N of each
 //   a2aFanout N     N delegations at once over three workers against over one; each
 //                   task's model answers after 500 ms, each worker runs 10 tasks at once
-import { spawn } from 'node:child_process'
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
-import { dirname, join } from 'node:path'
-import { fileURLToPath } from 'node:url'
-import { createHarness } from '@dsh/testkit/harness'
-import { text } from '@dsh/llm'
-import { SubagentService } from '@dsh/subagent'
+import { join } from 'node:path'
 import { SpawnPlugin } from '@dsh/subagent-spawn'
 import { AcpPlugin } from '@dsh/subagent-acp'
 import { A2aPlugin } from '@dsh/subagent-a2a'
+import { delegate, dshMain, DshProcesses, parentWith } from './delegation-setup.js'
 
-const here = dirname(fileURLToPath(import.meta.url))
-const dshMain = join(here, '../packages/cli/dsh/dist/main.js')
 const [name, arg] = process.argv.slice(2)
 const scratch = mkdtempSync(join(tmpdir(), 'dsh-bench-a2a-'))
-const workers = []
+const workers = new DshProcesses(scratch)
 
 function script(name, body) {
   const file = join(scratch, name)
@@ -30,37 +24,7 @@ function script(name, body) {
 }
 
 /** A `dsh a2a serve` process on a free loopback port; resolves with its URL once it serves. */
-function startWorker(model, maxTasks) {
-  const child = spawn(process.execPath, [dshMain, 'a2a', 'serve', '--port', '0', '--max-tasks', String(maxTasks), '--model', `scripted:${model}`, '--session-dir', mkdtempSync(join(scratch, 'sessions-'))], {
-    env: { ...process.env, DSH_HOME: scratch },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  })
-  workers.push(child)
-  return new Promise((resolve, reject) => {
-    let out = ''
-    let err = ''
-    child.stdout.on('data', (chunk) => {
-      out += chunk
-      if (out.includes('\n')) resolve(out.trim())
-    })
-    child.stderr.on('data', (chunk) => (err += chunk))
-    child.on('exit', (code) => reject(new Error(`dsh a2a serve exited ${code}: ${err}`)))
-  })
-}
-
-async function parentWith(plugins) {
-  const harness = await createHarness({ script: [{ reply: [{ text: 'unused' }] }] })
-  await harness.plugin(SubagentService)
-  for (const [plugin, config] of plugins) await harness.plugin(plugin, config)
-  return { harness, parent: await harness.agent() }
-}
-
-async function delegate({ harness, parent }, provider, prompt) {
-  const run = await harness.ctx.subagents.start(provider, { prompt: [text(prompt)], parent, signal: new AbortController().signal })
-  const result = await run.result
-  await run.dispose()
-  if (result.stopReason !== 'completed') throw new Error(`${provider} run ended ${result.stopReason}: ${result.diagnostic}`)
-}
+const startWorker = (model, maxTasks) => workers.start(['a2a', 'serve', '--port', '0', '--max-tasks', String(maxTasks), '--model', `scripted:${model}`])
 
 async function a2aRoundTrip(count) {
   const child = script('child.yml', '- reply: [{ text: "child done" }]\n')
@@ -106,6 +70,6 @@ try {
   const figures = await run(Number(arg))
   process.stdout.write(`${JSON.stringify(figures)}\n`)
 } finally {
-  await Promise.all(workers.map((child) => new Promise((resolve) => (child.exitCode !== null ? resolve() : (child.once('exit', resolve), child.kill('SIGTERM'))))))
+  await workers.stop()
   rmSync(scratch, { recursive: true, force: true })
 }

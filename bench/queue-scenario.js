@@ -7,24 +7,18 @@
 //                      job's model answers after 500 ms, each worker runs 10 jobs at once
 //   queueThroughput N  N trivial delegations at once over three workers (50 jobs each at
 //                      once): jobs per second, enqueue to collected result
-import { spawn } from 'node:child_process'
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
-import { dirname, join } from 'node:path'
-import { fileURLToPath } from 'node:url'
-import { createHarness } from '@dsh/testkit/harness'
+import { join } from 'node:path'
 import { startRedis } from '@dsh/testkit/redis'
-import { text } from '@dsh/llm'
-import { SubagentService } from '@dsh/subagent'
 import { SpawnPlugin } from '@dsh/subagent-spawn'
 import { A2aPlugin } from '@dsh/subagent-a2a'
 import { QueuePlugin } from '@dsh/subagent-queue'
+import { delegate, DshProcesses, parentWith } from './delegation-setup.js'
 
-const here = dirname(fileURLToPath(import.meta.url))
-const dshMain = join(here, '../packages/cli/dsh/dist/main.js')
 const [name, arg] = process.argv.slice(2)
 const scratch = mkdtempSync(join(tmpdir(), 'dsh-bench-queue-'))
-const children = []
+const children = new DshProcesses(scratch)
 const redis = await startRedis()
 process.env.DSH_REDIS_URL = redis.url
 
@@ -34,37 +28,8 @@ function script(file, body) {
   return path
 }
 
-/** A long-lived dsh process; resolves with its first stdout line once it prints one. */
-function startProcess(args) {
-  const child = spawn(process.execPath, [dshMain, ...args, '--session-dir', mkdtempSync(join(scratch, 'sessions-'))], { env: { ...process.env, DSH_HOME: scratch }, stdio: ['ignore', 'pipe', 'pipe'] })
-  children.push(child)
-  return new Promise((resolve, reject) => {
-    let out = ''
-    let err = ''
-    child.stdout.on('data', (chunk) => {
-      out += chunk
-      if (out.includes('\n')) resolve(out.trim())
-    })
-    child.stderr.on('data', (chunk) => (err += chunk))
-    child.on('exit', (code) => reject(new Error(`dsh ${args[0]} exited ${code}: ${err}`)))
-  })
-}
-
+const startProcess = (args) => children.start(args)
 const startWorker = (model, concurrency, queue) => startProcess(['worker', '--queue', queue, '--concurrency', String(concurrency), '--model', `scripted:${model}`])
-
-async function parentWith(plugins) {
-  const harness = await createHarness({ script: [{ reply: [{ text: 'unused' }] }] })
-  await harness.plugin(SubagentService)
-  for (const [plugin, config] of plugins) await harness.plugin(plugin, config)
-  return { harness, parent: await harness.agent() }
-}
-
-async function delegate({ harness, parent }, provider, prompt) {
-  const run = await harness.ctx.subagents.start(provider, { prompt: [text(prompt)], parent, signal: new AbortController().signal })
-  const result = await run.result
-  await run.dispose()
-  if (result.stopReason !== 'completed') throw new Error(`${provider} run ended ${result.stopReason}: ${result.diagnostic}`)
-}
 
 async function queueRoundTrip(count) {
   const child = script('child.yml', '- reply: [{ text: "child done" }]\n')
@@ -124,7 +89,7 @@ try {
   const figures = await run(Number(arg))
   process.stdout.write(`${JSON.stringify(figures)}\n`)
 } finally {
-  await Promise.all(children.map((child) => new Promise((resolve) => (child.exitCode !== null ? resolve() : (child.once('exit', resolve), child.kill('SIGTERM'))))))
+  await children.stop()
   await redis.stop()
   rmSync(scratch, { recursive: true, force: true })
 }

@@ -143,3 +143,11 @@ function editDistance(a: string, b: string): number {
   }
   return rows[a.length]![b.length]!
 }
+
+/** A whole-number option of `verb` (`dsh a2a serve`, `dsh worker`), checked against its range; `undefined` when not given. */
+export function wholeNumberOption(verb: string, flag: string, raw: string | undefined, min: number, max = Number.MAX_SAFE_INTEGER): number | undefined {
+  if (raw === undefined) return undefined
+  const value = Number(raw)
+  if (!/^\d+$/.test(raw) || value < min || value > max) throw new UsageError('USAGE', `${verb}: ${flag} must be a whole number from ${min} to ${max} (got "${raw}")`)
+  return value
+}

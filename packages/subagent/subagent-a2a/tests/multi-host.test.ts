@@ -1,44 +1,28 @@
 /**
- * The parent and three workers, each in its own network namespace made here, joined by
- * veth pairs with addresses assigned here (10.211.N.1 for the parent's end, 10.211.N.2
- * for worker N's). Everything made is removed at the end, even when the test fails.
+ * The parent and three workers, each in its own network namespace made here
+ * (`@dsh/testkit/netns`), joined by veth pairs with addresses assigned here (10.211.N.1
+ * for the parent's end, 10.211.N.2 for worker N's). Everything made is removed at the
+ * end, even when the test fails.
  * Where namespaces cannot be made (not root, no `ip`), the test is reported as skipped,
  * with the reason.
  */
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process'
+import { execFileSync } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { dirname, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { afterAll, describe, expect, it } from 'vitest'
+import { namespaceProblem, NetworkLab, type SpawnedIn } from '@dsh/testkit/netns'
 
 const here = dirname(fileURLToPath(import.meta.url))
 const repoRoot = resolve(here, '../../../..')
 const dshMain = join(repoRoot, 'packages/cli/dsh/dist/main.js')
 const parentScript = join(here, 'fixtures/fanout-parent.mjs')
-const suffix = randomBytes(3).toString('hex')
 const TOKEN_ENV = 'DSH_MULTI_HOST_TOKEN'
 const token = randomBytes(16).toString('hex')
 
-function ip(...args: string[]): string {
-  return execFileSync('ip', args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] })
-}
-
-/** Why namespaces cannot be made here, or undefined when a probe namespace could be made and removed. */
-function namespaceProblem(): string | undefined {
-  const probe = `dsh-probe-${suffix}`
-  try {
-    ip('netns', 'add', probe)
-    ip('netns', 'del', probe)
-    return undefined
-  } catch (error) {
-    return `network namespaces cannot be made here (ip netns add failed: ${(error as Error).message.split('\n')[0]}); run as root with iproute2 to exercise the multi-host test`
-  }
-}
-
-const made: string[] = []
-const children: ChildProcess[] = []
+const lab = new NetworkLab(211)
 const temporary: string[] = []
 
 function tempDir(prefix: string): string {
@@ -47,65 +31,18 @@ function tempDir(prefix: string): string {
   return dir
 }
 
-function namespace(name: string): string {
-  const full = `dsh-${name}-${suffix}`
-  ip('netns', 'add', full)
-  made.push(full)
-  ip('netns', 'exec', full, 'ip', 'link', 'set', 'lo', 'up')
-  return full
-}
-
-/** A veth pair between the parent namespace and worker N's, with a /30 on it. */
-function link(parent: string, worker: string, n: number): string {
-  const [a, b] = [`dp${n}${suffix}`, `dw${n}${suffix}`]
-  ip('link', 'add', a, 'type', 'veth', 'peer', 'name', b)
-  ip('link', 'set', a, 'netns', parent)
-  ip('link', 'set', b, 'netns', worker)
-  ip('-n', parent, 'addr', 'add', `10.211.${n}.1/30`, 'dev', a)
-  ip('-n', worker, 'addr', 'add', `10.211.${n}.2/30`, 'dev', b)
-  ip('-n', parent, 'link', 'set', a, 'up')
-  ip('-n', worker, 'link', 'set', b, 'up')
-  return `10.211.${n}.2`
-}
-
-function pidsIn(ns: string): number[] {
-  return ip('netns', 'pids', ns).split('\n').filter(Boolean).map(Number)
-}
-
 afterAll(() => {
-  for (const child of children) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL')
-  for (const ns of made) {
-    try {
-      for (const pid of pidsIn(ns)) process.kill(pid, 'SIGKILL')
-    } catch {
-      // Already gone: nothing to kill in it.
-    }
-    try {
-      // Deleting a namespace destroys the veth ends inside it, and so their peers.
-      ip('netns', 'del', ns)
-    } catch (error) {
-      process.stderr.write(`multi-host test: could not remove namespace ${ns}: ${(error as Error).message}\n`)
-    }
-  }
+  lab.dispose()
   for (const dir of temporary) rmSync(dir, { recursive: true, force: true })
 })
 
-interface Spawned {
-  child: ChildProcess
-  stdout(): string
-  stderr(): string
-  exited: Promise<number | null>
-}
+const namespace = (name: string) => lab.namespace(name)
+/** A veth pair between the parent namespace and a worker's; the worker end's address. */
+const link = (parent: string, worker: string) => lab.link(parent, worker).b
+const pidsIn = (ns: string) => lab.pidsIn(ns)
 
-function spawnIn(ns: string, args: string[], env: NodeJS.ProcessEnv = {}): Spawned {
-  const child = spawn('ip', ['netns', 'exec', ns, process.execPath, ...args], { cwd: repoRoot, env: { ...process.env, DSH_HOME: tempDir('dsh-home-'), [TOKEN_ENV]: token, ...env }, stdio: ['pipe', 'pipe', 'pipe'] })
-  children.push(child)
-  let stdout = ''
-  let stderr = ''
-  child.stdout!.on('data', (chunk: Buffer) => (stdout += chunk))
-  child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk))
-  const exited = new Promise<number | null>((resolvePromise) => child.on('close', (code) => resolvePromise(code)))
-  return { child, stdout: () => stdout, stderr: () => stderr, exited }
+function spawnIn(ns: string, args: string[], env: NodeJS.ProcessEnv = {}): SpawnedIn {
+  return lab.spawnIn(ns, process.execPath, args, { cwd: repoRoot, env: { ...process.env, DSH_HOME: tempDir('dsh-home-'), [TOKEN_ENV]: token, ...env } })
 }
 
 async function until(ready: () => boolean, gaveUp: () => string | undefined = () => undefined): Promise<void> {
@@ -124,7 +61,7 @@ interface ParentEvent {
   output?: string
 }
 
-function eventsOf(parent: Spawned): ParentEvent[] {
+function eventsOf(parent: SpawnedIn): ParentEvent[] {
   return parent
     .stdout()
     .split('\n')
@@ -158,7 +95,7 @@ describe('a2a fan-out over three workers in their own network namespaces', () =>
     const parentNs = namespace('parent')
     const workers = [1, 2, 3].map((n) => {
       const ns = namespace(`w${n}`)
-      const address = link(parentNs, ns, n)
+      const address = link(parentNs, ns)
       const sessions = tempDir(`dsh-worker${n}-`)
       const served = spawnIn(ns, [dshMain, 'a2a', 'serve', '--host', address, '--port', '7700', '--token-env', TOKEN_ENV, '--max-tasks', '12', '--model', `scripted:${n === 3 ? stuck : quick}`, '--session-dir', sessions])
       return { ns, url: `http://${address}:7700`, sessions, served }

@@ -71,9 +71,9 @@ export class NetworkLab {
     return Number(out)
   }
 
-  /** `command args` run inside `ns`. */
+  /** `command args` run inside `ns`; its stdin is a pipe the test may write to. */
   spawnIn(ns: string, command: string, args: string[], options: { cwd?: string; env?: NodeJS.ProcessEnv } = {}): SpawnedIn {
-    const child = spawn('ip', ['netns', 'exec', ns, command, ...args], { cwd: options.cwd, env: options.env ?? process.env, stdio: ['ignore', 'pipe', 'pipe'] })
+    const child = spawn('ip', ['netns', 'exec', ns, command, ...args], { cwd: options.cwd, env: options.env ?? process.env, stdio: ['pipe', 'pipe', 'pipe'] })
     this.children.push(child)
     let stdout = ''
     let stderr = ''

@@ -7,7 +7,7 @@
  * its tasks and children are stopped), every session is flushed, every process group it
  * started is taken down, and the exit code is 0. A second signal exits at once.
  */
-import { parseVerbArgs } from '../args.js'
+import { parseVerbArgs, wholeNumberOption } from '../args.js'
 import { A2aServerError, serveA2a } from '@dsh/a2a-server'
 import { reapTrackedGroups } from '@dsh/process'
 import { UsageError } from '../errors.js'
@@ -15,6 +15,9 @@ import { exitCodeOfSignal } from '../exit.js'
 import { onInterrupt } from '../interrupt.js'
 import { chooseModel } from '../run.js'
 import { startRuntime } from '../runtime.js'
+
+/** How this verb's messages name it. */
+const VERB = 'dsh a2a serve'
 
 export async function a2aVerb(args: string[]): Promise<number> {
   const { values, positionals } = parseVerbArgs('a2a', {
@@ -34,9 +37,9 @@ export async function a2aVerb(args: string[]): Promise<number> {
     },
   })
   if (positionals.length !== 1 || positionals[0] !== 'serve') throw new UsageError('USAGE', 'dsh a2a: the only verb is `serve` (dsh a2a serve [--host H] [--port P] [--token-env NAME])')
-  const port = wholeNumber('--port', values.port, 0, 65_535)!
-  const maxTasks = wholeNumber('--max-tasks', values['max-tasks'], 1)
-  const maxDepth = wholeNumber('--max-depth', values['max-depth'], 0)
+  const port = wholeNumberOption(VERB, '--port', values.port, 0, 65_535)!
+  const maxTasks = wholeNumberOption(VERB, '--max-tasks', values['max-tasks'], 1)
+  const maxDepth = wholeNumberOption(VERB, '--max-depth', values['max-depth'], 0)
   const token = readToken(values['token-env'])
   const model = chooseModel(values.model)
   const runtime = await startRuntime({ config: values.config, model, sessionDir: values['session-dir'], verbose: values.verbose, checkReady: true })
@@ -75,12 +78,6 @@ export async function a2aVerb(args: string[]): Promise<number> {
   return 0
 }
 
-function wholeNumber(flag: string, raw: string | undefined, min: number, max = Number.MAX_SAFE_INTEGER): number | undefined {
-  if (raw === undefined) return undefined
-  const value = Number(raw)
-  if (!/^\d+$/.test(raw) || value < min || value > max) throw new UsageError('USAGE', `dsh a2a serve: ${flag} must be a whole number from ${min} to ${max} (got "${raw}")`)
-  return value
-}
 
 /** The token is read from the named variable, so it never appears in a process listing or a config file. */
 function readToken(name: string | undefined): string | undefined {

@@ -5,7 +5,7 @@
  * --token-env naming the variable holding a token of the user's choosing. Runs until
  * SIGTERM/SIGINT, then exits 0.
  */
-import { parseVerbArgs } from '../args.js'
+import { parseVerbArgs, wholeNumberOption } from '../args.js'
 import { defaultSessionDir } from '../defaults.js'
 import { UsageError } from '../errors.js'
 import { exitCodeOfSignal } from '../exit.js'
@@ -25,8 +25,7 @@ export async function uiVerb(args: string[]): Promise<number> {
     },
   })
   if (positionals.length > 0) throw new UsageError('USAGE', `dsh ui: takes no positional arguments (got "${positionals[0]}")`)
-  const port = Number(values.port)
-  if (!/^\d+$/.test(values.port!) || port > 65_535) throw new UsageError('USAGE', `dsh ui: --port must be a whole number from 0 to 65535 (got "${values.port}")`)
+  const port = wholeNumberOption('dsh ui', '--port', values.port, 0, 65_535)!
   const sessionDir = values['session-dir'] ? resolve(values['session-dir']) : defaultSessionDir()
   try {
     if (!statSync(sessionDir).isDirectory()) throw new Error('not a directory')

@@ -8,12 +8,15 @@
  * finish (a second cancels them; their jobs end `aborted`); every session is flushed and
  * every process group it started is taken down; the exit code is 0.
  */
-import { parseVerbArgs } from '../args.js'
+import { parseVerbArgs, wholeNumberOption } from '../args.js'
 import { reapTrackedGroups } from '@dsh/process'
 import { UsageError } from '../errors.js'
 import { onInterrupt } from '../interrupt.js'
 import { chooseModel } from '../run.js'
 import { startRuntime } from '../runtime.js'
+
+/** How this verb's messages name it. */
+const VERB = 'dsh worker'
 
 export async function workerVerb(args: string[]): Promise<number> {
   const { values, positionals } = parseVerbArgs('worker', {
@@ -35,9 +38,9 @@ export async function workerVerb(args: string[]): Promise<number> {
   const { QUEUE_NAME, readRedisUrl, describeRedis } = await import('@dsh/subagent-queue')
   const queues = values.queue ?? ['dsh']
   for (const name of queues) if (!QUEUE_NAME.test(name)) throw new UsageError('USAGE', `dsh worker: --queue "${name}" is not a queue name (letters, digits, ".", "_" and "-", no ":")`)
-  const concurrency = wholeNumber('--concurrency', values.concurrency, 1, 1_000)!
-  const maxDepth = wholeNumber('--max-depth', values['max-depth'], 0, 100)!
-  const lockMs = wholeNumber('--lock-ms', values['lock-ms'], 1_000, 600_000)
+  const concurrency = wholeNumberOption(VERB, '--concurrency', values.concurrency, 1, 1_000)!
+  const maxDepth = wholeNumberOption(VERB, '--max-depth', values['max-depth'], 0, 100)!
+  const lockMs = wholeNumberOption(VERB, '--lock-ms', values['lock-ms'], 1_000, 600_000)
   let redisUrl: string
   try {
     redisUrl = readRedisUrl(values['redis-env']!)
@@ -87,9 +90,3 @@ export async function workerVerb(args: string[]): Promise<number> {
   return 0
 }
 
-function wholeNumber(flag: string, raw: string | undefined, min: number, max: number): number | undefined {
-  if (raw === undefined) return undefined
-  const value = Number(raw)
-  if (!/^\d+$/.test(raw) || value < min || value > max) throw new UsageError('USAGE', `dsh worker: ${flag} must be a whole number from ${min} to ${max} (got "${raw}")`)
-  return value
-}
