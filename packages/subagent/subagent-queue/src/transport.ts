@@ -29,13 +29,19 @@ export const ABORTED_PREFIX = 'aborted: '
 
 const SAFE_ID = /^[A-Za-z0-9._-]+$/
 
-/** The job id of a delegation: readable where it can be, a hash where it cannot; fresh without a tool call. */
-export function jobIdOf(lineage: Pick<Lineage, 'parentSession' | 'toolCallId'>): string {
+/**
+ * The job id of a delegation: the parent session, the tool call (readable where it can be,
+ * a hash where it cannot) and a hash of the prompt, so the same call made again (a retry,
+ * a resume) finds its job, while a later call that happens to reuse a call id (some
+ * servers number calls per response) with another prompt is a job of its own. Fresh
+ * without a tool call.
+ */
+export function jobIdOf(lineage: Pick<Lineage, 'parentSession' | 'toolCallId'>, prompt: string): string {
   const { parentSession, toolCallId } = lineage
   if (toolCallId === undefined) return `${parentSession}.${randomUUID()}`
-  const readable = `${parentSession}.${toolCallId}`
-  if (SAFE_ID.test(readable) && readable.length <= 200) return readable
-  return `${parentSession}.${createHash('sha256').update(toolCallId).digest('hex').slice(0, 32)}`
+  const promptHash = createHash('sha256').update(prompt).digest('hex').slice(0, 12)
+  const call = SAFE_ID.test(toolCallId) && toolCallId.length <= 120 ? toolCallId : createHash('sha256').update(toolCallId).digest('hex').slice(0, 32)
+  return `${parentSession}.${call}.${promptHash}`
 }
 
 /** One run's hold on the queue. */
@@ -117,7 +123,7 @@ class QueueTurn implements RemoteTurn<QueueChild> {
     private readonly run: TurnControl,
     private readonly lineage: Lineage,
   ) {
-    this.jobId = jobIdOf(lineage)
+    this.jobId = jobIdOf(lineage, prompt)
   }
 
   async deliver(child: QueueChild): Promise<void> {

@@ -2,15 +2,18 @@ import { describe, expect, it } from 'vitest'
 import { jobIdOf, jobPayload, MAX_PROMPT_CHARS, readJobPayload, readJobProgress, readJobResult, readRedisUrl, describeRedis, WIRE_VERSION } from '@dsh/subagent-queue'
 
 describe('what crosses the queue', () => {
-  it('a job id comes from the parent session and tool call, so the same call always names the same job', () => {
-    expect(jobIdOf({ parentSession: 'p1', toolCallId: 'call_1' })).toBe('p1.call_1')
-    expect(jobIdOf({ parentSession: 'p1', toolCallId: 'call_1' })).toBe(jobIdOf({ parentSession: 'p1', toolCallId: 'call_1' }))
+  it('a job id comes from the parent session, the tool call and the prompt, so the same call always names the same job', () => {
+    const id = jobIdOf({ parentSession: 'p1', toolCallId: 'call_1' }, 'review it')
+    expect(id).toMatch(/^p1\.call_1\.[0-9a-f]{12}$/)
+    expect(jobIdOf({ parentSession: 'p1', toolCallId: 'call_1' }, 'review it')).toBe(id)
+    // A later call reusing the call id with another prompt is another job.
+    expect(jobIdOf({ parentSession: 'p1', toolCallId: 'call_1' }, 'test it')).not.toBe(id)
     // A tool call id with characters Redis keys should not carry is hashed, still stably.
-    const odd = jobIdOf({ parentSession: 'p1', toolCallId: 'call:1/../x' })
-    expect(odd).toMatch(/^p1\.[0-9a-f]{32}$/)
-    expect(jobIdOf({ parentSession: 'p1', toolCallId: 'call:1/../x' })).toBe(odd)
+    const odd = jobIdOf({ parentSession: 'p1', toolCallId: 'call:1/../x' }, 'review it')
+    expect(odd).toMatch(/^p1\.[0-9a-f]{32}\.[0-9a-f]{12}$/)
+    expect(jobIdOf({ parentSession: 'p1', toolCallId: 'call:1/../x' }, 'review it')).toBe(odd)
     // Without a tool call there is nothing to name it by: every delegation is a new job.
-    expect(jobIdOf({ parentSession: 'p1' })).not.toBe(jobIdOf({ parentSession: 'p1' }))
+    expect(jobIdOf({ parentSession: 'p1' }, 'x')).not.toBe(jobIdOf({ parentSession: 'p1' }, 'x'))
   })
 
   it('a job payload carries the prompt and the lineage, and nothing that is not ours is read as one', () => {
