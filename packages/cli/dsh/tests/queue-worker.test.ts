@@ -144,6 +144,37 @@ describe('dsh worker and the queue provider, on a real Redis', () => {
     expect(finished(pool[2].sessions)).toBeGreaterThan(0)
   }, 90_000)
 
+  it("a parent killed mid fan-out and resumed takes up each interrupted delegation: none is enqueued twice, and the parent's model sees every result", async () => {
+    const server = await redis()
+    const worker = await startWorker(server, workerScript(tempDir()))
+    const { config } = parentSetup('unused')
+    const dir = tempDir()
+    const script = join(dir, 'parent.yml')
+    const calls = [0, 1, 2].map((i) => `        - { tool: subagent_queue, args: { description: "part ${i}", prompt: "answer slowly ${i}" } }`).join('\n')
+    // Resumed, the model collects the three taken-up calls (background tasks subagent-1..3) with task_output.
+    const collect = [1, 2, 3].map((n) => `    - call: { tool: task_output, args: { task_id: subagent-${n}, wait: true, timeout_ms: 30000 } }\n`).join('')
+    writeFileSync(script, `- when: { depth: 0 }\n  reply:\n    - calls:\n${calls}\n${collect}    - text: "collected"\n${'    - text: "noted"\n'.repeat(6)}`)
+    const sessions = tempDir()
+    const env = { ...process.env, DSH_HOME: tempDir('dsh-home-'), DSH_REDIS_URL: server.url }
+    const first = spawn(process.execPath, [dshBin, 'run', '--config', config, '--model', `scripted:${script}`, '--session-dir', sessions, 'fan out'], { cwd: repoRoot, env, stdio: 'ignore' })
+    const firstExited = new Promise((resolve) => first.on('close', resolve))
+    // All three jobs are taken by the worker; then the parent dies without a word.
+    await until(() => sessionFiles(worker.sessions).length === 3)
+    first.kill('SIGKILL')
+    await firstExited
+    const parentId = sessionFiles(sessions)[0]!.replace(/\.jsonl$/, '')
+    const resumed = await runDsh(['run', '--config', config, '--model', `scripted:${script}`, '--session-dir', sessions, '--resume', parentId, 'continue'], { env: { DSH_REDIS_URL: server.url }, timeoutMs: 60_000 })
+    expect(resumed.code, resumed.stderr).toBe(0)
+    const log = readFileSync(join(sessions, `${parentId}.jsonl`), 'utf8')
+    // Each interrupted call's answer reached the parent's model after the resume, through task_output.
+    expect(resumed.stdout).toContain('collected')
+    const outputs = log.split('\n').filter((line) => line.includes('"type":"tool/result"') && line.includes('"name":"task_output"'))
+    expect(outputs).toHaveLength(3)
+    for (const line of outputs) expect(line).toContain('a slow answer')
+    // The worker ran each job once: taking the calls up again found the jobs, it did not add new ones.
+    expect(sessionFiles(worker.sessions)).toHaveLength(3)
+  }, 90_000)
+
   it('Redis restarted mid-job (with its append-only file): no job is lost and the parent gets its answer', async () => {
     const server = await startRedis({ appendOnly: true })
     servers.push(server)

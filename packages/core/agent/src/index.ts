@@ -15,4 +15,5 @@ export type {
 } from './types.js'
 export { AgentError, type AgentErrorCode } from './errors.js'
 export { serviceInstance } from './service-instance.js'
+export { callsClosedByInterruption, INTERRUPTED_TURN } from './interrupted-turn.js'
 export { maskEnvironmentFacts, type ComposedPrompt, type PromptSection, type SectionFailure } from './prompt-sections.js'

@@ -11,6 +11,8 @@ export const QUEUE_CAPABILITIES: Readonly<SubagentCapabilities> = Object.freeze(
 export class QueueProvider implements SubagentProvider {
   readonly capabilities = QUEUE_CAPABILITIES
   readonly inheritsParentContext = false
+  /** A job is named by its call: made again, the call finds its job (running or finished) instead of enqueueing another. */
+  readonly resumableCalls = true
   readonly client: QueueClient
 
   constructor(readonly name: string, private readonly spec: QueueRunSpec) {

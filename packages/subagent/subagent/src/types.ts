@@ -161,6 +161,12 @@ export interface SubagentProvider {
   readonly capabilities: Readonly<SubagentCapabilities>
   /** Descriptive only: whether the child sees the parent's conversation (fork). */
   readonly inheritsParentContext: boolean
+  /**
+   * A call made again (same parent session, tool call and prompt) takes up the child the
+   * first one started, which outlives the parent's process (a queue job): a parent resumed
+   * after it died may make its interrupted calls again to collect their results.
+   */
+  readonly resumableCalls?: boolean
   /** Fulfilment publishes the child; any failure before that rejects with nothing left behind. */
   start(request: SubagentRequest): Promise<SubagentRun>
   /**

@@ -3,7 +3,7 @@ import type { Context } from 'cordis'
 import Schema from 'schemastery'
 import { text } from '@dsh/llm'
 import type { ToolExecution, ToolOutput, ToolReservation } from '@dsh/tools'
-import { serviceInstance } from '@dsh/agent'
+import { callsClosedByInterruption, serviceInstance } from '@dsh/agent'
 import { DEFAULT_MAX_DEPTH, type SubagentProvider, type SubagentRequest } from '@dsh/subagent'
 import { startBackground } from './background.js'
 import { collect } from './foreground.js'
@@ -145,6 +145,10 @@ export class SubagentToolPlugin {
     ctx.on('subagent/provider-removed', (name) => {
       if (name === config.provider) this.unmount()
     })
+    // A resumed parent takes up the calls its dead process left unanswered, where the
+    // provider's children outlive that process (a queue job): made again in the background,
+    // each finds its child and its result reaches the parent as a task notice.
+    ctx.agents.onResume((agent) => this.takeUpInterruptedCalls(agent))
     const present = ctx.subagents.getProvider(bound)
     // Present at load: a provider that cannot honour this config fails the plugin now.
     if (present) this.mount(present)
@@ -194,6 +198,23 @@ export class SubagentToolPlugin {
     this.unregister = () => {
       removeSection()
       unregisterTool()
+    }
+  }
+
+  /** See the constructor: this tool's interrupted calls, made again as background calls when its provider's calls are resumable. */
+  private takeUpInterruptedCalls(agent: ToolExecution['agent']): void {
+    const provider = this.config.provider !== undefined ? this.subagents.getProvider(this.config.provider) : undefined
+    if (!provider?.resumableCalls || !this.unregister || !this.ctx.get('tasks')) return
+    const log = this.ctx.logger('tool-subagent')
+    for (const call of callsClosedByInterruption(agent.session)) {
+      if (call.name !== this.config.toolName) continue
+      const args = call.args as Partial<SubagentToolArgs> | undefined
+      if (typeof args?.prompt !== 'string') continue
+      const exec: ToolExecution = { agent, callId: call.id, signal: new AbortController().signal }
+      void startBackground(this.ctx, provider.name, this.request({ ...args, prompt: args.prompt, run_in_background: true } as SubagentToolArgs, exec), exec).then(
+        (output) => log.info('took up the interrupted call %s of session %s: %s', call.id, agent.id, typeof output === 'string' ? output : JSON.stringify(output.content)),
+        (error: unknown) => log.warn('could not take up the interrupted call %s of session %s: %s', call.id, agent.id, errorMessage(error)),
+      )
     }
   }
 
