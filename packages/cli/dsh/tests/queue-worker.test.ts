@@ -113,6 +113,10 @@ describe('dsh worker and the queue provider, on a real Redis', () => {
     expect(result.stdout).toContain('The worker answered: a slow answer')
     expect(result.code).toBe(0)
     expect(sessionFiles(second.sessions)).toHaveLength(1)
+    // Each session says which try of the job it was: the first worker's the first, the second's the next.
+    const attemptOf = (dir: string) => (JSON.parse(readFileSync(join(dir, sessionFiles(dir)[0]!), 'utf8').split('\n')[0]!) as { header?: { attempt?: number } }).header?.attempt
+    expect(attemptOf(first.sessions)).toBe(1)
+    expect(attemptOf(second.sessions)).toBe(2)
   })
 
   it('a fan-out of 30 spreads over three workers; one SIGKILLed mid-job, all 30 still complete, the survivors running the parts it left unfinished', async () => {

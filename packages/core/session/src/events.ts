@@ -110,6 +110,11 @@ export interface SessionHeader {
    * puts this session's spans under it (see `@dsh/tracing`). Never content.
    */
   trace?: TraceContext
+  /**
+   * Which try of its delegation this session is, from 1, where the delegation may be tried
+   * again elsewhere (a queue job another worker took over after the first one died).
+   */
+  attempt?: number
 }
 
 /** A definition as a session records it: its name and a hash of its file. */

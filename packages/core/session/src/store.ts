@@ -61,6 +61,8 @@ export interface SessionInit {
   helper?: HelperRef
   /** See `SessionHeader.trace`. */
   trace?: TraceContext
+  /** See `SessionHeader.attempt`. */
+  attempt?: number
   /** Share the first `length` events of `session` as this session's history (fork). */
   seed?: { session: Session; length: number }
   /**
@@ -130,6 +132,7 @@ export class SessionStore extends Service {
     if (init.descriptor !== undefined) header.descriptor = init.descriptor
     if (init.helper !== undefined) header.helper = { name: init.helper.name, hash: init.helper.hash }
     if (init.trace !== undefined) header.trace = init.trace
+    if (init.attempt !== undefined) header.attempt = init.attempt
     const session = new Session(header, init.seed, this.reportListenerError)
     this.live.set(id, session)
     if (init.announce !== false) this.announce(session)

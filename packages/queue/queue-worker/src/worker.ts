@@ -106,7 +106,7 @@ export async function serveQueue(ctx: Context, options: QueueWorkerOptions): Pro
     const reporter = new ProgressReporter(job, options.progressIntervalMs ?? 250)
     try {
       const bound = tighterBound(options.maxDepth, lineage.maxDepth)!
-      const agent = await ctx.agents.create({ meta: { origin: 'queue', cwd: options.cwd, ...lineageHeader(lineage), provider: lineage.provider ?? 'queue', maxDepth: bound } })
+      const agent = await ctx.agents.create({ meta: { origin: 'queue', cwd: options.cwd, ...lineageHeader(lineage), provider: lineage.provider ?? 'queue', maxDepth: bound, attempt: Math.max(1, job.attemptsStarted) } })
       const usage = noUsage()
       let usageReported = false
       const unsubscribe = agent.session.subscribe((update) => {

@@ -82,6 +82,7 @@ export function headerOf(value: unknown, file: string, id: string): SessionHeade
   for (const key of ['parentSession', 'origin', 'provider', 'label', 'toolCallId'] as const) {
     if (header[key] !== undefined && typeof header[key] !== 'string') throw fail(`header.${key} must be a string when present`)
   }
+  if (header.attempt !== undefined && !(isCount(header.attempt) && (header.attempt as number) >= 1)) throw fail('header.attempt must be a whole number from 1 when present')
   for (const key of ['delegationDepth', 'maxDepth', 'seedLength'] as const) {
     if (header[key] !== undefined && !isCount(header[key])) throw fail(`header.${key} must be a non-negative integer when present`)
   }
