@@ -10,14 +10,21 @@ import stringWidth from 'string-width'
 
 const graphemes = new Intl.Segmenter(undefined, { granularity: 'grapheme' })
 
+/**
+ * Printable ASCII takes one column a character: most text is only that, and it is measured
+ * by its length, without the Unicode tables (every progress update passes through here).
+ */
+const PRINTABLE_ASCII = /^[\x20-\x7e]*$/
+
 /** How many terminal columns `text` takes (escape sequences take none). */
 export function columnWidth(text: string): number {
-  return stringWidth(text)
+  return PRINTABLE_ASCII.test(text) ? text.length : stringWidth(text)
 }
 
 /** `text` cut to at most `width` columns, with `…` where it was cut. */
 export function truncateColumns(text: string, width: number): string {
-  if (columnWidth(text) <= width) return text
+  if (PRINTABLE_ASCII.test(text)) return text.length <= width ? text : `${text.slice(0, Math.max(0, width - 1))}…`
+  if (stringWidth(text) <= width) return text
   let out = ''
   let used = 0
   for (const { segment } of graphemes.segment(text)) {
