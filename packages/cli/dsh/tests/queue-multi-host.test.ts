@@ -40,7 +40,7 @@ function lastEnds(dir: string): string[] {
 }
 
 describe('queue fan-out over three workers in their own network namespaces', () => {
-  it('30 delegations spread over the workers; one SIGKILLed mid-job and all 30 still complete; a cancel reaches the workers; nothing is left running', async (context) => {
+  it('30 delegations spread over the workers; one SIGKILLed mid-job and all 30 still complete; a cancel reaches the workers; the Redis password is in no file or log; nothing is left running', async (context) => {
     if (problem) context.skip(problem)
     const dir = tempDir('dsh-queue-hosts-')
     const redisNs = lab.namespace('redis')
@@ -112,6 +112,12 @@ describe('queue fan-out over three workers in their own network namespaces', () 
     const cancelled = parentRun('forever', 4, tempDir('dsh-qparent-'))
     expect(await cancelled.exited, cancelled.stderr()).toBe(0)
     await until(() => survivors.reduce((sum, worker, i) => sum + lastEnds(worker.sessions).filter((end) => end === 'aborted').length - before[i]!, 0) === 4)
+
+    // The Redis password reached Redis alone: no session file, job result or log line holds it.
+    for (const dir of [parentSessions, ...workers.map((worker) => worker.sessions)]) {
+      for (const name of readdirSync(dir)) expect(readFileSync(join(dir, name), 'utf8'), name).not.toContain(password)
+    }
+    for (const output of [fanout.stdout(), fanout.stderr(), cancelled.stderr(), ...workers.map((worker) => worker.served.stderr() + worker.served.stdout())]) expect(output).not.toContain(password)
 
     // 3. Workers stop on SIGTERM; nothing is left running in any namespace but Redis's.
     for (const worker of survivors) worker.served.child.kill('SIGTERM')
