@@ -1,4 +1,5 @@
 import type { AgentCard, AgentSkill } from '@a2a-js/sdk'
+import { CONTEXTS_EXTENSION } from './contexts.js'
 
 /** Where the JSON-RPC endpoint is mounted under the server's base URL. */
 export const JSON_RPC_PATH = '/a2a/jsonrpc'
@@ -13,7 +14,7 @@ export const REST_PATH = '/a2a/rest'
 export const KEEPALIVE_EXTENSION = 'urn:dsh:a2a:keepalive:v1'
 
 /** The card a client reads from `/.well-known/agent-card.json`: a JSON-RPC and an HTTP+JSON interface, streaming, text in and out. */
-export function dshAgentCard(options: { publicUrl: string; version: string; name: string; bearer: boolean; keepAliveMs: number; skills?: readonly AgentSkill[] }): AgentCard {
+export function dshAgentCard(options: { publicUrl: string; version: string; name: string; bearer: boolean; keepAliveMs: number; skills?: readonly AgentSkill[]; namedContexts?: boolean }): AgentCard {
   const card: AgentCard = {
     name: options.name,
     description: 'A dsh agent: each task runs as one dsh session until the agent is quiet (its turn and the turns its background work starts).',
@@ -26,7 +27,13 @@ export function dshAgentCard(options: { publicUrl: string; version: string; name
     capabilities: {
       streaming: true,
       pushNotifications: false,
-      extensions: [{ uri: KEEPALIVE_EXTENSION, description: 'While a task waits or works, a status update repeating its state is sent every intervalMs milliseconds (metadata.dsh.keepAlive = true).', required: false, params: { intervalMs: options.keepAliveMs } }],
+      extensions: [
+        { uri: KEEPALIVE_EXTENSION, description: 'While a task waits or works, a status update repeating its state is sent every intervalMs milliseconds (metadata.dsh.keepAlive = true).', required: false, params: { intervalMs: options.keepAliveMs } },
+        // Contexts are stored sessions: a client may name a new one (contexts.ts).
+        ...(options.namedContexts
+          ? [{ uri: CONTEXTS_EXTENSION, description: 'A context is a stored conversation: a message naming a known contextId continues it; a client may name a new context itself with metadata.dsh.newContext = true; an unknown contextId is refused.', required: false, params: undefined }]
+          : []),
+      ],
     },
     securitySchemes: {},
     securityRequirements: [],

@@ -1,7 +1,10 @@
 /**
- * Each A2A task is one dsh session: an agent created through `ctx.agents` with the
- * lineage the message's `metadata.dsh` carries (origin `a2a`), run until quiet, then
- * disposed (which flushes its session). Progress streams while it runs: assistant text
+ * Each A2A task is a turn of its context's dsh session (`contexts.ts`: the context id is
+ * the session id): the first task of a context creates the session, an agent made through
+ * `ctx.agents` with the lineage the message's `metadata.dsh` carries (origin `a2a`); a
+ * later task reopens it from storage. The agent runs until quiet, then is disposed (which
+ * flushes its session) before the task's final status is sent, so a client that heard the
+ * end can continue the context at once. Progress streams while it runs: assistant text
  * as appends to the one `answer` artifact, each tool call as a `working` status; the
  * artifact's last chunk makes its content the whole answer (the output-selection rule's
  * choice, which may differ from all the text streamed: a step's "let me check" is not part
@@ -29,6 +32,7 @@ import type { TaskSlots } from './slots.js'
 import type { AgentDefinition } from '@dsh/agent-definitions'
 import type { CreateAgentOptions } from '@dsh/agent'
 import { PROMPT_SKILL, requestedSkill } from './skills.js'
+import { A2A_ORIGIN, type ContextClaim, type ContextHold, type Contexts } from './contexts.js'
 
 export interface ExecutorOptions {
   maxDepth: number
@@ -53,6 +57,7 @@ export class DshAgentExecutor implements AgentExecutor {
   constructor(
     private readonly ctx: Context,
     private readonly slots: TaskSlots,
+    private readonly contexts: Contexts,
     private readonly options: ExecutorOptions,
   ) {}
 
@@ -81,9 +86,17 @@ export class DshAgentExecutor implements AgentExecutor {
     let finish!: () => void
     const finished = new Promise<void>((resolve) => (finish = resolve))
     this.running.set(request.taskId, { cancel, finished })
+    // Taken over at once, before anything is awaited: the request handler admitted the context.
+    let hold = this.contexts.take(request.contextId, request.taskId)
     try {
-      await this.runTask(request, bus, cancel.signal)
+      // A message that names its task (the SDK inferred the context from it) was not admitted by the handler.
+      hold ??= await this.contexts.admit(request.userMessage).catch((error: unknown) => {
+        this.publishRefusal(request, bus, errorMessage(error))
+        return undefined
+      })
+      if (hold) await this.runTask(request, bus, cancel.signal, hold)
     } finally {
+      hold?.release()
       this.running.delete(request.taskId)
       finish()
       bus.finished()
@@ -107,7 +120,14 @@ export class DshAgentExecutor implements AgentExecutor {
     await Promise.all(tasks.map((task) => task.finished))
   }
 
-  private async runTask(request: RequestContext, bus: ExecutionEventBus, signal: AbortSignal): Promise<void> {
+  /** A task refused before it began: its first event, then `rejected`. */
+  private publishRefusal(request: RequestContext, bus: ExecutionEventBus, why: string): void {
+    const { taskId, contextId, userMessage } = request
+    bus.publish(AgentEvent.task({ id: taskId, contextId, status: { state: TaskState.TASK_STATE_SUBMITTED, message: undefined, timestamp: new Date().toISOString() }, artifacts: [], history: [userMessage], metadata: undefined }))
+    bus.publish(statusEvent(taskId, contextId, TaskState.TASK_STATE_REJECTED, why))
+  }
+
+  private async runTask(request: RequestContext, bus: ExecutionEventBus, signal: AbortSignal, hold: ContextHold): Promise<void> {
     const { taskId, contextId, userMessage } = request
     const task: Task = { id: taskId, contextId, status: { state: TaskState.TASK_STATE_SUBMITTED, message: undefined, timestamp: new Date().toISOString() }, artifacts: [], history: [userMessage], metadata: undefined }
     bus.publish(AgentEvent.task(task))
@@ -115,14 +135,15 @@ export class DshAgentExecutor implements AgentExecutor {
     let state = TaskState.TASK_STATE_SUBMITTED
     const keepAlive = setInterval(() => bus.publish(keepAliveEvent(taskId, contextId, state)), this.options.keepAliveMs)
     try {
-      await this.runToEnd(request, bus, signal, (next) => (state = next), () => clearInterval(keepAlive))
+      await this.runToEnd(request, bus, signal, hold, (next) => (state = next), () => clearInterval(keepAlive))
     } finally {
       clearInterval(keepAlive)
     }
   }
 
-  private async runToEnd(request: RequestContext, bus: ExecutionEventBus, signal: AbortSignal, enter: (state: TaskState) => void, stopKeepAlive: () => void): Promise<void> {
+  private async runToEnd(request: RequestContext, bus: ExecutionEventBus, signal: AbortSignal, hold: ContextHold, enter: (state: TaskState) => void, stopKeepAlive: () => void): Promise<void> {
     const { taskId, contextId, userMessage } = request
+    const { claim } = hold
     const log = this.ctx.logger('a2a-server')
     const end = (state: TaskState, note?: string, dsh?: DshStatusMetadata) => {
       if (state !== TaskState.TASK_STATE_WORKING) stopKeepAlive()
@@ -133,17 +154,17 @@ export class DshAgentExecutor implements AgentExecutor {
     const prompt = textOfMessage(userMessage)
     if (!prompt.trim()) return end(TaskState.TASK_STATE_REJECTED, 'the message has no text; send at least one text part')
     if (prompt.length > this.options.maxPromptChars) return end(TaskState.TASK_STATE_REJECTED, `the message has ${prompt.length} characters of text, more than this worker accepts (${this.options.maxPromptChars}); send less`)
-    const skill = requestedSkill(userMessage.metadata)
-    const helper = skill === undefined ? undefined : this.options.helpers?.get(skill)
-    if (skill !== undefined && helper === undefined) {
-      return end(TaskState.TASK_STATE_REJECTED, `this worker has no skill "${skill}" (skills: ${[PROMPT_SKILL, ...(this.options.helpers?.keys() ?? [])].join(', ')}); its agent card lists them`)
-    }
+    const chosen = this.helperOf(claim, requestedSkill(userMessage.metadata))
+    if (typeof chosen === 'string') return end(TaskState.TASK_STATE_REJECTED, chosen)
+    const helper = chosen.helper
     const lineage = A2A_LINEAGE.read(withTraceHeaders(userMessage.metadata, request.context?.state.get(STATE_HEADERS_KEY)), log)
     // Refused before anything exists, like dsh acp: delegation through workers stays bounded,
-    // by the tighter of this worker's bound and the one the delegating parent inherited.
+    // by the tighter of this worker's bound and the one the delegating parent inherited
+    // (for a context continued, the one its session recorded).
+    const [depth, inherited] = claim.kind === 'new' ? [lineage.delegationDepth ?? 0, lineage.maxDepth] : [claim.header.delegationDepth ?? 0, claim.header.maxDepth]
     const bound = tighterBound(this.options.maxDepth, lineage.maxDepth)!
     try {
-      admitDepth(lineage.delegationDepth ?? 0, this.options.maxDepth, lineage.maxDepth, {
+      admitDepth(depth, this.options.maxDepth, inherited, {
         subject: 'this task would run',
         bound: (limit, whose) => `${whose === 'own' ? "this worker's" : "the delegating parent's"} maxDepth ${limit}`,
       })
@@ -156,10 +177,16 @@ export class DshAgentExecutor implements AgentExecutor {
     } catch {
       return end(TaskState.TASK_STATE_CANCELED, 'the task was cancelled while it waited for a free slot')
     }
+    let final: [TaskState, string?, DshStatusMetadata?]
     try {
       end(TaskState.TASK_STATE_WORKING)
-      // The session records the bound, so the task's own delegations stay within it.
-      const agent = await this.ctx.agents.create(taskAgent({ origin: 'a2a', cwd: this.options.cwd, ...lineageHeader(lineage), provider: lineage.provider ?? 'a2a', maxDepth: bound }, helper))
+      const made = helperAgent(helper)
+      // The session records the bound, so the task's own delegations stay within it. Its id is the context's.
+      const agent = await this.ctx.agents.create(
+        claim.kind === 'new'
+          ? { ...made, meta: { id: contextId, origin: A2A_ORIGIN, cwd: this.options.cwd, ...lineageHeader(lineage), provider: lineage.provider ?? 'a2a', maxDepth: tighterBound(bound, helper?.maxDepth), ...(helper && { helper: { name: helper.name, hash: helper.source.hash } }) } }
+          : { ...made, sessionId: contextId },
+      )
       let streamedAny = false
       let streamed = ''
       const usage: DshUsage = noUsage()
@@ -199,34 +226,59 @@ export class DshAgentExecutor implements AgentExecutor {
         if (answer && answer === streamed) bus.publish(artifactEvent(taskId, contextId, ANSWER_ARTIFACT, '', true, true))
         else if (answer || streamedAny) bus.publish(artifactEvent(taskId, contextId, ANSWER_ARTIFACT, answer, false, true))
         const stop = run.cancelled ? 'aborted' : run.last.reason
-        end(taskStateOfStop(stop), stop === 'completed' ? undefined : `the turn ended ${run.last.reason}${run.last.error ? `: ${run.last.error}` : ''}`, usageReported ? { usage } : undefined)
+        final = [taskStateOfStop(stop), stop === 'completed' ? undefined : `the turn ended ${run.last.reason}${run.last.error ? `: ${run.last.error}` : ''}`, usageReported ? { usage } : undefined]
       } finally {
         unsubscribe()
+        // Flushed and released before the final status: the context's next task may reopen it at once.
         await agent.dispose().catch((error: unknown) => log.warn('disposing the agent of task %s failed: %s', taskId, errorMessage(error)))
       }
     } catch (error) {
-      end(TaskState.TASK_STATE_FAILED, `the task could not run: ${errorMessage(error)}`)
+      final = [TaskState.TASK_STATE_FAILED, `the task could not run: ${errorMessage(error)}`]
     } finally {
       this.slots.release()
     }
+    hold.release()
+    end(...final)
+  }
+
+  /**
+   * The helper a task runs as, or why it cannot run: a new context runs as the skill its
+   * message names (none: a plain session); a context continued keeps the helper it began
+   * with (its header names it), and a message naming another skill is refused.
+   */
+  private helperOf(claim: ContextClaim, skill: string | undefined): { helper: AgentDefinition | undefined } | string {
+    const helpers = this.options.helpers
+    const known = () => `skills: ${[PROMPT_SKILL, ...(helpers?.keys() ?? [])].join(', ')}; its agent card lists them`
+    if (claim.kind === 'new') {
+      if (skill === undefined) return { helper: undefined }
+      const helper = helpers?.get(skill)
+      return helper ? { helper } : `this worker has no skill "${skill}" (${known()})`
+    }
+    const began = claim.header.helper?.name
+    if (skill !== undefined && skill !== began) {
+      return `context ${claim.contextId} runs ${began === undefined ? 'as a plain session' : `as the helper "${began}"`}; a context keeps the skill it began with: send this message without metadata.skill${began === undefined ? '' : ` (or with "${began}")`}, or start a new context`
+    }
+    if (began === undefined) return { helper: undefined }
+    const helper = helpers?.get(began)
+    return helper ? { helper } : `context ${claim.contextId} runs as the helper "${began}", which this worker no longer defines (${known()})`
   }
 }
 
 /**
- * How a task's agent is made: a plain session, or (a skill) the helper itself, with its
- * instructions as persona, its model, its tool list, the tighter depth bound and its
- * name and hash in the header.
+ * What a task's agent is made with when it runs as a helper: the helper's instructions as
+ * persona, its model and its tool list (its name and hash go in a new session's header).
+ * The same for a context continued, whose agent is made again for each task.
  */
-function taskAgent(meta: NonNullable<CreateAgentOptions['meta']>, helper: AgentDefinition | undefined): CreateAgentOptions {
-  if (helper === undefined) return { meta }
-  const options: CreateAgentOptions = { meta: { ...meta, maxDepth: tighterBound(meta.maxDepth, helper.maxDepth), helper: { name: helper.name, hash: helper.source.hash } }, agentOptions: {} }
-  if (helper.instructions !== '') options.agentOptions!.persona = helper.instructions
-  if (helper.model !== undefined) options.agentOptions!.model = helper.model
+function helperAgent(helper: AgentDefinition | undefined): Pick<CreateAgentOptions, 'agentOptions' | 'setup'> {
+  if (helper === undefined) return {}
+  const made: Pick<CreateAgentOptions, 'agentOptions' | 'setup'> = { agentOptions: {} }
+  if (helper.instructions !== '') made.agentOptions!.persona = helper.instructions
+  if (helper.model !== undefined) made.agentOptions!.model = helper.model
   if (helper.tools !== undefined || helper.disallowedTools !== undefined) {
     const filter = { ...(helper.tools && { allow: helper.tools }), ...(helper.disallowedTools && { deny: helper.disallowedTools }) }
-    options.setup = (ctx, agent) => void ctx.tools.restrict(agent.id, filter)
+    made.setup = (ctx, agent) => void ctx.tools.restrict(agent.id, filter)
   }
-  return options
+  return made
 }
 
 /**

@@ -20,6 +20,7 @@ import { DshAgentExecutor } from './executor.js'
 import { DshRequestHandler } from './request-handler.js'
 import { TaskSlots } from './slots.js'
 import { BoundedTaskStore } from './task-store.js'
+import { Contexts } from './contexts.js'
 
 const { version } = createRequire(import.meta.url)('../package.json') as { version: string }
 
@@ -87,7 +88,8 @@ export async function serveA2a(ctx: Context, options: A2aServerOptions = {}): Pr
 
   const slots = new TaskSlots(maxTasks)
   const helpers = skillHelpers(ctx)
-  const executor = new DshAgentExecutor(ctx, slots, { maxDepth, cwd: options.cwd ?? process.cwd(), maxPromptChars: DEFAULT_MAX_PROMPT_CHARS, keepAliveMs: KEEPALIVE_INTERVAL_MS, helpers })
+  const contexts = new Contexts(ctx)
+  const executor = new DshAgentExecutor(ctx, slots, contexts, { maxDepth, cwd: options.cwd ?? process.cwd(), maxPromptChars: DEFAULT_MAX_PROMPT_CHARS, keepAliveMs: KEEPALIVE_INTERVAL_MS, helpers })
   const app = express()
   app.disable('x-powered-by')
   if (options.token) app.use(requireBearer(options.token))
@@ -97,8 +99,8 @@ export async function serveA2a(ctx: Context, options: A2aServerOptions = {}): Pr
   const { port } = http.address() as AddressInfo
   const url = options.publicUrl?.replace(/\/+$/, '') ?? `http://${host.includes(':') ? `[${host}]` : host}:${port}`
   const skills = [...helpers.values()].map(helperSkill)
-  const card = dshAgentCard({ publicUrl: url, version, name: options.name ?? 'dsh', bearer: options.token !== undefined, keepAliveMs: KEEPALIVE_INTERVAL_MS, skills })
-  const requestHandler = new DshRequestHandler(card, new BoundedTaskStore(), executor)
+  const card = dshAgentCard({ publicUrl: url, version, name: options.name ?? 'dsh', bearer: options.token !== undefined, keepAliveMs: KEEPALIVE_INTERVAL_MS, skills, namedContexts: contexts.continuable })
+  const requestHandler = new DshRequestHandler(card, new BoundedTaskStore(), executor, contexts)
   // The card is made once, at start: its Last-Modified is the start (with the ETag express
   // adds, a client can revalidate it with If-Modified-Since or If-None-Match and get 304).
   const cardModified = new Date(Math.floor(Date.now() / 1000) * 1000).toUTCString()

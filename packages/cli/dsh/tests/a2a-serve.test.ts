@@ -1,44 +1,11 @@
-import { spawn, type ChildProcess } from 'node:child_process'
 import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { afterEach, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { randomUUID } from 'node:crypto'
 import { Role, TaskState, type StreamResponse } from '@a2a-js/sdk'
 import { ClientFactory, DefaultAgentCardResolver, JsonRpcTransportFactory } from '@a2a-js/sdk/client'
-import { dshBin, repoRoot, runDsh, tempDir } from './cli.js'
-import { until } from './processes.js'
-
-interface Served {
-  child: ChildProcess
-  url: string
-  stderr(): string
-  exited: Promise<number | null>
-}
-
-const running: Served[] = []
-afterEach(async () => {
-  for (const served of running.splice(0)) {
-    if (served.child.exitCode === null && served.child.signalCode === null) served.child.kill('SIGKILL')
-    await served.exited
-  }
-})
-
-/** `dsh a2a serve` as a real process on a free loopback port; resolves once it printed its URL. */
-async function serve(args: string[], env: NodeJS.ProcessEnv = {}): Promise<Served> {
-  const child = spawn(process.execPath, [dshBin, 'a2a', 'serve', '--port', '0', ...args], { cwd: repoRoot, env: { ...process.env, DSH_HOME: tempDir('dsh-home-'), ...env }, stdio: ['ignore', 'pipe', 'pipe'] })
-  let stdout = ''
-  let stderr = ''
-  child.stdout!.on('data', (chunk: Buffer) => (stdout += chunk))
-  child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk))
-  const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)))
-  const served: Served = { child, url: '', stderr: () => stderr, exited }
-  running.push(served)
-  await until(
-    () => stdout.includes('\n'),
-    () => (child.exitCode !== null ? `dsh a2a serve exited ${child.exitCode}: ${stderr}` : undefined),
-  )
-  return { ...served, url: stdout.trim() }
-}
+import { runDsh, tempDir } from './cli.js'
+import { serve } from './a2a-serve-process.js'
 
 function sdkClient(url: string, token?: string) {
   const fetchImpl: typeof fetch = token === undefined ? fetch : (input, init) => {

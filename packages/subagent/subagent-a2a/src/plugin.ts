@@ -1,13 +1,34 @@
+import { randomUUID } from 'node:crypto'
 import type { Context } from 'cordis'
-import { lineageOf, NO_CAPABILITIES, startRemoteRun, SubagentError, type SubagentCapabilities, type SubagentProvider, type SubagentRequest, type SubagentRun } from '@dsh/subagent'
-import { A2aTransport } from './worker.js'
+import { errorMessage } from '@dsh/base'
+import {
+  lineageOf,
+  NO_CAPABILITIES,
+  openConversation,
+  startRemoteRun,
+  SubagentError,
+  type ContinuablePreparation,
+  type PrepareContinuableRequest,
+  type RemoteChildRecord,
+  type RemoteConversation,
+  type SubagentCapabilities,
+  type SubagentProvider,
+  type SubagentRequest,
+  type SubagentRun,
+} from '@dsh/subagent'
+import { acceptsNamedContexts, A2aTransport, CONNECT_TIMEOUT_MS, CONTEXTS_EXTENSION } from './worker.js'
 import { A2aProviderConfig, resolveA2aSpec, type A2aRunSpec } from './config.js'
-import { WorkerPool } from './worker-pool.js'
+import { WorkerPool, type Worker } from './worker-pool.js'
 
 /** The depth bound travels in `metadata.dsh` and the worker applies it; nothing else is supported at start. */
 export const A2A_CAPABILITIES: Readonly<SubagentCapabilities> = Object.freeze({ ...NO_CAPABILITIES, depthLimit: true })
 
-/** Each delegation is one A2A task on one of the configured workers. Out of process, no shared context. */
+/**
+ * Each delegation is one A2A task on one of the configured workers. Out of process, no
+ * shared context. Continuable on dsh workers that store sessions: a continuable child is
+ * an A2A context on one worker (a context id this client names), each of its turns a
+ * task of that context; after a restart the next message continues the same context.
+ */
 export class A2aProvider implements SubagentProvider {
   readonly capabilities = A2A_CAPABILITIES
   readonly inheritsParentContext = false
@@ -18,16 +39,100 @@ export class A2aProvider implements SubagentProvider {
   }
 
   start(request: SubagentRequest): Promise<SubagentRun> {
-    if (request.agentOptions?.model !== undefined) {
-      return Promise.reject(
-        new SubagentError(
-          'INVALID_REQUEST',
-          `the "${this.name}" subagent provider cannot choose the model of an A2A worker (asked for "${request.agentOptions.model}"); choose it where the worker runs (dsh a2a serve --model SPEC) and drop agentOptions.model`,
-        ),
-      )
+    try {
+      this.refuseModel(request.agentOptions?.model)
+    } catch (error) {
+      return Promise.reject(error)
     }
     return startRemoteRun(request, new A2aTransport(this.spec, this.pool, lineageOf(request, this.name, request.maxDepth)))
   }
+
+  /**
+   * A continuable child: a worker that answers and accepts a context named by this
+   * client (its card lists `CONTEXTS_EXTENSION`) is chosen now, least busy first, and a
+   * fresh context id named for the child; its first message (sent by the manager) opens
+   * the context there. Nothing runs on the worker between messages.
+   */
+  async prepareContinuable({ parent, descriptor, request, signal }: PrepareContinuableRequest): Promise<ContinuablePreparation> {
+    this.refuseModel(request.agentOptions?.model)
+    const worker = await this.workerForContexts(signal)
+    const lineage = lineageOf({ parent, label: descriptor.label, callId: request.callId }, this.name, request.maxDepth)
+    const contextId = randomUUID()
+    const transport = new A2aTransport(this.spec, this.pool, lineage, { worker, contextId, opened: false })
+    return { kind: 'remote', conversation: openConversation(transport, undefined, contextId, { worker: worker.url }) }
+  }
+
+  /**
+   * Reopen a record an earlier process wrote: the context lives on the worker its record
+   * names (which must still be one of `urls`: the token goes to no other), and the next
+   * message continues it there. A worker that no longer knows the context says so then.
+   */
+  async resumeContinuable(record: RemoteChildRecord, signal: AbortSignal): Promise<RemoteConversation> {
+    if (signal.aborted) throw new SubagentError('ABORTED', `resuming A2A child ${record.childId} was cancelled`, { cause: signal.reason })
+    const url = record.resumeData?.worker
+    if (typeof url !== 'string') throw new SubagentError('INVALID_REQUEST', `the record of A2A child ${record.childId} names no worker in its resumeData (got ${JSON.stringify(url)}); it was not written by this provider`)
+    const worker = this.pool.byUrl(url)
+    if (worker === undefined) {
+      throw new SubagentError('INVALID_REQUEST', `A2A child ${record.childId} lives in a context on the worker ${url}, which is not in the "${this.name}" provider's urls (${this.spec.urls.join(', ')}); add it back to continue the child`)
+    }
+    const lineage = { parentSession: record.parentId, delegationDepth: record.depth, provider: this.name, label: record.descriptor.label }
+    const transport = new A2aTransport(this.spec, this.pool, lineage, { worker, contextId: record.remoteId, opened: true })
+    return openConversation(transport, undefined, record.remoteId, { worker: url })
+  }
+
+  private refuseModel(model: string | undefined): void {
+    if (model === undefined) return
+    throw new SubagentError(
+      'INVALID_REQUEST',
+      `the "${this.name}" subagent provider cannot choose the model of an A2A worker (asked for "${model}"); choose it where the worker runs (dsh a2a serve --model SPEC) and drop agentOptions.model`,
+    )
+  }
+
+  /**
+   * The least busy worker that answers and can keep a context, trying each worker once:
+   * one that does not answer is marked (and skipped by later runs) as for any run.
+   */
+  private async workerForContexts(signal: AbortSignal): Promise<Worker> {
+    const problems: string[] = []
+    for (let tries = 0; tries < this.pool.workers.length; tries++) {
+      const worker = this.pool.acquire()
+      this.pool.release(worker)
+      if (problems.some((problem) => problem.startsWith(`${worker.url}:`))) break
+      let card
+      try {
+        const client = await withTimeout(worker.connect(), signal, CONNECT_TIMEOUT_MS)
+        card = await client.getAgentCard()
+      } catch (error) {
+        if (signal.aborted) throw new SubagentError('ABORTED', 'the delegation was cancelled while the A2A worker was being chosen', { cause: signal.reason })
+        worker.markUnreachable()
+        problems.push(`${worker.url}: ${errorMessage(error)}`)
+        continue
+      }
+      worker.markAnswering()
+      if (acceptsNamedContexts(card)) return worker
+      problems.push(`${worker.url}: its agent card does not list the extension ${CONTEXTS_EXTENSION} (a dsh a2a serve that stores sessions does)`)
+    }
+    // Only workers that answered and cannot keep a context make it a matter of capability.
+    const unable = problems.some((problem) => problem.includes(CONTEXTS_EXTENSION))
+    throw new SubagentError(
+      unable ? 'UNSUPPORTED_CAPABILITY' : 'START_FAILED',
+      `no A2A worker of the "${this.name}" provider can keep a continuable child (a context this client names, continued by later messages): ${problems.join('; ')}; delegate to it one-shot, or use workers that list ${CONTEXTS_EXTENSION}`,
+    )
+  }
+}
+
+/** `promise`, unless `signal` aborts or `ms` pass first. */
+function withTimeout<T>(promise: Promise<T>, signal: AbortSignal, ms: number): Promise<T> {
+  if (signal.aborted) return Promise.reject(signal.reason)
+  return new Promise<T>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms)
+    const onAbort = () => reject(signal.reason)
+    signal.addEventListener('abort', onAbort, { once: true })
+    promise.then(resolve, reject).finally(() => {
+      clearTimeout(timer)
+      signal.removeEventListener('abort', onAbort)
+    })
+  })
 }
 
 /** Registers an `A2aProvider` on `ctx.subagents` under `providerName`. */

@@ -24,7 +24,7 @@ import { A2A_LINEAGE, SubagentError, type Lineage, type RemoteTurn, type Subagen
 import type { A2aRunSpec } from './config.js'
 import { A2aProgressReader } from './progress.js'
 import { stopReasonOfTaskState, taskStateName } from './task-state.js'
-import { CANCEL_GRACE_MS, CONNECT_TIMEOUT_MS, type A2aChild } from './worker.js'
+import { CANCEL_GRACE_MS, CONNECT_TIMEOUT_MS, type A2aChild, type A2aConversation } from './worker.js'
 
 /** Where a run is; every diagnostic names it. */
 export type A2aStage = 'agent card' | 'message/stream' | 'task'
@@ -37,6 +37,8 @@ export const SILENT_PERIODS = 5
 export class A2aTurn implements RemoteTurn<A2aChild> {
   private child: A2aChild | undefined
   private taskId: string | undefined
+  /** The context the worker put the task in. */
+  private contextId: string | undefined
   /** Artifact text by artifact id, in the order they appeared. */
   private readonly artifacts = new Map<string, string>()
   private statusText = ''
@@ -53,6 +55,8 @@ export class A2aTurn implements RemoteTurn<A2aChild> {
     private readonly run: TurnControl,
     /** What the worker is told about the delegation, in `metadata.dsh`. */
     private readonly lineage: Lineage,
+    /** A continuable child's context, which the task is part of; none for a one-shot run. */
+    private readonly conversation?: A2aConversation,
   ) {
     this.progress = new A2aProgressReader(run, (reason) => spec.progressDropped?.(reason))
   }
@@ -92,6 +96,14 @@ export class A2aTurn implements RemoteTurn<A2aChild> {
       this.lastHeard = Date.now()
       this.worker.markAnswering()
       const early = this.fold(first.value)
+      const elsewhere = this.inContext(this.contextId ?? '')
+      if (elsewhere !== undefined) {
+        // Not this child's conversation: the task is not left running there.
+        this.run.accepted(this.taskId ?? `message-${randomUUID()}`)
+        this.interrupt()
+        this.run.fail(`the A2A worker ${this.worker.url} ${elsewhere}`)
+        return undefined
+      }
       if (early) {
         // Answered at once: nothing more to read (closing the child still releases the connection).
         child.stream = undefined
@@ -138,16 +150,33 @@ export class A2aTurn implements RemoteTurn<A2aChild> {
 
   private message(): Message {
     const parts: Part[] = this.prompt.map((block) => ({ content: { $case: 'text', value: block.text }, metadata: undefined, filename: '', mediaType: 'text/plain' }))
+    const metadata = A2A_LINEAGE.carry(this.lineage)
+    const { conversation } = this
+    // Until the worker is known to hold the context, the message may open it (a dsh worker's CONTEXTS_EXTENSION).
+    if (conversation && !conversation.opened) metadata.dsh.newContext = true
     return {
       messageId: randomUUID(),
-      contextId: '',
+      contextId: conversation?.contextId ?? '',
       taskId: '',
       role: Role.ROLE_USER,
       parts,
-      metadata: A2A_LINEAGE.carry(this.lineage),
+      metadata,
       extensions: [],
       referenceTaskIds: [],
     }
+  }
+
+  /**
+   * A continuable child's task must be part of its context: a worker that put it in
+   * another does not keep the conversation (the run fails, naming both). The first task
+   * accepted in it tells later messages that the context exists.
+   */
+  private inContext(contextId: string): string | undefined {
+    const { conversation } = this
+    if (!conversation) return undefined
+    if (contextId !== conversation.contextId) return `put ${this.taskId === undefined ? 'its answer' : `task ${this.taskId}`} in context ${JSON.stringify(contextId).slice(0, 140)}, not in context ${conversation.contextId} of this child: it does not keep the child's conversation`
+    conversation.opened = true
+    return undefined
   }
 
   /**
@@ -201,11 +230,13 @@ export class A2aTurn implements RemoteTurn<A2aChild> {
     switch (payload.$case) {
       case 'message':
         // A reply without a task: the agent answered at once.
+        this.contextId = payload.value.contextId
         this.statusText = textOfParts(payload.value.parts)
         return this.result('completed', undefined)
       case 'task': {
         const task = payload.value
         this.taskId = task.id
+        this.contextId = task.contextId
         for (const artifact of task.artifacts) this.artifacts.set(artifact.artifactId, textOfParts(artifact.parts))
         return task.status ? this.onStatus(task.status.state, task.status.message) : undefined
       }

@@ -64,6 +64,16 @@ export class WorkerPool {
     return best
   }
 
+  /** Count a run on a worker chosen earlier (a continuable child stays on the worker that holds its context). */
+  hold(worker: Worker): void {
+    worker.active++
+  }
+
+  /** The configured worker at `url`, if it is one. */
+  byUrl(url: string): Worker | undefined {
+    return this.workers.find((worker) => worker.url === url)
+  }
+
   release(worker: Worker): void {
     worker.active = Math.max(0, worker.active - 1)
   }

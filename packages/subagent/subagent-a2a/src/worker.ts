@@ -6,6 +6,9 @@
  * which names the task the worker creates; a worker that does not answer ends that run
  * `error` rather than rejecting its start, so a fan-out over several workers gets one
  * settled result per delegation.
+ *
+ * A continuable child is an A2A context on one worker (`A2aConversation`): each of its
+ * turns is a task of that context, on that worker, with a child of its own.
  */
 import type { AgentCard, StreamResponse } from '@a2a-js/sdk'
 import type { Client } from '@a2a-js/sdk/client'
@@ -22,6 +25,8 @@ export const CONNECT_TIMEOUT_MS = 10_000
 export const CANCEL_GRACE_MS = 5_000
 /** The card extension by which a worker promises keep-alive status updates every `params.intervalMs`. */
 export const KEEPALIVE_EXTENSION = 'urn:dsh:a2a:keepalive:v1'
+/** The card extension by which a worker accepts a context the client names (`metadata.dsh.newContext`): what a continuable child needs. */
+export const CONTEXTS_EXTENSION = 'urn:dsh:a2a:contexts:v1'
 
 /** One run's hold on a worker. */
 export class A2aChild implements RemoteChild {
@@ -52,9 +57,12 @@ export class A2aChild implements RemoteChild {
     this.pool.release(this.worker)
   }
 
-  /** The lifecycle asks before a turn; a run has one turn only. */
+  /**
+   * The lifecycle asks before a turn. A child holds one task: once it ended, a
+   * conversation's next turn takes a new child (the same worker, the same context).
+   */
   async running(): Promise<boolean> {
-    return !this.released
+    return !this.released && this.holdsWorker
   }
 
   async close(): Promise<void> {
@@ -68,7 +76,20 @@ export class A2aChild implements RemoteChild {
   }
 }
 
-/** The A2A wire for `@dsh/subagent`'s remote lifecycle (one-shot runs only). */
+/**
+ * A continuable child's context: the worker that holds it and its id, which this client
+ * names itself (a dsh worker announces that it accepts that with `CONTEXTS_EXTENSION`).
+ * Until a task of it was accepted, each message says it opens the context
+ * (`metadata.dsh.newContext`); from then on (and after a cold resume) it must exist there.
+ */
+export interface A2aConversation {
+  readonly worker: Worker
+  readonly contextId: string
+  /** Whether the worker is known to hold the context (a task of it was accepted). */
+  opened: boolean
+}
+
+/** The A2A wire for `@dsh/subagent`'s remote lifecycle: a one-shot run's, or a continuable child's context. */
 export class A2aTransport implements RemoteTransport<A2aChild> {
   readonly childName = 'the A2A worker'
   readonly interruptName = 'the task cancel'
@@ -81,7 +102,6 @@ export class A2aTransport implements RemoteTransport<A2aChild> {
   readonly timeoutIncludesStartup = true
   readonly initialStage = 'agent card'
   readonly turnStage = 'agent card'
-  readonly conversationName = 'an A2A task'
   private worker: Worker | undefined
 
   constructor(
@@ -89,7 +109,15 @@ export class A2aTransport implements RemoteTransport<A2aChild> {
     private readonly pool: WorkerPool,
     /** The delegation's lineage, sent with its message. */
     private readonly lineage: Lineage,
-  ) {}
+    /** A continuable child's context; none for a one-shot run. */
+    private readonly conversation?: A2aConversation,
+  ) {
+    this.worker = conversation?.worker
+  }
+
+  get conversationName(): string {
+    return this.conversation ? `A2A context ${this.conversation.contextId} on ${this.conversation.worker.url}` : 'an A2A task'
+  }
 
   get provider(): string {
     return this.spec.provider
@@ -104,18 +132,26 @@ export class A2aTransport implements RemoteTransport<A2aChild> {
   }
 
   connect(): RemoteConnection<A2aChild> {
-    const worker = this.pool.acquire()
+    // A one-shot run takes the least busy worker; a context's turns go where the context is.
+    let worker = this.conversation?.worker
+    if (worker) this.pool.hold(worker)
+    else worker = this.pool.acquire()
     this.worker = worker
     return { child: new A2aChild(worker, this.pool), opened: Promise.resolve() }
   }
 
   openTurn(message: TextBlock[], control: TurnControl): A2aTurn {
-    return new A2aTurn(this.spec, message, control, this.lineage)
+    return new A2aTurn(this.spec, message, control, this.lineage, this.conversation)
   }
 
   startFailed(message: string, stage: string): SubagentError {
     return new SubagentError('START_FAILED', `the A2A worker ${this.worker?.url ?? ''} could not start the run at stage ${stage}: ${message}`)
   }
+}
+
+/** Whether a card says its agent accepts a context named by the client (a dsh worker with stored sessions). */
+export function acceptsNamedContexts(card: AgentCard): boolean {
+  return card.capabilities?.extensions.some((extension) => extension.uri === CONTEXTS_EXTENSION) === true
 }
 
 /** The keep-alive period a card promises (`KEEPALIVE_EXTENSION`), when it is a sane one. */

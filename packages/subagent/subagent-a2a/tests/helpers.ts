@@ -53,8 +53,8 @@ export async function listenOnLoopback(app: express.Express): Promise<PlainServe
   }
 }
 
-/** An agent built on the SDK's own server classes and nothing of dsh: `executor` is its logic. */
-export async function sdkAgent(executor: AgentExecutor): Promise<PlainServer> {
+/** An agent built on the SDK's own server classes and nothing of dsh: `executor` is its logic; `capabilities` change its card's. */
+export async function sdkAgent(executor: AgentExecutor, capabilities: Partial<AgentCard['capabilities']> = {}): Promise<PlainServer> {
   const app = express()
   const server = await listenOnLoopback(app)
   const card: AgentCard = {
@@ -63,7 +63,7 @@ export async function sdkAgent(executor: AgentExecutor): Promise<PlainServer> {
     supportedInterfaces: [{ url: `${server.url}/rpc`, protocolBinding: 'JSONRPC', tenant: '', protocolVersion: '1.0' }],
     provider: undefined,
     version: '1.0.0',
-    capabilities: { streaming: true, pushNotifications: false, extensions: [] },
+    capabilities: { streaming: true, pushNotifications: false, extensions: [], ...capabilities },
     securitySchemes: {},
     securityRequirements: [],
     defaultInputModes: ['text/plain'],
