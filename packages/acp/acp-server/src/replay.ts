@@ -40,6 +40,7 @@ export function acpReplayOf(event: SessionEvent): AcpSessionUpdate[] {
     case 'turn/end':
     case 'input/queued':
     case 'input/taken':
+    case 'approval':
       return []
     default:
       return assertNever(event, 'session event')

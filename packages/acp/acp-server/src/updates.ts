@@ -43,6 +43,7 @@ export function acpUpdateOf(update: SessionUpdate): AcpSessionUpdate | undefined
     case 'turn/end':
     case 'input/queued':
     case 'input/taken':
+    case 'approval':
       return undefined
     default:
       // A listener's throw is contained by the session (logged); this line never runs for a well-typed update.

@@ -2,7 +2,7 @@ import type { AssistantMessage, FinishReason, ToolCallBlock, ToolResultBlock, Us
 
 /** Why a turn ended (the vocabulary and its mappings live in `@dsh/base`). */
 export type { StopReason } from '@dsh/base'
-import type { StopReason } from '@dsh/base'
+import { PERMISSION_DECISIONS, type PermissionDecision, type StopReason } from '@dsh/base'
 
 /**
  * Durable session events, in the order of the turn flow. Each is appended to the
@@ -28,6 +28,14 @@ export type SessionEventBody =
   | { type: 'input/queued'; id: string; as: InputKind; message: UserMessage }
   /** Queued input the agent took (it follows as `user/message`), or, with `dropped`, that will never reach it. */
   | { type: 'input/taken'; ids: string[]; dropped?: string }
+  /**
+   * An approval decided for a child that keeps no session of this store (a Codex or
+   * Claude Code child, an ACP agent that is not dsh): what it asked and how it was
+   * decided, in the session of the agent that delegated to it. (An in-process call's
+   * decision is its `tool/result`'s `permission`; a `dsh acp` child records its own.)
+   * Not model-visible.
+   */
+  | { type: 'approval'; request: ApprovalRecordRequest; permission: ToolPermissionRecord }
 
 /** What queued input is: a notice or report for the agent, or a message to it as a continuable child (a turn of its own). */
 export type InputKind = 'notice' | 'message'
@@ -37,15 +45,42 @@ export const INPUT_KINDS: readonly InputKind[] = ['notice', 'message']
 export type SessionEventType = SessionEventBody['type']
 
 /**
- * How a side-effecting tool call was permitted or refused before it ran (see
- * `@dsh/tools` permission gates), kept with its result: `by` names who decided.
+ * How a side-effecting tool call was permitted or refused before it ran (see `@dsh/tools`
+ * permission gates and `@dsh/approvals`), kept with its result: the one decision
+ * vocabulary of `@dsh/base`.
  */
-export type ToolPermissionRecord =
-  | { decision: 'allow-once'; by: string }
-  | { decision: 'allow-always'; by: string }
-  | { decision: 'reject'; by: string; reason: string }
+export type ToolPermissionRecord = PermissionDecision
 
-export const TOOL_PERMISSION_DECISIONS = ['allow-once', 'allow-always', 'reject'] as const satisfies readonly ToolPermissionRecord['decision'][]
+/** The decisions a record may hold (`PERMISSION_DECISIONS` of `@dsh/base`). */
+export const TOOL_PERMISSION_DECISIONS = PERMISSION_DECISIONS
+
+export { PERMISSION_SOURCES, type PermissionProvenance, type PermissionSource } from '@dsh/base'
+
+/** What a child without a session of its own asked to do (the `approval` event). */
+export interface ApprovalRecordRequest {
+  /** Who asked, from the root down: `dsh`, `codex "fix the test"`. */
+  path: string[]
+  tool: string
+  /** The call's arguments as shown to whoever decided (a command, a path), shortened. */
+  subject: string
+  /** The delegation's child id in this process (`codex:thread-1`). */
+  child?: string
+}
+
+/**
+ * One level of permission rules: the rules of one configuration or one agent definition.
+ * Each rule is a tool name (`bash`, `*` for every tool) or a tool name with a pattern of
+ * its subject (`bash(npm test*)`: `*` matches anything). An agent is under every level of
+ * its ancestors as well as its own, and the most restrictive verdict wins (see
+ * `@dsh/approvals`): a level can narrow what the levels above it allow, never widen it.
+ */
+export interface PermissionLevel {
+  /** Where the rules come from, for messages: `config`, `helper reviewer`. */
+  from: string
+  allow?: readonly string[]
+  ask?: readonly string[]
+  deny?: readonly string[]
+}
 
 export type SessionEvent = SessionEventBody & {
   /** Position in the log, contiguous from 0 (a fork child's own events continue after its seed). */
@@ -64,7 +99,7 @@ export interface AssistantChunk {
 export type SessionUpdate = SessionEvent | AssistantChunk
 
 export const SESSION_EVENT_TYPES: readonly SessionEventType[] = [
-  'turn/start', 'step/start', 'user/message', 'assistant/message', 'tool/call', 'tool/result', 'step/end', 'turn/end', 'input/queued', 'input/taken',
+  'turn/start', 'step/start', 'user/message', 'assistant/message', 'tool/call', 'tool/result', 'step/end', 'turn/end', 'input/queued', 'input/taken', 'approval',
 ]
 
 /** The frozen first record of every session. */
@@ -115,6 +150,11 @@ export interface SessionHeader {
    * again elsewhere (a queue job another worker took over after the first one died).
    */
   attempt?: number
+  /**
+   * The permission rules this session's agent is under besides its own process's: its
+   * ancestors' and its helper definition's, outermost first (see `PermissionLevel`).
+   */
+  permissions?: readonly PermissionLevel[]
 }
 
 /** A definition as a session records it: its name and a hash of its file. */

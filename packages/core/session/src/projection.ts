@@ -19,6 +19,7 @@ export function messageOf(event: SessionEvent): Message | undefined {
     case 'turn/end':
     case 'input/queued':
     case 'input/taken':
+    case 'approval':
       return undefined
     default:
       return assertNever(event, 'session event')

@@ -3,7 +3,7 @@ import { Context, Service } from 'cordis'
 import Schema from 'schemastery'
 import { errorMessage, rejectOnThrow } from '@dsh/base'
 import { SessionError } from './errors.js'
-import type { HelperRef, SessionEvent, SessionHeader, TraceContext } from './events.js'
+import type { HelperRef, PermissionLevel, SessionEvent, SessionHeader, TraceContext } from './events.js'
 import { Session } from './session.js'
 
 declare module 'cordis' {
@@ -63,6 +63,8 @@ export interface SessionInit {
   trace?: TraceContext
   /** See `SessionHeader.attempt`. */
   attempt?: number
+  /** See `SessionHeader.permissions`. */
+  permissions?: readonly PermissionLevel[]
   /** Share the first `length` events of `session` as this session's history (fork). */
   seed?: { session: Session; length: number }
   /**
@@ -133,6 +135,7 @@ export class SessionStore extends Service {
     if (init.helper !== undefined) header.helper = { name: init.helper.name, hash: init.helper.hash }
     if (init.trace !== undefined) header.trace = init.trace
     if (init.attempt !== undefined) header.attempt = init.attempt
+    if (init.permissions !== undefined) header.permissions = init.permissions
     const session = new Session(header, init.seed, this.reportListenerError)
     this.live.set(id, session)
     if (init.announce !== false) this.announce(session)

@@ -281,8 +281,9 @@ export class ToolRegistry extends Service {
       } catch (error) {
         return { decision: 'reject', by: 'a permission gate', reason: exec.signal.aborted ? 'the call was aborted while permission was asked' : `the permission check failed: ${errorMessage(error)}` }
       }
-      if (exec.signal.aborted) return { decision: 'reject', by: 'a permission gate', reason: 'the call was aborted while permission was asked' }
+      // A gate's own rejection says more than the abort (who withdrew it, and when); an allow is void once aborted.
       if (answer?.decision === 'reject') return answer
+      if (exec.signal.aborted) return { decision: 'reject', by: 'a permission gate', reason: 'the call was aborted while permission was asked' }
       allowed ??= answer
     }
     return allowed ?? { decision: 'allow-once', by: 'no gate objected' }

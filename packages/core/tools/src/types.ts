@@ -1,3 +1,4 @@
+import type { PermissionDecision } from '@dsh/base'
 import type { TextBlock, ToolCallBlock, ToolResultBlock, ToolSpec } from '@dsh/llm'
 
 /**
@@ -65,14 +66,11 @@ export interface ToolCallOutcome {
 }
 
 /**
- * A permission gate's answer. `allow-always` means the gate will allow this tool for the
- * rest of the session without asking again; `by` says who decided (a client, a policy),
- * in a few words, for the session record.
+ * A permission gate's answer: the one decision vocabulary of `@dsh/base`
+ * (`allow-always` means the gate will allow the same call again without asking; `by` says
+ * who decided, `source` what kind of decision it was, for the session record).
  */
-export type ToolPermissionDecision =
-  | { decision: 'allow-once'; by: string }
-  | { decision: 'allow-always'; by: string }
-  | { decision: 'reject'; by: string; reason: string }
+export type ToolPermissionDecision = PermissionDecision
 
 /** What a gate is asked: one validated call of a side-effecting tool, about to run. */
 export interface ToolPermissionRequest {

@@ -5,7 +5,7 @@
  * value it cannot handle. Extra fields are allowed; they are data, not structure.
  */
 import { assertNever, FINISH_REASONS, isRecord } from '@dsh/base'
-import { INPUT_KINDS, TOOL_PERMISSION_DECISIONS, type SessionEventType } from '@dsh/session'
+import { INPUT_KINDS, PERMISSION_SOURCES, TOOL_PERMISSION_DECISIONS, type SessionEventType } from '@dsh/session'
 import { parseStopReason } from '@dsh/base'
 
 type Json = Record<string, unknown>
@@ -51,6 +51,8 @@ export function eventBodyProblem(type: SessionEventType, event: Json): string | 
         (Array.isArray(event.ids) && event.ids.every((id) => typeof id === 'string') ? undefined : '"ids" must be a list of strings') ??
         (event.dropped !== undefined && typeof event.dropped !== 'string' ? '"dropped" must be a string' : undefined)
       )
+    case 'approval':
+      return prefixed('"request"', approvalRequestProblem(event.request)) ?? (event.permission === undefined ? '"permission" is missing' : prefixed('"permission"', permissionProblem(event.permission)))
     default:
       return assertNever(type, 'session event type')
   }
@@ -101,6 +103,17 @@ function permissionProblem(permission: unknown): string | undefined {
   }
   if (typeof permission.by !== 'string') return 'needs a string "by"'
   if (permission.decision === 'reject' && typeof permission.reason !== 'string') return 'of a rejection needs a string "reason"'
+  if (permission.source !== undefined && !(PERMISSION_SOURCES as readonly unknown[]).includes(permission.source)) return `has an unknown "source" ${quoted(permission.source)}`
+  if (permission.rule !== undefined && typeof permission.rule !== 'string') return '"rule" must be a string'
+  if (permission.at !== undefined && !isCount(permission.at)) return '"at" must be a time in milliseconds'
+  return undefined
+}
+
+function approvalRequestProblem(request: unknown): string | undefined {
+  if (!isRecord(request)) return 'must be an object'
+  if (!Array.isArray(request.path) || !request.path.every((name) => typeof name === 'string')) return '"path" must be a list of strings'
+  if (typeof request.tool !== 'string' || typeof request.subject !== 'string') return 'needs a string "tool" and "subject"'
+  if (request.child !== undefined && typeof request.child !== 'string') return '"child" must be a string'
   return undefined
 }
 

@@ -1,5 +1,5 @@
 import { errorMessage, isRecord as isObject, parseStopReason } from '@dsh/base'
-import { SESSION_EVENT_TYPES, type SessionEvent, type SessionEventType, type SessionHeader, type StoredSession } from '@dsh/session'
+import { permissionLevelsProblem, SESSION_EVENT_TYPES, type SessionEvent, type SessionEventType, type SessionHeader, type StoredSession } from '@dsh/session'
 import { CorruptSessionFileError } from './errors.js'
 import { eventBodyProblem, isCount, isFiniteNumber, quoted } from './event-shape.js'
 import { FORMAT_VERSION } from './format.js'
@@ -92,6 +92,10 @@ export function headerOf(value: unknown, file: string, id: string): SessionHeade
   }
   if (header.trace !== undefined && !(isObject(header.trace) && typeof header.trace.traceparent === 'string' && (header.trace.tracestate === undefined || typeof header.trace.tracestate === 'string'))) {
     throw fail('header.trace must be { traceparent: string, tracestate?: string } when present')
+  }
+  if (header.permissions !== undefined) {
+    const problem = permissionLevelsProblem(header.permissions, 'header.permissions')
+    if (problem) throw fail(problem)
   }
   if ((header.seedLength as number | undefined) && header.parentSession === undefined) {
     throw fail(`header.seedLength is ${header.seedLength} but there is no header.parentSession to take the seed from`)

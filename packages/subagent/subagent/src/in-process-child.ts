@@ -21,7 +21,7 @@ import { lineageHeader, lineageOf } from './lineage.js'
 import type { SubagentRequest } from './types.js'
 
 /** What of a request shapes an in-process child (a continuable request has no signal of its own: the caller's is passed in). */
-export type InProcessChildRequest = Pick<SubagentRequest, 'parent' | 'signal' | 'label' | 'callId' | 'agentOptions' | 'maxDepth' | 'toolFilter' | 'persona' | 'helper'>
+export type InProcessChildRequest = Pick<SubagentRequest, 'parent' | 'signal' | 'label' | 'callId' | 'agentOptions' | 'maxDepth' | 'toolFilter' | 'persona' | 'helper' | 'permissions'>
 
 export interface InProcessChildOptions {
   /** The provider's registered name, recorded in the child's header. */

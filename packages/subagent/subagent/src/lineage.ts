@@ -16,7 +16,7 @@
  */
 import { isRecord } from '@dsh/base'
 import type { RecordingLink } from '@dsh/llm'
-import type { SessionHeader, SessionInit, TraceContext } from '@dsh/session'
+import { cleanPermissionLevel, joinPermissionLevels, permissionLevelsProblem, type PermissionLevel, type SessionHeader, type SessionInit, type TraceContext } from '@dsh/session'
 import { SubagentError } from './errors.js'
 import type { SubagentRequest } from './types.js'
 
@@ -40,6 +40,13 @@ export interface Lineage {
    * the child's spans go under that call's span, in whatever process the child runs.
    */
   trace?: TraceContext
+  /**
+   * The permission rules the child is under besides its own process's: its ancestors'
+   * (every process up the chain) and its helper definition's, outermost first. A child's
+   * broker (`@dsh/approvals`) applies them with its own, so no child may do what an
+   * ancestor's rules deny or ask about, however many processes down it runs.
+   */
+  permissions?: readonly PermissionLevel[]
 }
 
 export type { TraceContext }
@@ -127,6 +134,12 @@ const FIELD_RULES: { readonly [K in LineageField]-?: FieldRule<K> } = {
     expected: '{ mode: "record" | "replay", dir: an absolute path, lineage: a lineage key }',
   },
   trace: { read: readTraceContext },
+  permissions: {
+    // Refused, never dropped: a child that lost its parent's rules could do what they forbid.
+    read: (value) => (permissionLevelsProblem(value, 'permissions') === undefined ? (value as PermissionLevel[]).map(cleanPermissionLevel) : undefined),
+    strict: true,
+    expected: 'a list of at most 32 permission levels ({ from, allow?, ask?, deny? } with rules like "bash(npm test*)")',
+  },
 }
 
 /**
@@ -205,23 +218,23 @@ export class LineageWire {
 }
 
 /** ACP: `_meta.dsh` of `session/new` and `session/load` (`dsh acp` reads it). */
-export const ACP_LINEAGE = new LineageWire('_meta.dsh', 'session/new', ['parentSession', 'delegationDepth', 'provider', 'label', 'maxDepth', 'recording', 'trace'])
+export const ACP_LINEAGE = new LineageWire('_meta.dsh', 'session/new', ['parentSession', 'delegationDepth', 'provider', 'label', 'maxDepth', 'recording', 'trace', 'permissions'])
 
 /** A2A: the message's `metadata.dsh` (`dsh a2a serve` reads it). */
-export const A2A_LINEAGE = new LineageWire('metadata.dsh', 'the A2A message', ['parentSession', 'delegationDepth', 'provider', 'label', 'maxDepth', 'trace'])
+export const A2A_LINEAGE = new LineageWire('metadata.dsh', 'the A2A message', ['parentSession', 'delegationDepth', 'provider', 'label', 'maxDepth', 'trace', 'permissions'])
 
 /** A job queue: the job data's `lineage` (`dsh worker` reads it); the tool call names the job, so it travels too. */
-export const QUEUE_LINEAGE = new LineageWire('job.data.lineage', 'the queue job', ['parentSession', 'delegationDepth', 'provider', 'label', 'maxDepth', 'toolCallId', 'trace'], false)
+export const QUEUE_LINEAGE = new LineageWire('job.data.lineage', 'the queue job', ['parentSession', 'delegationDepth', 'provider', 'label', 'maxDepth', 'toolCallId', 'trace', 'permissions'], false)
 
 /** The lineage fields a session header records (the recording link is adopted, not recorded). */
-export const HEADER_FIELDS = ['parentSession', 'delegationDepth', 'provider', 'label', 'maxDepth', 'toolCallId', 'trace'] as const satisfies readonly (LineageField & keyof SessionHeader)[]
+export const HEADER_FIELDS = ['parentSession', 'delegationDepth', 'provider', 'label', 'maxDepth', 'toolCallId', 'trace', 'permissions'] as const satisfies readonly (LineageField & keyof SessionHeader)[]
 
 /**
  * The lineage of a child of `request.parent` made by `provider`: the one place it is read
  * off a delegation. `maxDepth` is the effective bound (see `effectiveMaxDepth`), which the
  * child applies to its own children.
  */
-export function lineageOf(request: Pick<SubagentRequest, 'parent' | 'label' | 'callId'>, provider: string, maxDepth: number | undefined): Lineage {
+export function lineageOf(request: Pick<SubagentRequest, 'parent' | 'label' | 'callId' | 'permissions'>, provider: string, maxDepth: number | undefined): Lineage {
   // Key by key, every key present: one object shape for every child of a fan-out.
   return {
     parentSession: request.parent.id,
@@ -231,7 +244,20 @@ export function lineageOf(request: Pick<SubagentRequest, 'parent' | 'label' | 'c
     maxDepth,
     toolCallId: request.callId,
     trace: traceContextOf(request),
+    permissions: permissionsOf(request),
   }
+}
+
+/**
+ * The permission levels a child of `request` is under besides its own process's: its
+ * parent's (from the parent's header), then those the request adds (its process's
+ * rules and its helper's, see `SubagentRequest.permissions`). Nothing when neither has
+ * any, which is every child of a run without rules.
+ */
+function permissionsOf(request: Pick<SubagentRequest, 'parent' | 'permissions'>): readonly PermissionLevel[] | undefined {
+  const inherited = request.parent.session.header.permissions
+  if (inherited === undefined && request.permissions === undefined) return undefined
+  return joinPermissionLevels(inherited, request.permissions)
 }
 
 /**
@@ -281,5 +307,6 @@ export function lineageHeader(lineage: Readonly<ReceivedLineage>): Pick<SessionI
     maxDepth: lineage.maxDepth,
     toolCallId: lineage.toolCallId,
     trace: lineage.trace,
+    permissions: lineage.permissions,
   }
 }

@@ -10,6 +10,7 @@ import { ProgressChannel } from './progress/channel.js'
 import { followLocalChild, latestTurnUsage } from './progress/local.js'
 import { serviceInstance, type Agent, type AgentRegistry } from '@dsh/agent'
 import type {} from '@dsh/tasks'
+import { joinPermissionLevels, type PermissionLevel } from '@dsh/session'
 import type { ContinuableChildInfo, ContinuableStarted, InterruptAuthority, StartContinuableOptions } from './continuable/types.js'
 import { ContinuationManager, type ContinuableSetup } from './continuable/manager.js'
 import type { TreeGate, TreeLimitsConfig } from './tree-limits.js'
@@ -81,6 +82,8 @@ export class SubagentService extends Service {
   private continuableSetups: ContinuableSetup[] = []
   /** See `agentRegistry`. */
   private agentsLookup: { registry: AgentRegistry | undefined } | undefined
+  /** See `ownPermissions`. */
+  private permissionsLookup: { levels: readonly PermissionLevel[] | undefined } | undefined
   /** Owns continuable children: creation, delivery, cold resume, notices. */
   readonly continuation: ContinuationManager
   /** The tree limits, when configured (see `tree-limits.ts`); loading until `gateLoading` settles. */
@@ -94,6 +97,7 @@ export class SubagentService extends Service {
     this.events = serviceInstance(ctx.events)
     ctx.on('internal/service', () => {
       this.agentsLookup = undefined
+      this.permissionsLookup = undefined
     })
     this.progressIntervalMs = config.progressIntervalMs ?? DEFAULT_PROGRESS_INTERVAL_MS
     const tree = config.tree
@@ -226,9 +230,12 @@ export class SubagentService extends Service {
     const rebound = maxDepth !== request.maxDepth && provider.capabilities.depthLimit
     // Progress is built only when somebody listens: otherwise providers get no sink at all.
     const progress = this.openProgress(request.onProgress)
+    // This process's permission rules go with the child (none configured: nothing to add).
+    const own = this.ownPermissions()
     // The request is copied only when something in it changes: the common case allocates nothing.
-    const forProvider = rebound || progress !== undefined || request.progress !== undefined ? { ...request, progress } : request
+    const forProvider = rebound || progress !== undefined || request.progress !== undefined || own !== undefined ? { ...request, progress } : request
     if (rebound) forProvider.maxDepth = maxDepth
+    if (own !== undefined) forProvider.permissions = joinPermissionLevels(own, request.permissions)
     // Nobody to tell and nothing to follow (the common case of a fan-out): no run info,
     // no id and no continuation on the result. The caller owns `result` from here on.
     if (progress === undefined && !this.heard('subagent/start') && !this.heard('subagent/end')) return this.launch(provider, forProvider)
@@ -344,7 +351,24 @@ export class SubagentService extends Service {
    */
   async startContinuable(options: StartContinuableOptions): Promise<ContinuableStarted> {
     const { provider, maxDepth } = admit(this.providers, options.provider, { ...options.request, signal: options.signal })
+    const own = this.ownPermissions()
+    if (own !== undefined) options = { ...options, request: { ...options.request, permissions: joinPermissionLevels(own, options.request.permissions) } }
     return this.continuation.startContinuable(provider, maxDepth, options)
+  }
+
+  /**
+   * The permission rules of this process (`ctx.approvals`' configured levels), which every
+   * child started here is under; `undefined` when there is no broker or it has no rules.
+   * Looked up once and again whenever a service comes or goes, like `agentRegistry`.
+   */
+  private ownPermissions(): readonly PermissionLevel[] | undefined {
+    if (this.permissionsLookup === undefined) {
+      // Read by shape: the broker (`@dsh/approvals`) is a service beside this one, not a dependency of it.
+      const approvals = this.home.get('approvals') as { ownLevels?: readonly PermissionLevel[] } | undefined
+      const levels = approvals && serviceInstance(approvals).ownLevels
+      this.permissionsLookup = { levels: levels !== undefined && levels.length > 0 ? levels : undefined }
+    }
+    return this.permissionsLookup.levels
   }
 
   /** Deliver `message` to continuable child `childId` as a new turn; only its direct parent may. */

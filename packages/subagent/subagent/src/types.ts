@@ -1,7 +1,7 @@
 import type { TextBlock } from '@dsh/llm'
 import type { Agent } from '@dsh/agent'
 import type { ToolFilter } from '@dsh/tools'
-import type { HelperRef } from '@dsh/session'
+import type { HelperRef, PermissionLevel } from '@dsh/session'
 import type { ContinuablePreparation, PrepareContinuableRequest, RemoteChildRecord, RemoteConversation } from './continuable/types.js'
 
 /** How a run ended. Consumers treat any value they do not know as a failure. */
@@ -61,6 +61,13 @@ export interface SubagentRequest {
    * `ctx.subagents`) holds beside it, so a child never gets more than its tree has left.
    */
   budget?: ChildBudget
+  /**
+   * Permission levels this child is under beyond its parent's: its helper definition's
+   * rules (the delegation tool sets them), and its process's own (`ctx.subagents` adds
+   * `ctx.approvals`' configured rules when it starts the child). They travel with the
+   * lineage, so a child anywhere is under every ancestor's rules (see `@dsh/approvals`).
+   */
+  permissions?: readonly PermissionLevel[]
   /**
    * Told when this delegation has to wait for a slot of its tree's cap (`true`, before
    * `start` returns) and when it stops waiting (`false`: it starts, or was cancelled).

@@ -9,7 +9,7 @@
  */
 import { ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Attributes, type Context, type Span, type Tracer } from './otel.js'
 import { textOf } from '@dsh/llm'
-import type { SessionEvent, SessionHeader } from '@dsh/session'
+import type { SessionEvent, SessionHeader, ToolPermissionRecord } from '@dsh/session'
 
 /** The GenAI attribute names used here (semantic conventions v1.45.0). */
 export const GEN_AI = {
@@ -171,7 +171,7 @@ export class SessionSpans {
         if (span === undefined) return
         this.tools.delete(event.result.callId)
         if (event.permission) {
-          span.addEvent('dsh.permission', { decision: event.permission.decision, by: event.permission.by }, event.ts)
+          span.addEvent('dsh.permission', permissionAttributes(event.permission), event.ts)
         }
         if (event.result.isError) {
           span.setStatus({ code: SpanStatusCode.ERROR })
@@ -204,6 +204,10 @@ export class SessionSpans {
         this.turnContext = ROOT_CONTEXT
         return
       }
+      case 'approval':
+        // A child without a session of its own asked: the decision is an event of the delegating turn.
+        this.turn?.addEvent('dsh.approval', { ...permissionAttributes(event.permission), 'dsh.approval.tool': event.request.tool, 'dsh.approval.path': event.request.path.join(' > ') }, event.ts)
+        return
       case 'step/end':
       case 'input/queued':
       case 'input/taken':
@@ -229,4 +233,12 @@ export class SessionSpans {
       this.turn = undefined
     }
   }
+}
+
+/** A permission decision as span event attributes: never the call's arguments (content is not captured by default). */
+function permissionAttributes(permission: ToolPermissionRecord): Attributes {
+  const attributes: Attributes = { decision: permission.decision, by: permission.by }
+  if (permission.source !== undefined) attributes['dsh.permission.source'] = permission.source
+  if (permission.rule !== undefined) attributes['dsh.permission.rule'] = permission.rule
+  return attributes
 }

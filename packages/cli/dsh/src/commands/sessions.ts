@@ -5,7 +5,7 @@
 import { assertNever, printable } from '@dsh/base'
 import { emptyTotals, mergeTotals, textOf, type PriceTable } from '@dsh/llm'
 import { parseDescriptor } from '@dsh/subagent'
-import type { SessionEvent, SessionHeader, StoredSession } from '@dsh/session'
+import type { SessionEvent, SessionHeader, StoredSession, ToolPermissionRecord } from '@dsh/session'
 import { startRuntime } from '../runtime.js'
 import { UsageError } from '../errors.js'
 import { resolveSessionId } from '../session-ids.js'
@@ -313,6 +313,14 @@ function indent(text: string, prefix: string): string {
   return text.split('\n').map((line, index) => (index === 0 ? line : `${prefix}${line}`)).join('\n')
 }
 
+/** `✓ allowed once by the user (rule bash(npm test*)) at 12:00:01`: how a side effect was decided. */
+function permissionLine(permission: ToolPermissionRecord): string {
+  const verdict = permission.decision === 'reject' ? `✗ rejected by ${permission.by}: ${permission.reason}` : `✓ ${permission.decision === 'allow-always' ? 'allowed always' : 'allowed once'} by ${permission.by}`
+  const rule = permission.rule !== undefined ? ` (rule ${permission.rule})` : ''
+  const at = permission.at !== undefined ? ` at ${new Date(permission.at).toISOString().slice(11, 19)}` : ''
+  return clip(`${verdict}${rule}${at}`, 300)
+}
+
 function describeEvent(event: SessionEvent): string | undefined {
   switch (event.type) {
     case 'turn/start':
@@ -326,7 +334,9 @@ function describeEvent(event: SessionEvent): string | undefined {
     case 'tool/call':
       return `  → ${event.call.name} ${clip(event.call.rawArgs ?? JSON.stringify(event.call.args), 200)}`
     case 'tool/result':
-      return `  ← ${event.result.name}${event.result.isError ? ' (error)' : ''}: ${indent(clip(textOf(event.result.content), 400), '    ')}`
+      return `${event.permission ? `  ${permissionLine(event.permission)}\n` : ''}  ← ${event.result.name}${event.result.isError ? ' (error)' : ''}: ${indent(clip(textOf(event.result.content), 400), '    ')}`
+    case 'approval':
+      return `  ? ${clip(event.request.path.join(' › '), 120)} asked to run ${event.request.tool}: ${clip(event.request.subject, 200)}\n  ${permissionLine(event.permission)}`
     case 'turn/end':
       return `── turn ${event.turn} ended ${event.reason}${event.error ? `: ${event.error}` : ''}`
     case 'step/start':

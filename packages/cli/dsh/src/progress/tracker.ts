@@ -243,6 +243,7 @@ function applyRootUpdate(node: ProgressNode, update: SessionUpdate): void {
     case 'step/end':
     case 'input/queued':
     case 'input/taken':
+    case 'approval':
       return
     default:
       return assertNever(update, 'session update')

@@ -5,7 +5,7 @@
  */
 import type { Agent } from '@dsh/agent'
 import type { TextBlock } from '@dsh/llm'
-import type { HelperRef, Session } from '@dsh/session'
+import type { HelperRef, PermissionLevel, Session } from '@dsh/session'
 import type { ToolFilter } from '@dsh/tools'
 import type { ProgressSink, SubagentResult } from '../types.js'
 
@@ -50,6 +50,8 @@ export interface ContinuableRequest {
   persona?: string
   /** The agent definition it is started from, recorded in an in-process child's header (`SubagentRequest.helper`). */
   helper?: HelperRef
+  /** See `SubagentRequest.permissions`. */
+  permissions?: readonly PermissionLevel[]
 }
 
 export interface StartContinuableOptions {

@@ -1,0 +1,6 @@
+/** The public face of the approval broker; the README documents every name here. */
+export { ApprovalService, ApprovalService as default, agentName, type DefaultDecision } from './service.js'
+export { policyVerdict, levelVerdict, compileLevel, type PolicyVerdict, type PolicyCall, type Verdict } from './rules.js'
+export { commandSegments, displaySubject, subjectOf, MAX_SUBJECT_CHARS, type ApprovalKind, type CallSubject, type CommandSegment } from './subject.js'
+export { ApprovalError, type ApprovalErrorCode } from './errors.js'
+export type { ApprovalAsk, ApprovalFrontEnd, ApprovalRecorder, ApprovalRequestInfo, ApprovalSettledInfo, FrontEndAnswer, RemoteAsker } from './types.js'

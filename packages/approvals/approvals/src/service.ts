@@ -1,0 +1,437 @@
+/**
+ * `ctx.approvals`: the approval broker. Every side effect of every agent in this process,
+ * and every side effect a remote child asks its provider about, comes here once:
+ *
+ * 1. the policy: the permission levels the asking agent is under (its ancestors', its
+ *    process's `allow` / `ask` / `deny`, its helper definition's) give a verdict, the most
+ *    restrictive winning: `deny` rejects, `allow` runs unasked;
+ * 2. a replay answers what its recording decided;
+ * 3. an "always" answer given earlier in the same tree answers the same request again;
+ * 4. otherwise whoever is there to ask (the front-end that serves the request: a terminal,
+ *    an ACP client, an A2A caller, the web page) is asked, one request at a time where it
+ *    shows one at a time, fairly between asking agents, with a time limit;
+ * 5. with nobody to ask, the default decides (`reject` unless configured otherwise), and a
+ *    request a rule says to ask about is rejected.
+ *
+ * Pending requests are bounded per agent and in all, visible (`pending`, `waitingUnder`,
+ * the `approval/pending` and `approval/settled` events) and withdrawn at once when their
+ * call is cancelled. The broker's own permission gate on `ctx.tools` brings every
+ * in-process side-effecting call here; providers call `request` for their remote children.
+ */
+import { Context, Service } from 'cordis'
+import Schema from 'schemastery'
+import { errorMessage, PERMISSION_DECISIONS, PERMISSION_SOURCES, isRecord, type PermissionDecision, type PermissionSource } from '@dsh/base'
+import { serviceInstance, type Agent } from '@dsh/agent'
+import { cleanPermissionLevel, joinPermissionLevels, permissionLevelProblem, type PermissionLevel } from '@dsh/session'
+import type { ToolPermissionRequest } from '@dsh/tools'
+import { ApprovalError } from './errors.js'
+import { FairQueue } from './fair-queue.js'
+import { policyVerdict, type PolicyVerdict } from './rules.js'
+import { displaySubject, subjectOf } from './subject.js'
+import type { ApprovalAsk, ApprovalFrontEnd, ApprovalRecorder, ApprovalRequestInfo, ApprovalSettledInfo } from './types.js'
+
+declare module 'cordis' {
+  interface Context {
+    approvals: ApprovalService
+  }
+  interface Events {
+    /** A request waits for someone to answer it (a front-end was asked). */
+    'approval/pending'(request: ApprovalRequestInfo): void
+    /** A request that waited was answered, timed out or withdrawn. */
+    'approval/settled'(info: ApprovalSettledInfo): void
+  }
+}
+
+/** With nobody to ask: what happens to a request no rule decided. */
+export type DefaultDecision = 'reject' | 'allow'
+
+/** The longest an unanswered request may be configured to wait: a week. */
+const MAX_TIMEOUT_MS = 7 * 24 * 3600 * 1000
+
+interface Pending {
+  info: ApprovalRequestInfo
+  requester: string
+  settle(decision: PermissionDecision): void
+  /** Aborted when the request is settled without the front-end: it stops asking. */
+  withdrawn: AbortController
+  settled: boolean
+}
+
+export class ApprovalService extends Service {
+  static inject = ['tools']
+  static Config: Schema<ApprovalService.Config> = Schema.object({
+    allow: Schema.array(Schema.string()).default([]).description('Rules of side effects that run unasked: a tool name, or a tool with a pattern of its subject ("bash(npm test*)").'),
+    ask: Schema.array(Schema.string()).default([]).description('Rules of side effects always asked about, even where another level allows them.'),
+    deny: Schema.array(Schema.string()).default([]).description('Rules of side effects refused anywhere in the tree.'),
+    default: Schema.union(['reject', 'allow']).default('reject').description('With nobody to ask, what happens to a request no rule decided.'),
+    timeoutMs: Schema.natural().min(1).max(MAX_TIMEOUT_MS).default(300_000).description('How long a request waits for an answer before it is rejected.'),
+    maxPendingPerAgent: Schema.natural().min(1).max(10_000).default(16).description('Most requests one agent may have waiting; more are rejected at once.'),
+    maxPending: Schema.natural().min(1).max(100_000).default(256).description('Most requests waiting in all.'),
+  })
+
+  /** This process's own level of rules (from `allow` / `ask` / `deny`), empty when there are none. */
+  readonly ownLevels: readonly PermissionLevel[]
+  private readonly config: ApprovalService.Config
+  private frontEnds: ApprovalFrontEnd[] = []
+  private recorders: ApprovalRecorder[] = []
+  /** `dsh run --permission allow|reject`: the default and who set it, over the config's. */
+  private defaultOverride: { decision: DefaultDecision; by: string } | undefined
+  private readonly waiting = new Map<string, Pending>()
+  private readonly perRequester = new Map<string, number>()
+  /** `tree\0tool\0subject` of requests answered "always", per tree. */
+  private readonly always = new Set<string>()
+  private readonly lines = new WeakMap<ApprovalFrontEnd, FairQueue>()
+  private counter = 0
+  private readonly home: Context
+
+  constructor(ctx: Context, config: Partial<ApprovalService.Config> = {}) {
+    super(ctx, 'approvals')
+    this.home = ctx
+    this.config = {
+      allow: config.allow ?? [],
+      ask: config.ask ?? [],
+      deny: config.deny ?? [],
+      default: config.default ?? 'reject',
+      timeoutMs: config.timeoutMs ?? 300_000,
+      maxPendingPerAgent: config.maxPendingPerAgent ?? 16,
+      maxPending: config.maxPending ?? 256,
+    }
+    const own = cleanPermissionLevel({ from: 'config', allow: this.config.allow, ask: this.config.ask, deny: this.config.deny })
+    const problem = permissionLevelProblem(own, 'approvals')
+    if (problem) throw new ApprovalError('INVALID_CONFIG', problem)
+    this.ownLevels = joinPermissionLevels(undefined, [own]) ?? []
+    ctx.tools.addPermissionGate((request) => this.gate(request))
+    ctx.effect(() => () => this.withdrawAll('the approval broker stopped'), 'approvals: reject what still waits')
+  }
+
+  /**
+   * Let `frontEnd` answer the requests it serves (the most recently added one that serves
+   * a request is asked). An effect of the calling context; returns its disposer. Requests
+   * it was asking when removed are rejected.
+   */
+  addFrontEnd(frontEnd: ApprovalFrontEnd): () => void {
+    if (typeof frontEnd?.ask !== 'function' || typeof frontEnd.name !== 'string') throw new ApprovalError('INVALID_FRONT_END', 'a front-end needs a name and an ask function')
+    return this.ctx.effect(() => {
+      this.frontEnds = [...this.frontEnds, frontEnd]
+      return () => {
+        this.frontEnds = this.frontEnds.filter((entry) => entry !== frontEnd)
+      }
+    }, `approvals.addFrontEnd(${frontEnd.name})`)
+  }
+
+  /** Record and replay decisions (see `ApprovalRecorder`). An effect of the calling context. */
+  addRecorder(recorder: ApprovalRecorder): () => void {
+    return this.ctx.effect(() => {
+      this.recorders = [...this.recorders, recorder]
+      return () => {
+        this.recorders = this.recorders.filter((entry) => entry !== recorder)
+      }
+    }, 'approvals.addRecorder()')
+  }
+
+  /**
+   * The decision when nobody is there to ask, set by a host for its run (`dsh run
+   * --permission allow`); `by` names it in the record. Returns the disposer.
+   */
+  setDefault(decision: DefaultDecision, by: string): () => void {
+    const override = { decision, by }
+    this.defaultOverride = override
+    return () => {
+      if (this.defaultOverride === override) this.defaultOverride = undefined
+    }
+  }
+
+  /** Requests waiting for an answer, oldest first. */
+  pending(): ApprovalRequestInfo[] {
+    return [...this.waiting.values()].map((entry) => entry.info)
+  }
+
+  /** Requests waiting from `id` (an agent or a remote child) or anyone below it. */
+  waitingUnder(id: string): ApprovalRequestInfo[] {
+    const found: ApprovalRequestInfo[] = []
+    for (const entry of this.waiting.values()) if (entry.info.chain.includes(id)) found.push(entry.info)
+    return found
+  }
+
+  /**
+   * The levels `agent` is under: those its session header carries (its ancestors', its
+   * helper's), then this process's own.
+   */
+  levelsOf(agent: Agent, more?: readonly PermissionLevel[]): readonly PermissionLevel[] {
+    return joinPermissionLevels(joinPermissionLevels(agent.session.header.permissions, this.ownLevels), more) ?? []
+  }
+
+  /** Decide one side effect. Never rejects: every failure is a `reject` decision saying why. */
+  async request(ask: ApprovalAsk): Promise<PermissionDecision> {
+    try {
+      return await this.decide(ask)
+    } catch (error) {
+      return { decision: 'reject', by: 'the approval broker', reason: `the request could not be decided: ${errorMessage(error)}`, source: 'default', at: Date.now() }
+    }
+  }
+
+  private gate(request: ToolPermissionRequest): Promise<PermissionDecision> {
+    const agent = this.agentOf(request.agent)
+    if (agent === undefined) {
+      return Promise.resolve({ decision: 'reject', by: 'the approval broker', reason: 'the calling agent is not known to this process', source: 'default', at: Date.now() })
+    }
+    return this.request({ agent, tool: request.tool.name, args: request.call.args, signal: request.signal, callId: request.call.id })
+  }
+
+  /** The full `Agent` behind a tool call's agent (the loop passes it; a bare id is looked up). */
+  private agentOf(toolAgent: { id: string }): Agent | undefined {
+    if (isAgent(toolAgent)) return toolAgent
+    const agents = this.home.get('agents')
+    return agents ? serviceInstance(agents).get(toolAgent.id) : undefined
+  }
+
+  private async decide(ask: ApprovalAsk): Promise<PermissionDecision> {
+    const { agent, remote } = ask
+    const subject = subjectOf(ask.args)
+    const tool = ask.tool
+    const policy = this.verdictOf(ask, subject)
+    const now = Date.now()
+    const info = this.describe(ask, subject, policy, now)
+    const session = agent.session.id
+    const finish = (decision: PermissionDecision): PermissionDecision => {
+      this.recordDecision(ask, info, decision)
+      return decision
+    }
+    if (policy.verdict === 'deny') return finish({ decision: 'reject', by: 'the policy', reason: `the rule ${policy.rule} denies it`, source: 'rule', rule: policy.rule!, at: now })
+    if (policy.verdict === 'allow') return finish({ decision: 'allow-once', by: 'the policy', source: 'rule', rule: policy.rule!, at: now })
+    for (const recorder of this.recorders) {
+      const replayed = recorder.replay?.(info, session)
+      if (replayed !== undefined) return finish({ ...replayed, source: 'replay', at: now })
+    }
+    const memory = `${info.chain[0]}\0${tool}\0${subject.text}`
+    if (this.always.has(memory)) return finish({ decision: 'allow-always', by: 'an earlier answer in this tree', source: 'remembered', at: now })
+    if (ask.signal.aborted) return finish({ decision: 'reject', by: 'the approval broker', reason: 'the call was cancelled before it could be asked about', source: 'cancelled', at: now })
+    const frontEnd = this.frontEndFor(info)
+    if (frontEnd === undefined) return finish(this.unasked(policy, now))
+    const decision = await this.wait(info, frontEnd, ask.signal, remote !== undefined ? `${info.chain.join('/')}|${(remote.below ?? []).join('/')}` : info.chain.join('/'))
+    if (decision.decision === 'allow-always') this.always.add(memory)
+    return finish(decision)
+  }
+
+  /** The policy's verdict, never more permissive than a remote child's own. */
+  private verdictOf(ask: ApprovalAsk, subject: ReturnType<typeof subjectOf>): PolicyVerdict {
+    const levels = this.levelsOf(ask.agent, ask.remote?.levels)
+    const policy = levels.length === 0 ? { verdict: undefined } : policyVerdict(levels, { tool: ask.tool, subject })
+    const theirs = ask.remote?.verdict
+    if (theirs === 'deny') return { verdict: 'deny', rule: 'the child\'s own policy' }
+    if (theirs === 'ask' && policy.verdict !== 'deny') return { verdict: 'ask', ...(policy.verdict === 'ask' && policy.rule !== undefined && { rule: policy.rule }) }
+    return policy
+  }
+
+  private unasked(policy: PolicyVerdict, at: number): PermissionDecision {
+    if (policy.verdict === 'ask') {
+      return { decision: 'reject', by: 'the approval broker', reason: `${policy.rule !== undefined ? `the rule ${policy.rule}` : 'its policy'} asks about it, and nobody is there to ask`, source: 'default', at, ...(policy.rule !== undefined && { rule: policy.rule }) }
+    }
+    const chosen = this.defaultOverride ?? { decision: this.config.default, by: 'the default (nobody to ask)' }
+    if (chosen.decision === 'allow') return { decision: 'allow-once', by: chosen.by, source: 'default', at }
+    return { decision: 'reject', by: chosen.by, reason: 'nobody is there to ask, and side effects are refused without an answer', source: 'default', at }
+  }
+
+  private frontEndFor(info: ApprovalRequestInfo): ApprovalFrontEnd | undefined {
+    for (let index = this.frontEnds.length - 1; index >= 0; index--) {
+      const frontEnd = this.frontEnds[index]!
+      try {
+        if (frontEnd.serves === undefined || frontEnd.serves(info)) return frontEnd
+      } catch {
+        // A front-end that cannot tell serves nothing.
+      }
+    }
+    return undefined
+  }
+
+  /** Put `info` to `frontEnd` and wait: bounded, timed, withdrawn with its signal. */
+  private wait(info: ApprovalRequestInfo, frontEnd: ApprovalFrontEnd, signal: AbortSignal, requester: string): Promise<PermissionDecision> {
+    const ownCount = this.perRequester.get(requester) ?? 0
+    if (ownCount >= this.config.maxPendingPerAgent) {
+      return Promise.resolve({ decision: 'reject', by: 'the approval broker', reason: `this agent already has ${ownCount} requests waiting for an answer (approvals.maxPendingPerAgent); wait for them before asking again`, source: 'limit', at: Date.now() })
+    }
+    if (this.waiting.size >= this.config.maxPending) {
+      return Promise.resolve({ decision: 'reject', by: 'the approval broker', reason: `${this.waiting.size} requests are already waiting for an answer (approvals.maxPending)`, source: 'limit', at: Date.now() })
+    }
+    return new Promise<PermissionDecision>((resolve) => {
+      const withdrawn = new AbortController()
+      const entry: Pending = {
+        info,
+        requester,
+        withdrawn,
+        settled: false,
+        settle: (decision) => {
+          if (entry.settled) return
+          entry.settled = true
+          clearTimeout(timer)
+          signal.removeEventListener('abort', onAbort)
+          this.waiting.delete(info.id)
+          const left = (this.perRequester.get(requester) ?? 1) - 1
+          if (left > 0) this.perRequester.set(requester, left)
+          else this.perRequester.delete(requester)
+          if (decision.source !== 'user') withdrawn.abort(new Error(decision.decision === 'reject' ? decision.reason : 'decided elsewhere'))
+          this.emit('approval/settled', { request: info, decision })
+          resolve(decision)
+        },
+      }
+      const timer = setTimeout(() => {
+        const seconds = Math.round(this.config.timeoutMs / 1000)
+        entry.settle({ decision: 'reject', by: 'the approval broker', reason: `nobody answered within ${seconds} s (approvals.timeoutMs), so it was rejected`, source: 'timeout', at: Date.now() })
+        this.tellParentOfTimeout(info)
+      }, Math.max(0, info.expiresAt - Date.now()))
+      timer.unref?.()
+      const onAbort = () => entry.settle({ decision: 'reject', by: 'the approval broker', reason: 'the call was cancelled while it waited for an answer', source: 'cancelled', at: Date.now() })
+      signal.addEventListener('abort', onAbort, { once: true })
+      this.waiting.set(info.id, entry)
+      this.perRequester.set(requester, ownCount + 1)
+      this.emit('approval/pending', info)
+      const put = () => this.putTo(frontEnd, entry)
+      if (frontEnd.oneAtATime) this.lineOf(frontEnd).add({ requester, get open() { return !entry.settled }, run: put })
+      else void put()
+    })
+  }
+
+  private lineOf(frontEnd: ApprovalFrontEnd): FairQueue {
+    let line = this.lines.get(frontEnd)
+    if (!line) {
+      line = new FairQueue()
+      this.lines.set(frontEnd, line)
+    }
+    return line
+  }
+
+  /** One exchange with the front-end; its answer is checked, its failure is a rejection. */
+  private async putTo(frontEnd: ApprovalFrontEnd, entry: Pending): Promise<void> {
+    if (entry.settled) return
+    let answer: unknown
+    try {
+      answer = await frontEnd.ask(entry.info, entry.withdrawn.signal)
+    } catch (error) {
+      entry.settle({ decision: 'reject', by: frontEnd.name, reason: entry.withdrawn.signal.aborted ? 'the request was withdrawn' : `asking ${frontEnd.name} failed: ${errorMessage(error)}`, source: 'user', at: Date.now() })
+      return
+    }
+    entry.settle(normalised(answer, frontEnd.name))
+  }
+
+  private describe(ask: ApprovalAsk, subject: ReturnType<typeof subjectOf>, policy: PolicyVerdict, now: number): ApprovalRequestInfo {
+    const chain: string[] = []
+    const path: string[] = []
+    for (let agent: Agent | undefined = ask.agent; agent !== undefined; agent = agent.parent) {
+      chain.unshift(agent.id)
+      path.unshift(agentName(agent))
+    }
+    let child: string | undefined
+    if (ask.remote) {
+      child = ask.remote.child
+      chain.push(child)
+      path.push(ask.remote.name, ...(ask.remote.below ?? []))
+    }
+    const info: ApprovalRequestInfo = {
+      id: `approval-${++this.counter}`,
+      path,
+      chain,
+      agentId: ask.agent.id,
+      ...(child !== undefined && { child }),
+      tool: ask.tool,
+      subject: subject.text,
+      display: displaySubject(subject.text),
+      kind: subject.kind,
+      args: ask.args,
+      ...(ask.callId !== undefined && { callId: ask.callId }),
+      ...(policy.verdict === 'ask' && policy.rule !== undefined && { rule: policy.rule }),
+      startedAt: now,
+      expiresAt: now + this.config.timeoutMs,
+    }
+    return info
+  }
+
+  /** Every decision to the recorders; a remote child's (which keeps no session here) also into its parent's session. */
+  private recordDecision(ask: ApprovalAsk, info: ApprovalRequestInfo, decision: PermissionDecision): void {
+    for (const recorder of this.recorders) {
+      try {
+        recorder.record?.(info, ask.agent.session.id, decision)
+      } catch (error) {
+        this.home.logger('approvals').warn('an approval recorder failed (ignored): %s', errorMessage(error))
+      }
+    }
+    if (ask.remote?.record !== true) return
+    const { session } = ask.agent
+    if (session.released) return
+    try {
+      session.append({ type: 'approval', request: { path: [...info.path], tool: info.tool, subject: info.display, ...(info.child !== undefined && { child: info.child }) }, permission: decision })
+    } catch (error) {
+      this.home.logger('approvals').warn('an approval could not be recorded in session %s: %s', session.id, errorMessage(error))
+    }
+  }
+
+  /** A request of a child that nobody answered: its parent hears of it, as a notice it reads at its next step. */
+  private tellParentOfTimeout(info: ApprovalRequestInfo): void {
+    const tasks = this.home.get('tasks')
+    const agents = this.home.get('agents')
+    if (!tasks || !agents || info.chain.length < 2) return
+    // The agent that delegated to the asker: the next to last of the chain, for an in-process asker and a remote child alike.
+    const parentId = info.chain[info.chain.length - 2]!
+    const parent = serviceInstance(agents).get(parentId)
+    if (!parent) return
+    const who = info.path.slice(1).join(' › ') || 'a child'
+    const text = `${who} asked to run ${info.tool} (${info.display}); nobody answered within ${Math.round(this.config.timeoutMs / 1000)} s, so it was rejected and the child went on without it.`
+    try {
+      serviceInstance(tasks).notices.post(parent, { role: 'user', content: [{ type: 'text', text }] }, { durable: true })
+    } catch (error) {
+      this.home.logger('approvals').warn('the parent could not be told of a timed-out approval: %s', errorMessage(error))
+    }
+  }
+
+  private withdrawAll(why: string): void {
+    for (const entry of [...this.waiting.values()]) entry.settle({ decision: 'reject', by: 'the approval broker', reason: why, source: 'cancelled', at: Date.now() })
+  }
+
+  private emit(name: 'approval/pending', payload: ApprovalRequestInfo): void
+  private emit(name: 'approval/settled', payload: ApprovalSettledInfo): void
+  private emit(name: string, payload: unknown): void {
+    try {
+      ;(this.home.emit as (name: string, payload: unknown) => void)(name, payload)
+    } catch (error) {
+      this.home.logger('approvals').warn('an %s listener failed (ignored): %s', name, errorMessage(error))
+    }
+  }
+}
+
+/** An agent as a path names it: `dsh` for a root, `spawn "survey"` or `reviewer "check"` for a child. */
+export function agentName(agent: Agent): string {
+  const { header } = agent.session
+  if (agent.depth === 0 || header.parentSession === undefined) return header.origin === 'cli' || header.origin === undefined ? 'dsh' : `dsh ${header.origin}`
+  const who = header.helper?.name ?? header.provider ?? 'child'
+  return header.label ? `${who} "${header.label.slice(0, 60)}"` : who
+}
+
+function isAgent(value: { id: string }): value is Agent {
+  return isRecord(value) && 'session' in value && 'depth' in value
+}
+
+/** A front-end's answer, checked: anything else is a rejection saying so. */
+function normalised(answer: unknown, frontEnd: string): PermissionDecision {
+  const at = Date.now()
+  if (!isRecord(answer) || !(PERMISSION_DECISIONS as readonly unknown[]).includes(answer.decision)) {
+    return { decision: 'reject', by: frontEnd, reason: `${frontEnd} gave an answer that is not a decision`, source: 'user', at }
+  }
+  const by = typeof answer.by === 'string' && answer.by !== '' ? answer.by.slice(0, 200) : frontEnd
+  const source: PermissionSource = (PERMISSION_SOURCES as readonly unknown[]).includes(answer.source) ? (answer.source as PermissionSource) : 'user'
+  const provenance = { source, at: typeof answer.at === 'number' && Number.isSafeInteger(answer.at) ? answer.at : at, ...(typeof answer.rule === 'string' && { rule: answer.rule.slice(0, 600) }) }
+  if (answer.decision === 'reject') return { decision: 'reject', by, reason: typeof answer.reason === 'string' && answer.reason !== '' ? answer.reason.slice(0, 500) : 'rejected', ...provenance }
+  return { decision: answer.decision as 'allow-once' | 'allow-always', by, ...provenance }
+}
+
+export namespace ApprovalService {
+  export interface Config {
+    allow: string[]
+    ask: string[]
+    deny: string[]
+    default: DefaultDecision
+    timeoutMs: number
+    maxPendingPerAgent: number
+    maxPending: number
+  }
+}
+
+export default ApprovalService

@@ -1,0 +1,74 @@
+import { describe, expect, it } from 'vitest'
+import { commandSegments, policyVerdict, subjectOf } from '@dsh/approvals'
+import type { PermissionLevel } from '@dsh/session'
+
+const bash = (command: string) => ({ tool: 'bash', subject: subjectOf({ command }) })
+const verdict = (levels: PermissionLevel[], command: string) => policyVerdict(levels, bash(command)).verdict
+
+describe('command segments', () => {
+  it('splits at unquoted separators and marks substitutions and redirections as not plain', () => {
+    expect(commandSegments('npm test && rm -rf build; echo "a;b" | wc -l')).toEqual([
+      { text: 'npm test', plain: true },
+      { text: 'rm -rf build', plain: true },
+      { text: 'echo "a;b"', plain: true },
+      { text: 'wc -l', plain: true },
+    ])
+    expect(commandSegments('npm test $(cat x)')).toEqual([{ text: 'npm test $(cat x)', plain: false }])
+    expect(commandSegments('npm test "`id`"')).toEqual([{ text: 'npm test "`id`"', plain: false }])
+    expect(commandSegments("npm test '$(not run)'")).toEqual([{ text: "npm test '$(not run)'", plain: true }])
+    expect(commandSegments('npm test > /etc/passwd')).toEqual([{ text: 'npm test > /etc/passwd', plain: false }])
+    expect(commandSegments('npm test\nrm -rf ~')).toEqual([
+      { text: 'npm test', plain: true },
+      { text: 'rm -rf ~', plain: true },
+    ])
+    expect(commandSegments('echo "unclosed')).toEqual([{ text: 'echo "unclosed', plain: false }])
+  })
+})
+
+describe('the policy', () => {
+  const onlyNpmTest: PermissionLevel = { from: 'helper tester', allow: ['bash(npm test*)'] }
+
+  it('an allow rule with a wildcard allows the commands it names, and nothing chained, substituted or redirected after them', () => {
+    expect(verdict([onlyNpmTest], 'npm test')).toBe('allow')
+    expect(verdict([onlyNpmTest], 'npm test -- --run foo')).toBe('allow')
+    expect(verdict([onlyNpmTest], 'npm run build')).toBeUndefined()
+    expect(verdict([onlyNpmTest], 'npm test && rm -rf ~')).toBeUndefined()
+    expect(verdict([onlyNpmTest], 'npm test; curl evil.example')).toBeUndefined()
+    expect(verdict([onlyNpmTest], 'npm test $(rm -rf ~)')).toBeUndefined()
+    expect(verdict([onlyNpmTest], 'npm test > ~/.bashrc')).toBeUndefined()
+  })
+
+  it('a chain is allowed when every command in it is', () => {
+    const level: PermissionLevel = { from: 'config', allow: ['bash(npm test*)', 'bash(git status)'] }
+    expect(verdict([level], 'git status && npm test')).toBe('allow')
+    expect(verdict([level], 'git status && git push')).toBeUndefined()
+  })
+
+  it('deny and ask rules catch a command anywhere in a chain', () => {
+    const level: PermissionLevel = { from: 'config', deny: ['bash(rm *)'], ask: ['bash(git push*)'], allow: ['bash'] }
+    expect(verdict([level], 'make && rm -rf build')).toBe('deny')
+    expect(verdict([level], 'git commit -m x; git push origin main')).toBe('ask')
+    expect(verdict([level], 'make')).toBe('allow')
+  })
+
+  it('within a level deny beats ask beats allow; across levels the most restrictive wins, so a child can narrow and never widen', () => {
+    const parentDeniesBash: PermissionLevel = { from: 'config', deny: ['bash'] }
+    const parentAsks: PermissionLevel = { from: 'config', ask: ['bash'] }
+    expect(verdict([parentDeniesBash, onlyNpmTest], 'npm test')).toBe('deny')
+    expect(verdict([parentAsks, onlyNpmTest], 'npm test')).toBe('ask')
+    expect(verdict([{ from: 'config', allow: ['bash'] }, { from: 'helper x', deny: ['bash(git *)'] }], 'git push')).toBe('deny')
+    expect(policyVerdict([parentDeniesBash, onlyNpmTest], bash('npm test')).rule).toBe('bash (config)')
+  })
+
+  it('tool names match without regard to case, and * matches every tool', () => {
+    expect(verdict([{ from: 'claude', allow: ['Bash(npm test*)'] }], 'npm test')).toBe('allow')
+    expect(policyVerdict([{ from: 'config', deny: ['*'] }], { tool: 'write_file', subject: subjectOf({ path: '/tmp/x' }) }).verdict).toBe('deny')
+  })
+
+  it('a path subject is matched as a path; other arguments as compact JSON', () => {
+    const level: PermissionLevel = { from: 'config', allow: ['edit(src/*)'] }
+    expect(policyVerdict([level], { tool: 'edit', subject: subjectOf({ path: 'src/a.ts' }) }).verdict).toBe('allow')
+    expect(policyVerdict([level], { tool: 'edit', subject: subjectOf({ path: '/etc/passwd' }) }).verdict).toBeUndefined()
+    expect(subjectOf({ url: 'http://x' }).text).toBe('{"url":"http://x"}')
+  })
+})
