@@ -14,7 +14,7 @@ export const REST_PATH = '/a2a/rest'
 export const KEEPALIVE_EXTENSION = 'urn:dsh:a2a:keepalive:v1'
 
 /** The card a client reads from `/.well-known/agent-card.json`: a JSON-RPC and an HTTP+JSON interface, streaming, text in and out. */
-export function dshAgentCard(options: { publicUrl: string; version: string; name: string; bearer: boolean; keepAliveMs: number; skills?: readonly AgentSkill[]; namedContexts?: boolean }): AgentCard {
+export function dshAgentCard(options: { publicUrl: string; version: string; name: string; bearer: boolean; keepAliveMs: number; skills?: readonly AgentSkill[]; namedContexts?: boolean; pushNotifications?: boolean }): AgentCard {
   const card: AgentCard = {
     name: options.name,
     description: 'A dsh agent: each task runs as one dsh session until the agent is quiet (its turn and the turns its background work starts).',
@@ -26,7 +26,8 @@ export function dshAgentCard(options: { publicUrl: string; version: string; name
     version: options.version,
     capabilities: {
       streaming: true,
-      pushNotifications: false,
+      // On when the operator allows some webhook URL (`webhook-policy.ts`); off, the config methods answer PushNotificationNotSupportedError.
+      pushNotifications: options.pushNotifications === true,
       extensions: [
         { uri: KEEPALIVE_EXTENSION, description: 'While a task waits or works, a status update repeating its state is sent every intervalMs milliseconds (metadata.dsh.keepAlive = true).', required: false, params: { intervalMs: options.keepAliveMs } },
         // Contexts are stored sessions: a client may name a new one (contexts.ts).

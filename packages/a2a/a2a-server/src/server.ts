@@ -21,10 +21,14 @@ import { DshRequestHandler } from './request-handler.js'
 import { TaskSlots } from './slots.js'
 import { BoundedTaskStore } from './task-store.js'
 import { Contexts } from './contexts.js'
+import { WebhookPolicy, type WebhookPolicyOptions } from './webhook-policy.js'
+import { WebhookSender, WebhookStore, type WebhookSenderOptions } from './webhooks.js'
 
 const { version } = createRequire(import.meta.url)('../package.json') as { version: string }
 
 export const DEFAULT_MAX_TASKS = 4
+/** At shutdown, how long notifications still waiting (the cancelled tasks' last) may take to go out. */
+export const WEBHOOK_SHUTDOWN_GRACE_MS = 2_000
 /** Longest prompt text a task may carry (the HTTP body limit, 100 kB of JSON, refuses larger bodies first). */
 export const DEFAULT_MAX_PROMPT_CHARS = 64_000
 /**
@@ -50,6 +54,12 @@ export interface A2aServerOptions {
   cwd?: string
   /** The card's name; default `dsh`. */
   name?: string
+  /**
+   * Push notifications (`webhooks.ts`, `webhook-policy.ts`): the URL patterns a webhook
+   * must match (none: push notifications are off, and the card says so) and the networks
+   * outside the public internet it may reach; the delivery limits are for tests.
+   */
+  webhooks?: WebhookPolicyOptions & Pick<WebhookSenderOptions, 'attempts' | 'backoffMs' | 'timeoutMs'>
 }
 
 export interface A2aServer {
@@ -86,6 +96,7 @@ export async function serveA2a(ctx: Context, options: A2aServerOptions = {}): Pr
     throw new A2aServerError('INVALID_OPTION', `listening on ${host} needs a public URL for the agent card (clients cannot connect to ${host}); pass --public-url http://THIS-HOST:PORT`)
   }
 
+  const policy = new WebhookPolicy(options.webhooks)
   const slots = new TaskSlots(maxTasks)
   const helpers = skillHelpers(ctx)
   const contexts = new Contexts(ctx)
@@ -99,8 +110,15 @@ export async function serveA2a(ctx: Context, options: A2aServerOptions = {}): Pr
   const { port } = http.address() as AddressInfo
   const url = options.publicUrl?.replace(/\/+$/, '') ?? `http://${host.includes(':') ? `[${host}]` : host}:${port}`
   const skills = [...helpers.values()].map(helperSkill)
-  const card = dshAgentCard({ publicUrl: url, version, name: options.name ?? 'dsh', bearer: options.token !== undefined, keepAliveMs: KEEPALIVE_INTERVAL_MS, skills, namedContexts: contexts.continuable })
-  const requestHandler = new DshRequestHandler(card, new BoundedTaskStore(), executor, contexts)
+  const card = dshAgentCard({ publicUrl: url, version, name: options.name ?? 'dsh', bearer: options.token !== undefined, keepAliveMs: KEEPALIVE_INTERVAL_MS, skills, namedContexts: contexts.continuable, pushNotifications: policy.allowsAny })
+  const log = ctx.logger('a2a-server')
+  const webhookStore = new WebhookStore(policy)
+  const webhookSender = new WebhookSender(webhookStore, policy, { ...options.webhooks, warn: (message) => log.warn(message) })
+  const taskStore = new BoundedTaskStore(undefined, undefined, (taskId) => {
+    webhookStore.forget(taskId)
+    webhookSender.forget(taskId)
+  })
+  const requestHandler = new DshRequestHandler(card, taskStore, executor, contexts, { store: webhookStore, sender: webhookSender })
   // The card is made once, at start: its Last-Modified is the start (with the ETag express
   // adds, a client can revalidate it with If-Modified-Since or If-None-Match and get 304).
   const cardModified = new Date(Math.floor(Date.now() / 1000) * 1000).toUTCString()
@@ -123,6 +141,8 @@ export async function serveA2a(ctx: Context, options: A2aServerOptions = {}): Pr
       closing ??= (async () => {
         const stopped = new Promise<void>((resolve) => http.close(() => resolve()))
         await executor.cancelAll('the A2A server is shutting down')
+        // The cancelled tasks' last notifications get a moment to go out; then every delivery stops.
+        await webhookSender.close(WEBHOOK_SHUTDOWN_GRACE_MS)
         // Streams of finished tasks end on their own; whatever is still open is cut.
         http.closeAllConnections()
         await stopped

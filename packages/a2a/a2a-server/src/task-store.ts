@@ -38,6 +38,8 @@ export class BoundedTaskStore implements TaskStore {
   constructor(
     private readonly limits: { ttlMs: number; maxFinished: number } = { ttlMs: FINISHED_TASK_TTL_MS, maxFinished: MAX_FINISHED_TASKS },
     private readonly now: () => number = Date.now,
+    /** Told of each task dropped, so what is kept beside it (its push configs) goes too. */
+    private readonly dropped: (taskId: string) => void = () => {},
   ) {}
 
   /** Tasks held now, finished or not (for tests and diagnostics). */
@@ -106,7 +108,7 @@ export class BoundedTaskStore implements TaskStore {
       const tooMany = this.finished.length > this.limits.maxFinished
       if (stored && stored.finishedAt !== undefined && stored.finishedAt > expired && !tooMany) break
       this.finished.shift()
-      this.scopes.get(scope)?.delete(id)
+      if (this.scopes.get(scope)?.delete(id)) this.dropped(id)
       if (this.scopes.get(scope)?.size === 0) this.scopes.delete(scope)
     }
   }

@@ -33,9 +33,13 @@ export const VERB_USAGE: Record<Verb, string> = {
       --max-depth (default 3) in a delegation chain are refused; side-effecting tools
       (bash) run only if the client allows each call (--permission, default ask)`,
   a2a: `a2a serve [--host H] [--port P] [--token-env NAME] [--max-tasks N] [--max-depth N]
-      [--public-url URL] [--config FILE] [--model SPEC] [--session-dir DIR]
+      [--public-url URL] [--webhook-allow PATTERN]... [--webhook-allow-network CIDR]...
+      [--config FILE] [--model SPEC] [--session-dir DIR]
       serve a dsh agent over the Agent2Agent protocol (HTTP, default 127.0.0.1:7700);
-      each task is one session; any address but loopback needs --token-env`,
+      each context is one session; any address but loopback needs --token-env; push
+      notifications go only to URLs matching a --webhook-allow pattern
+      (https://hooks.example.com/a2a, https://*.example.com:*), and to loopback or
+      private addresses only inside a --webhook-allow-network`,
   worker: `worker [--queue NAME]... [--concurrency N] [--redis-env NAME] [--max-depth N] [--lock-ms MS]
       [--config FILE] [--model SPEC] [--session-dir DIR]
       take delegations from BullMQ queues on Redis (default queue "dsh"; the URL is read

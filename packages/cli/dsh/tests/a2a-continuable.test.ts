@@ -54,12 +54,14 @@ describe('dsh run with a continuable child on a dsh a2a serve worker', () => {
   it('keeps the A2A context across turns and across a restart of the parent: the worker holds one conversation of three turns', async () => {
     const workerDir = tempDir()
     const script = join(workerDir, 'worker.yml')
-    // The child: its first turn runs a tool; later turns quote the latest tool result of
-    // their history, which only the first turn has: it is there only if the history is.
+    // The child: its first turn calls a tool (one without side effects, which a worker
+    // runs with nobody to ask; its answer names the marker); later turns quote the latest
+    // tool result of their history, which only the first turn has: it is there only if the
+    // history is.
     writeFileSync(script, [
       '- when: { prompt: "^research" }',
       '  reply:',
-      '    - call: { tool: bash, args: { command: "echo marker-from-turn-one" } }',
+      '    - call: { tool: task_output, args: { task_id: "marker-from-turn-one" } }',
       '    - text: "child turn one"',
       '    - text: "child turn two recalls {{last_tool_result}}"',
       '    - text: "child turn three recalls {{last_tool_result}}"',

@@ -30,6 +30,8 @@ export async function a2aVerb(args: string[]): Promise<number> {
       'public-url': { type: 'string' },
       'max-tasks': { type: 'string' },
       'max-depth': { type: 'string' },
+      'webhook-allow': { type: 'string', multiple: true },
+      'webhook-allow-network': { type: 'string', multiple: true },
       config: { type: 'string' },
       model: { type: 'string' },
       'session-dir': { type: 'string' },
@@ -49,7 +51,8 @@ export async function a2aVerb(args: string[]): Promise<number> {
   }
   let server
   try {
-    server = await serveA2a(runtime.ctx, { host: values.host, port, token, maxTasks, maxDepth, publicUrl: values['public-url'] })
+    const webhooks = { allow: values['webhook-allow'] ?? [], allowNetworks: values['webhook-allow-network'] ?? [] }
+    server = await serveA2a(runtime.ctx, { host: values.host, port, token, maxTasks, maxDepth, publicUrl: values['public-url'], webhooks })
   } catch (error) {
     await runtime.dispose()
     if (error instanceof A2aServerError) throw new UsageError('USAGE', `dsh a2a serve: ${error.message}`, { cause: error })
