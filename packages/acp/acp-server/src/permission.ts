@@ -1,78 +1,121 @@
 /**
- * `dsh acp`'s permission gate (see `ToolRegistry.addPermissionGate` in `@dsh/tools`):
- * before a side-effecting tool runs for an ACP session, or for any child agent it
- * delegated to in this process, the server either applies its fixed policy or asks the
- * session's client with `session/request_permission`.
+ * `dsh acp`'s part in the approval broker (`@dsh/approvals`): what the broker cannot
+ * decide by its rules, for an ACP session or for any agent it delegated to in this
+ * process, either the server's fixed policy decides (`allow` / `reject`) or the session's
+ * client is asked with `session/request_permission`, naming the agent that wants it.
+ *
+ * When the client is itself a dsh (the `acp` provider of a parent), `_meta.dsh.approval`
+ * tells it who asked below this session and whether a rule here asked about it, so the
+ * parent's broker asks its own front-end with the whole path and never decides more
+ * permissively than this side's rules; the answer's `_meta.dsh.decision` says who really
+ * decided (a user at the root's terminal, a rule there), which is what this session records.
  */
 import { methods, type AgentContext, type PermissionOption, type RequestPermissionResponse } from '@agentclientprotocol/sdk'
-import { assertNever, errorMessage } from '@dsh/base'
-import type { ToolPermissionDecision, ToolPermissionRequest } from '@dsh/tools'
+import { assertNever, errorMessage, isRecord, PERMISSION_SOURCES, type PermissionSource } from '@dsh/base'
+import type { ApprovalFrontEnd, ApprovalRequestInfo, FrontEndAnswer } from '@dsh/approvals'
+import type { Context } from 'cordis'
 
-/** `ask`: the client decides each call; `allow` / `reject`: the server decides every call alone. */
+/** `ask`: the client decides; `allow` / `reject`: the server decides alone what no rule decided. */
 export type PermissionPolicy = 'ask' | 'allow' | 'reject'
 export const PERMISSION_POLICIES: readonly PermissionPolicy[] = ['ask', 'allow', 'reject']
 
 /** The options offered to the client; their ids are ours, their kinds ACP's. */
 const OPTIONS: PermissionOption[] = [
   { optionId: 'allow-once', name: 'Allow once', kind: 'allow_once' },
-  { optionId: 'allow-always', name: 'Allow always in this session', kind: 'allow_always' },
+  { optionId: 'allow-always', name: 'Allow this request always in this session', kind: 'allow_always' },
   { optionId: 'reject', name: 'Reject', kind: 'reject_once' },
 ]
 
 export interface PermissionScope {
-  /** The ACP session an agent's calls belong to (its own, or its delegating ancestor's). */
-  sessionOf(agentId: string): { id: string; alwaysAllowed: Set<string> } | undefined
+  /** The ACP session an agent's requests belong to (its own, or its delegating ancestor's). */
+  sessionOf(agentId: string): { id: string } | undefined
   /** The connection's way to call the client. */
   client: AgentContext
 }
 
-/** A gate for `policy` over the sessions of one connection. */
-export function permissionGate(policy: PermissionPolicy, scope: PermissionScope) {
-  return async (request: ToolPermissionRequest): Promise<ToolPermissionDecision> => {
-    switch (policy) {
-      case 'allow':
-        return { decision: 'allow-once', by: 'dsh acp --permission allow' }
-      case 'reject':
-        return { decision: 'reject', by: 'dsh acp --permission reject', reason: 'this server runs no side-effecting tool; do without it' }
-      case 'ask':
-        return ask(request, scope)
-      default:
-        return assertNever(policy, 'permission policy')
-    }
+/** Install `policy` for the sessions of one connection on `ctx.approvals`; returns the disposer. */
+export function installPermission(ctx: Context, policy: PermissionPolicy, scope: PermissionScope): () => void {
+  switch (policy) {
+    case 'allow':
+      return ctx.approvals.setDefault('allow', 'dsh acp --permission allow')
+    case 'reject':
+      return ctx.approvals.setDefault('reject', 'dsh acp --permission reject')
+    case 'ask':
+      return ctx.approvals.addFrontEnd(clientFrontEnd(scope))
+    default:
+      return assertNever(policy, 'permission policy')
   }
 }
 
-async function ask(request: ToolPermissionRequest, scope: PermissionScope): Promise<ToolPermissionDecision> {
-  const session = scope.sessionOf(request.agent.id)
-  if (!session) return { decision: 'reject', by: 'dsh acp', reason: 'the call belongs to no open ACP session, so there is no client to ask' }
-  if (session.alwaysAllowed.has(request.tool.name)) return { decision: 'allow-always', by: 'the ACP client (earlier in this session)' }
+function clientFrontEnd(scope: PermissionScope): ApprovalFrontEnd {
+  return {
+    name: 'the ACP client',
+    serves: (request) => scope.sessionOf(request.agentId) !== undefined,
+    ask: (request, signal) => askClient(request, scope, signal),
+  }
+}
+
+/** What a dsh parent learns of a request beyond ACP's fields (see the file comment). */
+export interface ForwardedApproval {
+  /** The agents below the ACP session down to the one that asked (empty: the session's own agent). */
+  below: string[]
+  tool: string
+  /** The call's subject (a command, a path), as rules match it. */
+  subject: string
+  /** `ask`: a rule here asks about it; absent: no rule here had an opinion. */
+  policy?: 'ask'
+}
+
+async function askClient(request: ApprovalRequestInfo, scope: PermissionScope, signal: AbortSignal): Promise<FrontEndAnswer> {
+  const session = scope.sessionOf(request.agentId)
+  if (!session) return { decision: 'reject', by: 'dsh acp', reason: 'the request belongs to no open ACP session, so there is no client to ask' }
+  // The path starts with the session's own agent, which the client knows as the session.
+  const below = request.path.slice(1)
+  const forwarded: ForwardedApproval = { below, tool: request.tool, subject: request.subject, ...(request.policy === 'ask' && { policy: 'ask' as const }) }
+  const who = below.length > 0 ? `${below.join(' › ')}: ` : ''
   let response: RequestPermissionResponse
   try {
     response = await scope.client.request(
       methods.client.session.requestPermission,
       {
         sessionId: session.id,
-        toolCall: { toolCallId: request.call.id, title: request.tool.name, kind: request.tool.name === 'bash' ? 'execute' : 'other', status: 'pending', rawInput: request.call.args },
+        toolCall: { toolCallId: request.callId ?? request.id, title: `${who}${request.tool} ${request.display}`.slice(0, 500), kind: request.kind, status: 'pending', rawInput: request.args },
         options: OPTIONS,
+        _meta: { dsh: { approval: forwarded } },
       },
-      { cancellationSignal: request.signal, stopWaitingOnCancel: true },
+      { cancellationSignal: signal, stopWaitingOnCancel: true },
     )
   } catch (error) {
-    const reason = request.signal.aborted ? 'the call was cancelled while the client was asked' : `asking the client failed: ${errorMessage(error)}`
-    return { decision: 'reject', by: 'dsh acp', reason }
+    const reason = signal.aborted ? 'the request was withdrawn while the client was asked' : `asking the client failed: ${errorMessage(error)}`
+    return { decision: 'reject', by: 'dsh acp', reason, ...(signal.aborted && { source: 'cancelled' as const }) }
   }
+  const { reason, ...provenance } = decisionProvenance(response._meta)
   const { outcome } = response
-  if (outcome.outcome === 'cancelled') return { decision: 'reject', by: 'the ACP client', reason: 'the client cancelled the permission request' }
+  if (outcome.outcome === 'cancelled') return { decision: 'reject', by: 'the ACP client', reason: reason ?? 'the client cancelled the permission request', ...provenance }
   switch (outcome.optionId) {
     case 'allow-once':
-      return { decision: 'allow-once', by: 'the ACP client' }
+      return { decision: 'allow-once', by: 'the ACP client', ...provenance }
     case 'allow-always':
-      session.alwaysAllowed.add(request.tool.name)
-      return { decision: 'allow-always', by: 'the ACP client' }
+      return { decision: 'allow-always', by: 'the ACP client', ...provenance }
     case 'reject':
-      return { decision: 'reject', by: 'the ACP client', reason: 'the user rejected this call' }
+      return { decision: 'reject', by: 'the ACP client', reason: reason ?? 'the user rejected it', ...provenance }
     default:
       // Only our own option ids are valid answers: anything else is not a permission.
       return { decision: 'reject', by: 'dsh acp', reason: `the client chose an unknown option ${JSON.stringify(outcome.optionId).slice(0, 80)}` }
   }
+}
+
+/**
+ * Who really decided, when the client is a dsh that says so in `_meta.dsh.decision`
+ * (`by`, `source`, `rule`, `reason`): checked field by field, anything malformed left out.
+ */
+function decisionProvenance(meta: unknown): { by?: string; source?: PermissionSource; rule?: string; reason?: string } {
+  const decision = isRecord(meta) && isRecord(meta.dsh) ? meta.dsh.decision : undefined
+  if (!isRecord(decision)) return {}
+  const read: { by?: string; source?: PermissionSource; rule?: string; reason?: string } = {}
+  if (typeof decision.by === 'string' && decision.by !== '') read.by = `${decision.by.slice(0, 160)} (through the ACP client)`
+  if ((PERMISSION_SOURCES as readonly unknown[]).includes(decision.source)) read.source = decision.source as PermissionSource
+  if (typeof decision.rule === 'string') read.rule = decision.rule.slice(0, 600)
+  if (typeof decision.reason === 'string' && decision.reason !== '') read.reason = decision.reason.slice(0, 500)
+  return read
 }

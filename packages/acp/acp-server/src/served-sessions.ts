@@ -27,8 +27,6 @@ export interface ServedSession {
   running?: Promise<unknown>
   /** Set while the agent is being disposed to park the session. */
   parking?: Promise<void>
-  /** Tools the client allowed for the rest of this session ("allow always"). */
-  readonly alwaysAllowed: Set<string>
   lastUsed: number
 }
 
@@ -55,7 +53,7 @@ export class ServedSessions {
   }
 
   add(agent: Agent): ServedSession {
-    const served: ServedSession = { id: agent.id, agent, alwaysAllowed: new Set(), lastUsed: ++this.useCounter }
+    const served: ServedSession = { id: agent.id, agent, lastUsed: ++this.useCounter }
     this.sessions.set(agent.id, served)
     this.parkIdle()
     return served

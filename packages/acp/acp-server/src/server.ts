@@ -26,7 +26,7 @@ import type { Agent } from '@dsh/agent'
 import type { UserMessage } from '@dsh/llm'
 import { runUntilQuiet } from '@dsh/tasks'
 import { DEFAULT_MAX_FRAME_BYTES, frameStream } from './frames.js'
-import { PERMISSION_POLICIES, permissionGate, type PermissionPolicy } from './permission.js'
+import { installPermission, PERMISSION_POLICIES, type PermissionPolicy } from './permission.js'
 import { DEFAULT_MAX_LIVE_SESSIONS, ServedSessions, type ServedSession } from './served-sessions.js'
 import { promptMessage } from './prompt.js'
 import { checkLoadable, loadFailure, openStored } from './load.js'
@@ -100,6 +100,7 @@ export function serveAcp(ctx: Context, stream: Stream, options: AcpServerOptions
   if (!Number.isInteger(maxDepth) || maxDepth < 0) throw new AcpServerError('INVALID_OPTION', `maxDepth must be a whole number of at least 0 (got ${String(maxDepth)})`)
   const policy = options.permission ?? 'ask'
   if (!PERMISSION_POLICIES.includes(policy)) throw new AcpServerError('INVALID_OPTION', `permission must be one of ${PERMISSION_POLICIES.join(', ')} (got ${String(policy)})`)
+  if (!ctx.get('approvals')) throw new AcpServerError('INVALID_OPTION', 'serving ACP needs the approval broker (@dsh/approvals, ctx.approvals): nobody could decide side effects without it')
   const maxLive = options.maxLiveSessions ?? DEFAULT_MAX_LIVE_SESSIONS
   if (!Number.isSafeInteger(maxLive) || maxLive < 1) throw new AcpServerError('INVALID_OPTION', `maxLiveSessions must be a whole number of at least 1 (got ${String(maxLive)})`)
   const sessions = new ServedSessions(ctx, maxLive, (format, ...args) => log.warn(format, ...args))
@@ -170,7 +171,7 @@ export function serveAcp(ctx: Context, stream: Stream, options: AcpServerOptions
     try {
       return ACP_LINEAGE.read(meta, log, method)
     } catch (error) {
-      throw RequestError.invalidParams({ _meta: 'dsh.recording' }, errorMessage(error))
+      throw RequestError.invalidParams({ _meta: 'dsh' }, errorMessage(error))
     }
   }
 
@@ -289,9 +290,9 @@ export function serveAcp(ctx: Context, stream: Stream, options: AcpServerOptions
   }
 
   const connection = app.connect(stream)
-  // Side-effecting calls of this connection's sessions (and their in-process children)
-  // are put to the policy; the gate goes when the connection does.
-  const removeGate = ctx.tools.addPermissionGate(permissionGate(policy, { sessionOf: (agentId) => sessions.sessionOf(agentId), client: connection.client }))
+  // What the broker's rules do not decide for this connection's sessions (and their
+  // in-process children) goes to the client, or to the fixed policy; gone with the connection.
+  const removeGate = installPermission(ctx, policy, { sessionOf: (agentId) => sessions.sessionOf(agentId), client: connection.client })
   const done = connection.closed.then(async () => {
     await sessions.closeAll()
     removeGate()

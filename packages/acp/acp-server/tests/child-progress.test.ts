@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
 import { client, methods, PROTOCOL_VERSION, type ClientConnection, type SessionUpdate, type Stream } from '@agentclientprotocol/sdk'
+import { ApprovalService } from '@dsh/approvals'
 import { createHarness, type Harness, type HarnessOptions } from '@dsh/testkit/harness'
 import { BashService } from '@dsh/bash'
 import { SubagentService, type SubagentProgressInfo } from '@dsh/subagent'
@@ -27,6 +28,7 @@ afterEach(async () => {
 async function serve(script: HarnessOptions['script']) {
   harness = await createHarness({ script })
   await harness.plugin(SubagentService)
+  await harness.plugin(ApprovalService)
   await harness.plugin(SpawnPlugin, {})
   await harness.plugin(TaskService)
   await harness.plugin(TaskToolsPlugin)

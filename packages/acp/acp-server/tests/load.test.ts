@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
 import { client, methods, PROTOCOL_VERSION, type ClientConnection, type SessionNotification, type Stream } from '@agentclientprotocol/sdk'
+import { ApprovalService } from '@dsh/approvals'
 import { createHarness, type Harness } from '@dsh/testkit/harness'
 import SessionJsonl from '@dsh/session-jsonl'
 import type { Script } from '@dsh/llm-scripted'
@@ -26,6 +27,7 @@ const tempDir = (prefix: string) => realpathSync(mkdtempSync(join(tmpdir(), pref
 async function harnessOn(dir: string, script?: Script): Promise<Harness> {
   const harness = await createHarness({ script })
   await harness.plugin(SessionJsonl, { dir })
+  await harness.plugin(ApprovalService)
   harness.ctx.tools.register({ name: 'lookup', description: 'looks up a key', parameters: { type: 'object' }, execute: (args) => `value of ${(args as { key: string }).key}` })
   harnesses.push(harness)
   return harness
@@ -103,6 +105,7 @@ describe('session/load', () => {
     expect(withStorage.agentCapabilities?.loadSession).toBe(true)
     await stored.leave()
     const bare = await createHarness({})
+    await bare.plugin(ApprovalService)
     harnesses.push(bare)
     await connect(bare)
     const withoutStorage = await connections.at(-1)!.agent.request(methods.agent.initialize, { protocolVersion: PROTOCOL_VERSION, clientCapabilities: {} })

@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
 import { client, methods, PROTOCOL_VERSION, RequestError, type ClientConnection, type SessionUpdate, type Stream } from '@agentclientprotocol/sdk'
+import { ApprovalService } from '@dsh/approvals'
 import { createHarness, type Harness, type HarnessOptions } from '@dsh/testkit/harness'
 import { serveAcp, type AcpServer } from '@dsh/acp-server'
 
@@ -18,6 +19,7 @@ afterEach(async () => {
 /** A real harness served over an in-memory stream pair to a real SDK client app. */
 async function serve(script?: HarnessOptions['script']): Promise<{ server: AcpServer; agent: ClientConnection['agent']; endInput(): Promise<void> }> {
   harness = await createHarness({ script })
+  await harness.plugin(ApprovalService)
   const toServer = new TransformStream()
   const toClient = new TransformStream()
   // Commands run without asking here: permissions have their own tests.
@@ -56,6 +58,7 @@ const textOf = (updates: SessionUpdate[], kind = 'agent_message_chunk') =>
 describe('acp-server', () => {
   it('initialize advertises ACP v1 with text and embedded context only, and no session/load without a session storage', async () => {
     harness = await createHarness({})
+    await harness.plugin(ApprovalService)
     const toServer = new TransformStream()
     const toClient = new TransformStream()
     serveAcp(harness.ctx, { readable: toServer.readable, writable: toClient.writable } as Stream)

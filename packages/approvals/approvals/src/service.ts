@@ -338,6 +338,7 @@ export class ApprovalService extends Service {
       kind: subject.kind,
       args: ask.args,
       ...(ask.callId !== undefined && { callId: ask.callId }),
+      policy: policy.verdict === 'ask' ? 'ask' : 'none',
       ...(policy.verdict === 'ask' && policy.rule !== undefined && { rule: policy.rule }),
       startedAt: now,
       expiresAt: now + this.config.timeoutMs,
@@ -401,8 +402,13 @@ export class ApprovalService extends Service {
 export function agentName(agent: Agent): string {
   const { header } = agent.session
   if (agent.depth === 0 || header.parentSession === undefined) return header.origin === 'cli' || header.origin === undefined ? 'dsh' : `dsh ${header.origin}`
-  const who = header.helper?.name ?? header.provider ?? 'child'
-  return header.label ? `${who} "${header.label.slice(0, 60)}"` : who
+  return delegationName({ provider: header.provider ?? 'child', label: header.label, helper: header.helper?.name })
+}
+
+/** A delegation as a path names it: its helper's name, else its provider, then its label quoted. */
+export function delegationName(delegation: { provider: string; label?: string | undefined; helper?: string | undefined }): string {
+  const who = delegation.helper ?? delegation.provider
+  return delegation.label ? `${who} "${delegation.label.slice(0, 60)}"` : who
 }
 
 function isAgent(value: { id: string }): value is Agent {

@@ -63,7 +63,8 @@ export interface ApprovalRequestInfo {
   /** The call's arguments, for a front-end that shows structure (an ACP client's `rawInput`). */
   readonly args: unknown
   readonly callId?: string
-  /** Why it is asked: a rule said `ask` (named), or no rule had an opinion. */
+  /** Why it is asked: a rule said `ask` (`rule` names it where one did), or no rule had an opinion (`none`). */
+  readonly policy: 'ask' | 'none'
   readonly rule?: string
   readonly startedAt: number
   /** When it is rejected if nobody has answered. */

@@ -16,6 +16,8 @@ export function defaultEntries(options: CommandLineSettings): PluginEntry[] {
     { id: 'llm', name: '@dsh/llm', config: options.model ? { model: options.model } : {} },
     { id: 'sessions', name: '@dsh/session' },
     { id: 'tools', name: '@dsh/tools' },
+    // Every side effect anywhere in the tree is decided here (rules, then whoever the command lets ask).
+    { id: 'approvals', name: '@dsh/approvals' },
     { id: 'agent-loop', name: '@dsh/agent-loop' },
     { id: 'agents', name: '@dsh/agent' },
     { id: 'llm-scripted', name: '@dsh/llm-scripted' },

@@ -15,6 +15,7 @@ export const shippedPlugins: Readonly<Record<string, () => Promise<unknown>>> = 
   '@dsh/llm': () => import('@dsh/llm'),
   '@dsh/session': () => import('@dsh/session'),
   '@dsh/tools': () => import('@dsh/tools'),
+  '@dsh/approvals': () => import('@dsh/approvals'),
   '@dsh/agent-loop': () => import('@dsh/agent-loop'),
   '@dsh/agent': () => import('@dsh/agent'),
   '@dsh/llm-scripted': () => import('@dsh/llm-scripted'),

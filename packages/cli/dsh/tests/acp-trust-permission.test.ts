@@ -17,28 +17,32 @@ interface Setup {
   marker: (name: string) => string
 }
 
-/** A model that runs two commands in the ACP session and one in an in-process child it delegates to. */
-function setup(): Setup & { model: string } {
+/**
+ * A model that runs two commands in the ACP session and one in an in-process child it
+ * delegates to; with `sameCommand`, all three run one and the same command.
+ */
+function setup(sameCommand = false): Setup & { model: string } {
   const dir = realpathSync(tempDir())
   const marker = (name: string) => join(dir, name)
   const model = join(dir, 'model.yml')
+  const command = (name: string) => (sameCommand ? `touch ${marker('same-ran')}` : `touch ${marker(name)}`)
   writeFileSync(model, [
     '- when: { depth: 1 }',
     '  reply:',
-    `    - call: { tool: bash, args: { command: "touch ${marker('child-ran')}" } }`,
+    `    - call: { tool: bash, args: { command: "${command('child-ran')}" } }`,
     '    - text: "child: {{tool_results}}"',
     '- when: { depth: 0 }',
     '  reply:',
-    `    - call: { tool: bash, args: { command: "touch ${marker('first-ran')}" } }`,
-    `    - call: { tool: bash, args: { command: "touch ${marker('second-ran')}" } }`,
+    `    - call: { tool: bash, args: { command: "${command('first-ran')}" } }`,
+    `    - call: { tool: bash, args: { command: "${command('second-ran')}" } }`,
     '    - call: { tool: subagent, args: { description: "helper", prompt: "run a command" } }',
     '    - text: "done: {{tool_results}}"',
   ].join('\n'))
   return { dir, marker, model }
 }
 
-async function promptOnce(args: string[], answer?: PermissionAnswer) {
-  const { dir, marker, model } = setup()
+async function promptOnce(args: string[], answer?: PermissionAnswer, sameCommand = false) {
+  const { dir, marker, model } = setup(sameCommand)
   const served = serveTrusted(['--model', `scripted:${model}`, '--session-dir', dir, ...args], answer)
   const { agent } = served.connection
   await agent.request(methods.agent.initialize, { protocolVersion: PROTOCOL_VERSION, clientCapabilities: {} })
@@ -63,9 +67,13 @@ describe('dsh acp permissions', () => {
     const { marker, served, stop, updates, exited, decisions, dir, sessionId } = await promptOnce([], pick('reject_once'))
     expect(stop).toBe('end_turn')
     for (const name of ['first-ran', 'second-ran', 'child-ran']) expect(existsSync(marker(name))).toBe(false)
-    // Asked for each of the three calls, naming the session the call belongs to.
+    // Asked for each of the three calls, naming the session the call belongs to and, for
+    // the child's, the child: in the title for any editor, and in _meta.dsh for a dsh parent.
     expect(served.asked).toHaveLength(3)
-    expect(served.asked.every((request) => request.sessionId === sessionId && request.toolCall.title === 'bash')).toBe(true)
+    expect(served.asked.every((request) => request.sessionId === sessionId)).toBe(true)
+    expect(served.asked.map((request) => request.toolCall.title)).toEqual([`bash touch ${marker('first-ran')}`, `bash touch ${marker('second-ran')}`, `spawn "helper": bash touch ${marker('child-ran')}`])
+    expect(served.asked.map((request) => (request._meta as { dsh: { approval: { below: string[] } } }).dsh.approval.below)).toEqual([[], [], ['spawn "helper"']])
+    expect(served.asked[0].toolCall.kind).toBe('execute')
     expect(served.asked[0].options.map((option) => option.kind)).toEqual(['allow_once', 'allow_always', 'reject_once'])
     // The model sees the refusal as the call's error result.
     const failed = updates.filter((update) => update.sessionUpdate === 'tool_call_update' && update.status === 'failed')
@@ -73,23 +81,26 @@ describe('dsh acp permissions', () => {
     expect(JSON.stringify(failed)).toContain('permission denied by the ACP client')
     // Recorded durably with each result, and the file still reads back.
     expect(decisions).toEqual([
-      { decision: 'reject', by: 'the ACP client', reason: 'the user rejected this call' },
-      { decision: 'reject', by: 'the ACP client', reason: 'the user rejected this call' },
+      { decision: 'reject', by: 'the ACP client', reason: 'the user rejected it', source: 'user', at: expect.any(Number) },
+      { decision: 'reject', by: 'the ACP client', reason: 'the user rejected it', source: 'user', at: expect.any(Number) },
     ])
     expect(exited.code).toBe(0)
     const shown = await runDsh(['sessions', 'show', sessionId, '--session-dir', dir])
     expect(shown.code).toBe(0)
   })
 
-  it('allow always is asked once per tool and session; later calls run without asking', async () => {
-    const { marker, served, decisions } = await promptOnce([], pick('allow_always'))
-    for (const name of ['first-ran', 'second-ran', 'child-ran']) expect(existsSync(marker(name))).toBe(true)
-    // The child belongs to the same ACP session, so its call is covered too.
-    expect(served.asked).toHaveLength(1)
-    expect(decisions).toEqual([
-      { decision: 'allow-always', by: 'the ACP client' },
-      { decision: 'allow-always', by: 'the ACP client (earlier in this session)' },
+  it('allow always is asked once per request and session tree; the same request later runs without asking, another one is asked', async () => {
+    const same = await promptOnce([], pick('allow_always'), true)
+    expect(existsSync(same.marker('same-ran'))).toBe(true)
+    // The child belongs to the same ACP session's tree, so its identical call is covered too.
+    expect(same.served.asked).toHaveLength(1)
+    expect(same.decisions).toEqual([
+      { decision: 'allow-always', by: 'the ACP client', source: 'user', at: expect.any(Number) },
+      { decision: 'allow-always', by: 'an earlier answer in this tree', source: 'remembered', at: expect.any(Number) },
     ])
+    const different = await promptOnce([], pick('allow_always'))
+    for (const name of ['first-ran', 'second-ran', 'child-ran']) expect(existsSync(different.marker(name))).toBe(true)
+    expect(different.served.asked).toHaveLength(3)
   })
 
   it('allow once runs that call only: each later call is asked again', async () => {
@@ -103,12 +114,12 @@ describe('dsh acp permissions', () => {
     const rejected = await promptOnce(['--permission', 'reject'], pick('allow_always'))
     expect(rejected.served.asked).toHaveLength(0)
     for (const name of ['first-ran', 'second-ran', 'child-ran']) expect(existsSync(rejected.marker(name))).toBe(false)
-    expect(rejected.decisions[0]).toMatchObject({ decision: 'reject', by: 'dsh acp --permission reject' })
+    expect(rejected.decisions[0]).toMatchObject({ decision: 'reject', by: 'dsh acp --permission reject', source: 'default' })
 
     const allowed = await promptOnce(['--permission', 'allow'], pick('reject_once'))
     expect(allowed.served.asked).toHaveLength(0)
     for (const name of ['first-ran', 'second-ran', 'child-ran']) expect(existsSync(allowed.marker(name))).toBe(true)
-    expect(allowed.decisions[0]).toEqual({ decision: 'allow-once', by: 'dsh acp --permission allow' })
+    expect(allowed.decisions[0]).toEqual({ decision: 'allow-once', by: 'dsh acp --permission allow', source: 'default', at: expect.any(Number) })
   })
 
   it('a client that cannot answer permission requests gets no command run', async () => {

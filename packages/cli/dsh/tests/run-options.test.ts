@@ -23,7 +23,7 @@ describe('side-effecting tools without a terminal', () => {
     expect(result.code, result.stderr).toBe(0)
     expect(existsSync(join(dir, 'ran'))).toBe(false)
     expect(result.stdout).toContain('bash was not run: permission denied by dsh run --permission reject')
-    expect(result.stderr).toContain('dsh: bash was not run: nobody is asked when dsh run is not on a terminal, so side-effecting tools are refused; --permission allow lets them run unasked')
+    expect(result.stderr).toContain('dsh: bash was not run: nobody is asked when dsh run is not on a terminal, so side effects no rule allows are refused; --permission allow lets them run unasked, and approvals rules in dsh.yml allow some')
   })
 
   it('run with --permission allow, and the session records who allowed them', async () => {

@@ -2,7 +2,8 @@ import { resolve } from 'node:path'
 import { childEnvironment } from '@dsh/process'
 import Schema from 'schemastery'
 import type { RecordingLink } from '@dsh/llm'
-import type { PermissionPolicy } from './permission.js'
+import type { ApprovalService, PermissionPolicy } from './permission.js'
+import type { Agent } from '@dsh/agent'
 import { DEFAULT_MAX_FRAME_BYTES } from './frame-limit.js'
 
 /** The plugin's config, as written in a composition file. */
@@ -31,7 +32,7 @@ export const AcpProviderConfig: Schema<AcpProviderConfig> = Schema.object({
   cwd: Schema.string().min(1).description('Its working directory (and the ACP session cwd); default: the delegating session\'s cwd.'),
   env: Schema.dict(Schema.string(), Schema.string().pattern(/^[^=\0]+$/)).default({}).description('Variables added to the cleaned parent environment.'),
   passEnv: Schema.array(Schema.string().min(1).pattern(/^[^=\0]+$/)).default([]).description('Parent variables the agent inherits beyond the base environment (PATH, HOME, locale, terminal, temp dirs), by exact name: an API key its model needs.'),
-  permission: Schema.union(['reject', 'allow']).default('reject').description('How session/request_permission is answered.'),
+  permission: Schema.union(['ask', 'reject', 'allow']).default('ask').description("How the agent's session/request_permission is answered: ask the parent's approval broker (its rules, then whoever is at the root of the tree), or reject / allow every request here."),
   timeoutMs: milliseconds().description('Longest a prompt turn may run; on expiry the run ends error and the agent is stopped.'),
   startupTimeoutMs: milliseconds().default(15_000).description('Longest initialize + session/new may take.'),
   cancelGraceMs: milliseconds().default(5_000).description('After session/cancel, how long the agent has to answer cancelled.'),
@@ -47,6 +48,10 @@ export interface AcpRunSpec {
   recordingLink?: (parentSession: string, callId: string | undefined) => RecordingLink | undefined
   /** Told why a progress update from the agent was dropped (an unknown tool call, a malformed field); the plugin logs it at debug level. */
   progressDropped?: (reason: string) => void
+  /** The parent's approval broker, when it has one (`permission: ask` sends requests there). */
+  approvals?: () => ApprovalService | undefined
+  /** An agent of this process by id (a continuable child's parent, when it is resumed). */
+  agent?: (id: string) => Agent | undefined
   command: string
   args: readonly string[]
   /** Absolute; `undefined` means the parent session's cwd. */

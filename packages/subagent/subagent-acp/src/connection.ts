@@ -16,13 +16,13 @@
  */
 import { Readable, Writable } from 'node:stream'
 import { createRequire } from 'node:module'
-import { client, methods, ndJsonStream, PROTOCOL_VERSION, RequestError, type ClientConnection, type ContentBlock, type LoadSessionRequest, type NewSessionRequest, type PromptResponse, type SessionUpdate } from '@agentclientprotocol/sdk'
+import { client, methods, ndJsonStream, PROTOCOL_VERSION, RequestError, type ClientConnection, type ContentBlock, type LoadSessionRequest, type NewSessionRequest, type PromptResponse, type RequestPermissionRequest, type RequestPermissionResponse, type SessionUpdate } from '@agentclientprotocol/sdk'
 import { errorMessage } from '@dsh/base'
 import type { TextBlock } from '@dsh/llm'
 import { processOfTree, SubagentError, withStderr, type RemoteChild, type RemoteConnection, type RemoteProcess, type RemoteTransport, type StartControl, type TurnControl } from '@dsh/subagent'
 import { describeExit, processAlive, ProcessTree } from '@dsh/process'
 import { acpChildEnvironment, type AcpRunSpec } from './config.js'
-import { answerPermission } from './permission.js'
+import { answerPermission, approvalAsk, readForwarded, responseOf, type ApprovalScope } from './permission.js'
 import { withoutExtensionUpdates } from './extension-updates.js'
 import { StdoutGuard } from './stdout-guard.js'
 import { FrameLimit, refuseOversizedPrompt } from './frame-limit.js'
@@ -46,6 +46,8 @@ export class AcpChild implements RemoteChild {
   remoteId: string | undefined
   /** While true, permission requests are answered `cancelled`: the turn is being stopped. */
   stopping = false
+  /** Aborted when the child is closed: requests it had put to the parent's broker are withdrawn at once. */
+  private readonly closed = new AbortController()
   private connection: ClientConnection | undefined
   private readonly listeners = new Map<string, (update: SessionUpdate) => void>()
   private closing: Promise<void> | undefined
@@ -57,6 +59,8 @@ export class AcpChild implements RemoteChild {
   constructor(
     private readonly spec: AcpRunSpec,
     private readonly cwd: string,
+    /** Whose side effects the agent's permission requests are, for the parent's broker (absent: decided by `spec.permission` alone). */
+    private readonly approvals?: ApprovalScope,
   ) {
     this.tree = new ProcessTree({ command: spec.command, args: spec.args, cwd, env: acpChildEnvironment(spec), stderrTailChars: STDERR_TAIL_CHARS })
     this.process = processOfTree(this.tree, describeExit)
@@ -109,10 +113,26 @@ export class AcpChild implements RemoteChild {
     }
   }
 
+  /**
+   * An agent's permission request: up to the parent's approval broker (`ask`, the
+   * default), or the fixed policy. Withdrawn when the agent cancels it, the turn is being
+   * stopped or the child is closed: then nothing is allowed.
+   */
+  private async answerPermission(params: RequestPermissionRequest, signal: AbortSignal): Promise<RequestPermissionResponse> {
+    if (this.stopping) return { outcome: { outcome: 'cancelled' } }
+    const broker = this.spec.permission === 'ask' && this.approvals !== undefined ? this.spec.approvals?.() : undefined
+    if (broker === undefined) return answerPermission(this.spec.permission === 'allow' ? 'allow' : 'reject', params.options, this.stopping)
+    const withdrawn = AbortSignal.any([signal, this.closed.signal])
+    const childId = `${this.spec.provider}:${params.sessionId}`
+    const decision = await broker.request(approvalAsk(params, childId, this.approvals!, withdrawn))
+    if (this.stopping || withdrawn.aborted) return { outcome: { outcome: 'cancelled' } }
+    return responseOf(decision, params.options, readForwarded(params._meta) !== undefined)
+  }
+
   private connect(guard: StdoutGuard): ClientConnection {
     const { child } = this.tree
     const app = client({ name: 'dsh-subagent-acp' })
-      .onRequest(methods.client.session.requestPermission, ({ params }) => answerPermission(this.spec.permission, params.options, this.stopping))
+      .onRequest(methods.client.session.requestPermission, ({ params, signal }) => this.answerPermission(params, signal))
       .onNotification(methods.client.session.update, ({ params }) => this.listeners.get(params.sessionId)?.(params.update))
     const limit = new FrameLimit(this.spec.maxFrameBytes)
     limit.onOversized = (bytes) => {
@@ -167,6 +187,7 @@ export class AcpChild implements RemoteChild {
 
   /** Reap the tree (stdin close → grace → SIGTERM → grace → SIGKILL), then close the connection. Idempotent. */
   close(): Promise<void> {
+    this.closed.abort(new Error('the ACP child was closed'))
     this.closing ??= this.tree.reap({ stdinGraceMs: this.spec.stdinGraceMs, termGraceMs: this.spec.termGraceMs }).finally(() => this.connection?.close())
     return this.closing
   }
@@ -207,6 +228,8 @@ export class AcpTransport implements RemoteTransport<AcpChild> {
     private readonly cwd: string,
     /** How the next connection opens its session. */
     private opening: SessionOpening,
+    /** Whose side effects the agent asks about (see `AcpChild`). */
+    private readonly approvals?: ApprovalScope,
   ) {}
 
   get provider(): string {
@@ -241,7 +264,7 @@ export class AcpTransport implements RemoteTransport<AcpChild> {
   }
 
   connect(control: StartControl): RemoteConnection<AcpChild> {
-    const child = new AcpChild(this.spec, this.cwd)
+    const child = new AcpChild(this.spec, this.cwd, this.approvals)
     return { child, opened: child.open(control, this.opening) }
   }
 

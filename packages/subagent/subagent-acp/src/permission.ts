@@ -1,22 +1,34 @@
-import { assertNever } from '@dsh/base'
-import type { PermissionOption, RequestPermissionResponse } from '@agentclientprotocol/sdk'
+/**
+ * How the provider answers an agent's `session/request_permission`: by default (`ask`)
+ * the request goes up to the parent's approval broker (`@dsh/approvals`), which decides it
+ * by its rules or asks whoever is at the root of the tree, naming the child; `allow` /
+ * `reject` decide every request here, unasked (and are what happens without a broker).
+ *
+ * A `dsh acp` child says in `_meta.dsh.approval` who below it asked and whether its own
+ * rules asked about it (see `@dsh/acp-server`'s `ForwardedApproval`); the answer carries
+ * `_meta.dsh.decision`, who really decided, which the child records.
+ */
+import { assertNever, isRecord, type PermissionDecision } from '@dsh/base'
+import type { PermissionOption, RequestPermissionRequest, RequestPermissionResponse } from '@agentclientprotocol/sdk'
+import type { ApprovalAsk, ApprovalService } from '@dsh/approvals'
+import type { Agent } from '@dsh/agent'
+import type { PermissionLevel } from '@dsh/session'
 
-/** How the provider answers an agent's `session/request_permission`: nobody is there to ask. */
-export type PermissionPolicy = 'reject' | 'allow'
+export type PermissionPolicy = 'ask' | 'reject' | 'allow'
 
 /**
  * `reject`: the first reject option the agent offers; `allow`: the first allow option.
  * When the agent offers no option of that kind, or the turn is being cancelled, the
  * answer is `cancelled` (ACP's "no decision"), never an option of the opposite kind.
  */
-export function answerPermission(policy: PermissionPolicy, options: readonly PermissionOption[], cancelling: boolean): RequestPermissionResponse {
+export function answerPermission(policy: 'reject' | 'allow', options: readonly PermissionOption[], cancelling: boolean): RequestPermissionResponse {
   if (cancelling) return { outcome: { outcome: 'cancelled' } }
   const wanted = optionKinds(policy)
   const option = options.find((candidate) => wanted.includes(candidate.kind))
   return option ? { outcome: { outcome: 'selected', optionId: option.optionId } } : { outcome: { outcome: 'cancelled' } }
 }
 
-function optionKinds(policy: PermissionPolicy): readonly PermissionOption['kind'][] {
+function optionKinds(policy: 'reject' | 'allow'): readonly PermissionOption['kind'][] {
   switch (policy) {
     case 'reject':
       return ['reject_once', 'reject_always']
@@ -26,3 +38,86 @@ function optionKinds(policy: PermissionPolicy): readonly PermissionOption['kind'
       return assertNever(policy, 'permission policy')
   }
 }
+
+/** Whose requests an agent's permission asks are: the delegation, as the parent's broker names it. */
+export interface ApprovalScope {
+  /** The delegating agent (the parent), in this process. */
+  parent: Agent
+  /** The child as the path names it: `acp "review"`, or its helper's name. */
+  name: string
+  /** The child's permission levels beyond its parent's (its process's rules, its helper's). */
+  levels?: readonly PermissionLevel[]
+}
+
+/** What a `dsh acp` child says of a request beyond ACP's fields; anything malformed makes it a plain ACP request. */
+export interface ForwardedApproval {
+  below: string[]
+  tool: string
+  subject: string
+  policy?: 'ask'
+}
+
+const NAME = /^[A-Za-z0-9_.-]{1,64}$/
+
+export function readForwarded(meta: unknown): ForwardedApproval | undefined {
+  const approval = isRecord(meta) && isRecord(meta.dsh) ? meta.dsh.approval : undefined
+  if (!isRecord(approval)) return undefined
+  const { below, tool, subject, policy } = approval
+  if (!Array.isArray(below) || below.length > 32 || !below.every((name) => typeof name === 'string' && name.length <= 200)) return undefined
+  if (typeof tool !== 'string' || !NAME.test(tool) || typeof subject !== 'string' || subject.length > 16_384) return undefined
+  if (policy !== undefined && policy !== 'ask') return undefined
+  return { below: below as string[], tool, subject, ...(policy === 'ask' && { policy }) }
+}
+
+/**
+ * The broker's request for one `session/request_permission` of the child `childId`. A
+ * plain ACP agent's tool calls are named by their kind, as rules name them: a command it
+ * runs is `bash`, a file it edits, deletes or moves is `edit`, anything else its title.
+ */
+export function approvalAsk(params: RequestPermissionRequest, childId: string, scope: ApprovalScope, signal: AbortSignal): ApprovalAsk {
+  const forwarded = readForwarded(params._meta)
+  const { toolCall } = params
+  const rawInput = toolCall.rawInput
+  if (forwarded) {
+    return {
+      agent: scope.parent,
+      tool: forwarded.tool,
+      // The subject is what the child's rules matched; a command stays a command here.
+      args: isRecord(rawInput) ? rawInput : { subject: forwarded.subject },
+      signal,
+      callId: toolCall.toolCallId,
+      remote: { child: childId, name: scope.name, below: forwarded.below, record: false, ...(forwarded.policy === 'ask' && { verdict: 'ask' as const }), ...(scope.levels && { levels: scope.levels }) },
+    }
+  }
+  const kind = toolCall.kind
+  const title = typeof toolCall.title === 'string' ? toolCall.title : ''
+  const tool = kind === 'execute' ? 'bash' : kind === 'edit' || kind === 'delete' || kind === 'move' ? 'edit' : NAME.test(title) ? title : (kind ?? 'other')
+  return {
+    agent: scope.parent,
+    tool,
+    args: isRecord(rawInput) ? rawInput : { title },
+    signal,
+    callId: toolCall.toolCallId,
+    remote: { child: childId, name: scope.name, record: true, ...(scope.levels && { levels: scope.levels }) },
+  }
+}
+
+/**
+ * The broker's decision as the agent's option: for a dsh child, "always" is its own allow
+ * always (it remembers the same request only); a plain ACP agent gets allow once even then,
+ * since its own "always" may cover more than this request (the broker remembers it here).
+ */
+export function responseOf(decision: PermissionDecision, options: readonly PermissionOption[], dshChild: boolean): RequestPermissionResponse {
+  const kinds: readonly PermissionOption['kind'][] =
+    decision.decision === 'reject' ? ['reject_once', 'reject_always'] : decision.decision === 'allow-always' && dshChild ? ['allow_always', 'allow_once'] : ['allow_once', 'allow_always']
+  const option = kinds.map((kind) => options.find((candidate) => candidate.kind === kind)).find((found) => found !== undefined)
+  const provenance: Record<string, unknown> = { by: decision.by }
+  if (decision.source !== undefined) provenance.source = decision.source
+  if (decision.rule !== undefined) provenance.rule = decision.rule
+  if (decision.at !== undefined) provenance.at = decision.at
+  if (decision.decision === 'reject') provenance.reason = decision.reason
+  const _meta = { dsh: { decision: provenance } }
+  return option ? { outcome: { outcome: 'selected', optionId: option.optionId }, _meta } : { outcome: { outcome: 'cancelled' }, _meta }
+}
+
+export type { ApprovalService }

@@ -23,6 +23,9 @@ import {
 import { AcpProviderConfig, resolveAcpSpec, withRecordingGrant, type AcpRunSpec } from './config.js'
 import { AcpTransport } from './connection.js'
 import { refuseOversizedPrompt } from './frame-limit.js'
+import type { ApprovalScope } from './permission.js'
+import { delegationName } from '@dsh/approvals'
+import type { Agent } from '@dsh/agent'
 
 /**
  * Of the start-time features only the depth bound: it is checked before anything is
@@ -45,12 +48,12 @@ export class AcpProvider implements SubagentProvider {
 
   start(request: SubagentRequest): Promise<SubagentRun> {
     const { spec, cwd, lineage } = this.prepare(request, request.label, request.maxDepth)
-    return startRemoteRun(request, new AcpTransport(spec, cwd, { kind: 'new', request: newSessionRequest(cwd, lineage), continuable: false }))
+    return startRemoteRun(request, new AcpTransport(spec, cwd, { kind: 'new', request: newSessionRequest(cwd, lineage), continuable: false }, this.approvalScope(request.parent, request.label, request)))
   }
 
   async prepareContinuable({ parent, descriptor, request, signal }: PrepareContinuableRequest): Promise<ContinuablePreparation> {
     const { spec, cwd, lineage } = this.prepare({ ...request, parent }, descriptor.label, request.maxDepth)
-    const transport = new AcpTransport(spec, cwd, { kind: 'new', request: newSessionRequest(cwd, lineage), continuable: true })
+    const transport = new AcpTransport(spec, cwd, { kind: 'new', request: newSessionRequest(cwd, lineage), continuable: true }, this.approvalScope(parent, descriptor.label, request))
     // A parent that began disposing while the child started refuses it: the child would outlive it.
     const child = await launchRemoteChild(transport, signal, parent)
     const sessionId = child.remoteId!
@@ -69,9 +72,19 @@ export class AcpProvider implements SubagentProvider {
       throw new SubagentError('INVALID_REQUEST', `the record of ACP child ${record.childId} has no absolute cwd in its resumeData (got ${JSON.stringify(cwd)}); it was not written by this provider`)
     }
     const lineage = { parentSession: record.parentId, delegationDepth: record.depth, provider: this.name }
-    const conversation = openConversation(new AcpTransport(this.spec, cwd, { kind: 'load', request: loadSessionRequest(record.remoteId, cwd, lineage) }), undefined, record.remoteId, { cwd })
+    // The parent is live (it is the one resuming its child): its broker hears the child's requests again.
+    const parent = this.spec.agent?.(record.parentId)
+    const scope = parent && this.approvalScope(parent, record.descriptor.label, {})
+    const conversation = openConversation(new AcpTransport(this.spec, cwd, { kind: 'load', request: loadSessionRequest(record.remoteId, cwd, lineage) }, scope), undefined, record.remoteId, { cwd })
     await conversation.reconnect(signal)
     return conversation
+  }
+
+  /** Whose side effects the child's permission requests are, for the parent's approval broker. */
+  private approvalScope(parent: Agent, label: string | undefined, request: Pick<SubagentRequest, 'helper' | 'permissions'>): ApprovalScope {
+    const scope: ApprovalScope = { parent, name: delegationName({ provider: this.name, label, helper: request.helper?.name }) }
+    if (request.permissions !== undefined) scope.levels = request.permissions
+    return scope
   }
 
   /** What a start checks before anything is spawned, and what it sends: the cwd, the recording grant and link, the lineage. */
@@ -119,6 +132,8 @@ export class AcpPlugin {
       new AcpProvider(config.providerName, {
         ...resolveAcpSpec(config),
         recordingLink: (parent, callId) => ctx.get('llm')?.childRecordingLink(parent, callId),
+        approvals: () => ctx.get('approvals'),
+        agent: (id) => ctx.get('agents')?.get(id),
         progressDropped: (reason) => log.debug('a progress update from the ACP agent was dropped: %s', reason),
       }),
     )
