@@ -1,4 +1,5 @@
 import type { AgentCard, AgentSkill } from '@a2a-js/sdk'
+import { duplicateInterfacesForLegacy } from '@a2a-js/sdk/compat/v0_3'
 import { CONTEXTS_EXTENSION } from './contexts.js'
 
 /** Where the JSON-RPC endpoint is mounted under the server's base URL. */
@@ -13,15 +14,20 @@ export const REST_PATH = '/a2a/rest'
  */
 export const KEEPALIVE_EXTENSION = 'urn:dsh:a2a:keepalive:v1'
 
-/** The card a client reads from `/.well-known/agent-card.json`: a JSON-RPC and an HTTP+JSON interface, streaming, text in and out. */
+/** The card a client reads from `/.well-known/agent-card.json`: JSON-RPC and HTTP+JSON interfaces in 1.0 and 0.3, streaming, text in and out. */
 export function dshAgentCard(options: { publicUrl: string; version: string; name: string; bearer: boolean; keepAliveMs: number; skills?: readonly AgentSkill[]; namedContexts?: boolean; pushNotifications?: boolean }): AgentCard {
   const card: AgentCard = {
     name: options.name,
     description: 'A dsh agent: each task runs as one dsh session until the agent is quiet (its turn and the turns its background work starts).',
-    supportedInterfaces: [
-      { url: `${options.publicUrl}${JSON_RPC_PATH}`, protocolBinding: 'JSONRPC', tenant: '', protocolVersion: '1.0' },
-      { url: `${options.publicUrl}${REST_PATH}`, protocolBinding: 'HTTP+JSON', tenant: '', protocolVersion: '1.0' },
-    ],
+    // Each binding in 1.0, then the same URL in 0.3 (the SDK's compatibility layer serves both):
+    // a client taking the first interface of a binding gets 1.0.
+    supportedInterfaces: duplicateInterfacesForLegacy(
+      [
+        { url: `${options.publicUrl}${JSON_RPC_PATH}`, protocolBinding: 'JSONRPC', tenant: '', protocolVersion: '1.0' },
+        { url: `${options.publicUrl}${REST_PATH}`, protocolBinding: 'HTTP+JSON', tenant: '', protocolVersion: '1.0' },
+      ],
+      ['JSONRPC', 'HTTP+JSON'],
+    ),
     provider: undefined,
     version: options.version,
     capabilities: {

@@ -11,6 +11,7 @@
  *   releases it here.
  */
 import type { Message, SendMessageRequest, SendMessageResult, StreamResponse } from '@a2a-js/sdk'
+import { RequestMalformedError } from '@a2a-js/sdk/errors'
 import { DefaultRequestHandler, type ServerCallContext, type TaskStore, type PushNotificationSender, type PushNotificationStore } from '@a2a-js/sdk/server'
 import type { AgentCard } from '@a2a-js/sdk'
 import type { Contexts, ContextHold } from './contexts.js'
@@ -48,10 +49,26 @@ export class DshRequestHandler extends DefaultRequestHandler {
   /** The guards; the context hold of a message that starts a task. */
   private async admit(message: Message | undefined): Promise<ContextHold | undefined> {
     if (!message) return undefined
+    refuseMalformedParts(message)
     if (message.taskId) {
       this.dshExecutor.refuseRunningTask(message.taskId)
       return undefined
     }
     return this.contexts.admit(message)
   }
+}
+
+/**
+ * Every part must say what it holds, and a text part must hold text: a 0.3 client's
+ * `{ kind: "text" }` without `text`, or a part of no kind the binding knows, would
+ * otherwise reach the agent as nothing at all. Refused with `RequestMalformedError`
+ * naming the part, before anything is made.
+ */
+function refuseMalformedParts(message: Message): void {
+  if (!Array.isArray(message.parts)) throw new RequestMalformedError('message.parts must be a list of parts')
+  message.parts.forEach((part, index) => {
+    const content = part?.content
+    if (!content) throw new RequestMalformedError(`message.parts[${index}] holds nothing: a part needs text, a file (url or raw bytes) or data`)
+    if (content.$case === 'text' && typeof content.value !== 'string') throw new RequestMalformedError(`message.parts[${index}] is a text part without its text`)
+  })
 }

@@ -9,6 +9,7 @@ import { createRequire } from 'node:module'
 import type { AddressInfo } from 'node:net'
 import express from 'express'
 import { agentCardHandler, jsonRpcHandler, restHandler, UserBuilder } from '@a2a-js/sdk/server/express'
+import { legacyAgentCardRouter } from '@a2a-js/sdk/compat/v0_3/server/express'
 import type { Context } from 'cordis'
 import { DEFAULT_MAX_DEPTH } from '@dsh/subagent'
 import { requireBearer } from './auth.js'
@@ -126,10 +127,16 @@ export async function serveA2a(ctx: Context, options: A2aServerOptions = {}): Pr
     response.setHeader('Last-Modified', cardModified)
     next()
   })
+  // The 0.3-shaped card (the SDK's translation) only to a client that asks for 0.3; any other
+  // request, one without A2A-Version included, gets the 1.0 card (1.0 clients and the
+  // conformance kit read the card without the header). It lists the 0.3 interfaces too.
+  const legacyCard = legacyAgentCardRouter({ agentCardProvider: requestHandler })
+  app.use('/.well-known/agent-card.json', (request, response, next) => (asksForLegacy(request.get('a2a-version')) ? legacyCard(request, response, next) : next()))
   app.use('/.well-known/agent-card.json', agentCardHandler({ agentCardProvider: requestHandler }))
-  app.use(JSON_RPC_PATH, jsonRpcHandler({ requestHandler, userBuilder: UserBuilder.noAuthentication }))
+  // 0.3 clients (A2A-Version 0.3, or none) are served by the SDK's compatibility layer over the same request handler.
+  app.use(JSON_RPC_PATH, jsonRpcHandler({ requestHandler, userBuilder: UserBuilder.noAuthentication, legacyCompat: { enabled: true } }))
   // The same request handler behind the HTTP+JSON binding: one set of tasks, two bindings.
-  app.use(REST_PATH, restBindingConventions(), restHandler({ requestHandler, userBuilder: UserBuilder.noAuthentication }))
+  app.use(REST_PATH, restBindingConventions(), restHandler({ requestHandler, userBuilder: UserBuilder.noAuthentication, legacyCompat: { enabled: true } }))
 
   let closing: Promise<void> | undefined
   return {
@@ -150,6 +157,11 @@ export async function serveA2a(ctx: Context, options: A2aServerOptions = {}): Pr
       return closing
     },
   }
+}
+
+/** An explicit request for the 0.3 protocol (`A2A-Version: 0.3` or `0.3.x`). */
+function asksForLegacy(version: string | undefined): boolean {
+  return version !== undefined && /^\s*0\.3(\.\d+)?\s*$/.test(version)
 }
 
 function listen(http: Server, host: string, port: number): Promise<void> {

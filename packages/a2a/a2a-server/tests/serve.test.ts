@@ -49,7 +49,7 @@ describe('dsh a2a server driven by the SDK client', () => {
     const w = await worker([{ reply: [{ text: 'Paris is the capital.' }] }])
     const client = await sdkClient(w.server.url, undefined, 'rest')
     const card = await client.getAgentCard()
-    expect(card.supportedInterfaces.map((entry) => entry.protocolBinding)).toEqual(['JSONRPC', 'HTTP+JSON'])
+    expect(card.supportedInterfaces.map((entry) => `${entry.protocolBinding} ${entry.protocolVersion}`)).toEqual(['JSONRPC 1.0', 'HTTP+JSON 1.0', 'JSONRPC 0.3', 'HTTP+JSON 0.3'])
     const events = await streamAll(client, userMessage('capital of France?'))
     expect(artifactText(events, 'answer')).toBe('Paris is the capital.')
     expect(finalState(events)).toBe(TaskState.TASK_STATE_COMPLETED)

@@ -20,11 +20,16 @@ export class Worker {
     private readonly fetchImpl: typeof fetch,
   ) {}
 
-  /** The SDK client from the worker's agent card, fetched once and again after a failure. */
+  /**
+   * The SDK client from the worker's agent card, fetched once and again after a failure.
+   * With the SDK's compatibility layer on, a worker whose card offers JSON-RPC only in
+   * protocol 0.3 (its card in the 0.3 shape, or a 1.0 card listing a 0.3 interface alone)
+   * is spoken to in 0.3; one that offers 1.0 is spoken to in 1.0.
+   */
   connect(): Promise<Client> {
     this.client ??= new ClientFactory({
-      transports: [new JsonRpcTransportFactory({ fetchImpl: this.fetchImpl })],
-      cardResolver: new DefaultAgentCardResolver({ fetchImpl: this.fetchImpl }),
+      transports: [new JsonRpcTransportFactory({ fetchImpl: this.fetchImpl, legacyCompat: { enabled: true } })],
+      cardResolver: new DefaultAgentCardResolver({ fetchImpl: this.fetchImpl, legacyCompat: { enabled: true } }),
     }).createFromUrl(this.url)
     this.client.catch(() => {
       this.client = undefined

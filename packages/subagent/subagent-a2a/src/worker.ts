@@ -151,12 +151,12 @@ export class A2aTransport implements RemoteTransport<A2aChild> {
 
 /** Whether a card says its agent accepts a context named by the client (a dsh worker with stored sessions). */
 export function acceptsNamedContexts(card: AgentCard): boolean {
-  return card.capabilities?.extensions.some((extension) => extension.uri === CONTEXTS_EXTENSION) === true
+  return card.capabilities?.extensions?.some((extension) => extension.uri === CONTEXTS_EXTENSION) === true
 }
 
 /** The keep-alive period a card promises (`KEEPALIVE_EXTENSION`), when it is a sane one. */
 function promisedKeepAlive(card: AgentCard): number | undefined {
-  const extension = card.capabilities?.extensions.find((candidate) => candidate.uri === KEEPALIVE_EXTENSION)
+  const extension = card.capabilities?.extensions?.find((candidate) => candidate.uri === KEEPALIVE_EXTENSION)
   const intervalMs: unknown = isRecord(extension?.params) ? extension.params.intervalMs : undefined
   return typeof intervalMs === 'number' && Number.isInteger(intervalMs) && intervalMs >= 100 && intervalMs <= 300_000 ? intervalMs : undefined
 }

@@ -4,6 +4,7 @@ import express from 'express'
 import type { AgentCard } from '@a2a-js/sdk'
 import { DefaultRequestHandler, InMemoryTaskStore, type AgentExecutor } from '@a2a-js/sdk/server'
 import { agentCardHandler, jsonRpcHandler, UserBuilder } from '@a2a-js/sdk/server/express'
+import { legacyAgentCardRouter } from '@a2a-js/sdk/compat/v0_3/server/express'
 import { createHarness, type Harness } from '@dsh/testkit/harness'
 import { text } from '@dsh/llm'
 import type { Agent } from '@dsh/agent'
@@ -75,6 +76,42 @@ export async function sdkAgent(executor: AgentExecutor, capabilities: Partial<Ag
   app.use('/.well-known/agent-card.json', agentCardHandler({ agentCardProvider: requestHandler }))
   app.use('/rpc', jsonRpcHandler({ requestHandler, userBuilder: UserBuilder.noAuthentication }))
   return server
+}
+
+/**
+ * An agent of the 0.3 protocol, on the SDK's own pieces: its card in the 0.3 shape (the
+ * SDK's translation, whatever version a client asks for) offering JSON-RPC in 0.3 alone,
+ * and the SDK's 0.3 JSON-RPC handler. `methods` records each JSON-RPC method called.
+ */
+export async function legacyAgent(executor: AgentExecutor): Promise<PlainServer & { methods: string[] }> {
+  const app = express()
+  const server = await listenOnLoopback(app)
+  const card: AgentCard = {
+    name: 'legacy-agent',
+    description: 'an agent that speaks A2A 0.3',
+    supportedInterfaces: [{ url: `${server.url}/rpc`, protocolBinding: 'JSONRPC', tenant: '', protocolVersion: '0.3' }],
+    provider: undefined,
+    version: '0.3.0',
+    capabilities: { streaming: true, pushNotifications: false, extensions: [] },
+    securitySchemes: {},
+    securityRequirements: [],
+    defaultInputModes: ['text/plain'],
+    defaultOutputModes: ['text/plain'],
+    skills: [],
+    signatures: [],
+  }
+  const requestHandler = new DefaultRequestHandler(card, new InMemoryTaskStore(), executor)
+  const methods: string[] = []
+  app.use('/.well-known/agent-card.json', (request, _response, next) => {
+    // A 0.3 agent knows no A2A-Version: its card is the 0.3 one for everybody.
+    delete request.headers['a2a-version']
+    next()
+  }, legacyAgentCardRouter({ agentCardProvider: requestHandler }))
+  app.use('/rpc', express.json(), (request, _response, next) => {
+    methods.push(String((request.body as { method?: unknown }).method))
+    next()
+  }, jsonRpcHandler({ requestHandler, userBuilder: UserBuilder.noAuthentication, legacyCompat: { enabled: true } }))
+  return Object.assign(server, { methods })
 }
 
 /** Resolves once `check` holds (the test timeout bounds it). */
