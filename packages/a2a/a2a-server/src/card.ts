@@ -38,7 +38,7 @@ export function dshAgentCard(options: { publicUrl: string; version: string; name
         { uri: KEEPALIVE_EXTENSION, description: 'While a task waits or works, a status update repeating its state is sent every intervalMs milliseconds (metadata.dsh.keepAlive = true).', required: false, params: { intervalMs: options.keepAliveMs } },
         // Contexts are stored sessions: a client may name a new one (contexts.ts).
         ...(options.namedContexts
-          ? [{ uri: CONTEXTS_EXTENSION, description: 'A context is a stored conversation: a message naming a known contextId continues it; a client may name a new context itself with metadata.dsh.newContext = true; an unknown contextId is refused.', required: false, params: undefined }]
+          ? [{ uri: CONTEXTS_EXTENSION, description: 'A context is a stored conversation: a message naming a known contextId continues it, one naming an unknown contextId opens it under that name, unless its metadata.dsh.existingContext is true: then an unknown contextId is refused.', required: false, params: undefined }]
           : []),
       ],
     },

@@ -7,21 +7,22 @@
  * - A message without a `contextId` (and without a `taskId`) opens a new context: this
  *   server names it with a fresh session id.
  * - A message naming a context this server holds continues it.
- * - A message naming a context this server does not know is refused with an error
- *   (`RequestMalformedError`) and no context is made: the A2A specification lets a server
- *   refuse a client-provided context id, and then it must not make up another one. A
- *   context lost (its session deleted, another worker asked) is reported, never silently
- *   replaced by an empty conversation.
- * - A client that needs to know a new context's id before its first answer (a dsh parent
- *   recording a continuable child) names it itself and says so: `metadata.dsh.newContext:
- *   true` with a `contextId` that is a valid session id. That message opens the context
- *   if it does not exist yet, and continues it if it does (a retried first message). The
- *   card announces this as the extension `CONTEXTS_EXTENSION`.
+ * - A message naming a context this server does not hold opens it under that name (the
+ *   A2A specification lets an agent accept a client's context id, as the SDK does and the
+ *   conformance kit checks), when the name can be a session id and names no other session
+ *   here (else `RequestMalformedError`: the specification's alternative, refusing, with no
+ *   other context id made up).
+ * - A dsh parent continuing a child says the context must exist already
+ *   (`metadata.dsh.existingContext: true`): then an unknown context is refused with
+ *   `RequestMalformedError`, so a lost context (its session deleted, another worker asked)
+ *   is reported, never silently replaced by an empty conversation. The card announces all
+ *   this as the extension `CONTEXTS_EXTENSION`.
  *
  * One task runs in a context at a time: a message for a context whose task is still
  * waiting or working is refused (`UnsupportedOperationError`), before anything is made.
  * Continuing needs session storage (`@dsh/session-jsonl`, which `dsh a2a serve` loads);
- * without it every context is a new one and naming one is refused.
+ * without it nothing is remembered: every task is a new conversation, and a message that
+ * says its context must exist is refused.
  */
 import type { Message } from '@a2a-js/sdk'
 import { RequestMalformedError, UnsupportedOperationError } from '@a2a-js/sdk/errors'
@@ -29,8 +30,11 @@ import type { Context } from 'cordis'
 import { DshError, errorMessage, isRecord } from '@dsh/base'
 import { newSessionId, type SessionHeader } from '@dsh/session'
 
-/** The card extension by which this server says a client may name a new context (`metadata.dsh.newContext`). */
+/** The card extension by which this server says contexts are stored conversations a client may name, and that it honours `metadata.dsh.existingContext`. */
 export const CONTEXTS_EXTENSION = 'urn:dsh:a2a:contexts:v1'
+
+/** Longest context id a client may name (a session id: a file name, with storage). */
+export const MAX_CONTEXT_ID_CHARS = 128
 
 /** The session origin of A2A tasks: only such sessions are contexts. */
 export const A2A_ORIGIN = 'a2a'
@@ -129,13 +133,17 @@ export class Contexts {
     }
   }
 
-  /** Whether the client named `contextId` itself, as a new context (`metadata.dsh.newContext: true`). */
+  /** What the context a message names is: one to continue, or a new one under the client's name. */
   private async check(contextId: string, message: Message): Promise<ContextClaim> {
-    const opening = isRecord(message.metadata) && isRecord(message.metadata.dsh) && message.metadata.dsh.newContext === true
-    if (!this.continuable) {
-      throw new UnsupportedOperationError(`this worker stores no sessions, so it cannot continue context ${contextId}${opening ? ' or open one under a name the client chose' : ''}; send the message without a contextId`)
+    const mustExist = isRecord(message.metadata) && isRecord(message.metadata.dsh) && message.metadata.dsh.existingContext === true
+    if (contextId.length > MAX_CONTEXT_ID_CHARS || !/^[\x21-\x7e]+$/.test(contextId)) {
+      throw new RequestMalformedError(`contextId ${JSON.stringify(contextId.slice(0, 140))} cannot name a context here: use at most ${MAX_CONTEXT_ID_CHARS} printable characters without spaces`)
     }
-    if (this.ctx.sessions.get(contextId)) throw unknown(contextId)
+    if (!this.continuable) {
+      if (mustExist) throw new UnsupportedOperationError(`this worker stores no sessions, so it holds no context ${contextId} to continue; send the message without a contextId`)
+      return { kind: 'new', contextId }
+    }
+    if (this.ctx.sessions.get(contextId)) throw notOurs(contextId)
     let header: SessionHeader | undefined
     try {
       header = (await this.ctx.sessions.readStored(contextId))?.header
@@ -145,11 +153,11 @@ export class Contexts {
       throw new UnsupportedOperationError(`context ${contextId} cannot be read: ${errorMessage(error)}`)
     }
     if (header === undefined) {
-      if (opening) return { kind: 'new', contextId }
-      throw unknown(contextId)
+      if (mustExist) throw unknown(contextId)
+      return { kind: 'new', contextId }
     }
     // Only the sessions of A2A tasks are contexts: another session on this machine is not the client's to continue.
-    if (header.origin !== A2A_ORIGIN) throw unknown(contextId)
+    if (header.origin !== A2A_ORIGIN) throw notOurs(contextId)
     const parentSession = parentSessionOf(message.metadata)
     // A dsh parent continuing its child names itself: a context of another parent is not its to continue.
     if (parentSession !== undefined && header.parentSession !== undefined && parentSession !== header.parentSession) {
@@ -161,8 +169,13 @@ export class Contexts {
 
 function unknown(contextId: string): RequestMalformedError {
   return new RequestMalformedError(
-    `this worker has no context ${contextId} (it names no conversation of this worker's sessions: another worker's, or one whose session is gone); send the message without a contextId to start a new one`,
+    `this worker has no context ${contextId} (it names no conversation of this worker's sessions: another worker's, or one whose session is gone); send the message without metadata.dsh.existingContext, or without a contextId, to start a new one`,
   )
+}
+
+/** A name taken by a session that is not an A2A context: it cannot be one. */
+function notOurs(contextId: string): RequestMalformedError {
+  return new RequestMalformedError(`context id ${contextId} is taken here by something that is not an A2A conversation; name another, or send the message without a contextId`)
 }
 
 /** The delegating parent a dsh client names in `metadata.dsh.parentSession`, if any (checked again by the lineage decoder). */

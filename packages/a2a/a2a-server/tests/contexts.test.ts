@@ -1,7 +1,8 @@
 /**
  * A2A contexts are stored dsh sessions: a message naming a known context continues its
- * session, also on a new server over the same storage; an unknown context, a busy one, a
- * session that is not an A2A context and another parent's context are refused with an
+ * session, also on a new server over the same storage, and one naming an unknown context
+ * opens it under that name; an unknown context a dsh parent says must exist, a busy one,
+ * a session that is not an A2A context and another parent's context are refused with an
  * error the client receives, and nothing is made.
  */
 import { mkdtempSync, rmSync } from 'node:fs'
@@ -92,20 +93,27 @@ describe('A2A contexts as dsh sessions', () => {
     expect(userTexts(after.sessions[0]!)).toEqual(['hello', 'again'])
   })
 
-  it('an unknown context id, or the id of a session that is not an A2A context, is refused with an error and makes nothing', async () => {
+  it('an unknown context id opens a context under that name; one a dsh parent says must exist, the id of a session that is not an A2A context, or a name that cannot be one, is refused with an error and makes nothing', async () => {
     const w = await storingWorker([{ reply: [{ text: 'ok' }] }])
     const client = await sdkClient(w.server.url)
     const unknown = randomUUID()
-    await expect(streamAll(client, { ...userMessage('hi'), contextId: unknown })).rejects.toThrow(new RegExp(`this worker has no context ${unknown}`))
-    await expect(client.sendMessage({ tenant: '', message: { ...userMessage('hi'), contextId: unknown }, configuration: undefined, metadata: undefined })).rejects.toThrow(/has no context/)
+    const mustExist = { dsh: { parentSession: 'parent-a', delegationDepth: 1, provider: 'a2a', existingContext: true } }
+    await expect(streamAll(client, { ...userMessage('hi', mustExist), contextId: unknown })).rejects.toThrow(new RegExp(`this worker has no context ${unknown}`))
+    await expect(client.sendMessage({ tenant: '', message: { ...userMessage('hi', mustExist), contextId: unknown }, configuration: undefined, metadata: undefined })).rejects.toThrow(/has no context/)
     // A session of this machine that no A2A task made is not a context.
     const other = await w.harness.agent()
     await other.dispose()
-    await expect(streamAll(client, { ...userMessage('hi'), contextId: other.id })).rejects.toThrow(new RegExp(`this worker has no context ${other.id}`))
+    await expect(streamAll(client, { ...userMessage('hi'), contextId: other.id })).rejects.toThrow(new RegExp(`context id ${other.id} is taken here by something that is not an A2A conversation`))
     // Nor is a name that cannot be a session.
     await expect(streamAll(client, { ...userMessage('hi'), contextId: '../etc/passwd' })).rejects.toThrow(/cannot name a context here/)
+    await expect(streamAll(client, { ...userMessage('hi'), contextId: 'has spaces' })).rejects.toThrow(/cannot name a context here/)
     expect(w.sessions.map((session) => session.id)).toEqual([other.id])
     expect(w.server.taskCount).toBe(0)
+    // Without the dsh parent's word, an unknown context is a new one under the client's name.
+    const opened = await streamAll(client, { ...userMessage('hi'), contextId: unknown })
+    expect(finalState(opened)).toBe(TaskState.TASK_STATE_COMPLETED)
+    expect(taskOf(opened).contextId).toBe(unknown)
+    expect(w.sessions.at(-1)!.header).toMatchObject({ id: unknown, origin: 'a2a' })
   })
 
   it('a context whose task still runs refuses the next message; the running task is untouched', async () => {
@@ -122,22 +130,21 @@ describe('A2A contexts as dsh sessions', () => {
     expect(finalState(await running)).toBe(TaskState.TASK_STATE_CANCELED)
   })
 
-  it('a client may name a new context itself (metadata.dsh.newContext); naming it again continues it, and another parent may not', async () => {
+  it('a dsh parent names its child\'s context, continues it saying it must exist, and another parent may not continue it', async () => {
     const w = await storingWorker([{ reply: [{ text: 'one' }, { text: 'two' }] }])
     const client = await sdkClient(w.server.url)
     const contextId = randomUUID()
     const lineage = { parentSession: 'parent-a', delegationDepth: 1, provider: 'a2a' }
-    const opened = await streamAll(client, { ...userMessage('hello', { dsh: { ...lineage, newContext: true } }), contextId })
+    const opened = await streamAll(client, { ...userMessage('hello', { dsh: lineage }), contextId })
     expect(taskOf(opened).contextId).toBe(contextId)
     expect(w.sessions[0]!.header).toMatchObject({ id: contextId, origin: 'a2a', parentSession: 'parent-a' })
-    // A retried first message finds the context made: it continues it.
-    const again = await streamAll(client, { ...userMessage('again', { dsh: { ...lineage, newContext: true } }), contextId })
+    const again = await streamAll(client, { ...userMessage('again', { dsh: { ...lineage, existingContext: true } }), contextId })
     expect(artifactText(again, 'answer')).toBe('two')
     await expect(streamAll(client, { ...userMessage('mine now', { dsh: { ...lineage, parentSession: 'parent-b' } }), contextId })).rejects.toThrow(/belongs to another delegating parent \(parent-a\), not parent-b/)
     expect(w.sessions.map((session) => session.id)).toEqual([contextId, contextId])
   })
 
-  it('without session storage no context is announced or continued, and each message without one is a new session as before', async () => {
+  it('without session storage no context is announced or continued: each task is a new conversation, and one that must exist is refused', async () => {
     const harness = await createHarness({ script: [{ reply: [{ text: 'ok' }] }] })
     const server = await serveA2a(harness.ctx)
     cleanups.push(async () => {
@@ -148,6 +155,8 @@ describe('A2A contexts as dsh sessions', () => {
     expect((await client.getAgentCard()).capabilities?.extensions.map((extension) => extension.uri)).not.toContain(CONTEXTS_EXTENSION)
     const first = await streamAll(client, userMessage('hi'))
     expect(finalState(first)).toBe(TaskState.TASK_STATE_COMPLETED)
-    await expect(streamAll(client, { ...userMessage('again'), contextId: taskOf(first).contextId })).rejects.toThrow(/stores no sessions, so it cannot continue context/)
+    const { contextId } = taskOf(first)
+    await expect(streamAll(client, { ...userMessage('again', { dsh: { existingContext: true } }), contextId })).rejects.toThrow(/stores no sessions, so it holds no context/)
+    expect(finalState(await streamAll(client, { ...userMessage('again'), contextId }))).toBe(TaskState.TASK_STATE_COMPLETED)
   })
 })

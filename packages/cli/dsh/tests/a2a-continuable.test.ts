@@ -120,13 +120,14 @@ describe('dsh run with a continuable child on a dsh a2a serve worker', () => {
     expect(lines[1]).toMatch(/^└─ \S+ .*continuable: 3 turns, idle$/)
   })
 
-  it('a message naming a context the worker does not know is refused with an error, and no session is made', async () => {
+  it('a message naming a context the worker does not know, which a dsh parent says must exist, is refused with an error, and no session is made', async () => {
     const workerDir = tempDir()
     const served = await serve(['--model', 'scripted:examples/acp-child.yml', '--session-dir', workerDir])
     const client = await new ClientFactory({ transports: [new JsonRpcTransportFactory({ fetchImpl: fetch })], cardResolver: new DefaultAgentCardResolver({ fetchImpl: fetch }) }).createFromUrl(served.url)
     const contextId = randomUUID()
-    const message = { messageId: randomUUID(), contextId, taskId: '', role: Role.ROLE_USER, parts: [{ content: { $case: 'text' as const, value: 'hello' }, metadata: undefined, filename: '', mediaType: 'text/plain' }], metadata: undefined, extensions: [], referenceTaskIds: [] }
-    await expect(client.sendMessage({ tenant: '', message, configuration: undefined, metadata: undefined })).rejects.toThrow(new RegExp(`this worker has no context ${contextId}.*send the message without a contextId`))
+    const metadata = { dsh: { parentSession: 'a-parent', delegationDepth: 1, provider: 'a2a', existingContext: true } }
+    const message = { messageId: randomUUID(), contextId, taskId: '', role: Role.ROLE_USER, parts: [{ content: { $case: 'text' as const, value: 'hello' }, metadata: undefined, filename: '', mediaType: 'text/plain' }], metadata, extensions: [], referenceTaskIds: [] }
+    await expect(client.sendMessage({ tenant: '', message, configuration: undefined, metadata: undefined })).rejects.toThrow(new RegExp(`this worker has no context ${contextId}.*to start a new one`))
     expect(sessionFiles(workerDir)).toEqual([])
   })
 })

@@ -48,10 +48,10 @@ export class A2aProvider implements SubagentProvider {
   }
 
   /**
-   * A continuable child: a worker that answers and accepts a context named by this
-   * client (its card lists `CONTEXTS_EXTENSION`) is chosen now, least busy first, and a
-   * fresh context id named for the child; its first message (sent by the manager) opens
-   * the context there. Nothing runs on the worker between messages.
+   * A continuable child: a worker that answers and stores the contexts a client names
+   * (its card lists `CONTEXTS_EXTENSION`) is chosen now, least busy first, and a fresh
+   * context id named for the child; its first message (sent by the manager) opens the
+   * context there. Nothing runs on the worker between messages.
    */
   async prepareContinuable({ parent, descriptor, request, signal }: PrepareContinuableRequest): Promise<ContinuablePreparation> {
     this.refuseModel(request.agentOptions?.model)

@@ -152,8 +152,8 @@ export class A2aTurn implements RemoteTurn<A2aChild> {
     const parts: Part[] = this.prompt.map((block) => ({ content: { $case: 'text', value: block.text }, metadata: undefined, filename: '', mediaType: 'text/plain' }))
     const metadata = A2A_LINEAGE.carry(this.lineage)
     const { conversation } = this
-    // Until the worker is known to hold the context, the message may open it (a dsh worker's CONTEXTS_EXTENSION).
-    if (conversation && !conversation.opened) metadata.dsh.newContext = true
+    // Once the worker is known to hold the context, it must still hold it: a worker that lost it says so, rather than starting an empty conversation (a dsh worker's CONTEXTS_EXTENSION).
+    if (conversation?.opened) metadata.dsh.existingContext = true
     return {
       messageId: randomUUID(),
       contextId: conversation?.contextId ?? '',

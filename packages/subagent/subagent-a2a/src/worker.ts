@@ -25,7 +25,7 @@ export const CONNECT_TIMEOUT_MS = 10_000
 export const CANCEL_GRACE_MS = 5_000
 /** The card extension by which a worker promises keep-alive status updates every `params.intervalMs`. */
 export const KEEPALIVE_EXTENSION = 'urn:dsh:a2a:keepalive:v1'
-/** The card extension by which a worker accepts a context the client names (`metadata.dsh.newContext`): what a continuable child needs. */
+/** The card extension by which a worker stores the contexts a client names and honours `metadata.dsh.existingContext`: what a continuable child needs. */
 export const CONTEXTS_EXTENSION = 'urn:dsh:a2a:contexts:v1'
 
 /** One run's hold on a worker. */
@@ -78,9 +78,9 @@ export class A2aChild implements RemoteChild {
 
 /**
  * A continuable child's context: the worker that holds it and its id, which this client
- * names itself (a dsh worker announces that it accepts that with `CONTEXTS_EXTENSION`).
- * Until a task of it was accepted, each message says it opens the context
- * (`metadata.dsh.newContext`); from then on (and after a cold resume) it must exist there.
+ * names itself (a dsh worker stores contexts it is given and announces it with
+ * `CONTEXTS_EXTENSION`). The first message opens it there; once a task of it was accepted
+ * (and after a cold resume) each message says it must exist (`metadata.dsh.existingContext`).
  */
 export interface A2aConversation {
   readonly worker: Worker
