@@ -154,6 +154,21 @@ export class ApprovalService extends Service {
   }
 
   /**
+   * What `id` (an agent or a remote child) waits on, in a few words for a person or a
+   * model (`task_list`, `list_agents`): `an approval of bash npm test, asked by spawn
+   * "check" (38 s so far)`, naming the oldest request and how many more; `undefined` when
+   * nothing below it waits.
+   */
+  waitingNote(id: string): string | undefined {
+    const waiting = this.waitingUnder(id)
+    if (waiting.length === 0) return undefined
+    const first = waiting[0]!
+    const asker = first.path.at(-1) ?? 'an agent'
+    const more = waiting.length > 1 ? `, and ${waiting.length - 1} more` : ''
+    return `an approval of ${first.tool} ${displaySubject(first.subject, 120)}, asked by ${asker} (${Math.round((Date.now() - first.startedAt) / 1000)} s so far; rejected if nobody answers within ${Math.round((first.expiresAt - first.startedAt) / 1000)} s)${more}`
+  }
+
+  /**
    * The levels `agent` is under: those its session header carries (its ancestors', its
    * helper's), then this process's own.
    */

@@ -84,5 +84,6 @@ export async function definitionReadiness(ctx: Context): Promise<string[]> {
     providers: subagents?.list() ?? [],
     tools: ctx.tools.list(),
     modelProblem: (spec) => models.get(spec),
+    approvals: ctx.get('approvals') !== undefined,
   })
 }

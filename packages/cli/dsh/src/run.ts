@@ -4,6 +4,7 @@ import { outputText } from '@dsh/llm'
 import { isReplayAdapter } from '@dsh/llm-replay'
 import { SessionError, type SessionEvent, type SessionUpdate } from '@dsh/session'
 import type {} from '@dsh/subagent'
+import type {} from '@dsh/approvals'
 import { runUntilQuiet, type QuietRun } from '@dsh/tasks'
 import type { Composition } from './compose.js'
 import { oneLineMessage, UsageError } from './errors.js'
@@ -243,6 +244,9 @@ export function watch(runtime: Composition, agent: Agent, options: RunOptions): 
     // Written as the service emits it, so a run's progress lines fall between its start and its end.
     runtime.ctx.on('subagent/progress', (info) => jsonLine({ kind: 'subagent/progress', ...info }))
     runtime.ctx.on('subagent/end', (info) => jsonLine({ kind: 'subagent/end', ...info }))
+    // A request waiting for an answer, and how it was answered (its arguments as shown, never whole).
+    runtime.ctx.on('approval/pending', ({ args: _args, subject: _subject, kind: callKind, ...shown }) => jsonLine({ kind: 'approval/pending', callKind, ...shown }))
+    runtime.ctx.on('approval/settled', ({ request, decision }) => jsonLine({ kind: 'approval/settled', id: request.id, path: request.path, tool: request.tool, decision }))
     return { finish: (run) => jsonLine({ kind: 'answer', session: agent.id, text: outputText(run.output) }), notice: writeNotice, standAside: () => () => {} }
   }
   const tty = options.tty ?? process.stdout.isTTY === true

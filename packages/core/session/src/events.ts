@@ -2,7 +2,7 @@ import type { AssistantMessage, FinishReason, ToolCallBlock, ToolResultBlock, Us
 
 /** Why a turn ended (the vocabulary and its mappings live in `@dsh/base`). */
 export type { StopReason } from '@dsh/base'
-import { PERMISSION_DECISIONS, type PermissionDecision, type StopReason } from '@dsh/base'
+import { PERMISSION_DECISIONS, type PermissionDecision, type PermissionLevel, type StopReason } from '@dsh/base'
 
 /**
  * Durable session events, in the order of the turn flow. Each is appended to the
@@ -54,7 +54,21 @@ export type ToolPermissionRecord = PermissionDecision
 /** The decisions a record may hold (`PERMISSION_DECISIONS` of `@dsh/base`). */
 export const TOOL_PERMISSION_DECISIONS = PERMISSION_DECISIONS
 
-export { PERMISSION_SOURCES, type PermissionProvenance, type PermissionSource } from '@dsh/base'
+export {
+  PERMISSION_SOURCES,
+  PERMISSION_BOUNDS,
+  PERMISSION_LISTS,
+  PERMISSION_RULE,
+  cleanPermissionLevel,
+  isEmptyPermissionLevel,
+  joinPermissionLevels,
+  permissionLevelProblem,
+  permissionLevelsProblem,
+  permissionRuleProblem,
+  type PermissionLevel,
+  type PermissionProvenance,
+  type PermissionSource,
+} from '@dsh/base'
 
 /** What a child without a session of its own asked to do (the `approval` event). */
 export interface ApprovalRecordRequest {
@@ -67,20 +81,6 @@ export interface ApprovalRecordRequest {
   child?: string
 }
 
-/**
- * One level of permission rules: the rules of one configuration or one agent definition.
- * Each rule is a tool name (`bash`, `*` for every tool) or a tool name with a pattern of
- * its subject (`bash(npm test*)`: `*` matches anything). An agent is under every level of
- * its ancestors as well as its own, and the most restrictive verdict wins (see
- * `@dsh/approvals`): a level can narrow what the levels above it allow, never widen it.
- */
-export interface PermissionLevel {
-  /** Where the rules come from, for messages: `config`, `helper reviewer`. */
-  from: string
-  allow?: readonly string[]
-  ask?: readonly string[]
-  deny?: readonly string[]
-}
 
 export type SessionEvent = SessionEventBody & {
   /** Position in the log, contiguous from 0 (a fork child's own events continue after its seed). */

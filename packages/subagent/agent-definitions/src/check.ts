@@ -28,6 +28,8 @@ export interface CompositionFacts {
   tools: readonly string[]
   /** Why `spec` is not a usable model (unknown adapter, a missing script), or undefined. */
   modelProblem(spec: string): string | undefined
+  /** Whether an approval broker (`@dsh/approvals`) enforces permission rules in this composition. */
+  approvals: boolean
 }
 
 /** Every problem of `definitions` in this composition, one line each (empty: all can run). */
@@ -54,6 +56,9 @@ export function definitionProblems(definitions: readonly AgentDefinition[], fact
     }
     if (definition.continuable && !provider.continuable) {
       problems.push(`${at('continuable')}: provider "${definition.provider}" cannot keep a child across turns; remove continuable or use spawn or fork`)
+    }
+    if (definition.permissions !== undefined && !facts.approvals) {
+      problems.push(`${at('permissions')}: permissions need the approval broker, and this composition has none (- id: approvals, name: "@dsh/approvals"); add it, or remove permissions`)
     }
     if (definition.model !== undefined && provider.modelsHere) {
       const problem = facts.modelProblem(definition.model)

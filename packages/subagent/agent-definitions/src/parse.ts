@@ -4,7 +4,7 @@
  * the file and, where there is one, the line: a user fixes a definition in an editor.
  */
 import { createHash } from 'node:crypto'
-import { printable } from '@dsh/base'
+import { cleanPermissionLevel, isEmptyPermissionLevel, isRecord, permissionLevelProblem, printable, type PermissionLevel } from '@dsh/base'
 import YAML, { isMap, isScalar, LineCounter, type Document } from 'yaml'
 import { DefinitionError } from './errors.js'
 import { DEFINITION_FIELDS, type AgentDefinition, type BackgroundPolicy, type DefinitionField, type DefinitionFlavour, type DefinitionSource } from './types.js'
@@ -120,6 +120,15 @@ export function parseDefinition(text: string, file: string, origin: DefinitionSo
     const value = natural(field, raw[field], 1)
     if (value > 1e12) fail('INVALID_FIELD', lines[field], `${field} must be at most 10^12`)
     definition.budget = { ...definition.budget, [limit]: value }
+  }
+  if (raw.permissions !== undefined) {
+    const rules = raw.permissions
+    if (!isRecord(rules) || Object.hasOwn(rules, 'from')) fail('INVALID_FIELD', lines.permissions, 'permissions must be a mapping of allow, ask and/or deny lists of rules (allow: ["bash(npm test*)"])')
+    // Named after the helper, so a decision says whose rule it was.
+    const level = { ...(rules as Record<string, unknown>), from: `helper ${name}` }
+    const problem = permissionLevelProblem(level, 'permissions')
+    if (problem) fail('INVALID_FIELD', lines.permissions, problem)
+    if (!isEmptyPermissionLevel(level as PermissionLevel)) definition.permissions = cleanPermissionLevel(level as PermissionLevel)
   }
   if (raw.background !== undefined) {
     if (!BACKGROUND.includes(raw.background as BackgroundPolicy)) fail('INVALID_FIELD', lines.background, `background must be one of ${BACKGROUND.join(', ')}`)

@@ -1,3 +1,4 @@
+import type { PermissionLevel } from '@dsh/base'
 /** When a helper may, or must, run in the background. */
 export type BackgroundPolicy = 'allowed' | 'always' | 'never'
 
@@ -5,7 +6,7 @@ export type BackgroundPolicy = 'allowed' | 'always' | 'never'
 export type DefinitionFlavour = 'dsh' | 'claude-code'
 
 /** The front-matter fields of a dsh definition file. */
-export const DEFINITION_FIELDS = ['name', 'description', 'provider', 'model', 'tools', 'disallowedTools', 'maxDepth', 'background', 'continuable', 'timeoutMs', 'maxOutputTokens', 'maxInputTokens'] as const
+export const DEFINITION_FIELDS = ['name', 'description', 'provider', 'model', 'tools', 'disallowedTools', 'maxDepth', 'background', 'continuable', 'timeoutMs', 'maxOutputTokens', 'maxInputTokens', 'permissions'] as const
 
 export type DefinitionField = (typeof DEFINITION_FIELDS)[number]
 
@@ -34,6 +35,12 @@ export interface AgentDefinition {
    * limit the child is stopped and its parent reads an error naming the budget.
    */
   budget?: { outputTokens?: number; inputTokens?: number }
+  /**
+   * The helper's permission rules (`permissions: { allow, ask, deny }`), a level of its
+   * own under its parent's (see `@dsh/approvals`): they narrow what the tree above allows,
+   * and never widen what it denies or asks about.
+   */
+  permissions?: PermissionLevel
   /** The file's body, trimmed: the child's instructions (its persona). Empty: none. */
   instructions: string
   /** Where it came from. */

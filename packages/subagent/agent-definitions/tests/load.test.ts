@@ -174,6 +174,17 @@ describe('loading definitions', () => {
     expect(load().definitions[0]).toMatchObject({ budget: { outputTokens: 5000, inputTokens: 200000 } })
   })
 
+  it('reads permission rules as a level named after the helper, and refuses rules that are not rules, naming the line', () => {
+    write(projectDir(), 'r.md', '---\nname: r\ndescription: R.\npermissions:\n  allow: ["bash(npm test*)"]\n  deny: [bash]\n---\n')
+    expect(load().definitions[0]?.permissions).toEqual({ from: 'helper r', allow: ['bash(npm test*)'], deny: ['bash'] })
+    write(projectDir(), 'r.md', '---\nname: r\ndescription: R.\npermissions:\n  allow: ["bash(npm test"]\n---\n')
+    expect(refusal(() => load()).message).toMatch(/r\.md:4: permissions\.allow\[0\]: "bash\(npm test" is not a rule/)
+    write(projectDir(), 'r.md', '---\nname: r\ndescription: R.\npermissions:\n  allowed: [bash]\n---\n')
+    expect(refusal(() => load()).message).toMatch(/r\.md:4: permissions has an unknown key "allowed" \(allow, ask, deny\)/)
+    write(projectDir(), 'r.md', '---\nname: r\ndescription: R.\npermissions: [bash]\n---\n')
+    expect(refusal(() => load()).message).toMatch(/r\.md:4: permissions must be a mapping/)
+  })
+
   it('loads Claude Code agent files on request, with a note per unmapped field and tool', () => {
     const claude = join(cwd, '.claude', 'agents')
     const file = write(claude, 'rev.md', '---\nname: code-reviewer\ndescription: Reviews code.\ntools: Read, Grep, Bash\nmodel: sonnet\ncolor: blue\n---\nReview it.\n')
@@ -219,6 +230,7 @@ describe('checking definitions against a composition', () => {
     providers: ['spawn', 'acp'],
     tools: ['bash', 'task_list'],
     modelProblem: (spec) => (spec.startsWith('scripted:') ? undefined : `no model adapter for "${spec}"`),
+    approvals: false,
   }
 
   it('gives one line per problem, naming file and line of the field', () => {
@@ -226,12 +238,15 @@ describe('checking definitions against a composition', () => {
     write(projectDir(), 'b.md', '---\nname: b\ndescription: B.\nprovider: acp\ntools: [bash]\n---\n')
     write(projectDir(), 'c.md', '---\nname: c\ndescription: C.\ntools: [bash, reed]\nmodel: nope:x\n---\n')
     write(projectDir(), 'd.md', '---\nname: d\ndescription: D.\nmodel: scripted:x.yml\ntools: [bash]\n---\n')
+    write(projectDir(), 'e.md', '---\nname: e\ndescription: E.\npermissions: { allow: [bash] }\n---\n')
     const problems = definitionProblems(load().definitions, facts)
     expect(problems).toEqual([
       `${file}:4: helper "a": no subagent provider named "acpp" is registered (registered: spawn, acp); load its plugin or fix the name`,
       `${join(projectDir(), 'b.md')}:5: helper "b": provider "acp" cannot enforce a tool list (its child's tools are its own); remove tools or use spawn or fork`,
       `${join(projectDir(), 'c.md')}:4: helper "c": unknown tool "reed" in tools (tools: bash, task_list)`,
       `${join(projectDir(), 'c.md')}:5: helper "c": model "nope:x": no model adapter for "nope:x"`,
+      `${join(projectDir(), 'e.md')}:4: helper "e": permissions need the approval broker, and this composition has none (- id: approvals, name: "@dsh/approvals"); add it, or remove permissions`,
     ])
+    expect(definitionProblems(load().definitions, { ...facts, approvals: true })).toHaveLength(4)
   })
 })

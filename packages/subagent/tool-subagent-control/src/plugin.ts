@@ -1,3 +1,4 @@
+import type {} from '@dsh/approvals'
 import type { Context } from 'cordis'
 import Schema from 'schemastery'
 import { errorMessage } from '@dsh/base'
@@ -100,7 +101,7 @@ export class SubagentControlPlugin {
         refused('listing failed', async () => {
           const descendants = args.scope === 'descendants'
           const listed = descendants ? await ctx.subagents.listDescendants(exec.agent.id, exec.signal) : await ctx.subagents.listChildren(exec.agent.id, exec.signal)
-          return renderAgents(listed, descendants)
+          return renderAgents(listed, descendants, (childId) => ctx.get('approvals')?.waitingNote(childId))
         }),
     })
   }

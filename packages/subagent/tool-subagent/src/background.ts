@@ -4,6 +4,7 @@ import { outputText } from '@dsh/llm'
 import type { SubagentRequest, SubagentResult, SubagentRun } from '@dsh/subagent'
 import { TaskError, type TaskOutcome, type TaskReservation } from '@dsh/tasks'
 import type { ToolExecution, ToolOutput } from '@dsh/tools'
+import type {} from '@dsh/approvals'
 import { BackgroundActivity } from './background-activity.js'
 
 export const NO_TASKS_MESSAGE = 'background delegation needs the tasks runtime: load @dsh/tasks and @dsh/tool-tasks'
@@ -124,7 +125,7 @@ export async function startBackground(ctx: Context, provider: string, request: S
   })
   let id: string
   try {
-    id = reservation.register({ label: request.label ?? 'subagent', cancel, done, readOutput: (cursor) => activity.read(cursor), queued: () => queued })
+    id = reservation.register({ label: request.label ?? 'subagent', cancel, done, readOutput: (cursor) => activity.read(cursor), queued: () => queued, waiting: () => (run ? ctx.get('approvals')?.waitingNote(run.id) : undefined) })
   } catch (error) {
     // The child was never started (`mayStart` is still pending): nothing to stop.
     if (error instanceof TaskError) return { isError: true, content: `the subagent was not started: ${error.message}` }

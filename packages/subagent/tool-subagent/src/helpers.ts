@@ -199,12 +199,12 @@ export class HelperTool {
   }
 
   private async startContinuable(definition: AgentDefinition, request: SubagentRequest, exec: ToolExecution): Promise<ToolOutput> {
-    const { prompt, parent, callId, maxDepth, agentOptions, persona, toolFilter, helper } = request
+    const { prompt, parent, callId, maxDepth, agentOptions, persona, toolFilter, helper, permissions } = request
     try {
       const { childId } = await this.subagents.startContinuable({
         provider: definition.provider,
         label: request.label ?? definition.name,
-        request: { prompt, parent, ...(callId !== undefined && { callId }), ...(maxDepth !== undefined && { maxDepth }), ...(agentOptions && { agentOptions }), ...(persona !== undefined && { persona }), ...(toolFilter && { toolFilter }), ...(helper && { helper }) },
+        request: { prompt, parent, ...(callId !== undefined && { callId }), ...(maxDepth !== undefined && { maxDepth }), ...(agentOptions && { agentOptions }), ...(persona !== undefined && { persona }), ...(toolFilter && { toolFilter }), ...(helper && { helper }), ...(permissions && { permissions }) },
         signal: exec.signal,
       })
       return `started continuable helper "${definition.name}" as subagent ${childId}. You will get a message when its turn ends; send it more work with send_message (subagent_id ${childId}).`
@@ -243,6 +243,8 @@ export class HelperTool {
     if (asPersona) request.persona = instructions
     if (definition.model !== undefined) request.agentOptions = { model: definition.model }
     if (definition.budget !== undefined) request.budget = { ...definition.budget }
+    // A level of the helper's own under everything its parent is under (see @dsh/approvals).
+    if (definition.permissions !== undefined) request.permissions = [definition.permissions]
     const maxDepth = definition.maxDepth ?? this.settings.maxDepth ?? (provider.capabilities.depthLimit ? DEFAULT_MAX_DEPTH : undefined)
     if (maxDepth !== undefined) request.maxDepth = maxDepth
     const allow = this.inheritedAllow(definition, exec.agent.id)

@@ -98,6 +98,10 @@ export class TaskRecord {
     }
     if (this.owner !== undefined) info.owner = this.owner
     if (this.queued) info.queued = true
+    else if (this._status === 'running') {
+      const waiting = this.registration.waiting?.()
+      if (waiting !== undefined) info.waiting = waiting
+    }
     if (this.endedAt !== undefined) info.endedAt = this.endedAt
     if (this.detail !== undefined) info.detail = this.detail
     return info

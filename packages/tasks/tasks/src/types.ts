@@ -59,6 +59,12 @@ export interface TaskRegistration {
    * does not count against `maxLiveTasksPerOwner`: its queue has its own bound.
    */
   queued?(): boolean
+  /**
+   * What a running task waits on now, in a few words, when it waits on someone (an
+   * approval its child asked for: `approval of bash npm test, asked by spawn "x"`): the
+   * owner reads it in the task's status, so nothing waits unseen.
+   */
+  waiting?(): string | undefined
 }
 
 /**
@@ -85,6 +91,8 @@ export interface TaskInfo {
   status: TaskStatus
   /** Present while a `running` task is still waiting to start (see `TaskRegistration.queued`). */
   queued?: true
+  /** What a running task waits on now (see `TaskRegistration.waiting`). */
+  waiting?: string
   outputMode: TaskOutputMode
   /** Milliseconds since the epoch. */
   startedAt: number

@@ -12,7 +12,8 @@ export function statusLine(task: TaskInfo, now = Date.now()): string {
 function statusText(task: TaskInfo, now: number): string {
   switch (task.status) {
     case 'running':
-      return task.queued ? `queued (${seconds(now - task.startedAt)}; waiting for a slot of its delegation tree)` : `running (${seconds(now - task.startedAt)})`
+      if (task.queued) return `queued (${seconds(now - task.startedAt)}; waiting for a slot of its delegation tree)`
+      return task.waiting !== undefined ? `running (${seconds(now - task.startedAt)}; waiting for ${task.waiting})` : `running (${seconds(now - task.startedAt)})`
     case 'completed':
       return task.detail ? `completed (${task.detail})` : 'completed'
     case 'failed':

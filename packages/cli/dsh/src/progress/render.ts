@@ -39,7 +39,7 @@ export function treeLines(tracker: ProgressTracker, now: number, width = 100): s
     const name = node.provider === 'root' ? 'dsh' : `${byWhom(node)} ${shortId(node.id)}`
     const label = node.label ? ` "${node.label}"` : ''
     const used = usageText(node.usage)
-    const activity = node.state === 'running' && !node.idle ? node.activity : node.state === 'failed' && node.stopReason ? `(${node.stopReason})` : undefined
+    const activity = node.state === 'running' && node.waiting !== undefined ? `waiting for approval: ${node.waiting}` : node.state === 'running' && !node.idle ? node.activity : node.state === 'failed' && node.stopReason ? `(${node.stopReason})` : undefined
     // A continuable child between turns is idle, whatever its last turn's outcome.
     const shown = node.idle ? `idle after ${node.stopReason ?? 'its turn'}` : node.state
     const line = `${branch}${node.idle ? '◦' : MARK[node.state]} ${name}${label}  ${shown} ${seconds(elapsed(node, now))}${used ? `  ${used}` : ''}${activity ? `  ${activity}` : ''}`

@@ -9,6 +9,7 @@ import { assertNever, progressStateOfStop, STOP_REASONS, type ProgressState, typ
 import type { Context } from 'cordis'
 import type { Agent } from '@dsh/agent'
 import type { SessionUpdate } from '@dsh/session'
+import type { ApprovalRequestInfo } from '@dsh/approvals'
 import { addUsage, displayLine, noUsage, summariseArgs, type SubagentProgress, type SubagentProgressInfo, type SubagentRunEndInfo, type SubagentRunInfo, type SubagentUsage } from '@dsh/subagent'
 import { compactArgs } from './compact-args.js'
 
@@ -38,6 +39,11 @@ export interface ProgressNode {
   openTools: Map<string, string>
   /** A continuable child between turns: it answered and waits for more work. */
   idle?: boolean
+  /**
+   * What it, or an agent below it, waits for an approval of (`bash npm test`), while a
+   * request is pending at the broker (`approval/pending` until `approval/settled`).
+   */
+  waiting?: string
   children: string[]
 }
 
@@ -68,6 +74,33 @@ export class ProgressTracker {
     // Listening is what makes children report: with no tracker (--quiet) nothing is built.
     this.unsubscribe.push(ctx.on('subagent/progress', (info) => this.progressed(info)))
     this.unsubscribe.push(ctx.on('subagent/end', (info) => this.ended(info)))
+    // Approvals: a child waiting for one says so until it is answered (none without a broker).
+    this.unsubscribe.push(ctx.on('approval/pending', (request) => this.waitingFor(request, true)))
+    this.unsubscribe.push(ctx.on('approval/settled', ({ request }) => this.waitingFor(request, false)))
+  }
+
+  /** Requests pending per node id, so a node waits as long as any of its requests does. */
+  private readonly pendingApprovals = new Map<string, Map<string, string>>()
+
+  /** Mark (or unmark) the deepest agent of `request`'s chain this tree knows as waiting for it. */
+  private waitingFor(request: ApprovalRequestInfo, pending: boolean): void {
+    const id = [...request.chain].reverse().find((candidate) => this.nodes.has(candidate))
+    if (id === undefined) return
+    const node = this.nodes.get(id)!
+    let waits = this.pendingApprovals.get(id)
+    if (pending) {
+      if (!waits) this.pendingApprovals.set(id, (waits = new Map()))
+      waits.set(request.id, displayLine(`${request.tool} ${request.display}`))
+    } else {
+      waits?.delete(request.id)
+      if (waits?.size === 0) this.pendingApprovals.delete(id)
+    }
+    const now = this.pendingApprovals.get(id)
+    const waiting = now && now.size > 0 ? [...now.values()].at(-1) : undefined
+    if (waiting === node.waiting) return
+    if (waiting === undefined) delete node.waiting
+    else node.waiting = waiting
+    this.emit({ kind: 'step', node })
   }
 
   onChange(listener: (change: ProgressChange) => void): void {

@@ -1,11 +1,25 @@
 /**
- * The one check of permission rules and levels (`PermissionLevel`), wherever they come
- * from: a config file, an agent definition, a session header read back, or a peer's
- * lineage (never trusted). `@dsh/approvals` compiles what passes here; the grammar is
+ * Permission levels, and the one check of their rules wherever they come from: a config
+ * file, an agent definition, a session header read back, or a peer's lineage (never
+ * trusted). `@dsh/approvals` compiles what passes here; the grammar is
  * written once, here, so a level any of them accepts is a level all of them accept.
  */
-import { isRecord } from '@dsh/base'
-import type { PermissionLevel } from './events.js'
+import { isRecord } from './guards.js'
+
+/**
+ * One level of permission rules: the rules of one configuration or one agent definition.
+ * Each rule is a tool name (`bash`, `*` for every tool) or a tool name with a pattern of
+ * its subject (`bash(npm test*)`: `*` matches anything). An agent is under every level of
+ * its ancestors as well as its own, and the most restrictive verdict wins (see
+ * `@dsh/approvals`): a level can narrow what the levels above it allow, never widen it.
+ */
+export interface PermissionLevel {
+  /** Where the rules come from, for messages: `config`, `helper reviewer`. */
+  from: string
+  allow?: readonly string[]
+  ask?: readonly string[]
+  deny?: readonly string[]
+}
 
 /** A rule: `tool` or `tool(pattern)`; a tool name is letters, digits, `_`, `-`, `.`, or `*` for every tool. */
 export const PERMISSION_RULE = /^([A-Za-z0-9_.-]{1,64}|\*)(?:\((.*)\))?$/s

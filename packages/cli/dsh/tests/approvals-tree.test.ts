@@ -1,0 +1,188 @@
+/**
+ * Every side effect in the tree is asked once, at the root: a `dsh run` on a terminal
+ * (tmux), or an ACP client driving `dsh acp`, is asked for its spawn child's command and
+ * for the commands of an ACP child (`dsh acp`, its own process) and of that child's own
+ * spawn child, each prompt naming the agent path; a rejected command is not run, and an
+ * "always" answer lets the identical request through without another prompt.
+ */
+import { execFileSync } from 'node:child_process'
+import { existsSync, readFileSync, readdirSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { afterEach, describe, expect, it } from 'vitest'
+import { methods, PROTOCOL_VERSION, type RequestPermissionRequest, type RequestPermissionResponse } from '@agentclientprotocol/sdk'
+import { killTrustRunning, serveTrusted } from './acp-trust-client.js'
+import { dshBin, tempDir } from './cli.js'
+
+const session = `dsh-approvals-tree-${process.pid}`
+const tmux = (...args: string[]) => execFileSync('tmux', args, { encoding: 'utf8' })
+const screen = () => tmux('capture-pane', '-p', '-J', '-t', session)
+
+async function until(check: (text: string) => boolean, timeoutMs = 20_000): Promise<string> {
+  const deadline = Date.now() + timeoutMs
+  let text = ''
+  while (Date.now() < deadline) {
+    text = screen()
+    if (check(text)) return text
+    await new Promise((resolve) => setTimeout(resolve, 50))
+  }
+  throw new Error(`the screen never matched; last screen:\n${text}`)
+}
+
+afterEach(() => {
+  killTrustRunning()
+  try {
+    tmux('kill-session', '-t', session)
+  } catch {
+    // already gone
+  }
+})
+
+/**
+ * One script for every agent of the tree: the root delegates at once to a spawn child and
+ * an ACP child; the spawn child runs one command; the ACP child runs one and delegates to
+ * a spawn grandchild, which runs one command twice.
+ */
+function tree(dir: string): { script: string; config: string } {
+  const script = join(dir, 'script.yml')
+  writeFileSync(script, [
+    '- when: { prompt: "spawn work" }',
+    '  reply:',
+    '    - call: { tool: bash, args: { command: "touch spawn-ran" } }',
+    '    - text: "spawn child: {{last_tool_result}}"',
+    '- when: { prompt: "acp work" }',
+    '  reply:',
+    '    - call: { tool: bash, args: { command: "touch acp-ran" } }',
+    '    - call: { tool: subagent, args: { description: "grand", prompt: "grand work" } }',
+    '    - text: "acp child: {{last_tool_result}}"',
+    '- when: { prompt: "grand work" }',
+    '  reply:',
+    '    - call: { tool: bash, args: { command: "touch grand-ran" } }',
+    '    - call: { tool: bash, args: { command: "touch grand-ran" } }',
+    '    - text: "grand: {{last_tool_result}}"',
+    '- when: { depth: 0 }',
+    '  reply:',
+    '    - calls:',
+    '        - { tool: subagent, args: { description: "spawn child", prompt: "spawn work" } }',
+    '        - { tool: subagent_acp, args: { description: "acp child", prompt: "acp work" } }',
+    '    - text: "root finished"',
+  ].join('\n'))
+  const config = join(dir, 'dsh.yml')
+  writeFileSync(config, [
+    '- id: subagent-acp',
+    '  name: "@dsh/subagent-acp"',
+    '  config:',
+    '    providerName: acp',
+    `    command: ${JSON.stringify(process.execPath)}`,
+    `    args: [${JSON.stringify(dshBin)}, acp, --model, ${JSON.stringify(`scripted:${script}`)}]`,
+    '- id: tool-subagent-acp',
+    '  name: "@dsh/tool-subagent"',
+    '  config: { provider: acp, toolName: subagent_acp }',
+  ].join('\n'))
+  return { script, config }
+}
+
+/** Every event of every session file in `dir`, with its session's header. */
+function sessionsOf(dir: string): Array<{ header: Record<string, unknown>; events: Array<Record<string, unknown>> }> {
+  return readdirSync(dir)
+    .filter((name) => name.endsWith('.jsonl'))
+    .map((name) => {
+      const [head, ...rest] = readFileSync(join(dir, name), 'utf8').trim().split('\n').map((line) => JSON.parse(line) as Record<string, unknown>)
+      return { header: head!.header as Record<string, unknown>, events: rest }
+    })
+}
+
+/** The permission decisions recorded with tool results, by command. */
+function decisions(dir: string): Array<{ command: string; permission: Record<string, unknown> }> {
+  const found: Array<{ command: string; permission: Record<string, unknown> }> = []
+  for (const { events } of sessionsOf(dir)) {
+    const commands = new Map<string, string>()
+    for (const event of events) {
+      if (event.type === 'tool/call') {
+        const call = event.call as { id: string; args?: { command?: string } }
+        if (call.args?.command) commands.set(call.id, call.args.command)
+      }
+      if (event.type === 'tool/result' && event.permission) {
+        const command = commands.get((event.result as { callId: string }).callId)
+        if (command) found.push({ command, permission: event.permission as Record<string, unknown> })
+      }
+    }
+  }
+  return found
+}
+
+describe('one approval broker for the whole tree', () => {
+  it('dsh run on a terminal asks for every command in the tree, naming its agent path; a rejected one is not run; "always" covers the identical request below an ACP child', async () => {
+    const dir = tempDir()
+    const { script, config } = tree(dir)
+    const command = [process.execPath, dshBin, 'run', '--config', config, '--model', `scripted:${script}`, '--session-dir', dir, 'go'].map((part) => `'${part}'`).join(' ')
+    tmux('new-session', '-d', '-s', session, '-x', '200', '-y', '50', `cd ${dir} && env DSH_HOME=${dir} ${command}; echo EXIT=$?; sleep 30`)
+
+    const asked: string[] = []
+    const answers: Record<string, string> = { 'touch spawn-ran': 'n', 'touch acp-ran': 'y', 'touch grand-ran': 'a' }
+    // The prompt on screen: a question not yet followed by its answer (`→ rejected`).
+    const openQuestion = (text: string) => text.split('\n').filter((line) => line.includes(' wants to run bash: ') && !line.includes(' → ')).at(-1)
+    while (asked.length < 3) {
+      const text = await until((shown) => (openQuestion(shown) !== undefined && shown.includes('[y] allow once')) || shown.includes('EXIT='))
+      if (text.includes('EXIT=')) break
+      const question = openQuestion(text)!.trim()
+      const subject = Object.keys(answers).find((candidate) => question.endsWith(candidate))
+      if (subject === undefined) throw new Error(`an unexpected question: ${question}`)
+      asked.push(question)
+      tmux('send-keys', '-t', session, answers[subject]!)
+      await until((shown) => shown.includes(`${subject} → `))
+    }
+    const done = await until((text) => text.includes('EXIT='))
+    expect(done).toContain('EXIT=0')
+    expect(asked.sort()).toEqual([
+      'dsh › acp "acp child" wants to run bash: touch acp-ran',
+      'dsh › acp "acp child" › spawn "grand" wants to run bash: touch grand-ran',
+      'dsh › spawn "spawn child" wants to run bash: touch spawn-ran',
+    ])
+    expect(existsSync(join(dir, 'spawn-ran'))).toBe(false)
+    expect(existsSync(join(dir, 'acp-ran'))).toBe(true)
+    expect(existsSync(join(dir, 'grand-ran'))).toBe(true)
+    // Each decision is in the session of the agent that asked, saying who decided: the
+    // grandchild's (in the dsh acp child's process) came from the user at the root.
+    const recorded = decisions(dir)
+    expect(recorded.find((entry) => entry.command === 'touch spawn-ran')?.permission).toMatchObject({ decision: 'reject', by: 'the user at the terminal', source: 'user' })
+    expect(recorded.filter((entry) => entry.command === 'touch grand-ran').map((entry) => entry.permission)).toEqual([
+      { decision: 'allow-always', by: 'the user at the terminal (through the ACP client)', source: 'user', at: expect.any(Number) },
+      { decision: 'allow-always', by: 'an earlier answer in this tree', source: 'remembered', at: expect.any(Number) },
+    ])
+  })
+
+  it('the same through the SDK client driving dsh acp: every request reaches the client naming the child below the session, and its answers hold', async () => {
+    const dir = tempDir()
+    const { script, config } = tree(dir)
+    const answered: Array<{ title: string; below: unknown }> = []
+    const answer = (request: RequestPermissionRequest): RequestPermissionResponse => {
+      const title = request.toolCall.title ?? ''
+      answered.push({ title, below: (request._meta as { dsh?: { approval?: { below?: unknown } } } | undefined)?.dsh?.approval?.below })
+      const kind = title.endsWith('touch spawn-ran') ? 'reject_once' : title.endsWith('touch grand-ran') ? 'allow_always' : 'allow_once'
+      const option = request.options.find((candidate) => candidate.kind === kind)!
+      return { outcome: { outcome: 'selected', optionId: option.optionId } }
+    }
+    const served = serveTrusted(['--config', config, '--model', `scripted:${script}`, '--session-dir', dir], answer)
+    const { agent } = served.connection
+    await agent.request(methods.agent.initialize, { protocolVersion: PROTOCOL_VERSION, clientCapabilities: {} })
+    const acpSession = await agent.buildSession(dir).start()
+    void acpSession.prompt('go')
+    let stop: string | undefined
+    while (!stop) {
+      const message = await acpSession.nextUpdate()
+      if (message.kind === 'stop') stop = message.stopReason
+    }
+    served.child.stdin!.end()
+    await served.exited
+    expect(stop).toBe('end_turn')
+    expect(answered.map((entry) => entry.title).sort()).toEqual([
+      'acp "acp child" › spawn "grand": bash touch grand-ran',
+      'acp "acp child": bash touch acp-ran',
+      'spawn "spawn child": bash touch spawn-ran',
+    ])
+    expect(answered.find((entry) => entry.title.endsWith('grand-ran'))?.below).toEqual(['acp "acp child"', 'spawn "grand"'])
+    expect(existsSync(join(dir, 'spawn-ran'))).toBe(false)
+    expect(existsSync(join(dir, 'acp-ran'))).toBe(true)
+    expect(existsSync(join(dir, 'grand-ran'))).toBe(true)
+  })
+})
