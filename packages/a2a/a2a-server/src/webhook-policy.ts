@@ -98,8 +98,9 @@ export class WebhookPolicy {
     if (url.protocol !== 'http:' && url.protocol !== 'https:') return `the webhook URL ${quote(config.url)} is not http or https`
     if (url.username || url.password) return `the webhook URL ${quote(config.url)} carries credentials; put them in authentication instead`
     if (!this.patterns.some((pattern) => matches(pattern, url))) return `the webhook URL ${quote(config.url)} matches none of the URLs this worker may call (its operator allows ${this.patterns.map((pattern) => pattern.source).join(', ')})`
+    // `localhost` is refused only when none of its addresses may be reached (the lookup at call time keeps those that may).
     const written = writtenAddresses(url.hostname)
-    const blocked = written.find((address) => !this.addressAllowed(address))
+    const blocked = written.every((address) => !this.addressAllowed(address)) ? written[0] : undefined
     if (blocked !== undefined) return `the webhook URL ${quote(config.url)} points at ${blocked}, an address outside the public internet that this worker's operator does not allow (dsh a2a serve --webhook-allow-network CIDR)`
     const auth = config.authentication
     if (auth && (auth.scheme || auth.credentials)) {

@@ -176,6 +176,9 @@ describe('push notifications', () => {
     const allowed = new WebhookPolicy({ allow: ['http://localhost:*'], allowNetworks: ['127.0.0.0/8'] })
     const address = await new Promise<string>((resolve, reject) => allowed.lookup('localhost', { family: 4 }, (error, found) => (error ? reject(error) : resolve(found as string))))
     expect(address).toBe('127.0.0.1')
+    // localhost is allowed when one of its addresses is: the lookup keeps that one.
+    expect(allowed.refusal({ url: 'http://localhost:8080/hook' })).toBeUndefined()
+    expect(new WebhookPolicy({ allow: ['http://localhost.:*'] }).refusal({ url: 'http://localhost.:8080/hook' })).toMatch(/points at 127\.0\.0\.1/)
     expect(policy.addressAllowed('169.254.169.254')).toBe(false)
     expect(policy.addressAllowed('::ffff:a9fe:a9fe')).toBe(false)
     expect(policy.addressAllowed('fd00::1')).toBe(false)
