@@ -13,14 +13,16 @@
  * `turn.ts`.
  */
 import { createRequire } from 'node:module'
-import { errorMessage } from '@dsh/base'
+import { errorMessage, isRecord } from '@dsh/base'
 import type { TextBlock } from '@dsh/llm'
 import { processOfTree, SubagentError, withStderr, type RemoteChild, type RemoteConnection, type RemoteProcess, type RemoteTransport, type StartControl, type TurnControl } from '@dsh/subagent'
 import { describeExit, processAlive, ProcessTree } from '@dsh/process'
-import { answerServerRequest } from './approvals.js'
+import { answerServerRequest, brokerAnswer, FileChangePaths, readApproval, type ApprovalScope, type CodexApproval } from './approvals.js'
+import type { ApprovalService } from '@dsh/approvals'
 import { readNotification, readThreadId, type AppServerEvent } from './app-server-events.js'
 import type { CodexRunSpec } from './config.js'
 import { AppServerConnection, ConnectionClosedError, ProtocolError, REQUEST_REFUSED, RpcError, type IncomingRequest } from './connection.js'
+import type { RequestId } from './protocol/index.js'
 import type { UsageBaseline } from './turn-reader.js'
 import { CodexTurn } from './turn.js'
 
@@ -35,6 +37,8 @@ export interface TurnListener {
   /** A server request was answered; `note` says what was declined or refused. */
   note(note: string): void
   protocolError(error: ProtocolError): void
+  /** Aborted when the turn stops (interrupted, timed out, settled): the approvals it had put to the broker are withdrawn. */
+  readonly withdrawn: AbortSignal
 }
 
 /** How the thread is opened: a new one (ephemeral: never written to disk), or one written by an earlier process. */
@@ -51,8 +55,18 @@ export class CodexChild implements RemoteChild {
   private closing: Promise<void> | undefined
   /** The start in progress, which a protocol error fails. */
   private starting: StartControl | undefined
+  /** Aborted when the child is closed: approvals it had put to the parent's broker are withdrawn at once. */
+  private readonly closed = new AbortController()
+  /** Approvals waiting for the broker, by request id; aborted when Codex clears one itself (`serverRequest/resolved`). */
+  private readonly asking = new Map<RequestId, AbortController>()
+  /** The files of each file change in flight, which its approval names only by item. */
+  private readonly fileChanges = new FileChangePaths()
 
-  constructor(private readonly spec: CodexRunSpec) {
+  constructor(
+    private readonly spec: CodexRunSpec,
+    /** Whose side effects Codex's approvals are, for the parent's broker (absent: decided by `spec.permissionMode` alone). */
+    private readonly approvals?: ApprovalScope,
+  ) {
     this.tree = new ProcessTree({ command: spec.command.command, args: [...spec.command.args, 'app-server'], cwd: spec.cwd, env: spec.env, stderrTailChars: STDERR_TAIL_CHARS })
     this.process = processOfTree(this.tree, describeExit)
     this.connection = new AppServerConnection(this.tree.child.stdout!, this.tree.child.stdin!, {
@@ -80,7 +94,7 @@ export class CodexChild implements RemoteChild {
       control.moveTo('initialize')
       await connection.request('initialize', { clientInfo: { name: 'dsh', title: 'dsh subagent-codex', version: CLIENT_VERSION }, capabilities: { experimentalApi: false, requestAttestation: false } })
       connection.notify('initialized')
-      const modeFields = { cwd: spec.cwd, approvalPolicy: spec.approvalPolicy, sandbox: spec.sandbox, ...(spec.model !== undefined && { model: spec.model }) }
+      const modeFields = { cwd: spec.cwd, approvalPolicy: spec.approvalPolicy, approvalsReviewer: spec.approvalsReviewer, sandbox: spec.sandbox, ...(spec.model !== undefined && { model: spec.model }) }
       if (opening.kind === 'start') {
         control.moveTo('thread/start')
         // A continuable child's thread must be on disk for `thread/resume` after a restart.
@@ -114,6 +128,8 @@ export class CodexChild implements RemoteChild {
   }
 
   private onNotification(method: string, params: unknown): void {
+    if (method === 'serverRequest/resolved') return this.onRequestResolved(params)
+    this.fileChanges.observe(method, params)
     let event: AppServerEvent | undefined
     try {
       event = readNotification(method, params)
@@ -127,11 +143,52 @@ export class CodexChild implements RemoteChild {
 
   private onServerRequest(incoming: IncomingRequest): void {
     // Between turns nothing may act for the child: refuse.
-    if (!this.listener) return this.connection.respondError(incoming.id, REQUEST_REFUSED, `${incoming.method} arrived while no turn runs; the dsh codex provider refuses it`)
-    const answer = answerServerRequest(incoming.method, incoming.params, this.spec.permissionMode)
-    if (answer.note) this.listener.note(answer.note)
+    const { listener } = this
+    if (!listener) return this.connection.respondError(incoming.id, REQUEST_REFUSED, `${incoming.method} arrived while no turn runs; the dsh codex provider refuses it`)
+    const filesOf = (itemId: string) => this.fileChanges.paths(itemId)
+    const broker = this.broker()
+    const approval = broker && readApproval(incoming.method, incoming.params, filesOf)
+    if (broker && approval) return void this.askBroker(incoming.id, approval, broker, listener)
+    const answer = answerServerRequest(incoming.method, incoming.params, this.spec.permissionMode, filesOf)
+    if (answer.note) listener.note(answer.note)
     if (answer.kind === 'result') this.connection.respond(incoming.id, answer.result)
     else this.connection.respondError(incoming.id, answer.code, answer.message)
+  }
+
+  /** The parent's broker, when approvals go there: `ask` mode, a delegation to name them by, a broker composed. */
+  private broker(): ApprovalService | undefined {
+    return this.spec.permissionMode === 'ask' && this.approvals !== undefined ? this.spec.approvals?.() : undefined
+  }
+
+  /**
+   * An approval put to the parent's broker: withdrawn when the turn stops, the child is
+   * closed or Codex clears the request itself; then nothing is allowed (Codex is told
+   * `cancel`, or nothing when it already moved on).
+   */
+  private async askBroker(id: RequestId, approval: CodexApproval, broker: ApprovalService, listener: TurnListener): Promise<void> {
+    const cleared = new AbortController()
+    this.asking.set(id, cleared)
+    const withdrawn = AbortSignal.any([listener.withdrawn, this.closed.signal, cleared.signal])
+    try {
+      // A one-shot run's child id is the run's, `<provider>:<thread id>`: the one format of remote runs.
+      const childId = this.approvals!.childId ?? `${this.spec.provider}:${this.remoteId}`
+      const answer = await brokerAnswer(approval, broker, this.approvals!, childId, withdrawn)
+      if (cleared.signal.aborted) return
+      if (withdrawn.aborted) return this.connection.respond(id, approval.answer('cancel'))
+      if (answer.note) listener.note(answer.note)
+      this.connection.respond(id, approval.answer(answer.verdict, answer.reason))
+    } catch (error) {
+      // Nothing runs that was not allowed: a failure here declines.
+      if (!cleared.signal.aborted) this.connection.respond(id, approval.answer('decline', `the approval could not be decided: ${errorMessage(error)}`))
+    } finally {
+      this.asking.delete(id)
+    }
+  }
+
+  /** Codex resolved or cleared a request (the turn was interrupted or ended): an approval still at the broker is withdrawn. */
+  private onRequestResolved(params: unknown): void {
+    const requestId = isRecord(params) ? params.requestId : undefined
+    if (typeof requestId === 'string' || typeof requestId === 'number') this.asking.get(requestId)?.abort()
   }
 
   /** Whether the process still runs and its wire is sound (a zombie, or a broken protocol, does not count). */
@@ -143,6 +200,7 @@ export class CodexChild implements RemoteChild {
 
   /** Close stdin (the app-server exits when its input ends) → graceMs → SIGTERM → graceMs → SIGKILL, then drop the connection. Idempotent. */
   close(): Promise<void> {
+    this.closed.abort()
     this.closing ??= this.tree
       .reap({ stdinGraceMs: this.spec.graceMs, termGraceMs: this.spec.graceMs })
       .finally(() => this.connection.close(new ConnectionClosedError('the app-server was released')))
@@ -186,6 +244,8 @@ export class CodexTransport implements RemoteTransport<CodexChild> {
     readonly spec: CodexRunSpec,
     /** How the next connection opens its thread. */
     private opening: ThreadOpening,
+    /** Whose side effects Codex's approvals are, for the parent's broker. */
+    private readonly approvals?: ApprovalScope,
   ) {}
 
   get provider(): string {
@@ -218,7 +278,7 @@ export class CodexTransport implements RemoteTransport<CodexChild> {
   }
 
   connect(control: StartControl): RemoteConnection<CodexChild> {
-    const child = new CodexChild(this.spec)
+    const child = new CodexChild(this.spec, this.approvals)
     return { child, opened: child.open(control, this.opening) }
   }
 

@@ -2,9 +2,10 @@ import { isAbsolute } from 'node:path'
 import Schema from 'schemastery'
 import { SubagentError, traceEnvironment, type SubagentRequest } from '@dsh/subagent'
 import { childEnvironment } from '@dsh/process'
-import type { PermissionMode } from './approvals.js'
+import type { ApprovalService } from '@dsh/approvals'
+import { PERMISSION_MODES, type PermissionMode } from './approvals.js'
 import type { CodexCommand } from './codex-binary.js'
-import type { AskForApproval, SandboxMode } from './protocol/index.js'
+import type { AskForApproval, SandboxMode, ThreadStartParams } from './protocol/index.js'
 
 export interface CodexConfig {
   providerName: string
@@ -23,7 +24,7 @@ export const CodexConfig: Schema<Partial<CodexConfig>, CodexConfig> = Schema.obj
   env: Schema.dict(Schema.string(), Schema.string().pattern(/^[^=\0]+$/)).default({}).description('Variables added on top of the allow-listed environment of the app-server (e.g. CODEX_HOME).'),
   passEnv: Schema.array(Schema.string().min(1)).default([]).description('Parent variables to pass through beyond the base environment (PATH, HOME, locale, terminal, temp dirs), by exact name.'),
   cwd: Schema.string().min(1).description("The child's working directory (absolute); default: the parent session's cwd."),
-  permissionMode: Schema.union(['decline', 'accept']).default('decline').description('How approval requests are answered: decline every one, or accept every one (full-auto).'),
+  permissionMode: Schema.union([...PERMISSION_MODES]).default('ask').description("How Codex's approval requests are answered: ask the parent's approval broker (its rules, then whoever is at the root of the tree; declined without a broker), or decline / accept every one here."),
   timeoutMs: Schema.natural().min(1).description('Longest a turn may run before it is interrupted and ends `error`.'),
   startupTimeoutMs: Schema.natural().min(1).default(30_000).description('Longest the app-server may take from spawn to an accepted turn.'),
   graceMs: Schema.natural().default(2_000).description('Disposal: wait this long after closing stdin, and again after SIGTERM, before the next step.'),
@@ -47,20 +48,27 @@ export interface CodexRunSpec {
   permissionMode: PermissionMode
   approvalPolicy: AskForApproval
   sandbox: SandboxMode
+  /** Who answers Codex's approvals: always this client (`user`), never a reviewer of Codex's own that a CODEX_HOME may configure. */
+  approvalsReviewer: NonNullable<ThreadStartParams['approvalsReviewer']>
   model: string | undefined
   timeoutMs: number | undefined
   startupTimeoutMs: number
   graceMs: number
   /** Told why a progress notification was dropped (an item without a type, …); the plugin logs it at debug level. */
   progressDropped?: (reason: string) => void
+  /** The parent's approval broker, when one is composed (`permissionMode: ask` sends approvals there). */
+  approvals?: () => ApprovalService | undefined
 }
 
 /**
- * `decline` keeps Codex asking about anything not known to be safe (and the answer is
- * no) inside a read-only sandbox; `accept` is Codex's own full-auto preset, and whatever
- * it still asks is approved.
+ * `ask` and `decline` keep Codex asking about anything not known to be safe (reads, `ls`,
+ * `rg`, … run unasked in a read-only sandbox; every other command and every file change is
+ * asked): the broker decides, or the answer is no. What is approved runs as Codex runs an
+ * approved command, outside the sandbox. `accept` is Codex's own full-auto preset, and
+ * whatever it still asks is approved.
  */
 const MODE_POLICY: Record<PermissionMode, { approvalPolicy: AskForApproval; sandbox: SandboxMode }> = {
+  ask: { approvalPolicy: 'untrusted', sandbox: 'read-only' },
   decline: { approvalPolicy: 'untrusted', sandbox: 'read-only' },
   accept: { approvalPolicy: 'on-request', sandbox: 'workspace-write' },
 }
@@ -87,6 +95,7 @@ export function resolveRunSpec(config: CodexConfig, request: SubagentRequest | C
     env: { ...childEnvironment(parentEnv, { env: config.env, passEnv: ['CODEX_HOME', ...config.passEnv], agentChild: true }), ...('parent' in request ? traceEnvironment(request) : {}) },
     permissionMode: config.permissionMode,
     ...MODE_POLICY[config.permissionMode],
+    approvalsReviewer: 'user',
     model: target.model,
     timeoutMs: config.timeoutMs,
     startupTimeoutMs: config.startupTimeoutMs,

@@ -15,9 +15,22 @@ import {
   type SubagentRequest,
   type SubagentRun,
 } from '@dsh/subagent'
+import type { Agent } from '@dsh/agent'
+import { delegationName, type ApprovalService } from '@dsh/approvals'
 import { CODEX_CHILD_NAME, CodexTransport } from './app-server.js'
+import type { ApprovalScope } from './approvals.js'
 import { codexCommand, missingCodexPackage, type CodexCommand } from './codex-binary.js'
 import { checkConfig, CodexConfig, resolveRunSpec, type CodexRunSpec } from './config.js'
+
+/** What the provider reaches beyond its config; the plugin fills it from its context. */
+export interface CodexHooks {
+  /** Told why a progress notification was dropped; the plugin logs it at debug level. */
+  progressDropped?: (reason: string) => void
+  /** The parent's approval broker, when one is composed: `permissionMode: ask` puts Codex's approvals to it. */
+  approvals?: () => ApprovalService | undefined
+  /** A live agent by id: the parent of a continuable child resumed from its record, whose approvals it answers. */
+  agent?: (id: string) => Agent | undefined
+}
 
 /**
  * A one-shot OpenAI Codex child: each run is a fresh `codex app-server` process with one
@@ -33,22 +46,21 @@ export class CodexProvider implements SubagentProvider {
   constructor(
     private readonly config: CodexConfig,
     private readonly command?: CodexCommand,
-    /** Told why a progress notification was dropped; the plugin logs it at debug level. */
-    private readonly progressDropped?: (reason: string) => void,
+    private readonly hooks: CodexHooks = {},
   ) {
     this.name = config.providerName
   }
 
   async start(request: SubagentRequest): Promise<SubagentRun> {
-    return startRemoteRun(request, new CodexTransport(this.specOf(request), { kind: 'start', ephemeral: true }))
+    return startRemoteRun(request, new CodexTransport(this.specOf(request), { kind: 'start', ephemeral: true }, this.approvalScope(request.parent, request.label, request)))
   }
 
   /**
    * A continuable child is one non-ephemeral thread: the app-server is started and the
    * thread created now (its id is the child's remote id); the process stays for the turns.
    */
-  async prepareContinuable({ parent, request, signal }: PrepareContinuableRequest): Promise<ContinuablePreparation> {
-    const transport = new CodexTransport(this.specOf({ ...request, parent, signal }), { kind: 'start', ephemeral: false })
+  async prepareContinuable({ childId, parent, descriptor, request, signal }: PrepareContinuableRequest): Promise<ContinuablePreparation> {
+    const transport = new CodexTransport(this.specOf({ ...request, parent, signal }), { kind: 'start', ephemeral: false }, this.approvalScope(parent, descriptor.label, request, childId))
     // A parent that began disposing while the child started refuses it: the child would outlive it.
     const child = await launchRemoteChild(transport, signal, parent)
     transport.resumeWith(child.threadId)
@@ -67,15 +79,27 @@ export class CodexProvider implements SubagentProvider {
     }
     const model = record.resumeData?.model
     const spec = this.specOf({ cwd, ...(typeof model === 'string' ? { model } : this.config.model !== undefined && { model: this.config.model }) })
-    const conversation = openConversation(new CodexTransport(spec, { kind: 'resume', threadId: record.remoteId }), undefined, record.remoteId, resumeDataOf(spec))
+    // The parent is live (it is the one resuming its child): its broker hears the child's approvals again.
+    const parent = this.hooks.agent?.(record.parentId)
+    const scope = parent && this.approvalScope(parent, record.descriptor.label, {}, record.childId)
+    const conversation = openConversation(new CodexTransport(spec, { kind: 'resume', threadId: record.remoteId }, scope), undefined, record.remoteId, resumeDataOf(spec))
     await conversation.reconnect(signal)
     return conversation
   }
 
   private specOf(target: Parameters<typeof resolveRunSpec>[1]): CodexRunSpec {
     const spec = resolveRunSpec(this.config, target, this.resolveCommand())
-    if (this.progressDropped) spec.progressDropped = this.progressDropped
+    if (this.hooks.progressDropped) spec.progressDropped = this.hooks.progressDropped
+    if (this.hooks.approvals) spec.approvals = this.hooks.approvals
     return spec
+  }
+
+  /** Whose side effects the child's approvals are, for the parent's approval broker. */
+  private approvalScope(parent: Agent, label: string | undefined, request: Pick<SubagentRequest, 'helper' | 'permissions'>, childId?: string): ApprovalScope {
+    const scope: ApprovalScope = { parent, name: delegationName({ provider: this.name, label, helper: request.helper?.name }) }
+    if (request.permissions !== undefined) scope.levels = request.permissions
+    if (childId !== undefined) scope.childId = childId
+    return scope
   }
 
   private resolveCommand(): CodexCommand {
@@ -104,6 +128,12 @@ export class CodexPlugin {
     const missing = missingCodexPackage()
     if (missing) throw new SubagentError('INVALID_CONFIG', `codex: ${missing}`)
     const log = ctx.logger('subagent-codex')
-    ctx.subagents.registerProvider(new CodexProvider(config, undefined, (reason) => log.debug('a progress notification from the codex app-server was dropped: %s', reason)))
+    ctx.subagents.registerProvider(
+      new CodexProvider(config, undefined, {
+        progressDropped: (reason) => log.debug('a progress notification from the codex app-server was dropped: %s', reason),
+        approvals: () => ctx.get('approvals'),
+        agent: (id) => ctx.get('agents')?.get(id),
+      }),
+    )
   }
 }

@@ -22,6 +22,8 @@ export class CodexTurn implements RemoteTurn<CodexChild> {
   private turnId: string | undefined
   private readonly reader: CodexTurnReader
   private readonly listener: TurnListener
+  /** Aborted when the turn stops: its approvals still at the parent's broker are withdrawn. */
+  private readonly stopped = new AbortController()
 
   constructor(
     spec: CodexRunSpec,
@@ -31,6 +33,7 @@ export class CodexTurn implements RemoteTurn<CodexChild> {
   ) {
     this.reader = new CodexTurnReader(turn, (reason) => spec.progressDropped?.(reason), usageBaseline)
     this.listener = {
+      withdrawn: this.stopped.signal,
       event: (event) => this.onEvent(event),
       note: (note) => this.reader.note(note),
       // A server that writes garbage cannot be trusted to finish: the turn fails and the server is stopped.
@@ -82,6 +85,8 @@ export class CodexTurn implements RemoteTurn<CodexChild> {
   }
 
   interrupt(child: CodexChild): void {
+    // Stopping: nothing the turn asked about may still be allowed.
+    this.stopped.abort()
     if (this.turnId === undefined) return
     child.connection.request('turn/interrupt', { threadId: child.threadId, turnId: this.turnId }).catch(() => {
       // Refused or unanswered: the grace period ends the turn either way.
@@ -89,6 +94,7 @@ export class CodexTurn implements RemoteTurn<CodexChild> {
   }
 
   detach(child: CodexChild): void {
+    this.stopped.abort()
     if (child.listener === this.listener) child.listener = undefined
   }
 

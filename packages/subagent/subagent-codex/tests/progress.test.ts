@@ -71,7 +71,7 @@ describe('codex: live progress', () => {
     harness = await createHarness()
     await harness.plugin(SubagentService, { progressIntervalMs: 10 })
     const dropped: string[] = []
-    harness.ctx.subagents.registerProvider(new CodexProvider(CodexConfig({ graceMs: 200 }), { command: process.execPath, args: [fakeServer, 'bad-progress'], version: 'fake' }, (reason) => dropped.push(reason)))
+    harness.ctx.subagents.registerProvider(new CodexProvider(CodexConfig({ graceMs: 200 }), { command: process.execPath, args: [fakeServer, 'bad-progress'], version: 'fake' }, { progressDropped: (reason) => dropped.push(reason) }))
     const heard = listenToChildren(harness.ctx)
     const parent = await harness.agent()
     const run = await harness.ctx.subagents.start('codex', { prompt: [text('hi')], parent, signal: new AbortController().signal })
