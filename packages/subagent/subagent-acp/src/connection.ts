@@ -44,10 +44,22 @@ export class AcpChild implements RemoteChild {
   readonly tree: ProcessTree
   readonly process: RemoteProcess
   remoteId: string | undefined
-  /** While true, permission requests are answered `cancelled`: the turn is being stopped. */
-  stopping = false
   /** Aborted when the child is closed: requests it had put to the parent's broker are withdrawn at once. */
   private readonly closed = new AbortController()
+  /** Aborted when the turn is being stopped: its requests at the parent's broker are withdrawn at once. */
+  private turnAsks = new AbortController()
+  private _stopping = false
+
+  /** While true, permission requests are answered `cancelled`: the turn is being stopped. */
+  get stopping(): boolean {
+    return this._stopping
+  }
+
+  set stopping(stopping: boolean) {
+    if (stopping && !this._stopping) this.turnAsks.abort(new Error('the turn is being stopped'))
+    else if (!stopping && this._stopping) this.turnAsks = new AbortController()
+    this._stopping = stopping
+  }
   private connection: ClientConnection | undefined
   private readonly listeners = new Map<string, (update: SessionUpdate) => void>()
   private closing: Promise<void> | undefined
@@ -122,7 +134,7 @@ export class AcpChild implements RemoteChild {
     if (this.stopping) return { outcome: { outcome: 'cancelled' } }
     const broker = this.spec.permission === 'ask' && this.approvals !== undefined ? this.spec.approvals?.() : undefined
     if (broker === undefined) return answerPermission(this.spec.permission === 'allow' ? 'allow' : 'reject', params.options, this.stopping)
-    const withdrawn = AbortSignal.any([signal, this.closed.signal])
+    const withdrawn = AbortSignal.any([signal, this.closed.signal, this.turnAsks.signal])
     const childId = `${this.spec.provider}:${params.sessionId}`
     const decision = await broker.request(approvalAsk(params, childId, this.approvals!, withdrawn))
     if (this.stopping || withdrawn.aborted) return { outcome: { outcome: 'cancelled' } }
