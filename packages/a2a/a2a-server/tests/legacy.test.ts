@@ -7,7 +7,8 @@ import { randomUUID } from 'node:crypto'
 import { afterEach, describe, expect, it } from 'vitest'
 import { TaskState } from '@a2a-js/sdk'
 import { LegacyJsonRpcTransport, LegacyRestTransport } from '@a2a-js/sdk/compat/v0_3/client'
-import { artifactText, finalState, startWorker, userMessage, type Worker } from './helpers.js'
+import { startLoopbackServer } from '@dsh/testkit'
+import { artifactText, finalState, startWorker, until, userMessage, type Worker } from './helpers.js'
 
 const workers: Worker[] = []
 afterEach(async () => {
@@ -77,6 +78,28 @@ describe('0.3 clients', () => {
     }
     expect(w.sessions).toEqual([])
     expect(w.server.taskCount).toBe(0)
+  })
+
+  it('a push config a 0.3 client sends with its message is notified in the 0.3 shape, with its authentication', async () => {
+    const received: Array<{ authorization?: string; body: Record<string, unknown> }> = []
+    const hook = await startLoopbackServer(async (req, res, body) => {
+      received.push({ authorization: req.headers.authorization, body: JSON.parse(body) as Record<string, unknown> })
+      res.writeHead(200).end()
+    })
+    const w = await startWorker([{ reply: [{ text: 'Paris is the capital.' }] }], { webhooks: { allow: ['http://127.0.0.1:*'], allowNetworks: ['127.0.0.1'] } })
+    workers.push(w)
+    try {
+      const pushNotificationConfig = { url: `${hook.origin}/hook`, authentication: { schemes: ['Bearer'], credentials: 'old-secret' } }
+      const { result, error } = await rpc03(w.server.url, 'message/send', { message: message03([{ kind: 'text', text: 'capital of France?' }]), configuration: { pushNotificationConfig } })
+      expect(error).toBeUndefined()
+      // A configuration without `blocking` does not wait (0.3's default): the task comes back as it starts.
+      expect(result).toMatchObject({ kind: 'task' })
+      await until(() => received.some(({ body }) => (body.status as { state?: string } | undefined)?.state === 'completed'))
+      expect(received.every(({ body }) => body.kind === 'task' || body.kind === 'status-update')).toBe(true)
+      expect(received.map(({ authorization }) => authorization)).toEqual(received.map(() => 'Bearer old-secret'))
+    } finally {
+      await hook.close()
+    }
   })
 
   it('the card: 1.0 unless a client asks for 0.3, and it lists both versions of each binding', async () => {

@@ -1,8 +1,9 @@
 /**
  * `dsh a2a serve`: a dsh agent behind the Agent2Agent protocol over HTTP, for A2A clients
- * and for dsh parents whose `a2a` subagent provider lists this worker. Each A2A task runs
- * as one dsh session (origin `a2a`, the lineage its message carries) until the agent is
- * quiet. The URL it serves is printed on stdout as the only line there; logs go to
+ * and for dsh parents whose `a2a` subagent provider lists this worker. Each A2A context is
+ * one dsh session (origin `a2a`, the lineage its first message carries), each of its tasks
+ * a turn run until the agent is quiet; push notifications go only where --webhook-allow
+ * and --webhook-allow-network say (`@dsh/a2a-server`). The URL it serves is printed on stdout as the only line there; logs go to
  * stderr. It runs until SIGTERM/SIGINT: every task is cancelled (its turn ends `aborted`,
  * its tasks and children are stopped), every session is flushed, every process group it
  * started is taken down, and the exit code is 0. A second signal exits at once.
