@@ -6,12 +6,12 @@
  * "always" answer lets the identical request through without another prompt.
  */
 import { execFileSync } from 'node:child_process'
-import { existsSync, readFileSync, readdirSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
 import { methods, PROTOCOL_VERSION, type RequestPermissionRequest, type RequestPermissionResponse } from '@agentclientprotocol/sdk'
 import { killTrustRunning, serveTrusted } from './acp-trust-client.js'
-import { dshBin, tempDir } from './cli.js'
+import { dshBin, runDsh, tempDir } from './cli.js'
 
 const session = `dsh-approvals-tree-${process.pid}`
 const tmux = (...args: string[]) => execFileSync('tmux', args, { encoding: 'utf8' })
@@ -185,4 +185,82 @@ describe('one approval broker for the whole tree', () => {
     expect(existsSync(join(dir, 'acp-ran'))).toBe(true)
     expect(existsSync(join(dir, 'grand-ran'))).toBe(true)
   })
+
+  it('a helper whose rules allow only "touch tested*" runs that unasked and is refused anything else; under a config that denies bash, the same helper is refused it too', async () => {
+    const dir = tempDir()
+    mkdirSync(join(dir, '.dsh', 'agents'), { recursive: true })
+    writeFileSync(join(dir, '.dsh', 'agents', 'tester.md'), ['---', 'name: tester', 'description: Runs the tests.', 'permissions:', '  allow: ["bash(touch tested*)"]', '---', 'You run the tests.', ''].join('\n'))
+    const script = join(dir, 'script.yml')
+    writeFileSync(script, [
+      '- when: { prompt: "run the tests" }',
+      '  reply:',
+      '    - call: { tool: bash, args: { command: "touch tested" } }',
+      '    - call: { tool: bash, args: { command: "touch other" } }',
+      '    - text: "tester: {{tool_results}}"',
+      '- when: { depth: 0 }',
+      '  reply:',
+      '    - call: { tool: subagent, args: { agent: tester, description: test, prompt: "run the tests" } }',
+      '    - text: "root: {{last_tool_result}}"',
+    ].join('\n'))
+    const run = (extra: string[]) => runDsh(['run', '--model', `scripted:${script}`, '--session-dir', join(dir, 'sessions'), ...extra, 'go'], { cwd: dir, env: { DSH_HOME: dir } })
+    mkdirSync(join(dir, 'sessions'))
+    // Nobody to ask (not a terminal): the helper's rule decides what it allows, the default the rest.
+    const first = await run([])
+    expect(first.code).toBe(0)
+    expect(existsSync(join(dir, 'tested'))).toBe(true)
+    expect(existsSync(join(dir, 'other'))).toBe(false)
+    const recorded = decisions(join(dir, 'sessions'))
+    expect(recorded.find((entry) => entry.command === 'touch tested')?.permission).toMatchObject({ decision: 'allow-once', source: 'rule', rule: 'bash(touch tested*) (helper tester)' })
+    expect(recorded.find((entry) => entry.command === 'touch other')?.permission).toMatchObject({ decision: 'reject', source: 'default' })
+    // The child's header carries the helper's level, so its own children are under it too.
+    const child = sessionsOf(join(dir, 'sessions')).find((stored) => stored.header.helper !== undefined)
+    expect(child?.header.permissions).toEqual([{ from: 'helper tester', allow: ['bash(touch tested*)'] }])
+
+    // The parent's configuration denies bash: the helper's allow cannot widen it.
+    rmSyncQuiet(join(dir, 'tested'))
+    const config = join(dir, 'deny.yml')
+    writeFileSync(config, ['- id: approvals', '  name: "@dsh/approvals"', '  config: { deny: [bash] }'].join('\n'))
+    const denied = await run(['--config', config, '--permission', 'allow'])
+    expect(denied.code).toBe(0)
+    expect(existsSync(join(dir, 'tested'))).toBe(false)
+    expect(decisions(join(dir, 'sessions')).filter((entry) => entry.command === 'touch tested').at(-1)?.permission).toMatchObject({ decision: 'reject', source: 'rule', rule: 'bash (config)' })
+  })
+
+  it('a background child\'s request nobody answers is rejected after timeoutMs, the prompt is withdrawn, and the parent is told', async () => {
+    const dir = tempDir()
+    const script = join(dir, 'script.yml')
+    writeFileSync(script, [
+      '- when: { prompt: "audit quietly" }',
+      '  reply:',
+      '    - call: { tool: bash, args: { command: "touch audited" } }',
+      '    - text: "auditor: {{last_tool_result}}"',
+      '- when: { depth: 0 }',
+      '  reply:',
+      '    - call: { tool: subagent, args: { description: "auditor", prompt: "audit quietly", run_in_background: true } }',
+      '    - call: { tool: task_output, args: { task_id: subagent-1, wait: true } }',
+      '    - text: "root: {{last_tool_result}}"',
+      '    - text: "told"',
+    ].join('\n'))
+    const config = join(dir, 'dsh.yml')
+    writeFileSync(config, ['- id: approvals', '  name: "@dsh/approvals"', '  config: { timeoutMs: 1500 }'].join('\n'))
+    const command = [process.execPath, dshBin, 'run', '--config', config, '--model', `scripted:${script}`, '--session-dir', dir, 'go'].map((part) => `'${part}'`).join(' ')
+    tmux('new-session', '-d', '-s', session, '-x', '200', '-y', '50', `cd ${dir} && env DSH_HOME=${dir} ${command}; echo EXIT=$?; sleep 30`)
+    await until((text) => text.includes('dsh › spawn "auditor" wants to run bash: touch audited'))
+    const done = await until((text) => text.includes('EXIT='))
+    expect(done).toContain('touch audited → withdrawn')
+    expect(existsSync(join(dir, 'audited'))).toBe(false)
+    const root = sessionsOf(dir).find((stored) => stored.header.parentSession === undefined)!
+    const told = root.events.find((event) => event.type === 'input/queued' && JSON.stringify(event.message).includes('nobody answered within 2 s'))
+    expect(told).toBeDefined()
+    expect(decisions(dir).find((entry) => entry.command === 'touch audited')?.permission).toMatchObject({ decision: 'reject', source: 'timeout' })
+  })
 })
+
+function rmSyncQuiet(path: string): void {
+  try {
+    rmSync(path)
+  } catch {
+    // not there
+  }
+}
+
