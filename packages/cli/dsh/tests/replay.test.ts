@@ -45,6 +45,45 @@ describe('dsh run --record and --model replay:DIR', () => {
     expect(replayed.stdout).toBe(recorded.stdout)
   })
 
+  it("the approval broker's decisions are recorded beside the model calls and a replay reproduces them without asking anyone; a request the recording never decided is a divergence and does not run", async () => {
+    const dir = tempDir()
+    const recording = join(dir, 'recording')
+    const script = join(dir, 'script.yml')
+    writeFileSync(script, [
+      '- when: { prompt: "tidy up" }',
+      '  reply:',
+      `    - call: { tool: bash, args: { command: "touch ${join(dir, 'child-ran')}" } }`,
+      '    - text: "child: {{last_tool_result}}"',
+      '- when: { depth: 0 }',
+      '  reply:',
+      '    - call: { tool: subagent, args: { description: "tidier", prompt: "tidy up" } }',
+      `    - call: { tool: bash, args: { command: "touch ${join(dir, 'root-ran')}" } }`,
+      '    - text: "done: {{last_tool_result}}"',
+    ].join('\n'))
+    // Recorded with nobody to ask but everything allowed: the decisions are the default's.
+    const recorded = await runDsh(['run', '--quiet', '--permission', 'allow', '--model', `scripted:${script}`, '--record', recording, '--session-dir', join(dir, 'a'), 'go'])
+    expect(recorded.code, recorded.stderr).toBe(0)
+    const childLines = readFileSync(join(recording, 'root.call_1.jsonl'), 'utf8').trim().split('\n').map((line) => JSON.parse(line) as Record<string, unknown>)
+    expect(childLines.find((line) => line.approval !== undefined)).toEqual({ approval: 0, request: { tool: 'bash', subject: `touch ${join(dir, 'child-ran')}` }, decision: { decision: 'allow-once', by: 'dsh run --permission allow', source: 'default', at: expect.any(Number) } })
+    rmSync(join(dir, 'child-ran'))
+    rmSync(join(dir, 'root-ran'))
+    // Replayed where the default would refuse: the recorded decisions hold, nobody is asked.
+    const replayed = await runDsh(['run', '--quiet', '--permission', 'reject', '--model', `replay:${recording}`, '--session-dir', join(dir, 'b'), 'go'])
+    expect(replayed.code, replayed.stderr).toBe(0)
+    expect(replayed.stdout).toBe(recorded.stdout)
+    expect(readdirSync(dir)).toEqual(expect.arrayContaining(['child-ran', 'root-ran']))
+    const replayedRoot = readdirSync(join(dir, 'b')).map((name) => readFileSync(join(dir, 'b', name), 'utf8')).join('\n')
+    expect(replayedRoot).toContain('"source":"replay"')
+    // A recording whose decision is missing: the request is refused and the replay fails naming it.
+    rmSync(join(dir, 'child-ran'))
+    const child = join(recording, 'root.call_1.jsonl')
+    writeFileSync(child, readFileSync(child, 'utf8').split('\n').filter((line) => !line.startsWith('{"approval"')).join('\n'))
+    const diverged = await runDsh(['run', '--quiet', '--permission', 'allow', '--model', `replay:${recording}`, '--session-dir', join(dir, 'c'), 'go'])
+    expect(diverged.code).toBe(1)
+    expect(diverged.stderr).toContain('replay diverged: session root.call_1 asked to run bash')
+    expect(readdirSync(dir)).not.toContain('child-ran')
+  })
+
   it('--record together with --model replay:DIR is a usage error before any session', async () => {
     const dir = tempDir()
     const result = await runDsh(['run', '--model', `replay:${join(repoRoot, 'scenarios/spawn/recording')}`, '--record', join(dir, 'r'), '--session-dir', join(dir, 's'), 'hi'])

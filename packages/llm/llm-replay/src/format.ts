@@ -6,6 +6,7 @@
  * messages as "keep the first N of the previous call's, then add these", so a file stays
  * small and a pull request diff shows what changed. See the package README.
  */
+import type { PermissionDecision } from '@dsh/base'
 import type { LlmChunk, LlmErrorCode, Message, ToolSpec } from '@dsh/llm'
 
 export const RECORDING_KIND = 'dsh-llm-recording'
@@ -48,10 +49,23 @@ export interface RecordedResponse {
   error?: RecordedError
 }
 
+/**
+ * A side effect the session's broker decided without a rule (a user's answer, the default,
+ * an earlier "always", a timeout): a replay answers the same request with the same
+ * decision instead of asking anyone. Numbered in the session's order; a line of its own
+ * wherever it fell between the calls.
+ */
+export interface RecordedApproval {
+  approval: number
+  request: { tool: string; subject: string }
+  decision: PermissionDecision
+}
+
 export type RecordingLine =
   | RecordingHeader
   | { call: number; request: RecordedRequest }
   | { call: number; response: RecordedResponse }
+  | RecordedApproval
 
 /** The request a call made, in full (the digest's deltas applied). */
 export interface FullRequest {
@@ -73,6 +87,8 @@ export interface Recording {
   file: string
   header: RecordingHeader
   calls: RecordedCall[]
+  /** With the line each was read from. */
+  approvals: Array<RecordedApproval & { line: number }>
 }
 
 /** A lineage key as a file name: letters, digits, `_`, `-`; `.` separates generations. */

@@ -3,10 +3,10 @@
  * breaks the shape, or a file from another format version is a `RecordingError` naming
  * the file and the line, never a partial replay.
  */
-import { FINISH_REASONS, isRecord } from '@dsh/base'
+import { FINISH_REASONS, isRecord, PERMISSION_DECISIONS, type PermissionDecision } from '@dsh/base'
 import type { LlmChunk, LlmErrorCode, Message, ToolSpec } from '@dsh/llm'
 import { RecordingError } from './errors.js'
-import { RECORDING_KIND, RECORDING_VERSION, type FullRequest, type RecordedCall, type RecordedError, type RecordedResponse, type Recording, type RecordingHeader } from './format.js'
+import { RECORDING_KIND, RECORDING_VERSION, type FullRequest, type RecordedApproval, type RecordedCall, type RecordedError, type RecordedResponse, type Recording, type RecordingHeader } from './format.js'
 
 /** Every `LlmErrorCode`, so a recorded code is checked against the closed union. */
 const LLM_ERROR_CODES: Record<LlmErrorCode, true> = {
@@ -48,25 +48,42 @@ export function parseRecording(file: string, text: string): Recording {
     }
   })
   const header = headerOf(values[0], (detail) => fail(1, detail))
+  // Approvals fall between calls wherever they were decided; the calls are the other lines, in pairs.
+  const approvals: Recording['approvals'] = []
+  const rest: Array<{ value: unknown; lineNo: number }> = []
+  values.slice(1).forEach((value, index) => {
+    const lineNo = index + 2
+    if (isRecord(value) && value.approval !== undefined) approvals.push(approvalOf(value, approvals.length, (detail) => fail(lineNo, detail), lineNo))
+    else rest.push({ value, lineNo })
+  })
   const calls: RecordedCall[] = []
   let state: FullRequest = { model: '', system: '', tools: [], messages: [] }
-  for (let index = 1; index < values.length; index += 2) {
-    const lineNo = index + 1
+  for (let index = 0; index < rest.length; index += 2) {
+    const { value: requestLine, lineNo } = rest[index]!
     const call = calls.length
-    const requestLine = values[index]
     if (!isRecord(requestLine) || requestLine.call !== call || !isRecord(requestLine.request)) {
       throw fail(lineNo, `expected the request of call ${call} ({"call":${call},"request":{…}})`)
     }
     state = applyRequest(state, requestLine.request, (detail) => fail(lineNo, `call ${call}: ${detail}`))
-    if (index + 1 >= values.length) throw fail(lineNo, `call ${call} has a request but no response (the file is truncated)`)
-    const responseLine = values[index + 1]
+    if (index + 1 >= rest.length) throw fail(lineNo, `call ${call} has a request but no response (the file is truncated)`)
+    const { value: responseLine, lineNo: responseNo } = rest[index + 1]!
     if (!isRecord(responseLine) || responseLine.call !== call || !isRecord(responseLine.response)) {
-      throw fail(lineNo + 1, `expected the response of call ${call} ({"call":${call},"response":{…}})`)
+      throw fail(responseNo, `expected the response of call ${call} ({"call":${call},"response":{…}})`)
     }
-    const response = responseOf(responseLine.response, (detail) => fail(lineNo + 1, `call ${call}: ${detail}`))
+    const response = responseOf(responseLine.response, (detail) => fail(responseNo, `call ${call}: ${detail}`))
     calls.push({ index: call, request: state, response, line: lineNo })
   }
-  return { file, header, calls }
+  return { file, header, calls, approvals }
+}
+
+function approvalOf(raw: Record<string, unknown>, expected: number, fail: (detail: string) => Error, line: number): RecordedApproval & { line: number } {
+  if (raw.approval !== expected) throw fail(`expected approval ${expected} ({"approval":${expected},…})`)
+  const { request, decision } = raw
+  if (!isRecord(request) || typeof request.tool !== 'string' || typeof request.subject !== 'string') throw fail(`approval ${expected}: request must be {tool, subject}`)
+  if (!isRecord(decision) || !(PERMISSION_DECISIONS as readonly unknown[]).includes(decision.decision) || typeof decision.by !== 'string' || (decision.decision === 'reject' && typeof decision.reason !== 'string')) {
+    throw fail(`approval ${expected}: decision must be {decision: ${PERMISSION_DECISIONS.join(' | ')}, by, reason (of a rejection)}`)
+  }
+  return { approval: expected, request: { tool: request.tool, subject: request.subject }, decision: decision as unknown as PermissionDecision, line }
 }
 
 function headerOf(value: unknown, fail: (detail: string) => Error): RecordingHeader {

@@ -2,6 +2,7 @@ import { symbols, type Context } from 'cordis'
 import Schema from 'schemastery'
 // For the `ctx.llm` and `ctx.sessions` declarations on cordis's Context.
 import type {} from '@dsh/llm'
+import type {} from '@dsh/approvals'
 import type { SessionStore } from '@dsh/session'
 import { Lineage, type SessionFacts } from './lineage.js'
 import { resolve } from 'node:path'
@@ -55,6 +56,16 @@ export class ReplayPlugin {
     const installed = router
     ctx.llm.intercept((resolved) => ({ ...resolved, adapter: installed.wrap(resolved.adapter) }))
     ctx.llm.registerRecording(installed)
+    // The approval broker's decisions are part of the run: recorded beside the model calls
+    // of the session that asked, and answered from them in a replay, nobody asked.
+    ctx.inject(['approvals'], (withBroker) => {
+      withBroker.approvals.addRecorder({
+        replay: (request, session) => installed.approval(session, request.tool, request.subject),
+        record: (request, session, decision) => {
+          installed.approval(session, request.tool, request.subject, decision)
+        },
+      })
+    })
   }
 }
 

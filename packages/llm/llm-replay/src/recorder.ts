@@ -7,9 +7,9 @@
  */
 import { appendFileSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { errorMessage, isAbortError } from '@dsh/base'
+import { errorMessage, isAbortError, type PermissionDecision } from '@dsh/base'
 import { LlmError, type LlmAdapter, type LlmChunk, type LlmRequest, type Message, type ToolSpec } from '@dsh/llm'
-import { RECORDING_KIND, RECORDING_VERSION, recordingFileName, type RecordedError, type RecordedRequest, type RecordedResponse, type RecordingHeader } from './format.js'
+import { RECORDING_KIND, RECORDING_VERSION, recordingFileName, type RecordedApproval, type RecordedError, type RecordedRequest, type RecordedResponse, type RecordingHeader } from './format.js'
 import type { Lineage, SessionFacts } from './lineage.js'
 import type { SessionIdMask } from './session-ids.js'
 import { maskEnvironmentFacts } from '@dsh/agent'
@@ -17,6 +17,7 @@ import { maskEnvironmentFacts } from '@dsh/agent'
 interface SessionFile {
   file: string
   calls: number
+  approvals: number
   previous?: { system: string; tools: string; messages: string[] }
 }
 
@@ -69,6 +70,13 @@ export class Recorder {
     }
   }
 
+  /** Append a decision of the session's broker (see `RecordedApproval`). */
+  recordApproval(sessionId: string, tool: string, subject: string, decision: PermissionDecision): void {
+    const session = this.sessionFile(sessionId)
+    const line: RecordedApproval = { approval: session.approvals++, request: this.ids.mask({ tool, subject }), decision: this.ids.mask(decision) }
+    appendFileSync(session.file, `${JSON.stringify(line)}\n`)
+  }
+
   private sessionFile(sessionId: string): SessionFile {
     let session = this.sessions.get(sessionId)
     if (!session) {
@@ -81,7 +89,7 @@ export class Recorder {
       if (facts?.header.toolCallId !== undefined) header.toolCallId = facts.header.toolCallId
       const file = join(this.dir, recordingFileName(key))
       writeFileSync(file, `${JSON.stringify(header)}\n`, { mode: 0o644 })
-      session = { file, calls: 0 }
+      session = { file, calls: 0, approvals: 0 }
       this.sessions.set(sessionId, session)
     }
     return session

@@ -7,7 +7,7 @@
  */
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs'
 import { join, resolve } from 'node:path'
-import { errorMessage } from '@dsh/base'
+import { errorMessage, type PermissionDecision } from '@dsh/base'
 import { LlmError, type LlmAdapter, type LlmChunk, type LlmRequest } from '@dsh/llm'
 import { firstDifference } from './diff.js'
 import { RecordingError } from './errors.js'
@@ -21,6 +21,8 @@ interface Binding {
   key: string
   recording: Recording
   next: number
+  /** Recorded approvals already answered. */
+  usedApprovals: Set<number>
 }
 
 /** One recording directory being replayed. */
@@ -66,6 +68,32 @@ export class Replay {
     const header = this.facts(request.origin.sessionId)?.header
     const child = header?.parentSession !== undefined && this.facts(header.parentSession) !== undefined
     yield* playResponse(this.ids.unmask(call.response), request.signal, child ? this.failed.signal : undefined)
+  }
+
+  /**
+   * The recorded decision of the session's request to run `tool` on `subject`: the first
+   * one not answered yet with the same tool and subject (requests of children running at
+   * once may come in another order than recorded). A request the recording never decided
+   * is a divergence: it is rejected, so nothing runs that the recorded run did not allow.
+   */
+  approval(sessionId: string, tool: string, subject: string): PermissionDecision {
+    try {
+      const binding = this.bind(sessionId)
+      const masked = this.ids.mask({ tool, subject })
+      const found = binding.recording.approvals.find((entry) => !binding.usedApprovals.has(entry.approval) && entry.request.tool === masked.tool && entry.request.subject === masked.subject)
+      if (!found) {
+        throw new RecordingError(
+          'REPLAY_DIVERGED',
+          `replay diverged: session ${binding.key} asked to run ${tool} ${JSON.stringify(subject.slice(0, 120))}, which its recording never decided (${binding.recording.file})`,
+        )
+      }
+      binding.usedApprovals.add(found.approval)
+      return this.ids.unmask(found.decision)
+    } catch (error) {
+      this.failures.push(errorMessage(error))
+      this.failed.abort()
+      return { decision: 'reject', by: 'the replay', reason: errorMessage(error) }
+    }
   }
 
   /** `lineage` (and everything below it) is replayed by another process. */
@@ -139,7 +167,7 @@ export class Replay {
       const difference = firstDifference(recording.header.prompt, prompt)!
       throw new RecordingError('REPLAY_DIVERGED', `replay diverged: session ${key}, call 0: prompt differs: recorded ${difference.recorded}, live ${difference.live} (${file}:1)`)
     }
-    const binding: Binding = { key, recording, next: 0 }
+    const binding: Binding = { key, recording, next: 0, usedApprovals: new Set() }
     this.bindings.set(sessionId, binding)
     this.boundKeys.set(key, sessionId)
     return binding

@@ -8,6 +8,7 @@
  * the replay and never by the adapter.
  */
 import { resolve } from 'node:path'
+import type { PermissionDecision } from '@dsh/base'
 import type { LlmAdapter, LlmChunk, LlmRequest, RecordingLink, RecordingLinks } from '@dsh/llm'
 import { lineageSegment } from './format.js'
 import type { Lineage, SessionFacts } from './lineage.js'
@@ -89,6 +90,20 @@ export class RecordingRouter implements RecordingLinks {
     if (!link) return adapter.stream(request)
     if (link.mode === 'replay') return this.replay.streamFrom(link.dir, request)
     return this.recorderOf(link.dir, false).record(adapter, request)
+  }
+
+  /**
+   * A decision of the approval broker for a session: recorded when the session is
+   * recorded (a rule's decision is not: rules decide again), answered from the recording
+   * when it is replayed; `undefined` otherwise (decide it live).
+   */
+  approval(sessionId: string, tool: string, subject: string, decided?: PermissionDecision): PermissionDecision | undefined {
+    if (this.defaultLink === undefined && this.assigned.size === 0) return undefined
+    const link = this.linkOf(sessionId)
+    if (!link) return undefined
+    if (link.mode === 'replay') return decided === undefined ? this.replay.replayOf(link.dir).approval(sessionId, tool, subject) : undefined
+    if (decided !== undefined && decided.source !== 'rule') this.recorderOf(link.dir, false).recordApproval(sessionId, tool, subject, decided)
+    return undefined
   }
 
   private linkOf(sessionId: string): DefaultLink | undefined {
