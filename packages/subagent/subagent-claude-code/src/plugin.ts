@@ -16,6 +16,8 @@ import {
   type SubagentProvider,
   type SubagentRequest,
 } from '@dsh/subagent'
+import { delegationName } from '@dsh/approvals'
+import type { ApprovalScope } from './approvals.js'
 import { claudeSession, ClaudeTransport, isClaudeSessionId } from './session.js'
 import { missingClaudeCodePackage, resolveClaudeExecutable } from './executable.js'
 import { PERMISSION_MODES, type ClaudeCodeSettings } from './run-spec.js'
@@ -42,7 +44,7 @@ export class ClaudeCodeProvider implements SubagentProvider {
   }
 
   start(request: SubagentRequest): Promise<RemoteSubagentRun> {
-    return startRemoteRun(request, new ClaudeTransport(this.settings, () => request.parent, request.parent.id, request))
+    return startRemoteRun(request, new ClaudeTransport(this.settings, () => request.parent, request.parent.id, request, undefined, this.asker(request.label, request)))
   }
 
   /**
@@ -50,10 +52,10 @@ export class ClaudeCodeProvider implements SubagentProvider {
    * between messages, so preparing one starts nothing (the first message starts the first
    * process).
    */
-  async prepareContinuable({ parent, request }: PrepareContinuableRequest): Promise<ContinuablePreparation> {
+  async prepareContinuable({ childId, parent, descriptor, request }: PrepareContinuableRequest): Promise<ContinuablePreparation> {
     const model = request.agentOptions?.model
     const session = claudeSession()
-    const transport = new ClaudeTransport(this.settings, () => this.liveAgent(parent.id) ?? parent, parent.id, request, session)
+    const transport = new ClaudeTransport(this.settings, () => this.liveAgent(parent.id) ?? parent, parent.id, request, session, this.asker(descriptor.label, request, childId))
     return { kind: 'remote', conversation: openConversation(transport, undefined, session.id, model === undefined ? {} : { model }) }
   }
 
@@ -65,8 +67,17 @@ export class ClaudeCodeProvider implements SubagentProvider {
     }
     const model = record.resumeData?.model
     const request = typeof model === 'string' ? { agentOptions: { model } } : {}
-    const transport = new ClaudeTransport(this.settings, () => this.liveAgent(record.parentId), record.parentId, request, claudeSession(record.remoteId))
+    const transport = new ClaudeTransport(this.settings, () => this.liveAgent(record.parentId), record.parentId, request, claudeSession(record.remoteId), this.asker(record.descriptor.label, {}, record.childId))
     return openConversation(transport, undefined, record.remoteId, typeof model === 'string' ? { model } : {})
+  }
+
+  /** Whose side effects the child's permission asks are, for the parent's approval broker (the parent is added at each turn). */
+  private asker(label: string | undefined, request: Pick<SubagentRequest, 'helper' | 'permissions'>, childId?: string): Omit<ApprovalScope, 'parent'> {
+    return {
+      name: delegationName({ provider: this.name, label, helper: request.helper?.name }),
+      ...(request.permissions !== undefined && { levels: request.permissions }),
+      ...(childId !== undefined && { childId }),
+    }
   }
 }
 
@@ -78,7 +89,9 @@ export class ClaudeCodePlugin {
     env: Schema.dict(Schema.string(), Schema.string().pattern(/^[^=\0]+$/)).default({}).description('Variables added to the child environment (endpoint, key, HOME, CLAUDE_CONFIG_DIR, …); they win over inherited ones.'),
     passEnv: Schema.array(Schema.string().min(1)).default([]).description('Parent variables to pass through beyond the base environment (PATH, HOME, locale, terminal, temp dirs), by exact name.'),
     cwd: Schema.string().min(1).description("The child's working directory; default: the parent session's cwd."),
-    permissionMode: Schema.union(PERMISSION_MODES.map((mode) => Schema.const(mode))).default('deny').description('How tool permission asks are answered: deny (default) or an SDK mode; asks left over are denied.'),
+    permissionMode: Schema.union(PERMISSION_MODES.map((mode) => Schema.const(mode)))
+      .default('ask')
+      .description("How tool permission asks are answered: ask the parent's approval broker (the default; denied without one), deny every one, or an SDK mode whose leftover asks are denied."),
     model: Schema.string().min(1).description('Claude model name passed to Claude Code (a request\'s agentOptions.model wins).'),
     timeoutMs: Schema.natural().min(1).description('Longest a run may take, start included; it then ends with error.'),
     startTimeoutMs: Schema.natural().min(1).default(60_000).description('Longest the start (up to the init message) may take.'),
@@ -94,6 +107,7 @@ export class ClaudeCodePlugin {
       ...config,
       executable: executableFrom(config.executable),
       progressDropped: (reason) => log.debug('a progress message from Claude Code was dropped: %s', reason),
+      approvals: () => ctx.get('approvals'),
     }
     ctx.subagents.registerProvider(new ClaudeCodeProvider(settings, (id) => ctx.get('agents')?.get(id)))
   }

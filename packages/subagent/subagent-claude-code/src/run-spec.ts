@@ -4,19 +4,23 @@
  * the spec.
  */
 import type { CanUseTool, Options, PermissionMode } from '@anthropic-ai/claude-agent-sdk'
+import type { ApprovalService } from '@dsh/approvals'
 import { traceEnvironment, type SubagentRequest } from '@dsh/subagent'
+import { brokerCanUseTool, type ApprovalScope, type BrokerRoute } from './approvals.js'
 import { claudeCodeEnvironment, runningAsRoot } from './claude-code-environment.js'
 import { shortJson, type Denial } from './outcome.js'
 
 /**
- * How tool permission asks are answered. `deny` (the default) runs Claude Code in its
- * `default` mode and denies every ask; the SDK's other modes decide more calls
- * themselves, and whatever they would still ask about is denied too. There is nobody to
- * ask: a subagent has no human at its console.
+ * How tool permission asks are answered. `ask` (the default) runs Claude Code in its
+ * `default` mode and puts every ask to the parent's approval broker, which decides by its
+ * rules or asks whoever is at the root of the tree (without a broker, `ask` denies, as
+ * `deny` does). `deny` denies every ask: a subagent has no human at its console. The SDK's
+ * other modes decide more calls themselves, and whatever they would still ask about is
+ * denied too.
  */
-export type PermissionModeSetting = 'deny' | 'acceptEdits' | 'plan' | 'dontAsk' | 'auto' | 'bypassPermissions'
+export type PermissionModeSetting = 'ask' | 'deny' | 'acceptEdits' | 'plan' | 'dontAsk' | 'auto' | 'bypassPermissions'
 
-export const PERMISSION_MODES: readonly PermissionModeSetting[] = ['deny', 'acceptEdits', 'plan', 'dontAsk', 'auto', 'bypassPermissions']
+export const PERMISSION_MODES: readonly PermissionModeSetting[] = ['ask', 'deny', 'acceptEdits', 'plan', 'dontAsk', 'auto', 'bypassPermissions']
 
 /** The plugin config after schema defaults, as the provider needs it. */
 export interface ClaudeCodeSettings {
@@ -33,6 +37,8 @@ export interface ClaudeCodeSettings {
   executable: string
   /** Told why a progress message was dropped; the plugin logs it at debug level. */
   progressDropped?: (reason: string) => void
+  /** The parent's approval broker, when one is composed (`permissionMode: ask` puts the asks to it). */
+  approvals?: () => ApprovalService | undefined
 }
 
 export interface ClaudeCodeRunSpec {
@@ -52,6 +58,10 @@ export interface ClaudeCodeRunSpec {
    */
   session?: { id: string; resume: boolean }
   progressDropped?: (reason: string) => void
+  /** The parent's approval broker, looked up when the turn starts. */
+  approvals?: () => ApprovalService | undefined
+  /** Whose side effects the turn's permission asks are, for the broker (absent: decided by the mode alone). */
+  approvalScope?: ApprovalScope
 }
 
 export function resolveRunSpec(settings: ClaudeCodeSettings, request: Pick<SubagentRequest, 'parent' | 'agentOptions' | 'callId'>): ClaudeCodeRunSpec {
@@ -70,19 +80,27 @@ export function resolveRunSpec(settings: ClaudeCodeSettings, request: Pick<Subag
   if (model !== undefined) spec.model = model
   if (settings.timeoutMs !== undefined) spec.timeoutMs = settings.timeoutMs
   if (settings.progressDropped) spec.progressDropped = settings.progressDropped
+  if (settings.approvals) spec.approvals = settings.approvals
   return spec
 }
 
-/** The permission part of the query options, recording every denial in `denials`. */
-export function permissionOptions(mode: PermissionModeSetting, denials: Denial[]): Pick<Options, 'permissionMode' | 'canUseTool' | 'allowDangerouslySkipPermissions'> {
+/**
+ * The permission part of the query options, recording every denial in `denials`. In `ask`
+ * mode with a `route` to the parent's broker, the broker answers each ask; otherwise every
+ * ask the mode leaves is denied.
+ */
+export function permissionOptions(mode: PermissionModeSetting, denials: Denial[], route?: BrokerRoute): Pick<Options, 'permissionMode' | 'canUseTool' | 'allowDangerouslySkipPermissions'> {
   // Under bypass the SDK never consults canUseTool (and warns if one is given).
   if (mode === 'bypassPermissions') return { permissionMode: 'bypassPermissions', allowDangerouslySkipPermissions: true }
-  const sdkMode: PermissionMode = mode === 'deny' ? 'default' : mode
+  // `default` is the mode in which Claude Code asks canUseTool about every call its rules do not allow.
+  const sdkMode: PermissionMode = mode === 'deny' || mode === 'ask' ? 'default' : mode
+  if (mode === 'ask' && route !== undefined) return { permissionMode: sdkMode, canUseTool: brokerCanUseTool(route, denials) }
+  const why = mode === 'ask' ? 'permissionMode "ask", and no approval broker is composed above it, so nobody' : `permissionMode "${mode}", and nobody`
   const canUseTool: CanUseTool = async (toolName, input, { toolUseID }) => {
     denials.push({ tool: toolName, toolUseId: toolUseID, input: shortJson(input) })
     return {
       behavior: 'deny',
-      message: `Permission denied: this Claude Code session runs as a dsh subagent with permissionMode "${mode}", and nobody can approve tool use. Finish the task without ${toolName}, or say in your answer what you would need it for.`,
+      message: `Permission denied: this Claude Code session runs as a dsh subagent with ${why} can approve tool use. Finish the task without ${toolName}, or say in your answer what you would need it for.`,
     }
   }
   return { permissionMode: sdkMode, canUseTool }

@@ -17,6 +17,7 @@ import type { TextBlock } from '@dsh/llm'
 import { refuseDisposedParent, SubagentError, type RemoteChild, type RemoteConnection, type RemoteProcess, type RemoteSubagentRun, type RemoteTransport, type SubagentRequest, type TurnControl } from '@dsh/subagent'
 import { describeExit as describeTreeExit } from '@dsh/process'
 import { ClaudeProcess } from './claude-process.js'
+import type { ApprovalScope } from './approvals.js'
 import { resolveRunSpec, type ClaudeCodeRunSpec, type ClaudeCodeSettings } from './run-spec.js'
 import { ClaudeCodeTurn } from './turn.js'
 
@@ -140,6 +141,8 @@ export class ClaudeTransport implements RemoteTransport<ClaudeChild> {
     private readonly request: Pick<SubagentRequest, 'agentOptions' | 'callId'>,
     /** A continuable child's session; absent for a one-shot run. */
     readonly session?: ClaudeSession,
+    /** Whose side effects the turns' permission asks are, for the parent's broker (the parent is the one found at each turn). */
+    private readonly asker?: Omit<ApprovalScope, 'parent'>,
   ) {}
 
   get provider(): string {
@@ -183,6 +186,7 @@ export class ClaudeTransport implements RemoteTransport<ClaudeChild> {
     if (!parent) throw new SubagentError('START_FAILED', `${CLAUDE_CHILD_NAME} could not be started: the parent agent ${this.parentId} is not live in this process`)
     const spec = resolveRunSpec(this.settings, { parent, agentOptions: this.request.agentOptions, callId: this.request.callId })
     if (this.session) spec.session = { id: this.session.id, resume: this.session.created }
+    if (this.asker) spec.approvalScope = { ...this.asker, parent }
     return { child: new ClaudeChild(spec), opened: Promise.resolve() }
   }
 

@@ -14,7 +14,8 @@ import { EXIT_DRAIN_MS, SubagentError, type RemoteTurn, type SubagentResult, typ
 import { describeExit } from './claude-process.js'
 import { assistantTextOf, endingOf, resultOf, type Denial } from './outcome.js'
 import { ClaudeCodeProgressReader, usageOfResult } from './progress.js'
-import { permissionOptions } from './run-spec.js'
+import type { BrokerRoute } from './approvals.js'
+import { permissionOptions, type ClaudeCodeRunSpec } from './run-spec.js'
 import type { ClaudeChild, ClaudeSession } from './session.js'
 
 export class ClaudeCodeTurn implements RemoteTurn<ClaudeChild> {
@@ -23,6 +24,10 @@ export class ClaudeCodeTurn implements RemoteTurn<ClaudeChild> {
   private readonly progress: ClaudeCodeProgressReader
   private usage: SubagentUsage | undefined
   private initSeen = false
+  /** Claude Code's session id, from its init message: a one-shot run's child id is `<provider>:<it>`. */
+  private sessionId: string | undefined
+  /** Aborted when the turn stops: its permission asks still at the parent's broker are withdrawn. */
+  private readonly stopped = new AbortController()
 
   constructor(
     private readonly message: TextBlock[],
@@ -66,11 +71,30 @@ export class ClaudeCodeTurn implements RemoteTurn<ClaudeChild> {
       ...(spec.session && (spec.session.resume ? { resume: spec.session.id } : { sessionId: spec.session.id })),
       // A subagent has nobody to answer its questions.
       disallowedTools: ['AskUserQuestion'],
-      ...permissionOptions(spec.permissionMode, this.denials),
+      ...permissionOptions(spec.permissionMode, this.denials, this.brokerRoute(spec)),
       ...(spec.model !== undefined && { model: spec.model }),
       // Text as it streams, for a parent that listens; nobody listening, nobody pays for it.
       ...(this.turn.reporting && { includePartialMessages: true }),
     }
+  }
+
+  /** The way to the parent's broker, in `ask` mode with a broker composed and a delegation to name the asks by. */
+  private brokerRoute(spec: ClaudeCodeRunSpec): BrokerRoute | undefined {
+    const scope = spec.approvalScope
+    const broker = spec.permissionMode === 'ask' && scope !== undefined ? spec.approvals?.() : undefined
+    if (broker === undefined || scope === undefined) return undefined
+    return {
+      broker,
+      scope,
+      // The one child-id format of remote runs; Claude Code asks only after its init message named the session.
+      childId: () => scope.childId ?? `${spec.provider}:${this.sessionId ?? '(starting)'}`,
+      withdrawn: this.stopped.signal,
+    }
+  }
+
+  /** The turn settled (completed, cancelled, timed out): nothing it asked about may still be allowed. */
+  detach(): void {
+    this.stopped.abort()
   }
 
   private onMessage(message: SDKMessage): void {
@@ -80,6 +104,7 @@ export class ClaudeCodeTurn implements RemoteTurn<ClaudeChild> {
       case 'system':
         if (message.subtype === 'init' && !this.initSeen) {
           this.initSeen = true
+          this.sessionId = message.session_id
           // Accepted means Claude Code sent its init message: the session exists from here on.
           if (this.session) this.session.created = true
           turn.moveTo('running')

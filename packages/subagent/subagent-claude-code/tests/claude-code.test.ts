@@ -107,8 +107,8 @@ describe('claude-code: one query() of the Claude Agent SDK per run', () => {
     expect(await fake.messageRequests[0]!.closed).toEqual({ completed: false })
   })
 
-  it('denies every tool permission ask by default and names the denials in the diagnostic', async () => {
-    const { fake, start, workDir } = await open([])
+  it('denies every tool permission ask in permissionMode deny and names the denials in the diagnostic', async () => {
+    const { fake, start, workDir } = await open([], { permissionMode: 'deny' })
     fake.enqueue(
       {
         text: 'Let me do that.',

@@ -11,7 +11,7 @@ afterEach(async () => {
 
 describe('claude-code config and registration', () => {
   it('defaults: providerName claude-code, deny, no timeout, all capabilities false, not local', async () => {
-    expect(ClaudeCodePlugin.Config({})).toEqual({ providerName: 'claude-code', env: {}, passEnv: [], permissionMode: 'deny', startTimeoutMs: 60_000, graceMs: 2_000 })
+    expect(ClaudeCodePlugin.Config({})).toEqual({ providerName: 'claude-code', env: {}, passEnv: [], permissionMode: 'ask', startTimeoutMs: 60_000, graceMs: 2_000 })
     harness = await createHarness()
     await harness.plugin(SubagentService)
     await harness.plugin(ClaudeCodePlugin, { providerName: 'cc' })

@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { text } from '@dsh/llm'
 import type { Agent } from '@dsh/agent'
+import { ApprovalService } from '@dsh/approvals'
 import { SubagentService, type SubagentRequest } from '@dsh/subagent'
 import { createHarness, type Harness } from '@dsh/testkit/harness'
 import { startFakeAnthropicMessages, type FakeAnthropicMessages, type FakeMessagesAnswer } from '@dsh/testkit'
@@ -48,11 +49,13 @@ export function offlineEnv(fake: FakeAnthropicMessages, home: string): Record<st
   }
 }
 
-export async function setup(script: FakeMessagesAnswer[], config: Partial<ClaudeCodePlugin.Config> = {}, service: Partial<SubagentService.Config> = {}): Promise<Fixture> {
+/** `approvals`: compose the approval broker with this config (absent: no broker, as in a bare embedding). */
+export async function setup(script: FakeMessagesAnswer[], config: Partial<ClaudeCodePlugin.Config> = {}, service: Partial<SubagentService.Config> = {}, approvals?: Partial<ApprovalService.Config>): Promise<Fixture> {
   const fake = await startFakeAnthropicMessages(script)
   const home = tempDir('dsh-cc-home-')
   const workDir = tempDir('dsh-cc-work-')
   const harness = await createHarness()
+  if (approvals !== undefined) await harness.plugin(ApprovalService, approvals)
   await harness.plugin(SubagentService, service)
   await harness.plugin(ClaudeCodePlugin, { graceMs: 500, ...config, env: { ...offlineEnv(fake, home), ...config.env } })
   const parent = await harness.agent({ meta: { cwd: workDir } })
