@@ -3,7 +3,7 @@
  * pointed at the fake Messages API: the composition in examples/claude-code.yml, with
  * only the child's environment replaced to keep it offline.
  */
-import { mkdirSync, readFileSync, readdirSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
 import YAML from 'yaml'
@@ -22,10 +22,11 @@ interface Entry {
   config: Record<string, unknown>
 }
 
-/** examples/claude-code.yml with the child pointed at the fake server and a throw-away HOME. */
-function offlineConfig(dir: string, server: FakeAnthropicMessages, home: string): string {
+/** examples/claude-code.yml with the child pointed at the fake server and a throw-away HOME; `edit` changes the entries further. */
+function offlineConfig(dir: string, server: FakeAnthropicMessages, home: string, edit: (entries: Entry[], provider: Entry) => void = () => {}): string {
   const entries = YAML.parse(readFileSync(join(repoRoot, 'examples/claude-code.yml'), 'utf8')) as Entry[]
   const provider = entries.find((entry) => entry.name === '@dsh/subagent-claude-code')!
+  edit(entries, provider)
   const configDir = join(home, '.claude')
   mkdirSync(configDir, { recursive: true })
   writeFileSync(join(configDir, 'settings.json'), JSON.stringify({ permissions: { defaultMode: 'default' } }))
@@ -77,4 +78,50 @@ describe('dsh run delegating to Claude Code', () => {
     expect(JSON.stringify(fake.messageRequests[0]!.body)).toContain('What is the capital of France? Answer in one sentence.')
     expect(processesWithHome(home)).toEqual([])
   })
+
+  it('with --permission reject, a rule in dsh.yml lets a Claude Code command run, and one no rule allows is denied; both are recorded in the parent\'s session naming the child', async () => {
+    const dir = tempDir()
+    const made = join(dir, 'made-by-rule')
+    const refused = join(dir, 'refused-dir')
+    fake = await startFakeAnthropicMessages([
+      { toolUses: [{ name: 'Bash', input: { command: `touch ${made}`, description: 'make a marker' } }] },
+      { toolUses: [{ id: 'toolu_mkdir', name: 'Bash', input: { command: `mkdir ${refused}`, description: 'make a directory' } }] },
+      { text: 'One of two.' },
+    ])
+    const home = tempDir('dsh-cc-home-')
+    // The example pins permissionMode deny; here it is left to its default, ask: asks go to dsh's broker.
+    const config = offlineConfig(dir, fake, home, (entries, provider) => {
+      delete provider.config.permissionMode
+      entries.unshift({ id: 'approvals', name: '@dsh/approvals', config: { allow: ['bash(touch *)'] } })
+    })
+    const script = join(dir, 'parent.yml')
+    writeFileSync(script, ['- when: { depth: 0 }', '  reply:', '    - call: { tool: subagent_claude, args: { description: "make markers", prompt: "Make the markers." } }', '    - text: "Claude Code answered: {{last_tool_result}}"'].join('\n'))
+    const result = await runDsh(['run', '--config', config, '--model', `scripted:${script}`, '--session-dir', dir, '--permission', 'reject', 'go'], { cwd: dir, timeoutMs: 45_000 })
+    expect(result.code, result.stderr).toBe(0)
+    expect(result.stdout).toContain('Claude Code answered: One of two.')
+    expect(existsSync(made)).toBe(true)
+    expect(existsSync(refused)).toBe(false)
+    expect(result.stderr).toContain('dsh: bash was not run: nobody is asked when dsh run is not on a terminal')
+    expect(approvalEventsIn(dir)).toMatchObject([
+      { request: { path: ['dsh', 'claude-code "make markers"'], tool: 'bash', subject: `touch ${made}`, child: expect.stringMatching(/^claude-code:[0-9a-f-]{36}$/) }, permission: { decision: 'allow-once', source: 'rule', rule: 'bash(touch *) (config)' } },
+      { request: { path: ['dsh', 'claude-code "make markers"'], tool: 'bash', subject: `mkdir ${refused}` }, permission: { decision: 'reject', source: 'default', by: 'dsh run --permission reject' } },
+    ])
+    // The model read why the second command was refused.
+    const followUp = JSON.stringify(fake.messageRequests[2]!.body)
+    expect(followUp).toContain('Permission denied by dsh run --permission reject: nobody is there to ask')
+    expect(processesWithHome(home)).toEqual([])
+  })
 })
+
+/** The approval events of every session file in `dir` (a remote child's decisions are in its parent's session). */
+function approvalEventsIn(dir: string): Array<Record<string, unknown>> {
+  return readdirSync(dir)
+    .filter((name) => name.endsWith('.jsonl'))
+    .flatMap((name) =>
+      readFileSync(join(dir, name), 'utf8')
+        .trim()
+        .split('\n')
+        .map((line) => JSON.parse(line) as Record<string, unknown>)
+        .filter((record) => record.type === 'approval'),
+    )
+}

@@ -3,7 +3,7 @@
  * the fake Responses API: examples/codex.yml as it is, with a throw-away CODEX_HOME (whose
  * config.toml names the fake server) in dsh's environment, which the child inherits.
  */
-import { readFileSync, readdirSync, writeFileSync } from 'node:fs'
+import { existsSync, readFileSync, readdirSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
 import { startFakeOpenAIResponses, type FakeOpenAIResponses } from '@dsh/testkit'
@@ -78,4 +78,60 @@ describe('dsh run delegating to Codex', () => {
     expect(JSON.stringify(fake.requests[0].body)).toContain('What is 6 times 7? Answer with the number only.')
     expect(processesWithCodexHome(home)).toEqual([])
   })
+
+  it('with --permission reject, a rule in dsh.yml lets a Codex command run, and one no rule allows is declined; both are recorded in the parent\'s session naming the child', async () => {
+    fake = await startFakeOpenAIResponses([
+      { toolCalls: [{ callId: 'call_touch', name: 'exec_command', arguments: { cmd: 'touch made-by-rule' } }] },
+      { toolCalls: [{ callId: 'call_mkdir', name: 'exec_command', arguments: { cmd: 'mkdir refused-dir' } }] },
+      { text: 'one of two' },
+    ])
+    const dir = tempDir()
+    const home = codexHome(fake)
+    const config = join(dir, 'dsh.yml')
+    // The provider's permissionMode is left to its default, ask: Codex's approvals go to dsh's broker.
+    writeFileSync(
+      config,
+      [
+        '- id: approvals',
+        '  name: "@dsh/approvals"',
+        '  config: { allow: ["bash(touch *)"] }',
+        '- id: subagent-codex',
+        '  name: "@dsh/subagent-codex"',
+        '  config: { providerName: codex }',
+        '- id: tool-subagent-codex',
+        '  name: "@dsh/tool-subagent"',
+        '  config: { provider: codex, toolName: subagent_codex }',
+      ].join('\n'),
+    )
+    const script = join(dir, 'parent.yml')
+    writeFileSync(script, ['- when: { depth: 0 }', '  reply:', '    - call: { tool: subagent_codex, args: { description: "make markers", prompt: "Make the markers." } }', '    - text: "Codex answered: {{last_tool_result}}"'].join('\n'))
+    const result = await runDsh(['run', '--config', config, '--model', `scripted:${script}`, '--session-dir', dir, '--permission', 'reject', 'go'], { cwd: dir, env: { CODEX_HOME: home, HOME: home }, timeoutMs: 45_000 })
+    expect(result.code, result.stderr).toBe(0)
+    expect(result.stdout).toContain('Codex answered: one of two')
+    expect(existsSync(join(dir, 'made-by-rule'))).toBe(true)
+    expect(existsSync(join(dir, 'refused-dir'))).toBe(false)
+    expect(result.stderr).toContain('dsh: bash was not run: nobody is asked when dsh run is not on a terminal')
+    const approvals = approvalEventsIn(dir)
+    expect(approvals).toMatchObject([
+      { request: { path: ['dsh', 'codex "make markers"'], tool: 'bash', subject: 'touch made-by-rule', child: expect.stringMatching(/^codex:[0-9a-f-]{36}$/) }, permission: { decision: 'allow-once', source: 'rule', rule: 'bash(touch *) (config)' } },
+      { request: { path: ['dsh', 'codex "make markers"'], tool: 'bash', subject: 'mkdir refused-dir' }, permission: { decision: 'reject', source: 'default', by: 'dsh run --permission reject' } },
+    ])
+    // What Codex told its model of the declined command.
+    const followup = (fake.requests[2]!.body as { input: { type: string; call_id?: string; output?: string }[] }).input
+    expect(followup.find((item) => item.type === 'function_call_output' && item.call_id === 'call_mkdir')?.output).toMatch(/rejected/)
+    expect(processesWithCodexHome(home)).toEqual([])
+  })
 })
+
+/** The approval events of every session file in `dir` (a remote child's decisions are in its parent's session). */
+function approvalEventsIn(dir: string): Array<Record<string, unknown>> {
+  return readdirSync(dir)
+    .filter((name) => name.endsWith('.jsonl'))
+    .flatMap((name) =>
+      readFileSync(join(dir, name), 'utf8')
+        .trim()
+        .split('\n')
+        .map((line) => JSON.parse(line) as Record<string, unknown>)
+        .filter((record) => record.type === 'approval'),
+    )
+}
