@@ -8,6 +8,7 @@ import { SpawnPlugin } from '@dsh/subagent-spawn'
 import { ForkPlugin } from '@dsh/subagent-fork'
 import { SubagentToolPlugin } from '@dsh/tool-subagent'
 import SessionJsonl from '@dsh/session-jsonl'
+import { ApprovalService } from '@dsh/approvals'
 import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -55,7 +56,7 @@ const repeat = (count, make) => Array.from({ length: count }, make).flat()
  * (the same number of parent steps). Measured in interleaved rounds and reported as the
  * median of the per-round differences, so drift in the machine's speed cancels out.
  */
-async function delegation(iterations, { persisted = false, progressListener = false } = {}) {
+async function delegation(iterations, { persisted = false, progressListener = false, approvals = false } = {}) {
   const rounds = 10
   const perRound = Math.ceil(iterations / rounds)
   const warm = 300
@@ -67,6 +68,11 @@ async function delegation(iterations, { persisted = false, progressListener = fa
   ], { persisted })
   // Live progress as an editor follows it: one listener, which builds each run's channel.
   if (progressListener) harness.ctx.on('subagent/progress', () => {})
+  // The approval broker as `dsh run` composes it, with no rule and nobody to ask (everything allowed).
+  if (approvals) {
+    await harness.plugin(ApprovalService, {})
+    harness.ctx.approvals.setDefault('allow', 'bench')
+  }
   const plain = await harness.agent()
   const delegating = await harness.agent()
   const measure = async (agent, prompt, count) => {
@@ -89,7 +95,7 @@ async function delegation(iterations, { persisted = false, progressListener = fa
   if (harness.ctx.agents.list().length !== 2) throw new Error('children leaked')
   await harness.dispose()
   const median = (values) => values.sort((a, b) => a - b)[values.length >> 1]
-  const variant = persisted ? '_persisted' : progressListener ? '_progress' : ''
+  const variant = persisted ? '_persisted' : progressListener ? '_progress' : approvals ? '_approvals' : ''
   return {
     [`plain_turn${variant}_cpu_us`]: median(samples.map((sample) => sample.base.cpu)),
     [`delegating_turn${variant}_cpu_us`]: median(samples.map((sample) => sample.deleg.cpu)),
@@ -229,6 +235,7 @@ const scenarios = {
   delegation,
   delegationPersisted: (iterations) => delegation(iterations, { persisted: true }),
   delegationProgress: (iterations) => delegation(iterations, { progressListener: true }),
+  delegationApprovals: (iterations) => delegation(iterations, { approvals: true }),
   fanout,
   fanoutPersisted: (count) => fanout(count, { persisted: true }),
   liveChildren,

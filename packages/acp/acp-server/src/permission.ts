@@ -55,6 +55,8 @@ function clientFrontEnd(scope: PermissionScope): ApprovalFrontEnd {
   }
 }
 
+const THROUGH = ' (through the ACP client)'
+
 /** What a dsh parent learns of a request beyond ACP's fields (see the file comment). */
 export interface ForwardedApproval {
   /** The agents below the ACP session down to the one that asked (empty: the session's own agent). */
@@ -113,7 +115,8 @@ function decisionProvenance(meta: unknown): { by?: string; source?: PermissionSo
   const decision = isRecord(meta) && isRecord(meta.dsh) ? meta.dsh.decision : undefined
   if (!isRecord(decision)) return {}
   const read: { by?: string; source?: PermissionSource; rule?: string; reason?: string } = {}
-  if (typeof decision.by === 'string' && decision.by !== '') read.by = `${decision.by.slice(0, 160)} (through the ACP client)`
+  // Said once however many dsh processes the answer came down through.
+  if (typeof decision.by === 'string' && decision.by !== '') read.by = decision.by.endsWith(THROUGH) ? decision.by.slice(0, 200) : `${decision.by.slice(0, 160)}${THROUGH}`
   if ((PERMISSION_SOURCES as readonly unknown[]).includes(decision.source)) read.source = decision.source as PermissionSource
   if (typeof decision.rule === 'string') read.rule = decision.rule.slice(0, 600)
   if (typeof decision.reason === 'string' && decision.reason !== '') read.reason = decision.reason.slice(0, 500)
