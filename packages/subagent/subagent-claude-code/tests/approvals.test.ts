@@ -88,16 +88,27 @@ describe('claude-code permission asks go to the parent\'s approval broker', () =
     await run.dispose()
   })
 
-  it('a rule of the broker (allow: ["bash(touch *)"]) lets the command through with nobody asked', async () => {
+  it('a rule of the broker (allow: ["bash(touch *)"]) lets the command through with nobody asked; one chained to another command is still asked', async () => {
+    // (Claude Code runs commands it reads as read-only, such as echo, without asking at all: touch is asked.)
     const f = await open({ allow: ['bash(touch *)'] })
-    const marker = join(f.workDir, 'marker')
-    f.fake.enqueue({ toolUses: [{ name: 'Bash', input: { command: `touch ${marker}`, description: 'make the marker' } }] }, { text: 'Done.' })
+    const made = join(f.workDir, 'made')
+    const other = join(f.workDir, 'other')
+    f.fake.enqueue(
+      { toolUses: [{ name: 'Bash', input: { command: `touch ${made}`, description: 'make it' } }] },
+      { toolUses: [{ name: 'Bash', input: { command: `touch ${other} && rm ${made}`, description: 'make the other, remove the first' } }] },
+      { text: 'Done.' },
+    )
     const asked = frontEnd(f, () => ({ decision: 'reject', by: 'the test', reason: 'the front-end was asked' }))
-    const run = await f.start('Make the marker.')
+    const run = await f.start('Touch things.')
     expect(await run.result).toMatchObject({ stopReason: 'completed' })
-    expect(existsSync(marker)).toBe(true)
-    expect(asked).toEqual([])
-    expect(approvalEvents(f.parent)).toMatchObject([{ request: { tool: 'bash', subject: `touch ${marker}` }, permission: { decision: 'allow-once', source: 'rule', rule: 'bash(touch *) (config)' } }])
+    // The rule allows touch, not the rm chained after it: that was asked, and rejected.
+    expect(existsSync(made)).toBe(true)
+    expect(existsSync(other)).toBe(false)
+    expect(asked.map((request) => request.subject)).toEqual([`touch ${other} && rm ${made}`])
+    expect(approvalEvents(f.parent).map((event) => [event.request.subject, event.permission.decision, event.permission.source, event.permission.rule])).toEqual([
+      [`touch ${made}`, 'allow-once', 'rule', 'bash(touch *) (config)'],
+      [`touch ${other} && rm ${made}`, 'reject', 'user', undefined],
+    ])
     await run.dispose()
   })
 

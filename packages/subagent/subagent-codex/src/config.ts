@@ -61,11 +61,11 @@ export interface CodexRunSpec {
 }
 
 /**
- * `ask` and `decline` keep Codex asking about anything not known to be safe (reads, `ls`,
- * `rg`, … run unasked in a read-only sandbox; every other command and every file change is
- * asked): the broker decides, or the answer is no. What is approved runs as Codex runs an
- * approved command, outside the sandbox. `accept` is Codex's own full-auto preset, and
- * whatever it still asks is approved.
+ * `ask` and `decline` keep Codex asking about anything it does not trust (with Codex
+ * 0.171.0's exec tool: every command, `ls` included, and every file change), inside a
+ * read-only sandbox: the broker decides, or the answer is no. What is approved runs as
+ * Codex runs an approved command, outside the sandbox. `accept` is Codex's own full-auto
+ * preset, and whatever it still asks is approved.
  */
 const MODE_POLICY: Record<PermissionMode, { approvalPolicy: AskForApproval; sandbox: SandboxMode }> = {
   ask: { approvalPolicy: 'untrusted', sandbox: 'read-only' },

@@ -103,19 +103,19 @@ describe('codex approvals go to the parent\'s approval broker', () => {
     expect(approvalEvents(parent)).toMatchObject([{ request: { tool: 'bash', subject: 'touch marker.txt', child: run.id }, permission: { decision: 'allow-once', source: 'user' } }])
   })
 
-  it('a rule of the broker (allow: ["bash(touch *)"]) lets the command through with nobody asked; a chained one is still asked', async () => {
-    // (Codex runs commands it knows to be safe, such as echo, without asking at all: touch is asked.)
-    await setup([commandCall('touch ruled.txt'), commandCall('touch other.txt; rm ruled.txt', 'call_chained'), { text: 'done' }], { allow: ['bash(touch *)'] })
+  it('a rule of the broker (allow: ["bash(echo *)"]) lets the command through with nobody asked; one chained to another command is still asked', async () => {
+    await setup([commandCall('echo ran-by-rule', 'call_echo'), commandCall('echo x; touch chained.txt', 'call_chained'), { text: 'done' }], { allow: ['bash(echo *)'] })
     const asked = frontEnd(() => ({ decision: 'reject', by: 'the test', reason: 'the front-end was asked' }))
-    const run = await start('touch things')
+    const run = await start('echo things')
     expect(await run.result).toMatchObject({ stopReason: 'completed' })
-    expect(existsSync(join(workdir, 'ruled.txt'))).toBe(true)
-    // The rule allows touch, not the rm chained after it: that was asked, and rejected.
-    expect(asked.map((request) => request.subject)).toEqual(['touch other.txt; rm ruled.txt'])
-    expect(existsSync(join(workdir, 'other.txt'))).toBe(false)
+    expect(callOutput(1, 'call_echo')).toContain('ran-by-rule')
+    // The rule allows echo, not the touch chained after it: that was asked, and rejected.
+    expect(asked.map((request) => request.subject)).toEqual(['echo x; touch chained.txt'])
+    expect(existsSync(join(workdir, 'chained.txt'))).toBe(false)
+    expect(callOutput(2, 'call_chained')).toMatch(/rejected/)
     expect(approvalEvents(parent).map((event) => [event.request.subject, event.permission.decision, event.permission.source, event.permission.rule])).toEqual([
-      ['touch ruled.txt', 'allow-once', 'rule', 'bash(touch *) (config)'],
-      ['touch other.txt; rm ruled.txt', 'reject', 'user', undefined],
+      ['echo ran-by-rule', 'allow-once', 'rule', 'bash(echo *) (config)'],
+      ['echo x; touch chained.txt', 'reject', 'user', undefined],
     ])
   })
 
