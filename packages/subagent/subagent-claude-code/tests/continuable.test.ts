@@ -8,7 +8,8 @@ import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
 import { text } from '@dsh/llm'
 import { DESCRIPTOR_VERSION, type ContinuableDescriptor, type RemoteConversation } from '@dsh/subagent'
-import { ClaudeCodeProvider } from '../src/index.js'
+import type { ApprovalRequestInfo } from '@dsh/approvals'
+import { ClaudeCodeProvider, type PermissionModeSetting } from '../src/index.js'
 import { gone, offlineEnv, realBinary, setup, type Fixture } from './fixture.js'
 
 /** The result message's usage, as the fake counts it (estimated from the request's size). */
@@ -24,16 +25,16 @@ afterEach(async () => {
 
 const descriptor: ContinuableDescriptor = { version: DESCRIPTOR_VERSION, mode: 'continuable', provider: 'claude-code', label: 'remote helper' }
 
-/** A provider configured as the fixture's plugin is, finding parents among the harness's live agents. */
-function provider(f: Fixture): ClaudeCodeProvider {
+/** A provider configured as the fixture's plugin is, finding parents among the harness's live agents (and its broker, when one is composed). */
+function provider(f: Fixture, permissionMode: PermissionModeSetting = 'deny'): ClaudeCodeProvider {
   return new ClaudeCodeProvider(
-    { providerName: 'claude-code', env: offlineEnv(f.fake, f.home), passEnv: [], permissionMode: 'deny', startTimeoutMs: 60_000, graceMs: 500, executable: realBinary },
+    { providerName: 'claude-code', env: offlineEnv(f.fake, f.home), passEnv: [], permissionMode, startTimeoutMs: 60_000, graceMs: 500, executable: realBinary, approvals: () => f.harness.ctx.get('approvals') },
     (id) => f.harness.ctx.agents.get(id),
   )
 }
 
-async function open(f: Fixture): Promise<RemoteConversation> {
-  const preparation = await provider(f).prepareContinuable({ childId: 'child-1', parent: f.parent, descriptor, request: { prompt: [text('first')], parent: f.parent }, signal: new AbortController().signal })
+async function open(f: Fixture, permissionMode?: PermissionModeSetting): Promise<RemoteConversation> {
+  const preparation = await provider(f, permissionMode).prepareContinuable({ childId: 'child-1', parent: f.parent, descriptor, request: { prompt: [text('first')], parent: f.parent }, signal: new AbortController().signal })
   if (preparation.kind !== 'remote') throw new Error('expected a remote conversation')
   conversations.push(preparation.conversation)
   return preparation.conversation
@@ -92,6 +93,32 @@ describe('claude-code continuable children', () => {
     const answer = await conversation.send([text('which fruit?')])
     expect(outputText(answer)).toBe('Plum.')
     expect(contextOf(fixture, 2)).toContain('remember plum')
+  })
+
+  it('in ask mode its permission asks go to the parent\'s broker naming the child by its record id, also after a resume', async () => {
+    fixture = await setup([], {}, {}, {})
+    const [first, second] = [join(fixture.workDir, 'first'), join(fixture.workDir, 'second')]
+    const touch = (path: string) => ({ toolUses: [{ name: 'Bash', input: { command: `touch ${path}`, description: 'make it' } }] })
+    fixture.fake.enqueue(touch(first), { text: 'First made.' }, touch(second), { text: 'Second made.' })
+    const asked: ApprovalRequestInfo[] = []
+    fixture.harness.ctx.approvals.addFrontEnd({
+      name: 'the test',
+      ask: async (request) => {
+        asked.push(request)
+        return { decision: 'allow-once', by: 'the test' }
+      },
+    })
+    const conversation = await open(fixture, 'ask')
+    expect(outputText(await conversation.send([text('make the first')]))).toBe('First made.')
+    await conversation.dispose()
+    const resumed = await provider(fixture, 'ask').resumeContinuable({ childId: 'child-1', parentId: fixture.parent.id, depth: 1, remoteId: conversation.remoteId, descriptor }, new AbortController().signal)
+    conversations.push(resumed)
+    expect(outputText(await resumed.send([text('make the second')]))).toBe('Second made.')
+    expect(asked.map((request) => [request.subject, request.child, request.path])).toEqual([
+      [`touch ${first}`, 'child-1', ['dsh test', 'claude-code "remote helper"']],
+      [`touch ${second}`, 'child-1', ['dsh test', 'claude-code "remote helper"']],
+    ])
+    expect([existsSync(first), existsSync(second)]).toEqual([true, true])
   })
 
   it('a record whose session id is not a Claude Code id is refused; a message for a parent that is not live fails clearly', async () => {

@@ -3,7 +3,7 @@
  * the fake Responses server: one non-ephemeral thread across turns, and `thread/resume`
  * in a new app-server after the old one is gone.
  */
-import { mkdtempSync } from 'node:fs'
+import { existsSync, mkdtempSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
@@ -12,6 +12,7 @@ import type { Agent } from '@dsh/agent'
 import { DESCRIPTOR_VERSION, type ContinuableDescriptor, type RemoteConversation, type SubagentProgress } from '@dsh/subagent'
 import { startFakeOpenAIResponses, type FakeOpenAIResponses, type FakeResponsesAnswer } from '@dsh/testkit'
 import { createHarness, type Harness } from '@dsh/testkit/harness'
+import { ApprovalService, type ApprovalRequestInfo } from '@dsh/approvals'
 import { CodexConfig, CodexProvider } from '../src/index.js'
 import { appServerPids, codexHome, exists, waitFor } from './helpers.js'
 
@@ -28,12 +29,18 @@ afterEach(async () => {
 
 const descriptor: ContinuableDescriptor = { version: DESCRIPTOR_VERSION, mode: 'continuable', provider: 'codex', label: 'remote helper' }
 
-async function setup(answers: FakeResponsesAnswer[]): Promise<{ provider: CodexProvider; parent: Agent }> {
+/** With `withBroker`, the approval broker is composed and handed to the provider as the plugin does. */
+async function setup(answers: FakeResponsesAnswer[], withBroker = false): Promise<{ provider: CodexProvider; parent: Agent }> {
   fake = await startFakeOpenAIResponses(answers)
   const home = codexHome(fake.url)
   harness = await createHarness()
+  if (withBroker) await harness.plugin(ApprovalService)
   const parent = await harness.agent({ meta: { cwd: mkdtempSync(join(tmpdir(), 'dsh-codex-work-')) } })
-  const provider = new CodexProvider(CodexConfig({ env: { CODEX_HOME: home, HOME: home, FAKE_CODEX_API_KEY: 'sk-fake' }, graceMs: 500 }))
+  const { ctx } = harness
+  const provider = new CodexProvider(CodexConfig({ env: { CODEX_HOME: home, HOME: home, FAKE_CODEX_API_KEY: 'sk-fake' }, graceMs: 500 }), undefined, {
+    approvals: () => ctx.get('approvals'),
+    agent: (id) => ctx.get('agents')?.get(id),
+  })
   return { provider, parent }
 }
 
@@ -98,6 +105,32 @@ describe('codex continuable children', () => {
     conversation.cancel()
     expect(await running).toMatchObject({ stopReason: 'aborted' })
     expect(outputText(await conversation.send([text('next')]))).toBe('Back again.')
+  })
+
+  it('its approvals go to the parent\'s broker naming the child by its record id, also after a resume in a new app-server', async () => {
+    const command = (cmd: string, callId: string): FakeResponsesAnswer => ({ toolCalls: [{ callId, name: 'exec_command', arguments: { cmd } }] })
+    const { provider, parent } = await setup([command('touch first.txt', 'call_1'), { text: 'first done' }, command('touch second.txt', 'call_2'), { text: 'second done' }], true)
+    const asked: ApprovalRequestInfo[] = []
+    harness!.ctx.approvals.addFrontEnd({
+      name: 'the test',
+      ask: async (request) => {
+        asked.push(request)
+        return { decision: 'allow-once', by: 'the test' }
+      },
+    })
+    const conversation = await open(provider, parent)
+    expect(outputText(await conversation.send([text('make the first')]))).toBe('first done')
+    const { remoteId, resumeData } = conversation
+    await conversation.dispose()
+    const resumed = await provider.resumeContinuable({ childId: 'child-1', parentId: parent.id, depth: 1, remoteId, descriptor, ...(resumeData && { resumeData }) }, new AbortController().signal)
+    conversations.push(resumed)
+    expect(outputText(await resumed.send([text('make the second')]))).toBe('second done')
+    expect(asked.map((request) => [request.subject, request.child, request.path])).toEqual([
+      ['touch first.txt', 'child-1', ['dsh test', 'codex "remote helper"']],
+      ['touch second.txt', 'child-1', ['dsh test', 'codex "remote helper"']],
+    ])
+    const cwd = parent.session.header.cwd
+    expect([existsSync(join(cwd, 'first.txt')), existsSync(join(cwd, 'second.txt'))]).toEqual([true, true])
   })
 
   it('an unknown thread cannot be resumed: START_FAILED at thread/resume, and no app-server is left', async () => {
