@@ -135,7 +135,7 @@ export class AcpChild implements RemoteChild {
     const broker = this.spec.permission === 'ask' && this.approvals !== undefined ? this.spec.approvals?.() : undefined
     if (broker === undefined) return answerPermission(this.spec.permission === 'allow' ? 'allow' : 'reject', params.options, this.stopping)
     const withdrawn = AbortSignal.any([signal, this.closed.signal, this.turnAsks.signal])
-    const childId = `${this.spec.provider}:${params.sessionId}`
+    const childId = this.approvals!.child ?? `${this.spec.provider}:${params.sessionId}`
     const decision = await broker.request(approvalAsk(params, childId, this.approvals!, withdrawn))
     if (this.stopping || withdrawn.aborted) return { outcome: { outcome: 'cancelled' } }
     return responseOf(decision, params.options, readForwarded(params._meta) !== undefined)

@@ -47,6 +47,11 @@ export interface ApprovalScope {
   name: string
   /** The child's permission levels beyond its parent's (its process's rules, its helper's). */
   levels?: readonly PermissionLevel[]
+  /**
+   * The child's id as the parent knows it, when that is not the run's `<provider>:<session>`:
+   * a continuable child's record id (what `list_agents` and the live tree name it by).
+   */
+  child?: string
 }
 
 /** What a `dsh acp` child says of a request beyond ACP's fields; anything malformed makes it a plain ACP request. */

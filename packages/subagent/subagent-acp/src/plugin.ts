@@ -51,9 +51,9 @@ export class AcpProvider implements SubagentProvider {
     return startRemoteRun(request, new AcpTransport(spec, cwd, { kind: 'new', request: newSessionRequest(cwd, lineage), continuable: false }, this.approvalScope(request.parent, request.label, request)))
   }
 
-  async prepareContinuable({ parent, descriptor, request, signal }: PrepareContinuableRequest): Promise<ContinuablePreparation> {
+  async prepareContinuable({ childId, parent, descriptor, request, signal }: PrepareContinuableRequest): Promise<ContinuablePreparation> {
     const { spec, cwd, lineage } = this.prepare({ ...request, parent }, descriptor.label, request.maxDepth)
-    const transport = new AcpTransport(spec, cwd, { kind: 'new', request: newSessionRequest(cwd, lineage), continuable: true }, this.approvalScope(parent, descriptor.label, request))
+    const transport = new AcpTransport(spec, cwd, { kind: 'new', request: newSessionRequest(cwd, lineage), continuable: true }, { ...this.approvalScope(parent, descriptor.label, request), child: childId })
     // A parent that began disposing while the child started refuses it: the child would outlive it.
     const child = await launchRemoteChild(transport, signal, parent)
     const sessionId = child.remoteId!
@@ -74,7 +74,7 @@ export class AcpProvider implements SubagentProvider {
     const lineage = { parentSession: record.parentId, delegationDepth: record.depth, provider: this.name }
     // The parent is live (it is the one resuming its child): its broker hears the child's requests again.
     const parent = this.spec.agent?.(record.parentId)
-    const scope = parent && this.approvalScope(parent, record.descriptor.label, {})
+    const scope = parent && { ...this.approvalScope(parent, record.descriptor.label, {}), child: record.childId }
     const conversation = openConversation(new AcpTransport(this.spec, cwd, { kind: 'load', request: loadSessionRequest(record.remoteId, cwd, lineage) }, scope), undefined, record.remoteId, { cwd })
     await conversation.reconnect(signal)
     return conversation
