@@ -14,8 +14,13 @@ export function textPart(value: string): Part {
   return { content: { $case: 'text', value }, metadata: undefined, filename: '', mediaType: 'text/plain' }
 }
 
-export function agentMessage(taskId: string, contextId: string, value: string): Message {
-  return { messageId: randomUUID(), contextId, taskId, role: Role.ROLE_AGENT, parts: [textPart(value)], metadata: undefined, extensions: [], referenceTaskIds: [] }
+export function agentMessage(taskId: string, contextId: string, value: string | Part[]): Message {
+  return { messageId: randomUUID(), contextId, taskId, role: Role.ROLE_AGENT, parts: typeof value === 'string' ? [textPart(value)] : value, metadata: undefined, extensions: [], referenceTaskIds: [] }
+}
+
+/** A state as the protocol names it in prose: `input_required`, `working`. */
+export function stateName(state: TaskState): string {
+  return (TaskState[state] ?? String(state)).replace(/^TASK_STATE_/, '').toLowerCase()
 }
 
 /** The text a message carries; other part kinds are named so the agent knows something was left out. */
@@ -40,7 +45,7 @@ export function textOfMessage(message: Message): string {
     .join('\n')
 }
 
-export function statusEvent(taskId: string, contextId: string, state: TaskState, note?: string, dsh?: DshStatusMetadata): AgentExecutionEvent {
+export function statusEvent(taskId: string, contextId: string, state: TaskState, note?: string | Part[], dsh?: DshStatusMetadata): AgentExecutionEvent {
   return AgentEvent.statusUpdate({
     taskId,
     contextId,

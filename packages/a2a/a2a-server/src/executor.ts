@@ -8,31 +8,38 @@
  * as appends to the one `answer` artifact, each tool call as a `working` status; the
  * artifact's last chunk makes its content the whole answer (the output-selection rule's
  * choice, which may differ from all the text streamed: a step's "let me check" is not part
- * of it), then the final status. A generic client reading the task's artifact gets the answer. A cancel aborts the run (the turn
- * ends `aborted`, the agent's tasks and children are stopped) and the task ends
- * `canceled`. Tasks beyond the concurrency bound wait in `submitted`. While a task waits
- * or works, a keep-alive status update repeats its state every `keepAliveMs`, so a client
- * can tell a silent worker from a busy one.
+ * of it), then the final status. A generic client reading the task's artifact gets the
+ * answer. A cancel aborts the run (the turn ends `aborted`, the agent's tasks and children
+ * are stopped, its approval requests are rejected at once) and the task ends `canceled`.
+ * Tasks beyond the concurrency bound wait in `submitted`. While a task waits or works, a
+ * keep-alive status update repeats its state every `keepAliveMs`, so a client can tell a
+ * silent worker from a busy one.
  *
- * A message that names a task still running here is refused before it reaches the
- * executor (`refuseRunningTask`, called by the request handler): the SDK would otherwise
- * run a second session on the same task's event bus.
+ * A side effect of the task's agent (or of an agent below it in this process) that the
+ * approval broker leaves to ask is asked of the task's caller: the task enters
+ * `input-required`, and the caller's next message on it answers (`task-run.ts`: each
+ * message is a leg of the one run; `approvals.ts`: the wire). A message that names a
+ * running task and is not such an answer is refused before it reaches the executor
+ * (`admitFollowUp`, called by the request handler): the SDK would otherwise run a second
+ * session on the same task's event bus.
  */
-import { TaskState, type Task } from '@a2a-js/sdk'
+import { TaskState, type Message } from '@a2a-js/sdk'
 import { AgentEvent, STATE_HEADERS_KEY, type AgentExecutor, type ExecutionEventBus, type RequestContext } from '@a2a-js/sdk/server'
 import type { Context } from 'cordis'
-import { UnsupportedOperationError } from '@a2a-js/sdk/errors'
 import { errorMessage, isRecord } from '@dsh/base'
 import { text, textOf } from '@dsh/llm'
 import { runUntilQuiet } from '@dsh/tasks'
 import { A2A_LINEAGE, addUsage, admitDepth, lineageHeader, noUsage, tighterBound } from '@dsh/subagent'
+import type { ApprovalRequestInfo, FrontEndAnswer } from '@dsh/approvals'
 import { A2aServerError } from './errors.js'
-import { ANSWER_ARTIFACT, argsPreview, artifactEvent, keepAliveEvent, statusEvent, taskStateOfStop, textOfMessage, type DshProgress, type DshStatusMetadata, type DshUsage } from './events.js'
+import { ANSWER_ARTIFACT, argsPreview, artifactEvent, stateName, statusEvent, taskStateOfStop, textOfMessage, type DshProgress, type DshStatusMetadata, type DshUsage } from './events.js'
 import type { TaskSlots } from './slots.js'
 import type { AgentDefinition } from '@dsh/agent-definitions'
 import type { CreateAgentOptions } from '@dsh/agent'
 import { PROMPT_SKILL, requestedSkill } from './skills.js'
 import { A2A_ORIGIN, type ContextClaim, type ContextHold, type Contexts } from './contexts.js'
+import type { ApprovalAsker } from './approvals.js'
+import { TaskRun, type Reservation, type TaskRunParts } from './task-run.js'
 
 export interface ExecutorOptions {
   maxDepth: number
@@ -46,19 +53,18 @@ export interface ExecutorOptions {
   helpers?: ReadonlyMap<string, AgentDefinition>
 }
 
-interface RunningTask {
-  readonly cancel: AbortController
-  readonly finished: Promise<void>
-}
-
-export class DshAgentExecutor implements AgentExecutor {
-  private readonly running = new Map<string, RunningTask>()
+export class DshAgentExecutor implements AgentExecutor, ApprovalAsker {
+  private readonly running = new Map<string, TaskRun>()
+  /** Running tasks by their agent's id: the approval requests of that agent and those below it are the task's. */
+  private readonly byAgent = new Map<string, TaskRun>()
 
   constructor(
     private readonly ctx: Context,
     private readonly slots: TaskSlots,
     private readonly contexts: Contexts,
     private readonly options: ExecutorOptions,
+    /** The task store, the push sender and the bus manager the request handler uses: what a task's events go to between messages. */
+    private readonly parts: Omit<TaskRunParts, 'keepAliveMs' | 'warn'>,
   ) {}
 
   /** Tasks started and not yet finished. */
@@ -72,84 +78,111 @@ export class DshAgentExecutor implements AgentExecutor {
   }
 
   /**
-   * A message may continue no task that is still running: it would start a second session
-   * on the same task, and the two would share (and break) its event stream. Throws the
-   * A2A error the client receives; the running task is left alone.
+   * A message naming a task that runs here is an answer to its `input-required` request,
+   * or nothing it may take: it would start a second session on the same task, and the
+   * two would share (and break) its event stream. Checked before the SDK stores the
+   * message; throws the A2A error the client receives, and the running task is left
+   * alone. `undefined`: the task does not run here (the SDK refuses a finished one).
    */
-  refuseRunningTask(taskId: string | undefined): void {
-    if (!taskId || !this.running.has(taskId)) return
-    throw new UnsupportedOperationError(`task ${taskId} is still running; wait until it ends (or cancel it), then send a new message without a taskId`)
+  admitFollowUp(message: Message): Reservation | undefined {
+    const run = message.taskId ? this.running.get(message.taskId) : undefined
+    return run?.admitAnswer(message)
   }
 
+  /** The answer of a message whose leg never began: the task may take another. */
+  releaseUntaken(taskId: string, reservation: Reservation): void {
+    this.running.get(taskId)?.release(reservation)
+  }
+
+  /** Whether the agent `rootAgentId` is a task's (the approval front-end serves its requests). */
+  serves(rootAgentId: string): boolean {
+    return this.byAgent.has(rootAgentId)
+  }
+
+  /** Ask the caller of the task whose agent is `rootAgentId` (`input-required`). */
+  ask(rootAgentId: string, request: ApprovalRequestInfo, signal: AbortSignal): Promise<FrontEndAnswer> | undefined {
+    return this.byAgent.get(rootAgentId)?.ask(request, signal)
+  }
+
+  /**
+   * One leg of a task (`task-run.ts`): a new task's first message starts its run; an
+   * answer on a running task continues it. Either returns at the task's next stop.
+   */
   execute = async (request: RequestContext, bus: ExecutionEventBus): Promise<void> => {
-    const cancel = new AbortController()
-    let finish!: () => void
-    const finished = new Promise<void>((resolve) => (finish = resolve))
-    this.running.set(request.taskId, { cancel, finished })
+    const running = this.running.get(request.taskId)
+    if (running) return running.continueWith(request.userMessage.messageId, bus)
+    if (request.task !== undefined) return this.notRunning(request, bus)
+    const run = new TaskRun(request.taskId, request.contextId, bus, request.context, { ...this.parts, keepAliveMs: this.options.keepAliveMs, warn: (message) => this.ctx.logger('a2a-server').warn(message) })
+    this.running.set(request.taskId, run)
     // Taken over at once, before anything is awaited: the request handler admitted the context.
-    let hold = this.contexts.take(request.contextId, request.taskId)
-    try {
-      // A message that names its task (the SDK inferred the context from it) was not admitted by the handler.
-      hold ??= await this.contexts.admit(request.userMessage).catch((error: unknown) => {
-        this.publishRefusal(request, bus, errorMessage(error))
-        return undefined
-      })
-      if (hold) await this.runTask(request, bus, cancel.signal, hold)
-    } finally {
-      hold?.release()
-      this.running.delete(request.taskId)
-      finish()
-      bus.finished()
-    }
+    void this.runTask(request, run, this.contexts.take(request.contextId, request.taskId))
+    await run.nextStop()
   }
 
   cancelTask = async (taskId: string, bus: ExecutionEventBus): Promise<void> => {
-    const task = this.running.get(taskId)
-    if (!task) {
+    const run = this.running.get(taskId)
+    if (!run) {
       // Not running here (it finished, or a restart lost it): there is nothing to stop.
       return void bus.publish(statusEvent(taskId, '', TaskState.TASK_STATE_CANCELED, 'the task was not running'))
     }
-    task.cancel.abort(new A2aServerError('TASK_CANCELLED', `task ${taskId} was cancelled by the A2A client`))
-    await task.finished
+    // The SDK's cancel reads the task's last events itself.
+    await run.handOver()
+    stop(run, new A2aServerError('TASK_CANCELLED', `task ${taskId} was cancelled by the A2A client`))
+    await run.finished
   }
 
   /** Cancel every task and wait until each has ended (server shutdown). */
   async cancelAll(reason: string): Promise<void> {
-    const tasks = [...this.running.values()]
-    for (const task of tasks) task.cancel.abort(new A2aServerError('TASK_CANCELLED', reason))
-    await Promise.all(tasks.map((task) => task.finished))
+    const runs = [...this.running.values()]
+    for (const run of runs) stop(run, new A2aServerError('TASK_CANCELLED', reason))
+    await Promise.all(runs.map((run) => run.finished))
+  }
+
+  /** The whole run of a task, from its first event to its final status; never rejects. */
+  private async runTask(request: RequestContext, run: TaskRun, hold: ContextHold | undefined): Promise<void> {
+    try {
+      // A task made by another way than the request handler (which admits every new task's context) is admitted here.
+      hold ??= await this.contexts.admit(request.userMessage).catch((error: unknown) => {
+        this.publishRefusal(request, run, errorMessage(error))
+        return undefined
+      })
+      if (hold) await this.runToEnd(request, run, hold)
+    } catch (error) {
+      this.ctx.logger('a2a-server').warn('task %s ended with an error: %s', request.taskId, errorMessage(error))
+    } finally {
+      hold?.release()
+      this.running.delete(request.taskId)
+      if (run.agentId !== undefined) this.byAgent.delete(run.agentId)
+      await run.end()
+    }
+  }
+
+  /**
+   * A message naming a task that no longer runs here and was not finished when the SDK
+   * read it (it ended in between): it changes nothing, and says so.
+   */
+  private notRunning(request: RequestContext, bus: ExecutionEventBus): void {
+    const task = request.task!
+    bus.publish(AgentEvent.task(task))
+    const state = task.status?.state ?? TaskState.TASK_STATE_COMPLETED
+    bus.publish(statusEvent(task.id, task.contextId, state, `task ${task.id} is not running on this worker any more (it is ${stateName(state)}); the message changed nothing`))
+    bus.finished()
   }
 
   /** A task refused before it began: its first event, then `rejected`. */
-  private publishRefusal(request: RequestContext, bus: ExecutionEventBus, why: string): void {
+  private publishRefusal(request: RequestContext, run: TaskRun, why: string): void {
     const { taskId, contextId, userMessage } = request
-    bus.publish(AgentEvent.task({ id: taskId, contextId, status: { state: TaskState.TASK_STATE_SUBMITTED, message: undefined, timestamp: new Date().toISOString() }, artifacts: [], history: [userMessage], metadata: undefined }))
-    bus.publish(statusEvent(taskId, contextId, TaskState.TASK_STATE_REJECTED, why))
+    run.begin({ id: taskId, contextId, status: { state: TaskState.TASK_STATE_SUBMITTED, message: undefined, timestamp: new Date().toISOString() }, artifacts: [], history: [userMessage], metadata: undefined })
+    run.enter(TaskState.TASK_STATE_REJECTED, why)
   }
 
-  private async runTask(request: RequestContext, bus: ExecutionEventBus, signal: AbortSignal, hold: ContextHold): Promise<void> {
-    const { taskId, contextId, userMessage } = request
-    const task: Task = { id: taskId, contextId, status: { state: TaskState.TASK_STATE_SUBMITTED, message: undefined, timestamp: new Date().toISOString() }, artifacts: [], history: [userMessage], metadata: undefined }
-    bus.publish(AgentEvent.task(task))
-    // Until the final status: a keep-alive repeating the current state.
-    let state = TaskState.TASK_STATE_SUBMITTED
-    const keepAlive = setInterval(() => bus.publish(keepAliveEvent(taskId, contextId, state)), this.options.keepAliveMs)
-    try {
-      await this.runToEnd(request, bus, signal, hold, (next) => (state = next), () => clearInterval(keepAlive))
-    } finally {
-      clearInterval(keepAlive)
-    }
-  }
-
-  private async runToEnd(request: RequestContext, bus: ExecutionEventBus, signal: AbortSignal, hold: ContextHold, enter: (state: TaskState) => void, stopKeepAlive: () => void): Promise<void> {
+  private async runToEnd(request: RequestContext, run: TaskRun, hold: ContextHold): Promise<void> {
     const { taskId, contextId, userMessage } = request
     const { claim } = hold
+    const { signal } = run.cancel
     const log = this.ctx.logger('a2a-server')
-    const end = (state: TaskState, note?: string, dsh?: DshStatusMetadata) => {
-      if (state !== TaskState.TASK_STATE_WORKING) stopKeepAlive()
-      else enter(state)
-      bus.publish(statusEvent(taskId, contextId, state, note, dsh))
-    }
+    run.begin({ id: taskId, contextId, status: { state: TaskState.TASK_STATE_SUBMITTED, message: undefined, timestamp: new Date().toISOString() }, artifacts: [], history: [userMessage], metadata: undefined })
+    const end = (state: TaskState, note?: string, dsh?: DshStatusMetadata) => run.enter(state, note, dsh)
 
     const prompt = textOfMessage(userMessage)
     if (!prompt.trim()) return end(TaskState.TASK_STATE_REJECTED, 'the message has no text; send at least one text part')
@@ -179,7 +212,7 @@ export class DshAgentExecutor implements AgentExecutor {
     }
     let final: [TaskState, string?, DshStatusMetadata?]
     try {
-      end(TaskState.TASK_STATE_WORKING)
+      run.working()
       const made = helperAgent(helper)
       // The session records the bound, so the task's own delegations stay within it. Its id is the context's.
       const agent = await this.ctx.agents.create(
@@ -187,16 +220,18 @@ export class DshAgentExecutor implements AgentExecutor {
           ? { ...made, meta: { id: contextId, origin: A2A_ORIGIN, cwd: this.options.cwd, ...lineageHeader(lineage), provider: lineage.provider ?? 'a2a', maxDepth: tighterBound(bound, helper?.maxDepth), ...(helper && { helper: { name: helper.name, hash: helper.source.hash } }) } }
           : { ...made, sessionId: contextId },
       )
+      run.agentId = agent.id
+      this.byAgent.set(agent.id, run)
       let streamedAny = false
       let streamed = ''
       const usage: DshUsage = noUsage()
       let usageReported = false
-      const working = (progress: DshProgress, note?: string) => bus.publish(statusEvent(taskId, contextId, TaskState.TASK_STATE_WORKING, note, { progress: [progress] }))
+      const working = (progress: DshProgress, note?: string) => run.progress({ progress: [progress] }, note)
       const unsubscribe = agent.session.subscribe((update) => {
         switch (update.type) {
           case 'assistant/chunk':
             if (update.kind !== 'text') return
-            bus.publish(artifactEvent(taskId, contextId, ANSWER_ARTIFACT, update.text, streamedAny, false))
+            run.publish(artifactEvent(taskId, contextId, ANSWER_ARTIFACT, update.text, streamedAny, false))
             streamedAny = true
             streamed += update.text
             return
@@ -220,15 +255,16 @@ export class DshAgentExecutor implements AgentExecutor {
       })
       try {
         // The answer waits until the agent is quiet (its tasks and continuable children), as in dsh run and dsh acp.
-        const run = await runUntilQuiet(agent, { role: 'user', content: [text(prompt)] }, { tasks: this.ctx.get('tasks'), signal })
-        const answer = run.output.map((block) => block.text).join('')
+        const quiet = await runUntilQuiet(agent, { role: 'user', content: [text(prompt)] }, { tasks: this.ctx.get('tasks'), signal })
+        const answer = quiet.output.map((block) => block.text).join('')
         // The last chunk: an empty append when the stream was the answer, else the answer replacing it.
-        if (answer && answer === streamed) bus.publish(artifactEvent(taskId, contextId, ANSWER_ARTIFACT, '', true, true))
-        else if (answer || streamedAny) bus.publish(artifactEvent(taskId, contextId, ANSWER_ARTIFACT, answer, false, true))
-        const stop = run.cancelled ? 'aborted' : run.last.reason
-        final = [taskStateOfStop(stop), stop === 'completed' ? undefined : `the turn ended ${run.last.reason}${run.last.error ? `: ${run.last.error}` : ''}`, usageReported ? { usage } : undefined]
+        if (answer && answer === streamed) run.publish(artifactEvent(taskId, contextId, ANSWER_ARTIFACT, '', true, true))
+        else if (answer || streamedAny) run.publish(artifactEvent(taskId, contextId, ANSWER_ARTIFACT, answer, false, true))
+        const stop = quiet.cancelled ? 'aborted' : quiet.last.reason
+        final = [taskStateOfStop(stop), stop === 'completed' ? undefined : `the turn ended ${quiet.last.reason}${quiet.last.error ? `: ${quiet.last.error}` : ''}`, usageReported ? { usage } : undefined]
       } finally {
         unsubscribe()
+        this.byAgent.delete(agent.id)
         // Flushed and released before the final status: the context's next task may reopen it at once.
         await agent.dispose().catch((error: unknown) => log.warn('disposing the agent of task %s failed: %s', taskId, errorMessage(error)))
       }
@@ -290,4 +326,10 @@ function withTraceHeaders(metadata: unknown, headers: unknown): unknown {
   if (isRecord(metadata) && metadata.traceparent !== undefined) return metadata
   const header = (name: string) => (Array.isArray(headers[name]) ? (headers[name] as unknown[])[0] : headers[name])
   return { ...(isRecord(metadata) ? metadata : {}), traceparent: header('traceparent'), ...(headers.tracestate !== undefined && { tracestate: header('tracestate') }) }
+}
+
+/** Stop a run: its turn is aborted, and its approval requests are rejected at once (the broker's own withdrawal follows). */
+function stop(run: TaskRun, reason: A2aServerError): void {
+  run.cancel.abort(reason)
+  run.rejectAll('the task was cancelled')
 }

@@ -1,9 +1,12 @@
 /**
  * The SDK's request handler with guards in front, before the SDK creates anything:
  *
- * - a message naming a task that is still running here is refused with an A2A error. The
- *   SDK keys a task's event bus by task id, so a second execution would publish into the
- *   running task's stream and end it; the refusal leaves that task untouched;
+ * - a message naming a task that is still running here is an answer to the task's
+ *   `input-required` request, checked and reserved for that message before the SDK
+ *   stores it (`DshAgentExecutor.admitFollowUp`), or refused with an A2A error: the SDK
+ *   keys a task's event bus by task id, so a second execution would publish into the
+ *   running task's stream and end it; the refusal leaves that task untouched. An answer
+ *   whose message fails before its leg begins is released here;
  * - a message that starts a task has its context admitted (`contexts.ts`): a new one, or
  *   a known one continued, or an error the client receives (an unknown context, one
  *   whose task still runs). The hold is taken over by the task's executor, which releases
@@ -12,10 +15,14 @@
  */
 import type { Message, SendMessageRequest, SendMessageResult, StreamResponse } from '@a2a-js/sdk'
 import { RequestMalformedError } from '@a2a-js/sdk/errors'
-import { DefaultRequestHandler, type ServerCallContext, type TaskStore, type PushNotificationSender, type PushNotificationStore } from '@a2a-js/sdk/server'
+import { DefaultRequestHandler, type ExecutionEventBusManager, type ServerCallContext, type TaskStore, type PushNotificationSender, type PushNotificationStore } from '@a2a-js/sdk/server'
 import type { AgentCard } from '@a2a-js/sdk'
 import type { Contexts, ContextHold } from './contexts.js'
 import type { DshAgentExecutor } from './executor.js'
+import type { Reservation } from './task-run.js'
+
+/** What a message holds from its admission until the SDK is done with it. */
+type Admitted = { kind: 'context'; hold: ContextHold } | { kind: 'answer'; taskId: string; reservation: Reservation } | undefined
 
 export class DshRequestHandler extends DefaultRequestHandler {
   constructor(
@@ -23,38 +30,45 @@ export class DshRequestHandler extends DefaultRequestHandler {
     store: TaskStore,
     private readonly dshExecutor: DshAgentExecutor,
     private readonly contexts: Contexts,
-    push?: { store: PushNotificationStore; sender: PushNotificationSender },
+    push: { store: PushNotificationStore; sender: PushNotificationSender } | undefined,
+    /** The task buses, shared with the executor: a task waiting for its caller keeps its bus between messages. */
+    buses: ExecutionEventBusManager,
   ) {
-    super(card, store, dshExecutor, undefined, push?.store, push?.sender)
+    super(card, store, dshExecutor, buses, push?.store, push?.sender)
   }
 
   override async sendMessage(params: SendMessageRequest, context: ServerCallContext): Promise<SendMessageResult> {
-    const hold = await this.admit(params.message)
+    const admitted = await this.admit(params.message)
     try {
       return await super.sendMessage(params, context)
     } finally {
-      if (hold) this.contexts.releaseUntaken(hold)
+      this.releaseUntaken(admitted)
     }
   }
 
   override async *sendMessageStream(params: SendMessageRequest, context: ServerCallContext): AsyncGenerator<StreamResponse, void, undefined> {
-    const hold = await this.admit(params.message)
+    const admitted = await this.admit(params.message)
     try {
       yield* super.sendMessageStream(params, context)
     } finally {
-      if (hold) this.contexts.releaseUntaken(hold)
+      this.releaseUntaken(admitted)
     }
   }
 
-  /** The guards; the context hold of a message that starts a task. */
-  private async admit(message: Message | undefined): Promise<ContextHold | undefined> {
+  /** The guards; the context hold of a message that starts a task, or the answer of one that names a running task. */
+  private async admit(message: Message | undefined): Promise<Admitted> {
     if (!message) return undefined
     refuseMalformedParts(message)
     if (message.taskId) {
-      this.dshExecutor.refuseRunningTask(message.taskId)
-      return undefined
+      const reservation = this.dshExecutor.admitFollowUp(message)
+      return reservation && { kind: 'answer', taskId: message.taskId, reservation }
     }
-    return this.contexts.admit(message)
+    return { kind: 'context', hold: await this.contexts.admit(message) }
+  }
+
+  private releaseUntaken(admitted: Admitted): void {
+    if (admitted?.kind === 'context') this.contexts.releaseUntaken(admitted.hold)
+    else if (admitted?.kind === 'answer') this.dshExecutor.releaseUntaken(admitted.taskId, admitted.reservation)
   }
 }
 

@@ -2,13 +2,16 @@
  * A dsh agent behind the A2A protocol, on the official SDK's server classes: an agent
  * card at `/.well-known/agent-card.json`, JSON-RPC at `/a2a/jsonrpc`, tasks executed by
  * `DshAgentExecutor` (one dsh session per task). With a token every request must carry
- * it; without one the server listens on loopback only.
+ * it; without one the server listens on loopback only. A side effect the approval broker
+ * leaves to ask is asked of the task's caller (`input-required`), unless `permission`
+ * says the server decides alone.
  */
 import { createServer, type Server } from 'node:http'
 import { createRequire } from 'node:module'
 import type { AddressInfo } from 'node:net'
 import express from 'express'
 import { agentCardHandler, jsonRpcHandler, restHandler, UserBuilder } from '@a2a-js/sdk/server/express'
+import { DefaultExecutionEventBusManager } from '@a2a-js/sdk/server'
 import { legacyAgentCardRouter } from '@a2a-js/sdk/compat/v0_3/server/express'
 import type { Context } from 'cordis'
 import { DEFAULT_MAX_DEPTH } from '@dsh/subagent'
@@ -24,6 +27,8 @@ import { BoundedTaskStore } from './task-store.js'
 import { Contexts } from './contexts.js'
 import { WebhookPolicy, type WebhookPolicyOptions } from './webhook-policy.js'
 import { WebhookSender, WebhookStore, type WebhookSenderOptions } from './webhooks.js'
+import { installPermission, PERMISSION_POLICIES, type PermissionPolicy } from './approvals.js'
+import type {} from '@dsh/approvals'
 
 const { version } = createRequire(import.meta.url)('../package.json') as { version: string }
 
@@ -61,6 +66,13 @@ export interface A2aServerOptions {
    * outside the public internet it may reach; the delivery limits are for tests.
    */
   webhooks?: WebhookPolicyOptions & Pick<WebhookSenderOptions, 'attempts' | 'backoffMs' | 'timeoutMs'>
+  /**
+   * Who decides a side effect the approval broker (`ctx.approvals`) leaves to ask: `ask`
+   * (default) the task's caller, through `input-required`; `allow` / `reject` the server
+   * alone, for callers that cannot answer (the broker's default). `allow` and `reject`
+   * need the broker; without one, side effects are not gated at all.
+   */
+  permission?: PermissionPolicy
 }
 
 export interface A2aServer {
@@ -96,12 +108,26 @@ export async function serveA2a(ctx: Context, options: A2aServerOptions = {}): Pr
   if (isWildcard(host) && options.publicUrl === undefined) {
     throw new A2aServerError('INVALID_OPTION', `listening on ${host} needs a public URL for the agent card (clients cannot connect to ${host}); pass --public-url http://THIS-HOST:PORT`)
   }
+  const permission = options.permission ?? 'ask'
+  if (!PERMISSION_POLICIES.includes(permission)) throw new A2aServerError('INVALID_OPTION', `permission must be one of ${PERMISSION_POLICIES.join(', ')} (got ${String(permission)})`)
+  const approvals = ctx.get('approvals')
+  if (approvals === undefined && options.permission !== undefined && options.permission !== 'ask') {
+    throw new A2aServerError('INVALID_OPTION', `permission ${options.permission} needs the approval broker (- id: approvals, name: "@dsh/approvals" in the composition), which is not loaded`)
+  }
 
   const policy = new WebhookPolicy(options.webhooks)
   const slots = new TaskSlots(maxTasks)
   const helpers = skillHelpers(ctx)
   const contexts = new Contexts(ctx)
-  const executor = new DshAgentExecutor(ctx, slots, contexts, { maxDepth, cwd: options.cwd ?? process.cwd(), maxPromptChars: DEFAULT_MAX_PROMPT_CHARS, keepAliveMs: KEEPALIVE_INTERVAL_MS, helpers })
+  const log = ctx.logger('a2a-server')
+  const webhookStore = new WebhookStore(policy)
+  const webhookSender = new WebhookSender(webhookStore, policy, { ...options.webhooks, warn: (message) => log.warn(message) })
+  const taskStore = new BoundedTaskStore(undefined, undefined, (taskId) => {
+    webhookStore.forget(taskId)
+    webhookSender.forget(taskId)
+  })
+  const buses = new DefaultExecutionEventBusManager()
+  const executor = new DshAgentExecutor(ctx, slots, contexts, { maxDepth, cwd: options.cwd ?? process.cwd(), maxPromptChars: DEFAULT_MAX_PROMPT_CHARS, keepAliveMs: KEEPALIVE_INTERVAL_MS, helpers }, { store: taskStore, sender: policy.allowsAny ? webhookSender : undefined, buses })
   const app = express()
   app.disable('x-powered-by')
   if (options.token) app.use(requireBearer(options.token))
@@ -112,14 +138,9 @@ export async function serveA2a(ctx: Context, options: A2aServerOptions = {}): Pr
   const url = options.publicUrl?.replace(/\/+$/, '') ?? `http://${host.includes(':') ? `[${host}]` : host}:${port}`
   const skills = [...helpers.values()].map(helperSkill)
   const card = dshAgentCard({ publicUrl: url, version, name: options.name ?? 'dsh', bearer: options.token !== undefined, keepAliveMs: KEEPALIVE_INTERVAL_MS, skills, namedContexts: contexts.continuable, pushNotifications: policy.allowsAny })
-  const log = ctx.logger('a2a-server')
-  const webhookStore = new WebhookStore(policy)
-  const webhookSender = new WebhookSender(webhookStore, policy, { ...options.webhooks, warn: (message) => log.warn(message) })
-  const taskStore = new BoundedTaskStore(undefined, undefined, (taskId) => {
-    webhookStore.forget(taskId)
-    webhookSender.forget(taskId)
-  })
-  const requestHandler = new DshRequestHandler(card, taskStore, executor, contexts, { store: webhookStore, sender: webhookSender })
+  const requestHandler = new DshRequestHandler(card, taskStore, executor, contexts, { store: webhookStore, sender: webhookSender }, buses)
+  // From here a side effect the broker leaves to ask is asked of the task's caller (or decided by the policy).
+  const removePermission = approvals === undefined ? () => {} : installPermission(approvals, permission, executor)
   // The card is made once, at start: its Last-Modified is the start (with the ETag express
   // adds, a client can revalidate it with If-Modified-Since or If-None-Match and get 304).
   const cardModified = new Date(Math.floor(Date.now() / 1000) * 1000).toUTCString()
@@ -148,6 +169,7 @@ export async function serveA2a(ctx: Context, options: A2aServerOptions = {}): Pr
       closing ??= (async () => {
         const stopped = new Promise<void>((resolve) => http.close(() => resolve()))
         await executor.cancelAll('the A2A server is shutting down')
+        removePermission()
         // The cancelled tasks' last notifications get a moment to go out; then every delivery stops.
         await webhookSender.close(WEBHOOK_SHUTDOWN_GRACE_MS)
         // Streams of finished tasks end on their own; whatever is still open is cut.

@@ -134,7 +134,7 @@ describe('dsh a2a server driven by the SDK client', () => {
     expect(w.server.taskCount).toBe(0)
   })
 
-  it('a message naming a task still running is refused with an A2A error; the running task goes on and is cancelled cleanly', async () => {
+  it('a message naming a task still working (not waiting for an answer) is refused with an A2A error; the running task goes on and is cancelled cleanly', async () => {
     const w = await worker([{ reply: [{ text: 'slow', delay_ms: 60_000 }] }])
     const client = await sdkClient(w.server.url)
     let taskId: string | undefined
@@ -144,8 +144,8 @@ describe('dsh a2a server driven by the SDK client', () => {
     })
     await until(() => taskId !== undefined && w.sessions.length === 1)
     const again = { ...userMessage('and this too'), taskId: taskId!, contextId }
-    await expect(streamAll(client, again)).rejects.toThrow(/task \S+ is still running; wait until it ends/)
-    await expect(client.sendMessage({ tenant: '', message: { ...again, messageId: 'second-try' }, configuration: undefined, metadata: undefined })).rejects.toThrow(/still running/)
+    await expect(streamAll(client, again)).rejects.toThrow(/task \S+ is working and is not waiting for an answer/)
+    await expect(client.sendMessage({ tenant: '', message: { ...again, messageId: 'second-try' }, configuration: undefined, metadata: undefined })).rejects.toThrow(/not waiting for an answer/)
     expect(w.sessions).toHaveLength(1)
     await client.cancelTask({ tenant: '', id: taskId!, metadata: undefined })
     // The first stream is whole: it ends canceled, not with an ordering violation.

@@ -3,13 +3,15 @@
  * and for dsh parents whose `a2a` subagent provider lists this worker. Each A2A context is
  * one dsh session (origin `a2a`, the lineage its first message carries), each of its tasks
  * a turn run until the agent is quiet; push notifications go only where --webhook-allow
- * and --webhook-allow-network say (`@dsh/a2a-server`). The URL it serves is printed on stdout as the only line there; logs go to
+ * and --webhook-allow-network say (`@dsh/a2a-server`). A side effect no approval rule decided is
+ * asked of the task's caller through input-required (`--permission ask`, the default), or
+ * decided by the server alone (`--permission allow|reject`). The URL it serves is printed on stdout as the only line there; logs go to
  * stderr. It runs until SIGTERM/SIGINT: every task is cancelled (its turn ends `aborted`,
  * its tasks and children are stopped), every session is flushed, every process group it
  * started is taken down, and the exit code is 0. A second signal exits at once.
  */
 import { parseVerbArgs, wholeNumberOption } from '../args.js'
-import { A2aServerError, serveA2a } from '@dsh/a2a-server'
+import { A2aServerError, PERMISSION_POLICIES, serveA2a, type PermissionPolicy } from '@dsh/a2a-server'
 import { reapTrackedGroups } from '@dsh/process'
 import { UsageError } from '../errors.js'
 import { exitCodeOfSignal } from '../exit.js'
@@ -33,6 +35,7 @@ export async function a2aVerb(args: string[]): Promise<number> {
       'max-depth': { type: 'string' },
       'webhook-allow': { type: 'string', multiple: true },
       'webhook-allow-network': { type: 'string', multiple: true },
+      permission: { type: 'string', default: 'ask' },
       config: { type: 'string' },
       model: { type: 'string' },
       'session-dir': { type: 'string' },
@@ -44,6 +47,7 @@ export async function a2aVerb(args: string[]): Promise<number> {
   const maxTasks = wholeNumberOption(VERB, '--max-tasks', values['max-tasks'], 1)
   const maxDepth = wholeNumberOption(VERB, '--max-depth', values['max-depth'], 0)
   const token = readToken(values['token-env'])
+  const permission = parsePermission(values.permission)
   const model = chooseModel(values.model)
   const runtime = await startRuntime({ config: values.config, model, sessionDir: values['session-dir'], verbose: values.verbose, checkReady: true })
   if (!runtime.ctx.llm.config.model && !model) {
@@ -53,7 +57,7 @@ export async function a2aVerb(args: string[]): Promise<number> {
   let server
   try {
     const webhooks = { allow: values['webhook-allow'] ?? [], allowNetworks: values['webhook-allow-network'] ?? [] }
-    server = await serveA2a(runtime.ctx, { host: values.host, port, token, maxTasks, maxDepth, publicUrl: values['public-url'], webhooks })
+    server = await serveA2a(runtime.ctx, { host: values.host, port, token, maxTasks, maxDepth, publicUrl: values['public-url'], webhooks, permission })
   } catch (error) {
     await runtime.dispose()
     if (error instanceof A2aServerError) throw new UsageError('USAGE', `dsh a2a serve: ${error.message}`, { cause: error })
@@ -82,6 +86,12 @@ export async function a2aVerb(args: string[]): Promise<number> {
   return 0
 }
 
+/** `--permission ask|allow|reject`: who decides a side effect no approval rule decided. */
+function parsePermission(raw: string | undefined): PermissionPolicy {
+  const policy = PERMISSION_POLICIES.find((candidate) => candidate === raw)
+  if (!policy) throw new UsageError('USAGE', `${VERB}: --permission must be one of ${PERMISSION_POLICIES.join(', ')} (got ${JSON.stringify(raw)})`)
+  return policy
+}
 
 /** The token is read from the named variable, so it never appears in a process listing or a config file. */
 function readToken(name: string | undefined): string | undefined {

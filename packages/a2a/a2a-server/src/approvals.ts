@@ -1,0 +1,183 @@
+/**
+ * `dsh a2a serve`'s part in the approval broker (`@dsh/approvals`): what the broker cannot
+ * decide by its rules, for a task's agent or any in-process agent below it, is asked of
+ * the task's caller through the protocol's own way, the `input-required` state
+ * (`task-run.ts` holds a task's requests and puts them one at a time); with
+ * `permission: allow | reject` the server decides alone, as `dsh acp --permission` does.
+ *
+ * This file is the wire: what an `input-required` status says (a text a person can read,
+ * and a data part a client can act on, `A2aApprovalRequest`), and how the caller's next
+ * message on the task is read as the answer (`readAnswer`): a data part
+ * `{ approval: ID, decision: allow-once | allow-always | reject, reason? }`, or plain text
+ * (`yes`, `always`, `no`; any other text is a rejection whose reason is that text, so the
+ * agent hears what its caller said). A dsh parent (the `a2a` provider) says who really
+ * decided in the message's `metadata.dsh.decision`, which is what the task's session records.
+ */
+import { RequestMalformedError } from '@a2a-js/sdk/errors'
+import type { Message, Part } from '@a2a-js/sdk'
+import { assertNever, isRecord, PERMISSION_SOURCES, type PermissionSource } from '@dsh/base'
+import type { ApprovalFrontEnd, ApprovalRequestInfo, ApprovalService, FrontEndAnswer } from '@dsh/approvals'
+import { textPart } from './events.js'
+
+/** `ask`: the task's caller decides (`input-required`); `allow` / `reject`: the server decides alone what no rule decided. */
+export type PermissionPolicy = 'ask' | 'allow' | 'reject'
+export const PERMISSION_POLICIES: readonly PermissionPolicy[] = ['ask', 'allow', 'reject']
+
+/** The decisions a caller may answer with. */
+export const APPROVAL_DECISIONS = ['allow-once', 'allow-always', 'reject'] as const
+export type ApprovalDecision = (typeof APPROVAL_DECISIONS)[number]
+
+/** The key of the data part an `input-required` status carries: `{ approvalRequest: A2aApprovalRequest }`. */
+export const APPROVAL_REQUEST_KEY = 'approvalRequest'
+
+/**
+ * The structured request in an `input-required` status (a data part), for a client that
+ * answers by id, and for a dsh parent, whose broker asks its own front-end with the whole
+ * path and never decides more permissively than this side's rules.
+ */
+export interface A2aApprovalRequest {
+  /** What the answer names (`{ approval: id }`): unique in this server's process. */
+  id: string
+  /** The agents below the task's own agent down to the one that asked (empty: the task's agent). */
+  below: string[]
+  tool: string
+  /** The call's subject (a command, a path, compact JSON), as rules match it. */
+  subject: string
+  /** How rules read the subject: `execute` (a command), `edit` (a path), `other` (the arguments as JSON). */
+  kind: 'execute' | 'edit' | 'other'
+  /** `ask`: a rule here asks about it; absent: no rule here had an opinion. */
+  policy?: 'ask'
+  /** When it is rejected if nobody answers (ISO 8601). */
+  expiresAt: string
+  decisions: ApprovalDecision[]
+}
+
+/** A caller's answer, read from its message. */
+export interface A2aAnswer {
+  /** The request it names; `undefined` for plain text, which answers the request being asked. */
+  id: string | undefined
+  decision: ApprovalDecision
+  reason?: string
+  /** Who decided, when a dsh parent says so (`metadata.dsh.decision`). */
+  provenance: { by?: string; source?: PermissionSource; rule?: string; at?: number }
+}
+
+/** Who answers, as decisions record it. */
+export const CALLER = 'the A2A caller'
+
+const MAX_ID_CHARS = 200
+const MAX_REASON_CHARS = 500
+
+/** The text and data parts of the `input-required` status that asks `request`. */
+export function approvalParts(request: ApprovalRequestInfo): Part[] {
+  const asked: A2aApprovalRequest = {
+    id: request.id,
+    below: request.path.slice(1),
+    tool: request.tool,
+    subject: request.subject,
+    kind: request.kind,
+    ...(request.policy === 'ask' && { policy: 'ask' as const }),
+    expiresAt: new Date(request.expiresAt).toISOString(),
+    decisions: [...APPROVAL_DECISIONS],
+  }
+  const why = request.policy === 'ask' ? ` (${request.rule !== undefined ? `the rule ${request.rule}` : 'a rule'} asks about it)` : ''
+  const text =
+    `${request.path.join(' › ')} wants to run ${request.tool}: ${request.display}${why}. ` +
+    `Answer on this task: yes (allow once), always (allow this request again in this task's tree) or no; any other text is a no, passed on as the reason. ` +
+    `Or send a data part {"approval":"${request.id}","decision":"allow-once"|"allow-always"|"reject"}.`
+  return [textPart(text), { content: { $case: 'data', value: { [APPROVAL_REQUEST_KEY]: asked } }, metadata: undefined, filename: '', mediaType: 'application/json' }]
+}
+
+const YES = new Set(['yes', 'y', 'allow', 'allow once', 'ok', 'approve'])
+const ALWAYS = new Set(['always', 'allow always', 'yes always'])
+const NO = new Set(['no', 'n', 'reject', 'deny'])
+
+/**
+ * The answer a message carries, or a `RequestMalformedError` saying what is wrong with it
+ * (nothing is changed by a refused answer). A data part with an `approval` key is an
+ * answer by id; without one, the message's text answers the request being asked.
+ */
+export function readAnswer(message: Message): A2aAnswer {
+  const provenance = provenanceOf(message.metadata)
+  const answers = message.parts.flatMap((part) => (part.content?.$case === 'data' && isRecord(part.content.value) && 'approval' in part.content.value ? [part.content.value] : []))
+  if (answers.length > 1) throw new RequestMalformedError(`the message holds ${answers.length} answers (data parts with "approval"); send one answer per message`)
+  const [data] = answers
+  if (data !== undefined) {
+    const { approval, decision, reason } = data
+    if (typeof approval !== 'string' || approval === '' || approval.length > MAX_ID_CHARS) throw new RequestMalformedError(`the answer's "approval" must be the id of the request asked (a string, as its data part's approvalRequest.id gives it); got ${describe(approval)}`)
+    if (!(APPROVAL_DECISIONS as readonly unknown[]).includes(decision)) throw new RequestMalformedError(`the answer's "decision" must be one of ${APPROVAL_DECISIONS.join(', ')}; got ${describe(decision)}`)
+    if (reason !== undefined && typeof reason !== 'string') throw new RequestMalformedError(`the answer's "reason" must be text; got ${describe(reason)}`)
+    return { id: approval, decision: decision as ApprovalDecision, ...(reason !== undefined && reason.trim() !== '' && { reason: reason.trim().slice(0, MAX_REASON_CHARS) }), provenance }
+  }
+  const text = message.parts.map((part) => (part.content?.$case === 'text' ? part.content.value : '')).join('\n').trim()
+  if (text === '') throw new RequestMalformedError('the message holds no answer: send yes, always or no as text, or a data part {"approval": ID, "decision": "allow-once" | "allow-always" | "reject"}')
+  const word = text.toLowerCase().replace(/[.!\s]+$/, '').replace(/\s+/g, ' ')
+  if (YES.has(word)) return { id: undefined, decision: 'allow-once', provenance }
+  if (ALWAYS.has(word)) return { id: undefined, decision: 'allow-always', provenance }
+  if (NO.has(word)) return { id: undefined, decision: 'reject', provenance }
+  // Anything else is a no in the caller's words: the agent is told what it said instead.
+  return { id: undefined, decision: 'reject', reason: `the caller answered: ${JSON.stringify(text.slice(0, MAX_REASON_CHARS))}`, provenance }
+}
+
+/** The broker's decision for an answer: who decided is the caller, or whom a dsh parent names. */
+export function decisionOf(answer: A2aAnswer): FrontEndAnswer {
+  const { by, ...provenance } = answer.provenance
+  const who = by ?? CALLER
+  switch (answer.decision) {
+    case 'allow-once':
+    case 'allow-always':
+      return { decision: answer.decision, by: who, ...provenance }
+    case 'reject':
+      return { decision: 'reject', by: who, reason: answer.reason ?? 'the caller rejected it', ...provenance }
+    default:
+      return assertNever(answer.decision, 'approval decision')
+  }
+}
+
+/** Who really decided, when the caller is a dsh that says so in `metadata.dsh.decision`: checked field by field, anything malformed left out. */
+function provenanceOf(metadata: unknown): A2aAnswer['provenance'] {
+  const decision = isRecord(metadata) && isRecord(metadata.dsh) ? metadata.dsh.decision : undefined
+  if (!isRecord(decision)) return {}
+  const read: A2aAnswer['provenance'] = {}
+  if (typeof decision.by === 'string' && decision.by !== '') read.by = decision.by.endsWith(`(through ${CALLER})`) ? decision.by.slice(0, 200) : `${decision.by.slice(0, 160)} (through ${CALLER})`
+  if ((PERMISSION_SOURCES as readonly unknown[]).includes(decision.source)) read.source = decision.source as PermissionSource
+  if (typeof decision.rule === 'string') read.rule = decision.rule.slice(0, 600)
+  if (typeof decision.at === 'number' && Number.isSafeInteger(decision.at)) read.at = decision.at
+  return read
+}
+
+function describe(value: unknown): string {
+  if (value === undefined) return 'nothing'
+  const json = JSON.stringify(value) ?? String(value)
+  return json.length > 80 ? `${json.slice(0, 79)}…` : json
+}
+
+/** Whose requests the front-end answers: those of a task's agent or an agent below it, by the root of the request's chain. */
+export interface ApprovalAsker {
+  /** The task whose agent is `rootAgentId`, when one runs here. */
+  ask(rootAgentId: string, request: ApprovalRequestInfo, signal: AbortSignal): Promise<FrontEndAnswer> | undefined
+  serves(rootAgentId: string): boolean
+}
+
+/** Install `policy` on the broker; returns the disposer. */
+export function installPermission(approvals: ApprovalService, policy: PermissionPolicy, tasks: ApprovalAsker): () => void {
+  switch (policy) {
+    case 'allow':
+      return approvals.setDefault('allow', 'dsh a2a serve --permission allow')
+    case 'reject':
+      return approvals.setDefault('reject', 'dsh a2a serve --permission reject')
+    case 'ask':
+      return approvals.addFrontEnd(callerFrontEnd(tasks))
+    default:
+      return assertNever(policy, 'permission policy')
+  }
+}
+
+function callerFrontEnd(tasks: ApprovalAsker): ApprovalFrontEnd {
+  return {
+    name: CALLER,
+    // The chain starts with the agent of this process the request comes from: a task's agent is a root here.
+    serves: (request) => request.chain[0] !== undefined && tasks.serves(request.chain[0]),
+    ask: (request, signal) => tasks.ask(request.chain[0] ?? '', request, signal) ?? Promise.resolve({ decision: 'reject', by: 'dsh a2a serve', reason: 'the request belongs to no running task, so there is no caller to ask' }),
+  }
+}
