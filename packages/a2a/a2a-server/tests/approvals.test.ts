@@ -14,49 +14,40 @@ import type { Client } from '@a2a-js/sdk/client'
 import { ApprovalService } from '@dsh/approvals'
 import { BashService } from '@dsh/bash'
 import { BashToolPlugin } from '@dsh/tool-bash'
-import { serveA2a, type A2aApprovalRequest, type A2aServer, type A2aServerOptions } from '@dsh/a2a-server'
-import { createHarness, type Harness } from '@dsh/testkit/harness'
+import { serveA2a, type A2aApprovalRequest, type A2aServerOptions } from '@dsh/a2a-server'
+import { createHarness } from '@dsh/testkit/harness'
 import type { Script } from '@dsh/llm-scripted'
 import type { Session } from '@dsh/session'
-import { artifactText, finalState, sdkClient, streamAll, until, userMessage } from './helpers.js'
+import { artifactText, finalState, sdkClient, startWorker, streamAll, until, userMessage, type Worker } from './helpers.js'
 
-interface ApprovalWorker {
-  harness: Harness
-  server: A2aServer
-  sessions: Session[]
+interface ApprovalWorker extends Worker {
   /** The cwd of every task: where the commands write their marker files. */
   dir: string
 }
 
 const started: ApprovalWorker[] = []
 afterEach(async () => {
-  for (const worker of started.splice(0)) {
-    await worker.server.close()
-    await worker.harness.dispose()
-  }
+  await Promise.all(started.splice(0).map((worker) => worker.dispose()))
 })
 
 /** A worker whose agents run real bash commands under the approval broker (its config: `approvals`). */
 async function approvalWorker(script: Script, options: { approvals?: Partial<ApprovalService.Config>; server?: A2aServerOptions; children?: boolean } = {}): Promise<ApprovalWorker> {
   const dir = realpathSync(mkdtempSync(join(tmpdir(), 'a2a-approvals-')))
-  const harness = await createHarness({ script })
-  const sessions: Session[] = []
-  harness.ctx.sessions.addObserver({ created: (session) => void sessions.push(session) })
-  await harness.plugin(ApprovalService, options.approvals ?? {})
-  await harness.plugin(BashService)
-  await harness.plugin(BashToolPlugin)
-  if (options.children) {
+  const worker = await startWorker(script, { cwd: dir, ...options.server }, async (harness) => {
+    await harness.plugin(ApprovalService, options.approvals ?? {})
+    await harness.plugin(BashService)
+    await harness.plugin(BashToolPlugin)
+    if (!options.children) return
     const { SubagentService } = await import('@dsh/subagent')
     const { SpawnPlugin } = await import('@dsh/subagent-spawn')
     const { SubagentToolPlugin } = await import('@dsh/tool-subagent')
     await harness.plugin(SubagentService)
     await harness.plugin(SpawnPlugin, {})
     await harness.plugin(SubagentToolPlugin, { provider: 'spawn', enableRunInBackground: false })
-  }
-  const server = await serveA2a(harness.ctx, { cwd: dir, ...options.server })
-  const worker = { harness, server, sessions, dir }
-  started.push(worker)
-  return worker
+  })
+  const withDir = Object.assign(worker, { dir })
+  started.push(withDir)
+  return withDir
 }
 
 const RUN_IT: Script = [{ reply: [{ call: { tool: 'bash', args: { command: 'touch ran' } } }, { text: 'after: {{last_tool_result}}' }] }]

@@ -1,4 +1,6 @@
 import Schema from 'schemastery'
+import type { Agent } from '@dsh/agent'
+import type { ApprovalService } from '@dsh/approvals'
 import { SubagentError } from '@dsh/subagent'
 
 /** The plugin's config, as written in a composition file. The token itself never appears here. */
@@ -29,6 +31,10 @@ export interface A2aRunSpec {
   timeoutMs: number | undefined
   /** Told why a progress update from the worker was dropped; the plugin logs it at debug level. */
   progressDropped?: (reason: string) => void
+  /** The parent's approval broker, asked for what a worker's `input-required` asks (`approvals.ts`); none: every request is rejected. */
+  approvals?: () => ApprovalService | undefined
+  /** A live agent of this process by id (a resumed child's parent). */
+  agent?: (id: string) => Agent | undefined
 }
 
 /**

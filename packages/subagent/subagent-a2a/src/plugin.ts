@@ -16,9 +16,12 @@ import {
   type SubagentRequest,
   type SubagentRun,
 } from '@dsh/subagent'
+import { delegationName } from '@dsh/approvals'
+import type { Agent } from '@dsh/agent'
 import { acceptsNamedContexts, A2aTransport, CONNECT_TIMEOUT_MS, CONTEXTS_EXTENSION } from './worker.js'
 import { A2aProviderConfig, resolveA2aSpec, type A2aRunSpec } from './config.js'
 import { WorkerPool, type Worker } from './worker-pool.js'
+import type { A2aApprovalScope } from './approvals.js'
 
 /** The depth bound travels in `metadata.dsh` and the worker applies it; nothing else is supported at start. */
 export const A2A_CAPABILITIES: Readonly<SubagentCapabilities> = Object.freeze({ ...NO_CAPABILITIES, depthLimit: true })
@@ -44,7 +47,7 @@ export class A2aProvider implements SubagentProvider {
     } catch (error) {
       return Promise.reject(error)
     }
-    return startRemoteRun(request, new A2aTransport(this.spec, this.pool, lineageOf(request, this.name, request.maxDepth)))
+    return startRemoteRun(request, new A2aTransport(this.spec, this.pool, lineageOf(request, this.name, request.maxDepth), undefined, this.approvalScope(request.parent, request.label, request)))
   }
 
   /**
@@ -53,12 +56,13 @@ export class A2aProvider implements SubagentProvider {
    * context id named for the child; its first message (sent by the manager) opens the
    * context there. Nothing runs on the worker between messages.
    */
-  async prepareContinuable({ parent, descriptor, request, signal }: PrepareContinuableRequest): Promise<ContinuablePreparation> {
+  async prepareContinuable({ childId, parent, descriptor, request, signal }: PrepareContinuableRequest): Promise<ContinuablePreparation> {
     this.refuseModel(request.agentOptions?.model)
     const worker = await this.workerForContexts(signal)
-    const lineage = lineageOf({ parent, label: descriptor.label, callId: request.callId }, this.name, request.maxDepth)
+    // The helper's permission levels travel with the child, as for a one-shot run.
+    const lineage = lineageOf({ parent, label: descriptor.label, callId: request.callId, permissions: request.permissions }, this.name, request.maxDepth)
     const contextId = randomUUID()
-    const transport = new A2aTransport(this.spec, this.pool, lineage, { worker, contextId, opened: false })
+    const transport = new A2aTransport(this.spec, this.pool, lineage, { worker, contextId, opened: false }, this.approvalScope(parent, descriptor.label, request, childId))
     return { kind: 'remote', conversation: openConversation(transport, undefined, contextId, { worker: worker.url }) }
   }
 
@@ -76,8 +80,19 @@ export class A2aProvider implements SubagentProvider {
       throw new SubagentError('INVALID_REQUEST', `A2A child ${record.childId} lives in a context on the worker ${url}, which is not in the "${this.name}" provider's urls (${this.spec.urls.join(', ')}); add it back to continue the child`)
     }
     const lineage = { parentSession: record.parentId, delegationDepth: record.depth, provider: this.name, label: record.descriptor.label }
-    const transport = new A2aTransport(this.spec, this.pool, lineage, { worker, contextId: record.remoteId, opened: true })
+    // The parent is live (it is the one resuming its child): its broker hears the worker's requests again.
+    const parent = this.spec.agent?.(record.parentId)
+    const scope = parent && this.approvalScope(parent, record.descriptor.label, {}, record.childId)
+    const transport = new A2aTransport(this.spec, this.pool, lineage, { worker, contextId: record.remoteId, opened: true }, scope)
     return openConversation(transport, undefined, record.remoteId, { worker: url })
+  }
+
+  /** Whose side effects the worker's approval requests are, for the parent's broker. */
+  private approvalScope(parent: Agent, label: string | undefined, request: Pick<SubagentRequest, 'helper' | 'permissions'>, childId?: string): A2aApprovalScope {
+    const scope: A2aApprovalScope = { parent, name: delegationName({ provider: this.name, label, helper: request.helper?.name }) }
+    if (request.permissions !== undefined) scope.levels = request.permissions
+    if (childId !== undefined) scope.childId = childId
+    return scope
   }
 
   private refuseModel(model: string | undefined): void {
@@ -142,7 +157,12 @@ export class A2aPlugin {
 
   constructor(ctx: Context, config: A2aProviderConfig) {
     const log = ctx.logger('subagent-a2a')
-    const spec: A2aRunSpec = { ...resolveA2aSpec(config), progressDropped: (reason) => log.debug('a progress update from an A2A worker was dropped: %s', reason) }
+    const spec: A2aRunSpec = {
+      ...resolveA2aSpec(config),
+      progressDropped: (reason) => log.debug('a progress update from an A2A worker was dropped: %s', reason),
+      approvals: () => ctx.get('approvals'),
+      agent: (id) => ctx.get('agents')?.get(id),
+    }
     ctx.subagents.registerProvider(new A2aProvider(spec.provider, spec))
   }
 }

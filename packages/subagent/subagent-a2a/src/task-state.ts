@@ -11,10 +11,11 @@ export function stopReasonOfTaskState(state: TaskState): StopReason | undefined 
     case TaskState.TASK_STATE_FAILED:
     case TaskState.TASK_STATE_REJECTED:
       return 'error'
-    // A child that waits for input or credentials cannot get them from a delegation: it ends here.
-    case TaskState.TASK_STATE_INPUT_REQUIRED:
+    // A child that waits for credentials cannot get them from a delegation: it ends here.
     case TaskState.TASK_STATE_AUTH_REQUIRED:
       return 'error'
+    // Not an end: the turn answers a dsh worker's approval request, or ends a question it cannot answer (`turn.ts`).
+    case TaskState.TASK_STATE_INPUT_REQUIRED:
     case TaskState.TASK_STATE_UNSPECIFIED:
     case TaskState.TASK_STATE_SUBMITTED:
     case TaskState.TASK_STATE_WORKING:

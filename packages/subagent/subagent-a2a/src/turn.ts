@@ -8,7 +8,14 @@
  *    whose card promises keep-alives and then sends nothing for `SILENT_PERIODS` of them
  *    has gone silent (link down, process stopped): the run ends `error` and the worker is
  *    marked;
- * 4. cancel is the protocol's task cancel; closing the child aborts the HTTP stream.
+ * 4. a task in `input-required` with a dsh worker's approval request is answered through
+ *    the parent's approval broker (`approvals.ts`): the request is put to the broker, the
+ *    decision sent as the next message on the same task, and that message's stream read
+ *    on (each message is one leg of the task); an `input-required` without such a request
+ *    (a question for the caller) ends the run `error` saying what it asked, and the task is
+ *    cancelled there;
+ * 5. cancel is the protocol's task cancel (and withdraws a request pending at the
+ *    parent's broker); closing the child aborts the HTTP stream.
  *
  * A worker that does not answer (refused connection, reset, a stream cut mid-answer) is
  * marked so the next runs skip it, and the run that hit it ends `error` with a
@@ -17,17 +24,20 @@
  * is `@dsh/subagent`'s.
  */
 import { randomUUID } from 'node:crypto'
-import { Role, type Message, type Part, type StreamResponse, type TaskState } from '@a2a-js/sdk'
-import { assertNever, errorMessage, isAbortError, type StopReason } from '@dsh/base'
+import { Role, TaskState, type Message, type Part, type StreamResponse } from '@a2a-js/sdk'
+import { assertNever, errorMessage, isAbortError, type PermissionDecision, type StopReason } from '@dsh/base'
 import { text, type TextBlock } from '@dsh/llm'
 import { A2A_LINEAGE, SubagentError, type Lineage, type RemoteTurn, type SubagentResult, type SubagentUsage, type TurnControl } from '@dsh/subagent'
 import type { A2aRunSpec } from './config.js'
+import { answerMessage, approvalAsk, readWorkerApproval, type A2aApprovalScope, type WorkerApproval } from './approvals.js'
 import { A2aProgressReader } from './progress.js'
 import { stopReasonOfTaskState, taskStateName } from './task-state.js'
 import { CANCEL_GRACE_MS, CONNECT_TIMEOUT_MS, type A2aChild, type A2aConversation } from './worker.js'
 
 /** Where a run is; every diagnostic names it. */
 export type A2aStage = 'agent card' | 'message/stream' | 'task'
+
+type TaskStream = AsyncGenerator<StreamResponse, void, undefined>
 
 /** The artifact `dsh a2a serve` puts the final answer in (streamed text goes elsewhere). */
 export const ANSWER_ARTIFACT = 'answer'
@@ -42,12 +52,24 @@ export class A2aTurn implements RemoteTurn<A2aChild> {
   /** Artifact text by artifact id, in the order they appeared. */
   private readonly artifacts = new Map<string, string>()
   private statusText = ''
+  /** The last status message heard, whole. */
+  private lastStatusMessage: Message | undefined
   private readonly progress: A2aProgressReader
   private usage: SubagentUsage | undefined
   /** When the worker last sent anything on the task's stream. */
   private lastHeard = Date.now()
   /** The keep-alive period the worker's card promises, if it promises one. */
   private keepAliveMs: number | undefined
+  /** The task's state as last heard (a snapshot's included). */
+  private state: TaskState | undefined
+  /** The status message of the task's `input-required`, once a status update put it there and until it is answered. */
+  private inputRequired: { message: Message | undefined } | undefined
+  /** The approval requests answered in this run: one asked again is not answered twice. */
+  private readonly answered = new Set<string>()
+  /** Aborted when the run is stopped or settles: a request pending at the parent's broker is withdrawn. */
+  private readonly asks = new AbortController()
+  /** While the parent's broker decides, nothing is read from the worker: its silence then means nothing. */
+  private betweenLegs = false
 
   constructor(
     private readonly spec: A2aRunSpec,
@@ -57,6 +79,8 @@ export class A2aTurn implements RemoteTurn<A2aChild> {
     private readonly lineage: Lineage,
     /** A continuable child's context, which the task is part of; none for a one-shot run. */
     private readonly conversation?: A2aConversation,
+    /** Whose side effects the worker's approval requests are, for the parent's broker. */
+    private readonly approvals?: A2aApprovalScope,
   ) {
     this.progress = new A2aProgressReader(run, (reason) => spec.progressDropped?.(reason))
   }
@@ -68,15 +92,19 @@ export class A2aTurn implements RemoteTurn<A2aChild> {
 
   async deliver(child: A2aChild): Promise<void> {
     this.child = child
-    const stream = await this.open(child)
+    let stream = await this.open(child)
     if (stream === undefined) return
     this.run.moveTo('task')
     this.watchSilence()
-    await this.drive(stream)
+    // Each message on the task is one leg: the first, then each answer to its input-required.
+    while (stream !== undefined) {
+      if ((await this.drive(stream)) !== 'input-required') return
+      stream = await this.answerInput()
+    }
   }
 
   /** Up to the task's first event: the stream to read on, or `undefined` when the run has ended already. */
-  private async open(child: A2aChild): Promise<AsyncGenerator<StreamResponse, void, undefined> | undefined> {
+  private async open(child: A2aChild): Promise<TaskStream | undefined> {
     // Only this timer means the worker did not answer; an abort by close() (the delegation
     // was cancelled or released while starting) says nothing about the worker.
     let timedOut = false
@@ -189,6 +217,11 @@ export class A2aTurn implements RemoteTurn<A2aChild> {
     if (period === undefined) return
     const limit = period * SILENT_PERIODS
     const check = () => {
+      // The parent's broker is deciding: the worker has nothing to send until it is answered.
+      if (this.betweenLegs) {
+        this.lastHeard = Date.now()
+        return this.run.later(limit, check)
+      }
       const silent = Date.now() - this.lastHeard
       if (silent < limit) return this.run.later(limit - silent, check)
       this.worker.markUnreachable()
@@ -202,25 +235,102 @@ export class A2aTurn implements RemoteTurn<A2aChild> {
     this.run.later(limit, check)
   }
 
-  private async drive(stream: AsyncGenerator<StreamResponse, void, undefined>): Promise<void> {
+  /** Read one leg of the task until it settles the run, or the task waits for input (`input-required`: the worker ends the leg's stream there). */
+  private async drive(stream: TaskStream): Promise<'input-required' | undefined> {
     const { run } = this
     try {
+      if (this.inputRequired !== undefined) return 'input-required'
       for await (const response of stream) {
         this.lastHeard = Date.now()
         const ended = this.fold(response)
         if (ended) {
           this.child!.leave()
-          return run.settle(ended)
+          run.settle(ended)
+          return undefined
         }
+        if (this.inputRequired !== undefined) return 'input-required'
       }
-      if (run.stopping === 'cancelled') return run.settle(this.result('aborted', 'the run was cancelled'))
-      run.fail(`the A2A worker ${this.worker.url} closed the stream of task ${this.taskId} before it reached a final state`)
+      // An agent whose stream ends on a task snapshot waiting for input asks as much as a status update would.
+      if (this.state === TaskState.TASK_STATE_INPUT_REQUIRED && !run.stopping) {
+        this.inputRequired = { message: this.lastStatusMessage }
+        return 'input-required'
+      }
+      if (run.stopping === 'cancelled') run.settle(this.result('aborted', 'the run was cancelled'))
+      else run.fail(`the A2A worker ${this.worker.url} closed the stream of task ${this.taskId} before it reached a final state`)
     } catch (error) {
-      if (run.settled || this.child!.released) return
-      if (run.stopping === 'cancelled' && isAbortError(error)) return run.settle(this.result('aborted', 'the run was cancelled'))
+      if (run.settled || this.child!.released) return undefined
+      if (run.stopping === 'cancelled' && isAbortError(error)) {
+        run.settle(this.result('aborted', 'the run was cancelled'))
+        return undefined
+      }
       if (isUnreachable(error)) this.worker.markUnreachable()
       run.fail(`the A2A worker ${this.worker.url} stopped answering during task ${this.taskId}: ${describeError(error)}${isUnreachable(error) ? '; it is skipped for the next runs' : ''}`)
     }
+    return undefined
+  }
+
+  /**
+   * The task waits for input. A dsh worker's approval request goes to the parent's broker,
+   * and its decision back on the same task: the stream of that answer, its first event
+   * read, is the next leg. Anything else (a question, a request asked twice, an answer the
+   * worker refuses) ends the run, with the task cancelled there.
+   */
+  private async answerInput(): Promise<TaskStream | undefined> {
+    const { run } = this
+    const child = this.child!
+    const taskId = this.taskId!
+    const waiting = this.inputRequired?.message
+    this.inputRequired = undefined
+    const asked = readWorkerApproval(waiting)
+    if (asked === undefined) {
+      const question = textOfParts(waiting?.parts ?? [])
+      return this.endWaiting(`asked its caller for input in task ${taskId}${question ? ` (${JSON.stringify(question.slice(0, 500))})` : ''}; a delegation has nobody to answer that, so the run ended and the task was cancelled there`)
+    }
+    if (this.answered.has(asked.id)) return this.endWaiting(`asked again for approval ${asked.id} in task ${taskId}, which was answered already; the task was cancelled there`)
+    this.answered.add(asked.id)
+    this.betweenLegs = true
+    const decision = await this.decide(asked, taskId)
+    // Stopped while the parent decided: the cancel (sent by interrupt) ends the task there.
+    if (run.settled || run.stopping !== undefined || child.released) return undefined
+    const stream = child.client!.sendMessageStream({ tenant: '', message: answerMessage(asked, decision, taskId, this.contextId ?? ''), configuration: undefined, metadata: undefined }, { signal: child.connection.signal })
+    child.stream = stream
+    try {
+      const first = await stream.next()
+      this.betweenLegs = false
+      this.lastHeard = Date.now()
+      if (first.done) return this.endWaiting(`closed the stream of the answer to approval ${asked.id} in task ${taskId} at once; the task was cancelled there`)
+      const ended = this.fold(first.value)
+      if (ended) {
+        child.leave()
+        run.settle(ended)
+        return undefined
+      }
+      return stream
+    } catch (error) {
+      this.betweenLegs = false
+      if (run.settled || child.released) return undefined
+      if (isUnreachable(error)) this.worker.markUnreachable()
+      return this.endWaiting(`refused the answer to approval ${asked.id} (${decision.decision}) in task ${taskId}: ${describeError(error)}; the task was cancelled there`)
+    }
+  }
+
+  /** The parent's decision on `asked`: its broker's, or a rejection when there is nobody to ask. */
+  private decide(asked: WorkerApproval, taskId: string): Promise<PermissionDecision> {
+    const scope = this.approvals
+    const broker = scope === undefined ? undefined : this.spec.approvals?.()
+    if (scope === undefined || broker === undefined) {
+      return Promise.resolve({ decision: 'reject', by: `the ${this.spec.provider} provider`, reason: 'nobody can be asked: the delegating process has no approval broker', source: 'default', at: Date.now() })
+    }
+    const childId = scope.childId ?? `${this.spec.provider}:${taskId}`
+    return broker.request(approvalAsk(asked, childId, scope, AbortSignal.any([this.asks.signal, this.child!.connection.signal])))
+  }
+
+  /** The run ends `error` while the task waits for input it will not get: the task is cancelled there, so it does not wait for ever. */
+  private endWaiting(why: string): undefined {
+    this.interrupt()
+    this.child!.leave()
+    this.run.fail(`the A2A worker ${this.worker.url} ${why}`)
+    return undefined
   }
 
   /** One stream event into the run's state; the result once the task reached a final state. */
@@ -238,13 +348,14 @@ export class A2aTurn implements RemoteTurn<A2aChild> {
         this.taskId = task.id
         this.contextId = task.contextId
         for (const artifact of task.artifacts) this.artifacts.set(artifact.artifactId, textOfParts(artifact.parts))
-        return task.status ? this.onStatus(task.status.state, task.status.message) : undefined
+        // A snapshot (the first event of every message's stream) tells the state; it asks nothing by itself.
+        return task.status ? this.onStatus(task.status.state, task.status.message, false) : undefined
       }
       case 'statusUpdate': {
         const { status, metadata } = payload.value
         this.progress.status(status?.message, metadata)
         this.usage = this.progress.usageIn(metadata) ?? this.usage
-        return status ? this.onStatus(status.state, status.message) : undefined
+        return status ? this.onStatus(status.state, status.message, true) : undefined
       }
       case 'artifactUpdate': {
         const { artifact, append } = payload.value
@@ -261,8 +372,13 @@ export class A2aTurn implements RemoteTurn<A2aChild> {
     }
   }
 
-  private onStatus(state: TaskState, message: Message | undefined): SubagentResult | undefined {
-    if (message) this.statusText = textOfParts(message.parts)
+  private onStatus(state: TaskState, message: Message | undefined, update: boolean): SubagentResult | undefined {
+    this.state = state
+    if (message) {
+      this.statusText = textOfParts(message.parts)
+      this.lastStatusMessage = message
+    }
+    if (state === TaskState.TASK_STATE_INPUT_REQUIRED && update) this.inputRequired = { message }
     const stopReason = stopReasonOfTaskState(state)
     if (stopReason === undefined) return undefined
     if (stopReason === 'completed') return this.result(stopReason, undefined)
@@ -286,14 +402,32 @@ export class A2aTurn implements RemoteTurn<A2aChild> {
     return chosen ? [text(chosen)] : []
   }
 
-  /** The protocol's task cancel, bounded: a worker that went silent must not hold the request (and the process) open. */
+  /**
+   * The protocol's task cancel, bounded: a worker that went silent must not hold the
+   * request (and the process) open. A request pending at the parent's broker is withdrawn
+   * at once; while the parent decided, no stream is read, so the cancel's own answer
+   * settles the run.
+   */
   interrupt(): void {
+    this.asks.abort(new Error('the run is being stopped'))
     const client = this.child?.client
     const { taskId } = this
     if (!client || taskId === undefined) return
-    client.cancelTask({ tenant: '', id: taskId, metadata: undefined }, { signal: AbortSignal.timeout(CANCEL_GRACE_MS) }).catch(() => {
-      // The worker is gone, silent or refused: the lifecycle's grace period settles the run aborted.
-    })
+    client
+      .cancelTask({ tenant: '', id: taskId, metadata: undefined }, { signal: AbortSignal.timeout(CANCEL_GRACE_MS) })
+      .then((task) => {
+        if (!this.betweenLegs || this.run.settled || this.run.stopping !== 'cancelled' || task.status?.state !== TaskState.TASK_STATE_CANCELED) return
+        this.child?.leave()
+        this.run.settle(this.result('aborted', 'the run was cancelled'))
+      })
+      .catch(() => {
+        // The worker is gone, silent or refused: the lifecycle's grace period settles the run aborted.
+      })
+  }
+
+  /** The turn settled: a request still pending at the parent's broker is withdrawn. */
+  detach(): void {
+    this.asks.abort(new Error('the run ended'))
   }
 }
 

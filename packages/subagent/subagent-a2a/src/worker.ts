@@ -16,6 +16,7 @@ import { isRecord } from '@dsh/base'
 import type { TextBlock } from '@dsh/llm'
 import { SubagentError, type Lineage, type RemoteChild, type RemoteConnection, type RemoteTransport, type TurnControl } from '@dsh/subagent'
 import type { A2aRunSpec } from './config.js'
+import type { A2aApprovalScope } from './approvals.js'
 import { A2aTurn } from './turn.js'
 import type { Worker, WorkerPool } from './worker-pool.js'
 
@@ -110,7 +111,9 @@ export class A2aTransport implements RemoteTransport<A2aChild> {
     /** The delegation's lineage, sent with its message. */
     private readonly lineage: Lineage,
     /** A continuable child's context; none for a one-shot run. */
-    private readonly conversation?: A2aConversation,
+    private readonly conversation: A2aConversation | undefined,
+    /** Whose side effects the worker's approval requests are, for the parent's broker (none: they are rejected). */
+    private readonly approvals: A2aApprovalScope | undefined,
   ) {
     this.worker = conversation?.worker
   }
@@ -141,7 +144,7 @@ export class A2aTransport implements RemoteTransport<A2aChild> {
   }
 
   openTurn(message: TextBlock[], control: TurnControl): A2aTurn {
-    return new A2aTurn(this.spec, message, control, this.lineage, this.conversation)
+    return new A2aTurn(this.spec, message, control, this.lineage, this.conversation, this.approvals)
   }
 
   startFailed(message: string, stage: string): SubagentError {

@@ -16,10 +16,12 @@ export interface A2aWorker {
   dispose(): Promise<void>
 }
 
-export async function startA2aWorker(script: Script, options: A2aServerOptions = {}): Promise<A2aWorker> {
+/** `prepare` loads what the worker needs before it serves (the approval broker, tools), which the server reads at start. */
+export async function startA2aWorker(script: Script, options: A2aServerOptions = {}, prepare?: (harness: Harness) => Promise<void>): Promise<A2aWorker> {
   const harness = await createHarness({ script })
   const sessions: Session[] = []
   harness.ctx.sessions.addObserver({ created: (session) => void sessions.push(session) })
+  await prepare?.(harness)
   const server = await serveA2a(harness.ctx, options)
   return {
     harness,

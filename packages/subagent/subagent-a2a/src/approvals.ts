@@ -1,0 +1,112 @@
+/**
+ * A worker's `input-required`, as the provider answers it. A `dsh a2a serve` worker asks
+ * its caller for what its approval broker left to ask, with a data part
+ * `{ approvalRequest: { id, below, tool, subject, kind, policy? } }` (see
+ * `@dsh/a2a-server`'s `A2aApprovalRequest`): the provider puts it to the parent's broker
+ * (`ctx.approvals`), naming the child and the path below it, never more permissively than
+ * the worker's own rules (`policy: 'ask'`), and answers on the same task with the
+ * decision and who decided (`metadata.dsh.decision`), which the worker's session records.
+ *
+ * An `input-required` without that request is an agent asking its caller a question; a
+ * delegation has nobody to answer it, so the run ends `error` saying what it asked, and
+ * the task is cancelled there (`turn.ts`).
+ */
+import { randomUUID } from 'node:crypto'
+import { Role, type Message } from '@a2a-js/sdk'
+import { isRecord, type PermissionDecision } from '@dsh/base'
+import type { Agent } from '@dsh/agent'
+import type { ApprovalAsk } from '@dsh/approvals'
+import type { SubagentRequest } from '@dsh/subagent'
+
+/** Whose side effects a worker's requests are: the delegation, as the parent's broker names it. */
+export interface A2aApprovalScope {
+  /** The delegating agent, in this process. */
+  parent: Agent
+  /** The child as the path names it: `a2a "review"`, or its helper's name. */
+  name: string
+  /** The child's own permission levels beyond its parent's (its helper's). */
+  levels?: SubagentRequest['permissions']
+  /** A continuable child's id (its record's); a one-shot run's is `<provider>:<task id>`. */
+  childId?: string
+}
+
+/** What a dsh worker's `input-required` asks (its data part's `approvalRequest`). */
+export interface WorkerApproval {
+  id: string
+  below: string[]
+  tool: string
+  subject: string
+  kind: 'execute' | 'edit' | 'other'
+  policy?: 'ask'
+}
+
+const NAME = /^[A-Za-z0-9_.-]{1,64}$/
+const KINDS: ReadonlySet<string> = new Set(['execute', 'edit', 'other'])
+
+/** The structured request of an `input-required` status message, or `undefined` (a plain question, or anything malformed). */
+export function readWorkerApproval(message: Message | undefined): WorkerApproval | undefined {
+  for (const part of message?.parts ?? []) {
+    if (part.content?.$case !== 'data' || !isRecord(part.content.value)) continue
+    const asked = part.content.value.approvalRequest
+    if (!isRecord(asked)) continue
+    const { id, below, tool, subject, kind, policy } = asked
+    if (typeof id !== 'string' || id === '' || id.length > 200) return undefined
+    if (!Array.isArray(below) || below.length > 32 || !below.every((name) => typeof name === 'string' && name.length <= 200)) return undefined
+    if (typeof tool !== 'string' || !NAME.test(tool) || typeof subject !== 'string' || subject.length > 16_384) return undefined
+    if (kind !== undefined && (typeof kind !== 'string' || !KINDS.has(kind))) return undefined
+    if (policy !== undefined && policy !== 'ask') return undefined
+    return { id, below: below as string[], tool, subject, kind: (kind as WorkerApproval['kind'] | undefined) ?? 'other', ...(policy === 'ask' && { policy }) }
+  }
+  return undefined
+}
+
+/**
+ * The broker's request for a worker's: the call's arguments are rebuilt from its subject
+ * as the worker's rules read it (a command, a path, the arguments' JSON), so the parent's
+ * rules match the same subject.
+ */
+export function approvalAsk(asked: WorkerApproval, childId: string, scope: A2aApprovalScope, signal: AbortSignal): ApprovalAsk {
+  return {
+    agent: scope.parent,
+    tool: asked.tool,
+    args: argsOf(asked),
+    signal,
+    remote: { child: childId, name: scope.name, below: asked.below, record: false, ...(asked.policy === 'ask' && { verdict: 'ask' as const }), ...(scope.levels !== undefined && { levels: scope.levels }) },
+  }
+}
+
+function argsOf(asked: WorkerApproval): unknown {
+  switch (asked.kind) {
+    case 'execute':
+      return { command: asked.subject }
+    case 'edit':
+      return { path: asked.subject }
+    default:
+      try {
+        const parsed: unknown = JSON.parse(asked.subject)
+        if (isRecord(parsed)) return parsed
+      } catch {
+        // Not the JSON of an object (shortened, or another kind of subject): kept as it is.
+      }
+      return { subject: asked.subject }
+  }
+}
+
+/** The answer to `asked` on the worker's task: the decision, and who decided it. */
+export function answerMessage(asked: WorkerApproval, decision: PermissionDecision, taskId: string, contextId: string): Message {
+  const provenance: Record<string, unknown> = { by: decision.by }
+  if (decision.source !== undefined) provenance.source = decision.source
+  if (decision.rule !== undefined) provenance.rule = decision.rule
+  if (decision.at !== undefined) provenance.at = decision.at
+  const answer = { approval: asked.id, decision: decision.decision, ...(decision.decision === 'reject' && { reason: decision.reason }) }
+  return {
+    messageId: randomUUID(),
+    contextId,
+    taskId,
+    role: Role.ROLE_USER,
+    parts: [{ content: { $case: 'data', value: answer }, metadata: undefined, filename: '', mediaType: 'application/json' }],
+    metadata: { dsh: { decision: provenance } },
+    extensions: [],
+    referenceTaskIds: [],
+  }
+}
