@@ -17,14 +17,16 @@ const CONFIG_LOOKUP = 'config: --config FILE, else ./dsh.yml, else $DSH_HOME/con
 /** Each verb's synopsis and description, as `dsh --help` lists them and `dsh VERB --help` prints one. */
 export const VERB_USAGE: Record<Verb, string> = {
   run: `run [--config FILE] [--model SPEC] [--session-dir DIR] [--resume ID] [--json] [--quiet]
-      [--record DIR] [--permission ask|allow|reject] (PROMPT | --prompt-file FILE | --prompt-file -)
+      [--record DIR] [--permission ask|allow|reject] [--ui] (PROMPT | --prompt-file FILE | --prompt-file -)
       run a prompt to completion (with the turns its background work starts) and print
       the answer; --prompt-file reads the prompt from a file, - from standard input;
       --record DIR stores every session's model calls there (replay: --model replay:DIR);
       --resume ID continues a stored session (a unique tail of its id is enough) with the
       model it ran on unless --model says otherwise; --permission says who decides whether
       a side-effecting tool (bash) may run: ask (the default on a terminal) prompts for
-      each call, allow runs them, reject (the default otherwise) refuses them`,
+      each call, allow runs them, reject (the default otherwise) refuses them; --ui serves
+      the run's page on loopback (its URL, with its token, on stderr), where the tree shows
+      live and, unless --permission is given, approval requests are answered`,
   demo: `demo [--session-dir DIR] [--quiet]
       a keyless tour: one parent delegating through every provider, then a summary`,
   acp: `acp [--config FILE] [--model SPEC] [--session-dir DIR] [--max-depth N] [--record DIR] [--verbose]

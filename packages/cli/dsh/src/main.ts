@@ -78,6 +78,7 @@ async function runVerb(args: string[]): Promise<number> {
       'prompt-file': { type: 'string' },
       record: { type: 'string' },
       permission: { type: 'string' },
+      ui: { type: 'boolean', default: false },
     },
   })
   const prompt = await readPrompt({ positionals, promptFile: values['prompt-file'] })
@@ -92,6 +93,7 @@ async function runVerb(args: string[]): Promise<number> {
     verbose: values.verbose,
     ...(values.permission !== undefined && { permission: parseRunPermission(values.permission) }),
     ...(values.record !== undefined && { record: values.record }),
+    ...(values.ui && { ui: true }),
   })
 }
 

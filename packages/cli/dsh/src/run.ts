@@ -17,6 +17,7 @@ import { lifecycleLine, TtyTreeRenderer } from './progress/render.js'
 import { ProgressTracker } from './progress/tracker.js'
 import { startRuntime, type RuntimeOptions } from './runtime.js'
 import { stopStartedGroups } from './stop-groups.js'
+import type { RunUi } from './commands/ui.js'
 
 export { UsageError } from './errors.js'
 
@@ -31,6 +32,8 @@ export interface RunOptions extends RuntimeOptions {
   cwd?: string
   /** Override terminal detection (tests). */
   tty?: boolean
+  /** Serve the run's page (`dsh run --ui`): it answers approvals unless `permission` is given. */
+  ui?: boolean
 }
 
 /** What `dsh run` prints when nothing says which model to use. */
@@ -62,13 +65,15 @@ export function jsonLine(record: Record<string, unknown>): void {
  * cancellation), 1 otherwise.
  */
 export async function runCommand(options: RunOptions): Promise<number> {
-  const policy = runPermission(options)
+  // With --ui and no --permission the page answers approvals: no terminal prompt, no default.
+  const policy = options.ui && options.permission === undefined ? undefined : runPermission(options)
   const model = chooseModel(options.model)
   const runtime = await startRuntime({ ...options, model, checkReady: true })
   let resumed: ResumeTarget | undefined
   let agent: Agent | undefined
   let view: RunView | undefined
   let removeGate: (() => void) | undefined
+  let page: RunUi | undefined
   const cancel = new AbortController()
   let cancelledBy: NodeJS.Signals | undefined
   // The first signal cancels the turn and the agent's background work; the command exits
@@ -93,8 +98,10 @@ export async function runCommand(options: RunOptions): Promise<number> {
       .catch((error: unknown) => {
         throw resumeProblem(error, resumed?.id, runtime)
       })
+    // Before the live tree draws: the page's URL goes to stderr on a line of its own.
+    if (options.ui) page = await (await import('./commands/ui.js')).startRunUi(runtime.ctx, agent, { answers: policy === undefined })
     view = watch(runtime, agent, options)
-    removeGate = installRunPermission(runtime.ctx, permissionOptions(policy, options, view))
+    if (policy !== undefined) removeGate = installRunPermission(runtime.ctx, permissionOptions(policy, options, view))
     // The run ends once the agent is quiet: no owned work (tasks, continuable children) runs and no notice waits.
     const run = await runUntilQuiet(agent, options.prompt, { tasks: runtime.ctx.get('tasks'), signal: cancel.signal })
     view.finish(run)
@@ -115,6 +122,7 @@ export async function runCommand(options: RunOptions): Promise<number> {
   } finally {
     stopSignals()
     removeGate?.()
+    await page?.close()
     // Stopping is framework work like starting: no stacks unless verbose (framework-stacks.ts).
     await withoutFrameworkStacks(options.verbose === true, async () => {
       await agent?.dispose().catch((error: unknown) => process.stderr.write(`dsh: disposing the agent failed: ${errorMessage(error)}\n`))

@@ -3,13 +3,32 @@
  * tree (with a timeline: each session's start and end), and one session's transcript.
  * Text is passed as data, never as markup: the page puts it in the document with
  * `textContent` only, so hostile prompts and tool output are shown, not executed.
+ *
+ * States beyond how a session's last turn ended come from what the parent recorded (see
+ * `background.ts`: a queued background child, one stopped by a budget) and, when the
+ * running process serves the page (`LiveRun`), from it: a child waiting for an approval,
+ * a child queued right now, a budget stop heard before its parent read it.
  */
 import { isRecord } from '@dsh/base'
 import type { SessionEvent, SessionHeader } from '@dsh/session'
+import { backgroundDelegations, budgetDiagnostic, type BackgroundDelegation } from './background.js'
 import type { IndexedSession, SessionIndex } from './index-of-sessions.js'
+import type { LiveRun, PendingApproval } from './live.js'
 
 /** Longest text of one transcript entry sent to the page. */
 export const MAX_ENTRY_CHARS = 20_000
+
+/**
+ * How a node stands: how its session's last turn ended (`running`, `completed`, `error`,
+ * `aborted`, …, `idle` before any turn), or one of the states the broker and the budgets add.
+ */
+export type NodeState = string
+
+/** The states the page shows beyond a turn's: waiting for an approval (live), queued for a slot, stopped by a budget, never started. */
+export const WAITING_FOR_APPROVAL = 'waiting-for-approval'
+export const QUEUED = 'queued'
+export const STOPPED_BY_BUDGET = 'stopped-by-budget'
+export const NOT_STARTED = 'not-started'
 
 export interface NodeView {
   id: string
@@ -19,7 +38,13 @@ export interface NodeView {
   helper?: string
   origin?: string
   depth: number
-  state: string
+  state: NodeState
+  /** Requests of this node waiting for an answer now (live only). */
+  waiting?: Array<Pick<PendingApproval, 'id' | 'tool' | 'display'>>
+  /** Why it stopped or never started: a budget's diagnostic (`budget: …`), or a task's status. */
+  diagnostic?: string
+  /** A background child with no session (queued, or never started): its task id in the parent's process. */
+  task?: string
   startedAt: number
   endedAt?: number
   inputTokens: number
@@ -84,7 +109,10 @@ function delegationOf(record: Readonly<Record<string, unknown>> | undefined): { 
 }
 
 export class Views {
-  constructor(private readonly index: SessionIndex) {}
+  constructor(
+    private readonly index: SessionIndex,
+    private readonly live?: LiveRun,
+  ) {}
 
   private childrenByParent(): Map<string, IndexedSession[]> {
     const byParent = new Map<string, IndexedSession[]>()
@@ -133,8 +161,35 @@ export class Views {
       here.add(delegation.childId)
       children.push({ id: delegation.childId, parent: header.id, provider: delegation.provider, depth: depth + 1, state: event.result.isError ? 'error' : 'completed', startedAt: event.ts, endedAt: event.ts, inputTokens: 0, outputTokens: 0, storedAt: delegation.storedAt ?? 'elsewhere', children: [] })
     }
+    // Background children: those that never started (queued, refused) have no session; a started one's recorded end says whether a budget stopped it.
+    const byCall = new Map(local.filter((child) => child.header.toolCallId !== undefined).map((child) => [child.header.toolCallId!, child.header.id]))
+    const queuedLive = new Set(this.live?.queued().filter((task) => task.owner === header.id).map((task) => task.taskId))
+    const background = backgroundDelegations(events)
+    for (const delegation of background) {
+      const childId = byCall.get(delegation.callId)
+      if (childId !== undefined) {
+        const child = children.find((node) => node.id === childId)
+        if (child && delegation.budget !== undefined) markBudget(child, delegation.budget)
+        continue
+      }
+      children.push(this.unstarted(header.id, depth + 1, delegation, state, queuedLive.delete(delegation.taskId)))
+    }
+    // Queued in the running process before the parent's file said so.
+    for (const task of this.live?.queued() ?? []) {
+      if (task.owner !== header.id || !queuedLive.has(task.taskId)) continue
+      children.push({ id: `${header.id}/${task.taskId}`, parent: header.id, label: task.label, depth: depth + 1, state: QUEUED, task: task.taskId, startedAt: task.startedAt, inputTokens: 0, outputTokens: 0, children: [] })
+    }
+    // Foreground children whose result a budget ended.
+    for (const [childId, diagnostic] of foregroundBudgetStops(events)) {
+      const child = children.find((node) => node.id === childId || childId.endsWith(`:${node.id}`))
+      if (child) markBudget(child, diagnostic)
+    }
+    for (const child of children) {
+      const heard = this.live?.budgetStops().get(child.id)
+      if (heard !== undefined && child.diagnostic === undefined) markBudget(child, heard)
+    }
     children.sort((a, b) => a.startedAt - b.startedAt)
-    return {
+    const node: NodeView = {
       id: header.id,
       ...(header.parentSession !== undefined && { parent: header.parentSession }),
       ...(header.label !== undefined && { label: header.label }),
@@ -147,6 +202,43 @@ export class Views {
       ...usageOf(events),
       children,
     }
+    if (this.live) this.markWaiting(node)
+    return node
+  }
+
+  /** A background child with no session: queued while its parent runs, else never started (a budget's refusal, a kill). */
+  private unstarted(parent: string, depth: number, delegation: BackgroundDelegation, parentState: string, queuedNow: boolean): NodeView {
+    const state = delegation.budget !== undefined ? STOPPED_BY_BUDGET : delegation.settled !== undefined ? NOT_STARTED : delegation.queued && (queuedNow || parentState === 'running') ? QUEUED : NOT_STARTED
+    const diagnostic = delegation.budget ?? delegation.settled
+    return {
+      id: `${parent}/${delegation.taskId}`,
+      parent,
+      ...(delegation.label !== undefined && { label: delegation.label }),
+      depth,
+      state,
+      ...(diagnostic !== undefined && { diagnostic }),
+      task: delegation.taskId,
+      startedAt: delegation.at,
+      ...(state !== QUEUED && { endedAt: delegation.settledAt ?? delegation.at }),
+      inputTokens: 0,
+      outputTokens: 0,
+      children: [],
+    }
+  }
+
+  /** The node asking (itself, or as the parent of a remote child that has no node of its own) is waiting for an approval. */
+  private markWaiting(node: NodeView): void {
+    const pending = this.live!.pending()
+    if (pending.length === 0) return
+    const visit = (current: NodeView) => {
+      const mine = pending.filter((request) => askerIs(request, current.id, current.children))
+      if (mine.length > 0) {
+        current.waiting = mine.map(({ id, tool, display }) => ({ id, tool, display }))
+        if (current.state === 'running' || current.state === 'idle' || current.storedAt !== undefined) current.state = WAITING_FOR_APPROVAL
+      }
+      current.children.forEach(visit)
+    }
+    visit(node)
   }
 
   /** One session's transcript as entries the page lists in order. */
@@ -156,6 +248,10 @@ export class Views {
     const cut = (text: string) => (text.length > MAX_ENTRY_CHARS ? `${text.slice(0, MAX_ENTRY_CHARS)}… (${text.length - MAX_ENTRY_CHARS} more characters)` : text)
     const textOf = (blocks: ReadonlyArray<{ type: string; text?: string }>) => blocks.map((block) => (block.type === 'text' ? (block.text ?? '') : '')).join('')
     const entries: Array<Record<string, unknown>> = []
+    const startedBy = new Map<string, { id: string; provider: string }>()
+    for (const child of this.childrenByParent().get(id) ?? []) {
+      if (child.header.toolCallId !== undefined) startedBy.set(child.header.toolCallId, { id: child.header.id, provider: child.header.provider ?? 'child' })
+    }
     for (const event of session.events) {
       switch (event.type) {
         case 'user/message':
@@ -179,11 +275,17 @@ export class Views {
             text: cut(textOf(event.result.content as never)),
             ...(event.permission && { permission: event.permission }),
             ...(delegation && { child: delegation.childId, childProvider: delegation.provider, ...(delegation.storedAt !== undefined && { childStoredAt: delegation.storedAt }) }),
+            // A background delegation's child, known by the call that started it.
+            ...(!delegation && startedBy.has(event.result.callId) && { child: startedBy.get(event.result.callId)!.id, childProvider: startedBy.get(event.result.callId)!.provider }),
           })
           break
         }
         case 'turn/end':
           entries.push({ kind: 'turn-end', seq: event.seq, ts: event.ts, reason: event.reason, ...(event.error !== undefined && { error: cut(event.error) }) })
+          break
+        case 'approval':
+          // A remote child that keeps no session here: what it asked and who decided, recorded in its parent's session.
+          entries.push({ kind: 'approval', seq: event.seq, ts: event.ts, path: event.request.path.map(cut), tool: event.request.tool, subject: cut(event.request.subject), ...(event.request.child !== undefined && { child: event.request.child }), permission: event.permission })
           break
         default:
           break
@@ -201,4 +303,34 @@ function sumTree(node: NodeView): { inputTokens: number; outputTokens: number } 
     },
     { inputTokens: node.inputTokens, outputTokens: node.outputTokens },
   )
+}
+
+function markBudget(node: NodeView, diagnostic: string): void {
+  node.diagnostic = diagnostic
+  if (node.state !== 'completed') node.state = STOPPED_BY_BUDGET
+}
+
+/** Whether `request` was asked by node `id`: the agent itself, or a remote child of it that has no node (or is this node). */
+function askerIs(request: PendingApproval, id: string, children: readonly NodeView[]): boolean {
+  if (request.child !== undefined) {
+    if (request.child === id || request.child.endsWith(`:${id}`)) return true
+    // The remote child has a node of its own: that one is marked, not its parent.
+    return request.agentId === id && !children.some((child) => request.child === child.id || request.child!.endsWith(`:${child.id}`))
+  }
+  return request.agentId === id
+}
+
+/** Foreground delegations whose recorded result says a budget ended them: child id → diagnostic. */
+function foregroundBudgetStops(events: readonly SessionEvent[]): Map<string, string> {
+  const found = new Map<string, string>()
+  for (const event of events) {
+    if (event.type !== 'tool/result' || event.result.isError !== true) continue
+    const delegation = delegationOf(event.record)
+    if (!delegation) continue
+    // `the subagent ended error: budget: …` (`@dsh/tool-subagent`'s rendering of a result that did not complete).
+    const first = event.result.content.map((block) => (block.type === 'text' ? block.text : '')).join('').split('\n', 1)[0]!
+    const budget = first.startsWith('the subagent ended ') ? budgetDiagnostic(first) : undefined
+    if (budget !== undefined) found.set(delegation.childId, budget)
+  }
+  return found
 }

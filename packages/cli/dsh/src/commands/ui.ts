@@ -4,7 +4,15 @@
  * token every request must carry, as the only line on stdout. Another address needs
  * --token-env naming the variable holding a token of the user's choosing. Runs until
  * SIGTERM/SIGINT, then exits 0.
+ *
+ * `dsh run --ui` serves the same page from the running process (`startRunUi`), over the
+ * run's session directory, with what only the process knows: the approval requests waiting
+ * now, answered from the page, and the children queued for a slot.
  */
+import type { Context } from 'cordis'
+import type { Agent } from '@dsh/agent'
+import type {} from '@dsh/approvals'
+import { dirname } from 'node:path'
 import { parseVerbArgs, wholeNumberOption } from '../args.js'
 import { defaultSessionDir } from '../defaults.js'
 import { UsageError } from '../errors.js'
@@ -57,4 +65,40 @@ export async function uiVerb(args: string[]): Promise<number> {
   await server.close()
   stopSignals()
   return 0
+}
+
+/** The page of a running `dsh run --ui`; `close` stops answering and serving. */
+export interface RunUi {
+  url: string
+  close(): Promise<void>
+}
+
+/**
+ * Serve the page from this run (loopback, an OS-chosen port, a fresh token) over the
+ * directory `agent`'s session is stored in, and print its URL on stderr. With `answers`
+ * the page is the run's one approval front-end: every request no rule decided waits there
+ * until it is answered, withdrawn or times out (`approvals.timeoutMs`). Without it (the
+ * run has `--permission`), the page shows the requests and who answers them.
+ */
+export async function startRunUi(ctx: Context, agent: Agent, options: { answers: boolean }): Promise<RunUi> {
+  if (options.answers && !ctx.get('approvals')) throw new UsageError('USAGE', 'dsh run --ui: the composition has no approval broker (- id: approvals, name: "@dsh/approvals"), so the page could not answer side effects; add it back to dsh.yml')
+  const file = ctx.sessions.locate(agent.id)
+  if (file === undefined) throw new UsageError('USAGE', 'dsh run --ui: this run keeps no session files (no session store is composed), so there is nothing for the page to show')
+  const { serveUi, RunDesk } = await import('@dsh/ui-server')
+  const desk = new RunDesk(ctx, { answers: options.answers })
+  let server
+  try {
+    server = await serveUi({ sessionDir: dirname(file), live: desk })
+  } catch (error) {
+    desk.dispose()
+    throw error
+  }
+  process.stderr.write(`dsh: the run's page (${options.answers ? 'approvals are answered there' : 'it shows approvals; --permission decides them'}): ${server.url}\n`)
+  return {
+    url: server.url,
+    close: async () => {
+      desk.dispose()
+      await server.close()
+    },
+  }
 }
