@@ -73,13 +73,17 @@ export function backgroundDelegations(events: readonly SessionEvent[]): Backgrou
 }
 
 /**
- * The budget's diagnostic in a status (`failed: error: budget: …`) or a result's first line
- * (`the subagent ended error: budget: …`): the tree limits end a run or refuse a start
- * with a diagnostic that starts `budget:`, which these put after a `: `.
+ * The budget's words in a task status (`failed: budget: …`, `failed: error: budget: …`,
+ * `failed: the subagent could not be started: budget: …`) or a result's first line (`the
+ * subagent ended budget: …`, `the subagent ended error: budget: …`): a run the tree limits
+ * stopped ends with the stop reason `budget` (earlier: `error` with a diagnostic starting
+ * `budget:`), and a start they refuse fails with an error starting `budget:`.
  */
 export function budgetDiagnostic(line: string): string | undefined {
   const at = line.indexOf('budget: ')
-  if (at < 0 || (at > 0 && !line.slice(0, at).endsWith(': '))) return undefined
+  if (at < 0) return undefined
+  const before = line.slice(0, at)
+  if (at > 0 && !before.endsWith(': ') && !before.endsWith(' ended ')) return undefined
   return line.slice(at)
 }
 

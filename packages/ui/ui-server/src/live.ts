@@ -99,7 +99,9 @@ export class RunDesk implements LiveRun {
       ctx.on('approval/settled', (info) => this.onSettled(info)),
       ctx.on('subagent/start', () => this.changed()),
       ctx.on('subagent/end', (info) => {
-        if (info.diagnostic?.startsWith('budget:') && this.stops.size < 100_000) this.stops.set(info.id, info.diagnostic)
+        // A run the budgets stopped ends `budget` (earlier: a diagnostic starting `budget:`).
+        const byBudget = (info.stopReason as string) === 'budget' || info.diagnostic?.startsWith('budget:') === true
+        if (byBudget && this.stops.size < 100_000) this.stops.set(info.id, info.diagnostic ?? 'a budget was spent')
         this.changed()
       }),
     )

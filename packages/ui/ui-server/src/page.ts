@@ -29,10 +29,10 @@ export const PAGE = `<!doctype html>
   .state.stopped-by-budget { background: #f3c6e8; } .state.not-started { background: #eee; color: #777; }
   #approvals:empty { display: none; }
   #approvals { border: 2px solid #e0a800; background: #fff8e1; border-radius: 4px; padding: .4rem .8rem; margin: .8rem 0; }
-  .approval { padding: .4rem 0; border-bottom: 1px solid #f0dca0; } .approval:last-child { border-bottom: 0; }
-  .approval .path { font-weight: 600; } .approval .subject { font-family: ui-monospace, monospace; white-space: pre-wrap; word-break: break-all; }
-  .approval button { margin: .3rem .4rem 0 0; font: inherit; padding: .15rem .6rem; cursor: pointer; }
-  .approval .error { color: #a33; } .decision { color: #444; font-size: 12px; } .decision.reject { color: #a33; }
+  .request { padding: .4rem 0; border-bottom: 1px solid #f0dca0; } .request:last-child { border-bottom: 0; }
+  .request .path { font-weight: 600; } .subject { font-family: ui-monospace, monospace; white-space: pre-wrap; word-break: break-all; }
+  .request button { margin: .3rem .4rem 0 0; font: inherit; padding: .15rem .6rem; cursor: pointer; }
+  .request .error { color: #a33; } .decision { color: #444; font-size: 12px; } .decision.reject { color: #a33; }
   .entry.approval { border-color: #e0a800; }
   ul.tree { list-style: none; padding-left: 1.2rem; margin: 0; } ul.tree.top { padding-left: 0; }
   .node { padding: .15rem .3rem; cursor: pointer; border-radius: 3px; } .node:hover, .node.open { background: #f2f5fb; }
@@ -179,7 +179,7 @@ export const PAGE = `<!doctype html>
       const status = el('div', { class: 'error' })
       const buttons = a.answerable ? ANSWERS.map(([decision, words]) => el('button', { type: 'button', 'data-answer': decision, on: { click: () => answer(a.id, decision, status) } }, words))
         : [el('div', { class: 'meta' }, 'asked of ' + (body.answers ? 'another front-end' : 'the terminal') + ': answer it there')]
-      return el('div', { class: 'approval', 'data-approval': a.id },
+      return el('div', { class: 'request', 'data-approval': a.id },
         el('div', { class: 'path' }, a.path.join(' › ')),
         el('div', {}, 'wants to run ' + a.tool + ': ', el('span', { class: 'subject' }, a.display)),
         el('div', { class: 'meta' }, (a.policy === 'ask' ? 'asked because the rule ' + (a.rule || 'of its policy') + ' says ask' : 'no rule decided it') + ' · ' + a.id + ' · ', el('span', { class: 'left' }, left(a)), ' before it is rejected'),

@@ -65,17 +65,23 @@ export interface RunView {
   outputTokens: number
 }
 
-function lastTurnState(events: readonly SessionEvent[]): string {
+/** How the session's last turn ended (`running` while one is open, `idle` before any), with its error. */
+function lastTurnState(events: readonly SessionEvent[]): { reason: string; error?: string } {
   let open = false
-  let reason = 'idle'
+  let last: { reason: string; error?: string } = { reason: 'idle' }
   for (const event of events) {
     if (event.type === 'turn/start') open = true
     if (event.type === 'turn/end') {
       open = false
-      reason = event.reason
+      last = { reason: event.reason, ...(event.error !== undefined && { error: event.error }) }
     }
   }
-  return open ? 'running' : reason
+  return open ? { reason: 'running' } : last
+}
+
+/** A budget's diagnostic as the page shows it: `budget: …`. */
+function budgetWords(diagnostic: string): string {
+  return diagnostic.startsWith('budget:') ? diagnostic : `budget: ${diagnostic}`
 }
 
 function usageOf(events: readonly SessionEvent[]): { inputTokens: number; outputTokens: number } {
@@ -128,12 +134,13 @@ export class Views {
   runs(): RunView[] {
     const byParent = this.childrenByParent()
     const roots = this.index.all().filter((session) => session.header.parentSession === undefined || !this.index.get(session.header.parentSession))
-    const count = (id: string): number => (byParent.get(id) ?? []).reduce((sum, child) => sum + 1 + count(child.header.id), 0)
+    // Every node below the root: child sessions, children stored elsewhere, and those that never started.
+    const count = (node: NodeView): number => node.children.reduce((sum, child) => sum + 1 + count(child), 0)
     return roots
       .map((session) => {
         const tree = this.node(session, byParent, 0)
         const total = sumTree(tree)
-        return { id: session.header.id, label: session.header.label, state: tree.state, startedAt: tree.startedAt, endedAt: tree.endedAt, children: count(session.header.id), ...total }
+        return { id: session.header.id, label: session.header.label, state: tree.state, startedAt: tree.startedAt, endedAt: tree.endedAt, children: count(tree), ...total }
       })
       .sort((a, b) => b.startedAt - a.startedAt)
   }
@@ -146,7 +153,10 @@ export class Views {
   private node(session: IndexedSession, byParent: Map<string, IndexedSession[]>, depth: number, seen = new Set<string>()): NodeView {
     const { header, events } = session
     seen.add(header.id)
-    const state = lastTurnState(events)
+    const ended = lastTurnState(events)
+    // A turn a budget stopped ends `budget`, its error saying which budget and what was used.
+    const state = ended.reason === 'budget' ? STOPPED_BY_BUDGET : ended.reason
+    const ownDiagnostic = ended.reason === 'budget' ? budgetWords(ended.error ?? 'a budget was spent') : undefined
     const local = (byParent.get(header.id) ?? []).filter((child) => !seen.has(child.header.id))
     const children = local.map((child) => this.node(child, byParent, depth + 1, seen))
     const here = new Set(local.map((child) => child.header.id))
@@ -198,6 +208,7 @@ export class Views {
       ...(header.origin !== undefined && { origin: header.origin }),
       depth,
       state,
+      ...(ownDiagnostic !== undefined && { diagnostic: ownDiagnostic }),
       ...times(session, state),
       ...usageOf(events),
       children,
@@ -306,8 +317,9 @@ function sumTree(node: NodeView): { inputTokens: number; outputTokens: number } 
 }
 
 function markBudget(node: NodeView, diagnostic: string): void {
-  node.diagnostic = diagnostic
-  if (node.state !== 'completed') node.state = STOPPED_BY_BUDGET
+  if (node.state === 'completed') return
+  node.diagnostic ??= budgetWords(diagnostic)
+  node.state = STOPPED_BY_BUDGET
 }
 
 /** Whether `request` was asked by node `id`: the agent itself, or a remote child of it that has no node (or is this node). */
