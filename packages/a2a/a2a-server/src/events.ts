@@ -128,6 +128,7 @@ export function taskStateOfStop(reason: StopReason): TaskState {
     case 'error':
     case 'max-tokens':
     case 'refusal':
+    case 'budget':
       return TaskState.TASK_STATE_FAILED
     default:
       return assertNever(reason, 'stop reason')

@@ -258,8 +258,17 @@ export function serveAcp(ctx: Context, stream: Stream, options: AcpServerOptions
     }
     // The children this session's tool calls start show their work on those calls.
     const children = forwardChildProgress(ctx, agent.id, send)
-    // What this prompt's model calls used (every turn it runs), for the response's `_meta`.
+    // What this prompt's model calls used (every turn it runs, and every child run it
+    // started, at any depth), for the response's `_meta`: a dsh parent counts it against
+    // the budget it handed this session.
     const usage = noUsage()
+    const inTree = (id: string) => {
+      for (let current = ctx.agents.get(id); current !== undefined; current = current.parent) if (current.id === agent.id) return true
+      return false
+    }
+    const offChildren = ctx.on('subagent/end', (info) => {
+      if (info.usage !== undefined && inTree(info.parentId)) addUsage(usage, info.usage)
+    })
     const unsubscribe = agent.session.subscribe((update) => {
       if (update.type === 'assistant/message' && update.usage) addUsage(usage, update.usage)
       // A call's result is its final update: its child's progress stops before it goes out.
@@ -276,8 +285,11 @@ export function serveAcp(ctx: Context, stream: Stream, options: AcpServerOptions
       // children) belong to this prompt too: they are streamed like the first, a cancel
       // reaches them, and the answer waits until the agent is quiet.
       const run = await runUntilQuiet(agent, message, { tasks: ctx.get('tasks'), signal: cancel.signal })
-      return { stopReason: acpStopReasonOf(run.last, run.cancelled), _meta: { dsh: { usage } } }
+      // A stop ACP has no word for (a budget) says so in `_meta.dsh`, for a dsh parent.
+      const ending = run.last.reason === 'budget' ? { stopReason: run.last.reason, ...(run.last.error !== undefined && { diagnostic: run.last.error }) } : {}
+      return { stopReason: acpStopReasonOf(run.last, run.cancelled), _meta: { dsh: { usage, ...ending } } }
     } finally {
+      offChildren()
       signal.removeEventListener('abort', onAbort)
       unsubscribe()
       children.dispose()

@@ -85,5 +85,6 @@ export async function definitionReadiness(ctx: Context): Promise<string[]> {
     tools: ctx.tools.list(),
     modelProblem: (spec) => models.get(spec),
     approvals: ctx.get('approvals') !== undefined,
+    prices: Object.keys(ctx.llm.prices ?? {}).length > 0,
   })
 }

@@ -252,6 +252,9 @@ export function watch(runtime: Composition, agent: Agent, options: RunOptions): 
     // Written as the service emits it, so a run's progress lines fall between its start and its end.
     runtime.ctx.on('subagent/progress', (info) => jsonLine({ kind: 'subagent/progress', ...info }))
     runtime.ctx.on('subagent/end', (info) => jsonLine({ kind: 'subagent/end', ...info }))
+    // A delegation waiting for a slot of its tree's cap, and the tree's budget events.
+    runtime.ctx.on('subagent/queued', (info) => jsonLine({ kind: 'subagent/queued', ...info }))
+    runtime.ctx.on('subagent/budget', ({ kind: budgetKind, ...event }) => jsonLine({ kind: 'subagent/budget', event: budgetKind, ...event }))
     // A request waiting for an answer, and how it was answered (its arguments as shown, never whole).
     runtime.ctx.on('approval/pending', ({ args: _args, subject: _subject, kind: callKind, ...shown }) => jsonLine({ kind: 'approval/pending', callKind, ...shown }))
     runtime.ctx.on('approval/settled', ({ request, decision }) => jsonLine({ kind: 'approval/settled', id: request.id, path: request.path, tool: request.tool, decision }))

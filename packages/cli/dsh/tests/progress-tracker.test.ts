@@ -116,4 +116,22 @@ describe('the live tree\'s view of a child', () => {
     for (const line of lines.join('\n').split('\n')) expect(line).not.toMatch(/[\u0000-\u0008\u000b-\u001f\u007f]/)
     expect(treeLines(tracker, 2_000).length).toBe(lines.length - 1)
   })
+
+  it('a delegation queued for a slot is in the tree as queued until it starts; a budget event is one note on the root', async () => {
+    harness = await createHarness({})
+    const root = await harness.agent()
+    const tracker = new ProgressTracker(harness.ctx, root, () => 1_000)
+    const changes: ProgressChange[] = []
+    tracker.onChange((change) => changes.push(change))
+    harness.ctx.emit('subagent/queued', { parentId: root.id, provider: 'spawn', callId: 'call_7', label: 'part 7', queued: true })
+    expect(treeLines(tracker, 2_000)[1]).toBe('└─ … spawn "part 7"  queued 1.0s')
+    harness.ctx.emit('subagent/queued', { parentId: root.id, provider: 'spawn', callId: 'call_7', label: 'part 7', queued: false })
+    expect(treeLines(tracker, 2_000)).toHaveLength(1)
+    harness.ctx.emit('subagent/budget', { rootId: root.id, kind: 'warning', limit: 'outputTokens', used: 80, bound: 100, text: 'budget warning: the delegation tree has used 80% of its output-token budget (80 of 100 output tokens)' })
+    expect(changes.map((change) => lifecycleLine(change, 2_000)).filter((line) => line !== undefined)).toEqual([
+      `[subagent] queued spawn "part 7" (parent ${root.id}): its tree is at its cap`,
+      '[budget] budget warning: the delegation tree has used 80% of its output-token budget (80 of 100 output tokens)',
+    ])
+  })
 })
+

@@ -4,7 +4,7 @@
  * and logs their results in model order. Every durable fact goes into the session log,
  * and the model's next request is derived from that log alone.
  */
-import { assertNever, errorMessage, isAbortError, stopReasonOfFinish } from '@dsh/base'
+import { assertNever, errorMessage, isAbortError, stopReasonOfFinish, StopRequest } from '@dsh/base'
 import {
   toolCallsOf,
   type AssistantMessage,
@@ -178,7 +178,7 @@ class TurnSteps {
   /** Open the next step and log its input; or end the turn (aborted, out of steps). */
   openStep(): TurnResult | undefined {
     const { session, runtime } = this
-    if (this.signal.aborted) return this.end('aborted')
+    if (this.signal.aborted) return this.aborted()
     if (this.step >= runtime.maxSteps) return this.end('error', `the turn reached its limit of ${runtime.maxSteps} steps`)
     const step = ++this.step
     session.append({ type: 'step/start', step })
@@ -241,7 +241,7 @@ class TurnSteps {
     }
     if (response.aborted) {
       this.closeStep()
-      return ending(this.end('aborted'))
+      return ending(this.aborted())
     }
     const calls = toolCallsOf(response.message)
     // A finish that ends the turn by itself (cut off, filtered) is decided in one place.
@@ -267,7 +267,7 @@ class TurnSteps {
   /** Close the step: the turn ends here, or another step follows. */
   private stepDone(endsTurn: boolean): NextStep {
     this.closeStep()
-    if (this.signal.aborted) return ending(this.end('aborted'))
+    if (this.signal.aborted) return ending(this.aborted())
     if (this.forcedEnd) return ending(this.end(this.forcedEnd))
     if (endsTurn) return ending(this.end('completed'))
     if (this.calls.length === 0 && !this.runtime.hasInbox()) return ending(this.end('completed'))
@@ -286,6 +286,12 @@ class TurnSteps {
   private closeStep(): void {
     this.session.append({ type: 'step/end', step: this.step })
     this.stepOpen = false
+  }
+
+  /** The ending of an aborted turn: `aborted`, or what the `StopRequest` that stopped it says (a budget). */
+  private aborted(): TurnResult {
+    const why: unknown = this.signal.reason
+    return why instanceof StopRequest ? this.end(why.stopReason, why.message) : this.end('aborted')
   }
 
   private end(reason: StopReason, error?: string): TurnResult {

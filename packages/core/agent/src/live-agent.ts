@@ -335,8 +335,9 @@ export class LiveAgent implements Agent {
           next.abortedWith === undefined
             ? await this.host.driver().runTurn(this.runtime, next.input, controller.signal)
             : this.logAbortedTurn(next.abortedWith)
-        // A cancelled turn means "stop": the sources do not start another behind the user's back.
-        if (result.reason !== 'aborted') this.pollSources = true
+        // A cancelled turn means "stop", and so does one a spent budget stopped: the sources
+        // do not start another behind the user's (or the budget's) back.
+        if (result.reason !== 'aborted' && result.reason !== 'budget') this.pollSources = true
         next.resolve(result)
       } catch (error) {
         next.reject(error instanceof Error ? error : new Error(errorMessage(error)))

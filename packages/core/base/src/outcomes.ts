@@ -14,9 +14,11 @@ export type FinishReason = 'stop' | 'tool-calls' | 'length' | 'content-filter'
  * How a turn ended, and so how the run it was (a delegated child's) stopped: one union for
  * both, durable in session logs (`turn/end.reason`) and in `SubagentResult.stopReason`.
  * `refusal` is the model declining (a content filter); older logs spell it `blocked`,
- * which readers accept as `refusal`.
+ * which readers accept as `refusal`. `budget` is a child stopped because a budget of its
+ * own or of its tree was spent (tokens, cost, children, wall time): its diagnostic, or
+ * its `turn/end` error, says which one and what was used.
  */
-export type StopReason = 'completed' | 'aborted' | 'error' | 'max-tokens' | 'refusal'
+export type StopReason = 'completed' | 'aborted' | 'error' | 'max-tokens' | 'refusal' | 'budget'
 
 /** A background task's state. */
 export type TaskStatus = 'running' | 'completed' | 'failed' | 'killed'
@@ -27,7 +29,22 @@ export type ProgressState = 'running' | 'done' | 'failed' | 'cancelled'
 /** ACP's `session/prompt` stop reasons (protocol version 1). */
 export type AcpStopReason = 'end_turn' | 'max_tokens' | 'max_turn_requests' | 'refusal' | 'cancelled'
 
-export const STOP_REASONS: readonly StopReason[] = ['completed', 'aborted', 'error', 'max-tokens', 'refusal']
+export const STOP_REASONS: readonly StopReason[] = ['completed', 'aborted', 'error', 'max-tokens', 'refusal', 'budget']
+
+/**
+ * Why a run is stopped, when the one stopping it knows better than "cancelled": the reason
+ * of the abort that stops a turn (`controller.abort(new StopRequest('budget', why))`),
+ * which the turn then ends with, `why` as its error. Any other abort ends `aborted`.
+ */
+export class StopRequest extends Error {
+  constructor(
+    readonly stopReason: Exclude<StopReason, 'completed'>,
+    message: string,
+  ) {
+    super(message)
+    this.name = 'StopRequest'
+  }
+}
 export const FINISH_REASONS: readonly FinishReason[] = ['stop', 'tool-calls', 'length', 'content-filter']
 
 /** A stop reason as read from a file or a peer: the pre-`refusal` spelling included. */
@@ -94,6 +111,9 @@ export function acpStopReasonOfStop(reason: StopReason, cancelRequested: boolean
       return 'refusal'
     case 'error':
       return 'error'
+    case 'budget':
+      // ACP's word for a turn stopped at a limit of the agent's own.
+      return 'max_turn_requests'
     default:
       return assertNever(reason, 'stop reason')
   }
@@ -112,6 +132,7 @@ export function taskStatusOfStop(reason: StopReason): Exclude<TaskStatus, 'runni
     case 'error':
     case 'max-tokens':
     case 'refusal':
+    case 'budget':
       return 'failed'
     default:
       return assertNever(reason, 'stop reason')
@@ -128,6 +149,7 @@ export function progressStateOfStop(reason: StopReason): ProgressState {
     case 'error':
     case 'max-tokens':
     case 'refusal':
+    case 'budget':
       return 'failed'
     default:
       return assertNever(reason, 'stop reason')

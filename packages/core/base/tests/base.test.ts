@@ -72,8 +72,8 @@ describe('outcomes: one vocabulary for how things end', () => {
   })
 
   it('every stop reason has a task status and a tree state', () => {
-    expect(STOP_REASONS.map(taskStatusOfStop)).toEqual(['completed', 'killed', 'failed', 'failed', 'failed'])
-    expect(STOP_REASONS.map(progressStateOfStop)).toEqual(['done', 'cancelled', 'failed', 'failed', 'failed'])
+    expect(STOP_REASONS.map(taskStatusOfStop)).toEqual(['completed', 'killed', 'failed', 'failed', 'failed', 'failed'])
+    expect(STOP_REASONS.map(progressStateOfStop)).toEqual(['done', 'cancelled', 'failed', 'failed', 'failed', 'failed'])
   })
 })
 

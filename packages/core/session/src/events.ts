@@ -155,6 +155,41 @@ export interface SessionHeader {
    * ancestors' and its helper definition's, outermost first (see `PermissionLevel`).
    */
   permissions?: readonly PermissionLevel[]
+  /**
+   * What this session's agent and everything it delegates to may still use, as its
+   * delegation handed it on (the least of its own budget, its ancestors' and its tree's
+   * left): a root with one is bounded by it in its own process (see `@dsh/subagent`).
+   */
+  budget?: DelegationBudget
+}
+
+/** A budget handed to a delegation: positive numbers, every one optional. */
+export interface DelegationBudget {
+  outputTokens?: number
+  inputTokens?: number
+  /** Money in the unit of the prices table. */
+  cost?: number
+  /** Children it may start below it. */
+  children?: number
+  /** Milliseconds it may run, from its session's creation. */
+  wallTimeMs?: number
+}
+
+export const DELEGATION_BUDGET_LIMITS = ['outputTokens', 'inputTokens', 'cost', 'children', 'wallTimeMs'] as const satisfies readonly (keyof DelegationBudget)[]
+
+/** A budget as read from a file or a peer, or `undefined` when it is not one (never partly read: a part left out would grant more). */
+export function readDelegationBudget(value: unknown): DelegationBudget | undefined {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) return undefined
+  const record = value as Record<string, unknown>
+  const budget: DelegationBudget = {}
+  for (const key of Object.keys(record)) {
+    if (!(DELEGATION_BUDGET_LIMITS as readonly string[]).includes(key)) return undefined
+    const limit = record[key]
+    if (typeof limit !== 'number' || !Number.isFinite(limit) || limit < 0 || limit > 1e15) return undefined
+    if (key !== 'cost' && !Number.isSafeInteger(limit)) return undefined
+    budget[key as keyof DelegationBudget] = limit
+  }
+  return budget
 }
 
 /** A definition as a session records it: its name and a hash of its file. */

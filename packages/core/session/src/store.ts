@@ -3,7 +3,7 @@ import { Context, Service } from 'cordis'
 import Schema from 'schemastery'
 import { errorMessage, rejectOnThrow } from '@dsh/base'
 import { SessionError } from './errors.js'
-import type { HelperRef, PermissionLevel, SessionEvent, SessionHeader, TraceContext } from './events.js'
+import type { DelegationBudget, HelperRef, PermissionLevel, SessionEvent, SessionHeader, TraceContext } from './events.js'
 import { Session } from './session.js'
 
 declare module 'cordis' {
@@ -65,6 +65,8 @@ export interface SessionInit {
   attempt?: number
   /** See `SessionHeader.permissions`. */
   permissions?: readonly PermissionLevel[]
+  /** See `SessionHeader.budget`. */
+  budget?: DelegationBudget
   /** Share the first `length` events of `session` as this session's history (fork). */
   seed?: { session: Session; length: number }
   /**
@@ -136,6 +138,7 @@ export class SessionStore extends Service {
     if (init.trace !== undefined) header.trace = init.trace
     if (init.attempt !== undefined) header.attempt = init.attempt
     if (init.permissions !== undefined) header.permissions = init.permissions
+    if (init.budget !== undefined) header.budget = init.budget
     const session = new Session(header, init.seed, this.reportListenerError)
     this.live.set(id, session)
     if (init.announce !== false) this.announce(session)

@@ -1,5 +1,5 @@
 import { errorMessage, isRecord as isObject, parseStopReason } from '@dsh/base'
-import { permissionLevelsProblem, SESSION_EVENT_TYPES, type SessionEvent, type SessionEventType, type SessionHeader, type StoredSession } from '@dsh/session'
+import { permissionLevelsProblem, readDelegationBudget, SESSION_EVENT_TYPES, type SessionEvent, type SessionEventType, type SessionHeader, type StoredSession } from '@dsh/session'
 import { CorruptSessionFileError } from './errors.js'
 import { eventBodyProblem, isCount, isFiniteNumber, quoted } from './event-shape.js'
 import { FORMAT_VERSION } from './format.js'
@@ -93,6 +93,7 @@ export function headerOf(value: unknown, file: string, id: string): SessionHeade
   if (header.trace !== undefined && !(isObject(header.trace) && typeof header.trace.traceparent === 'string' && (header.trace.tracestate === undefined || typeof header.trace.tracestate === 'string'))) {
     throw fail('header.trace must be { traceparent: string, tracestate?: string } when present')
   }
+  if (header.budget !== undefined && readDelegationBudget(header.budget) === undefined) throw fail('header.budget must be { outputTokens?, inputTokens?, cost?, children?, wallTimeMs? } of non-negative numbers when present')
   if (header.permissions !== undefined) {
     const problem = permissionLevelsProblem(header.permissions, 'header.permissions')
     if (problem) throw fail(problem)

@@ -30,6 +30,8 @@ export interface CompositionFacts {
   modelProblem(spec: string): string | undefined
   /** Whether an approval broker (`@dsh/approvals`) enforces permission rules in this composition. */
   approvals: boolean
+  /** Whether model calls can be priced (`ctx.llm`'s prices table has entries): a cost budget needs it. */
+  prices?: boolean
 }
 
 /** Every problem of `definitions` in this composition, one line each (empty: all can run). */
@@ -56,6 +58,9 @@ export function definitionProblems(definitions: readonly AgentDefinition[], fact
     }
     if (definition.continuable && !provider.continuable) {
       problems.push(`${at('continuable')}: provider "${definition.provider}" cannot keep a child across turns; remove continuable or use spawn or fork`)
+    }
+    if (definition.budget?.cost !== undefined && facts.prices === false) {
+      problems.push(`${at('maxCost')}: maxCost needs a price table: set prices in the llm service's config (model spec → { input, output } per million tokens), or remove maxCost`)
     }
     if (definition.permissions !== undefined && !facts.approvals) {
       problems.push(`${at('permissions')}: permissions need the approval broker, and this composition has none (- id: approvals, name: "@dsh/approvals"); add it, or remove permissions`)

@@ -115,11 +115,16 @@ export function parseDefinition(text: string, file: string, origin: DefinitionSo
   }
   if (raw.maxDepth !== undefined) definition.maxDepth = natural('maxDepth', raw.maxDepth, 0)
   if (raw.timeoutMs !== undefined) definition.timeoutMs = natural('timeoutMs', raw.timeoutMs, 1)
-  for (const [field, limit] of [['maxOutputTokens', 'outputTokens'], ['maxInputTokens', 'inputTokens']] as const) {
+  for (const [field, limit] of [['maxOutputTokens', 'outputTokens'], ['maxInputTokens', 'inputTokens'], ['maxChildren', 'children'], ['maxWallTimeMs', 'wallTimeMs']] as const) {
     if (raw[field] === undefined) continue
     const value = natural(field, raw[field], 1)
     if (value > 1e12) fail('INVALID_FIELD', lines[field], `${field} must be at most 10^12`)
     definition.budget = { ...definition.budget, [limit]: value }
+  }
+  if (raw.maxCost !== undefined) {
+    const cost = raw.maxCost
+    if (typeof cost !== 'number' || !Number.isFinite(cost) || cost <= 0 || cost > 1e9) fail('INVALID_FIELD', lines.maxCost, 'maxCost must be a positive amount, in the unit of the prices table, at most 10^9')
+    definition.budget = { ...definition.budget, cost: cost as number }
   }
   if (raw.permissions !== undefined) {
     const rules = raw.permissions

@@ -6,7 +6,7 @@ export type BackgroundPolicy = 'allowed' | 'always' | 'never'
 export type DefinitionFlavour = 'dsh' | 'claude-code'
 
 /** The front-matter fields of a dsh definition file. */
-export const DEFINITION_FIELDS = ['name', 'description', 'provider', 'model', 'tools', 'disallowedTools', 'maxDepth', 'background', 'continuable', 'timeoutMs', 'maxOutputTokens', 'maxInputTokens', 'permissions'] as const
+export const DEFINITION_FIELDS = ['name', 'description', 'provider', 'model', 'tools', 'disallowedTools', 'maxDepth', 'background', 'continuable', 'timeoutMs', 'maxOutputTokens', 'maxInputTokens', 'maxCost', 'maxChildren', 'maxWallTimeMs', 'permissions'] as const
 
 export type DefinitionField = (typeof DEFINITION_FIELDS)[number]
 
@@ -31,10 +31,11 @@ export interface AgentDefinition {
   /** How long one run may take before it is cancelled. */
   timeoutMs?: number
   /**
-   * What one run and its descendants may use (`maxOutputTokens`, `maxInputTokens`): at a
-   * limit the child is stopped and its parent reads an error naming the budget.
+   * What one run and its descendants may use (`maxOutputTokens`, `maxInputTokens`,
+   * `maxCost` by the prices table, `maxChildren` started below it, `maxWallTimeMs`): at a
+   * limit the child is stopped, ends `budget`, and its parent reads which and how much.
    */
-  budget?: { outputTokens?: number; inputTokens?: number }
+  budget?: { outputTokens?: number; inputTokens?: number; cost?: number; children?: number; wallTimeMs?: number }
   /**
    * The helper's permission rules (`permissions: { allow, ask, deny }`), a level of its
    * own under its parent's (see `@dsh/approvals`): they narrow what the tree above allows,

@@ -88,7 +88,7 @@ export class AcpProvider implements SubagentProvider {
   }
 
   /** What a start checks before anything is spawned, and what it sends: the cwd, the recording grant and link, the lineage. */
-  private prepare(request: Pick<SubagentRequest, 'parent' | 'prompt' | 'agentOptions' | 'callId' | 'permissions'>, label: string | undefined, maxDepth: number | undefined): { spec: AcpRunSpec; cwd: string; lineage: Lineage } {
+  private prepare(request: Pick<SubagentRequest, 'parent' | 'prompt' | 'agentOptions' | 'callId' | 'permissions' | 'budget'>, label: string | undefined, maxDepth: number | undefined): { spec: AcpRunSpec; cwd: string; lineage: Lineage } {
     if (request.agentOptions?.model !== undefined) {
       throw new SubagentError(
         'INVALID_REQUEST',
@@ -100,7 +100,7 @@ export class AcpProvider implements SubagentProvider {
     const cwd = this.spec.cwd ?? resolve(request.parent.session.header.cwd)
     // The parent records or replays its model calls: the child does the same with its own.
     const recording: RecordingLink | undefined = this.spec.recordingLink?.(request.parent.id, request.callId)
-    const lineage: Lineage = lineageOf({ parent: request.parent, label, callId: request.callId, permissions: request.permissions }, this.name, maxDepth)
+    const lineage: Lineage = lineageOf({ parent: request.parent, label, callId: request.callId, permissions: request.permissions, budget: request.budget }, this.name, maxDepth)
     if (recording !== undefined) lineage.recording = recording
     return { spec: withRecordingGrant(this.spec, recording), cwd, lineage }
   }

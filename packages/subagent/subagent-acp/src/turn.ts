@@ -6,7 +6,8 @@
  * timeout, the process exiting) is `@dsh/subagent`'s remote lifecycle.
  */
 import { RequestError } from '@agentclientprotocol/sdk'
-import { stopReasonOfAcp, type StopReason } from '@dsh/base'
+import type { PromptResponse } from '@agentclientprotocol/sdk'
+import { isRecord, printable, stopReasonOfAcp, type StopReason } from '@dsh/base'
 import type { TextBlock } from '@dsh/llm'
 import { EXIT_DRAIN_MS, selectOutput, type RemoteTurn, type SubagentResult, type SubagentUsage, type TurnControl } from '@dsh/subagent'
 import type { AcpRunSpec } from './config.js'
@@ -40,7 +41,10 @@ export class AcpTurn implements RemoteTurn<AcpChild> {
       this.usage = usageOfPromptResponse(response, (reason) => this.spec.progressDropped?.(reason))
       if (this.usage) turn.report({ kind: 'usage', usage: this.usage })
       const stopReason = stopReasonOfAcp(response.stopReason)
-      if (stopReason === 'completed') turn.settle(this.result(stopReason, undefined))
+      // A dsh child stopped by the budget it was handed says so beside ACP's stop reason.
+      const budget = budgetStopOf(response)
+      if (budget !== undefined) turn.settle(this.result('budget', budget))
+      else if (stopReason === 'completed') turn.settle(this.result(stopReason, undefined))
       else if (stopReason === 'aborted') turn.settle(this.result(stopReason, `the ${turn.scope} was cancelled`))
       else turn.settle(this.result(stopReason, `the ACP agent ended its turn with stop reason "${response.stopReason}"`))
     } catch (error) {
@@ -74,4 +78,12 @@ export class AcpTurn implements RemoteTurn<AcpChild> {
     if (this.usage) result.usage = this.usage
     return result
   }
+}
+
+/** The diagnostic of a `dsh acp` turn stopped by its budget (`_meta.dsh.stopReason: budget`), if it was. */
+function budgetStopOf(response: PromptResponse): string | undefined {
+  const meta = response._meta
+  const dsh = isRecord(meta) ? meta.dsh : undefined
+  if (!isRecord(dsh) || dsh.stopReason !== 'budget') return undefined
+  return typeof dsh.diagnostic === 'string' ? printable(dsh.diagnostic.slice(0, 1000)) : 'budget: the ACP child was stopped by its budget'
 }

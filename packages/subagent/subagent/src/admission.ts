@@ -12,6 +12,7 @@
  *   process (`dsh acp`'s `session/new`, `dsh a2a serve`'s task) with its lineage.
  */
 import type { Agent } from '@dsh/agent'
+import { DELEGATION_BUDGET_LIMITS } from '@dsh/session'
 import { SubagentError } from './errors.js'
 import type { SubagentFeature, SubagentProvider, SubagentRequest } from './types.js'
 
@@ -148,8 +149,12 @@ function validateRequest(request: SubagentRequest): void {
   const { budget } = request
   if (budget !== undefined) {
     for (const [limit, value] of Object.entries(budget)) {
-      if (limit !== 'outputTokens' && limit !== 'inputTokens') throw invalid(`budget has no limit "${limit}" (limits: outputTokens, inputTokens)`)
-      if (value !== undefined && (!Number.isSafeInteger(value) || value < 1 || value > 1e12)) throw invalid(`budget.${limit} must be a whole number from 1 to 10^12 (got ${String(value)})`)
+      if (!(DELEGATION_BUDGET_LIMITS as readonly string[]).includes(limit)) throw invalid(`budget has no limit "${limit}" (limits: ${DELEGATION_BUDGET_LIMITS.join(', ')})`)
+      if (value === undefined) continue
+      // Zero is a limit a tree hands on when it has nothing left (no more children, say).
+      if (limit === 'cost' ? !(typeof value === 'number' && Number.isFinite(value) && value >= 0 && value <= 1e9) : !(Number.isSafeInteger(value) && value >= 0 && value <= 1e12)) {
+        throw invalid(`budget.${limit} must be ${limit === 'cost' ? 'an amount from 0 to 10^9' : 'a whole number from 0 to 10^12'} (got ${String(value)})`)
+      }
     }
   }
 }

@@ -2,7 +2,8 @@
  * The public face of the subagent seam; the README documents every name here.
  */
 // The service and its vocabulary.
-export { SubagentService, DEFAULT_PROGRESS_INTERVAL_MS } from './service.js'
+export { SubagentService, DEFAULT_PROGRESS_INTERVAL_MS, type SubagentQueuedInfo } from './service.js'
+export type { BudgetEvent, BudgetLimit, TreeBudget, TreeLimitsConfig } from './tree-limits.js'
 export { SubagentService as default } from './service.js'
 export {
   NO_CAPABILITIES,

@@ -16,7 +16,7 @@
  */
 import { isRecord } from '@dsh/base'
 import type { RecordingLink } from '@dsh/llm'
-import { cleanPermissionLevel, joinPermissionLevels, permissionLevelsProblem, type PermissionLevel, type SessionHeader, type SessionInit, type TraceContext } from '@dsh/session'
+import { cleanPermissionLevel, joinPermissionLevels, permissionLevelsProblem, readDelegationBudget, type DelegationBudget, type PermissionLevel, type SessionHeader, type SessionInit, type TraceContext } from '@dsh/session'
 import { SubagentError } from './errors.js'
 import type { SubagentRequest } from './types.js'
 
@@ -47,6 +47,11 @@ export interface Lineage {
    * ancestor's rules deny or ask about, however many processes down it runs.
    */
   permissions?: readonly PermissionLevel[]
+  /**
+   * What the child and its descendants may still use (the tree gate's `remainingFor`): a
+   * `dsh acp` or `dsh a2a serve` child bounds its own tree by it, its own calls included.
+   */
+  budget?: DelegationBudget
 }
 
 export type { TraceContext }
@@ -140,6 +145,12 @@ const FIELD_RULES: { readonly [K in LineageField]-?: FieldRule<K> } = {
     strict: true,
     expected: 'a list of at most 32 permission levels ({ from, allow?, ask?, deny? } with rules like "bash(npm test*)")',
   },
+  budget: {
+    // Refused, never dropped: a child that lost its budget could spend without limit.
+    read: readDelegationBudget,
+    strict: true,
+    expected: '{ outputTokens?, inputTokens?, cost?, children?, wallTimeMs? } of non-negative numbers',
+  },
 }
 
 /**
@@ -218,23 +229,23 @@ export class LineageWire {
 }
 
 /** ACP: `_meta.dsh` of `session/new` and `session/load` (`dsh acp` reads it). */
-export const ACP_LINEAGE = new LineageWire('_meta.dsh', 'session/new', ['parentSession', 'delegationDepth', 'provider', 'label', 'maxDepth', 'recording', 'trace', 'permissions'])
+export const ACP_LINEAGE = new LineageWire('_meta.dsh', 'session/new', ['parentSession', 'delegationDepth', 'provider', 'label', 'maxDepth', 'recording', 'trace', 'permissions', 'budget'])
 
 /** A2A: the message's `metadata.dsh` (`dsh a2a serve` reads it). */
-export const A2A_LINEAGE = new LineageWire('metadata.dsh', 'the A2A message', ['parentSession', 'delegationDepth', 'provider', 'label', 'maxDepth', 'trace', 'permissions'])
+export const A2A_LINEAGE = new LineageWire('metadata.dsh', 'the A2A message', ['parentSession', 'delegationDepth', 'provider', 'label', 'maxDepth', 'trace', 'permissions', 'budget'])
 
 /** A job queue: the job data's `lineage` (`dsh worker` reads it); the tool call names the job, so it travels too. */
-export const QUEUE_LINEAGE = new LineageWire('job.data.lineage', 'the queue job', ['parentSession', 'delegationDepth', 'provider', 'label', 'maxDepth', 'toolCallId', 'trace', 'permissions'], false)
+export const QUEUE_LINEAGE = new LineageWire('job.data.lineage', 'the queue job', ['parentSession', 'delegationDepth', 'provider', 'label', 'maxDepth', 'toolCallId', 'trace', 'permissions', 'budget'], false)
 
 /** The lineage fields a session header records (the recording link is adopted, not recorded). */
-export const HEADER_FIELDS = ['parentSession', 'delegationDepth', 'provider', 'label', 'maxDepth', 'toolCallId', 'trace', 'permissions'] as const satisfies readonly (LineageField & keyof SessionHeader)[]
+export const HEADER_FIELDS = ['parentSession', 'delegationDepth', 'provider', 'label', 'maxDepth', 'toolCallId', 'trace', 'permissions', 'budget'] as const satisfies readonly (LineageField & keyof SessionHeader)[]
 
 /**
  * The lineage of a child of `request.parent` made by `provider`: the one place it is read
  * off a delegation. `maxDepth` is the effective bound (see `effectiveMaxDepth`), which the
  * child applies to its own children.
  */
-export function lineageOf(request: Pick<SubagentRequest, 'parent' | 'label' | 'callId' | 'permissions'>, provider: string, maxDepth: number | undefined): Lineage {
+export function lineageOf(request: Pick<SubagentRequest, 'parent' | 'label' | 'callId' | 'permissions' | 'budget'>, provider: string, maxDepth: number | undefined): Lineage {
   // Key by key, every key present: one object shape for every child of a fan-out.
   return {
     parentSession: request.parent.id,
@@ -245,6 +256,7 @@ export function lineageOf(request: Pick<SubagentRequest, 'parent' | 'label' | 'c
     toolCallId: request.callId,
     trace: traceContextOf(request),
     permissions: permissionsOf(request),
+    budget: request.budget,
   }
 }
 
@@ -308,5 +320,6 @@ export function lineageHeader(lineage: Readonly<ReceivedLineage>): Pick<SessionI
     toolCallId: lineage.toolCallId,
     trace: lineage.trace,
     permissions: lineage.permissions,
+    budget: lineage.budget,
   }
 }

@@ -13,7 +13,7 @@ import type {} from '@dsh/tasks'
 import { joinPermissionLevels, type PermissionLevel } from '@dsh/session'
 import type { ContinuableChildInfo, ContinuableStarted, InterruptAuthority, StartContinuableOptions } from './continuable/types.js'
 import { ContinuationManager, type ContinuableSetup } from './continuable/manager.js'
-import type { TreeGate, TreeLimitsConfig } from './tree-limits.js'
+import type { BudgetEvent, TreeGate, TreeLimitsConfig } from './tree-limits.js'
 
 declare module 'cordis' {
   interface Context {
@@ -25,11 +25,15 @@ declare module 'cordis' {
     'subagent/start'(info: SubagentRunInfo): void
     'subagent/end'(info: SubagentRunEndInfo): void
     'subagent/progress'(info: SubagentProgressInfo): void
+    /** A delegation tree's budget: a limit near (`warning`), the tree's spent, or one child stopped by its own. */
+    'subagent/budget'(event: BudgetEvent): void
+    /** A delegation waits for a slot of its tree's cap (`queued: true`), or stops waiting (it starts, or is cancelled or refused). */
+    'subagent/queued'(info: SubagentQueuedInfo): void
   }
 }
 
 /** The observe-only events of the seam: listeners may throw or reject, never to any effect. */
-export type SubagentLifecycleEvent = 'subagent/provider-added' | 'subagent/provider-removed' | 'subagent/start' | 'subagent/end' | 'subagent/progress'
+export type SubagentLifecycleEvent = 'subagent/provider-added' | 'subagent/provider-removed' | 'subagent/start' | 'subagent/end' | 'subagent/progress' | 'subagent/budget' | 'subagent/queued'
 
 /** Default least time between two `subagent/progress` events of one run: four a second. */
 export const DEFAULT_PROGRESS_INTERVAL_MS = 250
@@ -65,6 +69,8 @@ export class SubagentService extends Service {
         inputTokens: Schema.natural().min(1).max(1e12).description('Input tokens (cached or not) the tree\'s children may use together.'),
         children: Schema.natural().min(1).max(1_000_000).description('Children that may start in the tree, at any depth.'),
         cost: Schema.number().min(0.000001).max(1e9).description('Money the tree\'s in-process children may spend together, in the unit of the llm service\'s prices table.'),
+        wallTimeMs: Schema.natural().min(1).max(30 * 24 * 3600 * 1000).description('How long the tree\'s children may run, from its first delegation; then the running ones are stopped and no more start.'),
+        warnAt: Schema.number().min(0.01).max(0.99).default(0.8).description('The fraction of a limit at which the tree\'s root is warned (its model reads a note; the live tree shows it).'),
       }).description('What one tree\'s children may spend; at a limit the running ones are stopped and no more start.'),
     }).description('Limits on each delegation tree; unset: none, and nothing is loaded for them.'),
   })
@@ -104,7 +110,7 @@ export class SubagentService extends Service {
     this.treeConfig = tree
     const budget = tree?.budget
     // Imported only when configured (or a request carries a budget): otherwise never loaded.
-    if (tree !== undefined && (tree.maxConcurrent !== undefined || tree.maxQueued !== undefined || Object.keys(tree.maxConcurrentPerProvider ?? {}).length > 0 || (budget !== undefined && Object.values(budget).some((limit) => limit !== undefined)))) {
+    if (tree !== undefined && (tree.maxConcurrent !== undefined || tree.maxQueued !== undefined || Object.keys(tree.maxConcurrentPerProvider ?? {}).length > 0 || (budget !== undefined && Object.entries(budget).some(([key, limit]) => key !== 'warnAt' && limit !== undefined)))) {
       this.loadGate(tree)
     }
     this.continuation = new ContinuationManager({
@@ -157,6 +163,20 @@ export class SubagentService extends Service {
         prices: () => {
           const llm = this.home.get('llm')
           return (llm && serviceInstance(llm).prices) ?? {}
+        },
+        tell: (root, text) => {
+          // The root's model reads it at its next step, like any notice of its owned work.
+          const tasks = this.home.get('tasks')
+          if (tasks) serviceInstance(tasks).notices.post(root, { role: 'user', content: [{ type: 'text', text }] }, { durable: true })
+        },
+        event: (event) => this.notify('subagent/budget', event),
+        queued: (request, provider, waiting) => {
+          if (!this.heard('subagent/queued')) return
+          const info: SubagentQueuedInfo = { parentId: request.parent.id, provider, queued: waiting }
+          if (request.label !== undefined) info.label = request.label
+          if (request.callId !== undefined) info.callId = request.callId
+          if (request.helper !== undefined) info.helper = request.helper.name
+          this.notify('subagent/queued', info)
         },
       })
       this.gateLoading = undefined
@@ -223,8 +243,9 @@ export class SubagentService extends Service {
   private startChecked(name: string, request: SubagentRequest): Promise<SubagentRun> {
     // Tree limits configured and still loading (only the first moments after start-up).
     if (this.gateLoading !== undefined) return this.gateLoading.then(() => this.startChecked(name, request))
-    // A child with a budget of its own (a helper's): the gate follows it, whatever the config.
-    if (this.gate === undefined && request.budget !== undefined) return this.loadGate({}).then(() => this.startChecked(name, request))
+    // A child with a budget of its own (a helper's), or in a tree its lineage gave one (a
+    // remote child's): the gate follows it, whatever the config.
+    if (this.gate === undefined && (request.budget !== undefined || givenBudget(request.parent) !== undefined)) return this.loadGate({}).then(() => this.startChecked(name, request))
     // Admission before the provider is asked for anything: nothing exists after a refusal.
     const { provider, maxDepth } = admit(this.providers, name, request)
     const rebound = maxDepth !== request.maxDepth && provider.capabilities.depthLimit
@@ -437,6 +458,24 @@ export class SubagentService extends Service {
     const hooks = this.events._hooks
     return (hooks[name]?.length ?? 0) > 0 || (hooks['internal/dispatch']?.length ?? 0) > 0
   }
+}
+
+/** Payload of `subagent/queued`: a delegation that waits for a slot of its tree's cap, before it has a child. */
+export interface SubagentQueuedInfo {
+  parentId: string
+  provider: string
+  /** The parent's tool call that asked for it: the same call names the run once it starts. */
+  callId?: string
+  label?: string
+  helper?: string
+  queued: boolean
+}
+
+/** The budget a delegation handed the root of `agent`'s tree (a remote child's), read from its header. */
+function givenBudget(agent: Agent): unknown {
+  let root = agent
+  while (root.parent !== undefined) root = root.parent
+  return root.session.header.budget
 }
 
 export namespace SubagentService {

@@ -15,7 +15,15 @@
  * child would otherwise hold a slot its child needs, and a tree full of such parents
  * would never move. So nested delegation cannot deadlock; the price is that a parent that
  * lent its slot and keeps working (its child runs in the background) runs beside it.
+ *
+ * Budgets reach across processes: each child is handed what it may still use (the least
+ * of its own budget, its ancestors' and its tree's: `remainingFor`), which a remote child
+ * carries in its lineage; there it is its session header's `budget`, and this gate bounds
+ * that root's tree by it (its own model calls included), so a `dsh acp` or `dsh a2a serve`
+ * child stops its own descendants at the root's limit. A child stopped by a budget is
+ * cancelled with a `StopRequest('budget', why)` and its result ends `budget`, saying which.
  */
+import { StopRequest } from '@dsh/base'
 import type { Agent } from '@dsh/agent'
 import type { Session, SessionEvent, SessionUpdate } from '@dsh/session'
 import { costOf, type PriceTable, type Usage } from '@dsh/llm'
@@ -42,7 +50,29 @@ export interface TreeBudget {
   children?: number
   /** Money in the unit of `ctx.llm`'s `prices` table, priced per model call of in-process children. */
   cost?: number
+  /** How long the tree's children may run, from the tree's first delegation (or, for a remote child's tree, from its session's creation). */
+  wallTimeMs?: number
+  /** The fraction of a limit at which the tree's root is warned (default 0.8). */
+  warnAt?: number
 }
+
+/** What a budget event says (the `subagent/budget` event of `ctx.subagents`). */
+export interface BudgetEvent {
+  /** The root agent of the tree. */
+  rootId: string
+  /** `warning`: a limit's `warnAt` reached; `spent`: the tree's budget spent; `stopped`: one child stopped by its own budget. */
+  kind: 'warning' | 'spent' | 'stopped'
+  /** Which limit: `outputTokens`, `inputTokens`, `cost`, `children`, `wallTimeMs`. */
+  limit: BudgetLimit
+  used: number
+  bound: number
+  /** In words, for a person or a model. */
+  text: string
+  /** The child a `stopped` event is about. */
+  childId?: string
+}
+
+export type BudgetLimit = 'outputTokens' | 'inputTokens' | 'cost' | 'children' | 'wallTimeMs'
 
 /** What the gate needs of its service. */
 export interface TreeGateHost {
@@ -52,11 +82,21 @@ export interface TreeGateHost {
   warn(message: string): void
   /** `ctx.llm`'s price table (empty when none is configured). */
   prices(): PriceTable
+  /** Tell the tree's root agent (its model reads it at its next step): a warning, a spent budget. */
+  tell(root: Agent, text: string): void
+  /** Announce a budget event (the live tree, `--json`). */
+  event(event: BudgetEvent): void
+  /** Announce that `request` waits for a slot (`true`), or no longer does (`false`: it starts, or was cancelled or refused). */
+  queued(request: SubagentRequest, provider: string, waiting: boolean): void
 }
+
+/** The default fraction of a limit at which the root is warned. */
+export const DEFAULT_WARN_AT = 0.8
 
 type TokenLimit = 'outputTokens' | 'inputTokens'
 const TOKEN_WORDS: Record<TokenLimit, string> = { outputTokens: 'output-token', inputTokens: 'input-token' }
 const SPENT_WORDS: Record<TokenLimit, string> = { outputTokens: 'output tokens', inputTokens: 'input tokens' }
+const LIMIT_WORDS: Record<BudgetLimit, string> = { outputTokens: 'output-token', inputTokens: 'input-token', cost: 'cost', children: 'children', wallTimeMs: 'wall-time' }
 
 /** The queue's bound where the config sets none. */
 export const DEFAULT_MAX_QUEUED = 1000
@@ -93,8 +133,12 @@ interface Active {
   inputTokens: number
   outputTokens: number
   /** What it and its descendants have used together. */
-  subtree: { inputTokens: number; outputTokens: number }
-  /** Why a budget stopped it, once one did: its result then ends `error` with this. */
+  subtree: { inputTokens: number; outputTokens: number; cost: number; children: number }
+  /** When its own wall-time budget (or an ancestor's) runs out, in ms since the epoch. */
+  deadline?: number
+  /** Stops it at `deadline`. */
+  timer?: ReturnType<typeof setTimeout>
+  /** Why a budget stopped it, once one did: its result then ends `budget` with this. */
   stopped?: string
 }
 
@@ -112,6 +156,23 @@ class Tree {
   cost = 0
   /** Set once the budget is spent: why, in words for the parent's model. */
   spent: string | undefined
+  /** This tree's budget: the configured one, and what the root's own lineage allows (a remote child's tree). */
+  budget: TreeBudget | undefined
+  /** Whether its usage must be followed (a token or cost limit). */
+  countsUsage = false
+  /** The tree's root. */
+  root!: Agent
+  /** When the wall-time budget runs out, and the timer that spends it then. */
+  deadline: number | undefined
+  timer: ReturnType<typeof setTimeout> | undefined
+  /** Limits the root was warned about already (`warnAt`). */
+  readonly warned = new Set<BudgetLimit>()
+  /** Stops following the root's own usage (a remote child's tree counts its root too). */
+  unfollowRoot: (() => void) | undefined
+  /** What the root's own model calls used, when they are counted. */
+  readonly rootCount = { inputTokens: 0, outputTokens: 0 }
+  /** Its budget came from its root's lineage: the root is a remote child, bounded with its tree. */
+  given = false
   readonly active = new Set<Active>()
   /** FIFO; `head` is the next to be served, so a long queue is not shifted on every grant. */
   queue: Waiter[] = []
@@ -130,17 +191,15 @@ export class TreeGate {
   readonly maxConcurrent: number | undefined
   readonly maxQueued: number
   private readonly providerCaps: ReadonlyMap<string, number>
+  /** The configured budget of every tree (a remote child's tree may have a smaller one, from its lineage). */
   readonly budget: TreeBudget | undefined
-  /** Whether any token limit is set: only then is usage followed. */
-  private readonly countsTokens: boolean
 
   constructor(config: TreeLimitsConfig, private readonly host: TreeGateHost) {
     this.maxConcurrent = config.maxConcurrent
     this.maxQueued = config.maxQueued ?? DEFAULT_MAX_QUEUED
     this.providerCaps = new Map(Object.entries(config.maxConcurrentPerProvider ?? {}))
     const budget = config.budget
-    this.budget = budget !== undefined && Object.values(budget).some((limit) => limit !== undefined) ? budget : undefined
-    this.countsTokens = this.budget?.outputTokens !== undefined || this.budget?.inputTokens !== undefined || this.budget?.cost !== undefined
+    this.budget = budget !== undefined && Object.entries(budget).some(([key, limit]) => key !== 'warnAt' && limit !== undefined) ? budget : undefined
   }
 
   /**
@@ -177,6 +236,7 @@ export class TreeGate {
         waiter.done = true
         tree.waiting--
         request.onWait?.(false)
+        this.host.queued(request, provider, false)
         reject(new SubagentError('ABORTED', 'the delegation was cancelled while it waited for a slot; it was never started', { cause: signal.reason }))
       }
       const waiter: Waiter = {
@@ -187,6 +247,7 @@ export class TreeGate {
           tree.waiting--
           signal.removeEventListener('abort', onAbort)
           request.onWait?.(false)
+          this.host.queued(request, provider, false)
           resolve(slot)
         },
         fail: (error) => {
@@ -194,6 +255,7 @@ export class TreeGate {
           tree.waiting--
           signal.removeEventListener('abort', onAbort)
           request.onWait?.(false)
+          this.host.queued(request, provider, false)
           reject(error)
         },
       }
@@ -201,16 +263,17 @@ export class TreeGate {
       tree.waiting++
       signal.addEventListener('abort', onAbort, { once: true })
       request.onWait?.(true)
+      this.host.queued(request, provider, true)
     }).then((slot) => this.run(slot, request, start))
   }
 
   /** Why the budget lets no more children of `tree` start, or undefined. */
   private refusal(tree: Tree): SubagentError | undefined {
     if (tree.spent !== undefined) return new SubagentError('BUDGET', `${tree.spent}; no more children start in this tree: finish the work without delegating`)
-    if (this.budget?.cost !== undefined && Object.keys(this.host.prices()).length === 0) {
-      return new SubagentError('INVALID_CONFIG', `tree.budget.cost (${this.budget.cost}) needs a price table: set prices in the llm service's config (model spec → { input, output } per million tokens)`)
+    if (tree.budget?.cost !== undefined && Object.keys(this.host.prices()).length === 0) {
+      return new SubagentError('INVALID_CONFIG', `tree.budget.cost (${tree.budget.cost}) needs a price table: set prices in the llm service's config (model spec → { input, output } per million tokens)`)
     }
-    const children = this.budget?.children
+    const children = tree.budget?.children
     // Children queued now will start later: they count already.
     if (children !== undefined && tree.started + tree.waiting >= children) {
       return new SubagentError('BUDGET', `budget: the delegation tree's children budget of ${children} is spent (${tree.started} started${tree.waiting ? `, ${tree.waiting} waiting` : ''}); finish the work without delegating`)
@@ -222,13 +285,14 @@ export class TreeGate {
    * Record `usage` (cumulative) of one child and spend the tree's budget when it reaches a
    * limit: every running child is stopped, every waiting one refused, and no more start.
    */
-  private used(tree: Tree, active: Active, usage: SubagentUsage): void {
+  private used(tree: Tree, active: Active | undefined, usage: SubagentUsage): void {
     // Figures only grow: a smaller one (a transport that restarted its count) grants nothing back.
-    const input = Math.max(0, usage.inputTokens - active.inputTokens)
-    const output = Math.max(0, usage.outputTokens - active.outputTokens)
+    const counted = active ?? tree.rootCount
+    const input = Math.max(0, usage.inputTokens - counted.inputTokens)
+    const output = Math.max(0, usage.outputTokens - counted.outputTokens)
     if (input === 0 && output === 0) return
-    active.inputTokens += input
-    active.outputTokens += output
+    counted.inputTokens += input
+    counted.outputTokens += output
     tree.inputTokens += input
     tree.outputTokens += output
     // A child's own budget covers its descendants: each ancestor with one is checked.
@@ -239,46 +303,82 @@ export class TreeGate {
       for (const limit of ['outputTokens', 'inputTokens'] as const) {
         const bound = holder.budget[limit]
         if (bound === undefined || holder.subtree[limit] < bound) continue
-        holder.stopped = `budget: this child's ${TOKEN_WORDS[limit]} budget of ${bound} is spent (${holder.subtree[limit]} ${SPENT_WORDS[limit]} used by it and its children); it was stopped`
-        this.host.warn(holder.stopped)
-        holder.run?.cancel(holder.stopped)
+        this.stop(tree, holder, limit, holder.subtree[limit], bound, `budget: this child's ${TOKEN_WORDS[limit]} budget of ${bound} is spent (${holder.subtree[limit]} ${SPENT_WORDS[limit]} used by it and its children); it was stopped`)
         break
       }
     }
     if (tree.spent !== undefined) return
     for (const limit of ['outputTokens', 'inputTokens'] as const) {
-      const bound = this.budget?.[limit]
-      if (bound === undefined || tree[limit] < bound) continue
-      this.spend(tree, `budget: the delegation tree's ${TOKEN_WORDS[limit]} budget of ${bound} is spent (${tree[limit]} ${SPENT_WORDS[limit]} used by its children)`)
-      return
+      const bound = tree.budget?.[limit]
+      if (bound === undefined) continue
+      if (tree[limit] >= bound) {
+        this.spend(tree, limit, tree[limit], bound, `budget: the delegation tree's ${TOKEN_WORDS[limit]} budget of ${bound} is spent (${tree[limit]} ${SPENT_WORDS[limit]} used${tree.unfollowRoot ? ' in this tree, its root included' : ' by its children'})`)
+        return
+      }
+      this.warnIfNear(tree, limit, tree[limit], bound, `${tree[limit]} of ${bound} ${SPENT_WORDS[limit]}`)
     }
+  }
+
+  /** Stop one child (and what runs below it) for its own budget: it ends `budget`, saying why. */
+  private stop(tree: Tree, active: Active, limit: BudgetLimit, used: number, bound: number, why: string): void {
+    if (active.stopped !== undefined) return
+    active.stopped = why
+    this.host.warn(why)
+    active.run?.cancel(new StopRequest('budget', why))
+    const childId = active.run?.id
+    this.host.event({ rootId: tree.root.id, kind: 'stopped', limit, used, bound, text: why, ...(childId !== undefined && { childId }) })
+  }
+
+  /** Warn the root once per limit when its use reaches the `warnAt` fraction of it. */
+  private warnIfNear(tree: Tree, limit: BudgetLimit, used: number, bound: number, usedText: string): void {
+    if (tree.warned.has(limit)) return
+    const fraction = tree.budget?.warnAt ?? DEFAULT_WARN_AT
+    if (used < fraction * bound) return
+    tree.warned.add(limit)
+    const text = `budget warning: the delegation tree has used ${Math.round((used / bound) * 100)}% of its ${LIMIT_WORDS[limit]} budget (${usedText}); at the limit its running children are stopped and no more start`
+    this.host.warn(text)
+    this.host.tell(tree.root, text)
+    this.host.event({ rootId: tree.root.id, kind: 'warning', limit, used, bound, text })
   }
 
   /** Charge one model call of an in-process child against the tree's cost budget. */
-  private charge(tree: Tree, active: Active, usage: Usage): void {
-    const bound = this.budget?.cost
-    if (bound === undefined) return
+  private charge(tree: Tree, active: Active | undefined, usage: Usage): void {
+    const bound = tree.budget?.cost
+    const limited = active !== undefined && chain(active).some((holder) => holder.budget?.cost !== undefined)
+    if (bound === undefined && !limited) return
     const cost = costOf(usage, this.host.prices())
     if (cost === undefined) {
-      if (active.stopped !== undefined) return
+      if (active === undefined || active.stopped !== undefined) return
       // Unpriced spend cannot be bounded: stopping is the only answer that grants nothing.
-      active.stopped = `budget: the delegation tree has a cost budget of ${bound}, but model "${usage.model ?? 'unrecorded'}" has no price in the prices table, so this child's spend cannot be counted; it was stopped`
-      this.host.warn(active.stopped)
-      active.run?.cancel(active.stopped)
+      const whose = bound !== undefined ? `the delegation tree has a cost budget of ${bound}` : 'this child has a cost budget'
+      this.stop(tree, active, 'cost', 0, bound ?? 0, `budget: ${whose}, but model "${usage.model ?? 'unrecorded'}" has no price in the prices table, so this child's spend cannot be counted; it was stopped`)
       return
     }
     tree.cost += cost
-    if (tree.spent === undefined && tree.cost >= bound) this.spend(tree, `budget: the delegation tree's cost budget of ${bound} is spent (${round(tree.cost)} used by its children, by the prices table)`)
+    for (const holder of active === undefined ? [] : chain(active)) {
+      holder.subtree.cost += cost
+      const own = holder.budget?.cost
+      if (own !== undefined && holder.subtree.cost >= own) this.stop(tree, holder, 'cost', holder.subtree.cost, own, `budget: this child's cost budget of ${own} is spent (${round(holder.subtree.cost)} used by it and its children, by the prices table); it was stopped`)
+    }
+    if (bound === undefined || tree.spent !== undefined) return
+    if (tree.cost >= bound) this.spend(tree, 'cost', tree.cost, bound, `budget: the delegation tree's cost budget of ${bound} is spent (${round(tree.cost)} used by its children, by the prices table)`)
+    else this.warnIfNear(tree, 'cost', tree.cost, bound, `${round(tree.cost)} of ${bound}`)
   }
 
-  private spend(tree: Tree, why: string): void {
+  private spend(tree: Tree, limit: BudgetLimit, used: number, bound: number, why: string): void {
     tree.spent = why
+    if (tree.timer !== undefined) clearTimeout(tree.timer)
     this.host.warn(`${why}: stopping ${tree.active.size} running and ${tree.waiting} waiting children`)
+    this.host.tell(tree.root, `${why}. Its running children were stopped and no more will start: finish the work without delegating.`)
+    this.host.event({ rootId: tree.root.id, kind: 'spent', limit, used, bound, text: why })
     for (const active of tree.active) {
       if (active.stopped !== undefined) continue
       active.stopped = `${why}; this child was stopped`
-      active.run?.cancel(active.stopped)
+      active.run?.cancel(new StopRequest('budget', active.stopped))
     }
+    // A root given its budget by a parent elsewhere is that parent's child: it stops too, as
+    // the parent would stop a child of its own process, and its turn ends `budget`.
+    if (tree.given) tree.root.cancel(new StopRequest('budget', `${why}; this delegated session was stopped`))
     const refusal = new SubagentError('BUDGET', `${why}; no more children start in this tree: finish the work without delegating`)
     while (tree.head < tree.queue.length) {
       const waiter = tree.queue[tree.head]!
@@ -360,7 +460,7 @@ export class TreeGate {
   private async run(slot: Slot, request: SubagentRequest, start: (request: SubagentRequest) => Promise<SubagentRun>): Promise<SubagentRun> {
     const { tree } = slot
     // Spent while this child waited (its waiter was failed) or a moment ago: nothing starts.
-    const refusal = tree.spent !== undefined ? this.refusal(tree) : undefined
+    const refusal = tree.spent !== undefined ? this.refusal(tree) : this.childrenRefusal(tree.members.get(request.parent.id))
     const parent = tree.members.get(request.parent.id)
     const active: Active = {
       run: undefined,
@@ -370,39 +470,103 @@ export class TreeGate {
       limited: request.budget !== undefined || parent?.limited === true,
       inputTokens: 0,
       outputTokens: 0,
-      subtree: { inputTokens: 0, outputTokens: 0 },
+      subtree: { inputTokens: 0, outputTokens: 0, cost: 0, children: 0 },
     }
-    const counts = this.countsTokens || active.limited
+    const counts = tree.countsUsage || active.limited
     let run: SubagentRun
     try {
       if (refusal !== undefined) throw refusal
       if (request.signal.aborted) throw new SubagentError('ABORTED', 'the delegation was cancelled before its child was started', { cause: request.signal.reason })
       tree.started++
+      for (let holder = parent; holder !== undefined; holder = holder.parent) holder.subtree.children++
       tree.active.add(active)
-      run = await start(counts ? this.counted(tree, active, request) : request)
+      this.startClock(tree, active)
+      const handed = this.withRemaining(tree, active, request)
+      run = await start(counts ? this.counted(tree, active, handed) : handed)
     } catch (error) {
+      if (active.timer !== undefined) clearTimeout(active.timer)
       tree.active.delete(active)
       this.release(slot)
       throw error
     }
     active.run = run
     // Spent while the provider started it: stopped at once.
-    if (active.stopped !== undefined) run.cancel(active.stopped)
+    if (active.stopped !== undefined) run.cancel(new StopRequest('budget', active.stopped))
     if (run.local) tree.members.set(run.id, active)
     const unfollow = counts && run.local ? this.followLocal(tree, active, run.id) : undefined
+    if (tree.budget?.children !== undefined && tree.spent === undefined) this.warnIfNear(tree, 'children', tree.started, tree.budget.children, `${tree.started} of ${tree.budget.children} children started`)
     const result = run.result
       .then((settled): SubagentResult => {
-        // Stopped by the budget: the parent is told so, not that the child was cancelled.
+        // Stopped by a budget: the parent is told which, not that the child was cancelled.
         if (active.stopped === undefined || settled.stopReason === 'completed') return settled
-        return { ...settled, stopReason: 'error', diagnostic: active.stopped }
+        return { ...settled, stopReason: 'budget', diagnostic: active.stopped }
       })
       .finally(() => {
         unfollow?.()
+        if (active.timer !== undefined) clearTimeout(active.timer)
         tree.active.delete(active)
         if (tree.members.get(run.id) === active) tree.members.delete(run.id)
         this.release(slot)
       })
     return withResult(run, result)
+  }
+
+  /** Why a child of `parent` may not start for a children budget of `parent` or an ancestor, or undefined. */
+  private childrenRefusal(parent: Active | undefined): SubagentError | undefined {
+    for (let holder = parent; holder !== undefined; holder = holder.parent) {
+      const bound = holder.budget?.children
+      if (bound !== undefined && holder.subtree.children >= bound) {
+        return new SubagentError('BUDGET', `budget: the delegating child's children budget of ${bound} is spent (${holder.subtree.children} started below it); finish the work without delegating`)
+      }
+    }
+    return undefined
+  }
+
+  /** A child's wall-time budget (its own, or the least an ancestor has left): stopped when it runs out. */
+  private startClock(tree: Tree, active: Active): void {
+    const own = active.budget?.wallTimeMs
+    const inherited = active.parent?.deadline
+    const deadline = Math.min(own !== undefined ? Date.now() + own : Infinity, inherited ?? Infinity)
+    if (deadline === Infinity) return
+    active.deadline = deadline
+    const ms = Math.max(0, deadline - Date.now())
+    active.timer = setTimeout(() => {
+      const bound = own ?? ms
+      this.stop(tree, active, 'wallTimeMs', bound, bound, `budget: this child's wall-time budget of ${seconds(bound)} is spent${own === undefined ? ' (what its delegating child had left)' : ''}; it was stopped`)
+    }, ms)
+    active.timer.unref?.()
+  }
+
+  /**
+   * `request` with what its child may still use as its budget: the least of its own, each
+   * running ancestor's left and the tree's left. A remote provider sends it in the child's
+   * lineage, so the child's own process holds its descendants to it; nothing changes when
+   * nothing is limited.
+   */
+  private withRemaining(tree: Tree, active: Active, request: SubagentRequest): SubagentRequest {
+    if (tree.budget === undefined && !active.limited) return request
+    const left: ChildBudget = {}
+    const least = (limit: keyof ChildBudget, value: number | undefined) => {
+      if (value === undefined) return
+      const floored = limit === 'cost' ? Math.max(value, 0) : Math.max(Math.floor(value), 0)
+      left[limit] = left[limit] === undefined ? floored : Math.min(left[limit]!, floored)
+    }
+    const budget = tree.budget
+    least('outputTokens', budget?.outputTokens === undefined ? undefined : budget.outputTokens - tree.outputTokens)
+    least('inputTokens', budget?.inputTokens === undefined ? undefined : budget.inputTokens - tree.inputTokens)
+    least('cost', budget?.cost === undefined ? undefined : budget.cost - tree.cost)
+    least('children', budget?.children === undefined ? undefined : budget.children - tree.started)
+    least('wallTimeMs', tree.deadline === undefined ? undefined : tree.deadline - Date.now())
+    for (const holder of chain(active)) {
+      const own = holder.budget
+      if (own === undefined) continue
+      least('outputTokens', own.outputTokens === undefined ? undefined : own.outputTokens - holder.subtree.outputTokens)
+      least('inputTokens', own.inputTokens === undefined ? undefined : own.inputTokens - holder.subtree.inputTokens)
+      least('cost', own.cost === undefined ? undefined : own.cost - holder.subtree.cost)
+      least('children', own.children === undefined ? undefined : own.children - holder.subtree.children)
+    }
+    least('wallTimeMs', active.deadline === undefined ? undefined : active.deadline - Date.now())
+    return Object.keys(left).length === 0 ? request : { ...request, budget: left }
   }
 
   /** `request` with a progress sink that also counts the child's usage reports (a remote child's). */
@@ -413,7 +577,7 @@ export class TreeGate {
         if (update.kind === 'usage') {
           this.used(tree, active, update.usage)
           // A remote child's usage names no model, so it has no price: a cost budget cannot count it.
-          if (this.budget?.cost !== undefined && active.run?.local !== true) this.charge(tree, active, { inputTokens: update.usage.inputTokens, outputTokens: update.usage.outputTokens })
+          if (active.run?.local !== true) this.charge(tree, active, { inputTokens: update.usage.inputTokens, outputTokens: update.usage.outputTokens })
         }
         downstream?.report(update)
       },
@@ -422,7 +586,7 @@ export class TreeGate {
   }
 
   /** Count an in-process child's usage from its own session, as each model call lands. */
-  private followLocal(tree: Tree, active: Active, id: string): (() => void) | undefined {
+  private followLocal(tree: Tree, active: Active | undefined, id: string): (() => void) | undefined {
     const session = this.host.sessionOf(id)
     if (session === undefined) return undefined
     const total: SubagentUsage = { inputTokens: 0, outputTokens: 0, cachedInputTokens: 0 }
@@ -447,10 +611,56 @@ export class TreeGate {
     let tree = this.trees.get(root)
     if (tree === undefined) {
       tree = new Tree()
+      tree.root = root
+      // A remote child's root carries what its parent's tree left it (its lineage's budget).
+      const given = root.session.header.budget
+      tree.given = given !== undefined
+      tree.budget = intersect(this.budget, given)
+      tree.countsUsage = tree.budget?.outputTokens !== undefined || tree.budget?.inputTokens !== undefined || tree.budget?.cost !== undefined
+      const wallTimeMs = tree.budget?.wallTimeMs
+      if (wallTimeMs !== undefined) {
+        // A given budget's clock started when the child was: its session's creation.
+        const since = given?.wallTimeMs !== undefined ? Date.parse(root.session.header.createdAt) || Date.now() : Date.now()
+        tree.deadline = since + wallTimeMs
+        const started = tree
+        tree.timer = setTimeout(() => {
+          if (started.spent === undefined) this.spend(started, 'wallTimeMs', wallTimeMs, wallTimeMs, `budget: the delegation tree's wall-time budget of ${seconds(wallTimeMs)} is spent`)
+        }, Math.max(0, tree.deadline - Date.now()))
+        tree.timer.unref?.()
+      }
+      // What it was given covers the root's own model calls too, as its parent counted them.
+      if (given !== undefined && tree.countsUsage) tree.unfollowRoot = this.followLocal(tree, undefined, root.id)
       this.trees.set(root, tree)
     }
     return tree
   }
+
+  /** Whether `agent`'s tree has a budget of its own (from its root's lineage): the gate must follow it even without config. */
+  static givenBudget(agent: Agent): ChildBudget | undefined {
+    return rootOf(agent).session.header.budget
+  }
+}
+
+/** The least of two budgets, limit by limit (undefined when neither has any). */
+function intersect(configured: TreeBudget | undefined, given: ChildBudget | undefined): TreeBudget | undefined {
+  if (given === undefined) return configured
+  const both: TreeBudget = { ...configured }
+  for (const limit of ['outputTokens', 'inputTokens', 'cost', 'children', 'wallTimeMs'] as const) {
+    const theirs = given[limit]
+    if (theirs !== undefined) both[limit] = both[limit] === undefined ? theirs : Math.min(both[limit]!, theirs)
+  }
+  return both
+}
+
+/** `active` and each running ancestor of it in the tree. */
+function chain(active: Active): Active[] {
+  const holders: Active[] = []
+  for (let holder: Active | undefined = active; holder !== undefined; holder = holder.parent) holders.push(holder)
+  return holders
+}
+
+function seconds(ms: number): string {
+  return ms >= 10_000 ? `${Math.round(ms / 1000)} s` : `${(ms / 1000).toFixed(1)} s`
 }
 
 /** The root of `agent`'s delegation tree in this process. */

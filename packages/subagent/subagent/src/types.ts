@@ -1,7 +1,7 @@
 import type { TextBlock } from '@dsh/llm'
 import type { Agent } from '@dsh/agent'
 import type { ToolFilter } from '@dsh/tools'
-import type { HelperRef, PermissionLevel } from '@dsh/session'
+import type { DelegationBudget, HelperRef, PermissionLevel } from '@dsh/session'
 import type { ContinuablePreparation, PrepareContinuableRequest, RemoteChildRecord, RemoteConversation } from './continuable/types.js'
 
 /** How a run ended. Consumers treat any value they do not know as a failure. */
@@ -82,11 +82,12 @@ export interface SubagentRequest {
   progress?: ProgressSink
 }
 
-/** A child's budget (`SubagentRequest.budget`): positive whole numbers. */
-export interface ChildBudget {
-  outputTokens?: number
-  inputTokens?: number
-}
+/**
+ * A child's budget (`SubagentRequest.budget`), over it and every descendant it starts:
+ * positive numbers. The tree gate hands each child on what it may still use (the least of
+ * its own, its ancestors' and its tree's), and a remote child carries that in its lineage.
+ */
+export type ChildBudget = DelegationBudget
 
 /** A child's token usage, summed over its model calls. */
 export interface SubagentUsage {

@@ -6,6 +6,7 @@ import { TaskError, type TaskOutcome, type TaskReservation } from '@dsh/tasks'
 import type { ToolExecution, ToolOutput } from '@dsh/tools'
 import type {} from '@dsh/approvals'
 import { BackgroundActivity } from './background-activity.js'
+import { endingOf } from './foreground.js'
 
 export const NO_TASKS_MESSAGE = 'background delegation needs the tasks runtime: load @dsh/tasks and @dsh/tool-tasks'
 
@@ -24,7 +25,7 @@ export function runOutcome(result: SubagentResult): TaskOutcome {
     case 'killed':
       return { status, detail: 'the subagent was stopped', output: text }
     case 'failed':
-      return { status, detail: result.diagnostic ? `${result.stopReason}: ${result.diagnostic}` : result.stopReason, output: text }
+      return { status, detail: endingOf(result), output: text }
     default:
       return assertNever(status)
   }

@@ -56,6 +56,16 @@ function collected(result: SubagentResult | undefined, resultError: unknown, dis
   return { isError: true, content: `${typeof rendered.content === 'string' ? rendered.content : ''}\n${problems.join('\n')}` }
 }
 
+/**
+ * How a run ended, in words: its stop reason with the diagnostic (`error: …`), said once
+ * when the diagnostic already names it (a budget's `budget: the … budget of … is spent`).
+ */
+export function endingOf(result: Pick<SubagentResult, 'stopReason' | 'diagnostic'>): string {
+  const { stopReason, diagnostic } = result
+  if (!diagnostic) return stopReason
+  return diagnostic.startsWith(`${stopReason}:`) ? diagnostic : `${stopReason}: ${diagnostic}`
+}
+
 /** `completed` is the answer; any other reason is an error naming it, with the diagnostic and partial output. */
 export function renderResult(result: SubagentResult): Exclude<ToolOutput, string> & { content: string } {
   const text = outputText(result.output)
@@ -63,7 +73,7 @@ export function renderResult(result: SubagentResult): Exclude<ToolOutput, string
     const answer = result.structured !== undefined ? JSON.stringify(result.structured) : text
     return { content: answer || '(the subagent finished without any output)' }
   }
-  const lines = [`the subagent ended ${result.stopReason}${result.diagnostic ? `: ${result.diagnostic}` : ''}`]
+  const lines = [`the subagent ended ${endingOf(result)}`]
   if (text) lines.push(`partial output:\n${text}`)
   return { isError: true, content: lines.join('\n') }
 }

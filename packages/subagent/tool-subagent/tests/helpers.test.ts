@@ -254,7 +254,7 @@ describe('a helper with a budget', () => {
     await parent.followup('go')
     const result = parent.session.events().find((event) => event.type === 'tool/result')
     expect(result?.type === 'tool/result' && result.result.isError).toBe(true)
-    expect(result?.type === 'tool/result' && textOf(result.result.content)).toMatch(/^the subagent ended error: budget: this child's output-token budget of 30 is spent \((3\d|4\d) output tokens used by it and its children\); it was stopped/)
+    expect(result?.type === 'tool/result' && textOf(result.result.content)).toMatch(/^the subagent ended budget: this child's output-token budget of 30 is spent \((3\d|4\d) output tokens used by it and its children\); it was stopped/)
   })
 })
 

@@ -61,7 +61,7 @@ describe('a tree budget of output tokens', () => {
     const refused = tasks.filter((task) => /could not be started: budget: .*no more children start/.test(task.detail ?? ''))
     expect(stopped.length).toBeGreaterThan(0)
     expect(stopped.length + refused.length).toBe(6)
-    expect(stopped[0]!.detail).toMatch(new RegExp(`^error: budget: the delegation tree's output-token budget of ${budget} is spent \\(\\d+ output tokens used by its children\\)`))
+    expect(stopped[0]!.detail).toMatch(new RegExp(`^budget: the delegation tree's output-token budget of ${budget} is spent \\(\\d+ output tokens used by its children\\)`))
     // Nothing started once the first child was stopped.
     const firstStop = Math.min(...ends.map((end) => end.at))
     expect(starts.every((at) => at <= firstStop)).toBe(true)
@@ -83,7 +83,7 @@ describe('a tree budget of output tokens', () => {
     const parent = await harness.agent()
     expect(await parent.followup('go')).toMatchObject({ reason: 'completed' })
     const [first, second] = results(parent)
-    expect(first).toMatchObject({ isError: true, text: expect.stringMatching(/^the subagent ended error: budget: the delegation tree's output-token budget of 12 is spent \(\d+ output tokens used by its children\); this child was stopped/) })
+    expect(first).toMatchObject({ isError: true, text: expect.stringMatching(/^the subagent ended budget: the delegation tree's output-token budget of 12 is spent \(\d+ output tokens used by its children\); this child was stopped/) })
     expect(second).toMatchObject({ isError: true, text: expect.stringMatching(/^the subagent could not be started: budget: the delegation tree's output-token budget of 12 is spent/) })
   })
 
@@ -101,7 +101,7 @@ describe('a tree budget of output tokens', () => {
     await parent.followup('go')
     expect(results(parent)[0]!.text).toMatch(/budget: the delegation tree's output-token budget of 20 is spent/)
     // The grandchild (deeper) was stopped by the root's budget.
-    expect(ends.find((end) => end.parentId !== parent.id)).toMatchObject({ stopReason: 'error', diagnostic: expect.stringMatching(/^budget: /) })
+    expect(ends.find((end) => end.parentId !== parent.id)).toMatchObject({ stopReason: 'budget', diagnostic: expect.stringMatching(/^budget: /) })
   })
 })
 
@@ -128,7 +128,7 @@ describe('a remote child under a tree budget', () => {
           local: false,
           result,
           cancel: (reason) => {
-            cancels.push(String(reason))
+            cancels.push(reason instanceof Error ? reason.message : String(reason))
             clearInterval(timer)
             finish({ output: [], stopReason: 'aborted' })
           },
@@ -145,7 +145,7 @@ describe('a remote child under a tree budget', () => {
     const parent = await harness.agent()
     await parent.followup('go')
     expect(cancels).toEqual([expect.stringMatching(/^budget: the delegation tree's output-token budget of 45 is spent \(50 output tokens used by its children\); this child was stopped$/)])
-    expect(results(parent)[0]).toMatchObject({ isError: true, text: expect.stringMatching(/^the subagent ended error: budget: .*\(50 output tokens used by its children\)/) })
+    expect(results(parent)[0]).toMatchObject({ isError: true, text: expect.stringMatching(/^the subagent ended budget: .*\(50 output tokens used by its children\)/) })
   })
 })
 
@@ -161,7 +161,7 @@ describe('a tree budget of cost', () => {
     price({ 'scripted:test': { input: 0, output: 1000 } })
     const parent = await harness.agent()
     await parent.followup('go')
-    expect(results(parent)[0]).toMatchObject({ isError: true, text: expect.stringMatching(/^the subagent ended error: budget: the delegation tree's cost budget of 0.04 is spent \(0\.0[45]\d* used by its children, by the prices table\); this child was stopped/) })
+    expect(results(parent)[0]).toMatchObject({ isError: true, text: expect.stringMatching(/^the subagent ended budget: the delegation tree's cost budget of 0.04 is spent \(0\.0[45]\d* used by its children, by the prices table\); this child was stopped/) })
   })
 
   it('stops a child whose model has no price, and refuses to start any child without a price table', async () => {
@@ -172,7 +172,7 @@ describe('a tree budget of cost', () => {
     price({ 'other:model': { input: 1, output: 1 } })
     const second = await harness.agent()
     await second.followup('go')
-    expect(results(second)[0]!.text).toMatch(/^the subagent ended error: budget: the delegation tree has a cost budget of 1, but model "scripted:test" has no price in the prices table/)
+    expect(results(second)[0]!.text).toMatch(/^the subagent ended budget: the delegation tree has a cost budget of 1, but model "scripted:test" has no price in the prices table/)
   })
 })
 

@@ -299,6 +299,7 @@ export function transcript(stored: StoredSession, location?: string): string {
     header.provider && `provider ${header.provider}`,
     header.helper && `helper ${header.helper.name} (definition ${header.helper.hash})`,
     header.delegationDepth !== undefined && `depth ${header.delegationDepth}`,
+    header.budget && `budget handed to it: ${Object.entries(header.budget).map(([limit, value]) => `${limit} ${value}`).join(', ')}`,
     header.seedLength && `seeded with ${header.seedLength} events of its parent`,
   ].filter(Boolean)
   const out = [`session ${header.id}  ${when(header.createdAt)}  ${header.origin ?? ''}${lineage.length ? `  (${lineage.join(', ')})` : ''}`, `cwd ${header.cwd}${location ? `  file ${location}` : ''}`]

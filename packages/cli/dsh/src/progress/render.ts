@@ -36,12 +36,12 @@ export function usageText(usage: SubagentUsage | undefined): string {
 export function treeLines(tracker: ProgressTracker, now: number, width = 100): string[] {
   return tracker.walk().map(({ node, depth, last }) => {
     const branch = depth === 0 ? '' : last.slice(1, -1).map((isLast) => (isLast ? '   ' : '│  ')).join('') + (last.at(-1) ? '└─ ' : '├─ ')
-    const name = node.provider === 'root' ? 'dsh' : `${byWhom(node)} ${shortId(node.id)}`
+    const name = node.provider === 'root' ? 'dsh' : node.queued ? byWhom(node) : `${byWhom(node)} ${shortId(node.id)}`
     const label = node.label ? ` "${node.label}"` : ''
     const used = usageText(node.usage)
     const activity = node.state === 'running' && node.waiting !== undefined ? `waiting for approval: ${node.waiting}` : node.state === 'running' && !node.idle ? node.activity : node.state === 'failed' && node.stopReason ? `(${node.stopReason})` : undefined
-    // A continuable child between turns is idle, whatever its last turn's outcome.
-    const shown = node.idle ? `idle after ${node.stopReason ?? 'its turn'}` : node.state
+    // A continuable child between turns is idle, whatever its last turn's outcome; a queued delegation has no child yet.
+    const shown = node.idle ? `idle after ${node.stopReason ?? 'its turn'}` : node.queued ? 'queued' : node.state
     const line = `${branch}${node.idle ? '◦' : MARK[node.state]} ${name}${label}  ${shown} ${seconds(elapsed(node, now))}${used ? `  ${used}` : ''}${activity ? `  ${activity}` : ''}`
     return truncateColumns(line, width)
   })
@@ -63,6 +63,8 @@ function byWhom(node: ProgressNode): string {
  */
 export function lifecycleLine(change: ProgressChange, now: number): string | undefined {
   const { node } = change
+  if (change.kind === 'budget') return `[budget] ${change.text}`
+  if (change.kind === 'queued') return `[subagent] queued ${node.provider}${node.label ? ` "${node.label}"` : ''}${node.helper !== undefined ? ` [helper ${node.helper}]` : ''} (parent ${node.parentId}): its tree is at its cap`
   if (change.kind === 'step' || node.provider === 'root') return undefined
   if (change.kind === 'tool') return `[subagent] tool ${who(node)} ${change.name}${change.args ? ` ${change.args}` : ''}`
   if (change.kind === 'start') return `[subagent] start ${who(node)} (parent ${node.parentId})`
@@ -84,8 +86,9 @@ export class TtyTreeRenderer {
 
   constructor(private readonly tracker: ProgressTracker, private readonly out: NodeJS.WriteStream, intervalMs = 100) {
     tracker.onChange((change) => {
-      // Activity redraws with the next tick; a run starting or ending is drawn at once.
-      if (change.kind === 'start' || change.kind === 'end') this.draw()
+      // Activity redraws with the next tick; a run starting or ending is drawn at once; a budget note stands above the tree.
+      if (change.kind === 'budget') this.note(`dsh: ${change.text}`)
+      else if (change.kind === 'start' || change.kind === 'end' || change.kind === 'queued') this.draw()
     })
     this.timer = setInterval(() => {
       // elapsed times tick even when nothing else changed

@@ -10,7 +10,7 @@ import type { Context } from 'cordis'
 import type { Agent } from '@dsh/agent'
 import type { SessionUpdate } from '@dsh/session'
 import type { ApprovalRequestInfo } from '@dsh/approvals'
-import { addUsage, displayLine, noUsage, summariseArgs, type SubagentProgress, type SubagentProgressInfo, type SubagentRunEndInfo, type SubagentRunInfo, type SubagentUsage } from '@dsh/subagent'
+import { addUsage, displayLine, noUsage, summariseArgs, type BudgetEvent, type SubagentProgress, type SubagentProgressInfo, type SubagentQueuedInfo, type SubagentRunEndInfo, type SubagentRunInfo, type SubagentUsage } from '@dsh/subagent'
 import { compactArgs } from './compact-args.js'
 
 export type NodeState = ProgressState
@@ -44,6 +44,8 @@ export interface ProgressNode {
    * request is pending at the broker (`approval/pending` until `approval/settled`).
    */
   waiting?: string
+  /** A delegation waiting for a slot of its tree's cap: no child exists yet (`subagent/queued`). */
+  queued?: boolean
   children: string[]
 }
 
@@ -56,6 +58,10 @@ export type ProgressChange =
   | { kind: 'start' | 'end'; node: ProgressNode }
   | { kind: 'step'; node: ProgressNode }
   | { kind: 'tool'; node: ProgressNode; name: string; args?: string }
+  /** A delegation began to wait for a slot (its node is `queued` until it starts or goes). */
+  | { kind: 'queued'; node: ProgressNode }
+  /** A budget of the tree: a limit near, spent, or a child stopped by its own (`text` says which). */
+  | { kind: 'budget'; node: ProgressNode; text: string; event: BudgetEvent }
 
 /** A reason the tree has no word for (a newer provider's) is a failure. */
 export function stateOf(stopReason: string): NodeState {
@@ -74,9 +80,43 @@ export class ProgressTracker {
     // Listening is what makes children report: with no tracker (--quiet) nothing is built.
     this.unsubscribe.push(ctx.on('subagent/progress', (info) => this.progressed(info)))
     this.unsubscribe.push(ctx.on('subagent/end', (info) => this.ended(info)))
+    // A delegation waiting for a slot is in the tree as queued until it starts (or goes).
+    this.unsubscribe.push(ctx.on('subagent/queued', (info) => this.queuedChange(info)))
+    // Budget warnings and stops are said once, on the tree's root or the child stopped.
+    this.unsubscribe.push(ctx.on('subagent/budget', (event) => {
+      const node = this.nodes.get(event.childId ?? '') ?? this.nodes.get(this.root.id)!
+      this.emit({ kind: 'budget', node, text: displayLine(event.text), event })
+    }))
     // Approvals: a child waiting for one says so until it is answered (none without a broker).
     this.unsubscribe.push(ctx.on('approval/pending', (request) => this.waitingFor(request, true)))
     this.unsubscribe.push(ctx.on('approval/settled', ({ request }) => this.waitingFor(request, false)))
+  }
+
+  /** Queued delegations' nodes, by parent and tool call (a delegation without a call gets a counter). */
+  private readonly queuedNodes = new Map<string, string>()
+  private queuedCounter = 0
+
+  private queuedChange(info: SubagentQueuedInfo): void {
+    const key = `${info.parentId}\0${info.callId ?? ''}`
+    if (info.queued) {
+      const id = `queued-${++this.queuedCounter}`
+      const node: ProgressNode = { id, provider: info.provider, parentId: info.parentId, state: 'running', queued: true, startedAt: this.now(), children: [], openTools: new Map() }
+      if (info.label !== undefined) node.label = displayLine(info.label)
+      if (info.helper !== undefined) node.helper = displayLine(info.helper)
+      this.nodes.set(id, node)
+      this.queuedNodes.set(key, id)
+      this.nodes.get(info.parentId)?.children.push(id)
+      this.emit({ kind: 'queued', node })
+      return
+    }
+    const id = this.queuedNodes.get(key)
+    if (id === undefined) return
+    this.queuedNodes.delete(key)
+    const node = this.nodes.get(id)!
+    this.nodes.delete(id)
+    const parent = this.nodes.get(info.parentId)
+    if (parent) parent.children = parent.children.filter((child) => child !== id)
+    this.emit({ kind: 'step', node: parent ?? node })
   }
 
   /** Requests pending per node id, so a node waits as long as any of its requests does. */

@@ -18,6 +18,8 @@ export function settlementSummary(childId: string, stopReason: StopReason): stri
       return `Subagent ${childId} declined its turn.`
     case 'error':
       return `Subagent ${childId} failed its turn.`
+    case 'budget':
+      return `Subagent ${childId} was stopped by a budget before it finished its turn (the diagnostic says which).`
     default:
       return assertNever(stopReason, 'stop reason')
   }
