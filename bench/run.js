@@ -33,6 +33,7 @@ const plan = [
   { scenario: 'queueFanout', arg: 30, file: 'queue-scenario.js' },
   { scenario: 'queueThroughput', arg: 1000, file: 'queue-scenario.js' },
   { scenario: 'uiRender', arg: 1000, file: 'ui.js' },
+  { scenario: 'uiAnswer', arg: 200, file: 'ui.js' },
   { scenario: 'startup', arg: 8, file: 'startup.js' },
   { scenario: 'progress', arg: 2000, file: 'progress.js' },
   { scenario: 'fanoutTraced', arg: 100, file: 'tracing.js' },
