@@ -161,9 +161,37 @@ export interface SessionHeader {
    * left): a root with one is bounded by it in its own process (see `@dsh/subagent`).
    */
   budget?: DelegationBudget
+  /**
+   * The workspace of its own a delegation gave this session's agent (`@dsh/workspaces`):
+   * its directory is also `cwd`. Absent: it works in its parent's directory.
+   */
+  workspace?: WorkspaceRef
+  /**
+   * Its commands run confined (bubblewrap, see `@dsh/bash`): `cwd` writable, the rest of the
+   * file system read-only, no other process visible, and no network unless `network`.
+   */
+  sandbox?: SandboxSpec
 }
 
-/** A budget handed to a delegation: positive numbers, every one optional. */
+/** Where a child works when it has a workspace of its own. */
+export interface WorkspaceRef {
+  /** `worktree`: a git worktree of the parent's repository on a branch of its own; `copy`: a copy of a directory that is not one. */
+  mode: 'worktree' | 'copy'
+  /** The workspace's directory, absolute. */
+  path: string
+  /** The directory it was made from (the parent's), absolute. */
+  source: string
+  /** `worktree`: its branch. */
+  branch?: string
+  /** `worktree`: the commit it started from. */
+  base?: string
+}
+
+/** How a session's commands are confined (`SessionHeader.sandbox`). */
+export interface SandboxSpec {
+  /** Whether its commands may reach the network. */
+  network: boolean
+}: positive numbers, every one optional. */
 export interface DelegationBudget {
   outputTokens?: number
   inputTokens?: number

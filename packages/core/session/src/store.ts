@@ -3,7 +3,7 @@ import { Context, Service } from 'cordis'
 import Schema from 'schemastery'
 import { errorMessage, rejectOnThrow } from '@dsh/base'
 import { SessionError } from './errors.js'
-import type { DelegationBudget, HelperRef, PermissionLevel, SessionEvent, SessionHeader, TraceContext } from './events.js'
+import type { DelegationBudget, HelperRef, PermissionLevel, SandboxSpec, SessionEvent, SessionHeader, TraceContext, WorkspaceRef } from './events.js'
 import { Session } from './session.js'
 
 declare module 'cordis' {
@@ -67,6 +67,10 @@ export interface SessionInit {
   permissions?: readonly PermissionLevel[]
   /** See `SessionHeader.budget`. */
   budget?: DelegationBudget
+  /** See `SessionHeader.workspace`. */
+  workspace?: WorkspaceRef
+  /** See `SessionHeader.sandbox`. */
+  sandbox?: SandboxSpec
   /** Share the first `length` events of `session` as this session's history (fork). */
   seed?: { session: Session; length: number }
   /**
@@ -139,6 +143,8 @@ export class SessionStore extends Service {
     if (init.attempt !== undefined) header.attempt = init.attempt
     if (init.permissions !== undefined) header.permissions = init.permissions
     if (init.budget !== undefined) header.budget = init.budget
+    if (init.workspace !== undefined) header.workspace = init.workspace
+    if (init.sandbox !== undefined) header.sandbox = init.sandbox
     const session = new Session(header, init.seed, this.reportListenerError)
     this.live.set(id, session)
     if (init.announce !== false) this.announce(session)

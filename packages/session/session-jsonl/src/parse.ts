@@ -94,6 +94,13 @@ export function headerOf(value: unknown, file: string, id: string): SessionHeade
     throw fail('header.trace must be { traceparent: string, tracestate?: string } when present')
   }
   if (header.budget !== undefined && readDelegationBudget(header.budget) === undefined) throw fail('header.budget must be { outputTokens?, inputTokens?, cost?, children?, wallTimeMs? } of non-negative numbers when present')
+  if (header.workspace !== undefined) {
+    const workspace = header.workspace
+    if (!isObject(workspace) || (workspace.mode !== 'worktree' && workspace.mode !== 'copy') || typeof workspace.path !== 'string' || typeof workspace.source !== 'string' || (workspace.branch !== undefined && typeof workspace.branch !== 'string') || (workspace.base !== undefined && typeof workspace.base !== 'string')) {
+      throw fail('header.workspace must be { mode: "worktree" | "copy", path, source, branch?, base? } when present')
+    }
+  }
+  if (header.sandbox !== undefined && !(isObject(header.sandbox) && typeof header.sandbox.network === 'boolean')) throw fail('header.sandbox must be { network: boolean } when present')
   if (header.permissions !== undefined) {
     const problem = permissionLevelsProblem(header.permissions, 'header.permissions')
     if (problem) throw fail(problem)
