@@ -191,7 +191,9 @@ export interface WorkspaceRef {
 export interface SandboxSpec {
   /** Whether its commands may reach the network. */
   network: boolean
-}: positive numbers, every one optional. */
+}
+
+/** A budget handed to a delegation: positive numbers, every one optional. */
 export interface DelegationBudget {
   outputTokens?: number
   inputTokens?: number
