@@ -14,6 +14,7 @@ import { delimiter, join } from 'node:path'
 const NEEDED = [
   { program: 'redis-server', pkg: 'redis-server', for: 'the queue provider and dsh worker tests' },
   { program: 'chromium', pkg: 'chromium', for: "dsh ui's browser test" },
+  { program: 'bwrap', pkg: 'bubblewrap', for: "the bash sandbox's tests (@dsh/bash, @dsh/tool-bash)" },
 ]
 
 function onPath(program) {
