@@ -1,0 +1,76 @@
+/**
+ * What a child changed in its workspace, read from git: its commits since the workspace's
+ * base and what it left uncommitted, untracked files included. A copy is tracked by a git
+ * directory of dsh's own outside the copy (`gitDir`), so the child never sees one.
+ */
+import { existsSync } from 'node:fs'
+import { git, gitResult } from './git.js'
+import type { ChangedFile, WorkspaceChanges, WorkspaceRecord } from './types.js'
+
+/** The git arguments that address a workspace's repository: a worktree's own, or a copy's outside git directory. */
+export function gitArgs(record: WorkspaceRecord, gitDir: string | undefined): string[] {
+  return gitDir === undefined ? [] : [`--git-dir=${gitDir}`, `--work-tree=${record.root}`]
+}
+
+export async function readChanges(record: WorkspaceRecord, gitDir: string | undefined): Promise<WorkspaceChanges> {
+  const base: WorkspaceChanges = { childId: record.childId, mode: record.mode, path: record.path, ...(record.branch !== undefined && { branch: record.branch }), files: [], diffstat: 'no changes', committed: false, uncommitted: false }
+  if (!existsSync(record.root)) return { ...base, missing: true }
+  const at = gitArgs(record, gitDir)
+  const committed = record.mode === 'worktree' && Number((await git(record.root, [...at, 'rev-list', '--count', `${record.base}..HEAD`], 'counting the child\'s commits')).trim()) > 0
+  const status = await git(record.root, [...at, 'status', '--porcelain', '-z', '--untracked-files=all'], 'reading the workspace\'s status')
+  const uncommitted = status !== ''
+  const files = new Map<string, ChangedFile>()
+  // Everything since the base, in the working tree (committed or not), tracked files.
+  for (const [path, status] of nameStatus(await git(record.root, [...at, 'diff', '--no-renames', '--name-status', '-z', record.base], 'listing the changed files'))) {
+    files.set(path, { path, status })
+  }
+  for (const [path, added, removed] of numstat(await git(record.root, [...at, 'diff', '--no-renames', '--numstat', '-z', record.base], 'counting the changed lines'))) {
+    const file = files.get(path)
+    if (file && added !== undefined) Object.assign(file, { added, removed })
+  }
+  // Untracked files (not ignored) are additions too.
+  for (const path of (await git(record.root, [...at, 'ls-files', '--others', '--exclude-standard', '-z'], 'listing new files')).split('\0').filter(Boolean)) {
+    if (!files.has(path)) files.set(path, { path, status: 'added', ...(await countLines(record, gitDir, path)) })
+  }
+  const list = [...files.values()].sort((a, b) => a.path.localeCompare(b.path))
+  return { ...base, files: list, diffstat: diffstat(list), committed, uncommitted }
+}
+
+/** `git diff --name-status -z`: status letter, then the path. */
+function nameStatus(output: string): Array<[string, ChangedFile['status']]> {
+  const parts = output.split('\0')
+  const found: Array<[string, ChangedFile['status']]> = []
+  for (let index = 0; index + 1 < parts.length; index += 2) {
+    const letter = parts[index]![0]
+    const status = letter === 'A' ? 'added' : letter === 'D' ? 'deleted' : 'modified'
+    found.push([parts[index + 1]!, status])
+  }
+  return found
+}
+
+/** `git diff --numstat -z`: added, removed and path per record (`-` for a binary file). */
+function numstat(output: string): Array<[string, number | undefined, number | undefined]> {
+  return output
+    .split('\0')
+    .filter(Boolean)
+    .map((record) => {
+      const [added, removed, ...path] = record.split('\t')
+      const binary = added === '-'
+      return [path.join('\t'), binary ? undefined : Number(added), binary ? undefined : Number(removed)]
+    })
+}
+
+async function countLines(record: WorkspaceRecord, gitDir: string | undefined, path: string): Promise<{ added?: number; removed?: number }> {
+  // `--no-index` diff against /dev/null counts an untracked file's lines as git would.
+  const result = await gitResult(record.root, [...gitArgs(record, gitDir), 'diff', '--no-index', '--numstat', '-z', '/dev/null', path])
+  const [parsed] = numstat(result.stdout)
+  return parsed && parsed[1] !== undefined ? { added: parsed[1], removed: 0 } : {}
+}
+
+/** `3 files changed, 10 insertions(+), 2 deletions(-)`, as git says it. */
+export function diffstat(files: readonly ChangedFile[]): string {
+  if (files.length === 0) return 'no changes'
+  const added = files.reduce((sum, file) => sum + (file.added ?? 0), 0)
+  const removed = files.reduce((sum, file) => sum + (file.removed ?? 0), 0)
+  return `${files.length} ${files.length === 1 ? 'file' : 'files'} changed, ${added} ${added === 1 ? 'insertion' : 'insertions'}(+), ${removed} ${removed === 1 ? 'deletion' : 'deletions'}(-)`
+}

@@ -1,0 +1,378 @@
+/**
+ * `ctx.workspaces`: workspaces of their own for children. `worktree` is a git worktree of
+ * the parent's repository on a new branch (`dsh/<label>-<id>`) from the parent's current
+ * commit; `copy` is a copy of a directory that is not a repository, tracked by a git
+ * directory of dsh's own outside it. What the child changed is read from git when its
+ * run ends (`changes`), becomes part of its result, and is brought back into the parent's
+ * tree (`merge`) or thrown away (`discard`). A workspace with no changes is removed when
+ * its child is done (`release`); one with changes is kept until merged or discarded.
+ *
+ * Every workspace is a record on disk (`<dir>/records/<id>.json`) written before the
+ * worktree exists and removed after it is gone, so a run killed with SIGKILL leaves a
+ * record naming what it left: the next `dsh` start reports orphans, `dsh workspaces
+ * list` shows them and `clean` removes them.
+ *
+ * A worktree starts from a commit: a parent tree with uncommitted changes to tracked files
+ * is refused (commit or stash them, or use `copy` or the shared directory), and so is a
+ * repository with submodules (a worktree would not carry them).
+ */
+import { randomBytes } from 'node:crypto'
+import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, realpathSync, renameSync, rmSync, writeFileSync } from 'node:fs'
+import { homedir } from 'node:os'
+import { basename, dirname, isAbsolute, join, relative, resolve, sep } from 'node:path'
+import { Context, Service } from 'cordis'
+import Schema from 'schemastery'
+import { errorMessage, isRecord } from '@dsh/base'
+import { processAlive } from '@dsh/process'
+import type { WorkspaceRef } from '@dsh/session'
+import { gitArgs, readChanges } from './changes.js'
+import { WorkspaceError } from './errors.js'
+import { commitEnvironment, git, gitCommit, gitResult, lastLines } from './git.js'
+import type { MergeOutcome, WorkspaceChanges, WorkspaceRecord, WorkspaceRequest } from './types.js'
+
+declare module 'cordis' {
+  interface Context {
+    workspaces: WorkspaceService
+  }
+}
+
+export class WorkspaceService extends Service {
+  static Config: Schema<WorkspaceService.Config> = Schema.object({
+    dir: Schema.string().min(1).description('Where workspaces and their records live (default: $DSH_HOME/workspaces, else ~/.dsh/workspaces).'),
+    maxLivePerTree: Schema.natural().min(1).max(1000).default(8).description('Most workspaces one delegation tree may have live at once; more are refused.'),
+  })
+
+  readonly dir: string
+  private readonly maxLivePerTree: number
+  /** This process's workspaces by child id. */
+  private readonly mine = new Map<string, WorkspaceRecord>()
+  /** One operation at a time per repository: git's index lock would refuse a second. */
+  private readonly locks = new Map<string, Promise<unknown>>()
+
+  constructor(ctx: Context, config: Partial<WorkspaceService.Config> = {}) {
+    super(ctx, 'workspaces')
+    this.dir = resolve(config.dir ?? join(process.env.DSH_HOME ? resolve(process.env.DSH_HOME) : join(homedir(), '.dsh'), 'workspaces'))
+    this.maxLivePerTree = config.maxLivePerTree ?? 8
+  }
+
+  /** Make a workspace for a child; nothing is left behind when it fails. */
+  async create(request: WorkspaceRequest): Promise<{ ref: WorkspaceRef; record: WorkspaceRecord }> {
+    if (!isAbsolute(request.source)) throw new WorkspaceError('INVALID', `a workspace is made from an absolute directory (got ${JSON.stringify(request.source)})`)
+    const live = [...this.mine.values()].filter((record) => record.tree === request.tree && record.state === 'live').length
+    if (live >= this.maxLivePerTree) {
+      throw new WorkspaceError('TOO_MANY', `this delegation tree already has ${live} live workspaces, the most allowed (workspaces.maxLivePerTree ${this.maxLivePerTree}); merge or discard some, or give the child the shared directory`)
+    }
+    if (this.mine.has(request.childId)) throw new WorkspaceError('INVALID', `child ${request.childId} has a workspace already`)
+    const source = realpathSync(request.source)
+    const id = `${slug(request.label)}-${request.childId.slice(-8).replace(/[^A-Za-z0-9]/g, '')}-${randomBytes(2).toString('hex')}`
+    const root = join(this.dir, 'trees', id)
+    mkdirSync(join(this.dir, 'records'), { recursive: true })
+    mkdirSync(join(this.dir, 'trees'), { recursive: true })
+    const record = request.mode === 'worktree' ? await this.makeWorktree(request, source, id, root) : await this.makeCopy(request, source, id, root)
+    this.mine.set(request.childId, record)
+    const ref: WorkspaceRef = { mode: record.mode, path: record.path, source: record.source, ...(record.branch !== undefined && { branch: record.branch }), base: record.base }
+    return { ref, record }
+  }
+
+  private async makeWorktree(request: WorkspaceRequest, source: string, id: string, root: string): Promise<WorkspaceRecord> {
+    const top = await gitResult(source, ['rev-parse', '--show-toplevel'])
+    if (top.code !== 0) throw new WorkspaceError('NOT_A_REPOSITORY', `${source} is not in a git repository, so a child cannot have a worktree of it; use workspace: copy (a copy of the directory) or shared`)
+    const repository = top.stdout.trim()
+    return this.serial(repository, async () => {
+      const head = await gitResult(repository, ['rev-parse', '--verify', '--quiet', 'HEAD'])
+      if (head.code !== 0) throw new WorkspaceError('NOT_A_REPOSITORY', `the repository ${repository} has no commit yet, so a worktree has nothing to start from; commit first, or use workspace: copy`)
+      const dirty = (await git(repository, ['status', '--porcelain', '--untracked-files=no', '-z'], 'reading the parent\'s tree')).split('\0').filter(Boolean)
+      if (dirty.length > 0) {
+        const named = dirty.slice(0, 5).map((entry) => entry.slice(3)).join(', ')
+        throw new WorkspaceError('DIRTY_TREE', `the parent's tree has uncommitted changes (${dirty.length} ${dirty.length === 1 ? 'file' : 'files'}: ${named}${dirty.length > 5 ? ', …' : ''}); a child's worktree starts from a commit, so commit or stash them first, or use workspace: copy or shared`)
+      }
+      if (existsSync(join(repository, '.gitmodules')) && (await git(repository, ['submodule', 'status'], 'listing submodules')).trim() !== '') {
+        throw new WorkspaceError('SUBMODULES', `the repository ${repository} has submodules, which a worktree would not carry; use workspace: copy or shared`)
+      }
+      const branch = `dsh/${id}`
+      const exists = await gitResult(repository, ['rev-parse', '--verify', '--quiet', `refs/heads/${branch}`])
+      if (exists.code === 0) throw new WorkspaceError('BRANCH_EXISTS', `the branch ${branch} exists already; delete it or run again (each child gets a new name)`)
+      const base = head.stdout.trim()
+      const within = relative(repository, source)
+      const record: WorkspaceRecord = {
+        id,
+        childId: request.childId,
+        tree: request.tree,
+        mode: 'worktree',
+        root,
+        path: within === '' ? root : join(root, within),
+        source,
+        repository,
+        branch,
+        base,
+        ...(request.label !== undefined && { label: request.label }),
+        createdAt: new Date().toISOString(),
+        pid: process.pid,
+        state: 'live',
+      }
+      // The record first: a process killed between the two still names what it made.
+      this.writeRecord(record)
+      try {
+        await git(repository, ['worktree', 'add', '--quiet', '-b', branch, root, base], 'making the worktree')
+      } catch (error) {
+        this.removeRecord(record)
+        await gitResult(repository, ['worktree', 'prune'])
+        throw error
+      }
+      return record
+    })
+  }
+
+  private async makeCopy(request: WorkspaceRequest, source: string, id: string, root: string): Promise<WorkspaceRecord> {
+    const record: WorkspaceRecord = {
+      id,
+      childId: request.childId,
+      tree: request.tree,
+      mode: 'copy',
+      root,
+      path: root,
+      source,
+      base: '',
+      ...(request.label !== undefined && { label: request.label }),
+      createdAt: new Date().toISOString(),
+      pid: process.pid,
+      state: 'live',
+    }
+    this.writeRecord(record)
+    const gitDir = this.gitDirOf(record)
+    try {
+      // Everything but a repository's own metadata: a copy is tracked by dsh's git directory, outside it.
+      cpSync(source, root, { recursive: true, verbatimSymlinks: true, errorOnExist: true, force: false, filter: (path) => basename(path) !== '.git' || path === source })
+      mkdirSync(gitDir, { recursive: true })
+      await git(root, ['init', '--quiet', `--separate-git-dir=${gitDir}`], 'tracking the copy')
+      // `init --separate-git-dir` leaves a `.git` file pointing at it: the child must not find one.
+      rmSync(join(root, '.git'), { force: true })
+      await git(root, [...gitArgs(record, gitDir), 'add', '--all', '--force'], 'recording the copy')
+      await gitCommit(root, [...gitArgs(record, gitDir), 'commit', '--quiet', '--allow-empty', '--no-verify', '-m', 'dsh: the copy as it was made'], 'recording the copy')
+      record.base = (await git(root, [...gitArgs(record, gitDir), 'rev-parse', 'HEAD'], 'recording the copy')).trim()
+      this.writeRecord(record)
+      return record
+    } catch (error) {
+      rmSync(root, { recursive: true, force: true })
+      rmSync(gitDir, { recursive: true, force: true })
+      this.removeRecord(record)
+      throw error instanceof WorkspaceError ? error : new WorkspaceError('INVALID', `${source} could not be copied for the child: ${errorMessage(error)}`)
+    }
+  }
+
+  /** What child `childId` changed in its workspace so far. */
+  async changes(childId: string): Promise<WorkspaceChanges> {
+    const record = this.recordOf(childId)
+    return readChanges(record, record.mode === 'copy' ? this.gitDirOf(record) : undefined)
+  }
+
+  /**
+   * The child is done: a workspace with no changes is removed (`undefined`), one with
+   * changes is kept for its parent to merge or discard (its changes).
+   */
+  async release(childId: string): Promise<WorkspaceChanges | undefined> {
+    const record = this.mine.get(childId)
+    if (record === undefined) return undefined
+    const changes = await this.changes(childId).catch(() => undefined)
+    if (changes !== undefined && changes.files.length === 0 && !changes.committed && !changes.missing) {
+      await this.discard(childId)
+      return undefined
+    }
+    record.state = 'kept'
+    this.writeRecord(record)
+    return changes
+  }
+
+  /**
+   * Bring child `childId`'s changes into the directory it came from: a worktree's branch is
+   * merged (what it left uncommitted is committed on it first; the parent's tree must have
+   * no uncommitted changes to tracked files); a copy's changed files are written back, none
+   * of them if any was changed in the parent meanwhile. Conflicts change nothing and are
+   * listed. On success the workspace is removed.
+   */
+  async merge(childId: string): Promise<MergeOutcome> {
+    const record = this.recordOf(childId)
+    return record.mode === 'worktree' ? this.mergeWorktree(record) : this.mergeCopy(record)
+  }
+
+  private async mergeWorktree(record: WorkspaceRecord): Promise<MergeOutcome> {
+    const repository = record.repository!
+    return this.serial(repository, async () => {
+      const changes = await readChanges(record, undefined)
+      if (changes.uncommitted && !changes.missing) {
+        await git(record.root, ['add', '--all'], 'committing what the child left uncommitted')
+        await gitCommit(record.root, ['commit', '--quiet', '--no-verify', '-m', `dsh: what ${record.label ?? record.childId} left uncommitted`], 'committing what the child left uncommitted')
+      }
+      const ahead = Number((await git(repository, ['rev-list', '--count', `${record.base}..refs/heads/${record.branch}`], 'counting the child\'s commits')).trim())
+      if (ahead === 0) {
+        await this.discardNow(record)
+        return { ok: true, childId: record.childId, files: [], summary: `${record.branch} had no changes; the workspace was removed` }
+      }
+      const dirty = (await git(repository, ['status', '--porcelain', '--untracked-files=no', '-z'], 'reading the parent\'s tree')).split('\0').filter(Boolean)
+      if (dirty.length > 0) {
+        throw new WorkspaceError('MERGE_REFUSED', `the parent's tree has uncommitted changes (${dirty.slice(0, 5).map((entry) => entry.slice(3)).join(', ')}); commit or stash them before merging ${record.branch}`)
+      }
+      const merged = await gitResult(repository, ['merge', '--no-ff', '--no-edit', '-m', `dsh: merge ${record.branch}${record.label ? ` (${record.label})` : ''}`, `refs/heads/${record.branch}`], { env: await commitEnvironment(repository) })
+      if (merged.code !== 0) {
+        const conflicts = (await gitResult(repository, ['diff', '--name-only', '--diff-filter=U', '-z'])).stdout.split('\0').filter(Boolean)
+        await gitResult(repository, ['merge', '--abort'])
+        if (conflicts.length === 0) throw new WorkspaceError('MERGE_REFUSED', `git would not merge ${record.branch}: ${lastLines(merged.stderr || merged.stdout)}`)
+        return { ok: false, childId: record.childId, conflicts, summary: `merging ${record.branch} conflicts in ${conflicts.join(', ')}; nothing was changed (the branch and its workspace are kept)` }
+      }
+      const commit = (await git(repository, ['rev-parse', 'HEAD'], 'reading the merge')).trim()
+      await this.discardNow(record)
+      return { ok: true, childId: record.childId, files: changes.files, commit, summary: `merged ${record.branch}: ${changes.diffstat}` }
+    })
+  }
+
+  private async mergeCopy(record: WorkspaceRecord): Promise<MergeOutcome> {
+    const gitDir = this.gitDirOf(record)
+    const changes = await readChanges(record, gitDir)
+    if (changes.missing) throw new WorkspaceError('MERGE_REFUSED', `the copy ${record.root} is gone: there is nothing to bring back`)
+    // A file changed in the parent since the copy was made would be overwritten: a conflict
+    // (unless the parent holds exactly what the child wrote). Compared by git's blob ids.
+    const at = gitArgs(record, gitDir)
+    const blobOf = async (path: string) => (existsSync(path) ? (await git(record.root, [...at, 'hash-object', '--no-filters', path], 'reading a file')).trim() : undefined)
+    const conflicts: string[] = []
+    for (const file of changes.files) {
+      const original = await gitResult(record.root, [...at, 'rev-parse', '--verify', '--quiet', `${record.base}:${file.path}`])
+      const before = original.code === 0 ? original.stdout.trim() : undefined
+      const parentNow = await blobOf(join(record.source, file.path))
+      if (parentNow === before) continue
+      if (parentNow === (await blobOf(join(record.root, file.path)))) continue
+      conflicts.push(file.path)
+    }
+    if (conflicts.length > 0) {
+      return { ok: false, childId: record.childId, conflicts, summary: `${conflicts.length === 1 ? 'this file was' : 'these files were'} changed in the parent's directory since the copy was made: ${conflicts.join(', ')}; nothing was changed (the copy is kept)` }
+    }
+    for (const file of changes.files) {
+      const from = join(record.root, file.path)
+      const to = join(record.source, file.path)
+      if (file.status === 'deleted') rmSync(to, { force: true })
+      else {
+        mkdirSync(dirname(to), { recursive: true })
+        cpSync(from, to, { force: true, verbatimSymlinks: true })
+      }
+    }
+    await this.discardNow(record)
+    return { ok: true, childId: record.childId, files: changes.files, summary: `copied back ${changes.diffstat}` }
+  }
+
+  /** Throw child `childId`'s workspace away: its directory, its branch and its record. */
+  async discard(childId: string): Promise<void> {
+    const record = this.recordOf(childId)
+    if (record.mode === 'worktree') await this.serial(record.repository!, () => this.discardNow(record))
+    else await this.discardNow(record)
+  }
+
+  private async discardNow(record: WorkspaceRecord): Promise<void> {
+    await removeWorkspace(record, this.gitDirOf(record))
+    this.removeRecord(record)
+    this.mine.delete(record.childId)
+  }
+
+  /** Every workspace recorded in `dir`, this process's and others', with whether it is an orphan (its process is gone while it was live). */
+  async list(): Promise<Array<WorkspaceRecord & { orphaned: boolean }>> {
+    const records = readRecords(this.dir)
+    const listed: Array<WorkspaceRecord & { orphaned: boolean }> = []
+    for (const record of records) listed.push({ ...record, orphaned: record.state === 'live' && record.pid !== process.pid && !(await alive(record.pid)) })
+    return listed
+  }
+
+  /** Remove orphaned workspaces (and with `all`, every one recorded), each with its branch; says what it removed. */
+  async clean(options: { all?: boolean } = {}): Promise<WorkspaceRecord[]> {
+    const removed: WorkspaceRecord[] = []
+    for (const record of await this.list()) {
+      if (!options.all && !record.orphaned) continue
+      await removeWorkspace(record, this.gitDirOf(record))
+      this.removeRecord(record)
+      this.mine.delete(record.childId)
+      removed.push(record)
+    }
+    return removed
+  }
+
+  /** This process's record of `childId`'s workspace, or the `NOT_FOUND` error. */
+  private recordOf(childId: string): WorkspaceRecord {
+    const record = this.mine.get(childId) ?? readRecords(this.dir).find((candidate) => candidate.childId === childId)
+    if (!record) throw new WorkspaceError('NOT_FOUND', `subagent ${childId} has no workspace (it worked in the shared directory, or its workspace was merged or discarded already)`)
+    this.mine.set(childId, record)
+    return record
+  }
+
+  private gitDirOf(record: WorkspaceRecord): string {
+    return join(this.dir, 'gits', record.id)
+  }
+
+  private writeRecord(record: WorkspaceRecord): void {
+    const file = join(this.dir, 'records', `${record.id}.json`)
+    const partial = `${file}.${process.pid}.tmp`
+    writeFileSync(partial, `${JSON.stringify(record, null, 2)}\n`, { mode: 0o600 })
+    renameSync(partial, file)
+  }
+
+  private removeRecord(record: WorkspaceRecord): void {
+    rmSync(join(this.dir, 'records', `${record.id}.json`), { force: true })
+  }
+
+  /** Run `work` alone among this process's operations on `repository`. */
+  private serial<T>(repository: string, work: () => Promise<T>): Promise<T> {
+    const before = this.locks.get(repository) ?? Promise.resolve()
+    const next = before.then(work, work)
+    this.locks.set(
+      repository,
+      next.catch(() => undefined),
+    )
+    return next
+  }
+}
+
+/** Remove a workspace's directory (a worktree through git), its branch and a copy's git directory. */
+async function removeWorkspace(record: WorkspaceRecord, gitDir: string): Promise<void> {
+  if (record.mode === 'worktree' && record.repository !== undefined && existsSync(record.repository)) {
+    if (existsSync(record.root)) await gitResult(record.repository, ['worktree', 'remove', '--force', '--force', record.root])
+    await gitResult(record.repository, ['worktree', 'prune'])
+    if (record.branch !== undefined) await gitResult(record.repository, ['branch', '-D', record.branch])
+  }
+  // Only ever inside dsh's own workspaces directory.
+  if (record.root.includes(`${sep}trees${sep}`)) rmSync(record.root, { recursive: true, force: true })
+  rmSync(gitDir, { recursive: true, force: true })
+}
+
+function readRecords(dir: string): WorkspaceRecord[] {
+  const records: WorkspaceRecord[] = []
+  let names: string[]
+  try {
+    names = readdirSync(join(dir, 'records'))
+  } catch {
+    return records
+  }
+  for (const name of names.filter((entry) => entry.endsWith('.json')).sort()) {
+    try {
+      const value = JSON.parse(readFileSync(join(dir, 'records', name), 'utf8')) as unknown
+      if (isRecord(value) && typeof value.id === 'string' && typeof value.childId === 'string' && typeof value.root === 'string' && (value.mode === 'worktree' || value.mode === 'copy')) records.push(value as unknown as WorkspaceRecord)
+    } catch {
+      // A record being written (or a stranger's file): not ours to read now.
+    }
+  }
+  return records
+}
+
+function alive(pid: number): Promise<boolean> {
+  return processAlive(pid)
+}
+
+/** A label as a branch-name word: lower case letters, digits and dashes, at most 32. */
+function slug(label: string | undefined): string {
+  const word = (label ?? 'child').toLowerCase().replace(/[^a-z0-9]+/g, '-').replace(/^-+|-+$/g, '').slice(0, 32).replace(/-+$/, '')
+  return word || 'child'
+}
+
+export namespace WorkspaceService {
+  export interface Config {
+    dir?: string
+    maxLivePerTree: number
+  }
+}
+
+export default WorkspaceService
