@@ -2,6 +2,7 @@ import { Context, Service } from 'cordis'
 import Schema from 'schemastery'
 import { BashError } from './errors.js'
 import { LocalBashExecutor } from './local.js'
+import { sandboxRequestProblem } from './sandbox.js'
 import type { BashExecutor, BashProcess, BashRequest, BashResult } from './types.js'
 
 declare module 'cordis' {
@@ -59,7 +60,26 @@ export class BashService extends Service {
     if (request.command.includes('\0')) throw new BashError('INVALID_REQUEST', 'a command cannot contain NUL characters')
     if (request.timeoutMs !== undefined && !(request.timeoutMs > 0)) throw new BashError('INVALID_REQUEST', `timeoutMs must be positive (got ${request.timeoutMs})`)
     if (!this.current) throw new BashError('NO_EXECUTOR', 'no bash executor is registered: load @dsh/bash (executor: local) or an executor plugin')
+    if (request.sandbox !== undefined) {
+      const malformed = sandboxRequestProblem(request.sandbox)
+      if (malformed !== undefined) throw new BashError('INVALID_REQUEST', malformed)
+      // Never a silent fallback: a command that asked to be confined runs confined or not at all.
+      const problem = this.sandboxProblem()
+      if (problem !== undefined) throw new BashError('SANDBOX_UNAVAILABLE', problem)
+    }
     return this.current.start(request)
+  }
+
+  /**
+   * Why the registered executor cannot run sandboxed commands (one line naming what to
+   * install or change), or `undefined` when it can. What asks for a sandbox (a tool
+   * instance, a definition) calls this at start-up, so a missing bubblewrap refuses it
+   * before anything runs.
+   */
+  sandboxProblem(): string | undefined {
+    if (!this.current) return 'no bash executor is registered: load @dsh/bash (executor: local) or an executor plugin'
+    if (!this.current.sandboxProblem) return `the bash executor "${this.current.name}" cannot run sandboxed commands`
+    return this.current.sandboxProblem()
   }
 
   /** Run a command to its end: the exit and the retained output. */

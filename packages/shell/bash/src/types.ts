@@ -10,6 +10,22 @@ export interface BashRequest {
   signal?: AbortSignal
   /** Extra environment on top of the executor's. */
   env?: Record<string, string>
+  /**
+   * Run the command confined (see `BashSandbox`). An executor that cannot confine it
+   * refuses the request (`SANDBOX_UNAVAILABLE`); it never runs it unconfined instead.
+   */
+  sandbox?: BashSandbox
+}
+
+/**
+ * A confined run: the whole file system read-only except `writable`, a private `/tmp`,
+ * no other process visible, no network unless `network`.
+ */
+export interface BashSandbox {
+  /** Absolute directories the command may write to (the workspace, usually its cwd). May be empty. */
+  writable: readonly string[]
+  /** Whether the command may use the network (off: a network namespace of its own, with only loopback). */
+  network: boolean
 }
 
 /** How a command ended, once nothing of it is left running. */
@@ -24,8 +40,10 @@ export interface BashExit {
   stopped: boolean
   /** The shell exited but left processes in its group; they were stopped. */
   leftovers: boolean
-  /** The command could not be started (bad cwd, no bash). */
+  /** The command could not be started (bad cwd, no bash, a sandbox that refused to set up: see `refusedBySandbox`). */
   error?: string
+  /** The sandbox refused to run the command (its set-up failed, e.g. a writable directory that does not exist); `error` quotes it. */
+  refusedBySandbox?: boolean
 }
 
 /** A slice of the output from a cursor (the shape `@dsh/tasks` reads stream tasks with). */
@@ -40,7 +58,7 @@ export interface OutputSlice {
 
 /** A started command. Its output is stdout and stderr interleaved as they arrive, bounded. */
 export interface BashProcess {
-  /** The shell's pid, which is also its process group id; absent if it never started. */
+  /** The shell's pid, which is also its process group id (in a sandbox: bubblewrap's, outside it); absent if it never started. */
   readonly pid: number | undefined
   /** Resolves when the shell and every process left in its group are gone and the output is drained. Never rejects. */
   readonly exited: Promise<BashExit>
@@ -62,4 +80,10 @@ export interface BashExecutor {
   readonly name: string
   /** Start a command; never throws for the command's own failure (that is in `exited`). */
   start(request: BashRequest): BashProcess
+  /**
+   * Why this executor cannot run sandboxed commands here (one line naming what to
+   * install), or `undefined` when it can. An executor without this member cannot confine
+   * commands at all, and `ctx.bash` refuses every request with a `sandbox`.
+   */
+  sandboxProblem?(): string | undefined
 }

@@ -1,0 +1,123 @@
+/**
+ * Confined runs with bubblewrap (`bwrap`): what the sandbox is made of, whether this
+ * machine can make one, and how a sandbox's processes are told apart from outside.
+ *
+ * A sandboxed command runs as `bwrap <options> -- bash -c <command>`. From outside,
+ * bubblewrap's first process (the one we spawn, the leader of our process group) waits for
+ * the second, the init of the sandbox's PID namespace, which runs the shell in a session
+ * (and process group) of its own. When that init dies the kernel kills everything left in
+ * the namespace, and `--die-with-parent` kills the init when the first process dies: so
+ * killing our group ends the whole sandbox, whatever the command did inside it.
+ */
+import { spawnSync } from 'node:child_process'
+import { isAbsolute } from 'node:path'
+import type { BashSandbox } from './types.js'
+
+/** The program that makes the sandbox, and the Debian package that provides it. */
+export const SANDBOX_PROGRAM = 'bwrap'
+export const SANDBOX_PACKAGE = 'bubblewrap'
+
+/** bubblewrap writes JSON records on this descriptor: `child-pid` once the sandbox's init exists, `exit-code` when the command ended. */
+export const SANDBOX_STATUS_FD = 3
+
+/** How long the start-up probe may take before the machine counts as unable (a stuck namespace set-up). */
+const PROBE_TIMEOUT_MS = 10_000
+
+/**
+ * bubblewrap's options for one confined command, up to the `--` before the program
+ * (`statusFd`: where bubblewrap writes its JSON status records). The
+ * order matters: later mounts go on top of earlier ones, so the writable directories are
+ * bound after the private `/tmp` (a workspace under `/tmp` stays visible and writable).
+ */
+export function sandboxArguments(sandbox: BashSandbox, cwd: string, statusFd?: number): string[] {
+  const args = [
+    // Everything read-only, submounts included, as the user sees it.
+    '--ro-bind', '/', '/',
+    // A minimal /dev (null, zero, random, tty, a private /dev/shm), not the host's devices.
+    '--dev', '/dev',
+    // A PID namespace and a /proc that shows only it: no other process, and so no other
+    // process's environ, cmdline or memory, dsh's API keys included.
+    '--unshare-pid', '--proc', '/proc',
+    '--tmpfs', '/tmp',
+    // System V shared memory and message queues of other processes stay out of reach.
+    '--unshare-ipc',
+  ]
+  // A network namespace of its own: only a loopback device, on which nothing of the host listens.
+  if (!sandbox.network) args.push('--unshare-net')
+  for (const dir of sandbox.writable) args.push('--bind', dir, dir)
+  args.push(
+    // Nothing of the sandbox outlives bubblewrap's first process, which is in our process group.
+    '--die-with-parent',
+    // No controlling terminal to push input into (TIOCSTI).
+    '--new-session',
+    // Run as root (a container), bubblewrap keeps every capability for the command unless
+    // told otherwise, and with CAP_SYS_ADMIN `mount -o remount,rw /` undoes the read-only
+    // file system (measured). Dropped for everyone; an unprivileged user has none anyway.
+    '--cap-drop', 'ALL',
+    '--chdir', cwd,
+  )
+  if (statusFd !== undefined) args.push('--json-status-fd', String(statusFd))
+  args.push('--')
+  return args
+}
+
+/** Why `sandbox` is not a well-formed request, or `undefined`. */
+export function sandboxRequestProblem(sandbox: unknown): string | undefined {
+  if (typeof sandbox !== 'object' || sandbox === null) return 'sandbox must be an object { writable, network }'
+  const { writable, network } = sandbox as Partial<BashSandbox>
+  if (typeof network !== 'boolean') return `sandbox.network must be true or false (got ${JSON.stringify(network)})`
+  if (!Array.isArray(writable)) return 'sandbox.writable must be a list of absolute directories'
+  for (const dir of writable as unknown[]) {
+    if (typeof dir !== 'string' || !isAbsolute(dir) || dir.includes('\0')) return `sandbox.writable holds ${JSON.stringify(dir)}: each entry must be an absolute directory`
+  }
+  return undefined
+}
+
+/** Temporary-directory variables: inside the sandbox they must name a directory it can write. */
+const TEMP_VARIABLES = ['TMPDIR', 'TMP', 'TEMP'] as const
+
+/**
+ * The command's environment in a sandbox: the same allow-listed variables as outside,
+ * except that a temporary-directory variable naming a place the sandbox cannot write (or,
+ * under `/tmp`, cannot see: its `/tmp` is private) names the private `/tmp` instead, so
+ * `mktemp` and compilers still work.
+ */
+export function sandboxEnvironment(env: Record<string, string>, sandbox: BashSandbox): Record<string, string> {
+  const within = (path: string) => sandbox.writable.some((dir) => path === dir || path.startsWith(dir.endsWith('/') ? dir : `${dir}/`))
+  const confined = { ...env }
+  for (const name of TEMP_VARIABLES) {
+    const value = confined[name]
+    if (value !== undefined && value !== '/tmp' && !within(value)) confined[name] = '/tmp'
+  }
+  return confined
+}
+
+const problems = new Map<string, string | undefined>()
+
+/**
+ * Why commands cannot be sandboxed on this machine, in one line naming what to do, or
+ * `undefined` when they can. The answer comes from running a real sandbox once (the
+ * strictest: no network) and is remembered for the life of the process, so it costs one
+ * short child process the first time and nothing after. Call it at start-up, before
+ * anything that needs a sandbox starts.
+ */
+export function sandboxProblem(program: string = SANDBOX_PROGRAM): string | undefined {
+  if (problems.has(program)) return problems.get(program)
+  const problem = probe(program)
+  problems.set(program, problem)
+  return problem
+}
+
+function probe(program: string): string | undefined {
+  const args = sandboxArguments({ writable: [], network: false }, '/')
+  const run = spawnSync(program, [...args, 'true'], { stdio: ['ignore', 'ignore', 'pipe'], encoding: 'utf8', timeout: PROBE_TIMEOUT_MS, cwd: '/' })
+  if (run.error) {
+    if ((run.error as NodeJS.ErrnoException).code === 'ENOENT') {
+      return `sandboxed commands need bubblewrap, which is not installed: install the Debian package ${SANDBOX_PACKAGE} (program ${program}), or turn the sandbox off`
+    }
+    return `sandboxed commands need bubblewrap, which could not be run here (${program}: ${run.error.message})`
+  }
+  if (run.status === 0) return undefined
+  const said = run.stderr.trim().split('\n').pop() || (run.signal ? `killed by ${run.signal}` : `exit code ${run.status}`)
+  return `bubblewrap cannot make a sandbox on this machine (${said}): it needs user namespaces (sysctl user.max_user_namespaces > 0, kernel.unprivileged_userns_clone=1 where that exists) or root, and a container that allows creating namespaces`
+}
