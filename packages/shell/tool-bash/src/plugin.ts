@@ -1,7 +1,7 @@
 import type { Context } from 'cordis'
 import Schema from 'schemastery'
-import type {} from '@dsh/agent'
-import { BashError } from '@dsh/bash'
+import type { Agent } from '@dsh/agent'
+import { BashError, type BashSandbox } from '@dsh/bash'
 import { TaskError } from '@dsh/tasks'
 import type { ToolExecution, ToolOutput } from '@dsh/tools'
 import { backgroundOutcome, renderForeground } from './render.js'
@@ -12,24 +12,47 @@ export interface BashToolArgs {
   run_in_background?: boolean
 }
 
+/** `false`: unconfined; `true`: confined with the network; `'no-network'`: confined without it. */
+export type BashToolSandbox = boolean | 'no-network'
+
 export interface BashToolConfig {
   defaultTimeoutMs: number
   maxTimeoutMs: number
   enableRunInBackground: boolean
+  sandbox: BashToolSandbox
 }
 
 /** Where shell guidance sits in the system prompt (after delegation and background-work guidance). */
 export const BASH_SECTION_ORDER = 400
 
-/** How to use the shell well: commands run in the session's working directory, non-interactively. */
-export function bashGuidance(background: boolean): string {
+/** How to use the shell well: commands run in the session's working directory, non-interactively; and, when confined, what the sandbox allows. */
+export function bashGuidance(background: boolean, sandbox?: BashSandbox): string {
   const lines = [
     '# Shell',
     '- bash runs each command non-interactively in the working directory above; a command must not wait for input.',
     '- Prefer commands with bounded output (head, tail, grep) over dumping large files; long output is cut in the middle.',
   ]
   if (background) lines.push('- Start servers, watchers and long builds with run_in_background; they keep running while you work.')
+  if (sandbox) {
+    lines.push(
+      `- Commands run in a sandbox: only the working directory is writable (and a private /tmp, emptied after each command); the rest of the file system is read-only${sandbox.network ? '' : ', and there is no network'}.`,
+    )
+  }
   return lines.join('\n')
+}
+
+/**
+ * How `agent`'s commands are confined, or `undefined` when they are not. A session header
+ * with `sandbox` (a delegation that asked for one) always confines, whatever the tool
+ * instance says; otherwise the instance's `sandbox` does. The cwd is writable; the network
+ * is allowed only when neither the header nor the instance turns it off (a confinement
+ * only narrows).
+ */
+export function sandboxFor(agent: Agent, instance: BashToolSandbox): BashSandbox | undefined {
+  const { cwd, sandbox: header } = agent.session.header
+  if (!header && instance === false) return undefined
+  const network = (header ? header.network : true) && instance !== 'no-network'
+  return { writable: [cwd], network }
 }
 
 export const NO_TASKS_MESSAGE = 'background commands need the tasks runtime: load @dsh/tasks and @dsh/tool-tasks'
@@ -46,11 +69,19 @@ export class BashToolPlugin {
     defaultTimeoutMs: Schema.natural().min(1).default(120_000).description('Foreground timeout when the call gives none.'),
     maxTimeoutMs: Schema.natural().min(1).default(600_000).description('Largest timeout_ms the model may ask for.'),
     enableRunInBackground: Schema.boolean().default(true).description('Offer run_in_background in the schema.'),
+    sandbox: Schema.union([Schema.const(false), Schema.const(true), Schema.const('no-network' as const)])
+      .default(false)
+      .description('Confine every command of this instance with bubblewrap: true (the cwd writable, the rest read-only, no other process visible), "no-network" (the same, without network), false (unconfined, unless the agent\'s session says otherwise).'),
   })
 
   constructor(private readonly ctx: Context, private readonly config: BashToolConfig) {
     if (config.defaultTimeoutMs > config.maxTimeoutMs) {
       throw new BashError('INVALID_CONFIG', `@dsh/tool-bash: defaultTimeoutMs (${config.defaultTimeoutMs}) exceeds maxTimeoutMs (${config.maxTimeoutMs}); lower defaultTimeoutMs or raise maxTimeoutMs`)
+    }
+    if (config.sandbox !== false) {
+      // At load, not at the first command: an instance that promises confinement must not start without it.
+      const problem = ctx.bash.sandboxProblem()
+      if (problem !== undefined) throw new BashError('SANDBOX_UNAVAILABLE', `@dsh/tool-bash: sandbox: ${JSON.stringify(config.sandbox)}: ${problem}`)
     }
     const properties: Record<string, unknown> = {
       command: { type: 'string', minLength: 1, description: 'The bash command to run (bash -c), in the session\'s working directory.' },
@@ -77,12 +108,12 @@ export class BashToolPlugin {
       sideEffecting: true,
       execute: (args, exec) => (args.run_in_background ? this.background(args, exec) : this.foreground(args, exec)),
     })
-    ctx.agents.addPromptSection({ name: 'bash', order: BASH_SECTION_ORDER, tool: 'bash', render: () => bashGuidance(config.enableRunInBackground) })
+    ctx.agents.addPromptSection({ name: 'bash', order: BASH_SECTION_ORDER, tool: 'bash', render: (agent) => bashGuidance(config.enableRunInBackground, sandboxFor(agent, config.sandbox)) })
   }
 
   private async foreground(args: BashToolArgs, exec: ToolExecution): Promise<ToolOutput> {
     const timeoutMs = args.timeout_ms ?? this.config.defaultTimeoutMs
-    const result = await this.ctx.bash.run({ command: args.command, cwd: exec.agent.session.header.cwd, timeoutMs, signal: exec.signal })
+    const result = await this.ctx.bash.run({ command: args.command, cwd: exec.agent.session.header.cwd, timeoutMs, signal: exec.signal, sandbox: sandboxFor(exec.agent, this.config.sandbox) })
     return renderForeground(result, timeoutMs)
   }
 
@@ -106,7 +137,7 @@ export class BashToolPlugin {
     // No signal: from here the task owns the process; task_kill or the owner's disposal stops it.
     let process
     try {
-      process = this.ctx.bash.start({ command: args.command, cwd: exec.agent.session.header.cwd, timeoutMs: args.timeout_ms })
+      process = this.ctx.bash.start({ command: args.command, cwd: exec.agent.session.header.cwd, timeoutMs: args.timeout_ms, sandbox: sandboxFor(exec.agent, this.config.sandbox) })
     } catch (error) {
       reservation.release()
       throw error

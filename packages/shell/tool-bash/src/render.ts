@@ -18,7 +18,8 @@ export function renderForeground(result: BashResult, timeoutMs: number): ToolOut
   const { line, ok } = describeExit(result, timeoutMs)
   const lines = [line]
   if (result.leftovers) lines.push(`note: ${LEFTOVERS_NOTE}`)
-  lines.push(result.output || '(no output)')
+  // A refused sandbox ran nothing: its output is bubblewrap's complaint, already quoted above.
+  if (!result.refusedBySandbox) lines.push(result.output || '(no output)')
   const content = lines.join('\n')
   return ok ? content : { isError: true, content }
 }
