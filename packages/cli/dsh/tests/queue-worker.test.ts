@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process'
-import { readdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
 import { Queue } from 'bullmq'
@@ -10,6 +10,8 @@ import { until } from './processes.js'
 interface Worker {
   child: ChildProcess
   sessions: string
+  /** The name it gives itself in job logs and failures (`host:pid`). */
+  name: string
   stderr(): string
   exited: Promise<number | null>
 }
@@ -50,12 +52,14 @@ async function startWorker(server: RedisServer, script: string, extra: string[] 
   child.stdout!.on('data', (chunk: Buffer) => (stdout += chunk))
   child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk))
   const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)))
-  const worker: Worker = { child, sessions, stderr: () => stderr, exited }
+  const worker: Worker = { child, sessions, name: '', stderr: () => stderr, exited }
   workers.push(worker)
   await until(
     () => stdout.includes('taking jobs'),
     () => (child.exitCode !== null ? `dsh worker exited ${child.exitCode}: ${stderr}` : undefined),
   )
+  await until(() => /dsh worker \S+: taking jobs/.test(stderr))
+  worker.name = /dsh worker (\S+): taking jobs/.exec(stderr)![1]!
   return worker
 }
 
@@ -77,6 +81,22 @@ async function eventually(check: () => Promise<boolean>): Promise<void> {
 function sessionFiles(dir: string): string[] {
   return readdirSync(dir, { recursive: true, encoding: 'utf8' }).filter((name) => name.endsWith('.jsonl'))
 }
+
+type Line = { header?: Record<string, unknown> & { id: string; delegationDepth?: number }; type?: string; reason?: string; error?: string; usage?: { outputTokens: number }; message?: { content: Array<{ text?: string }> }; call?: { id: string; name: string; args?: { command?: string } }; result?: { callId: string; isError?: boolean; content: Array<{ text?: string }> }; permission?: Record<string, unknown> }
+
+/** Every session file of `dir`, as its lines. */
+function sessionsIn(dir: string): Line[][] {
+  return sessionFiles(dir).map((name) => readFileSync(join(dir, name), 'utf8').trim().split('\n').map((line) => JSON.parse(line) as Line))
+}
+
+/** A config file of `lines` in a new directory. */
+function configFile(lines: string[]): string {
+  const file = join(tempDir(), 'dsh.yml')
+  writeFileSync(file, lines.join('\n'))
+  return file
+}
+
+const QUEUE_ENTRIES = ['- id: subagent-queue', '  name: "@dsh/subagent-queue"', '- id: tool-subagent-queue', '  name: "@dsh/tool-subagent"', '  config: { provider: queue, toolName: subagent_queue }']
 
 describe('dsh worker and the queue provider, on a real Redis', () => {
   it('a parent delegating through the queue reaches a worker, gets its answer, and the worker stores the child under the parent', async () => {
@@ -179,6 +199,146 @@ describe('dsh worker and the queue provider, on a real Redis', () => {
     expect(sessionFiles(worker.sessions)).toHaveLength(3)
   }, 90_000)
 
+  it("a helper defined for the queue runs on the worker with its persona, tool list and model; one whose model the worker cannot resolve ends error saying so, nothing run", async () => {
+    const server = await redis()
+    const worker = await startWorker(server, workerScript(tempDir()))
+    const project = tempDir('dsh-queue-helpers-')
+    mkdirSync(join(project, '.dsh', 'agents'), { recursive: true })
+    const helperModel = join(project, 'helper.yml')
+    writeFileSync(helperModel, `- reply:\n    - call: { tool: bash, args: { command: "touch ${join(project, 'bash-ran')}" } }\n    - text: "the helper's model answered after: {{last_tool_result}}"\n`)
+    writeFileSync(join(project, '.dsh/agents/queued.md'), ['---', 'name: queued', 'description: Answers from a queue worker.', 'provider: queue', 'tools: [task_list]', `model: scripted:${helperModel}`, '---', 'You are the queued helper persona.', ''].join('\n'))
+    // A model spec relative to the parent's directory: the worker runs elsewhere and has no such file.
+    writeFileSync(join(project, 'far.yml'), '- reply: [{ text: "never" }]\n')
+    writeFileSync(join(project, '.dsh/agents/far.md'), ['---', 'name: far', 'description: Runs on a model only the parent has.', 'provider: queue', 'model: scripted:far.yml', '---', 'You are far.', ''].join('\n'))
+    writeFileSync(join(project, 'parent.yml'), [
+      '- when: { depth: 0 }',
+      '  reply:',
+      '    - calls:',
+      '        - { tool: subagent, args: { agent: queued, description: "ask the queue", prompt: "what do the notes say" } }',
+      '        - { tool: subagent, args: { agent: far, description: "ask far", prompt: "anything at all" } }',
+      '    - text: "results: {{tool_results}}"',
+    ].join('\n'))
+    const config = configFile(['- id: subagent-queue', '  name: "@dsh/subagent-queue"'])
+    const sessions = tempDir()
+    const result = await runDsh(['run', '--config', config, '--model', 'scripted:parent.yml', '--session-dir', sessions, '--permission', 'allow', 'go'], { cwd: project, env: { DSH_REDIS_URL: server.url } })
+    expect(result.code, result.stderr).toBe(0)
+    // The helper's own model answered, and bash, outside its tool list, was not there to run.
+    expect(result.stdout).toMatch(/results: the helper's model answered after: .*bash/)
+    expect(existsSync(join(project, 'bash-ran'))).toBe(false)
+    const [queued, ...others] = sessionsIn(worker.sessions)
+    expect(others).toEqual([])
+    expect(queued![0]!.header).toMatchObject({ origin: 'queue', helper: { name: 'queued' }, label: 'ask the queue' })
+    // The instructions went as the child's persona, not at the head of its task.
+    const firstMessage = queued!.find((line) => line.type === 'user/message')!
+    expect(firstMessage.message!.content.map((block) => block.text).join('')).toBe('what do the notes say')
+    const bash = queued!.find((line) => line.type === 'tool/result')!
+    expect(bash.result!.isError).toBe(true)
+    // The worker refused the other at once, naming itself and the model; the parent's model read why.
+    expect(result.stdout).toContain(`the subagent ended error: the queue job`)
+    expect(result.stdout).toMatch(new RegExp(`\\[${worker.name}\\] helper "far" asks for model "scripted:far\\.yml", which this worker cannot run: .*cannot read script file`))
+  })
+
+  it("a root's tree budget travels in the job: the worker's child and its own child are stopped by it on the worker, and the root reads which budget", async () => {
+    const server = await redis()
+    const budget = 150
+    const dir = tempDir()
+    const script = join(dir, 'tree.yml')
+    const step = '    - { text: "the grandchild works on, one more step of its task", call: { tool: task_list, args: {} } }'
+    writeFileSync(script, [
+      '- when: { prompt: "grand work" }',
+      '  reply:',
+      ...Array(40).fill(step),
+      '    - text: "grandchild done"',
+      '- when: { prompt: "child work" }',
+      '  reply:',
+      '    - call: { tool: subagent, args: { description: "grandchild", prompt: "grand work" } }',
+      '    - text: "child: {{last_tool_result}}"',
+      '- when: { depth: 0 }',
+      '  reply:',
+      '    - call: { tool: subagent_queue, args: { description: "queue child", prompt: "child work" } }',
+      '    - text: "root: {{last_tool_result}}"',
+    ].join('\n'))
+    const worker = await startWorker(server, script)
+    const config = configFile(['- id: subagents', '  name: "@dsh/subagent"', `  config: { tree: { budget: { outputTokens: ${budget} } } }`, ...QUEUE_ENTRIES])
+    const result = await runDsh(['run', '--config', config, '--permission', 'allow', '--model', `scripted:${script}`, '--session-dir', tempDir(), 'go'], { env: { DSH_REDIS_URL: server.url }, timeoutMs: 60_000 })
+    expect(result.code, result.stderr).toBe(0)
+    const stored = sessionsIn(worker.sessions)
+    const byDepth = (depth: number) => stored.find((lines) => lines[0]!.header!.delegationDepth === depth)!
+    // The job's child records what the root's tree left it: all of it, nothing was spent before.
+    expect(byDepth(1)[0]!.header!.budget).toEqual({ outputTokens: budget })
+    // The worker's own gate stopped the grandchild, counting the job's child too.
+    const grandchild = byDepth(2)
+    const end = grandchild.findLast((line) => line.type === 'turn/end')!
+    expect(end.reason).toBe('budget')
+    expect(end.error).toMatch(new RegExp(`^budget: the delegation tree's output-token budget of ${budget} is spent \\(\\d+ output tokens used in this tree, its root included\\); this child was stopped$`))
+    expect(byDepth(1).findLast((line) => line.type === 'turn/end')!.reason).toBe('budget')
+    const spent = [byDepth(1), grandchild].flat().reduce((sum, line) => sum + (line.type === 'assistant/message' ? (line.usage?.outputTokens ?? 0) : 0), 0)
+    expect(spent).toBeGreaterThanOrEqual(budget)
+    expect(spent).toBeLessThanOrEqual(budget + 20)
+    expect(result.stdout).toMatch(/root: the subagent ended budget: the delegation tree's output-token budget of 150 is spent/)
+  })
+
+  it("a rule in the root's config denying bash denies it to the job's child on the worker, which would have run it otherwise", async () => {
+    const server = await redis()
+    const dir = tempDir()
+    const script = join(dir, 'rules.yml')
+    writeFileSync(script, [
+      '- when: { prompt: "^touch it$" }',
+      '  reply:',
+      `    - call: { tool: bash, args: { command: "touch ${join(dir, 'first')}" } }`,
+      '    - text: "child: {{last_tool_result}}"',
+      '- when: { prompt: "^again$" }',
+      '  reply:',
+      `    - call: { tool: bash, args: { command: "touch ${join(dir, 'second')}" } }`,
+      '    - text: "child: {{last_tool_result}}"',
+    ].join('\n'))
+    // The worker's own broker lets commands run: only the root's rules can refuse one.
+    const worker = await startWorker(server, script, ['--config', configFile(['- id: approvals', '  name: "@dsh/approvals"', '  config: { default: allow }'])])
+    const parentScript = (prompt: string) => {
+      const file = join(dir, `parent-${prompt}.yml`)
+      writeFileSync(file, ['- when: { depth: 0 }', '  reply:', `    - call: { tool: subagent_queue, args: { description: "queue child", prompt: "${prompt}" } }`, '    - text: "root: {{last_tool_result}}"'].join('\n'))
+      return file
+    }
+    const run = (prompt: string, rules: string[]) =>
+      runDsh(['run', '--config', configFile([...rules, ...QUEUE_ENTRIES]), '--permission', 'allow', '--model', `scripted:${parentScript(prompt)}`, '--session-dir', tempDir(), 'go'], { env: { DSH_REDIS_URL: server.url } })
+    const allowed = await run('touch it', [])
+    expect(allowed.code, allowed.stderr).toBe(0)
+    expect(existsSync(join(dir, 'first'))).toBe(true)
+    const denied = await run('again', ['- id: approvals', '  name: "@dsh/approvals"', '  config: { deny: [bash] }'])
+    expect(denied.code, denied.stderr).toBe(0)
+    expect(existsSync(join(dir, 'second'))).toBe(false)
+    const child = sessionsIn(worker.sessions).find((lines) => lines.some((line) => line.type === 'user/message' && line.message!.content.some((block) => block.text === 'again')))!
+    expect(child[0]!.header!.permissions).toEqual([{ from: 'config', deny: ['bash'] }])
+    expect(child.find((line) => line.type === 'tool/result')!.permission).toMatchObject({ decision: 'reject', source: 'rule', rule: 'bash (config)' })
+    expect(denied.stdout).toMatch(/root: child: .*bash \(config\)/)
+  })
+
+  it('a job whose workers all die while holding it ends error naming each worker that held it, each try recorded as such', async () => {
+    const server = await redis()
+    const script = workerScript(tempDir())
+    const { config, script: parentScript } = parentSetup('answer slowly')
+    const parent = runDsh(['run', '--config', config, '--model', `scripted:${parentScript}`, '--session-dir', tempDir(), 'ask a worker'], { env: { DSH_REDIS_URL: server.url }, timeoutMs: 90_000 })
+    // Three workers in turn take the job and are killed holding it; the next one started
+    // finds it stalled once too often, and BullMQ fails it.
+    const holders: Worker[] = []
+    let next = await startWorker(server, script)
+    for (let i = 0; i < 3; i++) {
+      const holder = next
+      await until(() => sessionFiles(holder.sessions).length > 0)
+      holder.child.kill('SIGKILL')
+      holders.push(holder)
+      next = await startWorker(server, script)
+    }
+    const result = await parent
+    expect(result.code).toBe(0)
+    const held = holders.map((holder, i) => `${holder.name} (try ${i + 1})`).join(', ')
+    expect(result.stdout).toContain(`The worker answered: the subagent ended error: the queue job`)
+    expect(result.stdout).toContain(`failed: job stalled more than allowable limit; it was held by ${held}, each of which stopped renewing its lock before it finished (the worker died or lost Redis)`)
+    expect(holders.map((holder) => sessionsIn(holder.sessions)[0]![0]!.header!.attempt)).toEqual([1, 2, 3])
+    // The last worker failed it without running it.
+    expect(sessionFiles(next.sessions)).toEqual([])
+  }, 90_000)
+
   it('Redis restarted mid-job (with its append-only file): no job is lost and the parent gets its answer', async () => {
     const server = await startRedis({ appendOnly: true })
     servers.push(server)
@@ -209,7 +369,7 @@ describe('dsh worker and the queue provider, on a real Redis', () => {
       const job = await queue.add('delegation', { v: 99, prompt: 'hi' }, { attempts: 3 })
       await eventually(async () => (await job.getState()) === 'failed')
       const failed = (await queue.getJob(job.id!))?.failedReason
-      expect(failed).toMatch(/wire version 99, this worker reads version 1/)
+      expect(failed).toMatch(/wire version 99, this worker reads versions 1 and 2/)
       expect((await queue.getJob(job.id!))?.attemptsMade).toBe(1)
     } finally {
       await queue.close()

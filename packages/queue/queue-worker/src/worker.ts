@@ -23,7 +23,7 @@ import { errorMessage } from '@dsh/base'
 import { text, textOf } from '@dsh/llm'
 import { runUntilQuiet } from '@dsh/tasks'
 import { addUsage, admitDepth, displayLine, lineageHeader, noUsage, QUEUE_LINEAGE, summariseArgs, tighterBound, type SubagentProgress } from '@dsh/subagent'
-import { ABORTED_PREFIX, cancelChannel, readJobPayload, redisClient, WIRE_VERSION, type JobProgress, type JobResult } from '@dsh/subagent-queue'
+import { ABORTED_PREFIX, cancelChannel, readJobPayload, redisClient, takenLogLine, WIRE_VERSION, type JobHelper, type JobProgress, type JobResult } from '@dsh/subagent-queue'
 
 export interface QueueWorkerOptions {
   /** The queues to take jobs from. */
@@ -43,6 +43,9 @@ export interface QueueWorkerOptions {
   /** How often progress is reported on a job at most. */
   progressIntervalMs?: number
 }
+
+/** `ctx.agents.create`'s options (named by the service, so this package needs no import of `@dsh/agent` for them). */
+type CreateAgentOptions = Parameters<Context['agents']['create']>[0] & {}
 
 /** The name this worker gives itself in failures and results: `host:pid`. */
 export const WORKER_NAME = `${hostname()}:${process.pid}`
@@ -83,6 +86,12 @@ export async function serveQueue(ctx: Context, options: QueueWorkerOptions): Pro
   })
 
   async function runJob(job: Job, lockLost: AbortSignal | undefined): Promise<JobResult> {
+    const attempt = Math.max(1, job.attemptsStarted)
+    // Said before anything runs: if this worker dies, the job's log is what names it.
+    // Not awaited: the line goes out ahead of every later command on the connection.
+    job.log(takenLogLine(WORKER_NAME, attempt)).catch(() => {
+      // Redis is away: the job's own commands fail next, with a reason of their own.
+    })
     let payload
     try {
       payload = readJobPayload(job.data)
@@ -90,12 +99,14 @@ export async function serveQueue(ctx: Context, options: QueueWorkerOptions): Pro
       // Not ours, or broken: no other worker would do better.
       throw new UnrecoverableError(`[${WORKER_NAME}] ${errorMessage(error)}`)
     }
-    const lineage = QUEUE_LINEAGE.decode(payload.lineage, log)
+    let lineage
     try {
+      lineage = QUEUE_LINEAGE.decode(payload.lineage, log)
       admitDepth(lineage.delegationDepth ?? 0, options.maxDepth, lineage.maxDepth, {
         subject: 'this job would run',
         bound: (limit, whose) => `${whose === 'own' ? "this worker's" : "the delegating parent's"} maxDepth ${limit}`,
       })
+      if (payload.helper !== undefined) await refuseUnrunnableHelper(payload.helper)
     } catch (error) {
       throw new UnrecoverableError(`[${WORKER_NAME}] ${errorMessage(error)}`)
     }
@@ -106,9 +117,16 @@ export async function serveQueue(ctx: Context, options: QueueWorkerOptions): Pro
     const reporter = new ProgressReporter(job, options.progressIntervalMs ?? 250)
     try {
       const bound = tighterBound(options.maxDepth, lineage.maxDepth)!
-      const agent = await ctx.agents.create({ meta: { origin: 'queue', cwd: options.cwd, ...lineageHeader(lineage), provider: lineage.provider ?? 'queue', maxDepth: bound, attempt: Math.max(1, job.attemptsStarted) } })
+      const agent = await ctx.agents.create(childOptions(payload.helper, { origin: 'queue', cwd: options.cwd, ...lineageHeader(lineage), provider: lineage.provider ?? 'queue', maxDepth: bound, attempt }))
+      // What the job used: its agent's model calls and every child run below it (at any
+      // depth, told as each ends), so the parent counts the whole subtree against its budget.
       const usage = noUsage()
       let usageReported = false
+      const counted = (more: Parameters<typeof addUsage>[1]) => {
+        addUsage(usage, more)
+        usageReported = true
+        reporter.add({ kind: 'usage', usage: { ...usage } })
+      }
       const unsubscribe = agent.session.subscribe((update) => {
         switch (update.type) {
           case 'assistant/chunk':
@@ -122,30 +140,70 @@ export async function serveQueue(ctx: Context, options: QueueWorkerOptions): Pro
             return reporter.add(result.isError ? { ...ended, detail: displayLine(textOf(result.content)).slice(0, 160) } : ended)
           }
           case 'assistant/message':
-            if (!update.usage) return
-            addUsage(usage, update.usage)
-            usageReported = true
-            return reporter.add({ kind: 'usage', usage: { ...usage } })
+            if (update.usage) counted(update.usage)
+            return
           default:
             return
         }
+      })
+      const offChildren = ctx.on('subagent/end', (info) => {
+        const child = info.usage
+        if (child !== undefined && inTreeOf(agent.id, info.parentId)) counted({ inputTokens: child.inputTokens, outputTokens: child.outputTokens, cacheHitInputTokens: child.cachedInputTokens })
       })
       try {
         const run = await runUntilQuiet(agent, { role: 'user', content: [text(payload.prompt)] }, { tasks: ctx.get('tasks'), signal: cancel.signal })
         await reporter.flush()
         if (run.cancelled) throw new UnrecoverableError(`${ABORTED_PREFIX}${errorMessage(cancel.signal.reason)} (on ${WORKER_NAME})`)
-        const result: JobResult = { v: WIRE_VERSION, output: run.output.map((block) => block.text).join(''), stopReason: run.last.reason, session: agent.id, worker: WORKER_NAME }
-        if (run.last.reason !== 'completed') result.diagnostic = `the turn ended ${run.last.reason}${run.last.error ? `: ${run.last.error}` : ''}`
+        const { reason, error } = run.last
+        const result: JobResult = { v: WIRE_VERSION, output: run.output.map((block) => block.text).join(''), stopReason: reason, session: agent.id, worker: WORKER_NAME }
+        // A turn's error that already names its reason (a budget's `budget: …`) is said as it is.
+        if (reason !== 'completed') result.diagnostic = error?.startsWith(`${reason}:`) ? error : `the turn ended ${reason}${error ? `: ${error}` : ''}`
         if (usageReported) result.usage = usage
         return result
       } finally {
+        offChildren()
         unsubscribe()
         reporter.stop()
         await agent.dispose().catch((error: unknown) => log.warn('disposing the agent of job %s failed: %s', job.id, errorMessage(error)))
       }
+    } catch (error) {
+      // Every failure names this worker, so a job tried by several says who failed how.
+      if (error instanceof UnrecoverableError) throw error
+      throw new Error(`[${WORKER_NAME}] ${errorMessage(error)}`, { cause: error })
     } finally {
       lockLost?.removeEventListener('abort', onLockLost)
       active.delete(job.id!)
+    }
+  }
+
+  /** Whether the agent `id` is `root` or below it in this process. */
+  function inTreeOf(root: string, id: string): boolean {
+    for (let current = ctx.agents.get(id); current !== undefined; current = current.parent) if (current.id === root) return true
+    return false
+  }
+
+  /**
+   * A job's helper that this worker cannot run as asked, refused before anything starts
+   * (the job fails at once, naming what is missing), never run on a default instead: a
+   * model spec this worker cannot resolve, or a tool named in its lists that this worker
+   * does not have.
+   */
+  async function refuseUnrunnableHelper(helper: JobHelper): Promise<void> {
+    const who = helper.name === undefined ? "the job's helper" : `helper "${helper.name}"`
+    if (helper.model !== undefined) {
+      try {
+        const { adapter, model } = ctx.llm.resolve(helper.model)
+        await adapter.prepare?.(model)
+      } catch (error) {
+        throw new Error(`${who} asks for model "${helper.model}", which this worker cannot run: ${errorMessage(error)}`, { cause: error })
+      }
+    }
+    const named = [...(helper.tools?.allow ?? []), ...(helper.tools?.deny ?? [])]
+    if (named.length === 0) return
+    const here = new Set(ctx.tools.list())
+    const missing = [...new Set(named.filter((name) => !here.has(name)))]
+    if (missing.length > 0) {
+      throw new Error(`${who} names tool${missing.length > 1 ? 's' : ''} ${missing.map((name) => `"${name}"`).join(', ')}, which this worker does not have (its tools: ${[...here].join(', ') || 'none'})`)
     }
   }
 
@@ -168,6 +226,23 @@ export async function serveQueue(ctx: Context, options: QueueWorkerOptions): Pro
       return closing
     },
   }
+}
+
+/**
+ * How the job's agent is made: the header, and what its helper says (the definition it
+ * was started from, recorded in the header; its model and persona; its tool filter,
+ * applied in the agent's set-up so a filter that cannot hold rolls the agent back).
+ */
+function childOptions(helper: JobHelper | undefined, meta: NonNullable<CreateAgentOptions['meta']>): CreateAgentOptions {
+  if (helper === undefined) return { meta }
+  if (helper.name !== undefined && helper.hash !== undefined) meta.helper = { name: helper.name, hash: helper.hash }
+  const agentOptions: NonNullable<CreateAgentOptions['agentOptions']> = {}
+  if (helper.model !== undefined) agentOptions.model = helper.model
+  if (helper.persona !== undefined) agentOptions.persona = helper.persona
+  const options: CreateAgentOptions = { meta, agentOptions }
+  const filter = helper.tools
+  if (filter !== undefined) options.setup = (childCtx, child) => void childCtx.tools.restrict(child.id, filter)
+  return options
 }
 
 /** A job's progress, coalesced: text merged, sent at most every `intervalMs`. */

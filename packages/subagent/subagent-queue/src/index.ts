@@ -3,4 +3,24 @@ export { QueueProviderConfig, QUEUE_NAME, resolveQueueSpec, type QueueRunSpec } 
 export { cancelChannel } from './client.js'
 export { describeRedis, readRedisUrl, redisClient, CONNECT_TIMEOUT_MS } from './redis.js'
 export { ABORTED_PREFIX, jobIdOf } from './transport.js'
-export { JOB_NAME, MAX_OUTPUT_CHARS, MAX_PROMPT_CHARS, WIRE_VERSION, jobPayload, readJobPayload, readJobProgress, readJobResult, readUsage, type JobPayload, type JobProgress, type JobResult } from './wire.js'
+export {
+  HELPER_JOB_VERSION,
+  JOB_NAME,
+  MAX_OUTPUT_CHARS,
+  MAX_PERSONA_CHARS,
+  MAX_PROMPT_CHARS,
+  MAX_TOOL_NAMES,
+  WIRE_VERSION,
+  holdersOf,
+  jobHelperOf,
+  jobPayload,
+  readJobPayload,
+  readJobProgress,
+  readJobResult,
+  readUsage,
+  takenLogLine,
+  type JobHelper,
+  type JobPayload,
+  type JobProgress,
+  type JobResult,
+} from './wire.js'

@@ -1,11 +1,16 @@
 import type { Context } from 'cordis'
-import { lineageOf, NO_CAPABILITIES, startRemoteRun, SubagentError, type SubagentCapabilities, type SubagentProvider, type SubagentRequest, type SubagentRun } from '@dsh/subagent'
+import { lineageOf, NO_CAPABILITIES, startRemoteRun, type SubagentCapabilities, type SubagentProvider, type SubagentRequest, type SubagentRun } from '@dsh/subagent'
 import { QueueClient } from './client.js'
 import { QueueProviderConfig, resolveQueueSpec, type QueueRunSpec } from './config.js'
 import { QueueTransport } from './transport.js'
+import { jobHelperOf } from './wire.js'
 
-/** The depth bound travels in the job's lineage and the worker applies it; the rest is the worker's own configuration. */
-export const QUEUE_CAPABILITIES: Readonly<SubagentCapabilities> = Object.freeze({ ...NO_CAPABILITIES, depthLimit: true })
+/**
+ * The depth bound travels in the job's lineage, and a persona and a tool filter in its
+ * helper (with the model spec, `agentOptions.model`): the worker applies each, and refuses
+ * the job when it lacks a tool or cannot resolve the model.
+ */
+export const QUEUE_CAPABILITIES: Readonly<SubagentCapabilities> = Object.freeze({ ...NO_CAPABILITIES, depthLimit: true, persona: true, toolFilter: true })
 
 /** Each delegation is one BullMQ job, run by whichever `dsh worker` of the queue takes it. Out of process, no shared context. */
 export class QueueProvider implements SubagentProvider {
@@ -20,15 +25,7 @@ export class QueueProvider implements SubagentProvider {
   }
 
   start(request: SubagentRequest): Promise<SubagentRun> {
-    if (request.agentOptions?.model !== undefined) {
-      return Promise.reject(
-        new SubagentError(
-          'INVALID_REQUEST',
-          `the "${this.name}" subagent provider cannot choose the model of a queue worker (asked for "${request.agentOptions.model}"); choose it where the worker runs (dsh worker --model SPEC) and drop agentOptions.model`,
-        ),
-      )
-    }
-    return startRemoteRun(request, new QueueTransport(this.spec, this.client, lineageOf(request, this.name, request.maxDepth)))
+    return startRemoteRun(request, new QueueTransport(this.spec, this.client, lineageOf(request, this.name, request.maxDepth), jobHelperOf(request)))
   }
 
   /** Close the queue connections (the plugin's disposal). */

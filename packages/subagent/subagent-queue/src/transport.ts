@@ -14,18 +14,20 @@
  *    queue's cancel channel; the worker's run ends `aborted` and so does this one.
  */
 import { createHash, randomUUID } from 'node:crypto'
-import { Job } from 'bullmq'
+import { Job, type Queue } from 'bullmq'
 import { errorMessage, type StopReason } from '@dsh/base'
 import { text, type TextBlock } from '@dsh/llm'
 import { SubagentError, type Lineage, type RemoteChild, type RemoteConnection, type RemoteTransport, type RemoteTurn, type SubagentResult, type SubagentUsage, type TurnControl } from '@dsh/subagent'
 import { cancelChannel, type QueueClient } from './client.js'
 import type { QueueRunSpec } from './config.js'
-import { JOB_NAME, jobPayload, readJobProgress, readJobResult, type JobResult } from './wire.js'
+import { holdersOf, JOB_NAME, jobPayload, readJobProgress, readJobResult, type JobHelper, type JobResult } from './wire.js'
 
 /** After a cancel, how long the worker has to confirm it (its run ends, the job fails `aborted`). */
 export const CANCEL_GRACE_MS = 5_000
 /** The failure text a worker gives a job it stopped because it was cancelled. */
 export const ABORTED_PREFIX = 'aborted: '
+/** Most lines a job's log keeps (one per worker that took it: attempts times stalls, far fewer). */
+const KEEP_LOG_LINES = 100
 
 const SAFE_ID = /^[A-Za-z0-9._-]+$/
 
@@ -82,6 +84,7 @@ export class QueueTransport implements RemoteTransport<QueueChild> {
     private readonly spec: QueueRunSpec,
     private readonly client: QueueClient,
     private readonly lineage: Lineage,
+    private readonly helper: JobHelper | undefined,
   ) {}
 
   get provider(): string {
@@ -102,7 +105,7 @@ export class QueueTransport implements RemoteTransport<QueueChild> {
   }
 
   openTurn(message: TextBlock[], control: TurnControl): RemoteTurn<QueueChild> {
-    return new QueueTurn(this.spec, message.map((block) => block.text).join('\n'), control, this.lineage)
+    return new QueueTurn(this.spec, message.map((block) => block.text).join('\n'), control, this.lineage, this.helper)
   }
 
   startFailed(message: string, stage: string): SubagentError {
@@ -113,6 +116,7 @@ export class QueueTransport implements RemoteTransport<QueueChild> {
 class QueueTurn implements RemoteTurn<QueueChild> {
   private readonly jobId: string
   private job: Job | undefined
+  private queue: Queue | undefined
   private usage: SubagentUsage | undefined
   private output = ''
   private readonly failures: string[] = []
@@ -122,12 +126,14 @@ class QueueTurn implements RemoteTurn<QueueChild> {
     private readonly prompt: string,
     private readonly run: TurnControl,
     private readonly lineage: Lineage,
+    private readonly helper: JobHelper | undefined,
   ) {
     this.jobId = jobIdOf(lineage, prompt)
   }
 
   async deliver(child: QueueChild): Promise<void> {
     const { queue } = await child.client.open()
+    this.queue = queue
     child.onClose(
       child.client.listen(this.jobId, {
         progress: (data) => this.onProgress(data),
@@ -138,12 +144,13 @@ class QueueTurn implements RemoteTurn<QueueChild> {
     const { spec } = this
     const keep = { age: Math.ceil(spec.keepFinishedMs / 1000) }
     try {
-      this.job = await queue.add(JOB_NAME, jobPayload(this.prompt, this.lineage), {
+      this.job = await queue.add(JOB_NAME, jobPayload(this.prompt, this.lineage, this.helper), {
         jobId: this.jobId,
         attempts: spec.attempts,
         backoff: { type: 'exponential', delay: 500 },
         removeOnComplete: keep,
         removeOnFail: keep,
+        keepLogs: KEEP_LOG_LINES,
       })
     } catch (error) {
       throw new SubagentError('START_FAILED', `Redis at ${spec.redisShown} did not take the job: ${errorMessage(error)}`, { cause: error })
@@ -154,7 +161,7 @@ class QueueTurn implements RemoteTurn<QueueChild> {
     if (state === 'completed' || state === 'failed') {
       const fresh = await Job.fromId(queue, this.jobId)
       if (state === 'completed') this.onCompleted(fresh?.returnvalue)
-      else this.finalFailure(fresh?.failedReason ?? 'the job failed')
+      else void this.finalFailure(fresh?.failedReason ?? 'the job failed')
     }
   }
 
@@ -185,11 +192,32 @@ class QueueTurn implements RemoteTurn<QueueChild> {
     if (this.run.reporting) this.run.report({ kind: 'status', text: `attempt ${this.failures.length} failed (${reason.slice(0, 160)}); another worker retries it` })
   }
 
-  private finalFailure(reason: string): void {
+  /** Never rejects: what cannot be read of the job's log is left out of the diagnostic. */
+  private async finalFailure(reason: string): Promise<void> {
     if (this.run.settled) return
     if (reason.startsWith(ABORTED_PREFIX) || this.run.stopping === 'cancelled') return this.run.settle(this.result('aborted', 'the run was cancelled'))
     const tries = this.failures.length > 1 ? ` (after ${this.failures.length} attempts: ${this.failures.map((why) => why.slice(0, 200)).join('; ')})` : ''
-    this.run.settle(this.result('error', `the queue job ${this.jobId} failed: ${reason.slice(0, 1_000)}${tries}`))
+    const held = await this.heldBy(reason)
+    if (this.run.settled) return
+    this.run.settle(this.result('error', `the queue job ${this.jobId} failed: ${reason.slice(0, 1_000)}${tries}${held}`))
+  }
+
+  /**
+   * The workers that held the job, from its log, when `reason` names none of them: a
+   * worker's own failure names it (`[host:pid] …`), but a job whose workers died is failed
+   * by BullMQ, whose reason ("job stalled more than allowable limit") names nobody.
+   */
+  private async heldBy(reason: string): Promise<string> {
+    let holders: Array<{ worker: string; attempt: number }>
+    try {
+      holders = holdersOf((await this.queue!.getJobLogs(this.jobId, 0, KEEP_LOG_LINES - 1)).logs)
+    } catch {
+      return ''
+    }
+    if (holders.length === 0 || holders.some(({ worker }) => reason.includes(worker))) return ''
+    const list = holders.map(({ worker, attempt }) => `${worker} (try ${attempt})`).join(', ')
+    const why = /stalled/.test(reason) ? ', each of which stopped renewing its lock before it finished (the worker died or lost Redis)' : ''
+    return `; it was held by ${list}${why}`
   }
 
   result(stopReason: StopReason, diagnostic: string | undefined): SubagentResult {

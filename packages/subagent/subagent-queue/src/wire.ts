@@ -5,14 +5,24 @@
  * program writing to the same queue, or a corrupted entry: a payload that is not ours is a
  * clear error on the side that reads it, never a crash.
  *
- * Nothing secret travels: the prompt, the lineage (parent session, depth, label, bound)
- * and the parent's name for the worker's diagnostics. The worker's model, its keys and its
- * tools are the worker's own configuration.
+ * Nothing secret travels: the prompt, the lineage (parent session, depth, label, bound,
+ * rules, budget) and, for a child started from an agent definition, what the definition
+ * says of it (its name, persona, tool lists and model spec, never a key). The worker's
+ * keys and its tools themselves are the worker's own configuration.
  */
-import { isRecord, STOP_REASONS, type StopReason } from '@dsh/base'
-import { QUEUE_LINEAGE, SubagentError, type ReceivedLineage, type SubagentProgress, type SubagentUsage } from '@dsh/subagent'
+import { isRecord, printable, STOP_REASONS, type StopReason } from '@dsh/base'
+import { QUEUE_LINEAGE, SubagentError, type ReceivedLineage, type SubagentProgress, type SubagentRequest, type SubagentUsage } from '@dsh/subagent'
 
+/** The version of progress reports, results, and of a job without a helper. */
 export const WIRE_VERSION = 1
+/**
+ * The version of a job that carries a helper (`JobPayload.helper`). A job is written in
+ * the lowest version that says all it holds, so a worker of the version before still
+ * takes plain jobs, and refuses by its version check a job whose helper it would ignore.
+ */
+export const HELPER_JOB_VERSION = 2
+/** The job versions a worker reads. */
+const JOB_VERSIONS: readonly number[] = [WIRE_VERSION, HELPER_JOB_VERSION]
 /** Longest prompt a job may carry, in characters (a job is a Redis value every worker reads). */
 export const MAX_PROMPT_CHARS = 1_000_000
 /** Longest answer a worker may return, in characters. */
@@ -20,12 +30,42 @@ export const MAX_OUTPUT_CHARS = 4_000_000
 /** The BullMQ job name of every delegation. */
 export const JOB_NAME = 'delegation'
 
+/** Longest persona a job may carry, in characters (an agent definition's file is at most 1 MiB). */
+export const MAX_PERSONA_CHARS = 1_000_000
+/** Most names one tool list of a job may hold. */
+export const MAX_TOOL_NAMES = 256
+/** A tool name, as `ctx.tools` allows them. */
+const TOOL_NAME = /^[A-Za-z0-9_-]{1,64}$/
+/** A helper's name, as agent definitions allow them. */
+const HELPER_NAME = /^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/
+/** A definition's hash (16 hex digits today; any short token is accepted, it is descriptive). */
+const HELPER_HASH = /^[A-Za-z0-9_-]{1,128}$/
+/** A model spec, `adapter[:model]` (a script's path may follow the colon): an adapter name first, no control characters. */
+const MODEL_SPEC = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}(:[^\x00-\x1f\x7f]{1,1000})?$/
+const HELPER_KEYS: ReadonlySet<string> = new Set(['name', 'hash', 'persona', 'tools', 'model'])
+
+/**
+ * How the worker makes the child, when the delegation says more than its prompt: the
+ * agent definition it was started from (`name`, `hash`: recorded in the child's header),
+ * the persona that replaces the worker's, the tool lists that filter the worker's tools,
+ * the model spec the worker resolves. Each part is optional; a job without any has none.
+ */
+export interface JobHelper {
+  name?: string
+  hash?: string
+  persona?: string
+  tools?: { allow?: string[]; deny?: string[] }
+  model?: string
+}
+
 /** A delegation as a job's data. */
 export interface JobPayload {
-  v: typeof WIRE_VERSION
+  /** `WIRE_VERSION` without a helper, `HELPER_JOB_VERSION` with one. */
+  v: typeof WIRE_VERSION | typeof HELPER_JOB_VERSION
   prompt: string
   /** The lineage the worker records in the child's session header (`QUEUE_LINEAGE`). */
   lineage: Record<string, unknown>
+  helper?: JobHelper
 }
 
 /** What a worker returns for a job it ran (the job's return value). */
@@ -49,18 +89,94 @@ export interface JobProgress {
 
 const KNOWN_STOP_REASONS: ReadonlySet<string> = new Set(STOP_REASONS)
 
-export function jobPayload(prompt: string, lineage: ReceivedLineage): JobPayload {
-  return { v: WIRE_VERSION, prompt, lineage: QUEUE_LINEAGE.encode(lineage) }
+export function jobPayload(prompt: string, lineage: ReceivedLineage, helper?: JobHelper): JobPayload {
+  const payload: JobPayload = { v: WIRE_VERSION, prompt, lineage: QUEUE_LINEAGE.encode(lineage) }
+  if (helper !== undefined) {
+    payload.v = HELPER_JOB_VERSION
+    payload.helper = helper
+  }
+  return payload
+}
+
+/**
+ * What of `request` a worker needs to make its child as the parent would have: its agent
+ * definition's name, persona, tool filter and model; undefined when it sets none of them
+ * (the common case, which then costs the job nothing).
+ */
+export function jobHelperOf(request: Pick<SubagentRequest, 'helper' | 'persona' | 'toolFilter' | 'agentOptions'>): JobHelper | undefined {
+  const { helper, persona, toolFilter } = request
+  const model = request.agentOptions?.model
+  if (helper === undefined && persona === undefined && toolFilter === undefined && model === undefined) return undefined
+  const job: JobHelper = {}
+  if (helper !== undefined) {
+    job.name = helper.name
+    job.hash = helper.hash
+  }
+  if (persona !== undefined) job.persona = persona
+  if (toolFilter !== undefined) {
+    job.tools = {}
+    if (toolFilter.allow !== undefined) job.tools.allow = [...toolFilter.allow]
+    if (toolFilter.deny !== undefined) job.tools.deny = [...toolFilter.deny]
+  }
+  if (model !== undefined) job.model = model
+  return job
 }
 
 /** A job's data as a worker reads it; `INVALID_REQUEST` naming what is wrong. */
 export function readJobPayload(data: unknown): JobPayload {
   if (!isRecord(data)) throw invalid('the job data is not an object')
-  if (data.v !== WIRE_VERSION) throw invalid(`the job is of wire version ${JSON.stringify(data.v)}, this worker reads version ${WIRE_VERSION}; run the same dsh version on parents and workers`)
+  if (!JOB_VERSIONS.includes(data.v as number)) throw invalid(`the job is of wire version ${JSON.stringify(data.v)}, this worker reads versions ${JOB_VERSIONS.join(' and ')}; run the same dsh version on parents and workers`)
   if (typeof data.prompt !== 'string' || data.prompt.trim() === '') throw invalid('the job has no prompt text')
   if (data.prompt.length > MAX_PROMPT_CHARS) throw invalid(`the job's prompt has ${data.prompt.length} characters, more than a worker accepts (${MAX_PROMPT_CHARS})`)
   if (data.lineage !== undefined && !isRecord(data.lineage)) throw invalid('the job\'s lineage is not an object')
-  return { v: WIRE_VERSION, prompt: data.prompt, lineage: (data.lineage as Record<string, unknown> | undefined) ?? {} }
+  const payload: JobPayload = { v: data.v as JobPayload['v'], prompt: data.prompt, lineage: (data.lineage as Record<string, unknown> | undefined) ?? {} }
+  if (data.v === HELPER_JOB_VERSION) payload.helper = readJobHelper(data.helper)
+  else if (data.helper !== undefined) throw invalid(`a job of wire version ${WIRE_VERSION} carries no helper; one with a helper is version ${HELPER_JOB_VERSION}`)
+  return payload
+}
+
+/**
+ * A job's helper, checked as strictly as the rest: a field this worker does not know is
+ * refused rather than ignored, since a child run without part of its definition (a tool
+ * list, a persona) would do what its parent did not ask for.
+ */
+function readJobHelper(value: unknown): JobHelper {
+  if (!isRecord(value)) throw invalid('the job\'s helper is not an object')
+  const unknown = Object.keys(value).filter((key) => !HELPER_KEYS.has(key))
+  if (unknown.length > 0) throw invalid(`the job's helper has field(s) this worker does not know (${unknown.slice(0, 5).map((key) => JSON.stringify(key.slice(0, 40))).join(', ')}); run the same dsh version on parents and workers`)
+  const { name, hash, persona, tools, model } = value
+  const helper: JobHelper = {}
+  if (name !== undefined || hash !== undefined) {
+    if (typeof name !== 'string' || !HELPER_NAME.test(name)) throw invalid('the job\'s helper.name is not a helper name (letters, digits, "-" and "_", at most 64)')
+    if (typeof hash !== 'string' || !HELPER_HASH.test(hash)) throw invalid('the job\'s helper.hash is not a definition hash')
+    helper.name = name
+    helper.hash = hash
+  }
+  if (persona !== undefined) {
+    if (typeof persona !== 'string' || persona.trim() === '') throw invalid('the job\'s helper.persona is not text')
+    if (persona.length > MAX_PERSONA_CHARS) throw invalid(`the job's helper.persona has ${persona.length} characters, more than a worker accepts (${MAX_PERSONA_CHARS})`)
+    helper.persona = persona
+  }
+  if (tools !== undefined) {
+    if (!isRecord(tools) || (tools.allow === undefined && tools.deny === undefined) || Object.keys(tools).some((key) => key !== 'allow' && key !== 'deny')) {
+      throw invalid('the job\'s helper.tools must be { allow?, deny? } with at least one of them')
+    }
+    helper.tools = {}
+    if (tools.allow !== undefined) helper.tools.allow = readToolNames(tools.allow, 'allow')
+    if (tools.deny !== undefined) helper.tools.deny = readToolNames(tools.deny, 'deny')
+  }
+  if (model !== undefined) {
+    if (typeof model !== 'string' || !MODEL_SPEC.test(model)) throw invalid('the job\'s helper.model is not a model spec (adapter:model)')
+    helper.model = model
+  }
+  return helper
+}
+
+function readToolNames(value: unknown, list: 'allow' | 'deny'): string[] {
+  if (!Array.isArray(value) || value.length > MAX_TOOL_NAMES || !value.every((name) => typeof name === 'string' && TOOL_NAME.test(name))) {
+    throw invalid(`the job's helper.tools.${list} is not a list of at most ${MAX_TOOL_NAMES} tool names`)
+  }
+  return [...(value as string[])]
 }
 
 /** A job's return value as the parent reads it (BullMQ hands it over parsed, or as the JSON text it stored). */
@@ -85,6 +201,28 @@ export function readJobResult(value: unknown): JobResult {
   const read = readUsage(usage)
   if (read) result.usage = read
   return result
+}
+
+/**
+ * The line a worker writes on a job's log as it takes the job (`Job.log`), before it runs
+ * anything: which worker holds which try. A worker that dies says nothing more, so when
+ * the job stalls out (BullMQ fails it with a reason of its own), these lines are what
+ * names the workers that held it.
+ */
+export function takenLogLine(worker: string, attempt: number): string {
+  return `taken by ${worker} (try ${attempt})`
+}
+
+const TAKEN_LINE = /^taken by (\S{1,200}) \(try (\d{1,6})\)$/
+
+/** Who held a job, from its log, in the order they took it (lines that are not `takenLogLine`'s are skipped). */
+export function holdersOf(logs: readonly unknown[]): Array<{ worker: string; attempt: number }> {
+  const holders: Array<{ worker: string; attempt: number }> = []
+  for (const line of logs) {
+    const match = typeof line === 'string' ? TAKEN_LINE.exec(line) : null
+    if (match) holders.push({ worker: printable(match[1]!), attempt: Number(match[2]) })
+  }
+  return holders
 }
 
 /** The updates a progress report carries (the lifecycle's channel validates each one again). */

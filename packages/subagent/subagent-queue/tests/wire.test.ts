@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { jobIdOf, jobPayload, MAX_PROMPT_CHARS, readJobPayload, readJobProgress, readJobResult, readRedisUrl, describeRedis, WIRE_VERSION } from '@dsh/subagent-queue'
+import { HELPER_JOB_VERSION, holdersOf, jobHelperOf, jobIdOf, jobPayload, MAX_PERSONA_CHARS, MAX_PROMPT_CHARS, MAX_TOOL_NAMES, readJobPayload, readJobProgress, readJobResult, readRedisUrl, describeRedis, takenLogLine, WIRE_VERSION } from '@dsh/subagent-queue'
 
 describe('what crosses the queue', () => {
   it('a job id comes from the parent session, the tool call and the prompt, so the same call always names the same job', () => {
@@ -20,10 +20,60 @@ describe('what crosses the queue', () => {
     const payload = jobPayload('review it', { parentSession: 'p1', delegationDepth: 1, provider: 'queue', label: 'review', maxDepth: 3, toolCallId: 'call_1' })
     expect(readJobPayload(JSON.parse(JSON.stringify(payload)))).toEqual(payload)
     expect(() => readJobPayload('text')).toThrow(/not an object/)
-    expect(() => readJobPayload({ v: 2, prompt: 'x' })).toThrow(/wire version 2, this worker reads version 1/)
+    expect(() => readJobPayload({ v: 3, prompt: 'x' })).toThrow(/wire version 3, this worker reads versions 1 and 2/)
     expect(() => readJobPayload({ v: WIRE_VERSION })).toThrow(/no prompt text/)
     expect(() => readJobPayload({ v: WIRE_VERSION, prompt: 'x'.repeat(MAX_PROMPT_CHARS + 1) })).toThrow(/more than a worker accepts/)
     expect(() => readJobPayload({ v: WIRE_VERSION, prompt: 'x', lineage: 'p1' })).toThrow(/lineage is not an object/)
+  })
+
+  it("a helper's definition travels in a job of version 2, and a plain job stays version 1 (so a worker of the version before still takes it)", () => {
+    const lineage = { parentSession: 'p1', delegationDepth: 1, provider: 'queue' }
+    expect(jobPayload('x', lineage).v).toBe(WIRE_VERSION)
+    expect(jobPayload('x', lineage, undefined)).not.toHaveProperty('helper')
+    const helper = jobHelperOf({
+      helper: { name: 'reviewer', hash: '0123abcd0123abcd' },
+      persona: 'You review.',
+      toolFilter: { allow: ['read', 'grep'], deny: ['bash'] },
+      agentOptions: { model: 'scripted:/tmp/a path/reviewer.yml' },
+    })
+    expect(helper).toEqual({ name: 'reviewer', hash: '0123abcd0123abcd', persona: 'You review.', tools: { allow: ['read', 'grep'], deny: ['bash'] }, model: 'scripted:/tmp/a path/reviewer.yml' })
+    const payload = jobPayload('review it', lineage, helper)
+    expect(payload.v).toBe(HELPER_JOB_VERSION)
+    expect(readJobPayload(JSON.parse(JSON.stringify(payload)))).toEqual(payload)
+    // A request that says nothing of how the child is made carries no helper at all.
+    expect(jobHelperOf({})).toBeUndefined()
+    expect(jobHelperOf({ agentOptions: {} })).toBeUndefined()
+    expect(jobHelperOf({ toolFilter: { deny: ['bash'] } })).toEqual({ tools: { deny: ['bash'] } })
+  })
+
+  it('a helper a worker cannot read exactly is refused, never run with part of it ignored', () => {
+    const job = (helper: unknown, v = HELPER_JOB_VERSION) => ({ v, prompt: 'x', lineage: {}, helper })
+    expect(() => readJobPayload(job({ persona: 'p' }, WIRE_VERSION))).toThrow(/a job of wire version 1 carries no helper/)
+    expect(() => readJobPayload(job(undefined))).toThrow(/helper is not an object/)
+    expect(() => readJobPayload(job({ persona: 'p', outputSchema: {} }))).toThrow(/helper has field\(s\) this worker does not know \("outputSchema"\)/)
+    expect(() => readJobPayload(job({ name: 'reviewer' }))).toThrow(/helper\.hash is not a definition hash/)
+    expect(() => readJobPayload(job({ name: '../etc', hash: 'ab' }))).toThrow(/helper\.name is not a helper name/)
+    expect(() => readJobPayload(job({ persona: '' }))).toThrow(/helper\.persona is not text/)
+    expect(() => readJobPayload(job({ persona: 'p'.repeat(MAX_PERSONA_CHARS + 1) }))).toThrow(/more than a worker accepts/)
+    expect(() => readJobPayload(job({ tools: {} }))).toThrow(/helper\.tools must be \{ allow\?, deny\? \}/)
+    expect(() => readJobPayload(job({ tools: { allow: ['read'], also: ['x'] } }))).toThrow(/helper\.tools must be/)
+    expect(() => readJobPayload(job({ tools: { allow: 'read' } }))).toThrow(/tools\.allow is not a list/)
+    expect(() => readJobPayload(job({ tools: { deny: ['rm -rf'] } }))).toThrow(/tools\.deny is not a list/)
+    expect(() => readJobPayload(job({ tools: { allow: Array.from({ length: MAX_TOOL_NAMES + 1 }, (_, i) => `t${i}`) } }))).toThrow(/at most 256 tool names/)
+    expect(() => readJobPayload(job({ model: 7 }))).toThrow(/helper\.model is not a model spec/)
+    expect(() => readJobPayload(job({ model: 'scripted:a\u001b[2Jb' }))).toThrow(/helper\.model is not a model spec/)
+    expect(() => readJobPayload(job({ model: ':no-adapter' }))).toThrow(/helper\.model is not a model spec/)
+    // An empty helper says nothing, and is read as such.
+    expect(readJobPayload(job({})).helper).toEqual({})
+  })
+
+  it('the workers that took a job are read back from its log, in order, other lines skipped', () => {
+    const lines = [takenLogLine('host-a:101', 1), 'something else', takenLogLine('host-b:202', 2), 7, 'taken by h\u001b]0;x:3 (try 3)']
+    expect(holdersOf(lines)).toEqual([
+      { worker: 'host-a:101', attempt: 1 },
+      { worker: 'host-b:202', attempt: 2 },
+      { worker: 'h\\x1b]0;x:3', attempt: 3 },
+    ])
   })
 
   it("a worker's result is validated: garbage is a clear error, usage that is not counts is dropped", () => {
