@@ -13,8 +13,9 @@ declare module 'cordis' {
 
 /**
  * `ctx.bash`: the bash executor seam. Exactly one executor runs every command of a
- * context (this machine by default; a sandbox or a remote host by replacing it), so a
- * deployment can never run some commands here and some there by accident.
+ * context (this machine by default, confined by bubblewrap when a request asks for a
+ * sandbox; a remote host by replacing it), so a deployment can never run some commands
+ * here and some there by accident.
  */
 export class BashService extends Service {
   static Config: Schema<BashService.Config> = Schema.object({
