@@ -1,7 +1,8 @@
 /**
  * Redis, the parent and three `dsh worker`s, each in its own network namespace made here
  * (`@dsh/testkit/netns`), Redis's namespace linked to each of the others; Redis asks for a
- * password. Everything made is removed at the end, even when the test fails. Where
+ * password. The parent is killed and resumed across the namespaces too. Everything made
+ * is removed at the end, even when the test fails. Where
  * namespaces cannot be made (not root, no `ip`), the test is reported as skipped, with the
  * reason.
  */
@@ -30,6 +31,14 @@ afterAll(() => {
   for (const dir of temporary) rmSync(dir, { recursive: true, force: true })
 })
 
+/** Each stored session of a directory: its file name and header. */
+function headers(dir: string): Array<{ file: string; header: { parentSession?: string; toolCallId?: string; attempt?: number } }> {
+  if (!existsSync(dir)) return []
+  return readdirSync(dir)
+    .filter((name) => name.endsWith('.jsonl'))
+    .map((file) => ({ file, header: (JSON.parse(readFileSync(join(dir, file), 'utf8').split('\n')[0]!) as { header: { parentSession?: string; toolCallId?: string; attempt?: number } }).header }))
+}
+
 /** Each stored session of a directory: how its last turn ended. */
 function lastEnds(dir: string): string[] {
   if (!existsSync(dir)) return []
@@ -40,7 +49,7 @@ function lastEnds(dir: string): string[] {
 }
 
 describe('queue fan-out over three workers in their own network namespaces', () => {
-  it('30 delegations spread over the workers; one SIGKILLed mid-job and all 30 still complete; a cancel reaches the workers; the Redis password is in no file or log; nothing is left running', async (context) => {
+  it('30 delegations spread over the workers; one SIGKILLed mid-job and all 30 still complete; the parent SIGKILLed mid fan-out and resumed collects every result, no job enqueued twice; a cancel reaches the workers; the Redis password is in no file or log; nothing is left running', async (context) => {
     if (problem) context.skip(problem)
     const dir = tempDir('dsh-queue-hosts-')
     const redisNs = lab.namespace('redis')
@@ -54,7 +63,7 @@ describe('queue fan-out over three workers in their own network namespaces', () 
     )
     const urlVia = (address: string) => `redis://:${password}@${address}:${port}`
     const script = join(dir, 'worker.yml')
-    writeFileSync(script, '- when: { prompt: "forever" }\n  reply: [{ text: "never", delay_ms: 60000 }]\n- reply: [{ text: "done here", delay_ms: 400 }]\n')
+    writeFileSync(script, '- when: { prompt: "forever" }\n  reply: [{ text: "never", delay_ms: 60000 }]\n- when: { prompt: "slowly" }\n  reply: [{ text: "a slow answer", delay_ms: 2500 }]\n- reply: [{ text: "done here", delay_ms: 400 }]\n')
     const workers = [1, 2, 3].map((n) => {
       const ns = lab.namespace(`qw${n}`)
       const link = lab.link(redisNs, ns)
@@ -74,14 +83,14 @@ describe('queue fan-out over three workers in their own network namespaces', () 
     const config = join(dir, 'queue.yml')
     const writeConfig = (extra: string) =>
       writeFileSync(config, `- id: subagent-queue\n  name: "@dsh/subagent-queue"\n  config: { queue: dsh${extra} }\n- id: tool-subagent-queue\n  name: "@dsh/tool-subagent"\n  config:\n    provider: queue\n    toolName: subagent_queue\n`)
+    const parentEnv = { ...process.env, DSH_HOME: tempDir('dsh-home-'), DSH_REDIS_URL: urlVia(parentLink.a) }
+    const dshRun = (parentScript: string, sessions: string, extra: string[]) =>
+      lab.spawnIn(parentNs, process.execPath, [dshBin, 'run', '--config', config, '--model', `scripted:${parentScript}`, '--session-dir', sessions, '--permission', 'allow', ...extra], { cwd: repoRoot, env: parentEnv })
     const parentRun = (prompt: string, count: number, sessions: string) => {
       const calls = Array.from({ length: count }, (_, i) => `        - { tool: subagent_queue, args: { description: "part ${i}", prompt: "${prompt} ${i}" } }`).join('\n')
       const parentScript = join(dir, `parent-${prompt}.yml`)
       writeFileSync(parentScript, `- when: { depth: 0 }\n  reply:\n    - calls:\n${calls}\n    - text: "all parts collected"\n`)
-      return lab.spawnIn(parentNs, process.execPath, [dshBin, 'run', '--config', config, '--model', `scripted:${parentScript}`, '--session-dir', sessions, '--permission', 'allow', 'fan out'], {
-        cwd: repoRoot,
-        env: { ...process.env, DSH_HOME: tempDir('dsh-home-'), DSH_REDIS_URL: urlVia(parentLink.a) },
-      })
+      return dshRun(parentScript, sessions, ['fan out'])
     }
 
     // 1. Thirty at once; the first worker to hold a job is killed under it.
@@ -106,7 +115,39 @@ describe('queue fan-out over three workers in their own network namespaces', () 
     const finishedBySurvivors = survivors.flatMap((worker) => lastEnds(worker.sessions)).filter((end) => end === 'completed').length
     expect(finishedBySurvivors).toBeGreaterThanOrEqual(30 - lastEnds(victim.sessions).filter((end) => end === 'completed').length)
 
-    // 2. A cancel (here the run's timeout) reaches the workers holding the jobs.
+    // 2. The parent is SIGKILLed once the workers hold all its jobs, and resumed: taking its
+    // interrupted calls up again finds each job (running or finished), and the model
+    // collects every answer with task_output.
+    const resumable = 4
+    const resumeScript = join(dir, 'parent-resume.yml')
+    const calls = Array.from({ length: resumable }, (_, i) => `        - { tool: subagent_queue, args: { description: "slow part ${i}", prompt: "answer slowly ${i}" } }`).join('\n')
+    const collect = Array.from({ length: resumable }, (_, i) => `    - call: { tool: task_output, args: { task_id: subagent-${i + 1}, wait: true, timeout_ms: 30000 } }\n`).join('')
+    writeFileSync(resumeScript, `- when: { depth: 0 }\n  reply:\n    - calls:\n${calls}\n${collect}    - text: "collected"\n${'    - text: "noted"\n'.repeat(2 * resumable)}`)
+    const resumeSessions = tempDir('dsh-qparent-')
+    const heldBefore = new Set(survivors.flatMap((worker) => headers(worker.sessions).map(({ file }) => `${worker.sessions}/${file}`)))
+    const newChildren = () => survivors.flatMap((worker) => headers(worker.sessions).filter(({ file }) => !heldBefore.has(`${worker.sessions}/${file}`)))
+    const killed = dshRun(resumeScript, resumeSessions, ['fan out'])
+    await until(
+      () => newChildren().length === resumable,
+      () => (killed.child.exitCode !== null ? `the parent exited before it was killed: ${killed.stderr()}` : undefined),
+    )
+    killed.child.kill('SIGKILL')
+    await killed.exited
+    const parentId = readdirSync(resumeSessions).find((name) => name.endsWith('.jsonl'))!.replace(/\.jsonl$/, '')
+    const resumed = dshRun(resumeScript, resumeSessions, ['--resume', parentId, 'continue'])
+    expect(await resumed.exited, resumed.stderr()).toBe(0)
+    expect(resumed.stdout()).toContain('collected')
+    const resumedLog = readFileSync(join(resumeSessions, `${parentId}.jsonl`), 'utf8').split('\n')
+    const outputs = resumedLog.filter((line) => line.includes('"type":"tool/result"') && line.includes('"name":"task_output"'))
+    expect(outputs).toHaveLength(resumable)
+    for (const line of outputs) expect(line).toContain('a slow answer')
+    // Each job ran once: one child per call on the workers, none of them a second try.
+    const children = newChildren()
+    expect(children).toHaveLength(resumable)
+    expect(children.every(({ header }) => header.parentSession === parentId && header.attempt === 1)).toBe(true)
+    expect(new Set(children.map(({ header }) => header.toolCallId)).size).toBe(resumable)
+
+    // 3. A cancel (here the run's timeout) reaches the workers holding the jobs.
     writeConfig(', timeoutMs: 1500')
     const before = survivors.map((worker) => lastEnds(worker.sessions).filter((end) => end === 'aborted').length)
     const cancelled = parentRun('forever', 4, tempDir('dsh-qparent-'))
@@ -114,12 +155,12 @@ describe('queue fan-out over three workers in their own network namespaces', () 
     await until(() => survivors.reduce((sum, worker, i) => sum + lastEnds(worker.sessions).filter((end) => end === 'aborted').length - before[i]!, 0) === 4)
 
     // The Redis password reached Redis alone: no session file, job result or log line holds it.
-    for (const dir of [parentSessions, ...workers.map((worker) => worker.sessions)]) {
+    for (const dir of [parentSessions, resumeSessions, ...workers.map((worker) => worker.sessions)]) {
       for (const name of readdirSync(dir)) expect(readFileSync(join(dir, name), 'utf8'), name).not.toContain(password)
     }
-    for (const output of [fanout.stdout(), fanout.stderr(), cancelled.stderr(), ...workers.map((worker) => worker.served.stderr() + worker.served.stdout())]) expect(output).not.toContain(password)
+    for (const output of [fanout.stdout(), fanout.stderr(), killed.stderr(), resumed.stdout(), resumed.stderr(), cancelled.stderr(), ...workers.map((worker) => worker.served.stderr() + worker.served.stdout())]) expect(output).not.toContain(password)
 
-    // 3. Workers stop on SIGTERM; nothing is left running in any namespace but Redis's.
+    // 4. Workers stop on SIGTERM; nothing is left running in any namespace but Redis's.
     for (const worker of survivors) worker.served.child.kill('SIGTERM')
     for (const worker of survivors) expect(await worker.served.exited).toBe(0)
     for (const ns of [parentNs, ...workers.map((worker) => worker.ns)]) expect(lab.pidsIn(ns), ns).toEqual([])
