@@ -44,6 +44,8 @@ export function sandboxArguments(sandbox: BashSandbox, cwd: string, statusFd?: n
   ]
   // A network namespace of its own: only a loopback device, on which nothing of the host listens.
   if (!sandbox.network) args.push('--unshare-net')
+  // Read-only first, so a writable directory inside a readable one stays writable.
+  for (const dir of sandbox.readable ?? []) args.push('--ro-bind-try', dir, dir)
   for (const dir of sandbox.writable) args.push('--bind', dir, dir)
   args.push(
     // Nothing of the sandbox outlives bubblewrap's first process, which is in our process group.
@@ -64,11 +66,15 @@ export function sandboxArguments(sandbox: BashSandbox, cwd: string, statusFd?: n
 /** Why `sandbox` is not a well-formed request, or `undefined`. */
 export function sandboxRequestProblem(sandbox: unknown): string | undefined {
   if (typeof sandbox !== 'object' || sandbox === null) return 'sandbox must be an object { writable, network }'
-  const { writable, network } = sandbox as Partial<BashSandbox>
+  const { writable, network, readable } = sandbox as Partial<BashSandbox>
   if (typeof network !== 'boolean') return `sandbox.network must be true or false (got ${JSON.stringify(network)})`
-  if (!Array.isArray(writable)) return 'sandbox.writable must be a list of absolute directories'
-  for (const dir of writable as unknown[]) {
-    if (typeof dir !== 'string' || !isAbsolute(dir) || dir.includes('\0')) return `sandbox.writable holds ${JSON.stringify(dir)}: each entry must be an absolute directory`
+  return directoriesProblem('writable', writable) ?? (readable === undefined ? undefined : directoriesProblem('readable', readable))
+}
+
+function directoriesProblem(field: string, dirs: unknown): string | undefined {
+  if (!Array.isArray(dirs)) return `sandbox.${field} must be a list of absolute directories`
+  for (const dir of dirs as unknown[]) {
+    if (typeof dir !== 'string' || !isAbsolute(dir) || dir.includes('\0')) return `sandbox.${field} holds ${JSON.stringify(dir)}: each entry must be an absolute directory`
   }
   return undefined
 }

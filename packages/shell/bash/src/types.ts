@@ -26,6 +26,13 @@ export interface BashSandbox {
   writable: readonly string[]
   /** Whether the command may use the network (off: a network namespace of its own, with only loopback). */
   network: boolean
+  /**
+   * Absolute directories that stay visible, read-only, although they are under `/tmp`
+   * (which the sandbox replaces with a private one): e.g. the repository a git worktree
+   * belongs to, without which git cannot read the worktree. Elsewhere everything is
+   * visible read-only anyway. A directory that does not exist is left out.
+   */
+  readable?: readonly string[]
 }
 
 /** How a command ended, once nothing of it is left running. */

@@ -116,6 +116,18 @@ describe('a sandboxed command and the file system', () => {
     expect(existsSync(probe)).toBe(false)
   })
 
+  it('keeps readable directories under /tmp visible, read-only; one that does not exist is left out', async () => {
+    const bash = await setup()
+    const { dir } = await workspace()
+    const shared = await tempDir()
+    writeFileSync(join(shared, 'data'), 'shared data\n')
+    const sandbox: BashSandbox = { writable: [dir], readable: [shared, join(shared, 'no-such-dir')], network: false }
+    const result = await bash.run({ command: `cat ${shared}/data; touch ${shared}/written; echo "write-exit=$?"`, cwd: dir, sandbox })
+    expect(result.output).toContain('shared data\n')
+    expect(result.output).toMatch(/written': Read-only file system\nwrite-exit=1\n$/)
+    expect(existsSync(join(shared, 'written'))).toBe(false)
+  })
+
   it('a set-up bubblewrap refuses is reported as refused, with its words, never as the command\'s exit', async () => {
     const bash = await setup()
     const { dir } = await workspace()
@@ -305,5 +317,6 @@ describe('asking for a sandbox where there is none', () => {
     expect(() => bash.start({ command: 'true', cwd: '/', sandbox: { writable: ['relative/dir'], network: false } })).toThrow(expect.objectContaining({ code: 'INVALID_REQUEST', message: expect.stringContaining('absolute') }))
     expect(() => bash.start({ command: 'true', cwd: '/', sandbox: { writable: [], network: 'yes' } as never })).toThrow(expect.objectContaining({ code: 'INVALID_REQUEST', message: expect.stringContaining('sandbox.network') }))
     expect(() => bash.start({ command: 'true', cwd: '/', sandbox: null as never })).toThrow(expect.objectContaining({ code: 'INVALID_REQUEST' }))
+    expect(() => bash.start({ command: 'true', cwd: '/', sandbox: { writable: [], readable: ['tmp'], network: false } })).toThrow(expect.objectContaining({ code: 'INVALID_REQUEST', message: expect.stringContaining('sandbox.readable') }))
   })
 })

@@ -44,15 +44,19 @@ export function bashGuidance(background: boolean, sandbox?: BashSandbox): string
 /**
  * How `agent`'s commands are confined, or `undefined` when they are not. A session header
  * with `sandbox` (a delegation that asked for one) always confines, whatever the tool
- * instance says; otherwise the instance's `sandbox` does. The cwd is writable; the network
- * is allowed only when neither the header nor the instance turns it off (a confinement
- * only narrows).
+ * instance says; otherwise the instance's `sandbox` does. The cwd is writable (and, for a
+ * worktree, the repository it came from readable); the network is allowed only when
+ * neither the header nor the instance turns it off (a confinement only narrows).
  */
 export function sandboxFor(agent: Agent, instance: BashToolSandbox): BashSandbox | undefined {
-  const { cwd, sandbox: header } = agent.session.header
+  const { cwd, sandbox: header, workspace } = agent.session.header
   if (!header && instance === false) return undefined
   const network = (header ? header.network : true) && instance !== 'no-network'
-  return { writable: [cwd], network }
+  const sandbox: BashSandbox = { writable: [cwd], network }
+  // A worktree's git data lives in the repository it came from: keep that visible (read-only)
+  // even when it is under /tmp, which the sandbox replaces with a private one.
+  if (workspace?.mode === 'worktree') sandbox.readable = [workspace.source]
+  return sandbox
 }
 
 export const NO_TASKS_MESSAGE = 'background commands need the tasks runtime: load @dsh/tasks and @dsh/tool-tasks'

@@ -4,7 +4,8 @@
  * for every agent of an instance configured with `sandbox`. These tests need `bwrap`
  * (npm test's preflight installs it) and fail, never skip, without it.
  */
-import { existsSync, readFileSync } from 'node:fs'
+import { execFileSync } from 'node:child_process'
+import { existsSync, readFileSync, writeFileSync } from 'node:fs'
 import { mkdtemp, rm } from 'node:fs/promises'
 import { createServer, type AddressInfo, type Server } from 'node:net'
 import { tmpdir } from 'node:os'
@@ -140,6 +141,25 @@ describe('an agent whose session header has a sandbox', () => {
     expect(output.text).toMatch(/^bash-1 failed: exit code 1 .*\ntouch: cannot touch '.*escaped': Read-only file system\n$/)
     expect(readFileSync(join(dir, 'bg.txt'), 'utf8')).toBe('bg\n')
     expect(existsSync(join(outside, 'escaped'))).toBe(false)
+  })
+
+  it('in a git worktree under /tmp, git reads the repository it came from but cannot write to it', async () => {
+    const repo = await tempDir()
+    const git = (cwd: string, ...args: string[]) => execFileSync('git', ['-c', 'user.email=test@dsh', '-c', 'user.name=test', ...args], { cwd, encoding: 'utf8' })
+    git(repo, 'init', '-q')
+    writeFileSync(join(repo, 'file.txt'), 'one\n')
+    git(repo, 'add', 'file.txt')
+    git(repo, 'commit', '-q', '-m', 'first')
+    const worktree = join(await tempDir(), 'child')
+    git(repo, 'worktree', 'add', '-q', '-b', 'child', worktree)
+    await setup(calls('echo two >> file.txt && git status --short', 'git add file.txt'))
+    const agent = await harness!.agent({ meta: { cwd: worktree, sandbox: { network: false }, workspace: { mode: 'worktree', path: worktree, source: repo, branch: 'child' } } })
+    await agent.followup('go')
+    const [status, add] = results(agent)
+    expect(status).toEqual({ isError: false, text: 'exit code 0\n M file.txt\n' })
+    expect(add.isError).toBe(true)
+    expect(add.text).toContain('index.lock\': Read-only file system')
+    expect(git(repo, 'status', '--short')).toBe('')
   })
 
   it('a command the sandbox refuses to set up is reported as refused, not as the command failing', async () => {
