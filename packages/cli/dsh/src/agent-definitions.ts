@@ -86,5 +86,6 @@ export async function definitionReadiness(ctx: Context): Promise<string[]> {
     modelProblem: (spec) => models.get(spec),
     approvals: ctx.get('approvals') !== undefined,
     prices: Object.keys(ctx.llm.prices ?? {}).length > 0,
+    workspaces: ctx.get('workspaces') !== undefined,
   })
 }

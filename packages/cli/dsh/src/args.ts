@@ -7,7 +7,7 @@
 import { parseArgs, type ParseArgsConfig } from 'node:util'
 import { UsageError } from './errors.js'
 
-export type Verb = 'run' | 'demo' | 'acp' | 'a2a' | 'worker' | 'ui' | 'sessions' | 'config' | 'agents'
+export type Verb = 'run' | 'demo' | 'acp' | 'a2a' | 'worker' | 'ui' | 'sessions' | 'config' | 'agents' | 'workspaces'
 
 const MODEL_SPECS = `model specs: scripted:PATH (keyless, plays a script), deepseek:MODEL (DEEPSEEK_API_KEY),
              openai:MODEL (OPENAI_API_KEY), replay:DIR (keyless, plays a --record DIR),
@@ -64,6 +64,10 @@ export const VERB_USAGE: Record<Verb, string> = {
       the helpers defined in files (./.dsh/agents, ~/.dsh/agents, dirs in config): list
       prints each one's provider, model and file, the names one file shadows and any
       problem (exit 2); show prints the system prompt and tools its child would get`,
+  workspaces: `workspaces list | clean [--all]   [--dir DIR]
+      the workspaces children were given (worktrees on dsh/ branches, copies): list shows
+      each one's child, branch, directory and state, and those a killed run left behind
+      (orphaned); clean removes the orphaned ones, --all every one (their branches too)`,
 }
 
 const MODEL_VERBS: ReadonlySet<Verb> = new Set(['run', 'acp', 'a2a', 'worker', 'config', 'agents'])

@@ -151,6 +151,8 @@ async function readiness(runtime: Composition, modelFromFlag: boolean): Promise<
           toolName: String(config.toolName ?? 'subagent'),
           backgroundMode: config.backgroundMode === 'continuable' ? 'continuable' : 'one-shot',
           ...(typeof config.maxDepth === 'number' && { maxDepth: config.maxDepth }),
+          ...((config.workspace === 'worktree' || config.workspace === 'copy') && { workspace: config.workspace }),
+          ...((config.sandbox === true || config.sandbox === 'no-network') && { sandbox: config.sandbox }),
         },
         subagents?.getProvider(provider),
         registered,

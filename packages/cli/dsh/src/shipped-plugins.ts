@@ -39,4 +39,6 @@ export const shippedPlugins: Readonly<Record<string, () => Promise<unknown>>> = 
   '@dsh/bash': () => import('@dsh/bash'),
   '@dsh/tool-bash': () => import('@dsh/tool-bash'),
   '@dsh/tracing': () => import('@dsh/tracing'),
+  '@dsh/workspaces': () => import('@dsh/workspaces'),
+  '@dsh/tool-workspace': () => import('@dsh/tool-workspace'),
 }

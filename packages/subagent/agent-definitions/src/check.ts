@@ -8,7 +8,7 @@ import type { AgentDefinition, DefinitionField } from './types.js'
 
 /** What a definition needs of its provider (a subset of `@dsh/subagent`'s capabilities). */
 export interface ProviderFacts {
-  capabilities: { toolFilter: boolean; depthLimit: boolean; persona: boolean }
+  capabilities: { toolFilter: boolean; depthLimit: boolean; persona: boolean; workspace?: boolean; sandbox?: boolean }
   /** Whether it can keep a child across turns (`prepareContinuable`). */
   continuable: boolean
   /**
@@ -32,6 +32,10 @@ export interface CompositionFacts {
   approvals: boolean
   /** Whether model calls can be priced (`ctx.llm`'s prices table has entries): a cost budget needs it. */
   prices?: boolean
+  /** Why commands cannot be confined here (bubblewrap missing), or undefined: a `sandbox` needs it. */
+  sandboxProblem?: string
+  /** Whether `ctx.workspaces` is composed: a `workspace` other than shared needs it. */
+  workspaces?: boolean
 }
 
 /** Every problem of `definitions` in this composition, one line each (empty: all can run). */
@@ -58,6 +62,14 @@ export function definitionProblems(definitions: readonly AgentDefinition[], fact
     }
     if (definition.continuable && !provider.continuable) {
       problems.push(`${at('continuable')}: provider "${definition.provider}" cannot keep a child across turns; remove continuable or use spawn or fork`)
+    }
+    if (definition.workspace !== undefined && definition.workspace !== 'shared') {
+      if (provider.capabilities.workspace === false) problems.push(`${at('workspace')}: provider "${definition.provider}" cannot give its child a directory of its own (its children work on another host); use workspace: shared or a provider that can (spawn, fork, acp, codex, claude-code)`)
+      else if (facts.workspaces === false) problems.push(`${at('workspace')}: workspace ${definition.workspace} needs the workspace service, and this composition has none (- id: workspaces, name: "@dsh/workspaces")`)
+    }
+    if (definition.sandbox !== undefined && definition.sandbox !== false) {
+      if (provider.capabilities.sandbox === false) problems.push(`${at('sandbox')}: provider "${definition.provider}" cannot confine its child's commands (only in-process children can: spawn, fork)`)
+      else if (facts.sandboxProblem !== undefined) problems.push(`${at('sandbox')}: ${facts.sandboxProblem}`)
     }
     if (definition.budget?.cost !== undefined && facts.prices === false) {
       problems.push(`${at('maxCost')}: maxCost needs a price table: set prices in the llm service's config (model spec → { input, output } per million tokens), or remove maxCost`)

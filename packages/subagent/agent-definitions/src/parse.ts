@@ -135,6 +135,14 @@ export function parseDefinition(text: string, file: string, origin: DefinitionSo
     if (problem) fail('INVALID_FIELD', lines.permissions, problem)
     if (!isEmptyPermissionLevel(level as PermissionLevel)) definition.permissions = cleanPermissionLevel(level as PermissionLevel)
   }
+  if (raw.workspace !== undefined) {
+    if (raw.workspace !== 'shared' && raw.workspace !== 'worktree' && raw.workspace !== 'copy') fail('INVALID_FIELD', lines.workspace, 'workspace must be one of shared, worktree, copy')
+    definition.workspace = raw.workspace as 'shared' | 'worktree' | 'copy'
+  }
+  if (raw.sandbox !== undefined) {
+    if (raw.sandbox !== true && raw.sandbox !== false && raw.sandbox !== 'no-network') fail('INVALID_FIELD', lines.sandbox, 'sandbox must be true, false or no-network')
+    definition.sandbox = raw.sandbox as boolean | 'no-network'
+  }
   if (raw.background !== undefined) {
     if (!BACKGROUND.includes(raw.background as BackgroundPolicy)) fail('INVALID_FIELD', lines.background, `background must be one of ${BACKGROUND.join(', ')}`)
     definition.background = raw.background as BackgroundPolicy

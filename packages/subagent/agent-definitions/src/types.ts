@@ -6,7 +6,7 @@ export type BackgroundPolicy = 'allowed' | 'always' | 'never'
 export type DefinitionFlavour = 'dsh' | 'claude-code'
 
 /** The front-matter fields of a dsh definition file. */
-export const DEFINITION_FIELDS = ['name', 'description', 'provider', 'model', 'tools', 'disallowedTools', 'maxDepth', 'background', 'continuable', 'timeoutMs', 'maxOutputTokens', 'maxInputTokens', 'maxCost', 'maxChildren', 'maxWallTimeMs', 'permissions'] as const
+export const DEFINITION_FIELDS = ['name', 'description', 'provider', 'model', 'tools', 'disallowedTools', 'maxDepth', 'background', 'continuable', 'timeoutMs', 'maxOutputTokens', 'maxInputTokens', 'maxCost', 'maxChildren', 'maxWallTimeMs', 'permissions', 'workspace', 'sandbox'] as const
 
 export type DefinitionField = (typeof DEFINITION_FIELDS)[number]
 
@@ -42,6 +42,10 @@ export interface AgentDefinition {
    * and never widen what it denies or asks about.
    */
   permissions?: PermissionLevel
+  /** Where the helper works: its parent's directory (`shared`, the default), or a worktree or copy of its own. */
+  workspace?: 'shared' | 'worktree' | 'copy'
+  /** Its commands run confined (bubblewrap); `no-network` also cuts its network. */
+  sandbox?: boolean | 'no-network'
   /** The file's body, trimmed: the child's instructions (its persona). Empty: none. */
   instructions: string
   /** Where it came from. */

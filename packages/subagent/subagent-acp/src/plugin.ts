@@ -31,7 +31,7 @@ import type { Agent } from '@dsh/agent'
  * Of the start-time features only the depth bound: it is checked before anything is
  * spawned, and travels in `_meta.dsh` so a dsh child applies it to its own children.
  */
-export const ACP_CAPABILITIES: Readonly<SubagentCapabilities> = Object.freeze({ ...NO_CAPABILITIES, depthLimit: true })
+export const ACP_CAPABILITIES: Readonly<SubagentCapabilities> = Object.freeze({ ...NO_CAPABILITIES, depthLimit: true, workspace: true })
 
 /**
  * An ACP agent process per delegation. Out of process: no local agent, and the child
@@ -88,7 +88,7 @@ export class AcpProvider implements SubagentProvider {
   }
 
   /** What a start checks before anything is spawned, and what it sends: the cwd, the recording grant and link, the lineage. */
-  private prepare(request: Pick<SubagentRequest, 'parent' | 'prompt' | 'agentOptions' | 'callId' | 'permissions' | 'budget'>, label: string | undefined, maxDepth: number | undefined): { spec: AcpRunSpec; cwd: string; lineage: Lineage } {
+  private prepare(request: Pick<SubagentRequest, 'parent' | 'prompt' | 'agentOptions' | 'callId' | 'permissions' | 'budget' | 'workingDirectory'>, label: string | undefined, maxDepth: number | undefined): { spec: AcpRunSpec; cwd: string; lineage: Lineage } {
     if (request.agentOptions?.model !== undefined) {
       throw new SubagentError(
         'INVALID_REQUEST',
@@ -97,7 +97,8 @@ export class AcpProvider implements SubagentProvider {
     }
     // The agent would refuse the prompt's frame: say so before anything is spawned.
     refuseOversizedPrompt(this.name, request.prompt, this.spec.maxFrameBytes)
-    const cwd = this.spec.cwd ?? resolve(request.parent.session.header.cwd)
+    // A workspace of its own (the service made it) wins; then the configured cwd; then the parent's.
+    const cwd = request.workingDirectory?.cwd ?? this.spec.cwd ?? resolve(request.parent.session.header.cwd)
     // The parent records or replays its model calls: the child does the same with its own.
     const recording: RecordingLink | undefined = this.spec.recordingLink?.(request.parent.id, request.callId)
     const lineage: Lineage = lineageOf({ parent: request.parent, label, callId: request.callId, permissions: request.permissions, budget: request.budget }, this.name, maxDepth)

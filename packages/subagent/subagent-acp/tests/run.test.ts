@@ -125,10 +125,12 @@ describe('acp: a run against a real ACP agent process', () => {
   it('start-time features other than the depth bound are refused by the service', async () => {
     const { harness, request } = await provider('echo')
     const acp = harness.ctx.subagents.getProvider('acp')!
-    expect(acp.capabilities).toEqual({ outputSchema: false, depthLimit: true, toolFilter: false, persona: false })
+    // Its own directory it can have (session/new's cwd); its commands it confines itself, or not.
+    expect(acp.capabilities).toEqual({ outputSchema: false, depthLimit: true, toolFilter: false, persona: false, workspace: true, sandbox: false })
     expect(acp.inheritsParentContext).toBe(false)
     await expect(harness.ctx.subagents.start('acp', request('x', { persona: 'a pirate' }))).rejects.toMatchObject({ code: 'UNSUPPORTED_CAPABILITY' })
     await expect(harness.ctx.subagents.start('acp', request('x', { toolFilter: { allow: ['read'] } }))).rejects.toMatchObject({ code: 'UNSUPPORTED_CAPABILITY' })
+    await expect(harness.ctx.subagents.start('acp', request('x', { sandbox: true }))).rejects.toMatchObject({ code: 'UNSUPPORTED_CAPABILITY', message: expect.stringContaining('sandbox') })
   })
 
   it('a delegation beyond maxDepth is refused with DEPTH_LIMIT before anything is spawned', async () => {

@@ -5,6 +5,7 @@ import Schema from 'schemastery'
 import type { Agent } from '@dsh/agent'
 import {
   NO_CAPABILITIES,
+  type SubagentCapabilities,
   openConversation,
   startRemoteRun,
   SubagentError,
@@ -30,7 +31,7 @@ import { PERMISSION_MODES, type ClaudeCodeSettings } from './run-spec.js'
  * `session.ts` (connecting) and `turn.ts` (one turn); the lifecycle is `@dsh/subagent`'s.
  */
 export class ClaudeCodeProvider implements SubagentProvider {
-  readonly capabilities = NO_CAPABILITIES
+  readonly capabilities: Readonly<SubagentCapabilities> = Object.freeze({ ...NO_CAPABILITIES, workspace: true })
   readonly inheritsParentContext = false
 
   /** `liveAgent(id)` finds a parent agent in this process (a resumed child's parent). */

@@ -64,11 +64,12 @@ export interface ClaudeCodeRunSpec {
   approvalScope?: ApprovalScope
 }
 
-export function resolveRunSpec(settings: ClaudeCodeSettings, request: Pick<SubagentRequest, 'parent' | 'agentOptions' | 'callId'>): ClaudeCodeRunSpec {
+export function resolveRunSpec(settings: ClaudeCodeSettings, request: Pick<SubagentRequest, 'parent' | 'agentOptions' | 'callId' | 'workingDirectory'>): ClaudeCodeRunSpec {
   const spec: ClaudeCodeRunSpec = {
     provider: settings.providerName,
     executable: settings.executable,
-    cwd: settings.cwd ?? request.parent.session.header.cwd,
+    // A workspace of its own (made by the service) wins over the configured and the parent's directory.
+    cwd: request.workingDirectory?.cwd ?? settings.cwd ?? request.parent.session.header.cwd,
     // A traced delegation continues in Claude Code's own OpenTelemetry spans (TRACEPARENT).
     env: { ...claudeCodeEnvironment(process.env, { env: settings.env, passEnv: settings.passEnv, isRoot: runningAsRoot() }), ...traceEnvironment(request) },
     permissionMode: settings.permissionMode,

@@ -10,13 +10,13 @@ afterEach(async () => {
 })
 
 describe('claude-code config and registration', () => {
-  it('defaults: providerName claude-code, deny, no timeout, all capabilities false, not local', async () => {
+  it('defaults: providerName claude-code, ask, no timeout, every capability but a workspace of its own false, not local', async () => {
     expect(ClaudeCodePlugin.Config({})).toEqual({ providerName: 'claude-code', env: {}, passEnv: [], permissionMode: 'ask', startTimeoutMs: 60_000, graceMs: 2_000 })
     harness = await createHarness()
     await harness.plugin(SubagentService)
     await harness.plugin(ClaudeCodePlugin, { providerName: 'cc' })
     const provider = harness.ctx.subagents.getProvider('cc')!
-    expect(provider.capabilities).toEqual(NO_CAPABILITIES)
+    expect(provider.capabilities).toEqual({ ...NO_CAPABILITIES, workspace: true })
     expect(provider.inheritsParentContext).toBe(false)
   })
 

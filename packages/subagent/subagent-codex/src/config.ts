@@ -81,7 +81,8 @@ export interface CodexRunTarget {
 
 export function targetOfRequest(config: CodexConfig, request: SubagentRequest): CodexRunTarget {
   const model = request.agentOptions?.model ?? config.model
-  return { cwd: config.cwd ?? request.parent.session.header.cwd, ...(model !== undefined && { model }) }
+  // A workspace of its own (made by the service) wins over the configured and the parent's directory.
+  return { cwd: request.workingDirectory?.cwd ?? config.cwd ?? request.parent.session.header.cwd, ...(model !== undefined && { model }) }
 }
 
 export function resolveRunSpec(config: CodexConfig, request: SubagentRequest | CodexRunTarget, command: CodexCommand, parentEnv: NodeJS.ProcessEnv = process.env): CodexRunSpec {

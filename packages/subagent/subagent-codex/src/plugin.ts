@@ -4,6 +4,7 @@ import { isAbsolute } from 'node:path'
 import {
   launchRemoteChild,
   NO_CAPABILITIES,
+  type SubagentCapabilities,
   openConversation,
   startRemoteRun,
   SubagentError,
@@ -38,7 +39,7 @@ export interface CodexHooks {
  * config (`CODEX_HOME`), which the deployment passes through `env`.
  */
 export class CodexProvider implements SubagentProvider {
-  readonly capabilities = NO_CAPABILITIES
+  readonly capabilities: Readonly<SubagentCapabilities> = Object.freeze({ ...NO_CAPABILITIES, workspace: true })
   readonly inheritsParentContext = false
   readonly name: string
 

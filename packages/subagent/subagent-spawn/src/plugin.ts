@@ -9,6 +9,8 @@ export const IN_PROCESS_CAPABILITIES: Readonly<SubagentCapabilities> = Object.fr
   depthLimit: true,
   toolFilter: true,
   persona: true,
+  workspace: true,
+  sandbox: true,
 })
 
 /** A fresh in-process child: its own agent and an empty session. */

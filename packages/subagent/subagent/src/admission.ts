@@ -117,13 +117,17 @@ function invalid(message: string): SubagentError {
 
 /**
  * The first start-time feature `request` asks for that `capabilities` lacks, in a fixed
- * order (outputSchema, depthLimit, toolFilter, persona); checked without building a list.
+ * order (outputSchema, depthLimit, toolFilter, persona, workspace, sandbox); checked without building a list.
  */
 function firstUnsupportedFeature(request: SubagentRequest, capabilities: SubagentProvider['capabilities']): SubagentFeature | undefined {
   if (request.outputSchema !== undefined && !capabilities.outputSchema) return 'outputSchema'
   if (request.maxDepth !== undefined && !capabilities.depthLimit) return 'depthLimit'
   if (request.toolFilter !== undefined && !capabilities.toolFilter) return 'toolFilter'
   if (request.persona !== undefined && !capabilities.persona) return 'persona'
+  if (request.workspace !== undefined && request.workspace !== 'shared' && !capabilities.workspace) return 'workspace'
+  if (request.sandbox !== undefined && request.sandbox !== false && !capabilities.sandbox) return 'sandbox'
+  // A confined agent's children are confined too: one the provider cannot confine would be a way out.
+  if (request.parent.session.header.sandbox !== undefined && !capabilities.sandbox) return 'sandbox'
   return undefined
 }
 
@@ -146,6 +150,9 @@ function validateRequest(request: SubagentRequest): void {
     if (toolFilter.allow === undefined && toolFilter.deny!.length === 0) throw invalid('toolFilter has an empty `deny` list and no `allow`: it filters nothing')
   }
   if (persona !== undefined && (typeof persona !== 'string' || !persona.trim())) throw invalid('persona must be non-empty text')
+  const { workspace, sandbox } = request
+  if (workspace !== undefined && workspace !== 'shared' && workspace !== 'worktree' && workspace !== 'copy') throw invalid(`workspace must be shared, worktree or copy (got ${JSON.stringify(workspace)})`)
+  if (sandbox !== undefined && sandbox !== true && sandbox !== false && sandbox !== 'no-network') throw invalid(`sandbox must be true, false or "no-network" (got ${JSON.stringify(sandbox)})`)
   const { budget } = request
   if (budget !== undefined) {
     for (const [limit, value] of Object.entries(budget)) {

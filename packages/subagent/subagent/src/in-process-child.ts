@@ -21,7 +21,7 @@ import { lineageHeader, lineageOf } from './lineage.js'
 import type { SubagentRequest } from './types.js'
 
 /** What of a request shapes an in-process child (a continuable request has no signal of its own: the caller's is passed in). */
-export type InProcessChildRequest = Pick<SubagentRequest, 'parent' | 'signal' | 'label' | 'callId' | 'agentOptions' | 'maxDepth' | 'toolFilter' | 'persona' | 'helper' | 'permissions'>
+export type InProcessChildRequest = Pick<SubagentRequest, 'parent' | 'signal' | 'label' | 'callId' | 'agentOptions' | 'maxDepth' | 'toolFilter' | 'persona' | 'helper' | 'permissions' | 'workingDirectory' | 'sandbox'>
 
 export interface InProcessChildOptions {
   /** The provider's registered name, recorded in the child's header. */
@@ -48,7 +48,15 @@ export function createInProcessChild(agents: AgentRegistry, request: InProcessCh
     const { parent, signal } = request
     const meta: CreateAgentOptions['meta'] = lineageHeader(lineageOf(request, options.provider, maxDepth))
     meta.origin = 'subagent'
-    meta.cwd = parent.session.header.cwd
+    // A workspace of its own (the service made it before asking the provider), else the parent's directory.
+    const working = request.workingDirectory
+    meta.cwd = working?.cwd ?? parent.session.header.cwd
+    if (working?.workspace !== undefined) meta.workspace = working.workspace
+    // Confined commands: its own bash tool reads this from its header. A sandboxed parent's
+    // children are confined too (a child can narrow its parent's sandbox, never leave it).
+    const inherited = parent.session.header.sandbox
+    const asked = request.sandbox !== undefined && request.sandbox !== false ? { network: request.sandbox !== 'no-network' } : undefined
+    if (inherited !== undefined || asked !== undefined) meta.sandbox = { network: (inherited?.network ?? true) && (asked?.network ?? true) }
     if (options.id !== undefined) meta.id = options.id
     if (options.descriptor !== undefined) meta.descriptor = options.descriptor
     if (request.helper !== undefined) meta.helper = request.helper

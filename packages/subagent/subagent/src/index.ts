@@ -21,6 +21,7 @@ export {
   type SubagentRunEndInfo,
   type SubagentRunInfo,
   type SubagentUsage,
+  type SubagentWorkspaceReport,
 } from './types.js'
 export { SubagentError, type SubagentErrorCode } from './errors.js'
 export { outputText, selectOutput } from './output.js'

@@ -14,6 +14,7 @@ import { joinPermissionLevels, type PermissionLevel } from '@dsh/session'
 import type { ContinuableChildInfo, ContinuableStarted, InterruptAuthority, StartContinuableOptions } from './continuable/types.js'
 import { ContinuationManager, type ContinuableSetup } from './continuable/manager.js'
 import type { BudgetEvent, TreeGate, TreeLimitsConfig } from './tree-limits.js'
+import type { WorkspaceHost } from './workspace-start.js'
 
 declare module 'cordis' {
   interface Context {
@@ -248,6 +249,8 @@ export class SubagentService extends Service {
     if (this.gate === undefined && (request.budget !== undefined || givenBudget(request.parent) !== undefined)) return this.loadGate({}).then(() => this.startChecked(name, request))
     // Admission before the provider is asked for anything: nothing exists after a refusal.
     const { provider, maxDepth } = admit(this.providers, name, request)
+    // A workspace of its own is made first (its module loaded only then); the child starts in it.
+    if (request.workspace === 'worktree' || request.workspace === 'copy') return this.startInWorkspace(name, request)
     const rebound = maxDepth !== request.maxDepth && provider.capabilities.depthLimit
     // Progress is built only when somebody listens: otherwise providers get no sink at all.
     const progress = this.openProgress(request.onProgress)
@@ -261,6 +264,27 @@ export class SubagentService extends Service {
     // no id and no continuation on the result. The caller owns `result` from here on.
     if (progress === undefined && !this.heard('subagent/start') && !this.heard('subagent/end')) return this.launch(provider, forProvider)
     return this.startFollowed(name, request, provider, forProvider, progress)
+  }
+
+  /** `start` of a child with a workspace of its own (`workspace-start.ts`). */
+  private async startInWorkspace(name: string, request: SubagentRequest): Promise<SubagentRun> {
+    const { makeWorkspace, inWorkspace } = await import('./workspace-start.js')
+    const host = this.workspaceHost()
+    const { key, request: inIt } = await makeWorkspace(host, request)
+    let run: SubagentRun
+    try {
+      run = await this.startChecked(name, inIt)
+    } catch (error) {
+      await host!.discard(key).catch(() => undefined)
+      throw error
+    }
+    return inWorkspace(host!, key, run)
+  }
+
+  /** `ctx.workspaces`, read by shape: `@dsh/workspaces` is a service beside this one, not a dependency. */
+  private workspaceHost(): WorkspaceHost | undefined {
+    const workspaces = this.home.get('workspaces') as WorkspaceHost | undefined
+    return workspaces && serviceInstance(workspaces)
   }
 
   /** The provider's start, through the tree's cap when one is configured (it may wait there for a slot). */
@@ -374,7 +398,19 @@ export class SubagentService extends Service {
     const { provider, maxDepth } = admit(this.providers, options.provider, { ...options.request, signal: options.signal })
     const own = this.ownPermissions()
     if (own !== undefined) options = { ...options, request: { ...options.request, permissions: joinPermissionLevels(own, options.request.permissions) } }
-    return this.continuation.startContinuable(provider, maxDepth, options)
+    if (options.request.workspace !== 'worktree' && options.request.workspace !== 'copy') return this.continuation.startContinuable(provider, maxDepth, options)
+    // Its workspace outlives the process with it (its header keeps the directory): kept until merged or discarded.
+    const { makeWorkspace } = await import('./workspace-start.js')
+    const host = this.workspaceHost()
+    const { key, request } = await makeWorkspace(host, { ...options.request, label: options.label })
+    try {
+      const started = await this.continuation.startContinuable(provider, maxDepth, { ...options, request })
+      host!.rename(key, started.childId, { persistent: true })
+      return started
+    } catch (error) {
+      await host!.discard(key).catch(() => undefined)
+      throw error
+    }
   }
 
   /**

@@ -1,7 +1,7 @@
 import type { TextBlock } from '@dsh/llm'
 import type { Agent } from '@dsh/agent'
 import type { ToolFilter } from '@dsh/tools'
-import type { DelegationBudget, HelperRef, PermissionLevel } from '@dsh/session'
+import type { DelegationBudget, HelperRef, PermissionLevel, WorkspaceRef } from '@dsh/session'
 import type { ContinuablePreparation, PrepareContinuableRequest, RemoteChildRecord, RemoteConversation } from './continuable/types.js'
 
 /** How a run ended. Consumers treat any value they do not know as a failure. */
@@ -18,6 +18,13 @@ export interface SubagentCapabilities {
   toolFilter: boolean
   /** `request.persona`: replace the deployment persona for the child. */
   persona: boolean
+  /**
+   * `request.workspace` other than `shared`: the child works in the directory the parent
+   * gives it (a worktree or copy of its own), on this host.
+   */
+  workspace: boolean
+  /** `request.sandbox`: the child's commands run confined (its own bash tool honours its header's `sandbox`). */
+  sandbox: boolean
 }
 
 export type SubagentFeature = keyof SubagentCapabilities
@@ -68,6 +75,23 @@ export interface SubagentRequest {
    * lineage, so a child anywhere is under every ancestor's rules (see `@dsh/approvals`).
    */
   permissions?: readonly PermissionLevel[]
+  /**
+   * Where the child works: in its parent's directory (`shared`, the default), or in a
+   * workspace of its own made before it starts (`worktree`, `copy`: needs `workspace`, and
+   * `ctx.workspaces`); its result then carries what it changed (`SubagentResult.workspace`).
+   */
+  workspace?: 'shared' | 'worktree' | 'copy'
+  /**
+   * Confine the child's commands (bubblewrap): its working directory writable, the rest of
+   * the file system read-only, and no network with `'no-network'` (needs `sandbox`).
+   */
+  sandbox?: boolean | 'no-network'
+  /**
+   * Set by the service, read by providers: the directory the child works in and its
+   * workspace, when it has one of its own (`request.workspace`). A caller's own value is
+   * ignored.
+   */
+  workingDirectory?: { cwd: string; workspace?: WorkspaceRef }
   /**
    * Told when this delegation has to wait for a slot of its tree's cap (`true`, before
    * `start` returns) and when it stops waiting (`false`: it starts, or was cancelled).
@@ -140,6 +164,23 @@ export interface SubagentResult {
   stopReason: StopReason
   /** The run's token usage, when the transport reports it (in-process children always do). */
   usage?: SubagentUsage
+  /** What the child changed in its workspace of its own, when it had one (`request.workspace`). */
+  workspace?: SubagentWorkspaceReport
+}
+
+/** What a child changed in its workspace (see `@dsh/workspaces`' `WorkspaceChanges`). */
+export interface SubagentWorkspaceReport {
+  mode: 'worktree' | 'copy'
+  path: string
+  branch?: string
+  files: Array<{ path: string; status: 'added' | 'modified' | 'deleted' | 'renamed'; added?: number; removed?: number }>
+  diffstat: string
+  committed: boolean
+  uncommitted: boolean
+  /** The directory was gone when it was looked at. */
+  missing?: true
+  /** Kept for the parent to merge or discard (it has changes); otherwise it was removed. */
+  kept: boolean
 }
 
 /** One delegation, owned by the caller from publication on. */
@@ -224,4 +265,6 @@ export const NO_CAPABILITIES: Readonly<SubagentCapabilities> = Object.freeze({
   depthLimit: false,
   toolFilter: false,
   persona: false,
+  workspace: false,
+  sandbox: false,
 })

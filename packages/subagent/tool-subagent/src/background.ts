@@ -6,7 +6,7 @@ import { TaskError, type TaskOutcome, type TaskReservation } from '@dsh/tasks'
 import type { ToolExecution, ToolOutput } from '@dsh/tools'
 import type {} from '@dsh/approvals'
 import { BackgroundActivity } from './background-activity.js'
-import { endingOf } from './foreground.js'
+import { endingOf, workspaceNote } from './foreground.js'
 
 export const NO_TASKS_MESSAGE = 'background delegation needs the tasks runtime: load @dsh/tasks and @dsh/tool-tasks'
 
@@ -16,8 +16,9 @@ export const NO_TASKS_MESSAGE = 'background delegation needs the tasks runtime: 
  * other reason is a failure naming the reason and the diagnostic. Partial
  * output travels along so a failed or killed task still shows what the child had.
  */
-export function runOutcome(result: SubagentResult): TaskOutcome {
-  const text = outputText(result.output)
+export function runOutcome(result: SubagentResult, childId?: string): TaskOutcome {
+  const answer = outputText(result.output)
+  const text = result.workspace !== undefined && childId !== undefined ? `${answer}\n\n${workspaceNote(childId, result.workspace)}` : answer
   const status = taskStatusOfStop(result.stopReason)
   switch (status) {
     case 'completed':
@@ -40,7 +41,7 @@ export function runOutcome(result: SubagentResult): TaskOutcome {
 export async function settleRun(run: SubagentRun): Promise<TaskOutcome> {
   let outcome: TaskOutcome
   try {
-    outcome = runOutcome(await run.result)
+    outcome = runOutcome(await run.result, run.id)
   } catch (error) {
     outcome = { status: 'failed', detail: `the subagent run failed: ${errorMessage(error)}` }
   }

@@ -7,6 +7,8 @@ export type SubagentToolErrorCode =
   | 'DEPTH_UNSUPPORTED'
   /** `backgroundMode: continuable`, and its provider cannot keep a child across turns. */
   | 'CONTINUATION_UNSUPPORTED'
+  /** `workspace` or `sandbox` that its provider cannot honour. */
+  | 'UNSUPPORTED_CAPABILITY'
 
 /** A subagent tool whose config its provider cannot honour; raised when the tool mounts. */
 export class SubagentToolError extends DshError<SubagentToolErrorCode> {}

@@ -1,7 +1,7 @@
 import { errorMessage } from '@dsh/base'
 import type { ToolOutput } from '@dsh/tools'
 import { outputText } from '@dsh/llm'
-import type { SubagentResult, SubagentRun } from '@dsh/subagent'
+import type { SubagentResult, SubagentRun, SubagentWorkspaceReport } from '@dsh/subagent'
 
 /**
  * Collect a run synchronously: await its result and always dispose it, whatever
@@ -25,25 +25,51 @@ export interface DelegationRecord {
   storedAt?: string
   /** The agent definition the child was started from (the helper tool's `agent`). */
   helper?: string
+  /** What it changed in its workspace of its own, when it had one. */
+  workspace?: SubagentWorkspaceReport
 }
 
 /**
  * The result with `record.delegation`: which child answered, so `dsh sessions tree` can show
  * a child stored elsewhere (on an A2A worker, in Codex's store) on a line of its own.
  */
-function withDelegationRecord(output: Exclude<ToolOutput, string>, run: SubagentRun, provider: string, helper: string | undefined): ToolOutput {
+function withDelegationRecord(output: Exclude<ToolOutput, string>, run: SubagentRun, provider: string, helper: string | undefined, result: SubagentResult | undefined): ToolOutput {
   const delegation: DelegationRecord = { childId: run.id, provider, local: run.local }
   if (run.storedAt !== undefined) delegation.storedAt = run.storedAt
   if (helper !== undefined) delegation.helper = helper
+  if (result?.workspace !== undefined) {
+    delegation.workspace = result.workspace
+    // What it changed, and how to bring it back: the model reads it with the answer.
+    const note = workspaceNote(run.id, result.workspace)
+    output.content = typeof output.content === 'string' ? `${output.content}\n\n${note}` : [...output.content, { type: 'text', text: `\n\n${note}` }]
+  }
   output.record = { delegation }
   return output
 }
 
 function disposeThenRender(run: SubagentRun, provider: string, result: SubagentResult | undefined, resultError: unknown, helper: string | undefined): Promise<ToolOutput> {
   return run.dispose().then(
-    () => withDelegationRecord(collected(result, resultError, undefined), run, provider, helper),
-    (disposeError: unknown) => withDelegationRecord(collected(result, resultError, disposeError ?? new Error('dispose failed')), run, provider, helper),
+    () => withDelegationRecord(collected(result, resultError, undefined), run, provider, helper, result),
+    (disposeError: unknown) => withDelegationRecord(collected(result, resultError, disposeError ?? new Error('dispose failed')), run, provider, helper, result),
   )
+}
+
+/**
+ * What a child changed in its workspace, in words for the parent's model: the branch (or
+ * copy), the diffstat and the files, and what to do with it.
+ */
+export function workspaceNote(childId: string, report: SubagentWorkspaceReport): string {
+  const where = report.mode === 'worktree' ? `its worktree on branch ${report.branch}` : `its copy at ${report.path}`
+  if (report.missing) return `workspace: ${where} was deleted by the child; nothing to bring back${report.committed ? ' beyond the commits on its branch (merge or discard them with the workspace tool)' : ''}.`
+  if (!report.kept) return `workspace: the child changed nothing in ${where}; it was removed.`
+  const state = [report.committed && 'committed', report.uncommitted && 'some left uncommitted (committed for it when merged)'].filter(Boolean).join('; ')
+  const files = report.files.slice(0, 20).map((file) => `${file.status} ${file.path}${file.added !== undefined ? ` (+${file.added} -${file.removed ?? 0})` : ''}`)
+  return [
+    `workspace: ${where}: ${report.diffstat}${state ? ` (${state})` : ''}`,
+    ...files.map((line) => `  ${line}`),
+    ...(report.files.length > 20 ? [`  … and ${report.files.length - 20} more`] : []),
+    `Your directory is unchanged until you bring this back: workspace tool with action "merge" (or "discard") and subagent_id ${childId}.`,
+  ].join('\n')
 }
 
 function collected(result: SubagentResult | undefined, resultError: unknown, disposeError: unknown): Exclude<ToolOutput, string> {

@@ -199,12 +199,12 @@ export class HelperTool {
   }
 
   private async startContinuable(definition: AgentDefinition, request: SubagentRequest, exec: ToolExecution): Promise<ToolOutput> {
-    const { prompt, parent, callId, maxDepth, agentOptions, persona, toolFilter, helper, permissions } = request
+    const { prompt, parent, callId, maxDepth, agentOptions, persona, toolFilter, helper, permissions, workspace, sandbox } = request
     try {
       const { childId } = await this.subagents.startContinuable({
         provider: definition.provider,
         label: request.label ?? definition.name,
-        request: { prompt, parent, ...(callId !== undefined && { callId }), ...(maxDepth !== undefined && { maxDepth }), ...(agentOptions && { agentOptions }), ...(persona !== undefined && { persona }), ...(toolFilter && { toolFilter }), ...(helper && { helper }), ...(permissions && { permissions }) },
+        request: { prompt, parent, ...(callId !== undefined && { callId }), ...(maxDepth !== undefined && { maxDepth }), ...(agentOptions && { agentOptions }), ...(persona !== undefined && { persona }), ...(toolFilter && { toolFilter }), ...(helper && { helper }), ...(permissions && { permissions }), ...(workspace !== undefined && { workspace }), ...(sandbox !== undefined && { sandbox }) },
         signal: exec.signal,
       })
       return `started continuable helper "${definition.name}" as subagent ${childId}. You will get a message when its turn ends; send it more work with send_message (subagent_id ${childId}).`
@@ -245,6 +245,8 @@ export class HelperTool {
     if (definition.budget !== undefined) request.budget = { ...definition.budget }
     // A level of the helper's own under everything its parent is under (see @dsh/approvals).
     if (definition.permissions !== undefined) request.permissions = [definition.permissions]
+    if (definition.workspace !== undefined && definition.workspace !== 'shared') request.workspace = definition.workspace
+    if (definition.sandbox !== undefined && definition.sandbox !== false) request.sandbox = definition.sandbox
     const maxDepth = definition.maxDepth ?? this.settings.maxDepth ?? (provider.capabilities.depthLimit ? DEFAULT_MAX_DEPTH : undefined)
     if (maxDepth !== undefined) request.maxDepth = maxDepth
     const allow = this.inheritedAllow(definition, exec.agent.id)

@@ -28,6 +28,10 @@ export interface SubagentToolConfig {
   toolFilter?: { allow?: string[]; deny?: string[] }
   /** Unset: 3 for providers that support depth limits, none for those that do not. */
   maxDepth?: number
+  /** Where every child of this tool works: the parent's directory (default), or a worktree or copy of its own. */
+  workspace: 'shared' | 'worktree' | 'copy'
+  /** Confine every child's commands (bubblewrap); `no-network` also cuts its network. */
+  sandbox: boolean | 'no-network'
 }
 
 type ToolFilterConfig = { allow?: string[]; deny?: string[] }
@@ -52,7 +56,7 @@ export const ToolFilterSchema: Schema<ToolFilterConfig, ToolFilterConfig> = Sche
 )
 
 export interface SubagentToolMountProblem {
-  code: 'NO_PROVIDER' | 'DEPTH_UNSUPPORTED' | 'CONTINUATION_UNSUPPORTED'
+  code: 'NO_PROVIDER' | 'DEPTH_UNSUPPORTED' | 'CONTINUATION_UNSUPPORTED' | 'UNSUPPORTED_CAPABILITY'
   /** One line naming the tool and the provider, and what to change. */
   message: string
 }
@@ -64,7 +68,7 @@ export interface SubagentToolMountProblem {
  * registers after the tool (siblings start concurrently) can only be refused in the log.
  */
 export function subagentToolMountProblem(
-  config: Pick<SubagentToolConfig, 'toolName' | 'maxDepth' | 'backgroundMode'> & { provider: string },
+  config: Pick<SubagentToolConfig, 'toolName' | 'maxDepth' | 'backgroundMode'> & Partial<Pick<SubagentToolConfig, 'workspace' | 'sandbox'>> & { provider: string },
   provider: SubagentProvider | undefined,
   registered: readonly string[] = [],
 ): SubagentToolMountProblem | undefined {
@@ -75,6 +79,18 @@ export function subagentToolMountProblem(
     return {
       code: 'DEPTH_UNSUPPORTED',
       message: `tool "${config.toolName}" sets maxDepth ${config.maxDepth}, but subagent provider "${provider.name}" cannot enforce a depth limit; remove maxDepth from the tool's config or use a provider that supports it`,
+    }
+  }
+  if (config.workspace !== undefined && config.workspace !== 'shared' && !provider.capabilities.workspace) {
+    return {
+      code: 'UNSUPPORTED_CAPABILITY',
+      message: `tool "${config.toolName}" sets workspace ${config.workspace}, but subagent provider "${provider.name}" cannot give its child a directory of its own (its children work on another host); use workspace: shared, or a provider that can (spawn, fork, acp, codex, claude-code)`,
+    }
+  }
+  if (config.sandbox !== undefined && config.sandbox !== false && !provider.capabilities.sandbox) {
+    return {
+      code: 'UNSUPPORTED_CAPABILITY',
+      message: `tool "${config.toolName}" sets sandbox, but subagent provider "${provider.name}" cannot confine its child's commands (only in-process children can: spawn, fork)`,
     }
   }
   if (config.backgroundMode === 'continuable' && !provider.prepareContinuable) {
@@ -103,6 +119,8 @@ export class SubagentToolPlugin {
     persona: Schema.string().min(1).description('Persona for every child of this tool.'),
     toolFilter: ToolFilterSchema.description('Allow/deny lists for the children\'s tools; at least one of the two.'),
     maxDepth: Schema.natural().description('Absolute delegation depth bound (default 3 where the provider supports depth limits).'),
+    workspace: Schema.union(['shared', 'worktree', 'copy']).default('shared').description("Where every child works: the parent's directory (shared), a git worktree on a branch of its own (worktree), or a copy of a directory that is not a repository (copy); its result says what it changed, merged back with the workspace tool."),
+    sandbox: Schema.union([Schema.boolean(), Schema.const('no-network')]).default(false).description("Confine every child's commands: its working directory writable, the rest read-only, no other process visible; no-network also cuts the network. Needs bubblewrap (bwrap)."),
   })
 
   private unregister: (() => void) | undefined
@@ -245,12 +263,12 @@ export class SubagentToolPlugin {
 
   /** A continuable child: its id at once; its parent hears of every settled turn through a notice. */
   private async startContinuable(args: SubagentToolArgs, exec: ToolExecution): Promise<ToolOutput> {
-    const { prompt, parent, callId, maxDepth, agentOptions, persona, toolFilter } = this.request(args, exec)
+    const { prompt, parent, callId, maxDepth, agentOptions, persona, toolFilter, workspace, sandbox } = this.request(args, exec)
     try {
       const { childId } = await this.subagents.startContinuable({
         provider: this.config.provider!,
         label: args.description,
-        request: { prompt, parent, ...(callId !== undefined && { callId }), ...(maxDepth !== undefined && { maxDepth }), ...(agentOptions && { agentOptions }), ...(persona !== undefined && { persona }), ...(toolFilter && { toolFilter }) },
+        request: { prompt, parent, ...(callId !== undefined && { callId }), ...(maxDepth !== undefined && { maxDepth }), ...(agentOptions && { agentOptions }), ...(persona !== undefined && { persona }), ...(toolFilter && { toolFilter }), ...(workspace !== undefined && { workspace }), ...(sandbox !== undefined && { sandbox }) },
         signal: exec.signal,
       })
       return `started continuable subagent ${childId}. You will get a message when its turn ends; send it more work with send_message (subagent_id ${childId}).`
@@ -276,6 +294,8 @@ export class SubagentToolPlugin {
     if (config.persona !== undefined) request.persona = config.persona
     const { allow, deny } = config.toolFilter ?? {}
     if (allow !== undefined || deny !== undefined) request.toolFilter = { ...(allow && { allow }), ...(deny && { deny }) }
+    if (config.workspace !== undefined && config.workspace !== 'shared') request.workspace = config.workspace
+    if (config.sandbox !== undefined && config.sandbox !== false) request.sandbox = config.sandbox
     return request
   }
 }

@@ -53,6 +53,15 @@ export class WorkspaceService extends Service {
     super(ctx, 'workspaces')
     this.dir = resolve(config.dir ?? join(process.env.DSH_HOME ? resolve(process.env.DSH_HOME) : join(homedir(), '.dsh'), 'workspaces'))
     this.maxLivePerTree = config.maxLivePerTree ?? 8
+    // What a killed run left behind is said once, at the next start that composes this service.
+    const home = ctx
+    void this.list().then(
+      (listed) => {
+        const orphans = listed.filter((record) => record.orphaned)
+        if (orphans.length > 0) home.logger('workspaces').warn('%d orphaned workspace%s from a run that ended without cleaning up (%s): dsh workspaces list shows them, dsh workspaces clean removes them', orphans.length, orphans.length === 1 ? '' : 's', orphans.map((record) => record.root).slice(0, 3).join(', '))
+      },
+      () => undefined,
+    )
   }
 
   /** Make a workspace for a child; nothing is left behind when it fails. */
@@ -158,6 +167,21 @@ export class WorkspaceService extends Service {
       this.removeRecord(record)
       throw error instanceof WorkspaceError ? error : new WorkspaceError('INVALID', `${source} could not be copied for the child: ${errorMessage(error)}`)
     }
+  }
+
+  /**
+   * Name the workspace made under `from` (before its child existed) by its child's id,
+   * `to`; `persistent`: it outlives this process (a continuable child's), so it is never
+   * taken for an orphan.
+   */
+  rename(from: string, to: string, options: { persistent?: boolean } = {}): void {
+    const record = this.mine.get(from)
+    if (record === undefined) throw new WorkspaceError('NOT_FOUND', `no workspace was made under ${from}`)
+    this.mine.delete(from)
+    record.childId = to
+    if (options.persistent) record.state = 'kept'
+    this.mine.set(to, record)
+    this.writeRecord(record)
   }
 
   /** What child `childId` changed in its workspace so far. */

@@ -6,6 +6,7 @@
 import type { Agent } from '@dsh/agent'
 import type { TextBlock } from '@dsh/llm'
 import type { HelperRef, PermissionLevel, Session } from '@dsh/session'
+import type { SubagentRequest } from '../types.js'
 import type { ToolFilter } from '@dsh/tools'
 import type { ProgressSink, SubagentResult } from '../types.js'
 
@@ -52,6 +53,12 @@ export interface ContinuableRequest {
   helper?: HelperRef
   /** See `SubagentRequest.permissions`. */
   permissions?: readonly PermissionLevel[]
+  /** See `SubagentRequest.workspace`: a continuable child keeps its workspace across turns and restarts, until its parent merges or discards it. */
+  workspace?: SubagentRequest['workspace']
+  /** See `SubagentRequest.sandbox`. */
+  sandbox?: SubagentRequest['sandbox']
+  /** Set by the service (see `SubagentRequest.workingDirectory`). */
+  workingDirectory?: SubagentRequest['workingDirectory']
 }
 
 export interface StartContinuableOptions {

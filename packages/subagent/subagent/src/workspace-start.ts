@@ -1,0 +1,82 @@
+/**
+ * A delegation with a workspace of its own (`request.workspace: worktree | copy`): the
+ * workspace is made by `ctx.workspaces` before the provider is asked for anything (a
+ * failure there starts nothing), the child is started in it (`request.workingDirectory`),
+ * its result carries what it changed, and when the run is disposed a workspace with no
+ * changes is removed while one with changes is kept for its parent to merge or discard.
+ * Loaded only when a request asks for a workspace: no other child pays for it.
+ */
+import { errorMessage } from '@dsh/base'
+import type { Agent } from '@dsh/agent'
+import type { WorkspaceRef } from '@dsh/session'
+import { SubagentError } from './errors.js'
+import type { SubagentRequest, SubagentResult, SubagentRun, SubagentWorkspaceReport } from './types.js'
+
+/** What this module needs of `ctx.workspaces` (`@dsh/workspaces`), read by shape: that package is not a dependency of this one. */
+export interface WorkspaceHost {
+  create(request: { mode: 'worktree' | 'copy'; source: string; childId: string; label?: string; tree: string }): Promise<{ ref: WorkspaceRef }>
+  changes(childId: string): Promise<Omit<SubagentWorkspaceReport, 'kept'> & { childId: string }>
+  release(childId: string): Promise<unknown>
+  discard(childId: string): Promise<void>
+  rename(from: string, to: string, options?: { persistent?: boolean }): void
+}
+
+let made = 0
+
+/** Make the workspace `request` asks for; resolves with the key it is held under and the request to start in it. */
+export async function makeWorkspace<R extends Pick<SubagentRequest, 'parent' | 'label' | 'workspace' | 'workingDirectory'>>(workspaces: WorkspaceHost | undefined, request: R): Promise<{ key: string; request: R }> {
+  const mode = request.workspace as 'worktree' | 'copy'
+  if (workspaces === undefined) {
+    throw new SubagentError('UNSUPPORTED_CAPABILITY', `workspace: ${mode} needs the workspace service in the composition (- id: workspaces, name: "@dsh/workspaces")`)
+  }
+  const key = `pending-${process.pid}-${++made}`
+  let ref: WorkspaceRef
+  try {
+    ;({ ref } = await workspaces.create({ mode, source: request.parent.session.header.cwd, childId: key, ...(request.label !== undefined && { label: request.label }), tree: rootOf(request.parent).id }))
+  } catch (error) {
+    throw new SubagentError('INVALID_REQUEST', `the child's ${mode} workspace could not be made: ${errorMessage(error)}`, { cause: error })
+  }
+  return { key, request: { ...request, workspace: 'shared', workingDirectory: { cwd: ref.path, workspace: ref } } }
+}
+
+/**
+ * `run` in its workspace (held under `key` until now): renamed to the child's id, its
+ * result carrying what it changed, its disposal releasing the workspace.
+ */
+export function inWorkspace(workspaces: WorkspaceHost, key: string, run: SubagentRun): SubagentRun {
+  workspaces.rename(key, run.id)
+  const result = run.result.then(async (settled): Promise<SubagentResult> => {
+    try {
+      const { childId: _childId, ...changes } = await workspaces.changes(run.id)
+      return { ...settled, workspace: { ...changes, kept: changes.files.length > 0 || changes.committed || changes.missing === true } }
+    } catch (error) {
+      const diagnostic = `${settled.diagnostic ? `${settled.diagnostic}; ` : ''}its workspace could not be read: ${errorMessage(error)}`
+      return { ...settled, diagnostic }
+    }
+  })
+  let disposal: Promise<void> | undefined
+  const wrapped: { -readonly [K in keyof SubagentRun]: SubagentRun[K] } = {
+    id: run.id,
+    local: run.local,
+    result,
+    cancel: (reason) => run.cancel(reason),
+    dispose: () =>
+      (disposal ??= run
+        .dispose()
+        .then(() => result)
+        .then(
+          () => workspaces.release(run.id).then(() => undefined),
+          () => workspaces.release(run.id).then(() => undefined),
+        )
+        .catch(() => undefined)),
+  }
+  if (run.sendMessage !== undefined) wrapped.sendMessage = (message) => run.sendMessage!(message)
+  if (run.storedAt !== undefined) wrapped.storedAt = run.storedAt
+  return wrapped
+}
+
+function rootOf(agent: Agent): Agent {
+  let root = agent
+  while (root.parent !== undefined) root = root.parent
+  return root
+}
