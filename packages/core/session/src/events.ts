@@ -185,6 +185,11 @@ export interface WorkspaceRef {
   branch?: string
   /** `worktree`: the commit it started from. */
   base?: string
+  /**
+   * `worktree`: the repository's git directory, which its commits write to (a confined
+   * child's commands need it writable beside the worktree).
+   */
+  gitDir?: string
 }
 
 /** How a session's commands are confined (`SessionHeader.sandbox`). */

@@ -96,7 +96,7 @@ export function headerOf(value: unknown, file: string, id: string): SessionHeade
   if (header.budget !== undefined && readDelegationBudget(header.budget) === undefined) throw fail('header.budget must be { outputTokens?, inputTokens?, cost?, children?, wallTimeMs? } of non-negative numbers when present')
   if (header.workspace !== undefined) {
     const workspace = header.workspace
-    if (!isObject(workspace) || (workspace.mode !== 'worktree' && workspace.mode !== 'copy') || typeof workspace.path !== 'string' || typeof workspace.source !== 'string' || (workspace.branch !== undefined && typeof workspace.branch !== 'string') || (workspace.base !== undefined && typeof workspace.base !== 'string')) {
+    if (!isObject(workspace) || (workspace.mode !== 'worktree' && workspace.mode !== 'copy') || typeof workspace.path !== 'string' || typeof workspace.source !== 'string' || (workspace.branch !== undefined && typeof workspace.branch !== 'string') || (workspace.base !== undefined && typeof workspace.base !== 'string') || (workspace.gitDir !== undefined && typeof workspace.gitDir !== 'string')) {
       throw fail('header.workspace must be { mode: "worktree" | "copy", path, source, branch?, base? } when present')
     }
   }

@@ -79,7 +79,7 @@ export class WorkspaceService extends Service {
     mkdirSync(join(this.dir, 'trees'), { recursive: true })
     const record = request.mode === 'worktree' ? await this.makeWorktree(request, source, id, root) : await this.makeCopy(request, source, id, root)
     this.mine.set(request.childId, record)
-    const ref: WorkspaceRef = { mode: record.mode, path: record.path, source: record.source, ...(record.branch !== undefined && { branch: record.branch }), base: record.base }
+    const ref: WorkspaceRef = { mode: record.mode, path: record.path, source: record.source, ...(record.branch !== undefined && { branch: record.branch }), base: record.base, ...(record.gitDir !== undefined && { gitDir: record.gitDir }) }
     return { ref, record }
   }
 
@@ -102,6 +102,7 @@ export class WorkspaceService extends Service {
       const exists = await gitResult(repository, ['rev-parse', '--verify', '--quiet', `refs/heads/${branch}`])
       if (exists.code === 0) throw new WorkspaceError('BRANCH_EXISTS', `the branch ${branch} exists already; delete it or run again (each child gets a new name)`)
       const base = head.stdout.trim()
+      const gitDir = resolve(repository, (await git(repository, ['rev-parse', '--git-common-dir'], 'finding the git directory')).trim())
       const within = relative(repository, source)
       const record: WorkspaceRecord = {
         id,
@@ -112,6 +113,7 @@ export class WorkspaceService extends Service {
         path: within === '' ? root : join(root, within),
         source,
         repository,
+        gitDir,
         branch,
         base,
         ...(request.label !== undefined && { label: request.label }),

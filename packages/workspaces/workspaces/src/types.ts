@@ -63,6 +63,8 @@ export interface WorkspaceRecord {
   /** The parent's directory it came from, and (worktree) the repository's top level. */
   source: string
   repository?: string
+  /** Worktree: the repository's common git directory (where the worktree's commits go). */
+  gitDir?: string
   branch?: string
   /** The commit it started from. */
   base: string
