@@ -152,14 +152,18 @@ class LocalBashProcess implements BashProcess {
     this.shellEnded = true
     let leftovers = false
     if (end.error === undefined && this.pid !== undefined) {
-      if (this.stopping) await this.stopping
-      else if (this.sandbox) {
+      if (this.sandbox) {
+        if (this.stopping) await this.stopping
+        // The init's pid comes on the status pipe, which may still hold it: read it to its
+        // end (bubblewrap's exit closes it) before asking whether the init runs.
+        await Promise.race([this.sandbox.ended, new Promise((resolve) => setTimeout(resolve, DRAIN_MS).unref())])
         // bubblewrap's first process is gone, so its init is being killed (die-with-parent),
         // and with the init the kernel kills whatever the command left in the sandbox: wait
         // for that, so `exited` means nothing of it runs. (It cannot be told apart from the
         // init's own end, so `leftovers` is not reported for a sandbox.)
         if (!(await goneWithin(() => this.tree.alive(), KILL_WAIT_MS).catch(() => true))) await terminateSafely(this.tree, 0)
-      } else if (await this.tree.alive().catch(() => false)) {
+      } else if (this.stopping) await this.stopping
+      else if (await this.tree.alive().catch(() => false)) {
         // The shell is done but something it started (`cmd &`) still runs in its group:
         // nothing may outlive the command, so it is stopped and the exit says so.
         leftovers = true
@@ -236,13 +240,18 @@ class SandboxStatus {
   /** The sandbox's init: its pid outside, and its start time once read (so a reused pid is never mistaken for it). */
   private init: { pid: number; startTime?: number } | undefined
   exitCode: number | undefined
+  /** Resolves once the pipe is closed (bubblewrap has exited) and every record is read. */
+  readonly ended: Promise<void>
   private pending = ''
 
   constructor(private readonly stream: Readable) {
     stream.setEncoding('utf8')
     stream.on('data', (chunk: string) => this.take(chunk))
     // A broken status pipe only loses the records; the exit and the process group still tell the end.
-    stream.on('error', () => {})
+    this.ended = new Promise<void>((resolve) => {
+      stream.once('close', resolve)
+      stream.on('error', () => resolve())
+    })
   }
 
   /** The init's process entry while it runs (zombies do not count), else `undefined`. */
