@@ -49,7 +49,7 @@ function lastEnds(dir: string): string[] {
 }
 
 describe('queue fan-out over three workers in their own network namespaces', () => {
-  it('30 delegations spread over the workers; one SIGKILLed mid-job and all 30 still complete; the parent SIGKILLed mid fan-out and resumed collects every result, no job enqueued twice; a cancel reaches the workers; the Redis password is in no file or log; nothing is left running', async (context) => {
+  it('30 delegations spread over the workers; one SIGKILLed mid-job and all 30 still complete; the parent SIGKILLed mid fan-out and resumed collects every result, no job enqueued twice; a worker without the password is refused in one line; a cancel reaches the workers; the Redis password is in no file or log; nothing is left running', async (context) => {
     if (problem) context.skip(problem)
     const dir = tempDir('dsh-queue-hosts-')
     const redisNs = lab.namespace('redis')
@@ -72,7 +72,7 @@ describe('queue fan-out over three workers in their own network namespaces', () 
         cwd: repoRoot,
         env: { ...process.env, DSH_HOME: tempDir('dsh-home-'), DSH_REDIS_URL: urlVia(link.a) },
       })
-      return { ns, sessions, served: process_ }
+      return { ns, sessions, served: process_, redisAddress: link.a }
     })
     for (const worker of workers) {
       await until(
@@ -114,6 +114,15 @@ describe('queue fan-out over three workers in their own network namespaces', () 
     for (const worker of survivors) expect(lastEnds(worker.sessions).filter((end) => end === 'completed').length).toBeGreaterThan(0)
     const finishedBySurvivors = survivors.flatMap((worker) => lastEnds(worker.sessions)).filter((end) => end === 'completed').length
     expect(finishedBySurvivors).toBeGreaterThanOrEqual(30 - lastEnds(victim.sessions).filter((end) => end === 'completed').length)
+
+    // A worker given the URL without the password is refused in one line naming Redis (not the password it lacks).
+    const noPassword = lab.spawnIn(victim.ns, process.execPath, [dshBin, 'worker', '--model', `scripted:${script}`, '--session-dir', tempDir('dsh-qworker-')], {
+      cwd: repoRoot,
+      env: { ...process.env, DSH_HOME: tempDir('dsh-home-'), DSH_REDIS_URL: `redis://${victim.redisAddress}:${port}` },
+    })
+    expect(await noPassword.exited).toBe(2)
+    expect(noPassword.stderr().trim().split('\n'), noPassword.stderr()).toHaveLength(1)
+    expect(noPassword.stderr()).toMatch(new RegExp(`^dsh worker: Redis at redis://${victim.redisAddress.replace(/\./g, '\\.')}:${port} cannot be reached: .*NOAUTH`))
 
     // 2. The parent is SIGKILLed once the workers hold all its jobs, and resumed: taking its
     // interrupted calls up again finds each job (running or finished), and the model

@@ -379,11 +379,17 @@ describe('dsh worker and the queue provider, on a real Redis', () => {
     expect(result.stdout).toContain('The worker answered: Paris is the capital of France.')
   })
 
-  it('with Redis unreachable, a delegation fails with one line naming it and the run still ends', async () => {
+  it('with Redis unreachable, a delegation fails with one line naming it and the run still ends; dsh worker does not start, saying why in one line', async () => {
     const { config, script } = parentSetup('What is the capital of France?')
-    const result = await runDsh(['run', '--config', config, '--model', `scripted:${script}`, '--session-dir', tempDir(), 'ask a worker'], { env: { DSH_REDIS_URL: `unix://${join(tempDir(), 'nothing.sock')}` } })
+    const nowhere = `unix://${join(tempDir(), 'nothing.sock')}`
+    const result = await runDsh(['run', '--config', config, '--model', `scripted:${script}`, '--session-dir', tempDir(), 'ask a worker'], { env: { DSH_REDIS_URL: nowhere } })
     expect(result.stdout).toMatch(/The worker answered: .*Redis at unix:\/\/\S+nothing\.sock \(queue "dsh"\) cannot be reached/)
     expect(result.code).toBe(0)
+    // Once serving, a worker waits out a Redis that went away; at its start, it does not wait for one that is not there.
+    const worker = await runDsh(['worker', '--model', 'scripted:examples/acp-child.yml', '--session-dir', tempDir()], { env: { DSH_REDIS_URL: nowhere } })
+    expect(worker.code).toBe(2)
+    expect(worker.stderr.trim().split('\n'), worker.stderr).toHaveLength(1)
+    expect(worker.stderr).toMatch(/^dsh worker: Redis at unix:\/\/\S+nothing\.sock cannot be reached: connect ENOENT/)
   })
 
   it('an unset or malformed Redis URL variable is a one-line error naming the variable, for the provider and for dsh worker', async () => {

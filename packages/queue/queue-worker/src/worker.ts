@@ -23,7 +23,7 @@ import { errorMessage } from '@dsh/base'
 import { text, textOf } from '@dsh/llm'
 import { runUntilQuiet } from '@dsh/tasks'
 import { addUsage, admitDepth, displayLine, lineageHeader, noUsage, QUEUE_LINEAGE, summariseArgs, tighterBound, type SubagentProgress } from '@dsh/subagent'
-import { ABORTED_PREFIX, cancelChannel, readJobPayload, redisClient, takenLogLine, WIRE_VERSION, type JobHelper, type JobProgress, type JobResult } from '@dsh/subagent-queue'
+import { ABORTED_PREFIX, cancelChannel, pingRedis, readJobPayload, redisClient, takenLogLine, WIRE_VERSION, type JobHelper, type JobProgress, type JobResult } from '@dsh/subagent-queue'
 
 export interface QueueWorkerOptions {
   /** The queues to take jobs from. */
@@ -58,6 +58,9 @@ export interface QueueWorker {
 }
 
 export async function serveQueue(ctx: Context, options: QueueWorkerOptions): Promise<QueueWorker> {
+  // Once serving, the connections wait out a Redis that went away; at the start, one that
+  // is not there (or refuses this worker) is a failure, not a wait.
+  await pingRedis(options.redisUrl)
   const log = ctx.logger('queue-worker')
   const active = new Map<string, AbortController>()
   const lockMs = options.lockMs ?? 30_000

@@ -49,3 +49,26 @@ export function redisClient(url: string, blocking: boolean): Redis {
   client.on('error', () => {})
   return client
 }
+
+/**
+ * Whether Redis answers at `url`: one PING within `CONNECT_TIMEOUT_MS`, on a client of its
+ * own that is closed after. Rejects with the reason in one line: the connection's own
+ * error (`NOAUTH Authentication required.`, `connect ECONNREFUSED …`) rather than the
+ * client's count of retries. `dsh worker` asks it before it takes jobs, since its blocking
+ * connections would wait for an absent Redis, or one that refuses them, forever.
+ */
+export async function pingRedis(url: string): Promise<void> {
+  const client = redisClient(url, false)
+  let lastError: string | undefined
+  client.on('error', (error: Error) => (lastError = error.message))
+  let timer: NodeJS.Timeout | undefined
+  const timeout = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`no answer within ${CONNECT_TIMEOUT_MS} ms`)), CONNECT_TIMEOUT_MS)))
+  try {
+    await Promise.race([client.ping(), timeout])
+  } catch (error) {
+    throw new Error(lastError ?? (error instanceof Error ? error.message : String(error)), { cause: error })
+  } finally {
+    clearTimeout(timer)
+    client.disconnect()
+  }
+}
