@@ -278,6 +278,26 @@ describe('dsh worker and the queue provider, on a real Redis', () => {
     expect(result.stdout).toMatch(/root: the subagent ended budget: the delegation tree's output-token budget of 150 is spent/)
   })
 
+  it("a queue child spending the root's tree budget alone is stopped by it: the root counts the job's usage as it goes and cancels the job on its worker", async () => {
+    const server = await redis()
+    const budget = 150
+    const dir = tempDir()
+    const script = join(dir, 'alone.yml')
+    // Far more steps than the budget allows, each taking a moment as a model's would.
+    const step = '    - { text: "the child works on, one more step of its task", call: { tool: task_list, args: {} }, delay_ms: 100 }'
+    writeFileSync(script, ['- when: { prompt: "child work" }', '  reply:', ...Array(100).fill(step), '    - text: "child done"', '- when: { depth: 0 }', '  reply:', '    - call: { tool: subagent_queue, args: { description: "queue child", prompt: "child work" } }', '    - text: "root: {{last_tool_result}}"'].join('\n'))
+    const worker = await startWorker(server, script)
+    const config = configFile(['- id: subagents', '  name: "@dsh/subagent"', `  config: { tree: { budget: { outputTokens: ${budget} } } }`, ...QUEUE_ENTRIES])
+    const result = await runDsh(['run', '--config', config, '--permission', 'allow', '--model', `scripted:${script}`, '--session-dir', tempDir(), 'go'], { env: { DSH_REDIS_URL: server.url }, timeoutMs: 60_000 })
+    expect(result.code, result.stderr).toBe(0)
+    expect(result.stdout).toMatch(/root: the subagent ended budget: the delegation tree's output-token budget of 150 is spent \(\d+ output tokens used by its children\); this child was stopped/)
+    const [child] = sessionsIn(worker.sessions)
+    expect(child![0]!.header!.budget).toEqual({ outputTokens: budget })
+    // Stopped mid-work on the worker: the cancel reached it long before its hundred steps.
+    expect(child!.findLast((line) => line.type === 'turn/end')!.reason).toBe('aborted')
+    expect(child!.filter((line) => line.type === 'assistant/message').length).toBeLessThan(50)
+  })
+
   it("a rule in the root's config denying bash denies it to the job's child on the worker, which would have run it otherwise", async () => {
     const server = await redis()
     const dir = tempDir()

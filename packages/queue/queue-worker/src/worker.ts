@@ -1,14 +1,18 @@
 /**
  * `dsh worker`'s engine: takes delegation jobs from one or more BullMQ queues, at most
  * `concurrency` at a time, and runs each as one dsh session (origin `queue`, the lineage
- * the job carries in its header), until the agent is quiet. While it runs, its progress is
- * reported on the job (coalesced); its answer is the job's return value.
+ * the job carries in its header), until the agent is quiet. A job's helper (an agent
+ * definition's persona, tool lists and model) makes its agent; a helper this worker cannot
+ * run as asked (a model it cannot resolve, a tool it lacks) fails the job rather than run
+ * on the worker's own. While it runs, its progress is reported on the job (coalesced); its
+ * answer is the job's return value.
  *
  * Durability is BullMQ's: a job is locked by the worker running it and the lock renewed
  * while it runs; a worker that dies stops renewing, another worker's stalled-job check
- * puts the job back, and the next worker runs it again (the lineage's attempt number says
- * which try a session was). A job that is not ours (another version, missing fields, a
- * huge prompt) fails at once without retries, with the reason; the worker goes on.
+ * puts the job back, and the next worker runs it again (the header's attempt number says
+ * which try a session was; the job's log says which worker took each try, so a job that
+ * stalls out is reported naming them). A job that is not ours (another version, missing
+ * fields, a huge prompt) fails at once without retries, with the reason; the worker goes on.
  *
  * Cancels arrive on the queue's cancel channel (`cancelChannel`): the job's run is aborted
  * (its turn ends `aborted`, its tasks and children stopped) and the job fails `aborted:`

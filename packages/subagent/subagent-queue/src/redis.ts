@@ -34,9 +34,10 @@ export function describeRedis(url: string): string {
  * Redis is away (BullMQ requires it); the others give a command up after one failed
  * reconnection, so a delegation made while Redis is away says so instead of hanging.
  */
-export function redisClient(url: string, blocking: boolean): Redis {
+export function redisClient(url: string, blocking: boolean, more: RedisOptions = {}): Redis {
   const parsed = new URL(url)
   const common: RedisOptions = {
+    ...more,
     connectTimeout: CONNECT_TIMEOUT_MS,
     maxRetriesPerRequest: blocking ? null : 1,
     lazyConnect: false,
@@ -58,7 +59,9 @@ export function redisClient(url: string, blocking: boolean): Redis {
  * connections would wait for an absent Redis, or one that refuses them, forever.
  */
 export async function pingRedis(url: string): Promise<void> {
-  const client = redisClient(url, false)
+  // A socket that never connected may never say it closed: ioredis would then hold the
+  // process for its disconnect timeout (2 s) before cutting it, delaying a refusal's exit.
+  const client = redisClient(url, false, { disconnectTimeout: 50 })
   let lastError: string | undefined
   client.on('error', (error: Error) => (lastError = error.message))
   let timer: NodeJS.Timeout | undefined
