@@ -9,7 +9,8 @@
  *    at its state: a job that finished before anyone listened is collected at once;
  * 3. progress reports become the run's progress; the return value is the result; a failed
  *    attempt with attempts left is a status line, the last one ends the run `error`
- *    naming the worker;
+ *    naming the worker (when BullMQ's own reason names none, as for a job that stalled
+ *    out, every worker that held it, from the lines they wrote on the job's log);
  * 4. cancel removes a job nobody took, and tells the worker holding a taken one on the
  *    queue's cancel channel; the worker's run ends `aborted` and so does this one.
  */
