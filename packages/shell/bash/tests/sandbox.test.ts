@@ -148,8 +148,9 @@ describe('a sandboxed command and other processes', () => {
     const dir = await tempDir()
     const secret = `sk-sandbox-test-${process.pid}-${Date.now()}`
     const fixture = join(dirname(fileURLToPath(import.meta.url)), 'fixtures/environ-parent.mjs')
-    // Every environment /proc shows, then whether dsh's own entry is there at all.
-    const command = "for file in /proc/[0-9]*/environ; do tr '\\0' '\\n' < \"$file\"; done 2>/dev/null; test -e /proc/{parent} && echo parent-visible || echo parent-absent"
+    // The secret in any environment /proc shows (grep keeps the output small: a busy host's
+    // environments would overflow the output bound), then whether dsh's own entry is there at all.
+    const command = "for file in /proc/[0-9]*/environ; do tr '\\0' '\\n' < \"$file\"; done 2>/dev/null | grep DSH_TEST_SANDBOX_SECRET=; test -e /proc/{parent} && echo parent-visible || echo parent-absent"
     const stdout = await new Promise<string>((resolve, reject) =>
       execFile(process.execPath, [fixture, dir, command], { env: { ...process.env, DSH_TEST_SANDBOX_SECRET: secret } }, (error, out, err) => (error ? reject(new Error(`${error.message}\n${err}`)) : resolve(out))),
     )
