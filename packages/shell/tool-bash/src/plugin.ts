@@ -45,7 +45,7 @@ export function bashGuidance(background: boolean, sandbox?: BashSandbox): string
  * How `agent`'s commands are confined, or `undefined` when they are not. A session header
  * with `sandbox` (a delegation that asked for one) always confines, whatever the tool
  * instance says; otherwise the instance's `sandbox` does. The cwd is writable (and, for a
- * worktree, the repository it came from readable); the network is allowed only when
+ * worktree, its repository's git directory readable); the network is allowed only when
  * neither the header nor the instance turns it off (a confinement only narrows).
  */
 export function sandboxFor(agent: Agent, instance: BashToolSandbox): BashSandbox | undefined {
@@ -53,9 +53,12 @@ export function sandboxFor(agent: Agent, instance: BashToolSandbox): BashSandbox
   if (!header && instance === false) return undefined
   const network = (header ? header.network : true) && instance !== 'no-network'
   const sandbox: BashSandbox = { writable: [cwd], network }
-  // A worktree's git data lives in the repository it came from: keep that visible (read-only)
-  // even when it is under /tmp, which the sandbox replaces with a private one.
-  if (workspace?.mode === 'worktree') sandbox.readable = [workspace.source]
+  // A worktree's git data lives in the repository's git directory: keep that visible even when
+  // it is under /tmp, which the sandbox replaces with a private one. Read-only, not writable:
+  // a command that could write there could plant hooks or config (core.fsmonitor, a filter)
+  // that the parent's own git later runs unconfined, or rewrite the parent's branches and
+  // objects. So git reads the worktree, and commits from inside the sandbox fail.
+  if (workspace?.mode === 'worktree') sandbox.readable = [workspace.gitDir ?? workspace.source]
   return sandbox
 }
 

@@ -143,7 +143,7 @@ describe('an agent whose session header has a sandbox', () => {
     expect(existsSync(join(outside, 'escaped'))).toBe(false)
   })
 
-  it('in a git worktree under /tmp, git reads the repository it came from but cannot write to it', async () => {
+  it('in a git worktree under /tmp, git reads the repository\'s git directory but cannot write to it (no hook or ref planted)', async () => {
     const repo = await tempDir()
     const git = (cwd: string, ...args: string[]) => execFileSync('git', ['-c', 'user.email=test@dsh', '-c', 'user.name=test', ...args], { cwd, encoding: 'utf8' })
     git(repo, 'init', '-q')
@@ -152,13 +152,19 @@ describe('an agent whose session header has a sandbox', () => {
     git(repo, 'commit', '-q', '-m', 'first')
     const worktree = join(await tempDir(), 'child')
     git(repo, 'worktree', 'add', '-q', '-b', 'child', worktree)
-    await setup(calls('echo two >> file.txt && git status --short', 'git add file.txt'))
-    const agent = await harness!.agent({ meta: { cwd: worktree, sandbox: { network: false }, workspace: { mode: 'worktree', path: worktree, source: repo, branch: 'child' } } })
+    const planted = join(repo, '.git/hooks/post-merge')
+    await setup(calls('echo two >> file.txt && git status --short', 'git add file.txt', `printf '#!/bin/sh\\ntouch /tmp/escaped\\n' > ${planted}`, `echo 0000000000000000000000000000000000000000 > ${repo}/.git/refs/heads/child`))
+    const gitDir = join(repo, '.git')
+    const agent = await harness!.agent({ meta: { cwd: worktree, sandbox: { network: false }, workspace: { mode: 'worktree', path: worktree, source: repo, branch: 'child', gitDir } } })
     await agent.followup('go')
-    const [status, add] = results(agent)
+    const [status, add, hook, ref] = results(agent)
     expect(status).toEqual({ isError: false, text: 'exit code 0\n M file.txt\n' })
     expect(add.isError).toBe(true)
     expect(add.text).toContain('index.lock\': Read-only file system')
+    expect(hook.text).toContain('Read-only file system')
+    expect(ref.text).toContain('Read-only file system')
+    expect(existsSync(join(gitDir, 'hooks/post-merge'))).toBe(false)
+    expect(git(repo, 'rev-parse', 'HEAD')).toBe(git(repo, 'rev-parse', 'child'))
     expect(git(repo, 'status', '--short')).toBe('')
   })
 
