@@ -278,6 +278,33 @@ describe('dsh worker and the queue provider, on a real Redis', () => {
     expect(result.stdout).toMatch(/root: the subagent ended budget: the delegation tree's output-token budget of 150 is spent/)
   })
 
+  it("the usage a parent reads of a queue child is its whole subtree's on the worker: the child's own calls and its children's", async () => {
+    const server = await redis()
+    const dir = tempDir()
+    const script = join(dir, 'usage.yml')
+    writeFileSync(script, [
+      '- when: { prompt: "grand work" }',
+      '  reply:',
+      '    - text: "the grandchild answers at some length, so that its tokens are easy to tell apart from the rest"',
+      '- when: { prompt: "child work" }',
+      '  reply:',
+      '    - call: { tool: subagent, args: { description: "grandchild", prompt: "grand work" } }',
+      '    - text: "child: {{last_tool_result}}"',
+      '- when: { depth: 0 }',
+      '  reply:',
+      '    - call: { tool: subagent_queue, args: { description: "queue child", prompt: "child work" } }',
+      '    - text: "root: {{last_tool_result}}"',
+    ].join('\n'))
+    const worker = await startWorker(server, script)
+    const result = await runDsh(['run', '--config', configFile(QUEUE_ENTRIES), '--json', '--permission', 'allow', '--model', `scripted:${script}`, '--session-dir', tempDir(), 'go'], { env: { DSH_REDIS_URL: server.url } })
+    expect(result.code, result.stderr).toBe(0)
+    const ended = result.stdout.trim().split('\n').map((line) => JSON.parse(line) as { kind: string; provider?: string; usage?: { outputTokens: number } }).find((record) => record.kind === 'subagent/end' && record.provider === 'queue')
+    const spent = sessionsIn(worker.sessions).flat().reduce((sum, line) => sum + (line.type === 'assistant/message' ? (line.usage?.outputTokens ?? 0) : 0), 0)
+    const childOnly = sessionsIn(worker.sessions).find((lines) => lines[0]!.header!.delegationDepth === 1)!.reduce((sum, line) => sum + (line.type === 'assistant/message' ? (line.usage?.outputTokens ?? 0) : 0), 0)
+    expect(spent).toBeGreaterThan(childOnly)
+    expect(ended?.usage?.outputTokens).toBe(spent)
+  })
+
   it("a queue child spending the root's tree budget alone is stopped by it: the root counts the job's usage as it goes and cancels the job on its worker", async () => {
     const server = await redis()
     const budget = 150

@@ -92,6 +92,18 @@ export async function serveQueue(ctx: Context, options: QueueWorkerOptions): Pro
     if (controller) controller.abort(new Error('cancelled by the delegating parent'))
   })
 
+  // Each running job's usage counter, by its agent's id: a run that ends anywhere below a
+  // job's agent adds its usage there. One listener for the worker, not one per job.
+  const jobUsage = new Map<string, (usage: Parameters<typeof addUsage>[1]) => void>()
+  const stopCounting = ctx.on('subagent/end', (info) => {
+    const used = info.usage
+    if (used === undefined || jobUsage.size === 0) return
+    for (let current = ctx.agents.get(info.parentId); current !== undefined; current = current.parent) {
+      const counted = jobUsage.get(current.id)
+      if (counted) return counted({ inputTokens: used.inputTokens, outputTokens: used.outputTokens, cacheHitInputTokens: used.cachedInputTokens })
+    }
+  })
+
   async function runJob(job: Job, lockLost: AbortSignal | undefined): Promise<JobResult> {
     const attempt = Math.max(1, job.attemptsStarted)
     // Said before anything runs: if this worker dies, the job's log is what names it.
@@ -153,10 +165,7 @@ export async function serveQueue(ctx: Context, options: QueueWorkerOptions): Pro
             return
         }
       })
-      const offChildren = ctx.on('subagent/end', (info) => {
-        const child = info.usage
-        if (child !== undefined && inTreeOf(agent.id, info.parentId)) counted({ inputTokens: child.inputTokens, outputTokens: child.outputTokens, cacheHitInputTokens: child.cachedInputTokens })
-      })
+      jobUsage.set(agent.id, counted)
       try {
         const run = await runUntilQuiet(agent, { role: 'user', content: [text(payload.prompt)] }, { tasks: ctx.get('tasks'), signal: cancel.signal })
         await reporter.flush()
@@ -168,7 +177,7 @@ export async function serveQueue(ctx: Context, options: QueueWorkerOptions): Pro
         if (usageReported) result.usage = usage
         return result
       } finally {
-        offChildren()
+        jobUsage.delete(agent.id)
         unsubscribe()
         reporter.stop()
         await agent.dispose().catch((error: unknown) => log.warn('disposing the agent of job %s failed: %s', job.id, errorMessage(error)))
@@ -181,12 +190,6 @@ export async function serveQueue(ctx: Context, options: QueueWorkerOptions): Pro
       lockLost?.removeEventListener('abort', onLockLost)
       active.delete(job.id!)
     }
-  }
-
-  /** Whether the agent `id` is `root` or below it in this process. */
-  function inTreeOf(root: string, id: string): boolean {
-    for (let current = ctx.agents.get(id); current !== undefined; current = current.parent) if (current.id === root) return true
-    return false
   }
 
   /**
@@ -227,6 +230,7 @@ export async function serveQueue(ctx: Context, options: QueueWorkerOptions): Pro
       closing ??= (async () => {
         await Promise.allSettled(workers.map((worker) => worker.close()))
         await subscriber.quit().catch(() => subscriber.disconnect())
+        stopCounting()
       })()
       // A close already waiting for its jobs can still be told to cancel them.
       if (cancel) for (const controller of active.values()) controller.abort(new Error('the worker is shutting down'))
