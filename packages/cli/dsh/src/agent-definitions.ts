@@ -87,5 +87,14 @@ export async function definitionReadiness(ctx: Context): Promise<string[]> {
     approvals: ctx.get('approvals') !== undefined,
     prices: Object.keys(ctx.llm.prices ?? {}).length > 0,
     workspaces: ctx.get('workspaces') !== undefined,
+    // Checked only when a helper asks for it: finding out runs one real sandbox.
+    ...(definitions.list().some((definition) => definition.sandbox !== undefined && definition.sandbox !== false) && { sandboxProblem: sandboxProblemOf(ctx) }),
   })
+}
+
+/** Why commands cannot be confined in this composition, or undefined (`@dsh/bash`'s own check). */
+export function sandboxProblemOf(ctx: Context): string | undefined {
+  const bash = ctx.get('bash')
+  if (!bash) return 'sandbox needs the bash service (- id: bash, name: "@dsh/bash"), which this composition has not got'
+  return bash.sandboxProblem()
 }

@@ -7,7 +7,7 @@ import { discoverConfig } from './config-file.js'
 import { CompositionError, oneLineMessage } from './errors.js'
 import { commandLineEntries, defaultEntries, exportSessionDir } from './defaults.js'
 import { withoutFrameworkStacks } from './framework-stacks.js'
-import { definitionReadiness, DEFINITIONS_ENTRY_ID, withAgentDefinitions } from './agent-definitions.js'
+import { definitionReadiness, DEFINITIONS_ENTRY_ID, sandboxProblemOf, withAgentDefinitions } from './agent-definitions.js'
 
 export interface RuntimeOptions {
   config?: string
@@ -157,7 +157,10 @@ async function readiness(runtime: Composition, modelFromFlag: boolean): Promise<
         subagents?.getProvider(provider),
         registered,
       )
-      return problem ? [{ text: `${problem.message} (entry "${entry.id}")`, entryId: entry.id }] : []
+      if (problem) return [{ text: `${problem.message} (entry "${entry.id}")`, entryId: entry.id }]
+      // A tool that confines its children's commands needs a machine that can.
+      const confined = config.sandbox === true || config.sandbox === 'no-network' ? sandboxProblemOf(runtime.ctx) : undefined
+      return confined ? [{ text: `tool "${String(config.toolName ?? 'subagent')}" sets sandbox, but ${confined} (entry "${entry.id}")`, entryId: entry.id }] : []
     })
   const subagentsEntry = runtime.entries.find((entry) => entry.name === '@dsh/subagent')?.id ?? 'subagents'
   for (const text of subagents?.treeLimitProblems() ?? []) problems.push({ text, entryId: subagentsEntry })

@@ -175,3 +175,44 @@ describe('a workspace per child, through dsh run', () => {
     expect(listed.stdout).not.toContain('orphaned')
   })
 })
+
+describe('a confined helper, through dsh run', () => {
+  it("a helper with sandbox: true writes inside its directory and cannot write outside it or read dsh's environment; its own children are confined too", async () => {
+    const dir = tempDir()
+    const work = join(dir, 'work')
+    const outside = join(dir, 'outside')
+    mkdirSync(join(work, '.dsh', 'agents'), { recursive: true })
+    mkdirSync(outside)
+    writeFileSync(join(work, '.dsh', 'agents', 'boxed.md'), ['---', 'name: boxed', 'description: Works confined.', 'sandbox: no-network', '---', 'You work confined.', ''].join('\n'))
+    const script = join(dir, 'script.yml')
+    writeFileSync(script, [
+      '- when: { prompt: "inner work" }',
+      '  reply:',
+      `    - call: { tool: bash, args: { command: "touch ${join(outside, 'grand-escaped')} 2>&1; echo grand-exit=$?" } }`,
+      '    - text: "grandchild: {{last_tool_result}}"',
+      '- when: { prompt: "boxed work" }',
+      '  reply:',
+      `    - call: { tool: bash, args: { command: "touch inside.txt && echo inside-ok; touch ${join(outside, 'escaped')} 2>&1; echo outside-exit=$?; cat /proc/$PPID/environ 2>&1 | tr '\\\\0' '\\\\n' | grep -c DSH_TEST_SECRET || true" } }`,
+      '    - call: { tool: subagent, args: { agent: boxed, description: inner, prompt: "inner work" } }',
+      '    - text: "boxed: {{tool_results}}"',
+      '- when: { depth: 0 }',
+      '  reply:',
+      '    - call: { tool: subagent, args: { agent: boxed, description: boxed, prompt: "boxed work" } }',
+      '    - text: "{{last_tool_result}}"',
+    ].join('\n'))
+    const result = await runDsh(['run', '--permission', 'allow', '--model', `scripted:${script}`, '--session-dir', join(dir, 'sessions'), 'go'], { cwd: work, env: { DSH_HOME: dir, DSH_TEST_SECRET: 'sk-not-for-children' }, timeoutMs: 60_000 })
+    expect(result.code, result.stderr).toBe(0)
+    expect(existsSync(join(work, 'inside.txt'))).toBe(true)
+    expect(existsSync(join(outside, 'escaped'))).toBe(false)
+    expect(existsSync(join(outside, 'grand-escaped'))).toBe(false)
+    // What the confined commands printed, in the children's own sessions.
+    const logs = readdirSync(join(dir, 'sessions')).map((name) => readFileSync(join(dir, 'sessions', name), 'utf8')).join('\n')
+    expect(logs).toContain('inside-ok')
+    expect(logs).toMatch(/outside-exit=[1-9]/)
+    expect(logs).toMatch(/grand-exit=[1-9]/)
+    expect(logs).not.toContain('sk-not-for-children')
+    expect(result.stdout).not.toContain('sk-not-for-children')
+    const headers = readdirSync(join(dir, 'sessions')).map((name) => JSON.parse(readFileSync(join(dir, 'sessions', name), 'utf8').split('\n')[0]!).header as { delegationDepth?: number; sandbox?: { network: boolean } })
+    expect(headers.filter((header) => (header.delegationDepth ?? 0) > 0).map((header) => header.sandbox)).toEqual([{ network: false }, { network: false }])
+  })
+})

@@ -7,9 +7,17 @@ import { existsSync } from 'node:fs'
 import { git, gitResult } from './git.js'
 import type { ChangedFile, WorkspaceChanges, WorkspaceRecord } from './types.js'
 
-/** The git arguments that address a workspace's repository: a worktree's own, or a copy's outside git directory. */
+/**
+ * The git arguments that address a workspace's repository, never read from inside the
+ * workspace (a child could have rewritten its `.git` file to point git at hooks or config
+ * of its own): a worktree's administrative directory recorded when it was made, or a
+ * copy's git directory outside it. Hooks and a file-system monitor, the two ways a
+ * repository's config runs a program on `status`, are off for dsh's own commands.
+ */
 export function gitArgs(record: WorkspaceRecord, gitDir: string | undefined): string[] {
-  return gitDir === undefined ? [] : [`--git-dir=${gitDir}`, `--work-tree=${record.root}`]
+  const dir = gitDir ?? record.worktreeGitDir
+  const safe = ['-c', 'core.hooksPath=/dev/null', '-c', 'core.fsmonitor=false']
+  return dir === undefined ? safe : [...safe, `--git-dir=${dir}`, `--work-tree=${record.root}`]
 }
 
 export async function readChanges(record: WorkspaceRecord, gitDir: string | undefined): Promise<WorkspaceChanges> {

@@ -125,8 +125,12 @@ export class WorkspaceService extends Service {
       this.writeRecord(record)
       try {
         await git(repository, ['worktree', 'add', '--quiet', '-b', branch, root, base], 'making the worktree')
+        // Read now, before any child has run in it: later reads never trust its `.git` file.
+        record.worktreeGitDir = resolve(root, (await git(root, ['rev-parse', '--git-dir'], 'finding the worktree\'s git directory')).trim())
+        this.writeRecord(record)
       } catch (error) {
         this.removeRecord(record)
+        await gitResult(repository, ['worktree', 'remove', '--force', root])
         await gitResult(repository, ['worktree', 'prune'])
         throw error
       }
@@ -226,8 +230,9 @@ export class WorkspaceService extends Service {
     return this.serial(repository, async () => {
       const changes = await readChanges(record, undefined)
       if (changes.uncommitted && !changes.missing) {
-        await git(record.root, ['add', '--all'], 'committing what the child left uncommitted')
-        await gitCommit(record.root, ['commit', '--quiet', '--no-verify', '-m', `dsh: what ${record.label ?? record.childId} left uncommitted`], 'committing what the child left uncommitted')
+        const at = gitArgs(record, undefined)
+        await git(record.root, [...at, 'add', '--all'], 'committing what the child left uncommitted')
+        await gitCommit(record.root, [...at, 'commit', '--quiet', '--no-verify', '-m', `dsh: what ${record.label ?? record.childId} left uncommitted`], 'committing what the child left uncommitted')
       }
       const ahead = Number((await git(repository, ['rev-list', '--count', `${record.base}..refs/heads/${record.branch}`], 'counting the child\'s commits')).trim())
       if (ahead === 0) {

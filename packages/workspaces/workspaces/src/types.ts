@@ -65,6 +65,12 @@ export interface WorkspaceRecord {
   repository?: string
   /** Worktree: the repository's common git directory (where the worktree's commits go). */
   gitDir?: string
+  /**
+   * Worktree: its own administrative directory in the repository (`.git/worktrees/<name>`),
+   * read when it was made. dsh's own git commands name it instead of trusting the
+   * worktree's `.git` file, which the child could have rewritten to point elsewhere.
+   */
+  worktreeGitDir?: string
   branch?: string
   /** The commit it started from. */
   base: string

@@ -185,6 +185,27 @@ describe('worktree workspaces', () => {
   })
 })
 
+describe('a worktree the child tampered with', () => {
+  it("dsh's own git never follows a rewritten .git file of the worktree: a planted fsmonitor or hook does not run, and the changes are read from the real repository", async () => {
+    const repo = repository()
+    const workspaces = await service()
+    const { ref, record } = await workspaces.create({ mode: 'worktree', source: repo, childId: 'c', tree: 'root' })
+    writeFileSync(join(ref.path, 'x.txt'), 'x\n')
+    // The child points its worktree at a repository of its own whose config runs a program on status.
+    const evil = temp('dsh-evil-')
+    const marker = join(evil, 'ran')
+    sh(evil, 'init', '--quiet')
+    sh(evil, 'config', 'core.fsmonitor', `touch ${marker}; false`)
+    mkdirSync(join(evil, '.git', 'hooks'), { recursive: true })
+    writeFileSync(join(evil, '.git', 'hooks', 'pre-commit'), `#!/bin/sh\ntouch ${marker}\n`, { mode: 0o755 })
+    writeFileSync(join(record.root, '.git'), `gitdir: ${join(evil, '.git')}\n`)
+    expect((await workspaces.changes('c')).files.map((file) => file.path)).toContain('x.txt')
+    expect(await workspaces.merge('c')).toMatchObject({ ok: true })
+    expect(existsSync(marker)).toBe(false)
+    expect(readFileSync(join(repo, 'x.txt'), 'utf8')).toBe('x\n')
+  })
+})
+
 describe('copy workspaces', () => {
   it('a copy of a plain directory: the child sees no git directory, its changes are listed, and merging writes them back', async () => {
     const source = temp()
