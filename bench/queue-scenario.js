@@ -2,7 +2,9 @@
 // Redis is a real redis-server on a Unix socket (testkit); workers are real `dsh worker`
 // processes playing a scripted model; the parent is an in-process harness.
 //   queueRoundTrip N   one delegation's round trip (start, answer, dispose) through an
-//                      in-process spawn child, an A2A worker and the queue (one worker), N of each
+//                      in-process spawn child, an A2A worker and the queue (one worker), N of each;
+//                      and through the queue as a helper (persona, tool list and model in the
+//                      job, which the worker checks and applies)
 //   queueFanout N      N delegations at once over three workers against over one; each
 //                      job's model answers after 500 ms, each worker runs 10 jobs at once
 //   queueThroughput N  N trivial delegations at once over three workers (50 jobs each at
@@ -14,6 +16,7 @@ import { startRedis } from '@dsh/testkit/redis'
 import { SpawnPlugin } from '@dsh/subagent-spawn'
 import { A2aPlugin } from '@dsh/subagent-a2a'
 import { QueuePlugin } from '@dsh/subagent-queue'
+import { text } from '@dsh/llm'
 import { delegate, DshProcesses, parentWith } from './delegation-setup.js'
 
 const [name, arg] = process.argv.slice(2)
@@ -46,6 +49,18 @@ async function queueRoundTrip(count) {
     for (let i = 0; i < count; i++) await delegate(setup, provider, `task ${i}`)
     figures[`queue_roundtrip_${provider}_ms`] = (performance.now() - wall) / count
   }
+  // The same trip as a helper: the job carries a definition the worker resolves and applies.
+  const helper = { helper: { name: 'bench', hash: '0000000000000000' }, persona: 'You answer briefly.', toolFilter: { deny: ['bash'] }, agentOptions: { model: `scripted:${child}` } }
+  const asHelper = async (prompt) => {
+    const run = await setup.harness.ctx.subagents.start('queue', { prompt: [text(prompt)], parent: setup.parent, signal: new AbortController().signal, ...helper })
+    const result = await run.result
+    await run.dispose()
+    if (result.stopReason !== 'completed') throw new Error(`queue helper run ended ${result.stopReason}: ${result.diagnostic}`)
+  }
+  await asHelper('warm up')
+  const wall = performance.now()
+  for (let i = 0; i < count; i++) await asHelper(`helper task ${i}`)
+  figures.queue_roundtrip_helper_ms = (performance.now() - wall) / count
   figures.queue_roundtrip_x_spawn = figures.queue_roundtrip_queue_ms / figures.queue_roundtrip_spawn_ms
   figures.queue_roundtrip_x_a2a = figures.queue_roundtrip_queue_ms / figures.queue_roundtrip_a2a_ms
   await setup.harness.dispose()
