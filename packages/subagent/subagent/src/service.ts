@@ -89,6 +89,8 @@ export class SubagentService extends Service {
   private continuableSetups: ContinuableSetup[] = []
   /** See `agentRegistry`. */
   private agentsLookup: { registry: AgentRegistry | undefined } | undefined
+  /** The tree gate's disposers of the continuable children it counts, by child id. */
+  private readonly continuableCounts = new Map<string, () => void>()
   /** See `ownPermissions`. */
   private permissionsLookup: { levels: readonly PermissionLevel[] | undefined } | undefined
   /** Owns continuable children: creation, delivery, cold resume, notices. */
@@ -138,7 +140,12 @@ export class SubagentService extends Service {
     // resumed brings back the children that had messages queued. Registered whenever
     // `ctx.agents` is there (continuable children exist only then).
     ctx.inject(['agents'], (withAgents) => {
-      withAgents.agents.onCleanup((agent) => this.continuation.disposeChildrenOf(agent))
+      withAgents.agents.onCleanup((agent) => {
+        // A continuable child the tree gate counted is counted no more.
+        this.continuableCounts.get(agent.id)?.()
+        this.continuableCounts.delete(agent.id)
+        return this.continuation.disposeChildrenOf(agent)
+      })
       withAgents.agents.onResume((agent) => this.continuation.resumed(agent))
     })
     // Continuable children are owned work of the one registry: "the parent is quiet" counts them.
@@ -398,6 +405,18 @@ export class SubagentService extends Service {
     const { provider, maxDepth } = admit(this.providers, options.provider, { ...options.request, signal: options.signal })
     const own = this.ownPermissions()
     if (own !== undefined) options = { ...options, request: { ...options.request, permissions: joinPermissionLevels(own, options.request.permissions) } }
+    // Under a tree's budget: refused when it is spent, and counted (an in-process child's turns) for as long as it lives.
+    const gate = this.gate
+    gate?.refuseContinuable(options.request.parent)
+    const started = await this.startContinuableIn(provider, maxDepth, options)
+    if (gate !== undefined) {
+      const child = this.agentRegistry()?.get(started.childId)
+      if (child !== undefined) this.continuableCounts.set(child.id, gate.adoptContinuable(options.request.parent, child))
+    }
+    return started
+  }
+
+  private async startContinuableIn(provider: SubagentProvider, maxDepth: number | undefined, options: StartContinuableOptions): Promise<ContinuableStarted> {
     if (options.request.workspace !== 'worktree' && options.request.workspace !== 'copy') return this.continuation.startContinuable(provider, maxDepth, options)
     // Its workspace outlives the process with it (its header keeps the directory): kept until merged or discarded.
     const { makeWorkspace } = await import('./workspace-start.js')

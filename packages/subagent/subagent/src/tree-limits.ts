@@ -635,6 +635,43 @@ export class TreeGate {
     return tree
   }
 
+  /** Throw why a continuable child of `parent` may not start (its tree's budget is spent), or nothing. */
+  refuseContinuable(parent: Agent): void {
+    const refusal = this.refusal(this.treeOf(parent))
+    if (refusal !== undefined) throw refusal
+  }
+
+  /**
+   * Count a continuable child of `parent`'s tree (in process) against the tree's budget for
+   * as long as it lives: it is a child started, its model calls are followed, and a spent
+   * budget stops its running turn (`budget`). It holds no slot of the cap: it is idle
+   * between turns, and a cap held while idle would starve the tree.
+   */
+  adoptContinuable(parent: Agent, child: Agent): () => void {
+    const tree = this.treeOf(parent)
+    tree.started++
+    const active: Active = {
+      run: { id: child.id, local: true, result: new Promise(() => {}), cancel: (reason) => child.cancel(reason), dispose: async () => {} },
+      lent: false,
+      parent: tree.members.get(parent.id),
+      budget: undefined,
+      limited: false,
+      inputTokens: 0,
+      outputTokens: 0,
+      subtree: { inputTokens: 0, outputTokens: 0, cost: 0, children: 0 },
+    }
+    tree.active.add(active)
+    tree.members.set(child.id, active)
+    if (tree.spent !== undefined) child.cancel(new StopRequest('budget', `${tree.spent}; this child was stopped`))
+    const unfollow = tree.countsUsage ? this.followLocal(tree, active, child.id) : undefined
+    // Called when the child is disposed (the service's clean-up hook of ctx.agents).
+    return () => {
+      unfollow?.()
+      tree.active.delete(active)
+      if (tree.members.get(child.id) === active) tree.members.delete(child.id)
+    }
+  }
+
   /** Whether `agent`'s tree has a budget of its own (from its root's lineage): the gate must follow it even without config. */
   static givenBudget(agent: Agent): ChildBudget | undefined {
     return rootOf(agent).session.header.budget

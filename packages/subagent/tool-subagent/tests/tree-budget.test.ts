@@ -1,4 +1,8 @@
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
+import SessionJsonl from '@dsh/session-jsonl'
 import { createHarness, type Harness, type HarnessOptions } from '@dsh/testkit/harness'
 import { serviceInstance, type Agent } from '@dsh/agent'
 import type { PriceTable } from '@dsh/llm'
@@ -198,3 +202,23 @@ describe('tree limits in config', () => {
     expect(SubagentService.Config({ tree: { maxConcurrent: 8, budget: { outputTokens: 10_000, children: 200 } } } as never)).toMatchObject({ tree: { maxConcurrent: 8, budget: { outputTokens: 10_000, children: 200 } } })
   })
 })
+
+describe('a continuable child under a tree budget', () => {
+  it('counts its turns against the tree, stops its running turn with budget when the tree is spent, and refuses another once it is', async () => {
+    await setup([steppingChild, { when: { depth: 0 }, reply: [{ text: 'unused' }] }], { budget: { outputTokens: 40 } })
+    // Continuable children must be reachable after a restart: a real store.
+    const dir = mkdtempSync(join(tmpdir(), 'dsh-continuable-budget-'))
+    await harness.plugin(SessionJsonl, { dir })
+    const parent = await harness.agent()
+    const { childId } = await harness.ctx.subagents.startContinuable({ provider: 'spawn', label: 'kept', request: { prompt: [{ type: 'text', text: 'child task' }], parent }, signal: new AbortController().signal })
+    const child = serviceInstance(harness.ctx.agents).get(childId)!
+    await child.whenIdle()
+    await new Promise((resolve) => setTimeout(resolve, 50))
+    const end = child.session.events().findLast((event) => event.type === 'turn/end')
+    expect(end).toMatchObject({ reason: 'budget', error: expect.stringMatching(/^budget: the delegation tree's output-token budget of 40 is spent/) })
+    await expect(harness.ctx.subagents.startContinuable({ provider: 'spawn', label: 'another', request: { prompt: [{ type: 'text', text: 'child task' }], parent }, signal: new AbortController().signal })).rejects.toMatchObject({ code: 'BUDGET' })
+    await harness.dispose()
+    rmSync(dir, { recursive: true, force: true })
+  })
+})
+
