@@ -149,6 +149,8 @@ export function serveAcp(ctx: Context, stream: Stream, options: AcpServerOptions
         }
       }
       await serve(agent)
+      // A budget its parent handed it holds from the first model call, not only once it delegates.
+      await ctx.get('subagents')?.boundByLineage(agent)
       return { sessionId: agent.id }
     })
     .onRequest(methods.agent.session.load, ({ params, client }) => load(params, client))

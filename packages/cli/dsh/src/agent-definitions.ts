@@ -78,8 +78,8 @@ export async function definitionReadiness(ctx: Context): Promise<string[]> {
     provider: (name) => {
       const provider = subagents?.getProvider(name)
       if (!provider) return undefined
-      // A provider that can replace its child's persona makes the child here, on our adapters (spawn, fork).
-      return { capabilities: provider.capabilities, continuable: provider.prepareContinuable !== undefined, modelsHere: provider.capabilities.persona }
+      // A provider whose children are agents of this process (spawn, fork) resolves their model here; a queue worker resolves its own.
+      return { capabilities: provider.capabilities, continuable: provider.prepareContinuable !== undefined, modelsHere: provider.inProcess === true }
     },
     providers: subagents?.list() ?? [],
     tools: ctx.tools.list(),

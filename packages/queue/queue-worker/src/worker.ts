@@ -137,6 +137,8 @@ export async function serveQueue(ctx: Context, options: QueueWorkerOptions): Pro
     try {
       const bound = tighterBound(options.maxDepth, lineage.maxDepth)!
       const agent = await ctx.agents.create(childOptions(payload.helper, { origin: 'queue', cwd: options.cwd, ...lineageHeader(lineage), provider: lineage.provider ?? 'queue', maxDepth: bound, attempt }))
+      // The budget the parent handed the job holds from its first model call, not only once it delegates.
+      await ctx.get('subagents')?.boundByLineage(agent)
       // What the job used: its agent's model calls and every child run below it (at any
       // depth, told as each ends), so the parent counts the whole subtree against its budget.
       const usage = noUsage()

@@ -26,6 +26,7 @@ export function forkPoint(session: Session): number {
 export class ForkProvider implements SubagentProvider {
   readonly capabilities = IN_PROCESS_CAPABILITIES
   readonly inheritsParentContext = true
+  readonly inProcess = true
 
   constructor(private readonly agents: AgentRegistry, readonly name: string) {}
 

@@ -17,6 +17,7 @@ export const IN_PROCESS_CAPABILITIES: Readonly<SubagentCapabilities> = Object.fr
 export class SpawnProvider implements SubagentProvider {
   readonly capabilities = IN_PROCESS_CAPABILITIES
   readonly inheritsParentContext = false
+  readonly inProcess = true
 
   constructor(private readonly agents: AgentRegistry, readonly name: string) {}
 

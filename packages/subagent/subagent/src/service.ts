@@ -294,6 +294,18 @@ export class SubagentService extends Service {
     return workspaces && serviceInstance(workspaces)
   }
 
+  /**
+   * Bound `root`'s tree by the budget its delegation handed it (its header's `budget`: a
+   * `dsh acp`, `dsh a2a serve` or `dsh worker` session whose parent runs elsewhere) from
+   * now, its own model calls counted, before it delegates anything. A host calls it once
+   * the session exists; nothing happens for a root without one.
+   */
+  async boundByLineage(root: Agent): Promise<void> {
+    if (root.parent !== undefined || root.session.header.budget === undefined) return
+    if (this.gate === undefined) await this.loadGate(this.treeConfig ?? {})
+    this.gate!.track(root)
+  }
+
   /** The provider's start, through the tree's cap when one is configured (it may wait there for a slot). */
   private launch(provider: SubagentProvider, request: SubagentRequest): Promise<SubagentRun> {
     const gate = this.gate

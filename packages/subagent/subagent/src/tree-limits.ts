@@ -635,6 +635,11 @@ export class TreeGate {
     return tree
   }
 
+  /** Start bounding `root`'s tree now (its budget, its own model calls, its wall-time clock). */
+  track(root: Agent): void {
+    this.treeOf(root)
+  }
+
   /** Throw why a continuable child of `parent` may not start (its tree's budget is spent), or nothing. */
   refuseContinuable(parent: Agent): void {
     const refusal = this.refusal(this.treeOf(parent))

@@ -210,6 +210,8 @@ export interface SubagentProvider {
   readonly capabilities: Readonly<SubagentCapabilities>
   /** Descriptive only: whether the child sees the parent's conversation (fork). */
   readonly inheritsParentContext: boolean
+  /** Its children are agents of this process (spawn, fork): their model is resolved here. Absent: they run elsewhere. */
+  readonly inProcess?: boolean
   /**
    * A call made again (same parent session, tool call and prompt) takes up the child the
    * first one started, which outlives the parent's process (a queue job): a parent resumed
