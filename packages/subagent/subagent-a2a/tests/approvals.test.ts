@@ -18,7 +18,10 @@ import { BashService } from '@dsh/bash'
 import { BashToolPlugin } from '@dsh/tool-bash'
 import type { Script } from '@dsh/llm-scripted'
 import type { Session } from '@dsh/session'
-import { outputText } from '@dsh/subagent'
+import SessionJsonl from '@dsh/session-jsonl'
+import { text } from '@dsh/llm'
+import { DESCRIPTOR_VERSION, outputText } from '@dsh/subagent'
+import type { A2aProvider } from '@dsh/subagent-a2a'
 import { dshWorker, parentWith, sdkAgent, until, type DshWorker, type Parent, type PlainServer } from './helpers.js'
 
 const cleanups: Array<() => Promise<void>> = []
@@ -27,9 +30,11 @@ afterEach(async () => {
 })
 
 /** A dsh worker whose agents run real bash commands (in `dir`) under its own broker, with a spawn provider for children. */
-async function worker(script: Script, approvals: Partial<ApprovalService.Config> = {}): Promise<DshWorker & { dir: string }> {
+async function worker(script: Script, approvals: Partial<ApprovalService.Config> = {}, stored = false): Promise<DshWorker & { dir: string }> {
   const dir = realpathSync(mkdtempSync(join(tmpdir(), 'a2a-provider-approvals-')))
   const started = await dshWorker(script, { cwd: dir }, async (harness) => {
+    // Stored sessions: the worker can hold a continuable child's context.
+    if (stored) await harness.plugin(SessionJsonl, { dir: join(dir, 'sessions') })
     await harness.plugin(ApprovalService, approvals)
     await harness.plugin(BashService)
     await harness.plugin(BashToolPlugin)
@@ -129,6 +134,26 @@ describe('the a2a provider answers a dsh worker\'s approval requests through the
     await second.dispose()
     expect(strictAsked.map((request) => request.policy)).toEqual(['ask'])
     expect(existsSync(join(strict.dir, 'ran'))).toBe(false)
+  })
+
+  it('a continuable child\'s request names it by its record id; its turn goes on once the parent answers', async () => {
+    const w = await worker(RUN_IT, {}, true)
+    const p = await parent([w.server.url])
+    const asked = frontEnd(p, () => ({ decision: 'allow-always', by: 'the test user' }))
+    const provider = p.harness.ctx.subagents.getProvider('a2a') as A2aProvider
+    const preparation = await provider.prepareContinuable({
+      childId: 'researcher-1',
+      parent: p.parent,
+      descriptor: { version: DESCRIPTOR_VERSION, mode: 'continuable', provider: 'a2a', label: 'researcher' },
+      request: { prompt: [text('unused')], parent: p.parent },
+      signal: new AbortController().signal,
+    })
+    if (preparation.kind !== 'remote') throw new Error('an A2A child is remote')
+    cleanups.push(() => preparation.conversation.dispose())
+    const result = await preparation.conversation.send([text('run it')])
+    expect(result.stopReason).toBe('completed')
+    expect(asked.map((request) => ({ child: request.child, path: request.path }))).toEqual([{ child: 'researcher-1', path: ['dsh test', 'a2a "researcher"'] }])
+    expect(existsSync(join(w.dir, 'ran'))).toBe(true)
   })
 
   it('without a broker in the parent nobody can be asked: the request is rejected and the command not run', async () => {
