@@ -19,7 +19,7 @@ import { stat } from 'node:fs/promises'
 import { createRequire } from 'node:module'
 import { isAbsolute } from 'node:path'
 import type { Readable, Writable } from 'node:stream'
-import { agent as agentApp, methods, PROTOCOL_VERSION, RequestError, type AgentContext, type LoadSessionRequest, type LoadSessionResponse, type PromptRequest, type PromptResponse, type SessionUpdate as AcpSessionUpdate, type Stream } from '@agentclientprotocol/sdk'
+import { agent as agentApp, methods, PROTOCOL_VERSION, RequestError, type AgentContext, type ClientCapabilities, type LoadSessionRequest, type LoadSessionResponse, type PromptRequest, type PromptResponse, type SessionUpdate as AcpSessionUpdate, type Stream } from '@agentclientprotocol/sdk'
 import type { Context } from 'cordis'
 import { DshError, errorMessage } from '@dsh/base'
 import type { Agent } from '@dsh/agent'
@@ -33,6 +33,7 @@ import { checkLoadable, loadFailure, openStored } from './load.js'
 import { acpReplayOf } from './replay.js'
 import { acpStopReasonOf, acpUpdateOf } from './updates.js'
 import { forwardChildProgress } from './child-progress.js'
+import { clientTerminalRouter } from './client-terminal.js'
 import { resolve as resolvePath } from 'node:path'
 import { ACP_LINEAGE, addUsage, admitDepth, DEFAULT_MAX_DEPTH, lineageHeader, noUsage, tighterBound, type ReceivedLineage } from '@dsh/subagent'
 
@@ -105,19 +106,25 @@ export function serveAcp(ctx: Context, stream: Stream, options: AcpServerOptions
   if (!Number.isSafeInteger(maxLive) || maxLive < 1) throw new AcpServerError('INVALID_OPTION', `maxLiveSessions must be a whole number of at least 1 (got ${String(maxLive)})`)
   const sessions = new ServedSessions(ctx, maxLive, (format, ...args) => log.warn(format, ...args))
 
+  /** What the client offered at `initialize` (a terminal makes its sessions' commands run there). */
+  let clientCapabilities: ClientCapabilities | undefined
+
   const app = agentApp({ name: 'dsh' })
-    .onRequest(methods.agent.initialize, () => ({
-      protocolVersion: PROTOCOL_VERSION,
-      agentCapabilities: {
-        // Reopening needs stored sessions: without a storage there is nothing to load.
-        loadSession: ctx.sessions.storageName !== undefined,
-        promptCapabilities: { image: false, audio: false, embeddedContext: true },
-        mcpCapabilities: { http: false, sse: false },
-        sessionCapabilities: { close: {} },
-      },
-      agentInfo: { name: 'dsh', title: 'dsh', version },
-      authMethods: [],
-    }))
+    .onRequest(methods.agent.initialize, ({ params }) => {
+      clientCapabilities = params.clientCapabilities
+      return {
+        protocolVersion: PROTOCOL_VERSION,
+        agentCapabilities: {
+          // Reopening needs stored sessions: without a storage there is nothing to load.
+          loadSession: ctx.sessions.storageName !== undefined,
+          promptCapabilities: { image: false, audio: false, embeddedContext: true },
+          mcpCapabilities: { http: false, sse: false },
+          sessionCapabilities: { close: {} },
+        },
+        agentInfo: { name: 'dsh', title: 'dsh', version },
+        authMethods: [],
+      }
+    })
     .onRequest(methods.agent.session.new, async ({ params }) => {
       const { cwd } = params
       if (!isAbsolute(cwd)) throw RequestError.invalidParams({ cwd }, 'cwd must be an absolute path')
@@ -307,8 +314,18 @@ export function serveAcp(ctx: Context, stream: Stream, options: AcpServerOptions
   // What the broker's rules do not decide for this connection's sessions (and their
   // in-process children) goes to the client, or to the fixed policy; gone with the connection.
   const removeGate = installPermission(ctx, policy, { sessionOf: (agentId) => sessions.sessionOf(agentId), client: connection.client })
+  // A client that offers a terminal runs its sessions' commands (`client-terminal.ts`).
+  const terminals = clientTerminalRouter({
+    client: connection.client,
+    capabilities: () => clientCapabilities,
+    sessionOf: (agentId) => sessions.sessionOf(agentId),
+    cwdOf: (sessionId) => ctx.agents.get(sessionId)?.session.header.cwd,
+  })
+  const removeRouter = ctx.get('bash')?.addRouter(terminals.route)
   const done = connection.closed.then(async () => {
     await sessions.closeAll()
+    await terminals.stopAll()
+    removeRouter?.()
     removeGate()
   })
   return {

@@ -3,7 +3,7 @@ import Schema from 'schemastery'
 import { BashError } from './errors.js'
 import { LocalBashExecutor } from './local.js'
 import { sandboxRequestProblem } from './sandbox.js'
-import type { BashExecutor, BashProcess, BashRequest, BashResult } from './types.js'
+import type { BashExecutor, BashProcess, BashRequest, BashResult, BashRouter } from './types.js'
 
 declare module 'cordis' {
   interface Context {
@@ -26,6 +26,8 @@ export class BashService extends Service {
   })
 
   private current: BashExecutor | undefined
+  /** Most recent last; the first (from the end) that picks an executor runs the request. */
+  private routers: BashRouter[] = []
 
   constructor(ctx: Context, public config: BashService.Config) {
     super(ctx, 'bash')
@@ -50,6 +52,20 @@ export class BashService extends Service {
     }, `bash.registerExecutor(${JSON.stringify(executor.name)})`)
   }
 
+  /**
+   * Let `router` send some requests to another executor (it returns `undefined` for the
+   * rest, which the registered executor runs). A sandboxed request is held to the chosen
+   * executor's `sandboxProblem()` like any other. An effect of the calling context.
+   */
+  addRouter(router: BashRouter): () => void {
+    return this.ctx.effect(() => {
+      this.routers = [...this.routers, router]
+      return () => {
+        this.routers = this.routers.filter((entry) => entry !== router)
+      }
+    }, 'bash.addRouter()')
+  }
+
   /** The registered executor, if any. */
   get executor(): BashExecutor | undefined {
     return this.current
@@ -60,15 +76,24 @@ export class BashService extends Service {
     if (typeof request.command !== 'string' || !request.command.trim()) throw new BashError('INVALID_REQUEST', 'a command must be non-empty text')
     if (request.command.includes('\0')) throw new BashError('INVALID_REQUEST', 'a command cannot contain NUL characters')
     if (request.timeoutMs !== undefined && !(request.timeoutMs > 0)) throw new BashError('INVALID_REQUEST', `timeoutMs must be positive (got ${request.timeoutMs})`)
-    if (!this.current) throw new BashError('NO_EXECUTOR', 'no bash executor is registered: load @dsh/bash (executor: local) or an executor plugin')
+    const executor = this.routed(request) ?? this.current
+    if (!executor) throw new BashError('NO_EXECUTOR', 'no bash executor is registered: load @dsh/bash (executor: local) or an executor plugin')
     if (request.sandbox !== undefined) {
       const malformed = sandboxRequestProblem(request.sandbox)
       if (malformed !== undefined) throw new BashError('INVALID_REQUEST', malformed)
       // Never a silent fallback: a command that asked to be confined runs confined or not at all.
-      const problem = this.sandboxProblem()
+      const problem = problemOf(executor)
       if (problem !== undefined) throw new BashError('SANDBOX_UNAVAILABLE', problem)
     }
-    return this.current.start(request)
+    return executor.start(request)
+  }
+
+  private routed(request: BashRequest): BashExecutor | undefined {
+    for (let index = this.routers.length - 1; index >= 0; index--) {
+      const executor = this.routers[index]!(request)
+      if (executor !== undefined) return executor
+    }
+    return undefined
   }
 
   /**
@@ -79,8 +104,7 @@ export class BashService extends Service {
    */
   sandboxProblem(): string | undefined {
     if (!this.current) return 'no bash executor is registered: load @dsh/bash (executor: local) or an executor plugin'
-    if (!this.current.sandboxProblem) return `the bash executor "${this.current.name}" cannot run sandboxed commands`
-    return this.current.sandboxProblem()
+    return problemOf(this.current)
   }
 
   /** Run a command to its end: the exit and the retained output. */
@@ -89,6 +113,11 @@ export class BashService extends Service {
     const exit = await process.exited
     return { ...exit, output: process.output() }
   }
+}
+
+function problemOf(executor: BashExecutor): string | undefined {
+  if (!executor.sandboxProblem) return `the bash executor "${executor.name}" cannot run sandboxed commands`
+  return executor.sandboxProblem()
 }
 
 export namespace BashService {

@@ -15,7 +15,20 @@ export interface BashRequest {
    * refuses the request (`SANDBOX_UNAVAILABLE`); it never runs it unconfined instead.
    */
   sandbox?: BashSandbox
+  /**
+   * The agent whose command this is (the bash tool sets it). Only routers read it
+   * (`ctx.bash.addRouter`): `dsh acp` sends a session's commands to its client's terminal.
+   */
+  agentId?: string
 }
+
+/**
+ * Picks another executor for a request, or `undefined` to leave it to the registered one.
+ * Added with `ctx.bash.addRouter`: a deliberate exception to "one executor per context",
+ * for a host that runs some agents' commands elsewhere (`dsh acp`: an ACP session whose
+ * client offers a terminal runs its agents' commands there).
+ */
+export type BashRouter = (request: BashRequest) => BashExecutor | undefined
 
 /**
  * A confined run: the whole file system read-only except `writable`, a private `/tmp`,

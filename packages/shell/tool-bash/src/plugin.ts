@@ -120,7 +120,7 @@ export class BashToolPlugin {
 
   private async foreground(args: BashToolArgs, exec: ToolExecution): Promise<ToolOutput> {
     const timeoutMs = args.timeout_ms ?? this.config.defaultTimeoutMs
-    const result = await this.ctx.bash.run({ command: args.command, cwd: exec.agent.session.header.cwd, timeoutMs, signal: exec.signal, sandbox: sandboxFor(exec.agent, this.config.sandbox) })
+    const result = await this.ctx.bash.run({ command: args.command, cwd: exec.agent.session.header.cwd, agentId: exec.agent.id, timeoutMs, signal: exec.signal, sandbox: sandboxFor(exec.agent, this.config.sandbox) })
     return renderForeground(result, timeoutMs)
   }
 
@@ -144,7 +144,7 @@ export class BashToolPlugin {
     // No signal: from here the task owns the process; task_kill or the owner's disposal stops it.
     let process
     try {
-      process = this.ctx.bash.start({ command: args.command, cwd: exec.agent.session.header.cwd, timeoutMs: args.timeout_ms, sandbox: sandboxFor(exec.agent, this.config.sandbox) })
+      process = this.ctx.bash.start({ command: args.command, cwd: exec.agent.session.header.cwd, agentId: exec.agent.id, timeoutMs: args.timeout_ms, sandbox: sandboxFor(exec.agent, this.config.sandbox) })
     } catch (error) {
       reservation.release()
       throw error

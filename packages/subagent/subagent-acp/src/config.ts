@@ -4,6 +4,7 @@ import Schema from 'schemastery'
 import type { RecordingLink } from '@dsh/llm'
 import type { ApprovalService, PermissionPolicy } from './permission.js'
 import type { Agent } from '@dsh/agent'
+import type { BashService } from '@dsh/bash'
 import { DEFAULT_MAX_FRAME_BYTES } from './frame-limit.js'
 
 /** The plugin's config, as written in a composition file. */
@@ -21,6 +22,8 @@ export interface AcpProviderConfig {
   stdinGraceMs: number
   termGraceMs: number
   maxFrameBytes: number
+  sharedWorkspace: boolean
+  maxTerminals: number
 }
 
 const milliseconds = () => Schema.natural().min(1)
@@ -39,6 +42,8 @@ export const AcpProviderConfig: Schema<AcpProviderConfig> = Schema.object({
   stdinGraceMs: milliseconds().default(3_000).description('On dispose, how long the agent has to exit after its stdin closes.'),
   termGraceMs: milliseconds().default(2_000).description('After SIGTERM, how long before SIGKILL.'),
   maxFrameBytes: Schema.natural().min(1024).default(DEFAULT_MAX_FRAME_BYTES).description('The longest ACP frame (one line) either way: a longer update from the agent ends the run error; a longer prompt is refused before the agent starts.'),
+  sharedWorkspace: Schema.boolean().default(false).description("Offer the agent this process's fs and terminal (ACP client capabilities): it reads and writes files and runs commands in its working directory through the parent, every write and command decided by the parent's approval broker, paths outside refused."),
+  maxTerminals: Schema.natural().min(1).default(8).description('With sharedWorkspace: the most terminals one agent may hold open (created and not yet released).'),
 }) as Schema<AcpProviderConfig>
 
 /** Everything a run needs, with every default applied and paths made absolute. */
@@ -50,6 +55,8 @@ export interface AcpRunSpec {
   progressDropped?: (reason: string) => void
   /** The parent's approval broker, when it has one (`permission: ask` sends requests there). */
   approvals?: () => ApprovalService | undefined
+  /** This process's bash executor seam (`ctx.bash`): runs the terminals of a shared workspace. */
+  bash?: () => BashService | undefined
   /** An agent of this process by id (a continuable child's parent, when it is resumed). */
   agent?: (id: string) => Agent | undefined
   command: string
@@ -66,6 +73,10 @@ export interface AcpRunSpec {
   stdinGraceMs: number
   termGraceMs: number
   maxFrameBytes: number
+  /** Serve the agent's `fs/*` and `terminal/*` requests in its working directory (see `shared-workspace.ts`). */
+  sharedWorkspace: boolean
+  /** Terminals one agent may hold open at once. */
+  maxTerminals: number
 }
 
 /** The one place defaults meet config: a configured relative `cwd` is taken from the process cwd at load. */
@@ -84,6 +95,8 @@ export function resolveAcpSpec(config: AcpProviderConfig): AcpRunSpec {
     stdinGraceMs: config.stdinGraceMs,
     termGraceMs: config.termGraceMs,
     maxFrameBytes: config.maxFrameBytes,
+    sharedWorkspace: config.sharedWorkspace,
+    maxTerminals: config.maxTerminals,
   }
 }
 

@@ -16,8 +16,9 @@
  */
 import { Readable, Writable } from 'node:stream'
 import { createRequire } from 'node:module'
-import { client, methods, ndJsonStream, PROTOCOL_VERSION, RequestError, type ClientConnection, type ContentBlock, type LoadSessionRequest, type NewSessionRequest, type PromptResponse, type RequestPermissionRequest, type RequestPermissionResponse, type SessionUpdate } from '@agentclientprotocol/sdk'
-import { errorMessage } from '@dsh/base'
+import { client, methods, ndJsonStream, PROTOCOL_VERSION, RequestError, type ClientCapabilities, type ClientConnection, type ContentBlock, type LoadSessionRequest, type NewSessionRequest, type PromptResponse, type RequestPermissionRequest, type RequestPermissionResponse, type SessionUpdate } from '@agentclientprotocol/sdk'
+import { errorMessage, type PermissionDecision } from '@dsh/base'
+import { subjectOf } from '@dsh/approvals'
 import type { TextBlock } from '@dsh/llm'
 import { processOfTree, SubagentError, withStderr, type RemoteChild, type RemoteConnection, type RemoteProcess, type RemoteTransport, type StartControl, type TurnControl } from '@dsh/subagent'
 import { describeExit, processAlive, ProcessTree } from '@dsh/process'
@@ -28,6 +29,7 @@ import { StdoutGuard } from './stdout-guard.js'
 import { FrameLimit, refuseOversizedPrompt } from './frame-limit.js'
 import { describeRpcError } from './rpc-error.js'
 import { AcpTurn } from './turn.js'
+import { SharedWorkspace } from './shared-workspace.js'
 
 /** How much of the agent's stderr is kept for diagnostics. */
 const STDERR_TAIL_CHARS = 2000
@@ -59,7 +61,11 @@ export class AcpChild implements RemoteChild {
     if (stopping && !this._stopping) this.turnAsks.abort(new Error('the turn is being stopped'))
     else if (!stopping && this._stopping) this.turnAsks = new AbortController()
     this._stopping = stopping
+    // The turn's commands stop with it.
+    this.workspace?.setStopping(stopping)
   }
+  /** The agent's fs and terminal, served here (`sharedWorkspace: true`), or absent. */
+  private readonly workspace: SharedWorkspace | undefined
   private connection: ClientConnection | undefined
   private readonly listeners = new Map<string, (update: SessionUpdate) => void>()
   private closing: Promise<void> | undefined
@@ -76,6 +82,17 @@ export class AcpChild implements RemoteChild {
   ) {
     this.tree = new ProcessTree({ command: spec.command, args: spec.args, cwd, env: acpChildEnvironment(spec), stderrTailChars: STDERR_TAIL_CHARS })
     this.process = processOfTree(this.tree, describeExit)
+    if (spec.sharedWorkspace) {
+      this.workspace = new SharedWorkspace({
+        root: cwd,
+        sessionId: () => this.remoteId,
+        decide: (tool, args, signal) => this.decide(tool, args, signal),
+        bash: () => spec.bash?.(),
+        parent: () => approvals && { id: approvals.parent.id, sandbox: approvals.parent.session.header.sandbox },
+        maxTerminals: spec.maxTerminals,
+        maxReadBytes: spec.maxFrameBytes,
+      })
+    }
   }
 
   /** Up to an open session: initialize, check the protocol (and `loadSession` for a continuable child), then open it. */
@@ -91,8 +108,7 @@ export class AcpChild implements RemoteChild {
       control.moveTo('initialize')
       const initialized = await this.connection.agent.request(methods.agent.initialize, {
         protocolVersion: PROTOCOL_VERSION,
-        // No fs, no terminal: the child serves itself in its own process.
-        clientCapabilities: { fs: { readTextFile: false, writeTextFile: false }, terminal: false },
+        clientCapabilities: this.clientCapabilities(),
         clientInfo: { name: 'dsh', title: 'dsh subagent-acp', version },
       })
       if (initialized.protocolVersion !== PROTOCOL_VERSION) throw this.startFailed(`it speaks ACP protocol version ${initialized.protocolVersion}; this client speaks ${PROTOCOL_VERSION}`, control.stage)
@@ -136,9 +152,34 @@ export class AcpChild implements RemoteChild {
     if (broker === undefined) return answerPermission(this.spec.permission === 'allow' ? 'allow' : 'reject', params.options, this.stopping)
     const withdrawn = AbortSignal.any([signal, this.closed.signal, this.turnAsks.signal])
     const childId = this.approvals!.child ?? `${this.spec.provider}:${params.sessionId}`
-    const decision = await broker.request(approvalAsk(params, childId, this.approvals!, withdrawn))
+    const ask = approvalAsk(params, childId, this.approvals!, withdrawn)
+    const decision = await broker.request(ask)
     if (this.stopping || withdrawn.aborted) return { outcome: { outcome: 'cancelled' } }
+    // What the broker just allowed, the agent may now do through the shared workspace
+    // without being asked a second time (a dsh child asks before each command it sends).
+    if (decision.decision !== 'reject') this.workspace?.grant(ask.tool, subjectOf(ask.args).text)
     return responseOf(decision, params.options, readForwarded(params._meta) !== undefined)
+  }
+
+  /** What `initialize` offers the agent: a shared workspace's fs and terminal, or nothing (the child serves itself in its own process). */
+  private clientCapabilities(): ClientCapabilities {
+    return this.workspace?.capabilities() ?? { fs: { readTextFile: false, writeTextFile: false }, terminal: false }
+  }
+
+  /**
+   * A write or command of the shared workspace: up to the parent's broker as the child's
+   * (`ask`, recorded in the parent's session), or the fixed policy, as permission requests are.
+   */
+  private async decide(tool: 'edit' | 'bash', args: Record<string, unknown>, signal: AbortSignal): Promise<PermissionDecision> {
+    const scope = this.approvals
+    const broker = this.spec.permission === 'ask' && scope !== undefined ? this.spec.approvals?.() : undefined
+    if (broker === undefined) {
+      const by = `the acp provider (permission: ${this.spec.permission})`
+      return this.spec.permission === 'allow' ? { decision: 'allow-once', by, source: 'default' } : { decision: 'reject', by, reason: scope === undefined ? 'no parent agent of this process to decide for' : 'nobody is there to ask', source: 'default' }
+    }
+    const withdrawn = AbortSignal.any([signal, this.closed.signal, this.turnAsks.signal])
+    const child = scope!.child ?? `${this.spec.provider}:${this.remoteId}`
+    return broker.request({ agent: scope!.parent, tool, args, signal: withdrawn, remote: { child, name: scope!.name, record: true, ...(scope!.levels && { levels: scope!.levels }) } })
   }
 
   private connect(guard: StdoutGuard): ClientConnection {
@@ -146,6 +187,21 @@ export class AcpChild implements RemoteChild {
     const app = client({ name: 'dsh-subagent-acp' })
       .onRequest(methods.client.session.requestPermission, ({ params, signal }) => this.answerPermission(params, signal))
       .onNotification(methods.client.session.update, ({ params }) => this.listeners.get(params.sessionId)?.(params.update))
+    const { workspace } = this
+    if (workspace) {
+      // Unregistered (method not found) otherwise, as the capabilities say.
+      app
+        .onRequest(methods.client.fs.readTextFile, ({ params }) => workspace.readTextFile(params))
+        .onRequest(methods.client.fs.writeTextFile, ({ params, signal }) => workspace.writeTextFile(params, signal))
+      if (workspace.capabilities().terminal) {
+        app
+          .onRequest(methods.client.terminal.create, ({ params, signal }) => workspace.createTerminal(params, signal))
+          .onRequest(methods.client.terminal.output, ({ params }) => workspace.terminalOutput(params))
+          .onRequest(methods.client.terminal.waitForExit, ({ params, signal }) => workspace.waitForTerminalExit(params, signal))
+          .onRequest(methods.client.terminal.kill, ({ params }) => workspace.killTerminal(params))
+          .onRequest(methods.client.terminal.release, ({ params }) => workspace.releaseTerminal(params))
+      }
+    }
     const limit = new FrameLimit(this.spec.maxFrameBytes)
     limit.onOversized = (bytes) => {
       this.oversized = limit.describe(bytes)
@@ -175,6 +231,7 @@ export class AcpChild implements RemoteChild {
       throw error
     } finally {
       this.listeners.delete(sessionId)
+      this.workspace?.endTurn()
     }
   }
 
@@ -200,7 +257,10 @@ export class AcpChild implements RemoteChild {
   /** Reap the tree (stdin close → grace → SIGTERM → grace → SIGKILL), then close the connection. Idempotent. */
   close(): Promise<void> {
     this.closed.abort(new Error('the ACP child was closed'))
-    this.closing ??= this.tree.reap({ stdinGraceMs: this.spec.stdinGraceMs, termGraceMs: this.spec.termGraceMs }).finally(() => this.connection?.close())
+    // The agent's terminals are this process's: they go with it (`close` never rejects).
+    this.closing ??= Promise.all([this.workspace?.close(), this.tree.reap({ stdinGraceMs: this.spec.stdinGraceMs, termGraceMs: this.spec.termGraceMs })])
+      .then(() => undefined)
+      .finally(() => this.connection?.close())
     return this.closing
   }
 

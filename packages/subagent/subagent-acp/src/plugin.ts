@@ -134,6 +134,7 @@ export class AcpPlugin {
         ...resolveAcpSpec(config),
         recordingLink: (parent, callId) => ctx.get('llm')?.childRecordingLink(parent, callId),
         approvals: () => ctx.get('approvals'),
+        bash: () => ctx.get('bash'),
         agent: (id) => ctx.get('agents')?.get(id),
         progressDropped: (reason) => log.debug('a progress update from the ACP agent was dropped: %s', reason),
       }),
