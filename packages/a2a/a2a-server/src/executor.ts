@@ -222,6 +222,8 @@ export class DshAgentExecutor implements AgentExecutor, ApprovalAsker {
       )
       run.agentId = agent.id
       this.byAgent.set(agent.id, run)
+      // A budget the parent handed the task holds from its first model call, not only once it delegates.
+      await this.ctx.get('subagents')?.boundByLineage(agent)
       let streamedAny = false
       let streamed = ''
       const usage: DshUsage = noUsage()
