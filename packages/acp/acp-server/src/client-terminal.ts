@@ -168,7 +168,8 @@ class ClientTerminalProcess implements BashProcess {
       } catch (error) {
         return this.exit({ exitCode: null, signal: null, error: `the ACP client's terminal failed: ${describe(error)}` })
       } finally {
-        client.request(methods.client.terminal.release, { sessionId, terminalId }).catch(() => {
+        // Released before the exit is reported: nothing of the command is left on the client.
+        await client.request(methods.client.terminal.release, { sessionId, terminalId }).catch(() => {
           // The connection is gone, or the client forgot it already: nothing is left to free.
         })
       }
