@@ -18,7 +18,7 @@
 import { methods, RequestError, type AgentContext, type ClientCapabilities, type TerminalOutputResponse } from '@agentclientprotocol/sdk'
 import { isAbsolute, relative, resolve, sep } from 'node:path'
 import { errorMessage } from '@dsh/base'
-import { BoundedOutput, type BashExecutor, type BashExit, type BashProcess, type BashRequest, type BashRouter, type OutputSlice } from '@dsh/bash'
+import { BashError, BoundedOutput, type BashExecutor, type BashExit, type BashProcess, type BashRequest, type BashRouter, type OutputSlice } from '@dsh/bash'
 
 /** Output kept per command, as the local executor's default. */
 export const CLIENT_TERMINAL_OUTPUT_CHARS = 30_000
@@ -42,9 +42,9 @@ export function isWithin(dir: string, path: string): boolean {
 
 /**
  * The router `ctx.bash` consults for one connection: a command of an agent that belongs to
- * one of its sessions (`sessionOf`), in that session's directory, goes to the session's
- * client terminal; anything else, and everything while the client offers no terminal, is
- * left to the registered executor.
+ * one of its sessions (`sessionOf`), in that session's directory, goes to the client's
+ * terminal; anything else, and everything while the client offers no terminal, is left to
+ * the registered executor.
  */
 export function clientTerminalRouter(options: {
   client: AgentContext
@@ -52,35 +52,34 @@ export function clientTerminalRouter(options: {
   sessionOf: (agentId: string) => { id: string } | undefined
   cwdOf: (sessionId: string) => string | undefined
 }): { route: BashRouter; stopAll(): Promise<void> } {
-  const executors = new Map<string, ClientTerminalExecutor>()
+  const executor = new ClientTerminalExecutor(options.client, (agentId) => options.sessionOf(agentId)?.id)
   const route: BashRouter = (request) => {
     // A confined command stays here: the client's terminal cannot promise bubblewrap's sandbox.
     if (request.agentId === undefined || request.sandbox !== undefined || !offersTerminal(options.capabilities())) return undefined
     const session = options.sessionOf(request.agentId)
     const cwd = session && options.cwdOf(session.id)
-    if (!session || cwd === undefined || !isWithin(cwd, request.cwd)) return undefined
-    let executor = executors.get(session.id)
-    if (!executor) {
-      executor = new ClientTerminalExecutor(options.client, session.id)
-      executors.set(session.id, executor)
-    }
+    if (cwd === undefined || !isWithin(cwd, request.cwd)) return undefined
     return executor
   }
-  return { route, stopAll: async () => void (await Promise.all([...executors.values()].map((executor) => executor.stopAll()))) }
+  return { route, stopAll: () => executor.stopAll() }
 }
 
-/** Runs the commands of one ACP session on its client's terminal. */
+/** Runs commands on one connection's client, each in the ACP session its agent belongs to. */
 export class ClientTerminalExecutor implements BashExecutor {
   readonly name = 'acp-client-terminal'
   private readonly live = new Set<ClientTerminalProcess>()
 
   constructor(
     private readonly client: AgentContext,
-    private readonly sessionId: string,
+    /** The ACP session of an agent (its own, or the one that delegated to it in this process). */
+    private readonly sessionOf: (agentId: string) => string | undefined,
   ) {}
 
   start(request: BashRequest): BashProcess {
-    const process = new ClientTerminalProcess(this.client, this.sessionId, request)
+    const sessionId = request.agentId === undefined ? undefined : this.sessionOf(request.agentId)
+    // The router sends only a session's agents here; anything else would have no session to name.
+    if (sessionId === undefined) throw new BashError('INVALID_REQUEST', `the command of agent ${request.agentId ?? '(none)'} belongs to no ACP session of this connection`)
+    const process = new ClientTerminalProcess(this.client, sessionId, request)
     this.live.add(process)
     void process.exited.then(() => this.live.delete(process))
     return process

@@ -39,7 +39,7 @@ import {
 import { errorMessage, isRecord, type PermissionDecision } from '@dsh/base'
 import type { BashExit, BashProcess, BashService } from '@dsh/bash'
 import type { SandboxSpec } from '@dsh/session'
-import { confine, confineDirectory, OutsideWorkspace, readConfined, TooLarge, writeConfined, type ConfinedPath } from './workspace-paths.js'
+import { checkWritable, confine, confineDirectory, OutsideWorkspace, readConfined, TooLarge, writeConfined, type ConfinedPath } from './workspace-paths.js'
 
 /** The JSON-RPC code of a write or command the parent's approval broker refused. */
 export const REFUSED_BY_APPROVAL = -32003
@@ -112,6 +112,11 @@ export class SharedWorkspace {
     this.checkSession(params.sessionId)
     if (typeof params.content !== 'string') throw RequestError.invalidParams({ content: typeof params.content }, 'content must be text')
     const path = await this.confined(params.path)
+    try {
+      await checkWritable(path)
+    } catch (error) {
+      throw fsError(error, path.real)
+    }
     await this.approve('edit', { path: path.real }, [grantKey('edit', resolve(params.path)), grantKey('edit', path.real)], signal)
     try {
       await writeConfined(path, params.content)

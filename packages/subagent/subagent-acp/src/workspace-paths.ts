@@ -90,14 +90,19 @@ export class TooLarge extends Error {
   }
 }
 
+/** Refuse a write that could only fail (the path is a directory or a device): before anyone is asked about it. */
+export async function checkWritable(path: ConfinedPath): Promise<void> {
+  if (path.exists && !(await stat(path.real)).isFile()) throw new OutsideWorkspace(`${path.real} is not a regular file`)
+}
+
 /**
  * Write `content` to a confined path: missing directories are made (below the existing
  * ancestor, which is inside the root), and the file itself is opened without following a
  * symlink, so one swapped in since the check is refused rather than written through.
  */
 export async function writeConfined(path: ConfinedPath, content: string): Promise<void> {
+  await checkWritable(path)
   if (!path.exists) await mkdir(dirname(path.real), { recursive: true })
-  else if (!(await stat(path.real)).isFile()) throw new OutsideWorkspace(`${path.real} is not a regular file`)
   const handle = await open(path.real, constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC | constants.O_NOFOLLOW, 0o666)
   try {
     await handle.writeFile(content, 'utf8')

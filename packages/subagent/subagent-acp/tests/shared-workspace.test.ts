@@ -109,7 +109,7 @@ describe('acp shared workspace: a third-party agent uses the parent\'s fs and te
     expect(readFileSync(join(dir, 'keep.txt'), 'utf8')).toBe('original\n')
   })
 
-  it('refuses writes and reads outside its directory (a relative path, .., an absolute path elsewhere, symlinks pointing out) before anyone is asked, and writes nothing', async () => {
+  it('refuses writes and reads outside its directory (a relative path, .., an absolute path elsewhere, symlinks pointing out), and a write onto a directory, before anyone is asked, and writes nothing', async () => {
     const outside = tempDir('acp-shared-outside-')
     const root = tempDir('acp-shared-parent-')
     const dir = join(root, 'tree')
@@ -129,13 +129,15 @@ describe('acp shared workspace: a third-party agent uses the parent\'s fs and te
       { op: 'write', path: join(dir, 'dangling'), content: 'x' },
       { op: 'read', path: join(dir, 'link-file') },
       { op: 'read', path: join(dir, '..', 'tree', 'link-dir', 'secret.txt') },
+      { op: 'write', path: dir, content: 'x' },
     ])
-    expect(lines).toHaveLength(8)
+    expect(lines).toHaveLength(9)
     for (const line of lines) expect(line).toMatch(/^(write|read) refused: -32602 /)
     expect(lines[0]).toContain('is not absolute')
     expect(lines[1]).toContain(`${join(root, 'x')} is outside the workspace ${dir}`)
     expect(lines[3]).toContain(`(it resolves to ${outside})`)
     expect(lines[5]).toContain('a symlink whose target does not exist')
+    expect(lines[8]).toContain(`${dir} is not a regular file`)
     expect(existsSync(join(root, 'x'))).toBe(false)
     expect(existsSync(join(outside, 'x'))).toBe(false)
     expect(existsSync(join(outside, 'missing.txt'))).toBe(false)
