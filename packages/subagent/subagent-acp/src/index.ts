@@ -5,3 +5,4 @@ export { AcpProviderConfig, resolveAcpSpec, withRecordingGrant, RECORDING_DIR_EN
 // The rules, exported for their tests.
 export { answerPermission, type PermissionPolicy } from './permission.js'
 export { StdoutGuard } from './stdout-guard.js'
+export { REFUSED_BY_APPROVAL } from './shared-workspace.js'
