@@ -26,6 +26,12 @@ export const CLIENT_TERMINAL_OUTPUT_CHARS = 30_000
 /** Where the client's output scrolled past what was read of it. */
 const SCROLLED_MARKER = '\n[... output the ACP client no longer kept was dropped ...]\n'
 
+/**
+ * How long the client has to confirm a command's end after `terminal/kill`, and to answer
+ * `terminal/release`: a client that does not is not waited for any longer (the exit says so).
+ */
+export const CLIENT_STOP_GRACE_MS = 5_000
+
 /** While a reader follows a running command (a background task), how often the client is asked for its output. */
 const OUTPUT_POLL_MS = 500
 
@@ -107,6 +113,8 @@ class ClientTerminalProcess implements BashProcess {
   private lastPoll = 0
   /** Aborted to withdraw a `terminal/create` still waiting (the client may be asking its user). */
   private readonly withdraw = new AbortController()
+  /** Aborted `CLIENT_STOP_GRACE_MS` after a kill the client has not confirmed: it is waited for no longer. */
+  private readonly givenUp = new AbortController()
   private readonly onAbort = () => void this.stop()
 
   constructor(
@@ -160,16 +168,22 @@ class ClientTerminalProcess implements BashProcess {
       }
       this.terminalId = terminalId
       if (this.stopRequested) this.kill()
+      const bounded = { cancellationSignal: this.givenUp.signal, stopWaitingOnCancel: true }
       try {
-        const status = await client.request(methods.client.terminal.waitForExit, { sessionId, terminalId })
-        this.absorb(await client.request(methods.client.terminal.output, { sessionId, terminalId }))
+        const status = await client.request(methods.client.terminal.waitForExit, { sessionId, terminalId }, bounded)
+        this.absorb(await client.request(methods.client.terminal.output, { sessionId, terminalId }, bounded))
         return this.exit({ exitCode: status.exitCode ?? null, signal: status.signal ?? null })
       } catch (error) {
+        if (this.givenUp.signal.aborted) {
+          // Stopped as far as this side can tell (the exit says stopped); the output says what is not known.
+          this.captured.append(`\n[the ACP client did not confirm that the command ended within ${CLIENT_STOP_GRACE_MS} ms of terminal/kill; it may still be running there]\n`)
+          return this.exit({ exitCode: null, signal: null })
+        }
         return this.exit({ exitCode: null, signal: null, error: `the ACP client's terminal failed: ${describe(error)}` })
       } finally {
         // Released before the exit is reported: nothing of the command is left on the client.
-        await client.request(methods.client.terminal.release, { sessionId, terminalId }).catch(() => {
-          // The connection is gone, or the client forgot it already: nothing is left to free.
+        await client.request(methods.client.terminal.release, { sessionId, terminalId }, { cancellationSignal: AbortSignal.timeout(CLIENT_STOP_GRACE_MS), stopWaitingOnCancel: true }).catch(() => {
+          // The connection is gone, the client forgot it already, or it does not answer: nothing more to do.
         })
       }
     } finally {
@@ -189,6 +203,8 @@ class ClientTerminalProcess implements BashProcess {
     this.client.request(methods.client.terminal.kill, { sessionId: this.sessionId, terminalId: this.terminalId! }).catch(() => {
       // Already exited and forgotten, or the connection is gone: wait_for_exit settles either way.
     })
+    // A client that never confirms the end must not hold the call (and the prompt) forever.
+    setTimeout(() => this.givenUp.abort(new Error('the ACP client did not confirm the kill')), CLIENT_STOP_GRACE_MS).unref()
   }
 
   /** A reader follows the running command: fetch the client's output now and then, one request at a time. */

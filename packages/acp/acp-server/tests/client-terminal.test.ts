@@ -36,6 +36,8 @@ class EditorTerminals {
   readonly log: string[] = []
   readonly created: CreateTerminalRequest[] = []
   refuse: string | undefined
+  /** A client that never confirms a kill: kill does nothing, and wait_for_exit never answers. */
+  unresponsive = false
   private readonly terminals = new Map<string, { child: ChildProcess; output: string; exit?: { exitCode: number | null; signal: string | null }; exited: Promise<void> }>()
   private next = 0
 
@@ -55,6 +57,7 @@ class EditorTerminals {
   async waitForExit(terminalId: string) {
     this.log.push('terminal/wait_for_exit')
     const terminal = this.get(terminalId)
+    if (this.unresponsive) await new Promise(() => {})
     await terminal.exited
     return terminal.exit!
   }
@@ -67,7 +70,7 @@ class EditorTerminals {
 
   kill(terminalId: string) {
     this.log.push('terminal/kill')
-    this.get(terminalId).child.kill('SIGTERM')
+    if (!this.unresponsive) this.get(terminalId).child.kill('SIGTERM')
     return {}
   }
 
@@ -173,6 +176,15 @@ describe('dsh acp: commands through the client\'s terminal', () => {
     expect(toolResult(updates)).toMatch(/^timed out after 300ms/)
     expect(terminals.log).toContain('terminal/kill')
     expect(terminals.open).toBe(0)
+  })
+
+  it('a client that never confirms a kill holds the call no longer than the grace period, and the result says the command may still run there', async () => {
+    const { terminals, session } = await serve(bashCall('sleep 30', { timeout_ms: 200 }), { terminal: true })
+    terminals.unresponsive = true
+    const { updates, stopReason } = await prompt(session, 'go')
+    expect(stopReason).toBe('end_turn')
+    expect(toolResult(updates)).toMatch(/^timed out after 200ms; .*\n\[the ACP client did not confirm that the command ended within 5000 ms of terminal\/kill; it may still be running there\]/s)
+    expect(terminals.log).toEqual(expect.arrayContaining(['terminal/kill', 'terminal/release']))
   })
 
   it('cancelling the prompt kills the command on the client, and the prompt answers cancelled', async () => {
