@@ -35,6 +35,19 @@ export class FairQueue {
     if (!this.busy) void this.pump()
   }
 
+  /** Take `ask` out of its line, if it is still waiting there (a request withdrawn before its turn). */
+  remove(ask: QueuedAsk): void {
+    const line = this.lines.get(ask.requester)
+    if (line === undefined) return
+    const index = line.indexOf(ask)
+    if (index < 0) return
+    line.splice(index, 1)
+    if (line.length === 0) {
+      this.lines.delete(ask.requester)
+      this.turn = this.turn.filter((requester) => requester !== ask.requester)
+    }
+  }
+
   private next(): QueuedAsk | undefined {
     for (;;) {
       if (this.served !== undefined) {

@@ -8,7 +8,7 @@
  * above it allow, and never widen what they deny or ask about.
  */
 import { PERMISSION_LISTS, PERMISSION_RULE, permissionLevelProblem, type PermissionLevel } from '@dsh/session'
-import type { CallSubject, CommandSegment } from './subject.js'
+import { restrictiveForms, type CallSubject, type CommandSegment } from './subject.js'
 
 export type Verdict = 'allow' | 'ask' | 'deny'
 
@@ -86,7 +86,7 @@ function restrictiveMatch(rule: CompiledRule, call: PolicyCall, tool: string): b
   if (rule.pattern === undefined) return true
   const { subject } = call
   if (rule.pattern.test(subject.text)) return true
-  return subject.segments?.some((segment) => rule.pattern!.test(segment.text)) ?? false
+  return subject.segments?.some((segment) => restrictiveForms(segment.text).some((form) => rule.pattern!.test(form))) ?? false
 }
 
 /**
@@ -98,7 +98,11 @@ function allowedBy(rules: readonly CompiledRule[], call: PolicyCall, tool: strin
   const candidates = rules.filter((rule) => toolMatches(rule, tool))
   if (candidates.length === 0) return undefined
   const { subject } = call
-  const whole = candidates.find((rule) => rule.pattern === undefined || (rule.exact && rule.pattern.test(subject.text)))
+  const bare = candidates.find((rule) => rule.pattern === undefined)
+  if (bare) return bare
+  // A subject seen only in part can be allowed by no pattern: what follows the part could be anything.
+  if (!subject.complete) return undefined
+  const whole = candidates.find((rule) => rule.exact && rule.pattern!.test(subject.text))
   if (whole) return whole
   if (subject.segments === undefined) return candidates.find((rule) => rule.pattern!.test(subject.text))
   if (subject.segments.length === 0) return undefined

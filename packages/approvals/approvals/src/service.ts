@@ -18,6 +18,7 @@
  * call is cancelled. The broker's own permission gate on `ctx.tools` brings every
  * in-process side-effecting call here; providers call `request` for their remote children.
  */
+import { createHash } from 'node:crypto'
 import { Context, Service } from 'cordis'
 import Schema from 'schemastery'
 import { errorMessage, PERMISSION_DECISIONS, PERMISSION_SOURCES, isRecord, type PermissionDecision, type PermissionSource } from '@dsh/base'
@@ -45,6 +46,9 @@ declare module 'cordis' {
 /** With nobody to ask: what happens to a request no rule decided. */
 export type DefaultDecision = 'reject' | 'allow'
 
+/** The most of a subject a front-end is shown (`ApprovalRequestInfo.subject`). */
+const FRONT_END_SUBJECT_CHARS = 16_384
+
 /** The longest an unanswered request may be configured to wait: a week. */
 const MAX_TIMEOUT_MS = 7 * 24 * 3600 * 1000
 
@@ -55,6 +59,8 @@ interface Pending {
   /** Aborted when the request is settled without the front-end: it stops asking. */
   withdrawn: AbortController
   settled: boolean
+  /** Takes it out of a one-at-a-time front-end's line (when it waits in one). */
+  leaveLine?: () => void
 }
 
 export class ApprovalService extends Service {
@@ -107,7 +113,7 @@ export class ApprovalService extends Service {
   /**
    * Let `frontEnd` answer the requests it serves (the most recently added one that serves
    * a request is asked). An effect of the calling context; returns its disposer. Requests
-   * it was asking when removed are rejected.
+   * it is asking when removed stay with it until it answers or they time out.
    */
   addFrontEnd(frontEnd: ApprovalFrontEnd): () => void {
     if (typeof frontEnd?.ask !== 'function' || typeof frontEnd.name !== 'string') throw new ApprovalError('INVALID_FRONT_END', 'a front-end needs a name and an ask function')
@@ -207,7 +213,7 @@ export class ApprovalService extends Service {
   }
 
   private async decide(ask: ApprovalAsk): Promise<PermissionDecision> {
-    const { agent, remote } = ask
+    const { agent } = ask
     const subject = subjectOf(ask.args)
     const tool = ask.tool
     const policy = this.verdictOf(ask, subject)
@@ -224,12 +230,16 @@ export class ApprovalService extends Service {
       const replayed = recorder.replay?.(info, session)
       if (replayed !== undefined) return finish({ ...replayed, source: 'replay', at: now })
     }
-    const memory = `${info.chain[0]}\0${tool}\0${subject.text}`
-    if (this.always.has(memory)) return finish({ decision: 'allow-always', by: 'an earlier answer in this tree', source: 'remembered', at: now })
+    // The whole subject, hashed: an answer for one command never covers another that starts alike.
+    const memory = `${info.chain[0]}\0${tool}\0${createHash('sha256').update(subject.text).digest('hex')}\0${subject.complete ? '' : 'cut'}`
+    // A rule that asks is asked every time: an earlier "always" does not answer for it.
+    if (policy.verdict !== 'ask' && this.always.has(memory)) return finish({ decision: 'allow-always', by: 'an earlier answer in this tree', source: 'remembered', at: now })
     if (ask.signal.aborted) return finish({ decision: 'reject', by: 'the approval broker', reason: 'the call was cancelled before it could be asked about', source: 'cancelled', at: now })
     const frontEnd = this.frontEndFor(info)
     if (frontEnd === undefined) return finish(this.unasked(policy, now))
-    const decision = await this.wait(info, frontEnd, ask.signal, remote !== undefined ? `${info.chain.join('/')}|${(remote.below ?? []).join('/')}` : info.chain.join('/'))
+    // Counted and queued per agent of this process or remote child: what a remote child says
+    // is below it names, but never multiplies, its share (a hostile child could invent names).
+    const decision = await this.wait(info, frontEnd, ask.signal, info.chain.join('/'))
     if (decision.decision === 'allow-always') this.always.add(memory)
     return finish(decision)
   }
@@ -284,6 +294,7 @@ export class ApprovalService extends Service {
         settle: (decision) => {
           if (entry.settled) return
           entry.settled = true
+          entry.leaveLine?.()
           clearTimeout(timer)
           signal.removeEventListener('abort', onAbort)
           this.waiting.delete(info.id)
@@ -307,8 +318,13 @@ export class ApprovalService extends Service {
       this.perRequester.set(requester, ownCount + 1)
       this.emit('approval/pending', info)
       const put = () => this.putTo(frontEnd, entry)
-      if (frontEnd.oneAtATime) this.lineOf(frontEnd).add({ requester, get open() { return !entry.settled }, run: put })
-      else void put()
+      if (frontEnd.oneAtATime) {
+        const line = this.lineOf(frontEnd)
+        const queued = { requester, get open() { return !entry.settled }, run: put }
+        line.add(queued)
+        // Withdrawn before its turn: out of the line at once, so withdrawn requests hold no memory.
+        entry.leaveLine = () => line.remove(queued)
+      } else void put()
     })
   }
 
@@ -354,7 +370,8 @@ export class ApprovalService extends Service {
       agentId: ask.agent.id,
       ...(child !== undefined && { child }),
       tool: ask.tool,
-      subject: subject.text,
+      // A front-end is shown at most this much; rules saw it all (or, cut, allowed none of it).
+      subject: subject.complete ? subject.text.slice(0, FRONT_END_SUBJECT_CHARS) : `${subject.text.slice(0, FRONT_END_SUBJECT_CHARS)} … (longer than dsh reads whole)`,
       display: displaySubject(subject.text),
       kind: subject.kind,
       args: ask.args,

@@ -1,3 +1,5 @@
+import { normalize } from 'node:path'
+
 /**
  * What a side effect is about, as rules and people see it: the *subject* of a call (a
  * command for a tool that runs one, a path for one that writes a file, the arguments as
@@ -9,8 +11,10 @@
 export type ApprovalKind = 'execute' | 'edit' | 'other'
 
 export interface CallSubject {
-  /** The full subject rules match against. */
+  /** The subject rules match against, whole (up to `MAX_SUBJECT_CHARS`). */
   text: string
+  /** False when the call's subject was longer than `MAX_SUBJECT_CHARS` and `text` is its start: no pattern may allow it. */
+  complete: boolean
   kind: ApprovalKind
   /** A command's simple commands, when the subject is a command. */
   segments?: readonly CommandSegment[]
@@ -26,8 +30,11 @@ export interface CommandSegment {
   plain: boolean
 }
 
-/** The longest subject kept: rules see this much of a call, and front-ends shorten it further for display. */
-export const MAX_SUBJECT_CHARS = 8192
+/**
+ * The longest subject read whole. A longer one is cut here and marked incomplete: a rule's
+ * pattern can then never allow it (what it cannot see it cannot allow), only ask or deny.
+ */
+export const MAX_SUBJECT_CHARS = 256 * 1024
 
 const PATH_KEYS = ['path', 'file_path', 'filePath', 'file'] as const
 
@@ -36,14 +43,12 @@ export function subjectOf(args: unknown): CallSubject {
   if (typeof args === 'object' && args !== null && !Array.isArray(args)) {
     const record = args as Record<string, unknown>
     const command = record.command
-    if (typeof command === 'string') return { text: command.slice(0, MAX_SUBJECT_CHARS), kind: 'execute', segments: commandSegments(command.slice(0, MAX_SUBJECT_CHARS)) }
-    if (Array.isArray(command) && command.every((part) => typeof part === 'string')) {
-      const joined = command.join(' ').slice(0, MAX_SUBJECT_CHARS)
-      return { text: joined, kind: 'execute', segments: commandSegments(joined) }
-    }
+    if (typeof command === 'string') return commandSubject(command)
+    if (Array.isArray(command) && command.every((part) => typeof part === 'string')) return commandSubject(command.join(' '))
     for (const key of PATH_KEYS) {
       const path = record[key]
-      if (typeof path === 'string') return { text: path.slice(0, MAX_SUBJECT_CHARS), kind: 'edit' }
+      // Normalised, so `src/../../x` is matched as the `../x` it is, not as a path under `src/`.
+      if (typeof path === 'string') return cut(path.includes('..') || path.includes('//') || path.includes('/./') ? normalize(path) : path, 'edit')
     }
   }
   let json: string
@@ -52,7 +57,16 @@ export function subjectOf(args: unknown): CallSubject {
   } catch {
     json = '(arguments that cannot be shown)'
   }
-  return { text: json.slice(0, MAX_SUBJECT_CHARS), kind: 'other' }
+  return cut(json, 'other')
+}
+
+function commandSubject(command: string): CallSubject {
+  const subject = cut(command, 'execute')
+  return { ...subject, segments: commandSegments(subject.text) }
+}
+
+function cut(text: string, kind: ApprovalKind): CallSubject {
+  return text.length > MAX_SUBJECT_CHARS ? { text: text.slice(0, MAX_SUBJECT_CHARS), complete: false, kind } : { text, complete: true, kind }
 }
 
 /** A subject shortened for one line of display: newlines shown as ⏎, at most `chars`. */
@@ -124,5 +138,39 @@ export function commandSegments(command: string): CommandSegment[] {
   // An unclosed quote: the shell would refuse it or read on; never a plain command.
   if (quote !== undefined) plain = false
   push()
+  // What this reading does not follow as bash does, a segment that holds it is never plain:
+  // a comment (`#`: bash reads no quotes in it, so a quote there could hide a command from
+  // this reading), ANSI-C quoting (`$'…'`, with escapes of its own) and a line break inside
+  // quotes (a pattern's `*` would run across it).
+  for (const segment of segments) if (segment.plain && (segment.text.includes('#') || segment.text.includes("$'") || segment.text.includes('\n'))) segment.plain = false
   return segments
+}
+
+/**
+ * The forms a simple command may take that a `deny` or `ask` rule should still catch: the
+ * command itself, then with what precedes the command word stripped (variable assignments,
+ * `(`, `{`, `!`, a backslash, and the words that run another command: `command`, `exec`,
+ * `env`, `nohup`, `time`, `sudo`, and the keywords `then`, `do`, `else`, `elif`, `if`,
+ * `while`, `until`), and what runs inside `$(…)` and backquotes. A best effort: a deny
+ * rule is a guard rail, not a boundary (commands can be built in ways no reading follows);
+ * confinement is the sandbox's.
+ */
+export function restrictiveForms(segment: string): string[] {
+  const forms = new Set<string>([segment])
+  let stripped = segment
+  for (let guard = 0; guard < 32; guard++) {
+    const next = stripped
+      .replace(/^\s*[({!]\s*/, '')
+      .replace(/^\\/, '')
+      .replace(/^[A-Za-z_][A-Za-z0-9_]*=("[^"]*"|'[^']*'|\S*)\s+/, '')
+      .replace(/^(command|exec|env|nohup|time|sudo|then|do|else|elif|if|while|until)\s+/, '')
+    if (next === stripped) break
+    stripped = next
+    forms.add(stripped)
+  }
+  for (const inner of segment.matchAll(/\$\(([^()]*)\)|`([^`]*)`/g)) {
+    const body = (inner[1] ?? inner[2] ?? '').trim()
+    if (body !== '') for (const part of commandSegments(body)) for (const form of restrictiveForms(part.text)) forms.add(form)
+  }
+  return [...forms]
 }

@@ -242,6 +242,43 @@ describe('the approval broker', () => {
     expect(root.session.events().some((event) => event.type === 'approval')).toBe(false)
   })
 
+  it('an earlier "always" answers only the very same command, and never one a rule says to ask about every time', async () => {
+    const { ctx, ran } = await setup({ ask: ['run(git push*)'] })
+    const root = await ctx.agents.create({ meta: { origin: 'cli' } })
+    const { frontEnd, asked } = scriptedFrontEnd(() => ({ decision: 'allow-always', by: 'the test user' }))
+    ctx.approvals.addFrontEnd(frontEnd)
+    const long = `make ${'x'.repeat(5000)}`
+    await call(root, long, undefined, 'long-1')
+    await call(root, `${long} && rm -rf ~`, undefined, 'long-2')
+    await call(root, 'git push', undefined, 'push-1')
+    await call(root, 'git push', undefined, 'push-2')
+    expect(asked).toHaveLength(4)
+    expect(asked[1]!.subject.endsWith('&& rm -rf ~')).toBe(true)
+    expect(asked.slice(2).map((request) => request.subject)).toEqual(['git push', 'git push'])
+    expect(ran).toHaveLength(4)
+  })
+
+  it('a remote child that invents names below it still shares one place in the line', async () => {
+    const { ctx } = await setup({ maxPendingPerAgent: 2 })
+    const root = await ctx.agents.create({ meta: { origin: 'cli' } })
+    ctx.approvals.addFrontEnd({ name: 'nobody', ask: (_request, signal) => new Promise((_resolve, reject) => signal.addEventListener('abort', () => reject(new Error('withdrawn')))) })
+    const stop = new AbortController()
+    const asks = Array.from({ length: 6 }, (_, index) =>
+      ctx.approvals.request({
+        agent: root,
+        tool: 'bash',
+        args: { command: `cmd ${index}` },
+        signal: stop.signal,
+        remote: { child: 'acp:s1', name: 'acp "flooder"', below: [`invented ${index}`], record: false },
+      }),
+    )
+    const early = await Promise.race([Promise.all(asks.slice(2)), new Promise((resolve) => setTimeout(() => resolve('still waiting'), 200))])
+    expect(early).not.toBe('still waiting')
+    expect((early as PermissionDecision[]).every((decision) => decision.source === 'limit')).toBe(true)
+    stop.abort()
+    await Promise.all(asks)
+  })
+
   it('a recorder replays recorded decisions before anyone is asked, and hears every decision', async () => {
     const { ctx, ran } = await setup()
     const root = await ctx.agents.create({ meta: { origin: 'cli' } })

@@ -72,3 +72,38 @@ describe('the policy', () => {
     expect(subjectOf({ url: 'http://x' }).text).toBe('{"url":"http://x"}')
   })
 })
+
+describe('what the review found a rule could be talked past with', () => {
+  const onlyNpmTest: PermissionLevel = { from: 'helper tester', allow: ['bash(npm test*)'] }
+
+  it('a command longer than any display cut is matched whole, so a long padding cannot hide what follows it', () => {
+    const padded = `npm test ${'x'.repeat(20_000)} && rm -rf ~`
+    expect(verdict([onlyNpmTest], padded)).toBeUndefined()
+    expect(verdict([{ from: 'config', deny: ['bash(rm *)'], allow: ['bash'] }], padded)).toBe('deny')
+  })
+
+  it('a subject too large to match whole is never allowed by a pattern', () => {
+    const huge = `npm test ${'x'.repeat(300 * 1024)}`
+    expect(subjectOf({ command: huge }).complete).toBe(false)
+    expect(verdict([onlyNpmTest], huge)).toBeUndefined()
+  })
+
+  it('comments, ANSI-C quoting and newlines are not plain words an allow rule can cover', () => {
+    expect(verdict([onlyNpmTest], 'npm test #\nrm -rf ~')).toBeUndefined()
+    expect(verdict([onlyNpmTest], "npm test $'\\x3b' rm -rf ~")).toBeUndefined()
+  })
+
+  it('a deny rule sees through assignments, prefix words and substitutions', () => {
+    const level: PermissionLevel = { from: 'config', deny: ['bash(rm *)'], allow: ['bash'] }
+    expect(verdict([level], 'FOO=1 rm -rf build')).toBe('deny')
+    expect(verdict([level], 'env rm -rf build')).toBe('deny')
+    expect(verdict([level], 'echo $(rm -rf build)')).toBe('deny')
+    expect(verdict([level], 'echo `rm -rf build`')).toBe('deny')
+  })
+
+  it('a path is matched after normalising, so dot-dot does not walk out of an allowed folder', () => {
+    const level: PermissionLevel = { from: 'config', allow: ['edit(src/*)'] }
+    expect(policyVerdict([level], { tool: 'edit', subject: subjectOf({ path: 'src/../secrets/key' }) }).verdict).toBeUndefined()
+    expect(policyVerdict([level], { tool: 'edit', subject: subjectOf({ path: 'src/./a.ts' }) }).verdict).toBe('allow')
+  })
+})
