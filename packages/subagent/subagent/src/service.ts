@@ -417,13 +417,24 @@ export class SubagentService extends Service {
     const { provider, maxDepth } = admit(this.providers, options.provider, { ...options.request, signal: options.signal })
     const own = this.ownPermissions()
     if (own !== undefined) options = { ...options, request: { ...options.request, permissions: joinPermissionLevels(own, options.request.permissions) } }
-    // Under a tree's budget: refused when it is spent, and counted (an in-process child's turns) for as long as it lives.
-    const gate = this.gate
-    gate?.refuseContinuable(options.request.parent)
-    const started = await this.startContinuableIn(provider, maxDepth, options)
-    if (gate !== undefined) {
+    // A budget of its own (a helper's), or a tree its lineage gave one: the gate follows it, whatever the config.
+    if (this.gateLoading !== undefined) await this.gateLoading
+    if (this.gate === undefined && (options.request.budget !== undefined || givenBudget(options.request.parent) !== undefined)) await this.loadGate(this.treeConfig ?? {})
+    // Under a tree's budget: refused when it is spent, handed what is left, and counted (an
+    // in-process child's turns) for as long as it lives.
+    const admission = this.gate?.admitContinuable(options.request.parent, options.request.budget)
+    if (admission !== undefined) options = { ...options, request: { ...options.request, budget: admission.budget } }
+    let started: ContinuableStarted
+    try {
+      started = await this.startContinuableIn(provider, maxDepth, options)
+    } catch (error) {
+      admission?.adopt(undefined)
+      throw error
+    }
+    if (admission !== undefined) {
       const child = this.agentRegistry()?.get(started.childId)
-      if (child !== undefined) this.continuableCounts.set(child.id, gate.adoptContinuable(options.request.parent, child))
+      const release = admission.adopt(child)
+      if (child !== undefined) this.continuableCounts.set(child.id, release)
     }
     return started
   }
@@ -461,6 +472,8 @@ export class SubagentService extends Service {
 
   /** Deliver `message` to continuable child `childId` as a new turn; only its direct parent may. */
   async followup(parent: Agent, childId: string, message: string | TextBlock[], options: { signal?: AbortSignal } = {}): Promise<{ messageId: string }> {
+    // A budget that stopped it (its tree's, its own) keeps it stopped: no more turns.
+    this.gate?.refuseFollowup(parent, childId)
     return this.continuation.followup(parent, childId, message, options.signal)
   }
 

@@ -137,7 +137,7 @@ interface Active {
   /** When its own wall-time budget (or an ancestor's) runs out, in ms since the epoch. */
   deadline?: number
   /** Stops it at `deadline`. */
-  timer?: ReturnType<typeof setTimeout>
+  timer?: Timer
   /** Why a budget stopped it, once one did: its result then ends `budget` with this. */
   stopped?: string
 }
@@ -164,7 +164,7 @@ class Tree {
   root!: Agent
   /** When the wall-time budget runs out, and the timer that spends it then. */
   deadline: number | undefined
-  timer: ReturnType<typeof setTimeout> | undefined
+  timer: Timer | undefined
   /** Limits the root was warned about already (`warnAt`). */
   readonly warned = new Set<BudgetLimit>()
   /** Stops following the root's own usage (a remote child's tree counts its root too). */
@@ -367,9 +367,10 @@ export class TreeGate {
 
   private spend(tree: Tree, limit: BudgetLimit, used: number, bound: number, why: string): void {
     tree.spent = why
-    if (tree.timer !== undefined) clearTimeout(tree.timer)
+    tree.timer?.clear()
     this.host.warn(`${why}: stopping ${tree.active.size} running and ${tree.waiting} waiting children`)
-    this.host.tell(tree.root, `${why}. Its running children were stopped and no more will start: finish the work without delegating.`)
+    // A root that keeps running is told to finish without delegating; a given one is stopped below instead.
+    if (!tree.given) this.host.tell(tree.root, `${why}. Its running children were stopped and no more will start: finish the work without delegating.`)
     this.host.event({ rootId: tree.root.id, kind: 'spent', limit, used, bound, text: why })
     for (const active of tree.active) {
       if (active.stopped !== undefined) continue
@@ -378,7 +379,16 @@ export class TreeGate {
     }
     // A root given its budget by a parent elsewhere is that parent's child: it stops too, as
     // the parent would stop a child of its own process, and its turn ends `budget`.
-    if (tree.given) tree.root.cancel(new StopRequest('budget', `${why}; this delegated session was stopped`))
+    // It stays stopped: every later turn (its client's next prompt, a notice) ends `budget`
+    // as it starts, so a spent budget is never spent again by the session it bounded.
+    if (tree.given) {
+      const root = tree.root
+      const stop = () => root.cancel(new StopRequest('budget', `${why}; this delegated session was stopped`))
+      stop()
+      root.session.subscribe((event) => {
+        if (event.type === 'turn/start') stop()
+      })
+    }
     const refusal = new SubagentError('BUDGET', `${why}; no more children start in this tree: finish the work without delegating`)
     while (tree.head < tree.queue.length) {
       const waiter = tree.queue[tree.head]!
@@ -484,7 +494,7 @@ export class TreeGate {
       const handed = this.withRemaining(tree, active, request)
       run = await start(counts ? this.counted(tree, active, handed) : handed)
     } catch (error) {
-      if (active.timer !== undefined) clearTimeout(active.timer)
+      active.timer?.clear()
       tree.active.delete(active)
       this.release(slot)
       throw error
@@ -503,7 +513,7 @@ export class TreeGate {
       })
       .finally(() => {
         unfollow?.()
-        if (active.timer !== undefined) clearTimeout(active.timer)
+        active.timer?.clear()
         tree.active.delete(active)
         if (tree.members.get(run.id) === active) tree.members.delete(run.id)
         this.release(slot)
@@ -530,11 +540,10 @@ export class TreeGate {
     if (deadline === Infinity) return
     active.deadline = deadline
     const ms = Math.max(0, deadline - Date.now())
-    active.timer = setTimeout(() => {
+    active.timer = timerAt(deadline, () => {
       const bound = own ?? ms
       this.stop(tree, active, 'wallTimeMs', bound, bound, `budget: this child's wall-time budget of ${seconds(bound)} is spent${own === undefined ? ' (what its delegating child had left)' : ''}; it was stopped`)
-    }, ms)
-    active.timer.unref?.()
+    })
   }
 
   /**
@@ -544,7 +553,13 @@ export class TreeGate {
    * nothing is limited.
    */
   private withRemaining(tree: Tree, active: Active, request: SubagentRequest): SubagentRequest {
-    if (tree.budget === undefined && !active.limited) return request
+    const left = this.remainingFor(tree, active)
+    return left === undefined ? request : { ...request, budget: left }
+  }
+
+  /** What `active` may still use: the least of its own budget, each running ancestor's left and the tree's left (undefined: unlimited). */
+  private remainingFor(tree: Tree, active: Active): ChildBudget | undefined {
+    if (tree.budget === undefined && !active.limited) return undefined
     const left: ChildBudget = {}
     const least = (limit: keyof ChildBudget, value: number | undefined) => {
       if (value === undefined) return
@@ -566,7 +581,7 @@ export class TreeGate {
       least('children', own.children === undefined ? undefined : own.children - holder.subtree.children)
     }
     least('wallTimeMs', active.deadline === undefined ? undefined : active.deadline - Date.now())
-    return Object.keys(left).length === 0 ? request : { ...request, budget: left }
+    return Object.keys(left).length === 0 ? undefined : left
   }
 
   /** `request` with a progress sink that also counts the child's usage reports (a remote child's). */
@@ -623,10 +638,11 @@ export class TreeGate {
         const since = given?.wallTimeMs !== undefined ? Date.parse(root.session.header.createdAt) || Date.now() : Date.now()
         tree.deadline = since + wallTimeMs
         const started = tree
-        tree.timer = setTimeout(() => {
-          if (started.spent === undefined) this.spend(started, 'wallTimeMs', wallTimeMs, wallTimeMs, `budget: the delegation tree's wall-time budget of ${seconds(wallTimeMs)} is spent`)
-        }, Math.max(0, tree.deadline - Date.now()))
-        tree.timer.unref?.()
+        tree.timer = timerAt(tree.deadline, () => {
+          // A tree whose root is gone has nothing left to stop or tell.
+          if (started.spent !== undefined || root.status === 'disposing' || root.status === 'disposed') return
+          this.spend(started, 'wallTimeMs', wallTimeMs, wallTimeMs, `budget: the delegation tree's wall-time budget of ${seconds(wallTimeMs)} is spent`)
+        })
       }
       // What it was given covers the root's own model calls too, as its parent counted them.
       if (given !== undefined && tree.countsUsage) tree.unfollowRoot = this.followLocal(tree, undefined, root.id)
@@ -640,40 +656,70 @@ export class TreeGate {
     this.treeOf(root)
   }
 
-  /** Throw why a continuable child of `parent` may not start (its tree's budget is spent), or nothing. */
-  refuseContinuable(parent: Agent): void {
-    const refusal = this.refusal(this.treeOf(parent))
-    if (refusal !== undefined) throw refusal
-  }
-
   /**
-   * Count a continuable child of `parent`'s tree (in process) against the tree's budget for
-   * as long as it lives: it is a child started, its model calls are followed, and a spent
-   * budget stops its running turn (`budget`). It holds no slot of the cap: it is idle
-   * between turns, and a cap held while idle would starve the tree.
+   * Admit a continuable child of `parent` under the tree's budget, or throw why not (the
+   * tree's budget is spent, or a children budget of the parent or an ancestor). It counts
+   * as a child started at once. Returns the budget to hand it (its own `budget`, bounded by
+   * what its ancestors and the tree have left: a remote child's lineage carries it) and
+   * `adopt`, called once it started, with its agent when it runs in this process (then its
+   * model calls are followed and a spent budget stops its running turn: `budget`), or with
+   * nothing when it runs elsewhere or failed to start (its own process bounds a remote one).
+   * An adopted child holds no slot of the cap (it is idle between turns, and a cap held
+   * while idle would starve the tree), so it has none to lend its own children.
    */
-  adoptContinuable(parent: Agent, child: Agent): () => void {
+  admitContinuable(parent: Agent, budget: ChildBudget | undefined): ContinuableAdmission {
     const tree = this.treeOf(parent)
-    tree.started++
+    const holder = tree.members.get(parent.id)
+    const refusal = this.refusal(tree) ?? this.childrenRefusal(holder)
+    if (refusal !== undefined) throw refusal
     const active: Active = {
-      run: { id: child.id, local: true, result: new Promise(() => {}), cancel: (reason) => child.cancel(reason), dispose: async () => {} },
-      lent: false,
-      parent: tree.members.get(parent.id),
-      budget: undefined,
-      limited: false,
+      run: undefined,
+      lent: true,
+      parent: holder,
+      budget,
+      limited: budget !== undefined || holder?.limited === true,
       inputTokens: 0,
       outputTokens: 0,
       subtree: { inputTokens: 0, outputTokens: 0, cost: 0, children: 0 },
     }
-    tree.active.add(active)
-    tree.members.set(child.id, active)
-    if (tree.spent !== undefined) child.cancel(new StopRequest('budget', `${tree.spent}; this child was stopped`))
-    const unfollow = tree.countsUsage ? this.followLocal(tree, active, child.id) : undefined
-    // Called when the child is disposed (the service's clean-up hook of ctx.agents).
-    return () => {
-      unfollow?.()
-      tree.active.delete(active)
-      if (tree.members.get(child.id) === active) tree.members.delete(child.id)
+    tree.started++
+    for (let above = holder; above !== undefined; above = above.parent) above.subtree.children++
+    this.startClock(tree, active)
+    const handed = this.remainingFor(tree, active)
+    const adopt = (child: Agent | undefined): (() => void) => {
+      if (child === undefined) {
+        active.timer?.clear()
+        return () => {}
+      }
+      active.run = { id: child.id, local: true, result: new Promise(() => {}), cancel: (reason) => child.cancel(reason), dispose: async () => {} }
+      tree.active.add(active)
+      tree.members.set(child.id, active)
+      const stopped = tree.spent !== undefined ? `${tree.spent}; this child was stopped` : active.stopped
+      if (stopped !== undefined) {
+        active.stopped ??= stopped
+        child.cancel(new StopRequest('budget', stopped))
+      }
+      const unfollow = tree.countsUsage || active.limited ? this.followLocal(tree, active, child.id) : undefined
+      // Called when the child is disposed (the service's clean-up hook of ctx.agents).
+      return () => {
+        unfollow?.()
+        active.timer?.clear()
+        tree.active.delete(active)
+        if (tree.members.get(child.id) === active) tree.members.delete(child.id)
+      }
+    }
+    return { budget: handed, adopt }
+  }
+
+  /**
+   * Throw why continuable child `childId` of `parent` may not take another turn: its tree's
+   * budget is spent, or its own (or an ancestor's) stopped it. A stopped child stays stopped.
+   */
+  refuseFollowup(parent: Agent, childId: string): void {
+    const tree = this.treeOf(parent)
+    if (tree.spent !== undefined) throw new SubagentError('BUDGET', `${tree.spent}; its children take no more turns: finish the work without them`)
+    for (let holder = tree.members.get(childId); holder !== undefined; holder = holder.parent) {
+      if (holder.stopped !== undefined) throw new SubagentError('BUDGET', `${holder.stopped}; it takes no more turns`)
     }
   }
 
@@ -681,6 +727,38 @@ export class TreeGate {
   static givenBudget(agent: Agent): ChildBudget | undefined {
     return rootOf(agent).session.header.budget
   }
+}
+
+/** What `admitContinuable` gives back: the budget to hand the child, and how to adopt it once started. */
+export interface ContinuableAdmission {
+  budget: ChildBudget | undefined
+  adopt(child: Agent | undefined): () => void
+}
+
+/** A timer that can be cleared. */
+interface Timer {
+  clear(): void
+}
+
+/** Node's timers fire at once past this many ms (with a warning), so longer ones are re-armed in steps. */
+const MAX_TIMER_MS = 2 ** 31 - 1
+
+/**
+ * Call `fire` at `deadline` (ms since the epoch), never sooner, however far away it is; the
+ * timer does not keep the process alive.
+ */
+function timerAt(deadline: number, fire: () => void): Timer {
+  let timer: ReturnType<typeof setTimeout> | undefined
+  const arm = (ms: number) => {
+    timer = setTimeout(() => {
+      const left = deadline - Date.now()
+      if (left > 0) arm(left)
+      else fire()
+    }, Math.min(Math.max(0, ms), MAX_TIMER_MS))
+    timer.unref?.()
+  }
+  arm(deadline - Date.now())
+  return { clear: () => clearTimeout(timer) }
 }
 
 /** The least of two budgets, limit by limit (undefined when neither has any). */

@@ -199,12 +199,12 @@ export class HelperTool {
   }
 
   private async startContinuable(definition: AgentDefinition, request: SubagentRequest, exec: ToolExecution): Promise<ToolOutput> {
-    const { prompt, parent, callId, maxDepth, agentOptions, persona, toolFilter, helper, permissions, workspace, sandbox } = request
+    const { prompt, parent, callId, maxDepth, agentOptions, persona, toolFilter, helper, permissions, budget, workspace, sandbox } = request
     try {
       const { childId } = await this.subagents.startContinuable({
         provider: definition.provider,
         label: request.label ?? definition.name,
-        request: { prompt, parent, ...(callId !== undefined && { callId }), ...(maxDepth !== undefined && { maxDepth }), ...(agentOptions && { agentOptions }), ...(persona !== undefined && { persona }), ...(toolFilter && { toolFilter }), ...(helper && { helper }), ...(permissions && { permissions }), ...(workspace !== undefined && { workspace }), ...(sandbox !== undefined && { sandbox }) },
+        request: { prompt, parent, ...(callId !== undefined && { callId }), ...(maxDepth !== undefined && { maxDepth }), ...(agentOptions && { agentOptions }), ...(persona !== undefined && { persona }), ...(toolFilter && { toolFilter }), ...(helper && { helper }), ...(permissions && { permissions }), ...(budget && { budget }), ...(workspace !== undefined && { workspace }), ...(sandbox !== undefined && { sandbox }) },
         signal: exec.signal,
       })
       return `started continuable helper "${definition.name}" as subagent ${childId}. You will get a message when its turn ends; send it more work with send_message (subagent_id ${childId}).`

@@ -217,8 +217,68 @@ describe('a continuable child under a tree budget', () => {
     const end = child.session.events().findLast((event) => event.type === 'turn/end')
     expect(end).toMatchObject({ reason: 'budget', error: expect.stringMatching(/^budget: the delegation tree's output-token budget of 40 is spent/) })
     await expect(harness.ctx.subagents.startContinuable({ provider: 'spawn', label: 'another', request: { prompt: [{ type: 'text', text: 'child task' }], parent }, signal: new AbortController().signal })).rejects.toMatchObject({ code: 'BUDGET' })
+    // Nor does the stopped child take another turn.
+    await expect(harness.ctx.subagents.followup(parent, childId, 'carry on')).rejects.toMatchObject({ code: 'BUDGET', message: expect.stringMatching(/takes no more turns|take no more turns/) })
     await harness.dispose()
     rmSync(dir, { recursive: true, force: true })
   })
 })
 
+
+describe('a continuable helper with a budget of its own', () => {
+  it('is held to it over its turns without any tree config: its turn ends budget, and it takes no more', async () => {
+    await setup([steppingChild, { when: { depth: 0 }, reply: [{ text: 'unused' }] }], {})
+    const dir = mkdtempSync(join(tmpdir(), 'dsh-continuable-own-budget-'))
+    await harness.plugin(SessionJsonl, { dir })
+    const parent = await harness.agent()
+    const { childId } = await harness.ctx.subagents.startContinuable({
+      provider: 'spawn',
+      label: 'kept',
+      request: { prompt: [{ type: 'text', text: 'child task' }], parent, budget: { outputTokens: 30 } },
+      signal: new AbortController().signal,
+    })
+    const child = serviceInstance(harness.ctx.agents).get(childId)!
+    await child.whenIdle()
+    await new Promise((resolve) => setTimeout(resolve, 50))
+    const end = child.session.events().findLast((event) => event.type === 'turn/end')
+    expect(end).toMatchObject({ reason: 'budget', error: expect.stringMatching(/^budget: this child's output-token budget of 30 is spent/) })
+    await expect(harness.ctx.subagents.followup(parent, childId, 'carry on')).rejects.toMatchObject({ code: 'BUDGET' })
+    await harness.dispose()
+    rmSync(dir, { recursive: true, force: true })
+  })
+
+  it('counts against a children budget like any child', async () => {
+    await setup([{ when: { depth: 1 }, reply: [{ text: 'ok' }] }, { when: { depth: 0 }, reply: [{ text: 'unused' }] }], { budget: { children: 1 } })
+    const dir = mkdtempSync(join(tmpdir(), 'dsh-continuable-children-'))
+    await harness.plugin(SessionJsonl, { dir })
+    const parent = await harness.agent()
+    const start = () => harness.ctx.subagents.startContinuable({ provider: 'spawn', label: 'kept', request: { prompt: [{ type: 'text', text: 'child task' }], parent }, signal: new AbortController().signal })
+    await start()
+    await expect(start()).rejects.toMatchObject({ code: 'BUDGET', message: expect.stringMatching(/children budget of 1 is spent/) })
+    await harness.dispose()
+    rmSync(dir, { recursive: true, force: true })
+  })
+})
+
+describe('a session bounded by the budget its delegation gave it', () => {
+  it('stays stopped once it is spent: its next prompt ends budget before any model call', async () => {
+    await setup([{ when: { depth: 0 }, reply: steppingChild.reply }], {})
+    const root = await harness.ctx.agents.create({ meta: { origin: 'acp', budget: { outputTokens: 20 } } })
+    await harness.ctx.subagents.boundByLineage(root)
+    const first = await root.followup('go')
+    expect(first.reason).toBe('budget')
+    const before = root.session.events().filter((event) => event.type === 'assistant/message').length
+    const second = await root.followup('carry on anyway')
+    expect(second.reason).toBe('budget')
+    expect(root.session.events().filter((event) => event.type === 'assistant/message').length).toBe(before)
+  })
+})
+
+describe('a wall-time budget longer than a timer can hold', () => {
+  it('does not stop a child at once (29 days is past what one Node timer holds)', async () => {
+    await setup([{ when: { depth: 1 }, reply: [{ text: 'finished', delay_ms: 30 }] }, { when: { depth: 0 }, reply: [{ call: foreground('child') }, { text: 'done' }] }], { budget: { wallTimeMs: 29 * 24 * 3600 * 1000 } })
+    const parent = await harness.agent()
+    await parent.followup('go')
+    expect(results(parent)[0]).toMatchObject({ isError: false, text: expect.stringContaining('finished') })
+  })
+})
