@@ -94,7 +94,14 @@ async function askOnTerminal(terminal: PromptTerminal, request: ApprovalRequestI
   }
 }
 
-function readAnswer(terminal: PromptTerminal, question: string, signal: AbortSignal): Promise<'once' | 'always' | 'reject' | 'cancelled'> {
+/**
+ * Keys that arrive this soon after a prompt is drawn were typed before the user could read
+ * it (a second "y" meant for the prompt before, typing meant for the model): ignored.
+ */
+export const TYPEAHEAD_GUARD_MS = 150
+
+/** Read one answer to `question` on the terminal: one key, typed after the prompt was drawn. */
+export function readAnswer(terminal: PromptTerminal, question: string, signal: AbortSignal): Promise<'once' | 'always' | 'reject' | 'cancelled'> {
   const { input, output } = terminal
   const bringBack = terminal.standAside()
   const width = Math.max(40, (output.columns ?? 100) - 1)
@@ -103,6 +110,7 @@ function readAnswer(terminal: PromptTerminal, question: string, signal: AbortSig
   const wasRaw = input.isRaw
   input.setRawMode?.(true)
   input.resume()
+  const drawnAt = Date.now()
   return new Promise((resolve) => {
     const finish = (answer: 'once' | 'always' | 'reject' | 'cancelled', echo: string) => {
       input.off('data', onData)
@@ -116,14 +124,17 @@ function readAnswer(terminal: PromptTerminal, question: string, signal: AbortSig
     }
     const onData = (data: Buffer) => {
       const key = data.toString('utf8')
-      if (key === 'y' || key === 'Y') return finish('once', 'allowed once')
-      if (key === 'a' || key === 'A') return finish('always', 'allowed always in this run')
-      if (key === 'n' || key === 'N' || key === '\r' || key === '\x1b') return finish('reject', 'rejected')
       if (key === '\x03') {
         // Raw mode swallows Ctrl-C: refuse the request and pass the interrupt on as the user meant it.
         finish('reject', 'rejected (Ctrl-C)')
         process.kill(process.pid, 'SIGINT')
+        return
       }
+      // Typed ahead, or several keys at once (a paste, an arrow key): not an answer to this prompt.
+      if (Date.now() - drawnAt < TYPEAHEAD_GUARD_MS || key.length !== 1) return
+      if (key === 'y' || key === 'Y') return finish('once', 'allowed once')
+      if (key === 'a' || key === 'A') return finish('always', 'allowed always in this run')
+      if (key === 'n' || key === 'N' || key === '\r' || key === '\x1b') return finish('reject', 'rejected')
     }
     const onAbort = () => finish('cancelled', 'withdrawn')
     input.on('data', onData)

@@ -85,6 +85,7 @@ async function answerAll(key: string): Promise<{ asked: string[]; screen: string
     const text = await until((shown) => open(shown) || shown.includes('EXIT='))
     if (text.includes('EXIT=')) return { asked: answered(text), screen: text }
     const before = answered(text).length
+    await new Promise((resolve) => setTimeout(resolve, 200)) // a person reads the prompt before answering: keys typed sooner are ignored
     tmux('send-keys', '-t', session, key)
     await until((shown) => answered(shown).length > before || shown.includes('EXIT='))
   }

@@ -128,6 +128,7 @@ describe('one approval broker for the whole tree', () => {
       const subject = Object.keys(answers).find((candidate) => question.endsWith(candidate))
       if (subject === undefined) throw new Error(`an unexpected question: ${question}`)
       asked.push(question)
+      await new Promise((resolve) => setTimeout(resolve, 200)) // a person reads the prompt before answering: keys typed sooner are ignored
       tmux('send-keys', '-t', session, answers[subject]!)
       await until((shown) => shown.includes(`${subject} → `))
     }

@@ -60,14 +60,17 @@ describe('dsh run asks on a terminal', () => {
 
     const first = await until((text) => text.includes('[y] allow once'))
     expect(first).toContain('dsh › spawn "marker maker" wants to run bash: touch child-ran')
+    await new Promise((resolve) => setTimeout(resolve, 200)) // a person reads the prompt before answering: keys typed sooner are ignored
     tmux('send-keys', '-t', session, 'a')
     // The identical call went through unasked; the next, different one is asked about.
     const second = await until((text) => text.includes('wants to run bash: touch child-again') && text.includes('[y] allow once'))
     expect(existsSync(join(dir, 'child-ran'))).toBe(true)
     expect(second.match(/wants to run bash: touch child-ran/g)).toHaveLength(1)
+    await new Promise((resolve) => setTimeout(resolve, 200)) // a person reads the prompt before answering: keys typed sooner are ignored
     tmux('send-keys', '-t', session, 'n')
     const third = await until((text) => text.includes('dsh wants to run bash: touch root-ran') && text.includes('[y] allow once'))
     expect(third).toContain('touch child-again → rejected')
+    await new Promise((resolve) => setTimeout(resolve, 200)) // a person reads the prompt before answering: keys typed sooner are ignored
     tmux('send-keys', '-t', session, 'y')
     const done = await until((text) => text.includes('EXIT='))
     expect(done).toContain('EXIT=0')
@@ -94,6 +97,7 @@ describe('dsh run asks on a terminal', () => {
     ].join('\n'))
     start(dir, script)
     await until((text) => text.includes('[y] allow once'))
+    await new Promise((resolve) => setTimeout(resolve, 200)) // a person reads the prompt before answering: keys typed sooner are ignored
     tmux('send-keys', '-t', session, 'C-c')
     const done = await until((text) => text.includes('EXIT='))
     expect(done).toContain('EXIT=130')
