@@ -122,3 +122,17 @@ describe('the a2a provider in a config file', () => {
     expect(lines[1]).toMatch(new RegExp(`^└─ a2a:\\S+ {2}a2a "ask about France" {2}stored elsewhere: the A2A worker ${served.url.replace(/[.:/]/g, '\\$&')}$`))
   })
 })
+
+describe('serving callers elsewhere without the approval broker', () => {
+  it('dsh a2a serve and dsh worker refuse to start, naming the missing broker, rather than run side effects nobody decides', async () => {
+    const dir = tempDir()
+    const config = join(dir, 'no-approvals.yml')
+    writeFileSync(config, '- id: approvals\n  name: "@dsh/approvals"\n  disabled: true\n')
+    const a2a = await runDsh(['a2a', 'serve', '--config', config, '--model', 'scripted:examples/acp-child.yml', '--session-dir', dir])
+    expect(a2a.code).toBe(2)
+    expect(a2a.stderr).toMatch(/dsh a2a serve: the composition has no approval broker \(- id: approvals, name: "@dsh\/approvals"\)/)
+    const worker = await runDsh(['worker', '--config', config, '--model', 'scripted:examples/acp-child.yml', '--session-dir', dir], { env: { ...process.env, DSH_REDIS_URL: 'redis://127.0.0.1:1' } })
+    expect(worker.code).toBe(2)
+    expect(worker.stderr).toMatch(/dsh worker: the composition has no approval broker/)
+  })
+})

@@ -14,6 +14,7 @@ import { parseVerbArgs, wholeNumberOption } from '../args.js'
 import { A2aServerError, PERMISSION_POLICIES, serveA2a, type PermissionPolicy } from '@dsh/a2a-server'
 import { reapTrackedGroups } from '@dsh/process'
 import { UsageError } from '../errors.js'
+import type {} from '@dsh/approvals'
 import { exitCodeOfSignal } from '../exit.js'
 import { onInterrupt } from '../interrupt.js'
 import { chooseModel } from '../run.js'
@@ -53,6 +54,11 @@ export async function a2aVerb(args: string[]): Promise<number> {
   if (!runtime.ctx.llm.config.model && !model) {
     await runtime.dispose()
     throw new UsageError('NO_MODEL', 'dsh a2a serve: no model to run with: pass --model SPEC (e.g. --model scripted:examples/acp-child.yml), set llm.model in --config, or set DEEPSEEK_API_KEY')
+  }
+  // Fail closed: without the broker nothing would stand between a caller elsewhere and this machine's side effects.
+  if (!runtime.ctx.get('approvals')) {
+    await runtime.dispose()
+    throw new UsageError('USAGE', 'dsh a2a serve: the composition has no approval broker (- id: approvals, name: "@dsh/approvals"), so nothing would decide the side effects its callers ask for; add it back to dsh.yml')
   }
   let server
   try {

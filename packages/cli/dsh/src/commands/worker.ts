@@ -11,6 +11,7 @@
 import { parseVerbArgs, wholeNumberOption } from '../args.js'
 import { reapTrackedGroups } from '@dsh/process'
 import { UsageError } from '../errors.js'
+import type {} from '@dsh/approvals'
 import { onInterrupt } from '../interrupt.js'
 import { chooseModel } from '../run.js'
 import { startRuntime } from '../runtime.js'
@@ -52,6 +53,11 @@ export async function workerVerb(args: string[]): Promise<number> {
   if (!runtime.ctx.llm.config.model && !model) {
     await runtime.dispose()
     throw new UsageError('NO_MODEL', 'dsh worker: no model to run with: pass --model SPEC (e.g. --model scripted:examples/acp-child.yml), set llm.model in --config, or set DEEPSEEK_API_KEY')
+  }
+  // Fail closed: without the broker nothing would stand between a caller elsewhere and this machine's side effects.
+  if (!runtime.ctx.get('approvals')) {
+    await runtime.dispose()
+    throw new UsageError('USAGE', 'dsh worker: the composition has no approval broker (- id: approvals, name: "@dsh/approvals"), so nothing would decide the side effects its callers ask for; add it back to dsh.yml')
   }
   const { serveQueue, WORKER_NAME } = await import('@dsh/queue-worker')
   let worker
