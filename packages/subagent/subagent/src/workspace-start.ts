@@ -14,7 +14,7 @@ import type { SubagentRequest, SubagentResult, SubagentRun, SubagentWorkspaceRep
 
 /** What this module needs of `ctx.workspaces` (`@dsh/workspaces`), read by shape: that package is not a dependency of this one. */
 export interface WorkspaceHost {
-  create(request: { mode: 'worktree' | 'copy'; source: string; childId: string; label?: string; tree: string }): Promise<{ ref: WorkspaceRef }>
+  create(request: { mode: 'worktree' | 'copy'; source: string; childId: string; label?: string; tree: string; parentAgent: string; ancestorAgents: readonly string[] }): Promise<{ ref: WorkspaceRef }>
   changes(childId: string): Promise<Omit<SubagentWorkspaceReport, 'kept'> & { childId: string }>
   release(childId: string): Promise<unknown>
   discard(childId: string): Promise<void>
@@ -32,7 +32,9 @@ export async function makeWorkspace<R extends Pick<SubagentRequest, 'parent' | '
   const key = `pending-${process.pid}-${++made}`
   let ref: WorkspaceRef
   try {
-    ;({ ref } = await workspaces.create({ mode, source: request.parent.session.header.cwd, childId: key, ...(request.label !== undefined && { label: request.label }), tree: rootOf(request.parent).id }))
+    // The delegating agent and its ancestors are recorded with it: they alone may merge, discard or read it.
+    const ancestorAgents = ancestorsOf(request.parent)
+    ;({ ref } = await workspaces.create({ mode, source: request.parent.session.header.cwd, childId: key, ...(request.label !== undefined && { label: request.label }), tree: ancestorAgents.at(-1) ?? request.parent.id, parentAgent: request.parent.id, ancestorAgents }))
   } catch (error) {
     throw new SubagentError('INVALID_REQUEST', `the child's ${mode} workspace could not be made: ${errorMessage(error)}`, { cause: error })
   }
@@ -75,8 +77,9 @@ export function inWorkspace(workspaces: WorkspaceHost, key: string, run: Subagen
   return wrapped
 }
 
-function rootOf(agent: Agent): Agent {
-  let root = agent
-  while (root.parent !== undefined) root = root.parent
-  return root
+/** `agent`'s ancestors' ids, nearest first; the last is its tree's root (none when it is the root). */
+function ancestorsOf(agent: Agent): string[] {
+  const ids: string[] = []
+  for (let above = agent.parent; above !== undefined; above = above.parent) ids.push(above.id)
+  return ids
 }
