@@ -2,8 +2,9 @@
  * The model's handle on its children's workspaces: one tool, `workspace`, with an action.
  * `merge` brings a child's changes into the directory it came from (its branch merged, or
  * its copy's files written back), `discard` throws them away, `changes` shows them. A
- * conflict changes nothing and comes back as a result listing the files. Only an agent of
- * the tree the child belongs to may act on its workspace; merging and discarding change
+ * conflict changes nothing and comes back as a result listing the files. Only the agent
+ * that started the child, or one of that agent's ancestors, may act on its workspace
+ * (`actingAgents`, recorded when the workspace was made); merging and discarding change
  * files, so they are side effects the approval broker decides like any other.
  */
 import type { Context } from 'cordis'
@@ -11,7 +12,7 @@ import Schema from 'schemastery'
 import { errorMessage } from '@dsh/base'
 import type { Agent } from '@dsh/agent'
 import type { ToolExecution, ToolOutput } from '@dsh/tools'
-import type { MergeOutcome, WorkspaceChanges } from '@dsh/workspaces'
+import { actingAgents, type MergeOutcome, type WorkspaceChanges, type WorkspaceRecord } from '@dsh/workspaces'
 
 interface WorkspaceToolArgs {
   action: 'merge' | 'discard' | 'changes'
@@ -37,7 +38,7 @@ export class WorkspaceToolPlugin {
         type: 'object',
         properties: {
           action: { type: 'string', enum: ['merge', 'discard', 'changes'], description: 'What to do with the workspace.' },
-          subagent_id: { type: 'string', minLength: 1, maxLength: 256, description: 'The subagent whose workspace it is (its result names it), or its label when exactly one of your subagents has that label.' },
+          subagent_id: { type: 'string', minLength: 1, maxLength: 256, description: "The subagent whose workspace it is (its result names it), or its label when exactly one of your subagents' (or their subagents') workspaces has that label." },
         },
         required: ['action', 'subagent_id'],
         additionalProperties: false,
@@ -52,16 +53,16 @@ async function act(ctx: Context, args: WorkspaceToolArgs, exec: ToolExecution): 
   const { workspaces } = ctx
   const caller = exec.agent as Agent
   try {
-    const tree = rootOf(caller).id
-    const listed = await workspaces.list()
-    // By id, or by the label of exactly one workspace of this tree (as send_message takes one).
+    const listed = (await workspaces.list()).filter((candidate): candidate is WorkspaceRecord & { orphaned: boolean } => candidate.invalid === undefined)
+    // Only the agent that started the child, or one above it: not a sibling, not the child's own subagents, not another tree.
+    const mayAct = (record: WorkspaceRecord) => actingAgents(record).includes(caller.id)
+    // By id, or by the label of exactly one workspace the caller may act on (as send_message takes one).
     const byId = listed.find((candidate) => candidate.childId === args.subagent_id)
-    const byLabel = listed.filter((candidate) => candidate.tree === tree && candidate.label === args.subagent_id)
+    const byLabel = listed.filter((candidate) => mayAct(candidate) && candidate.label === args.subagent_id)
     if (byId === undefined && byLabel.length > 1) return { isError: true, content: `${byLabel.length} of your subagents' workspaces have the label "${args.subagent_id}" (${byLabel.map((record) => record.childId).join(', ')}); name one by its id` }
     const record = byId ?? byLabel[0]
     if (record === undefined) return { isError: true, content: `subagent ${args.subagent_id} has no workspace (it worked in the shared directory, or its workspace was merged or discarded already)` }
-    // Only the tree the child belongs to: another root's agent may not touch it.
-    if (record.tree !== tree) return { isError: true, content: `the workspace of subagent ${args.subagent_id} belongs to another delegation tree; only its own tree may merge or discard it` }
+    if (!mayAct(record)) return { isError: true, content: `the workspace of subagent ${args.subagent_id} is not yours to act on: only the agent that started that subagent${record.parentAgent !== undefined ? ` (${record.parentAgent})` : ''}, or one of its ancestors, may merge, discard or look at it` }
     const childId = record.childId
     switch (args.action) {
       case 'changes':
@@ -86,12 +87,6 @@ function describeChanges(changes: WorkspaceChanges): string {
 function describeMerge(outcome: MergeOutcome): ToolOutput {
   if (outcome.ok) return outcome.summary
   return { isError: true, content: `${outcome.summary}\nconflicting files:\n${outcome.conflicts.map((path) => `  ${path}`).join('\n')}\nResolve them in your directory (or ask the child to rebase its work), or discard the workspace.` }
-}
-
-function rootOf(agent: Agent): Agent {
-  let root = agent
-  while (root.parent !== undefined) root = root.parent
-  return root
 }
 
 export namespace WorkspaceToolPlugin {

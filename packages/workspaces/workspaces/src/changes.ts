@@ -69,8 +69,8 @@ function numstat(output: string): Array<[string, number | undefined, number | un
 }
 
 async function countLines(record: WorkspaceRecord, gitDir: string | undefined, path: string): Promise<{ added?: number; removed?: number }> {
-  // `--no-index` diff against /dev/null counts an untracked file's lines as git would.
-  const result = await gitResult(record.root, [...gitArgs(record, gitDir), 'diff', '--no-index', '--numstat', '-z', '/dev/null', path])
+  // `--no-index` diff against /dev/null counts an untracked file's lines as git would; after `--`, a file named like an option (`--output=…`) is only a path.
+  const result = await gitResult(record.root, [...gitArgs(record, gitDir), 'diff', '--no-index', '--numstat', '-z', '--', '/dev/null', path])
   const [parsed] = numstat(result.stdout)
   return parsed && parsed[1] !== undefined ? { added: parsed[1], removed: 0 } : {}
 }

@@ -13,6 +13,8 @@ export type WorkspaceErrorCode =
   | 'TOO_MANY'
   /** No workspace of that child (or it was merged or discarded already). */
   | 'NOT_FOUND'
+  /** Other workspaces were made from it and live or are kept: it goes after them. */
+  | 'IN_USE'
   /** A merge that would clash with the parent's tree, or that git refused. */
   | 'MERGE_REFUSED'
   /** git is not there. */

@@ -17,18 +17,19 @@
  * repository with submodules (a worktree would not carry them).
  */
 import { randomBytes } from 'node:crypto'
-import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, realpathSync, renameSync, rmSync, writeFileSync } from 'node:fs'
+import { cpSync, existsSync, mkdirSync, realpathSync, renameSync, rmSync, writeFileSync } from 'node:fs'
 import { homedir } from 'node:os'
 import { basename, dirname, isAbsolute, join, relative, resolve, sep } from 'node:path'
 import { Context, Service } from 'cordis'
 import Schema from 'schemastery'
-import { errorMessage, isRecord } from '@dsh/base'
+import { errorMessage } from '@dsh/base'
 import { processAlive } from '@dsh/process'
 import type { WorkspaceRef } from '@dsh/session'
 import { gitArgs, readChanges } from './changes.js'
 import { WorkspaceError } from './errors.js'
 import { commitEnvironment, git, gitCommit, gitResult, lastLines } from './git.js'
-import type { MergeOutcome, WorkspaceChanges, WorkspaceRecord, WorkspaceRequest } from './types.js'
+import { inside, readRecords } from './records.js'
+import type { ListedWorkspace, MergeOutcome, WorkspaceChanges, WorkspaceRecord, WorkspaceRequest } from './types.js'
 
 declare module 'cordis' {
   interface Context {
@@ -46,7 +47,18 @@ export class WorkspaceService extends Service {
   private readonly maxLivePerTree: number
   /** This process's workspaces by child id. */
   private readonly mine = new Map<string, WorkspaceRecord>()
-  /** One operation at a time per repository: git's index lock would refuse a second. */
+  /**
+   * Workspaces being made, by child id, until they exist or have failed: they count against
+   * `maxLivePerTree` (so workspaces asked for at once cannot together pass it), and one
+   * being made from a workspace's directory holds that workspace.
+   */
+  private readonly creating = new Map<string, { tree: string; source: string }>()
+  /**
+   * One operation at a time per place written (`serial`): a repository's git directory for
+   * worktrees (git's locks would refuse a second, and merges must not interleave), the
+   * directory copied for copies (two copies written back at once could each miss the
+   * other's write and lose it).
+   */
   private readonly locks = new Map<string, Promise<unknown>>()
 
   constructor(ctx: Context, config: Partial<WorkspaceService.Config> = {}) {
@@ -58,7 +70,8 @@ export class WorkspaceService extends Service {
     void this.list().then(
       (listed) => {
         const orphans = listed.filter((record) => record.orphaned)
-        if (orphans.length > 0) home.logger('workspaces').warn('%d orphaned workspace%s from a run that ended without cleaning up (%s): dsh workspaces list shows them, dsh workspaces clean removes them', orphans.length, orphans.length === 1 ? '' : 's', orphans.map((record) => record.root).slice(0, 3).join(', '))
+        const named = orphans.map((record) => (record.invalid !== undefined ? `${record.file}: ${record.invalid}` : record.root))
+        if (orphans.length > 0) home.logger('workspaces').warn('%d orphaned workspace%s from a run that ended without cleaning up (%s): dsh workspaces list shows them, dsh workspaces clean removes them', orphans.length, orphans.length === 1 ? '' : 's', named.slice(0, 3).join(', '))
       },
       () => undefined,
     )
@@ -67,27 +80,61 @@ export class WorkspaceService extends Service {
   /** Make a workspace for a child; nothing is left behind when it fails. */
   async create(request: WorkspaceRequest): Promise<{ ref: WorkspaceRef; record: WorkspaceRecord }> {
     if (!isAbsolute(request.source)) throw new WorkspaceError('INVALID', `a workspace is made from an absolute directory (got ${JSON.stringify(request.source)})`)
-    const live = [...this.mine.values()].filter((record) => record.tree === request.tree && record.state === 'live').length
+    if (typeof request.parentAgent !== 'string' || request.parentAgent === '' || !Array.isArray(request.ancestorAgents) || !request.ancestorAgents.every((agent) => typeof agent === 'string')) {
+      throw new WorkspaceError('INVALID', 'a workspace is made for a delegation: parentAgent (the delegating agent\'s id) and ancestorAgents (its ancestors\' ids) are needed')
+    }
+    if (this.mine.has(request.childId) || this.creating.has(request.childId)) throw new WorkspaceError('INVALID', `child ${request.childId} has a workspace already`)
+    // Counted with those being made, and reserved before the first wait: asked for at once, they cannot together pass the limit.
+    const live = [...this.mine.values()].filter((record) => record.tree === request.tree && record.state === 'live').length + [...this.creating.values()].filter((making) => making.tree === request.tree).length
     if (live >= this.maxLivePerTree) {
       throw new WorkspaceError('TOO_MANY', `this delegation tree already has ${live} live workspaces, the most allowed (workspaces.maxLivePerTree ${this.maxLivePerTree}); merge or discard some, or give the child the shared directory`)
     }
-    if (this.mine.has(request.childId)) throw new WorkspaceError('INVALID', `child ${request.childId} has a workspace already`)
-    const source = realpathSync(request.source)
-    const id = `${slug(request.label)}-${request.childId.slice(-8).replace(/[^A-Za-z0-9]/g, '')}-${randomBytes(2).toString('hex')}`
-    const root = join(this.dir, 'trees', id)
-    mkdirSync(join(this.dir, 'records'), { recursive: true })
-    mkdirSync(join(this.dir, 'trees'), { recursive: true })
-    const record = request.mode === 'worktree' ? await this.makeWorktree(request, source, id, root) : await this.makeCopy(request, source, id, root)
-    this.mine.set(request.childId, record)
-    const ref: WorkspaceRef = { mode: record.mode, path: record.path, source: record.source, ...(record.branch !== undefined && { branch: record.branch }), base: record.base, ...(record.gitDir !== undefined && { gitDir: record.gitDir }) }
-    return { ref, record }
+    this.creating.set(request.childId, { tree: request.tree, source: request.source })
+    try {
+      let source: string
+      try {
+        source = realpathSync(request.source)
+      } catch (error) {
+        throw new WorkspaceError('INVALID', `a workspace cannot be made from ${request.source}: ${errorMessage(error)}`)
+      }
+      this.creating.set(request.childId, { tree: request.tree, source })
+      const id = `${slug(request.label)}-${request.childId.slice(-8).replace(/[^A-Za-z0-9]/g, '')}-${randomBytes(2).toString('hex')}`
+      mkdirSync(join(this.dir, 'records'), { recursive: true })
+      mkdirSync(join(this.dir, 'trees'), { recursive: true })
+      // Its real path: a workspace made from this one's directory is found by it (`derivedFrom`).
+      const root = join(realpathSync(join(this.dir, 'trees')), id)
+      const holder = this.workspaceHolding(source)
+      const fields = {
+        id,
+        childId: request.childId,
+        tree: request.tree,
+        root,
+        source,
+        ...(request.label !== undefined && { label: request.label }),
+        createdAt: new Date().toISOString(),
+        pid: process.pid,
+        state: 'live' as const,
+        parentAgent: request.parentAgent,
+        ancestorAgents: [...request.ancestorAgents],
+        ...(holder !== undefined && { derivedFrom: holder.id }),
+      }
+      const record = request.mode === 'worktree' ? await this.makeWorktree(fields) : await this.makeCopy(fields)
+      this.mine.set(request.childId, record)
+      const ref: WorkspaceRef = { mode: record.mode, path: record.path, source: record.source, ...(record.branch !== undefined && { branch: record.branch }), base: record.base, ...(record.gitDir !== undefined && { gitDir: record.gitDir }) }
+      return { ref, record }
+    } finally {
+      this.creating.delete(request.childId)
+    }
   }
 
-  private async makeWorktree(request: WorkspaceRequest, source: string, id: string, root: string): Promise<WorkspaceRecord> {
+  private async makeWorktree(fields: RecordFields): Promise<WorkspaceRecord> {
+    const { source, root, id } = fields
     const top = await gitResult(source, ['rev-parse', '--show-toplevel'])
     if (top.code !== 0) throw new WorkspaceError('NOT_A_REPOSITORY', `${source} is not in a git repository, so a child cannot have a worktree of it; use workspace: copy (a copy of the directory) or shared`)
     const repository = top.stdout.trim()
-    return this.serial(repository, async () => {
+    // The repository's git directory, which every worktree of it (a grandchild's made from a child's too) writes to: the lock.
+    const gitDir = resolve(repository, (await git(repository, ['rev-parse', '--git-common-dir'], 'finding the git directory')).trim())
+    return this.serial(gitDir, async () => {
       const head = await gitResult(repository, ['rev-parse', '--verify', '--quiet', 'HEAD'])
       if (head.code !== 0) throw new WorkspaceError('NOT_A_REPOSITORY', `the repository ${repository} has no commit yet, so a worktree has nothing to start from; commit first, or use workspace: copy`)
       const dirty = (await git(repository, ['status', '--porcelain', '--untracked-files=no', '-z'], 'reading the parent\'s tree')).split('\0').filter(Boolean)
@@ -102,25 +149,8 @@ export class WorkspaceService extends Service {
       const exists = await gitResult(repository, ['rev-parse', '--verify', '--quiet', `refs/heads/${branch}`])
       if (exists.code === 0) throw new WorkspaceError('BRANCH_EXISTS', `the branch ${branch} exists already; delete it or run again (each child gets a new name)`)
       const base = head.stdout.trim()
-      const gitDir = resolve(repository, (await git(repository, ['rev-parse', '--git-common-dir'], 'finding the git directory')).trim())
       const within = relative(repository, source)
-      const record: WorkspaceRecord = {
-        id,
-        childId: request.childId,
-        tree: request.tree,
-        mode: 'worktree',
-        root,
-        path: within === '' ? root : join(root, within),
-        source,
-        repository,
-        gitDir,
-        branch,
-        base,
-        ...(request.label !== undefined && { label: request.label }),
-        createdAt: new Date().toISOString(),
-        pid: process.pid,
-        state: 'live',
-      }
+      const record: WorkspaceRecord = { ...fields, mode: 'worktree', path: within === '' ? root : join(root, within), repository, gitDir, branch, base }
       // The record first: a process killed between the two still names what it made.
       this.writeRecord(record)
       try {
@@ -129,30 +159,25 @@ export class WorkspaceService extends Service {
         record.worktreeGitDir = resolve(root, (await git(root, ['rev-parse', '--git-dir'], 'finding the worktree\'s git directory')).trim())
         this.writeRecord(record)
       } catch (error) {
-        this.removeRecord(record)
-        await gitResult(repository, ['worktree', 'remove', '--force', root])
+        // Whatever `worktree add` made before it failed (the branch is made first), then the record.
+        await gitResult(repository, ['worktree', 'remove', '--force', '--force', root])
         await gitResult(repository, ['worktree', 'prune'])
+        await gitResult(repository, ['branch', '-D', '--', branch])
+        this.removeRecord(record)
         throw error
       }
       return record
     })
   }
 
-  private async makeCopy(request: WorkspaceRequest, source: string, id: string, root: string): Promise<WorkspaceRecord> {
-    const record: WorkspaceRecord = {
-      id,
-      childId: request.childId,
-      tree: request.tree,
-      mode: 'copy',
-      root,
-      path: root,
-      source,
-      base: '',
-      ...(request.label !== undefined && { label: request.label }),
-      createdAt: new Date().toISOString(),
-      pid: process.pid,
-      state: 'live',
-    }
+  private makeCopy(fields: RecordFields): Promise<WorkspaceRecord> {
+    const { source, root } = fields
+    // Copied alone: not while a copy is being written back into the same directory.
+    return this.serial(source, () => this.copyNow({ ...fields, mode: 'copy', path: root, base: '' }))
+  }
+
+  private async copyNow(record: WorkspaceRecord): Promise<WorkspaceRecord> {
+    const { source, root } = record
     this.writeRecord(record)
     const gitDir = this.gitDirOf(record)
     try {
@@ -204,7 +229,8 @@ export class WorkspaceService extends Service {
     const record = this.mine.get(childId)
     if (record === undefined) return undefined
     const changes = await this.changes(childId).catch(() => undefined)
-    if (changes !== undefined && changes.files.length === 0 && !changes.committed && !changes.missing) {
+    // Unchanged, it goes, unless workspaces made from it still need its directory.
+    if (changes !== undefined && changes.files.length === 0 && !changes.committed && !changes.missing && this.dependents(record).length === 0) {
       await this.discard(childId)
       return undefined
     }
@@ -222,12 +248,17 @@ export class WorkspaceService extends Service {
    */
   async merge(childId: string): Promise<MergeOutcome> {
     const record = this.recordOf(childId)
-    return record.mode === 'worktree' ? this.mergeWorktree(record) : this.mergeCopy(record)
+    return this.serial(lockOf(record), () => {
+      this.assertStill(record)
+      this.refuseIfHeld(record, 'merge')
+      return record.mode === 'worktree' ? this.mergeWorktree(record) : this.mergeCopy(record)
+    })
   }
 
   private async mergeWorktree(record: WorkspaceRecord): Promise<MergeOutcome> {
     const repository = record.repository!
-    return this.serial(repository, async () => {
+    if (!existsSync(repository)) throw new WorkspaceError('MERGE_REFUSED', `the directory ${record.branch} was made from, ${repository}, is gone: there is nowhere to merge it (discard it)`)
+    {
       const changes = await readChanges(record, undefined)
       if (changes.uncommitted && !changes.missing) {
         const at = gitArgs(record, undefined)
@@ -239,6 +270,10 @@ export class WorkspaceService extends Service {
         await this.discardNow(record)
         return { ok: true, childId: record.childId, files: [], summary: `${record.branch} had no changes; the workspace was removed` }
       }
+      // A merge of the parent's own in progress is its own to conclude: git would refuse ours, and aborting would throw its away.
+      if (await mergeInProgress(repository)) {
+        throw new WorkspaceError('MERGE_REFUSED', `the parent's tree is in the middle of a merge of its own (MERGE_HEAD exists); conclude or abort it before merging ${record.branch}`)
+      }
       const dirty = (await git(repository, ['status', '--porcelain', '--untracked-files=no', '-z'], 'reading the parent\'s tree')).split('\0').filter(Boolean)
       if (dirty.length > 0) {
         throw new WorkspaceError('MERGE_REFUSED', `the parent's tree has uncommitted changes (${dirty.slice(0, 5).map((entry) => entry.slice(3)).join(', ')}); commit or stash them before merging ${record.branch}`)
@@ -246,24 +281,26 @@ export class WorkspaceService extends Service {
       const merged = await gitResult(repository, ['merge', '--no-ff', '--no-edit', '-m', `dsh: merge ${record.branch}${record.label ? ` (${record.label})` : ''}`, `refs/heads/${record.branch}`], { env: await commitEnvironment(repository) })
       if (merged.code !== 0) {
         const conflicts = (await gitResult(repository, ['diff', '--name-only', '--diff-filter=U', '-z'])).stdout.split('\0').filter(Boolean)
-        await gitResult(repository, ['merge', '--abort'])
+        // Only a merge ours started (git refused some before starting one: nothing to abort).
+        if (await mergeInProgress(repository)) await gitResult(repository, ['merge', '--abort'])
         if (conflicts.length === 0) throw new WorkspaceError('MERGE_REFUSED', `git would not merge ${record.branch}: ${lastLines(merged.stderr || merged.stdout)}`)
         return { ok: false, childId: record.childId, conflicts, summary: `merging ${record.branch} conflicts in ${conflicts.join(', ')}; nothing was changed (the branch and its workspace are kept)` }
       }
       const commit = (await git(repository, ['rev-parse', 'HEAD'], 'reading the merge')).trim()
       await this.discardNow(record)
       return { ok: true, childId: record.childId, files: changes.files, commit, summary: `merged ${record.branch}: ${changes.diffstat}` }
-    })
+    }
   }
 
   private async mergeCopy(record: WorkspaceRecord): Promise<MergeOutcome> {
     const gitDir = this.gitDirOf(record)
     const changes = await readChanges(record, gitDir)
     if (changes.missing) throw new WorkspaceError('MERGE_REFUSED', `the copy ${record.root} is gone: there is nothing to bring back`)
+    if (!existsSync(record.source)) throw new WorkspaceError('MERGE_REFUSED', `the directory the copy was made from, ${record.source}, is gone: there is nowhere to bring it back to (discard it)`)
     // A file changed in the parent since the copy was made would be overwritten: a conflict
     // (unless the parent holds exactly what the child wrote). Compared by git's blob ids.
     const at = gitArgs(record, gitDir)
-    const blobOf = async (path: string) => (existsSync(path) ? (await git(record.root, [...at, 'hash-object', '--no-filters', path], 'reading a file')).trim() : undefined)
+    const blobOf = async (path: string) => (existsSync(path) ? (await git(record.root, [...at, 'hash-object', '--no-filters', '--', path], 'reading a file')).trim() : undefined)
     const conflicts: string[] = []
     for (const file of changes.files) {
       const original = await gitResult(record.root, [...at, 'rev-parse', '--verify', '--quiet', `${record.base}:${file.path}`])
@@ -292,8 +329,11 @@ export class WorkspaceService extends Service {
   /** Throw child `childId`'s workspace away: its directory, its branch and its record. */
   async discard(childId: string): Promise<void> {
     const record = this.recordOf(childId)
-    if (record.mode === 'worktree') await this.serial(record.repository!, () => this.discardNow(record))
-    else await this.discardNow(record)
+    await this.serial(lockOf(record), () => {
+      this.assertStill(record)
+      this.refuseIfHeld(record, 'discard')
+      return this.discardNow(record)
+    })
   }
 
   private async discardNow(record: WorkspaceRecord): Promise<void> {
@@ -302,33 +342,91 @@ export class WorkspaceService extends Service {
     this.mine.delete(record.childId)
   }
 
-  /** Every workspace recorded in `dir`, this process's and others', with whether it is an orphan (its process is gone while it was live). */
-  async list(): Promise<Array<WorkspaceRecord & { orphaned: boolean }>> {
-    const records = readRecords(this.dir)
-    const listed: Array<WorkspaceRecord & { orphaned: boolean }> = []
-    for (const record of records) listed.push({ ...record, orphaned: record.state === 'live' && record.pid !== process.pid && !(await alive(record.pid)) })
+  /**
+   * Every workspace recorded in `dir`, this process's and others', with whether it is an
+   * orphan (its process is gone while it was live); a record dsh would never have written
+   * is an orphan with the reason (`invalid`).
+   */
+  async list(): Promise<ListedWorkspace[]> {
+    const listed: ListedWorkspace[] = []
+    for (const record of readRecords(this.dir)) {
+      if ('invalid' in record) listed.push(record)
+      else listed.push({ ...record, orphaned: record.state === 'live' && record.pid !== process.pid && !(await alive(record.pid)) })
+    }
     return listed
   }
 
-  /** Remove orphaned workspaces (and with `all`, every one recorded), each with its branch; says what it removed. */
-  async clean(options: { all?: boolean } = {}): Promise<WorkspaceRecord[]> {
-    const removed: WorkspaceRecord[] = []
-    for (const record of await this.list()) {
+  /**
+   * Remove orphaned workspaces (and with `all`, every one recorded), each with its branch;
+   * says what it removed. One that workspaces still in use were made from stays (with
+   * `all`, those made from it go first). Of an invalid record only the record file goes:
+   * nothing it names is touched.
+   */
+  async clean(options: { all?: boolean } = {}): Promise<ListedWorkspace[]> {
+    const removed: ListedWorkspace[] = []
+    const listed = await this.list()
+    for (const entry of listed) {
+      if (entry.invalid === undefined) continue
+      rmSync(entry.file, { force: true })
+      removed.push(entry)
+    }
+    const valid = listed.filter((entry): entry is Exclude<ListedWorkspace, { invalid: string }> => entry.invalid === undefined)
+    const byId = new Map(valid.map((entry) => [entry.id, entry]))
+    const depth = (entry: WorkspaceRecord) => {
+      const seen = new Set<string>()
+      for (let at: WorkspaceRecord | undefined = entry; at?.derivedFrom !== undefined && !seen.has(at.id); at = byId.get(at.derivedFrom)) seen.add(at.id)
+      return seen.size
+    }
+    // Those made from others first, so what they were made from is free to go after them.
+    for (const record of valid.sort((a, b) => depth(b) - depth(a))) {
       if (!options.all && !record.orphaned) continue
-      await removeWorkspace(record, this.gitDirOf(record))
-      this.removeRecord(record)
-      this.mine.delete(record.childId)
-      removed.push(record)
+      const gone = await this.serial(lockOf(record), async () => {
+        if (!existsSync(this.recordFile(record)) || this.dependents(record).length > 0) return false
+        await this.discardNow(record)
+        return true
+      })
+      if (gone) removed.push(record)
     }
     return removed
   }
 
   /** This process's record of `childId`'s workspace, or the `NOT_FOUND` error. */
   private recordOf(childId: string): WorkspaceRecord {
-    const record = this.mine.get(childId) ?? readRecords(this.dir).find((candidate) => candidate.childId === childId)
-    if (!record) throw new WorkspaceError('NOT_FOUND', `subagent ${childId} has no workspace (it worked in the shared directory, or its workspace was merged or discarded already)`)
+    const record = this.mine.get(childId) ?? validRecords(this.dir).find((candidate) => candidate.childId === childId)
+    if (!record) throw notFound(childId)
     this.mine.set(childId, record)
     return record
+  }
+
+  /** After waiting for its turn: `record` is still there (a merge or discard just before may have removed it). */
+  private assertStill(record: WorkspaceRecord): void {
+    if (!existsSync(this.recordFile(record))) {
+      if (this.mine.get(record.childId) === record) this.mine.delete(record.childId)
+      throw notFound(record.childId)
+    }
+  }
+
+  /** The workspace whose directory holds `path` (one made from it is derived from it). */
+  private workspaceHolding(path: string): WorkspaceRecord | undefined {
+    return validRecords(this.dir).find((record) => inside(path, record.root) || inside(path, realOrSame(record.root)))
+  }
+
+  /** The workspaces made (or being made) from `record`'s directory, named for a person. */
+  private dependents(record: WorkspaceRecord): string[] {
+    const made = validRecords(this.dir).filter((other) => other.derivedFrom === record.id && other.id !== record.id)
+    const making = [...this.creating].filter(([, making]) => inside(making.source, record.root))
+    return [...made.map((other) => `subagent ${other.childId}'s ${other.mode}, ${other.state}`), ...making.map(([childId]) => `subagent ${childId}'s, being made`)]
+  }
+
+  /** A workspace others were made from and still use is not removed: they need its directory (and, worktrees, its branch to merge into). */
+  private refuseIfHeld(record: WorkspaceRecord, what: 'merge' | 'discard'): void {
+    const dependents = this.dependents(record)
+    if (dependents.length === 0) return
+    throw new WorkspaceError('IN_USE', `subagent ${record.childId}'s workspace cannot be ${what === 'merge' ? 'merged (which removes it)' : 'discarded'} yet: ${dependents.length === 1 ? 'a workspace was' : `${dependents.length} workspaces were`} made from it and ${dependents.length === 1 ? 'is' : 'are'} still in use (${dependents.join('; ')}); merge or discard ${dependents.length === 1 ? 'it' : 'them'} first`)
+  }
+
+  private recordFile(record: WorkspaceRecord): string {
+    return join(this.dir, 'records', `${record.id}.json`)
   }
 
   private gitDirOf(record: WorkspaceRecord): string {
@@ -343,7 +441,7 @@ export class WorkspaceService extends Service {
   }
 
   private removeRecord(record: WorkspaceRecord): void {
-    rmSync(join(this.dir, 'records', `${record.id}.json`), { force: true })
+    rmSync(this.recordFile(record), { force: true })
   }
 
   /** Run `work` alone among this process's operations on `repository`. */
@@ -359,34 +457,51 @@ export class WorkspaceService extends Service {
 }
 
 /** Remove a workspace's directory (a worktree through git), its branch and a copy's git directory. */
-async function removeWorkspace(record: WorkspaceRecord, gitDir: string): Promise<void> {
-  if (record.mode === 'worktree' && record.repository !== undefined && existsSync(record.repository)) {
-    if (existsSync(record.root)) await gitResult(record.repository, ['worktree', 'remove', '--force', '--force', record.root])
-    await gitResult(record.repository, ['worktree', 'prune'])
-    if (record.branch !== undefined) await gitResult(record.repository, ['branch', '-D', record.branch])
-  }
-  // Only ever inside dsh's own workspaces directory.
-  if (record.root.includes(`${sep}trees${sep}`)) rmSync(record.root, { recursive: true, force: true })
-  rmSync(gitDir, { recursive: true, force: true })
-}
-
-function readRecords(dir: string): WorkspaceRecord[] {
-  const records: WorkspaceRecord[] = []
-  let names: string[]
-  try {
-    names = readdirSync(join(dir, 'records'))
-  } catch {
-    return records
-  }
-  for (const name of names.filter((entry) => entry.endsWith('.json')).sort()) {
-    try {
-      const value = JSON.parse(readFileSync(join(dir, 'records', name), 'utf8')) as unknown
-      if (isRecord(value) && typeof value.id === 'string' && typeof value.childId === 'string' && typeof value.root === 'string' && (value.mode === 'worktree' || value.mode === 'copy')) records.push(value as unknown as WorkspaceRecord)
-    } catch {
-      // A record being written (or a stranger's file): not ours to read now.
+async function removeWorkspace(record: WorkspaceRecord, copyGitDir: string): Promise<void> {
+  if (record.mode === 'worktree') {
+    // Through the repository's git directory recorded when the worktree was made, never
+    // found again from the directory it was made from: that may be gone (a grandchild's
+    // worktree made from its parent's). Records from before it was kept: the repository.
+    const at = record.gitDir !== undefined ? [`--git-dir=${record.gitDir}`] : []
+    const cwd = record.gitDir ?? record.repository
+    if (cwd !== undefined && existsSync(cwd)) {
+      if (existsSync(record.root)) await gitResult(cwd, [...at, 'worktree', 'remove', '--force', '--force', record.root])
+      await gitResult(cwd, [...at, 'worktree', 'prune'])
+      if (record.branch !== undefined) await gitResult(cwd, [...at, 'branch', '-D', '--', record.branch])
     }
   }
-  return records
+  // Only ever inside dsh's own workspaces directory (a record read from disk was checked to be).
+  if (record.root.includes(`${sep}trees${sep}`)) rmSync(record.root, { recursive: true, force: true })
+  rmSync(copyGitDir, { recursive: true, force: true })
+}
+
+/** The fields of a record both kinds share, known before it is made. */
+type RecordFields = Omit<WorkspaceRecord, 'mode' | 'path' | 'base' | 'repository' | 'gitDir' | 'worktreeGitDir' | 'branch'>
+
+/** The key `serial` runs a workspace's merge and removal under: its repository's git directory, or the directory copied. */
+function lockOf(record: WorkspaceRecord): string {
+  return record.mode === 'worktree' ? (record.gitDir ?? record.repository!) : record.source
+}
+
+/** The records in `dir` that passed their checks (what is acted on). */
+function validRecords(dir: string): WorkspaceRecord[] {
+  return readRecords(dir).filter((record): record is WorkspaceRecord => !('invalid' in record))
+}
+
+async function mergeInProgress(repository: string): Promise<boolean> {
+  return (await gitResult(repository, ['rev-parse', '--quiet', '--verify', 'MERGE_HEAD'])).code === 0
+}
+
+function notFound(childId: string): WorkspaceError {
+  return new WorkspaceError('NOT_FOUND', `subagent ${childId} has no workspace (it worked in the shared directory, or its workspace was merged or discarded already)`)
+}
+
+function realOrSame(path: string): string {
+  try {
+    return realpathSync(path)
+  } catch {
+    return path
+  }
 }
 
 function alive(pid: number): Promise<boolean> {

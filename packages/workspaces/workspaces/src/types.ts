@@ -16,6 +16,10 @@ export interface WorkspaceRequest {
   label?: string
   /** The delegation tree (its root agent's id): `maxLivePerTree` counts per tree. */
   tree: string
+  /** The agent that delegated (the child's parent): it, and its ancestors, may act on the workspace. */
+  parentAgent: string
+  /** That agent's ancestors, nearest first, up to the tree's root (none when it is the root). */
+  ancestorAgents: readonly string[]
 }
 
 /** One file a child changed in its workspace, relative to where the workspace started. */
@@ -78,8 +82,39 @@ export interface WorkspaceRecord {
   createdAt: string
   /** The process that made it; a record whose process is gone and that is still `live` is orphaned. */
   pid: number
-  /** `live` while its child may still use it; `kept` once the child is done and it holds changes. */
+  /** `live` while its child may still use it; `kept` once the child is done and it holds changes (or others were made from it). */
   state: 'live' | 'kept'
+  /**
+   * The agent that delegated, and its ancestors (nearest first): the agents that may merge,
+   * discard or read it (`actingAgents`). Absent in records written before they were kept.
+   */
+  parentAgent?: string
+  ancestorAgents?: string[]
+  /**
+   * The workspace this one was made from (a grandchild's, made from its parent's directory
+   * in that parent's workspace): that one is kept while this one lives or is kept.
+   */
+  derivedFrom?: string
 }
+
+/**
+ * A record on disk dsh would never have written (not JSON, or naming what `create` never
+ * makes: a base that is not a commit id, a root outside the workspaces directory, …). It is
+ * listed as an orphan with the reason, and cleaning it removes the record file alone:
+ * nothing it names is acted on.
+ */
+export interface InvalidWorkspaceRecord {
+  /** The record file's name without `.json`. */
+  id: string
+  file: string
+  /** Why it cannot be trusted. */
+  invalid: string
+  orphaned: true
+  /** The child it names, when it names one (for display only). */
+  childId?: string
+}
+
+/** What `list` gives: each record with whether it is an orphan, or an invalid one. */
+export type ListedWorkspace = (WorkspaceRecord & { orphaned: boolean; invalid?: undefined }) | InvalidWorkspaceRecord
 
 export type { WorkspaceRef }

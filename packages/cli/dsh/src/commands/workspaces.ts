@@ -22,6 +22,10 @@ export async function workspacesCommand(verb: string | undefined, args: readonly
         return 0
       }
       for (const record of listed) {
+        if (record.invalid !== undefined) {
+          process.stdout.write(printable(`${record.id}  invalid record ${record.file}: ${record.invalid}  orphaned (clean removes the record alone)\n`))
+          continue
+        }
         const state = record.orphaned ? 'orphaned (its run ended without cleaning up)' : record.state === 'kept' ? 'kept (changes to merge or discard)' : `in use by process ${record.pid}`
         const what = record.mode === 'worktree' ? `worktree ${record.branch} of ${record.repository}` : `copy of ${record.source}`
         process.stdout.write(printable(`${record.childId}  ${what}  ${record.root}  ${state}\n`))
@@ -29,7 +33,7 @@ export async function workspacesCommand(verb: string | undefined, args: readonly
       return 0
     }
     const removed = await ctx.workspaces.clean({ all: options.all })
-    for (const record of removed) process.stdout.write(printable(`removed ${record.root}${record.branch ? ` and branch ${record.branch}` : ''} (subagent ${record.childId})\n`))
+    for (const record of removed) process.stdout.write(printable(record.invalid !== undefined ? `removed the invalid record ${record.file} (${record.invalid}); nothing it names was touched\n` : `removed ${record.root}${record.branch ? ` and branch ${record.branch}` : ''} (subagent ${record.childId})\n`))
     process.stdout.write(`${removed.length} ${removed.length === 1 ? 'workspace' : 'workspaces'} removed${options.all ? '' : ' (orphaned ones; --all removes every one, changes included)'}\n`)
     return 0
   } finally {
