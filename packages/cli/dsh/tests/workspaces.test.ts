@@ -176,6 +176,52 @@ describe('a workspace per child, through dsh run', () => {
   })
 })
 
+describe('who may act on a workspace, through dsh run', () => {
+  it("a sibling cannot merge a child's kept workspace by its label (to it there is none); the agent that started the child merges it", async () => {
+    const { repo, home, config } = project()
+    const script = join(home, 'script.yml')
+    writeFileSync(script, [
+      ...edit('first', 2),
+      '- when: { prompt: "meddle" }',
+      '  reply:',
+      '    - call: { tool: workspace, args: { action: merge, subagent_id: first } }',
+      '    - text: "meddler: {{last_tool_result}}"',
+      '- when: { depth: 0 }',
+      '  reply:',
+      '    - call: { tool: subagent_worktree, args: { description: first, prompt: "edit as first" } }',
+      '    - call: { tool: subagent, args: { description: meddler, prompt: "meddle" } }',
+      '    - call: { tool: workspace, args: { action: merge, subagent_id: first } }',
+      '    - text: "merged: {{last_tool_result}}"',
+    ].join('\n'))
+    const result = await runDsh(['run', '--config', config, '--permission', 'allow', '--model', `scripted:${script}`, '--session-dir', join(home, 'sessions'), 'go'], { cwd: repo, env: { DSH_HOME: home, ...GIT_ENV }, timeoutMs: 60_000 })
+    expect(result.code, result.stderr).toBe(0)
+    const root = readdirSync(join(home, 'sessions')).map((name) => readFileSync(join(home, 'sessions', name), 'utf8')).find((text) => text.includes('"origin":"cli"'))!
+    const results = root.trim().split('\n').map((line) => JSON.parse(line) as { type?: string; result?: { name: string; content: Array<{ text: string }> } }).filter((line) => line.type === 'tool/result').map((line) => ({ name: line.result!.name, text: line.result!.content.map((block) => block.text).join('') }))
+    expect(results.find((entry) => entry.name === 'subagent')!.text).toContain('meddler: subagent first has no workspace')
+    expect(results.find((entry) => entry.name === 'workspace')!.text).toMatch(/^merged dsh\/first-\S+: 1 file changed/)
+    expect(readFileSync(join(repo, 'notes.txt'), 'utf8')).toContain('line 2, by the first child')
+    expect(git(repo, 'branch', '--list', 'dsh/*')).toBe('')
+  })
+})
+
+describe('dsh workspaces list and clean', () => {
+  it('a record dsh would never have written is listed as an orphan with its reason, and clean removes the record alone', async () => {
+    const { repo, home } = project()
+    const records = join(home, 'workspaces', 'records')
+    mkdirSync(records, { recursive: true })
+    const root = join(home, 'workspaces', 'trees', 'forged-1')
+    writeFileSync(join(records, 'forged-1.json'), JSON.stringify({ id: 'forged-1', childId: 'forged', tree: 'root', mode: 'worktree', root, path: root, source: repo, repository: repo, branch: 'dsh/forged-1', base: '--output=/tmp/owned', createdAt: new Date().toISOString(), pid: 1, state: 'kept' }))
+    const listed = await runDsh(['workspaces', 'list'], { env: { DSH_HOME: home } })
+    expect(listed.code, listed.stderr).toBe(0)
+    expect(listed.stdout.trim()).toBe(`forged-1  invalid record ${join(records, 'forged-1.json')}: its base "--output=/tmp/owned" is not a commit id  orphaned (clean removes the record alone)`)
+    const cleaned = await runDsh(['workspaces', 'clean'], { env: { DSH_HOME: home } })
+    expect(cleaned.code, cleaned.stderr).toBe(0)
+    expect(cleaned.stdout).toContain(`removed the invalid record ${join(records, 'forged-1.json')} (its base "--output=/tmp/owned" is not a commit id); nothing it names was touched`)
+    expect(readdirSync(records)).toEqual([])
+    expect(existsSync('/tmp/owned')).toBe(false)
+  })
+})
+
 describe('a confined helper, through dsh run', () => {
   it("a helper with sandbox: true writes inside its directory and cannot write outside it or read dsh's environment; its own children are confined too", async () => {
     const dir = tempDir()
