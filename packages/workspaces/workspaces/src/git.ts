@@ -55,16 +55,19 @@ export function lastLines(text: string): string {
  * The environment of a commit dsh makes itself (a child's uncommitted work, a copy's
  * starting point): the user's own git identity when one is configured, else dsh's.
  */
-export async function commitEnvironment(cwd: string): Promise<NodeJS.ProcessEnv> {
-  const configured = await gitResult(cwd, ['config', '--get', 'user.email'])
+export async function commitEnvironment(cwd: string, at: readonly string[] = []): Promise<NodeJS.ProcessEnv> {
+  const configured = await gitResult(cwd, [...at, 'config', '--get', 'user.email'])
   if (configured.code === 0 && configured.stdout.trim() !== '') return {}
   return { GIT_AUTHOR_NAME: 'dsh', GIT_AUTHOR_EMAIL: 'dsh@localhost', GIT_COMMITTER_NAME: 'dsh', GIT_COMMITTER_EMAIL: 'dsh@localhost' }
 }
 
-/** Run `git args` in `cwd` as a commit of dsh's own (see `commitEnvironment`). */
-export async function gitCommit(cwd: string, args: readonly string[], what: string): Promise<string> {
-  const env = await commitEnvironment(cwd)
-  const result = await gitResult(cwd, args, { env })
+/**
+ * Run `git at… args` in `cwd` as a commit of dsh's own (see `commitEnvironment`); `at`
+ * addresses the repository (`gitArgs`), for the identity it reads too.
+ */
+export async function gitCommit(cwd: string, at: readonly string[], args: readonly string[], what: string): Promise<string> {
+  const env = await commitEnvironment(cwd, at)
+  const result = await gitResult(cwd, [...at, ...args], { env })
   if (result.code !== 0) throw new WorkspaceError('GIT_FAILED', `${what}: git ${args.slice(0, 2).join(' ')} failed: ${lastLines(result.stderr || result.stdout)}`)
   return result.stdout
 }

@@ -118,7 +118,7 @@ export class WorkspaceService extends Service {
         ancestorAgents: [...request.ancestorAgents],
         ...(holder !== undefined && { derivedFrom: holder.id }),
       }
-      const record = request.mode === 'worktree' ? await this.makeWorktree(fields) : await this.makeCopy(fields)
+      const record = request.mode === 'worktree' ? await this.makeWorktree(fields, holder) : await this.makeCopy(fields)
       this.mine.set(request.childId, record)
       const ref: WorkspaceRef = { mode: record.mode, path: record.path, source: record.source, ...(record.branch !== undefined && { branch: record.branch }), base: record.base, ...(record.gitDir !== undefined && { gitDir: record.gitDir }) }
       return { ref, record }
@@ -127,26 +127,29 @@ export class WorkspaceService extends Service {
     }
   }
 
-  private async makeWorktree(fields: RecordFields): Promise<WorkspaceRecord> {
+  /** A worktree of the repository `fields.source` is in; `holder`: the workspace of ours that directory is in (a grandchild's made from its parent's). */
+  private async makeWorktree(fields: RecordFields, holder: WorkspaceRecord | undefined): Promise<WorkspaceRecord> {
     const { source, root, id } = fields
-    const top = await gitResult(source, ['rev-parse', '--show-toplevel'])
+    if (holder?.mode === 'copy') throw new WorkspaceError('NOT_A_REPOSITORY', `${source} is in subagent ${holder.childId}'s copy, which is not a repository, so a child cannot have a worktree of it; use workspace: copy or shared`)
+    const at = parentTreeArgs(holder)
+    const top = await gitResult(source, [...at, 'rev-parse', '--show-toplevel'])
     if (top.code !== 0) throw new WorkspaceError('NOT_A_REPOSITORY', `${source} is not in a git repository, so a child cannot have a worktree of it; use workspace: copy (a copy of the directory) or shared`)
     const repository = top.stdout.trim()
     // The repository's git directory, which every worktree of it (a grandchild's made from a child's too) writes to: the lock.
-    const gitDir = resolve(repository, (await git(repository, ['rev-parse', '--git-common-dir'], 'finding the git directory')).trim())
+    const gitDir = resolve(repository, (await git(repository, [...at, 'rev-parse', '--git-common-dir'], 'finding the git directory')).trim())
     return this.serial(gitDir, async () => {
-      const head = await gitResult(repository, ['rev-parse', '--verify', '--quiet', 'HEAD'])
+      const head = await gitResult(repository, [...at, 'rev-parse', '--verify', '--quiet', 'HEAD'])
       if (head.code !== 0) throw new WorkspaceError('NOT_A_REPOSITORY', `the repository ${repository} has no commit yet, so a worktree has nothing to start from; commit first, or use workspace: copy`)
-      const dirty = (await git(repository, ['status', '--porcelain', '--untracked-files=no', '-z'], 'reading the parent\'s tree')).split('\0').filter(Boolean)
+      const dirty = (await git(repository, [...at, 'status', '--porcelain', '--untracked-files=no', '-z'], 'reading the parent\'s tree')).split('\0').filter(Boolean)
       if (dirty.length > 0) {
         const named = dirty.slice(0, 5).map((entry) => entry.slice(3)).join(', ')
         throw new WorkspaceError('DIRTY_TREE', `the parent's tree has uncommitted changes (${dirty.length} ${dirty.length === 1 ? 'file' : 'files'}: ${named}${dirty.length > 5 ? ', …' : ''}); a child's worktree starts from a commit, so commit or stash them first, or use workspace: copy or shared`)
       }
-      if (existsSync(join(repository, '.gitmodules')) && (await git(repository, ['submodule', 'status'], 'listing submodules')).trim() !== '') {
+      if (existsSync(join(repository, '.gitmodules')) && (await git(repository, [...at, 'submodule', 'status'], 'listing submodules')).trim() !== '') {
         throw new WorkspaceError('SUBMODULES', `the repository ${repository} has submodules, which a worktree would not carry; use workspace: copy or shared`)
       }
       const branch = `dsh/${id}`
-      const exists = await gitResult(repository, ['rev-parse', '--verify', '--quiet', `refs/heads/${branch}`])
+      const exists = await gitResult(repository, [...at, 'rev-parse', '--verify', '--quiet', `refs/heads/${branch}`])
       if (exists.code === 0) throw new WorkspaceError('BRANCH_EXISTS', `the branch ${branch} exists already; delete it or run again (each child gets a new name)`)
       const base = head.stdout.trim()
       const within = relative(repository, source)
@@ -154,15 +157,15 @@ export class WorkspaceService extends Service {
       // The record first: a process killed between the two still names what it made.
       this.writeRecord(record)
       try {
-        await git(repository, ['worktree', 'add', '--quiet', '-b', branch, root, base], 'making the worktree')
+        await git(repository, [...at, 'worktree', 'add', '--quiet', '-b', branch, root, base], 'making the worktree')
         // Read now, before any child has run in it: later reads never trust its `.git` file.
         record.worktreeGitDir = resolve(root, (await git(root, ['rev-parse', '--git-dir'], 'finding the worktree\'s git directory')).trim())
         this.writeRecord(record)
       } catch (error) {
         // Whatever `worktree add` made before it failed (the branch is made first), then the record.
-        await gitResult(repository, ['worktree', 'remove', '--force', '--force', root])
-        await gitResult(repository, ['worktree', 'prune'])
-        await gitResult(repository, ['branch', '-D', '--', branch])
+        await gitResult(repository, [...at, 'worktree', 'remove', '--force', '--force', root])
+        await gitResult(repository, [...at, 'worktree', 'prune'])
+        await gitResult(repository, [...at, 'branch', '-D', '--', branch])
         this.removeRecord(record)
         throw error
       }
@@ -188,7 +191,7 @@ export class WorkspaceService extends Service {
       // `init --separate-git-dir` leaves a `.git` file pointing at it: the child must not find one.
       rmSync(join(root, '.git'), { force: true })
       await git(root, [...gitArgs(record, gitDir), 'add', '--all', '--force'], 'recording the copy')
-      await gitCommit(root, [...gitArgs(record, gitDir), 'commit', '--quiet', '--allow-empty', '--no-verify', '-m', 'dsh: the copy as it was made'], 'recording the copy')
+      await gitCommit(root, gitArgs(record, gitDir), ['commit', '--quiet', '--allow-empty', '--no-verify', '-m', 'dsh: the copy as it was made'], 'recording the copy')
       record.base = (await git(root, [...gitArgs(record, gitDir), 'rev-parse', 'HEAD'], 'recording the copy')).trim()
       this.writeRecord(record)
       return record
@@ -257,39 +260,40 @@ export class WorkspaceService extends Service {
 
   private async mergeWorktree(record: WorkspaceRecord): Promise<MergeOutcome> {
     const repository = record.repository!
-    if (!existsSync(repository)) throw new WorkspaceError('MERGE_REFUSED', `the directory ${record.branch} was made from, ${repository}, is gone: there is nowhere to merge it (discard it)`)
-    {
-      const changes = await readChanges(record, undefined)
-      if (changes.uncommitted && !changes.missing) {
-        const at = gitArgs(record, undefined)
-        await git(record.root, [...at, 'add', '--all'], 'committing what the child left uncommitted')
-        await gitCommit(record.root, [...at, 'commit', '--quiet', '--no-verify', '-m', `dsh: what ${record.label ?? record.childId} left uncommitted`], 'committing what the child left uncommitted')
-      }
-      const ahead = Number((await git(repository, ['rev-list', '--count', `${record.base}..refs/heads/${record.branch}`], 'counting the child\'s commits')).trim())
-      if (ahead === 0) {
-        await this.discardNow(record)
-        return { ok: true, childId: record.childId, files: [], summary: `${record.branch} had no changes; the workspace was removed` }
-      }
-      // A merge of the parent's own in progress is its own to conclude: git would refuse ours, and aborting would throw its away.
-      if (await mergeInProgress(repository)) {
-        throw new WorkspaceError('MERGE_REFUSED', `the parent's tree is in the middle of a merge of its own (MERGE_HEAD exists); conclude or abort it before merging ${record.branch}`)
-      }
-      const dirty = (await git(repository, ['status', '--porcelain', '--untracked-files=no', '-z'], 'reading the parent\'s tree')).split('\0').filter(Boolean)
-      if (dirty.length > 0) {
-        throw new WorkspaceError('MERGE_REFUSED', `the parent's tree has uncommitted changes (${dirty.slice(0, 5).map((entry) => entry.slice(3)).join(', ')}); commit or stash them before merging ${record.branch}`)
-      }
-      const merged = await gitResult(repository, ['merge', '--no-ff', '--no-edit', '-m', `dsh: merge ${record.branch}${record.label ? ` (${record.label})` : ''}`, `refs/heads/${record.branch}`], { env: await commitEnvironment(repository) })
-      if (merged.code !== 0) {
-        const conflicts = (await gitResult(repository, ['diff', '--name-only', '--diff-filter=U', '-z'])).stdout.split('\0').filter(Boolean)
-        // Only a merge ours started (git refused some before starting one: nothing to abort).
-        if (await mergeInProgress(repository)) await gitResult(repository, ['merge', '--abort'])
-        if (conflicts.length === 0) throw new WorkspaceError('MERGE_REFUSED', `git would not merge ${record.branch}: ${lastLines(merged.stderr || merged.stdout)}`)
-        return { ok: false, childId: record.childId, conflicts, summary: `merging ${record.branch} conflicts in ${conflicts.join(', ')}; nothing was changed (the branch and its workspace are kept)` }
-      }
-      const commit = (await git(repository, ['rev-parse', 'HEAD'], 'reading the merge')).trim()
-      await this.discardNow(record)
-      return { ok: true, childId: record.childId, files: changes.files, commit, summary: `merged ${record.branch}: ${changes.diffstat}` }
+    const holder = record.derivedFrom === undefined ? undefined : validRecords(this.dir).find((other) => other.id === record.derivedFrom)
+    if (!existsSync(repository) || (record.derivedFrom !== undefined && holder === undefined)) throw new WorkspaceError('MERGE_REFUSED', `the directory ${record.branch} was made from, ${repository}, is gone: there is nowhere to merge it (discard it)`)
+    // Into a workspace of ours (a grandchild's into its parent's): through its recorded git directory, never its `.git` file.
+    const at = parentTreeArgs(holder)
+    const changes = await readChanges(record, undefined)
+    if (changes.uncommitted && !changes.missing) {
+      const inWorktree = gitArgs(record, undefined)
+      await git(record.root, [...inWorktree, 'add', '--all'], 'committing what the child left uncommitted')
+      await gitCommit(record.root, inWorktree, ['commit', '--quiet', '--no-verify', '-m', `dsh: what ${record.label ?? record.childId} left uncommitted`], 'committing what the child left uncommitted')
     }
+    const ahead = Number((await git(repository, [...at, 'rev-list', '--count', `${record.base}..refs/heads/${record.branch}`], 'counting the child\'s commits')).trim())
+    if (ahead === 0) {
+      await this.discardNow(record)
+      return { ok: true, childId: record.childId, files: [], summary: `${record.branch} had no changes; the workspace was removed` }
+    }
+    // A merge of the parent's own in progress is its own to conclude: git would refuse ours, and aborting would throw its away.
+    if (await mergeInProgress(repository, at)) {
+      throw new WorkspaceError('MERGE_REFUSED', `the parent's tree is in the middle of a merge of its own (MERGE_HEAD exists); conclude or abort it before merging ${record.branch}`)
+    }
+    const dirty = (await git(repository, [...at, 'status', '--porcelain', '--untracked-files=no', '-z'], 'reading the parent\'s tree')).split('\0').filter(Boolean)
+    if (dirty.length > 0) {
+      throw new WorkspaceError('MERGE_REFUSED', `the parent's tree has uncommitted changes (${dirty.slice(0, 5).map((entry) => entry.slice(3)).join(', ')}); commit or stash them before merging ${record.branch}`)
+    }
+    const merged = await gitResult(repository, [...at, 'merge', '--no-ff', '--no-edit', '-m', `dsh: merge ${record.branch}${record.label ? ` (${record.label})` : ''}`, `refs/heads/${record.branch}`], { env: await commitEnvironment(repository, at) })
+    if (merged.code !== 0) {
+      const conflicts = (await gitResult(repository, [...at, 'diff', '--name-only', '--diff-filter=U', '-z'])).stdout.split('\0').filter(Boolean)
+      // Only a merge ours started (git refused some before starting one: nothing to abort).
+      if (await mergeInProgress(repository, at)) await gitResult(repository, [...at, 'merge', '--abort'])
+      if (conflicts.length === 0) throw new WorkspaceError('MERGE_REFUSED', `git would not merge ${record.branch}: ${lastLines(merged.stderr || merged.stdout)}`)
+      return { ok: false, childId: record.childId, conflicts, summary: `merging ${record.branch} conflicts in ${conflicts.join(', ')}; nothing was changed (the branch and its workspace are kept)` }
+    }
+    const commit = (await git(repository, [...at, 'rev-parse', 'HEAD'], 'reading the merge')).trim()
+    await this.discardNow(record)
+    return { ok: true, childId: record.childId, files: changes.files, commit, summary: `merged ${record.branch}: ${changes.diffstat}` }
   }
 
   private async mergeCopy(record: WorkspaceRecord): Promise<MergeOutcome> {
@@ -488,8 +492,20 @@ function validRecords(dir: string): WorkspaceRecord[] {
   return readRecords(dir).filter((record): record is WorkspaceRecord => !('invalid' in record))
 }
 
-async function mergeInProgress(repository: string): Promise<boolean> {
-  return (await gitResult(repository, ['rev-parse', '--quiet', '--verify', 'MERGE_HEAD'])).code === 0
+async function mergeInProgress(repository: string, at: readonly string[]): Promise<boolean> {
+  return (await gitResult(repository, [...at, 'rev-parse', '--quiet', '--verify', 'MERGE_HEAD'])).code === 0
+}
+
+/**
+ * The git arguments for the parent's tree: none for a tree of the person's own; for a
+ * workspace of ours (a grandchild's made from, or merged into, its parent's worktree) its
+ * administrative directory recorded when it was made, with hooks and the monitor off, never
+ * its `.git` file, which the child working there could have rewritten.
+ */
+function parentTreeArgs(holder: WorkspaceRecord | undefined): string[] {
+  if (holder === undefined) return []
+  if (holder.worktreeGitDir === undefined) throw new WorkspaceError('NOT_A_REPOSITORY', `subagent ${holder.childId}'s worktree has no recorded git directory (it was never finished), so dsh will not run git in it`)
+  return gitArgs(holder, undefined)
 }
 
 function notFound(childId: string): WorkspaceError {

@@ -336,6 +336,36 @@ describe('nested workspaces', () => {
     expect(sh(repo, 'branch', '--list', 'dsh/*')).toBe('')
   })
 
+  it("a child that rewrote its worktree's .git file: dsh's git follows it neither to make a grandchild's worktree from the child's nor to merge it back, so nothing planted runs and the merge lands on the child's real branch", async () => {
+    const repo = repository()
+    const workspaces = await service()
+    const child = await workspaces.create({ mode: 'worktree', source: repo, childId: 'child', tree: 'root', ...byRoot })
+    // All a confined child can write is its worktree: it makes a repository there whose config and hooks run a program, and points its .git file at it.
+    const evil = join(child.record.root, '.evil')
+    const marker = join(temp('dsh-evil-'), 'ran')
+    mkdirSync(evil)
+    sh(evil, 'init', '--quiet')
+    sh(evil, 'commit', '--quiet', '--allow-empty', '-m', 'evil')
+    sh(evil, 'config', 'core.fsmonitor', `touch ${marker}; false`)
+    for (const hook of ['post-checkout', 'pre-merge-commit', 'post-merge']) writeFileSync(join(evil, '.git', 'hooks', hook), `#!/bin/sh\ntouch ${marker}\n`, { mode: 0o755 })
+    writeFileSync(join(child.record.root, '.git'), `gitdir: ${join(evil, '.git')}\n`)
+    const grandchild = await workspaces.create({ mode: 'worktree', source: child.ref.path, childId: 'grandchild', tree: 'root', parentAgent: 'child', ancestorAgents: ['root'] })
+    expect(grandchild.record).toMatchObject({ gitDir: child.record.gitDir, base: sh(repo, 'rev-parse', child.record.branch!).trim() })
+    writeFileSync(join(grandchild.ref.path, 'x.txt'), 'x\n')
+    expect(await workspaces.merge('grandchild')).toMatchObject({ ok: true })
+    expect(existsSync(marker)).toBe(false)
+    expect(sh(repo, 'log', '--format=%s', '-1', child.record.branch!)).toContain(`dsh: merge ${grandchild.record.branch}`)
+    expect(sh(repo, 'show', `${child.record.branch}:x.txt`)).toBe('x\n')
+  })
+
+  it("a worktree is not made from a copy's directory (it is not a repository)", async () => {
+    const source = temp()
+    writeFileSync(join(source, 'a.txt'), 'a\n')
+    const workspaces = await service()
+    const copy = await workspaces.create({ mode: 'copy', source, childId: 'child', tree: 'root', ...byRoot })
+    expect(await refusal(workspaces.create({ mode: 'worktree', source: copy.ref.path, childId: 'grandchild', tree: 'root', parentAgent: 'child', ancestorAgents: ['root'] }))).toMatchObject({ code: 'NOT_A_REPOSITORY', message: expect.stringContaining("subagent child's copy") })
+  })
+
   it('clean leaves an orphaned workspace that a kept one was made from, and clean --all removes both, the derived one first', async () => {
     const home = temp('dsh-ws-home-')
     const first = await service({ dir: home })
