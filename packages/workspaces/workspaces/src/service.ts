@@ -15,6 +15,11 @@
  * A worktree starts from a commit: a parent tree with uncommitted changes to tracked files
  * is refused (commit or stash them, or use `copy` or the shared directory), and so is a
  * repository with submodules (a worktree would not carry them).
+ *
+ * Operations that write one place run one at a time (`serial`): per repository for
+ * worktrees, per directory copied for copies. A workspace made from another's directory (a
+ * grandchild's from its parent's) records it (`derivedFrom`), and that one stays while it
+ * lives or is kept.
  */
 import { randomBytes } from 'node:crypto'
 import { cpSync, existsSync, mkdirSync, realpathSync, renameSync, rmSync, writeFileSync } from 'node:fs'
@@ -448,12 +453,12 @@ export class WorkspaceService extends Service {
     rmSync(this.recordFile(record), { force: true })
   }
 
-  /** Run `work` alone among this process's operations on `repository`. */
-  private serial<T>(repository: string, work: () => Promise<T>): Promise<T> {
-    const before = this.locks.get(repository) ?? Promise.resolve()
+  /** Run `work` alone among this process's operations on `place` (see `locks`). */
+  private serial<T>(place: string, work: () => Promise<T>): Promise<T> {
+    const before = this.locks.get(place) ?? Promise.resolve()
     const next = before.then(work, work)
     this.locks.set(
-      repository,
+      place,
       next.catch(() => undefined),
     )
     return next
