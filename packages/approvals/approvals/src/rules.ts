@@ -86,7 +86,19 @@ function restrictiveMatch(rule: CompiledRule, call: PolicyCall, tool: string): b
   if (rule.pattern === undefined) return true
   const { subject } = call
   if (rule.pattern.test(subject.text)) return true
-  return subject.segments?.some((segment) => restrictiveForms(segment.text).some((form) => rule.pattern!.test(form))) ?? false
+  return restrictiveTexts(subject).some((form) => rule.pattern!.test(form))
+}
+
+/** Every form of every simple command of `subject` (`restrictiveForms`), read once per subject however many rules and levels test it. */
+const formsOf = new WeakMap<CallSubject, readonly string[]>()
+function restrictiveTexts(subject: CallSubject): readonly string[] {
+  if (subject.segments === undefined) return []
+  let forms = formsOf.get(subject)
+  if (forms === undefined) {
+    forms = subject.segments.flatMap((segment) => restrictiveForms(segment.text))
+    formsOf.set(subject, forms)
+  }
+  return forms
 }
 
 /**
