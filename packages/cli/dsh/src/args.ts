@@ -44,11 +44,12 @@ export const VERB_USAGE: Record<Verb, string> = {
       private addresses only inside a --webhook-allow-network; a side-effecting tool
       (bash) no approval rule decides is asked of the task's caller (input-required,
       --permission ask, the default), or allowed or refused unasked (allow, reject)`,
-  worker: `worker [--queue NAME]... [--concurrency N] [--redis-env NAME] [--max-depth N] [--lock-ms MS]
-      [--config FILE] [--model SPEC] [--session-dir DIR]
+  worker: `worker [--queue NAME]... [--concurrency N] [--redis-env NAME] [--key-env NAME] [--max-depth N]
+      [--lock-ms MS] [--config FILE] [--model SPEC] [--session-dir DIR]
       take delegations from BullMQ queues on Redis (default queue "dsh"; the URL is read
       from $DSH_REDIS_URL or the variable --redis-env names) and run each as a session;
-      a worker that dies has its jobs taken over by another after --lock-ms (default 30000)`,
+      with --key-env, only jobs signed with the key in that variable (the parent's
+      keyEnv) run; without, whoever can write to the Redis decides what jobs run; a worker that dies has its jobs taken over by another after --lock-ms (default 30000)`,
   ui: `ui [--port P] [--session-dir DIR] [--host H --token-env NAME]
       the delegation trees of a session directory in a browser, live: prints the page's
       URL (loopback, with the token every request needs); another address needs a token`,

@@ -13,6 +13,9 @@
  * which try a session was; the job's log says which worker took each try, so a job that
  * stalls out is reported naming them). A job that is not ours (another version, missing
  * fields, a huge prompt) fails at once without retries, with the reason; the worker goes on.
+ * With a queue key, so does a job that is not signed with it (`@dsh/subagent-queue`'s
+ * `signing.ts`), before its data is read: its lineage (rules, budget) is only believed
+ * when the parent that holds the key wrote it.
  *
  * Cancels arrive on the queue's cancel channel (`cancelChannel`): the job's run is aborted
  * (its turn ends `aborted`, its tasks and children stopped) and the job fails `aborted:`
@@ -23,11 +26,11 @@ import { hostname } from 'node:os'
 import { UnrecoverableError, Worker, type Job } from 'bullmq'
 import type { Context } from 'cordis'
 import type { Redis } from 'ioredis'
-import { errorMessage } from '@dsh/base'
+import { errorMessage, printable } from '@dsh/base'
 import { text, textOf } from '@dsh/llm'
 import { runUntilQuiet } from '@dsh/tasks'
 import { addUsage, admitDepth, displayLine, lineageHeader, noUsage, QUEUE_LINEAGE, summariseArgs, tighterBound, type SubagentProgress } from '@dsh/subagent'
-import { ABORTED_PREFIX, cancelChannel, pingRedis, readJobPayload, redisClient, takenLogLine, WIRE_VERSION, type JobHelper, type JobProgress, type JobResult } from '@dsh/subagent-queue'
+import { ABORTED_PREFIX, cancelChannel, jobSignatureProblem, pingRedis, readJobPayload, redisClient, takenLogLine, WIRE_VERSION, type JobHelper, type JobProgress, type JobResult, type QueueKey } from '@dsh/subagent-queue'
 
 export interface QueueWorkerOptions {
   /** The queues to take jobs from. */
@@ -46,6 +49,12 @@ export interface QueueWorkerOptions {
   lockMs?: number
   /** How often progress is reported on a job at most. */
   progressIntervalMs?: number
+  /**
+   * The queue's signing key: with one, only jobs signed with it run (an unsigned or forged
+   * job fails before anything runs); without, every job is taken as written, trusting
+   * whoever can write to the Redis.
+   */
+  key?: QueueKey
 }
 
 /** `ctx.agents.create`'s options (named by the service, so this package needs no import of `@dsh/agent` for them). */
@@ -111,6 +120,14 @@ export async function serveQueue(ctx: Context, options: QueueWorkerOptions): Pro
     job.log(takenLogLine(WORKER_NAME, attempt)).catch(() => {
       // Redis is away: the job's own commands fail next, with a reason of their own.
     })
+    if (options.key !== undefined) {
+      const problem = jobSignatureProblem(options.key, job.queueName, job.id!, job.data)
+      if (problem !== undefined) {
+        log.warn('refused job %s of queue %s: %s', printable(job.id!.slice(0, 200)), job.queueName, problem)
+        // Retrying would not sign it: the job fails at once, and its parent reads why.
+        throw new UnrecoverableError(`[${WORKER_NAME}] ${problem}`)
+      }
+    }
     let payload
     try {
       payload = readJobPayload(job.data)

@@ -3,6 +3,7 @@ export { QueueProviderConfig, QUEUE_NAME, resolveQueueSpec, type QueueRunSpec } 
 export { cancelChannel } from './client.js'
 export { describeRedis, pingRedis, readRedisUrl, redisClient, CONNECT_TIMEOUT_MS } from './redis.js'
 export { ABORTED_PREFIX, jobIdOf } from './transport.js'
+export { canonicalJson, jobSignature, jobSignatureProblem, MIN_QUEUE_KEY_CHARS, readQueueKey, QueueKey } from './signing.js'
 export {
   HELPER_JOB_VERSION,
   JOB_NAME,

@@ -21,7 +21,8 @@ import { text, type TextBlock } from '@dsh/llm'
 import { SubagentError, type Lineage, type RemoteChild, type RemoteConnection, type RemoteTransport, type RemoteTurn, type SubagentResult, type SubagentUsage, type TurnControl } from '@dsh/subagent'
 import { cancelChannel, type QueueClient } from './client.js'
 import type { QueueRunSpec } from './config.js'
-import { holdersOf, JOB_NAME, jobPayload, readJobProgress, readJobResult, type JobHelper, type JobResult } from './wire.js'
+import { jobSignature } from './signing.js'
+import { holdersOf, JOB_NAME, jobPayload, readJobProgress, readJobResult, type JobHelper, type JobPayload, type JobResult } from './wire.js'
 
 /** After a cancel, how long the worker has to confirm it (its run ends, the job fails `aborted`). */
 export const CANCEL_GRACE_MS = 5_000
@@ -144,8 +145,11 @@ class QueueTurn implements RemoteTurn<QueueChild> {
     )
     const { spec } = this
     const keep = { age: Math.ceil(spec.keepFinishedMs / 1000) }
+    const data: JobPayload = jobPayload(this.prompt, this.lineage, this.helper)
+    // Signed for this queue and this job id: a copy moved to another queue or id fails the check.
+    if (spec.key !== undefined) data.sig = jobSignature(spec.key, spec.queue, this.jobId, data as unknown as Record<string, unknown>)
     try {
-      this.job = await queue.add(JOB_NAME, jobPayload(this.prompt, this.lineage, this.helper), {
+      this.job = await queue.add(JOB_NAME, data, {
         jobId: this.jobId,
         attempts: spec.attempts,
         backoff: { type: 'exponential', delay: 500 },

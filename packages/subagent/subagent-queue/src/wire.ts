@@ -43,6 +43,8 @@ const HELPER_HASH = /^[A-Za-z0-9_-]{1,128}$/
 /** A model spec, `adapter[:model]` (a script's path may follow the colon): an adapter name first, no control characters. */
 const MODEL_SPEC = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}(:[^\x00-\x1f\x7f]{1,1000})?$/
 const HELPER_KEYS: ReadonlySet<string> = new Set(['name', 'hash', 'persona', 'tools', 'model'])
+/** The fields of a job's data (`sig`: its signature, `signing.ts`). */
+const JOB_KEYS: ReadonlySet<string> = new Set(['v', 'prompt', 'lineage', 'helper', 'sig'])
 
 /**
  * How the worker makes the child, when the delegation says more than its prompt: the
@@ -66,6 +68,8 @@ export interface JobPayload {
   /** The lineage the worker records in the child's session header (`QUEUE_LINEAGE`). */
   lineage: Record<string, unknown>
   helper?: JobHelper
+  /** The job's signature, when the parent holds a queue key (`signing.ts`): over every other field, the queue and the job id. */
+  sig?: string
 }
 
 /** What a worker returns for a job it ran (the job's return value). */
@@ -125,6 +129,8 @@ export function jobHelperOf(request: Pick<SubagentRequest, 'helper' | 'persona' 
 /** A job's data as a worker reads it; `INVALID_REQUEST` naming what is wrong. */
 export function readJobPayload(data: unknown): JobPayload {
   if (!isRecord(data)) throw invalid('the job data is not an object')
+  const unknown = Object.keys(data).filter((key) => !JOB_KEYS.has(key))
+  if (unknown.length > 0) throw invalid(`the job has field(s) this worker does not know (${unknown.slice(0, 5).map((key) => JSON.stringify(key.slice(0, 40))).join(', ')}); run the same dsh version on parents and workers`)
   if (!JOB_VERSIONS.includes(data.v as number)) throw invalid(`the job is of wire version ${JSON.stringify(data.v)}, this worker reads versions ${JOB_VERSIONS.join(' and ')}; run the same dsh version on parents and workers`)
   if (typeof data.prompt !== 'string' || data.prompt.trim() === '') throw invalid('the job has no prompt text')
   if (data.prompt.length > MAX_PROMPT_CHARS) throw invalid(`the job's prompt has ${data.prompt.length} characters, more than a worker accepts (${MAX_PROMPT_CHARS})`)

@@ -3,7 +3,8 @@
  * (those a parent's `queue` subagent provider puts there) and runs each as one dsh session
  * of its own (origin `queue`, the job's lineage in its header), at most `--concurrency` at
  * a time per queue. The Redis URL is read from the variable `--redis-env` names (default
- * DSH_REDIS_URL), never from the command line. One line on stdout says it is taking jobs;
+ * DSH_REDIS_URL), never from the command line; the queue's signing key likewise from the
+ * variable `--key-env` names, and with one only jobs signed with it run. One line on stdout says it is taking jobs;
  * logs go to stderr. The first SIGTERM/SIGINT stops taking jobs and lets the running ones
  * finish (a second cancels them; their jobs end `aborted`); every session is flushed and
  * every process group it started is taken down; the exit code is 0.
@@ -27,6 +28,7 @@ export async function workerVerb(args: string[]): Promise<number> {
       queue: { type: 'string', multiple: true },
       concurrency: { type: 'string', default: '4' },
       'redis-env': { type: 'string', default: 'DSH_REDIS_URL' },
+      'key-env': { type: 'string' },
       'max-depth': { type: 'string', default: '3' },
       'lock-ms': { type: 'string' },
       config: { type: 'string' },
@@ -36,7 +38,7 @@ export async function workerVerb(args: string[]): Promise<number> {
     },
   })
   if (positionals.length > 0) throw new UsageError('USAGE', `dsh worker: takes no positional arguments (got "${positionals[0]}"); name queues with --queue NAME`)
-  const { QUEUE_NAME, readRedisUrl, describeRedis } = await import('@dsh/subagent-queue')
+  const { QUEUE_NAME, readRedisUrl, describeRedis, readQueueKey } = await import('@dsh/subagent-queue')
   const queues = values.queue ?? ['dsh']
   for (const name of queues) if (!QUEUE_NAME.test(name)) throw new UsageError('USAGE', `dsh worker: --queue "${name}" is not a queue name (letters, digits, ".", "_" and "-", no ":")`)
   const concurrency = wholeNumberOption(VERB, '--concurrency', values.concurrency, 1, 1_000)!
@@ -47,6 +49,13 @@ export async function workerVerb(args: string[]): Promise<number> {
     redisUrl = readRedisUrl(values['redis-env']!)
   } catch (error) {
     throw new UsageError('USAGE', `dsh worker: ${(error as Error).message}`)
+  }
+  let key
+  try {
+    // Named and unset is refused rather than run unsigned: the operator asked for signed jobs.
+    if (values['key-env'] !== undefined) key = readQueueKey(values['key-env'])
+  } catch (error) {
+    throw new UsageError('USAGE', `dsh worker: --key-env: ${(error as Error).message}`)
   }
   const model = chooseModel(values.model)
   const runtime = await startRuntime({ config: values.config, model, sessionDir: values['session-dir'], verbose: values.verbose, checkReady: true })
@@ -62,13 +71,14 @@ export async function workerVerb(args: string[]): Promise<number> {
   const { serveQueue, WORKER_NAME } = await import('@dsh/queue-worker')
   let worker
   try {
-    worker = await serveQueue(runtime.ctx, { queues, redisUrl, concurrency, maxDepth, cwd: process.cwd(), lockMs })
+    worker = await serveQueue(runtime.ctx, { queues, redisUrl, concurrency, maxDepth, cwd: process.cwd(), lockMs, key })
   } catch (error) {
     await runtime.dispose()
     throw new UsageError('USAGE', `dsh worker: Redis at ${describeRedis(redisUrl)} cannot be reached: ${(error as Error).message}`, { cause: error })
   }
   process.stdout.write(`taking jobs from ${queues.map((name) => `"${name}"`).join(', ')}\n`)
-  process.stderr.write(`dsh worker ${WORKER_NAME}: taking jobs from ${queues.join(', ')} on ${describeRedis(redisUrl)} (concurrency ${concurrency})\n`)
+  const trust = key !== undefined ? `only jobs signed with the key in ${key.variable}` : 'unsigned: whoever can write to this Redis decides what its jobs run and under which rules; see --key-env'
+  process.stderr.write(`dsh worker ${WORKER_NAME}: taking jobs from ${queues.join(', ')} on ${describeRedis(redisUrl)} (concurrency ${concurrency}; ${trust})\n`)
   let stop!: () => void
   const stopped = new Promise<void>((resolve) => (stop = resolve))
   let signals = 0
