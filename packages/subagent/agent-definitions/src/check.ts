@@ -4,6 +4,7 @@
  * describes the composition (registered providers and their capabilities, the tools that
  * exist, how a model spec resolves); this file knows only definitions.
  */
+import { fromProject } from './parse.js'
 import type { AgentDefinition, DefinitionField } from './types.js'
 
 /** What a definition needs of its provider (a subset of `@dsh/subagent`'s capabilities). */
@@ -36,6 +37,21 @@ export interface CompositionFacts {
   sandboxProblem?: string
   /** Whether `ctx.workspaces` is composed: a `workspace` other than shared needs it. */
   workspaces?: boolean
+  /**
+   * Whether `spec` names a model whose answers are files (a script, a recording) rather
+   * than a model service. Absent: a spec on the shipped adapters' names, `scripted` or `replay`.
+   */
+  playbackModel?(spec: string): boolean
+  /** Whether the user's config lets a project's definitions name such a model (the service's `projectScriptedModels`). */
+  projectScriptedModels?: boolean
+}
+
+/** The shipped adapters whose answers are files: a script (`@dsh/llm-scripted`), a recording (`@dsh/llm-replay`). */
+const PLAYBACK_ADAPTERS = ['scripted', 'replay']
+
+function namesPlaybackAdapter(spec: string): boolean {
+  const colon = spec.indexOf(':')
+  return PLAYBACK_ADAPTERS.includes(colon < 0 ? spec : spec.slice(0, colon))
 }
 
 /** Every problem of `definitions` in this composition, one line each (empty: all can run). */
@@ -77,7 +93,13 @@ export function definitionProblems(definitions: readonly AgentDefinition[], fact
     if (definition.permissions !== undefined && !facts.approvals) {
       problems.push(`${at('permissions')}: permissions need the approval broker, and this composition has none (- id: approvals, name: "@dsh/approvals"); add it, or remove permissions`)
     }
-    if (definition.model !== undefined && provider.modelsHere) {
+    // A project's file that picks a script or a recording makes the project's author the
+    // model: refused whatever the provider (a worker would play the same files), unless the user said so.
+    if (definition.model !== undefined && fromProject(definition.source.origin) && facts.projectScriptedModels !== true && (facts.playbackModel ?? namesPlaybackAdapter)(definition.model)) {
+      problems.push(
+        `${at('model')}: model ${JSON.stringify(definition.model)} plays back files, and a project's definition may not choose one (the project's author would be the model); to allow it, set projectScriptedModels: true in the agent-definitions entry of your own config (- id: agent-definitions, name: "@dsh/agent-definitions", config: { projectScriptedModels: true }), or move the file to ~/.dsh/agents`,
+      )
+    } else if (definition.model !== undefined && provider.modelsHere) {
       const problem = facts.modelProblem(definition.model)
       if (problem !== undefined) problems.push(`${at('model')}: model "${definition.model}": ${problem}`)
     }

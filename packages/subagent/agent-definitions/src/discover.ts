@@ -41,10 +41,14 @@ export function definitionDirectories(options: DefinitionDirs = {}): Directory[]
   const cwd = resolve(options.cwd ?? process.cwd())
   const home = resolve(options.home ?? (process.env.DSH_HOME || join(homedir(), '.dsh')))
   const dirs: Directory[] = []
-  if (options.project !== false) dirs.push({ path: join(cwd, '.dsh', 'agents'), origin: 'project', flavour: 'dsh', required: false })
+  const user = join(home, 'agents')
+  // Started in the home directory, the project's agents directory is the user's own: its
+  // files are the user's, and keep their rules (see `fromProject`).
+  const project = join(cwd, '.dsh', 'agents')
+  if (options.project !== false) dirs.push({ path: project, origin: project === user && options.user !== false ? 'user' : 'project', flavour: 'dsh', required: false })
   if (options.claudeCode === true) dirs.push({ path: join(cwd, '.claude', 'agents'), origin: 'claude-code', flavour: 'claude-code', required: false })
   for (const dir of options.dirs ?? []) dirs.push({ path: resolve(cwd, dir), origin: 'config', flavour: 'dsh', required: true })
-  if (options.user !== false) dirs.push({ path: join(home, 'agents'), origin: 'user', flavour: 'dsh', required: false })
+  if (options.user !== false) dirs.push({ path: user, origin: 'user', flavour: 'dsh', required: false })
   return dirs
 }
 
@@ -52,13 +56,14 @@ export function definitionDirectories(options: DefinitionDirs = {}): Directory[]
 export function loadDefinitions(options: DefinitionDirs = {}): DefinitionSet {
   const byName = new Map<string, AgentDefinition>()
   const notes: string[] = []
+  const warnings: string[] = []
   const seenDirs = new Set<string>()
   for (const dir of definitionDirectories(options)) {
     if (seenDirs.has(dir.path)) continue
     seenDirs.add(dir.path)
     const here = new Map<string, string>()
     for (const file of definitionFiles(dir)) {
-      const { definition, notes: fileNotes } = parseDefinition(readDefinitionFile(file), file, dir.origin, dir.flavour)
+      const { definition, notes: fileNotes, warnings: fileWarnings } = parseDefinition(readDefinitionFile(file), file, dir.origin, dir.flavour)
       const twin = here.get(definition.name)
       if (twin !== undefined) throw new DefinitionError('DUPLICATE_NAME', `${file}:${definition.source.lines.name ?? 1}: "${definition.name}" is also defined by ${twin}; one directory defines each name once`)
       here.set(definition.name, file)
@@ -69,9 +74,12 @@ export function loadDefinitions(options: DefinitionDirs = {}): DefinitionSet {
         continue
       }
       byName.set(definition.name, definition)
+      // Only a definition that is used: a shadowed file's rules change nothing.
+      warnings.push(...fileWarnings)
+      notes.push(...fileWarnings)
     }
   }
-  return { definitions: [...byName.values()], notes }
+  return { definitions: [...byName.values()], notes, warnings }
 }
 
 /** The `*.md` files of `dir`, sorted by name (a stable order for the tool's rendering). */

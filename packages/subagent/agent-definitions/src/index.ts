@@ -1,7 +1,7 @@
 /** The public face of agent definitions; the README documents every name here. */
 export { AgentDefinitionsService, AgentDefinitionsService as default, type AgentDefinitionsConfig } from './service.js'
 export { definitionDirectories, loadDefinitions, type DefinitionDirs } from './discover.js'
-export { MAX_DEFINITION_BYTES, NAME_PATTERN, parseDefinition, type ParsedDefinition } from './parse.js'
+export { fromProject, MAX_DEFINITION_BYTES, NAME_PATTERN, parseDefinition, type ParsedDefinition } from './parse.js'
 export { definitionProblems, type CompositionFacts, type ProviderFacts } from './check.js'
 export { DefinitionError, type DefinitionErrorCode } from './errors.js'
 export { DEFINITION_FIELDS, type AgentDefinition, type BackgroundPolicy, type DefinitionField, type DefinitionFlavour, type DefinitionSet, type DefinitionSource } from './types.js'

@@ -31,6 +31,17 @@ export interface ParsedDefinition {
   definition: AgentDefinition
   /** One line each: a Claude Code field or tool name dsh does not map. */
   notes: string[]
+  /** One line each: what of the file is not applied because a project's file may not widen (see `fromProject`). */
+  warnings: string[]
+}
+
+/**
+ * Whether a definition came from the project dsh runs in (`./.dsh/agents`,
+ * `./.claude/agents`): a repository's author wrote it, not the user. Such a file may
+ * narrow what the user's own config allows and never widen it.
+ */
+export function fromProject(origin: DefinitionSource['origin']): boolean {
+  return origin === 'project' || origin === 'claude-code'
 }
 
 /** Parse one file's text; `file` names it in errors. Throws `DefinitionError`. */
@@ -52,6 +63,7 @@ export function parseDefinition(text: string, file: string, origin: DefinitionSo
   if (!isMap(contents)) fail('SYNTAX', frontLine, 'front matter must be a mapping of fields (name: …, description: …)')
   const map = contents as YAML.YAMLMap
   const notes: string[] = []
+  const warnings: string[] = []
   const lines: Partial<Record<DefinitionField, number>> = {}
   const raw: Partial<Record<DefinitionField, unknown>> = {}
   for (const pair of map.items) {
@@ -133,7 +145,19 @@ export function parseDefinition(text: string, file: string, origin: DefinitionSo
     const level = { ...(rules as Record<string, unknown>), from: `helper ${name}` }
     const problem = permissionLevelProblem(level, 'permissions')
     if (problem) fail('INVALID_FIELD', lines.permissions, problem)
-    if (!isEmptyPermissionLevel(level as PermissionLevel)) definition.permissions = cleanPermissionLevel(level as PermissionLevel)
+    let clean = cleanPermissionLevel(level as PermissionLevel)
+    // A project's file (a repository someone cloned) may narrow, never widen: where no
+    // level of the user's has a rule, its allow would let the helper run commands unasked
+    // under the user's reject or ask default. Its ask and deny still apply; what the user's
+    // own levels allow stays allowed, so dropping the allow is its intersection with them.
+    if (fromProject(origin) && clean.allow !== undefined) {
+      warnings.push(
+        `${where(lines.permissions)}: helper "${name}": permissions.allow is not applied, since a project's definition may narrow what your own config allows and never widen it; to have ${clean.allow.length > 1 ? `its ${clean.allow.length} allow rules` : printable(JSON.stringify(clean.allow[0]))} run unasked, add ${clean.allow.length > 1 ? 'them' : 'it'} to allow in the approvals entry of your own config, or move the file to ~/.dsh/agents`,
+      )
+      const { allow: _notApplied, ...narrowing } = clean
+      clean = narrowing
+    }
+    if (!isEmptyPermissionLevel(clean)) definition.permissions = clean
   }
   if (raw.workspace !== undefined) {
     if (raw.workspace !== 'shared' && raw.workspace !== 'worktree' && raw.workspace !== 'copy') fail('INVALID_FIELD', lines.workspace, 'workspace must be one of shared, worktree, copy')
@@ -153,7 +177,7 @@ export function parseDefinition(text: string, file: string, origin: DefinitionSo
   }
   // In the file's order, whichever check found them.
   const lineOf = (note: string) => Number(/^.*?:(\d+): /.exec(note.slice(file.length))?.[1] ?? 0)
-  return { definition, notes: notes.sort((a, b) => lineOf(a) - lineOf(b)) }
+  return { definition, notes: notes.sort((a, b) => lineOf(a) - lineOf(b)), warnings }
 }
 
 /** A tool list: a YAML list, or Claude Code's comma-separated line (`Read, Grep, Bash`). */

@@ -16,6 +16,8 @@ export interface AgentDefinitionsConfig {
   claudeCode: boolean
   cwd?: string
   home?: string
+  /** Let a project's definitions name a scripted or replay model (see `projectScriptedModels` below). */
+  projectScriptedModels: boolean
 }
 
 /**
@@ -31,9 +33,19 @@ export class AgentDefinitionsService extends Service {
     claudeCode: Schema.boolean().default(false).description("Read ./.claude/agents as Claude Code agent files (unmapped fields and tools are notes)."),
     cwd: Schema.string().min(1).description('The project directory (default: where dsh runs).'),
     home: Schema.string().min(1).description("dsh's home (default: $DSH_HOME, else ~/.dsh)."),
+    projectScriptedModels: Schema.boolean()
+      .default(false)
+      .description("Let a project's definitions (./.dsh/agents, ./.claude/agents) name a scripted: or replay: model, whose answers are files the project's author wrote."),
   })
 
   private readonly set: DefinitionSet
+
+  /**
+   * Whether the user's config lets a project's definitions name a scripted or replay
+   * model. Off by default: such a model's answers are files of the project, so its author
+   * would choose what the helper does. `definitionProblems` refuses one otherwise.
+   */
+  readonly projectScriptedModels: boolean
 
   constructor(ctx: Context, config: Partial<AgentDefinitionsConfig> = {}) {
     super(ctx, 'agentDefinitions')
@@ -47,6 +59,11 @@ export class AgentDefinitionsService extends Service {
     // Synchronous on purpose: a handful of small files, and every consumer can rely on
     // the set being complete the moment the service exists.
     this.set = loadDefinitions(dirs)
+    this.projectScriptedModels = config.projectScriptedModels === true
+    // Said at every start (held with the rest of start-up's lines): a rule the user may
+    // rely on is not applied, and each line says what to change.
+    const log = ctx.logger('agent-definitions')
+    for (const warning of this.set.warnings) log.warn('%s', warning)
   }
 
   /** Every definition, in a stable order (directory, then file name). */
@@ -58,9 +75,14 @@ export class AgentDefinitionsService extends Service {
     return this.set.definitions.find((definition) => definition.name === name)
   }
 
-  /** Shadowed names and unmapped Claude Code fields, one line each. */
+  /** Shadowed names, unmapped Claude Code fields and the warnings, one line each. */
   get notes(): readonly string[] {
     return this.set.notes
+  }
+
+  /** What a used definition asked for and does not get, one line each with what to change (logged at start). */
+  get warnings(): readonly string[] {
+    return this.set.warnings
   }
 }
 

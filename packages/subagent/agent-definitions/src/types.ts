@@ -67,6 +67,11 @@ export interface DefinitionSource {
 /** What a load found: the definitions (names unique, first directory wins) and one-line notes. */
 export interface DefinitionSet {
   definitions: readonly AgentDefinition[]
-  /** Shadowed names, unmapped Claude Code fields and tool names: `FILE:LINE: …`. */
+  /** Shadowed names, unmapped Claude Code fields and tool names, and the warnings: `FILE:LINE: …`. */
   notes: readonly string[]
+  /**
+   * What a used definition asked for and does not get, with what to change (a project's
+   * `permissions.allow`): a host says these at every start, not only when asked.
+   */
+  warnings: readonly string[]
 }

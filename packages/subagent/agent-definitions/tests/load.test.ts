@@ -175,7 +175,7 @@ describe('loading definitions', () => {
   })
 
   it('reads permission rules as a level named after the helper, and refuses rules that are not rules, naming the line', () => {
-    write(projectDir(), 'r.md', '---\nname: r\ndescription: R.\npermissions:\n  allow: ["bash(npm test*)"]\n  deny: [bash]\n---\n')
+    write(userDir(), 'r.md', '---\nname: r\ndescription: R.\npermissions:\n  allow: ["bash(npm test*)"]\n  deny: [bash]\n---\n')
     expect(load().definitions[0]?.permissions).toEqual({ from: 'helper r', allow: ['bash(npm test*)'], deny: ['bash'] })
     write(projectDir(), 'r.md', '---\nname: r\ndescription: R.\npermissions:\n  allow: ["bash(npm test"]\n---\n')
     expect(refusal(() => load()).message).toMatch(/r\.md:4: permissions\.allow\[0\]: "bash\(npm test" is not a rule/)
@@ -183,6 +183,43 @@ describe('loading definitions', () => {
     expect(refusal(() => load()).message).toMatch(/r\.md:4: permissions has an unknown key "allowed" \(allow, ask, deny\)/)
     write(projectDir(), 'r.md', '---\nname: r\ndescription: R.\npermissions: [bash]\n---\n')
     expect(refusal(() => load()).message).toMatch(/r\.md:4: permissions must be a mapping/)
+  })
+
+  it("applies a project definition's ask and deny but not its allow, with a warning saying what to change; the user's own files keep theirs", () => {
+    const text = '---\nname: r\ndescription: R.\npermissions:\n  allow: [bash]\n  deny: ["bash(rm *)"]\n---\n'
+    const file = write(projectDir(), 'r.md', text)
+    const project = load()
+    expect(project.definitions[0]?.permissions).toEqual({ from: 'helper r', deny: ['bash(rm *)'] })
+    const warning = `${file}:4: helper "r": permissions.allow is not applied, since a project's definition may narrow what your own config allows and never widen it; to have "bash" run unasked, add it to allow in the approvals entry of your own config, or move the file to ~/.dsh/agents`
+    expect(project.warnings).toEqual([warning])
+    expect(project.notes).toEqual([warning])
+    // Only an allow is dropped: a level of deny alone is left whole, and says nothing.
+    write(projectDir(), 'r.md', '---\nname: r\ndescription: R.\npermissions: { ask: [bash] }\n---\n')
+    expect(load()).toMatchObject({ definitions: [{ permissions: { from: 'helper r', ask: ['bash'] } }], warnings: [] })
+    // An allow alone leaves no level at all.
+    write(projectDir(), 'r.md', '---\nname: r\ndescription: R.\npermissions: { allow: ["bash(a*)", "bash(b*)"] }\n---\n')
+    const allowOnly = load()
+    expect(allowOnly.definitions[0]?.permissions).toBeUndefined()
+    expect(allowOnly.warnings[0]).toContain('to have its 2 allow rules run unasked, add them to allow')
+    rmSync(file)
+
+    write(userDir(), 'r.md', text)
+    expect(load()).toMatchObject({ definitions: [{ permissions: { from: 'helper r', allow: ['bash'], deny: ['bash(rm *)'] } }], warnings: [] })
+    // Started in the home directory, ./.dsh/agents is the user's own directory.
+    const own = loadDefinitions({ cwd: root, home: join(root, '.dsh') })
+    expect(own.definitions).toEqual([])
+    write(join(root, '.dsh', 'agents'), 'r.md', text)
+    expect(loadDefinitions({ cwd: root, home: join(root, '.dsh') })).toMatchObject({ definitions: [{ permissions: { allow: ['bash'] }, source: { origin: 'user' } }], warnings: [] })
+  })
+
+  it("says a project definition's warnings at the service's start, and serves them", async () => {
+    write(projectDir(), 'r.md', '---\nname: r\ndescription: R.\npermissions: { allow: [bash] }\n---\n')
+    const ctx = new Context()
+    const said: string[] = []
+    ctx.logger.exporter({ colors: 0, levels: { default: 2 }, export: (message) => void said.push(`${message.type} ${message.name}: ${String(message.args.join(' '))}`) } as Parameters<typeof ctx.logger.exporter>[0])
+    await ctx.plugin(AgentDefinitionsService, { cwd, home })
+    expect(ctx.agentDefinitions.warnings).toHaveLength(1)
+    expect(said.filter((line) => line.includes('permissions.allow is not applied'))).toHaveLength(1)
   })
 
   it('loads Claude Code agent files on request, with a note per unmapped field and tool', () => {
@@ -237,16 +274,35 @@ describe('checking definitions against a composition', () => {
     const file = write(projectDir(), 'a.md', '---\nname: a\ndescription: A.\nprovider: acpp\n---\n')
     write(projectDir(), 'b.md', '---\nname: b\ndescription: B.\nprovider: acp\ntools: [bash]\n---\n')
     write(projectDir(), 'c.md', '---\nname: c\ndescription: C.\ntools: [bash, reed]\nmodel: nope:x\n---\n')
-    write(projectDir(), 'd.md', '---\nname: d\ndescription: D.\nmodel: scripted:x.yml\ntools: [bash]\n---\n')
-    write(projectDir(), 'e.md', '---\nname: e\ndescription: E.\npermissions: { allow: [bash] }\n---\n')
+    write(userDir(), 'd.md', '---\nname: d\ndescription: D.\nmodel: scripted:x.yml\ntools: [bash]\n---\n')
+    write(userDir(), 'e.md', '---\nname: e\ndescription: E.\npermissions: { allow: [bash] }\n---\n')
     const problems = definitionProblems(load().definitions, facts)
     expect(problems).toEqual([
       `${file}:4: helper "a": no subagent provider named "acpp" is registered (registered: spawn, acp); load its plugin or fix the name`,
       `${join(projectDir(), 'b.md')}:5: helper "b": provider "acp" cannot enforce a tool list (its child's tools are its own); remove tools or use spawn or fork`,
       `${join(projectDir(), 'c.md')}:4: helper "c": unknown tool "reed" in tools (tools: bash, task_list)`,
       `${join(projectDir(), 'c.md')}:5: helper "c": model "nope:x": no model adapter for "nope:x"`,
-      `${join(projectDir(), 'e.md')}:4: helper "e": permissions need the approval broker, and this composition has none (- id: approvals, name: "@dsh/approvals"); add it, or remove permissions`,
+      `${join(userDir(), 'e.md')}:4: helper "e": permissions need the approval broker, and this composition has none (- id: approvals, name: "@dsh/approvals"); add it, or remove permissions`,
     ])
     expect(definitionProblems(load().definitions, { ...facts, approvals: true })).toHaveLength(4)
+  })
+
+  it("refuses a project definition's scripted or replay model unless the user's config allows it; the user's own files may", () => {
+    const file = write(projectDir(), 'p.md', '---\nname: p\ndescription: P.\nmodel: scripted:evil.yml\n---\n')
+    write(projectDir(), 'q.md', '---\nname: q\ndescription: Q.\nprovider: acp\nmodel: replay:rec\n---\n')
+    write(projectDir(), 'real.md', '---\nname: real\ndescription: R.\nmodel: scripted\n---\n')
+    write(userDir(), 'mine.md', '---\nname: mine\ndescription: M.\nmodel: scripted:mine.yml\n---\n')
+    const refused = (name: string, line: number, spec: string) =>
+      `${join(projectDir(), `${name}.md`)}:${line}: helper "${name}": model ${JSON.stringify(spec)} plays back files, and a project's definition may not choose one (the project's author would be the model); to allow it, set projectScriptedModels: true in the agent-definitions entry of your own config (- id: agent-definitions, name: "@dsh/agent-definitions", config: { projectScriptedModels: true }), or move the file to ~/.dsh/agents`
+    // Whatever the provider: a queue worker would play the same files.
+    expect(definitionProblems(load().definitions, facts)).toEqual([refused('p', 4, 'scripted:evil.yml'), refused('q', 5, 'replay:rec'), refused('real', 4, 'scripted')])
+    expect(file).toBe(join(projectDir(), 'p.md'))
+    expect(definitionProblems(load().definitions, { ...facts, modelProblem: () => undefined, projectScriptedModels: true })).toEqual([])
+    // The host names its playback adapters (a renamed one too); a model service is not one.
+    const renamed: CompositionFacts = { ...facts, modelProblem: () => undefined, playbackModel: (spec) => spec.startsWith('play:') }
+    write(projectDir(), 'p.md', '---\nname: p\ndescription: P.\nmodel: play:evil.yml\n---\n')
+    write(projectDir(), 'q.md', '---\nname: q\ndescription: Q.\nmodel: deepseek:deepseek-chat\n---\n')
+    rmSync(join(projectDir(), 'real.md'))
+    expect(definitionProblems(load().definitions, renamed)).toEqual([refused('p', 4, 'play:evil.yml')])
   })
 })
