@@ -16,7 +16,7 @@ import { text } from '@dsh/llm'
 import type { ToolExecution, ToolOutput, ToolReservation } from '@dsh/tools'
 import type { AgentDefinition } from '@dsh/agent-definitions'
 import type {} from '@dsh/agent'
-import { DEFAULT_MAX_DEPTH, type SubagentProvider, type SubagentRequest, type SubagentRun, type SubagentService } from '@dsh/subagent'
+import { DEFAULT_MAX_DEPTH, tighterBound, type SubagentProvider, type SubagentRequest, type SubagentRun, type SubagentService } from '@dsh/subagent'
 import { startBackground } from './background.js'
 import { collect } from './foreground.js'
 import { belowDepthBound, SUBAGENT_SECTION_ORDER } from './guidance.js'
@@ -45,6 +45,16 @@ export function helperUnavailable(definition: AgentDefinition, provider: Subagen
   // A bound of 0 admits no child at all, not even one of a root.
   if (definition.maxDepth === 0) return 'its maxDepth 0 admits no child'
   return undefined
+}
+
+/**
+ * The depth bound a helper's child runs under: the tighter of its definition's `maxDepth`
+ * and the tool's (its `maxDepth`, else 3 where the provider can enforce one). A definition
+ * narrows the tool's bound and never widens it; `ctx.subagents` then also holds the one
+ * the calling agent inherited.
+ */
+export function helperDepthBound(definition: Pick<AgentDefinition, 'maxDepth'>, toolMaxDepth: number | undefined, provider: Pick<SubagentProvider, 'capabilities'>): number | undefined {
+  return tighterBound(definition.maxDepth, toolMaxDepth ?? (provider.capabilities.depthLimit ? DEFAULT_MAX_DEPTH : undefined))
 }
 
 const HELPER_TAGS = ['sees this conversation', 'kept', 'background', 'waits'] as const
@@ -131,6 +141,15 @@ export class HelperTool {
       }
     })
     if (definitions.length === 0) ctx.logger('tool-subagent').warn('tool "%s" offers helpers, but no agent definitions were found', settings.toolName)
+    // A helper set deeper than the tool allows runs under the tool's bound: say where to raise it.
+    const toolBound = settings.maxDepth ?? DEFAULT_MAX_DEPTH
+    for (const definition of definitions) {
+      if (definition.maxDepth === undefined || definition.maxDepth <= toolBound) continue
+      log.warn(
+        '%s:%d: helper "%s" sets maxDepth %d, above the bound %d of tool "%s", and runs under %d; to let it go deeper, raise maxDepth in the config of the tool (@dsh/tool-subagent)',
+        definition.source.file, definition.source.lines.maxDepth ?? 1, definition.name, definition.maxDepth, toolBound, settings.toolName, toolBound,
+      )
+    }
     this.mount()
   }
 
@@ -247,7 +266,7 @@ export class HelperTool {
     if (definition.permissions !== undefined) request.permissions = [definition.permissions]
     if (definition.workspace !== undefined && definition.workspace !== 'shared') request.workspace = definition.workspace
     if (definition.sandbox !== undefined && definition.sandbox !== false) request.sandbox = definition.sandbox
-    const maxDepth = definition.maxDepth ?? this.settings.maxDepth ?? (provider.capabilities.depthLimit ? DEFAULT_MAX_DEPTH : undefined)
+    const maxDepth = helperDepthBound(definition, this.settings.maxDepth, provider)
     if (maxDepth !== undefined) request.maxDepth = maxDepth
     const allow = this.inheritedAllow(definition, exec.agent.id)
     if (allow !== undefined || definition.disallowedTools !== undefined) {

@@ -258,3 +258,38 @@ describe('a helper with a budget', () => {
   })
 })
 
+
+describe("a helper's depth bound", () => {
+  /** Every agent calls the helper again, so the tree grows until a bound refuses it. */
+  const recurse: HarnessOptions['script'] = [
+    { when: { depth: 3 }, reply: [{ text: 'too deep' }] },
+    { reply: [{ call: { tool: 'subagent', args: { agent: 'deep', description: 'deeper', prompt: 'go deeper' } } }, { text: 'answer: {{last_tool_result}}' }] },
+  ]
+
+  it("is the tighter of the definition's maxDepth and the tool's: a helper set deeper runs under the tool's, and the log says where to raise it", async () => {
+    define('deep', 'description: Delegates again.\nmaxDepth: 50', 'Go deeper.')
+    const lines: string[] = []
+    const h = await setup(recurse)
+    const { Logger } = await import('cordis')
+    const exporter = { colors: 0 as const, levels: { default: 2 }, export: (message: Parameters<typeof Logger.format>[1]) => void lines.push(Logger.format(exporter, message)) }
+    h.ctx.logger.exporter(exporter)
+    await h.plugin(SubagentToolPlugin, { helpers: true, maxDepth: 1 })
+    const parent = await h.agent()
+    await parent.followup('go')
+    const stored = await h.ctx.sessions.listStored()
+    const children = stored.filter((header) => header.helper?.name === 'deep')
+    expect(children.map((header) => [header.delegationDepth, header.maxDepth])).toEqual([[1, 1]])
+    const refused = children[0] && (await h.ctx.sessions.readStored(children[0].id))?.events.find((event) => event.type === 'tool/result')
+    expect(refused?.type === 'tool/result' && textOf(refused.result.content)).toMatch(/delegation depth limit reached: a child of \S+ would be at depth 2, above maxDepth 1/)
+    expect(lines.filter((line) => line.includes('helper "deep" sets maxDepth 50, above the bound 1 of tool "subagent", and runs under 1; to let it go deeper, raise maxDepth in the config of the tool'))).toHaveLength(1)
+  })
+
+  it("is the definition's where it is the tighter", async () => {
+    define('deep', 'description: Delegates again.\nmaxDepth: 1', 'Go deeper.')
+    const h = await setup(recurse)
+    await h.plugin(SubagentToolPlugin, { helpers: true, maxDepth: 5 })
+    await (await h.agent()).followup('go')
+    const children = (await h.ctx.sessions.listStored()).filter((header) => header.helper?.name === 'deep')
+    expect(children.map((header) => [header.delegationDepth, header.maxDepth])).toEqual([[1, 1]])
+  })
+})
