@@ -1,25 +1,30 @@
 /**
  * dsh outside its clone. Every workspace is packed, and the tarballs are installed by npm
- * into empty projects in a temporary directory (third-party packages from the registry):
- * locally, globally (`-g --prefix`), with the optional Codex and Claude Agent SDKs beside
+ * into empty projects in a temporary directory (third-party packages from npm's cache,
+ * offline: see installed.ts): locally, globally (`-g --prefix`), with the optional Codex and Claude Agent SDKs beside
  * them, as the embed example's dependencies, and once with one tarball left out. Then
  * every verb runs from there. Each test is one step; its name says which failed.
  */
 import { spawn, type ChildProcess } from 'node:child_process'
-import { existsSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { existsSync, readdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs'
 import { delimiter, join, relative } from 'node:path'
 import { PassThrough, Readable, Writable } from 'node:stream'
 import { client, methods, ndJsonStream, PROTOCOL_VERSION } from '@agentclientprotocol/sdk'
+import { startLoopbackServer } from '@dsh/testkit'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { repoRoot, tempDir } from './cli.js'
-import { cleanEnv, embedProject, emptyProject, MB, npm, packWorkspaces, run, treeSize, type Ran } from './installed.js'
+import { cleanEnv, embedProject, emptyProject, MB, npm, packWorkspaces, removeInBackground, run, treeSize, type Ran } from './installed.js'
 import { until } from './processes.js'
 
 const manifest = (path: string) => JSON.parse(readFileSync(join(repoRoot, path, 'package.json'), 'utf8')) as { version: string; engines: { node: string }; peerDependencies: Record<string, string> }
 const version = manifest('.').version
 const codexPackage = `@openai/codex@${manifest('packages/subagent/subagent-codex').peerDependencies['@openai/codex']}`
 const claudePackage = `@anthropic-ai/claude-agent-sdk@${manifest('packages/subagent/subagent-claude-code').peerDependencies['@anthropic-ai/claude-agent-sdk']}`
-/** A real Node older than `engines` (shipped inside a registry package), to start the installed dsh with. */
+/**
+ * A Node older than `engines`: this machine's Node, made to report that version by a module
+ * preloaded through NODE_OPTIONS (so the installed bin, started as a user starts it, reads it),
+ * rather than a real old Node fetched from the registry while tests run.
+ */
 const OLD_NODE = '20.18.0'
 /** Left out of one install: npm must say it is missing. */
 const LEFT_OUT = '@dsh/tool-bash'
@@ -29,16 +34,17 @@ const app = join(scratch, 'app')
 const globalPrefix = join(scratch, 'global')
 const full = join(scratch, 'full')
 const embed = join(scratch, 'embed')
-const oldNode = join(scratch, 'old-node')
 const home = join(scratch, 'home')
 let tarballs: string[] = []
 let partialInstall: Ran | undefined
 
 const started: ChildProcess[] = []
-afterAll(() => {
+// The scratch installs hold about a gigabyte (the optional SDKs' binaries): removing them on a
+// loaded machine can outlast any hook timeout, so it happens in the background and never fails the suite.
+afterAll(async () => {
   for (const child of started) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL')
-  rmSync(scratch, { recursive: true, force: true })
-})
+  await removeInBackground(scratch, 20_000)
+}, 30_000)
 
 beforeAll(async () => {
   tarballs = await packWorkspaces(join(scratch, 'packs'))
@@ -48,10 +54,25 @@ beforeAll(async () => {
     npm('npm install -g of every tarball', ['install', '-g', '--prefix', globalPrefix, ...tarballs], scratch),
     npm('npm install of every tarball with the optional SDKs', ['install', ...tarballs, codexPackage, claudePackage], emptyProject(full)),
     npm('npm install of examples/embed', ['install'], embedProject(embed, tarballs)),
-    npm(`npm install of Node ${OLD_NODE}`, ['install', `node-${process.platform}-${process.arch}@${OLD_NODE}`], emptyProject(oldNode)),
-    run('npm', ['install', ...withoutOne, '--no-audit', '--no-fund', '--prefer-offline'], { cwd: emptyProject(join(scratch, 'partial')), timeoutMs: 300_000 }).then((result) => (partialInstall = result)),
+    installWithoutOne(withoutOne).then((result) => (partialInstall = result)),
   ])
 }, 600_000)
+
+/**
+ * npm install of the tarballs but one, as a user whose registry lacks it: @dsh/* is looked up
+ * on a registry on loopback that has nothing (the public one is never asked), third-party
+ * packages come from the cache the other installs use.
+ */
+async function installWithoutOne(tarballs: string[]): Promise<Ran> {
+  const emptyRegistry = await startLoopbackServer(async (_req, res) => {
+    res.writeHead(404, { 'content-type': 'application/json' }).end('{"error":"Not found"}')
+  })
+  try {
+    return await run('npm', ['install', ...tarballs, '--no-audit', '--no-fund', '--prefer-offline', `--@dsh:registry=${emptyRegistry.origin}/`], { cwd: emptyProject(join(scratch, 'partial')), timeoutMs: 300_000 })
+  } finally {
+    await emptyRegistry.close()
+  }
+}
 
 /** The installed `dsh` of `project`, run there with a private DSH_HOME (`home` unless given). */
 function dsh(args: string[], options: { project?: string; env?: NodeJS.ProcessEnv; timeoutMs?: number } = {}): Promise<Ran> {
@@ -266,10 +287,9 @@ describe('the packed release, installed outside the repository', { timeout: 180_
   })
 
   it(`Node ${OLD_NODE}, older than engines: one line naming the Node to upgrade to`, async () => {
-    const bin = join(oldNode, 'node_modules', `node-${process.platform}-${process.arch}`, 'bin')
-    expect(statSync(join(bin, 'node')).isFile()).toBe(true)
-    const env = cleanEnv({ DSH_HOME: home, PATH: [bin, cleanEnv().PATH].join(delimiter) })
-    expect(await run('node', ['--version'], { cwd: app, env })).toMatchObject({ stdout: `v${OLD_NODE}\n` })
+    const preload = file('old-node.cjs', `Object.defineProperty(process.versions, 'node', { value: '${OLD_NODE}' })\n`)
+    const env = cleanEnv({ DSH_HOME: home, NODE_OPTIONS: `--require ${preload}` })
+    expect(await run('node', ['-p', 'process.versions.node'], { cwd: app, env })).toMatchObject({ stdout: `${OLD_NODE}\n` })
     const result = await run(join(app, 'node_modules', '.bin', 'dsh'), ['--version'], { cwd: app, env })
     expect(result).toMatchObject({ code: 2, stdout: '', stderr: `dsh: needs Node.js ${manifest('packages/cli/dsh').engines.node.replace('>=', '')} or later, but this is Node.js ${OLD_NODE}; upgrade Node.js\n` })
   })

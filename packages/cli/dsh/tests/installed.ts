@@ -1,7 +1,9 @@
 /**
  * The release as a user gets it: every workspace packed with `npm pack`, installed with npm
  * into directories outside the repository (so nothing resolves into its node_modules), with
- * third-party packages from the registry. Each step that fails says which one it was.
+ * third-party packages from npm's cache only: tests never reach the registry, so
+ * `scripts/warm-npm-cache.mjs` (run by `.ci/run` after `npm ci`) puts them there first.
+ * Each step that fails says which one it was.
  */
 import { spawn } from 'node:child_process'
 import { cpSync, lstatSync, mkdirSync, readdirSync, writeFileSync } from 'node:fs'
@@ -63,9 +65,43 @@ export async function step(name: string, command: string, args: string[], option
   return result
 }
 
-/** npm, with the flags every install here shares: a cache hit is used as it is, no audit or funding requests. */
-export function npm(name: string, args: string[], cwd: string, timeoutMs = 300_000): Promise<Ran> {
-  return step(name, 'npm', [...args, '--no-audit', '--no-fund', '--prefer-offline', '--loglevel=error'], { cwd, timeoutMs })
+/** The flags every install here shares: npm's cache only (never the registry), no audit or funding requests. */
+const OFFLINE_INSTALL_FLAGS = ['--no-audit', '--no-fund', '--offline', '--loglevel=error']
+
+/** What to do when an offline install misses a package in npm's cache. */
+const WARM_THE_CACHE = 'npm\'s cache lacks a package this install needs (tests never reach the registry): run `node scripts/warm-npm-cache.mjs` once (`.ci/run` does after `npm ci`)'
+
+/** npm install (or any npm command) offline; fails naming the step, and the fix when the cache misses a package. */
+export async function npm(name: string, args: string[], cwd: string, timeoutMs = 300_000): Promise<Ran> {
+  try {
+    return await step(name, 'npm', [...args, ...OFFLINE_INSTALL_FLAGS], { cwd, timeoutMs })
+  } catch (error) {
+    if (error instanceof Error && error.message.includes('ENOTCACHED')) error.message = `${WARM_THE_CACHE}\n${error.message}`
+    throw error
+  }
+}
+
+/**
+ * Remove `dir` without holding up the suite: `rm -rf` in a process group of its own, waited
+ * for at most `waitMs`; a tree still being removed then (a loaded machine deleting a gigabyte)
+ * is left to finish on its own, and a failure is reported, never thrown.
+ */
+export function removeInBackground(dir: string, waitMs: number): Promise<void> {
+  return new Promise((resolve) => {
+    const rm = spawn('rm', ['-rf', '--', dir], { detached: true, stdio: 'ignore' })
+    const timer = setTimeout(() => {
+      console.warn(`${dir}: still being removed after ${waitMs} ms; left to finish in the background`)
+      rm.unref()
+      resolve()
+    }, waitMs)
+    const done = (why?: string) => {
+      clearTimeout(timer)
+      if (why !== undefined) console.warn(`${dir}: not removed (${why})`)
+      resolve()
+    }
+    rm.on('error', (error) => done(error.message))
+    rm.on('exit', (code) => done(code === 0 ? undefined : `rm exited ${code}`))
+  })
 }
 
 /** Pack every workspace into `into`; the tarballs' paths, one per workspace. */
