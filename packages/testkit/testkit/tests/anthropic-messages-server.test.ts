@@ -157,10 +157,9 @@ describe('fake Anthropic Messages server', () => {
   it('close() ends held-open streams instead of waiting for them', async () => {
     const { url } = await start([{ text: 'never finished', hangAfterEvents: 1 }])
     const body = (await post(url, '/v1/messages', streaming)).text()
-    const started = Date.now()
+    // close() must not wait for them: a held stream never ends, so waiting would run into the test's timeout.
     await server!.close()
     await expect(body).rejects.toThrow()
-    expect(Date.now() - started).toBeLessThan(2_000)
   })
 
   it('waits delayMs before answering', async () => {

@@ -157,10 +157,9 @@ describe('fake OpenAI chat-completions server', () => {
     const { url } = await start([{ text: 'never finished', hangAfterChunks: 1 }])
     const response = await post(url, streaming)
     const body = response.text()
-    const started = Date.now()
+    // close() must not wait for them: a held stream never ends, so waiting would run into the test's timeout.
     await server!.close()
     await expect(body).rejects.toThrow()
-    expect(Date.now() - started).toBeLessThan(2_000)
   })
 
   it('waits delayMs before answering', async () => {

@@ -168,11 +168,10 @@ describe('fake OpenAI Responses server', () => {
     const held = (await post(url, streaming)).text().then(() => 'finished', () => 'cut')
     const delayed = post(url, streaming).then(() => 'answered', () => 'cut')
     while (requests.length < 2) await new Promise((resolve) => setTimeout(resolve, 5))
-    const started = Date.now()
+    // close() must not wait for them: a held stream never ends and the delayed answer (60 s) outlasts the test's timeout.
     await server!.close()
     expect(await held).toBe('cut')
     expect(await delayed).toBe('cut')
-    expect(Date.now() - started).toBeLessThan(2_000)
   })
 
   it('waits delayMs before answering and eventDelayMs between events', async () => {
