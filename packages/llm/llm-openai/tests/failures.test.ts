@@ -23,17 +23,16 @@ describe('aborting a request', () => {
       })(),
     )
     expect(error.name).toBe('AbortError')
-    expect(Date.now() - abortedAt).toBeLessThan(1_000)
+    // The server holds the stream open for ever: ending at all is ending because of the abort.
     expect(seen.length).toBeLessThanOrEqual(2)
     expect(await server.requests[0]!.closed).toEqual({ completed: false })
   })
 
   it('ends with an AbortError when aborted while waiting for the response to start', async () => {
-    const { adapter } = await fakeEndpoint([{ text: 'late', delayMs: 10_000 }])
-    const started = Date.now()
+    // The answer comes after the test's timeout, so only the abort can end this in time.
+    const { adapter } = await fakeEndpoint([{ text: 'late', delayMs: 60_000 }])
     const error = await failureOf(adapter.stream(requestOf({ signal: AbortSignal.timeout(100) })))
     expect(error.name).toBe('AbortError')
-    expect(Date.now() - started).toBeLessThan(2_000)
   })
 
   it('sends nothing when the signal is already aborted', async () => {
@@ -96,13 +95,12 @@ describe('provider errors', () => {
   })
 
   it('gives up on a stream that goes quiet for timeoutMs', async () => {
+    // The server holds the stream open for ever: only the stall timeout can end it.
     const { adapter } = await fakeEndpoint([{ text: 'one two three', hangAfterChunks: 2 }], { timeoutMs: 200 })
-    const started = Date.now()
     const error = await failureOf(adapter.stream(requestOf()))
     expect(error).toBeInstanceOf(LlmError)
     expect(error.code).toBe('STALLED')
     expect(error.message).toMatch(/no data .* for 200 ms/)
-    expect(Date.now() - started).toBeLessThan(2_000)
   })
 
   it('gives up on a response that does not start within timeoutMs', async () => {
