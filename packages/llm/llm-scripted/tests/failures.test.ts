@@ -52,13 +52,12 @@ describe('scripted failures', () => {
   })
 
   it('an abort during delay_ms ends the request quickly with an AbortError', async () => {
-    const { ask } = await scriptedContext({ scripts: { demo: [{ reply: [{ text: 'never', delay_ms: 10_000 }] }] } })
+    // The delay outlasts the test's timeout: only the abort can end the request in time.
+    const { ask } = await scriptedContext({ scripts: { demo: [{ reply: [{ text: 'never', delay_ms: 60_000 }] }] } })
     const controller = new AbortController()
-    const started = performance.now()
     setTimeout(() => controller.abort(), 20)
     const failure = await ask('scripted:demo', { signal: controller.signal }).catch((error: unknown) => error)
     expect(failure).toMatchObject({ name: 'AbortError' })
-    expect(performance.now() - started).toBeLessThan(1000)
   })
 
   it('a request whose signal is already aborted fails with an AbortError', async () => {
