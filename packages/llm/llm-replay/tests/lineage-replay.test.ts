@@ -53,11 +53,16 @@ async function record(): Promise<{ dir: string; logs: Record<string, unknown[]> 
 }
 
 /**
- * Holds each child's first model request back by `order`'s position of its prompt, so
- * the children reach the model in that order: a replay that bound by first call would
- * give each child a sibling's recording.
+ * Holds each child's model requests back until the child before it in `order` (by its
+ * prompt) has reached the model, so the children reach it in that order, however busy the
+ * machine: a replay that bound by first call would give each child a sibling's recording.
  */
 function reachModelIn(order: string[]) {
+  const reached = order.map(() => {
+    let resolve!: () => void
+    const promise = new Promise<void>((settle) => (resolve = settle))
+    return { promise, resolve }
+  })
   return (resolved: { adapter: LlmAdapter; model: string; spec: string }) => ({
     ...resolved,
     adapter: {
@@ -66,7 +71,8 @@ function reachModelIn(order: string[]) {
         const first = request.messages.at(0)
         const text = first?.role === 'user' && first.content[0]?.type === 'text' ? first.content[0].text : ''
         const position = order.findIndex((prefix) => text.startsWith(prefix))
-        if (position > 0) await new Promise((resolve) => setTimeout(resolve, position * 15))
+        if (position > 0) await reached[position - 1].promise
+        if (position >= 0) reached[position].resolve()
         yield* resolved.adapter.stream(request)
       },
     },
