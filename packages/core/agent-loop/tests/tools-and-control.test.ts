@@ -118,8 +118,10 @@ describe('cancel and steer', () => {
   it('cancel while the model streams keeps the partial text and ends aborted', async () => {
     harness = await createHarness({ script: [{ reply: [{ text: 'partial', delay_ms: 60_000 }] }] })
     const agent = await harness.agent()
+    // The model is asked once the step's input is logged: cancel then, while its answer is awaited.
+    const asked = new Promise<void>((resolve) => agent.session.subscribe((update) => update.type === 'user/message' && resolve(), { chunks: false }))
     const turn = agent.followup('go')
-    await new Promise((resolve) => setTimeout(resolve, 20))
+    await asked
     agent.cancel()
     expect((await turn).reason).toBe('aborted')
     expect(eventTypes(agent).at(-1)).toBe('turn/end')
