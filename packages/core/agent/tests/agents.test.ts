@@ -178,9 +178,10 @@ describe('ctx.agents', () => {
   it('disposing a running agent aborts its turn and rejects queued turns', async () => {
     harness = await createHarness({ script: [{ reply: [{ text: 'slow', delay_ms: 60_000 }, { text: 'never' }] }] })
     const agent = await harness.agent()
+    const asked = new Promise<void>((resolve) => agent.session.subscribe((update) => update.type === 'user/message' && resolve(), { chunks: false }))
     const first = agent.followup('one')
     const second = agent.followup('two')
-    await new Promise((resolve) => setTimeout(resolve, 10))
+    await asked
     await agent.dispose()
     expect((await first).reason).toBe('aborted')
     await expect(second).rejects.toThrow(/disposed before this turn started/)
@@ -208,11 +209,13 @@ describe('ctx.agents: lifecycle edges', () => {
   it('unloading the registry disposes its live agents and releases their sessions', async () => {
     harness = await createHarness({ script: [{ reply: [{ text: 'slow', delay_ms: 60_000 }] }] })
     const agent = await harness.agent()
+    const asked = new Promise<void>((resolve) => agent.session.subscribe((update) => update.type === 'user/message' && resolve(), { chunks: false }))
     const turn = agent.followup('hi')
-    await new Promise((resolve) => setTimeout(resolve, 10))
+    await asked
     await harness.ctx.registry.delete(AgentRegistry)
     expect((await turn).reason).toBe('aborted')
-    for (let i = 0; i < 100 && agent.status !== 'disposed'; i++) await new Promise((resolve) => setTimeout(resolve, 10))
+    // Disposal finishes after the turn's end: wait for it (the test's timeout bounds the wait).
+    while (agent.status !== 'disposed') await new Promise((resolve) => setTimeout(resolve, 10))
     expect(agent.status).toBe('disposed')
     expect(agent.session.released).toBe(true)
   })
