@@ -3,6 +3,7 @@ import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { dshBin, repoRoot, runDsh, tempDir } from './cli.js'
+import { until } from './processes.js'
 
 function pidsMatching(pattern: string): number[] {
   try {
@@ -63,11 +64,10 @@ describe('dsh run with background work', () => {
     let stderr = ''
     child.stderr.on('data', (chunk: Buffer) => (stderr += chunk))
     const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)))
-    const deadline = Date.now() + 15_000
-    while (!stderr.includes('[subagent] start') || pidsMatching(`sleep ${marker}`).length === 0) {
-      if (Date.now() > deadline) throw new Error(`the run never got going:\n${stderr}`)
-      await new Promise((resolve) => setTimeout(resolve, 50))
-    }
+    await until(
+      () => stderr.includes('[subagent] start') && pidsMatching(`sleep ${marker}`).length > 0,
+      () => (child.exitCode !== null ? `the run never got going (dsh exited ${child.exitCode}):\n${stderr}` : undefined),
+    )
     child.kill('SIGINT')
     const code = await exited
     expect(code).toBe(130)
@@ -112,17 +112,19 @@ describe('dsh run interrupted twice', () => {
       env: { ...process.env, DSH_HOME: dir },
       stdio: ['ignore', 'pipe', 'pipe'],
     })
+    let stderr = ''
+    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk))
     const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)))
-    const deadline = Date.now() + 15_000
-    while (pidsMatching(`sleep ${marker}`).length === 0) {
-      if (Date.now() > deadline) throw new Error('the background command never started')
-      await new Promise((resolve) => setTimeout(resolve, 50))
-    }
+    await until(
+      () => pidsMatching(`sleep ${marker}`).length > 0,
+      () => (child.exitCode !== null ? `the background command never started (dsh exited ${child.exitCode}):\n${stderr}` : undefined),
+    )
     child.kill('SIGINT')
-    await new Promise((resolve) => setTimeout(resolve, 300))
+    // The second Ctrl-C once the first is being handled (its graceful stop waits on the command that ignores TERM).
+    await until(() => stderr.includes('cancelling'), () => (child.exitCode !== null ? `dsh exited ${child.exitCode} on the first Ctrl-C:\n${stderr}` : undefined))
     child.kill('SIGINT')
     expect(await exited).toBe(130)
-    await new Promise((resolve) => setTimeout(resolve, 100))
-    expect(pidsMatching(`sleep ${marker}`)).toEqual([])
+    // SIGKILL lands a moment after dsh exits; a command left behind would outlive the test's timeout (it sleeps 47 s).
+    await until(() => pidsMatching(`sleep ${marker}`).length === 0)
   })
 })
