@@ -13,15 +13,17 @@ const session = `dsh-tty-permission-${process.pid}`
 const tmux = (...args: string[]) => execFileSync('tmux', args, { encoding: 'utf8' })
 const screen = () => tmux('capture-pane', '-p', '-t', session)
 
-async function until(check: (text: string) => boolean, timeoutMs = 15_000): Promise<string> {
-  const deadline = Date.now() + timeoutMs
-  let text = ''
-  while (Date.now() < deadline) {
-    text = screen()
+/**
+ * The screen once `check` holds. Gives up when the run has ended (its EXIT= line is drawn)
+ * without the screen matching, never after a fixed time: a busy machine draws late, not wrong.
+ */
+async function until(check: (text: string) => boolean): Promise<string> {
+  for (;;) {
+    const text = screen()
     if (check(text)) return text
+    if (text.includes('EXIT=')) throw new Error(`the run ended without the screen matching; last screen:\n${text}`)
     await new Promise((resolve) => setTimeout(resolve, 50))
   }
-  throw new Error(`the screen never matched; last screen:\n${text}`)
 }
 
 function start(dir: string, script: string, extra: string[] = []): void {
