@@ -202,9 +202,8 @@ describe('background delegation', () => {
       { when: { depth: 0 }, reply: [{ call: background('research') }, { call: { tool: 'task_kill', args: { task_id: 'subagent-1', reason: 'changed my mind' } } }, { text: 'ok' }] },
     ])
     const parent = await harness.agent()
-    const started = Date.now()
+    // The child would answer after a minute, past the test's timeout: the turn ends because the kill stopped it.
     await parent.followup('go')
-    expect(Date.now() - started).toBeLessThan(5_000)
     expect(results(parent)[1]).toMatchObject({ name: 'task_kill', text: 'subagent-1 killed: changed my mind · subagent: research' })
     expect(harness.ctx.agents.list()).toEqual([parent])
     expect(notices(parent)).toEqual([])
@@ -419,7 +418,7 @@ describe('background work and its owner', () => {
   it('disposing a parent cancels its running background child and sleep, and resolves only after both have stopped', async () => {
     await setup([
       { when: { depth: 1 }, reply: [{ text: 'never', delay_ms: 60_000 }] },
-      { when: { depth: 0 }, reply: [{ calls: [background('long research'), { tool: 'bash', args: { command: 'sleep 30', run_in_background: true } }] }, { text: 'both started' }] },
+      { when: { depth: 0 }, reply: [{ calls: [background('long research'), { tool: 'bash', args: { command: 'sleep 60', run_in_background: true } }] }, { text: 'both started' }] },
     ])
     const parent = await harness.agent()
     await parent.followup('go')
@@ -435,9 +434,8 @@ describe('background work and its owner', () => {
     })
     expect(exists(pid)).toBe(true)
     expect(harness.ctx.tasks.hasLive(parent.id)).toBe(true)
-    const started = Date.now()
+    // The child and the sleep would each last a minute, past the test's timeout: dispose returns because it stopped them.
     await parent.dispose()
-    expect(Date.now() - started).toBeLessThan(5_000)
     expect(childReleased).toBe(true)
     expect(child.status).toBe('disposed')
     expect(child.session.released).toBe(true)
