@@ -213,7 +213,8 @@ describe('a continuable child under a tree budget', () => {
     const { childId } = await harness.ctx.subagents.startContinuable({ provider: 'spawn', label: 'kept', request: { prompt: [{ type: 'text', text: 'child task' }], parent }, signal: new AbortController().signal })
     const child = serviceInstance(harness.ctx.agents).get(childId)!
     await child.whenIdle()
-    await new Promise((resolve) => setTimeout(resolve, 50))
+    // The turn's end is logged as it settles: wait for it, not for a guess at how long that takes.
+    while (!child.session.events().some((event) => event.type === 'turn/end')) await new Promise((resolve) => setTimeout(resolve, 10))
     const end = child.session.events().findLast((event) => event.type === 'turn/end')
     expect(end).toMatchObject({ reason: 'budget', error: expect.stringMatching(/^budget: the delegation tree's output-token budget of 40 is spent/) })
     await expect(harness.ctx.subagents.startContinuable({ provider: 'spawn', label: 'another', request: { prompt: [{ type: 'text', text: 'child task' }], parent }, signal: new AbortController().signal })).rejects.toMatchObject({ code: 'BUDGET' })
@@ -239,7 +240,8 @@ describe('a continuable helper with a budget of its own', () => {
     })
     const child = serviceInstance(harness.ctx.agents).get(childId)!
     await child.whenIdle()
-    await new Promise((resolve) => setTimeout(resolve, 50))
+    // The turn's end is logged as it settles: wait for it, not for a guess at how long that takes.
+    while (!child.session.events().some((event) => event.type === 'turn/end')) await new Promise((resolve) => setTimeout(resolve, 10))
     const end = child.session.events().findLast((event) => event.type === 'turn/end')
     expect(end).toMatchObject({ reason: 'budget', error: expect.stringMatching(/^budget: this child's output-token budget of 30 is spent/) })
     await expect(harness.ctx.subagents.followup(parent, childId, 'carry on')).rejects.toMatchObject({ code: 'BUDGET' })
