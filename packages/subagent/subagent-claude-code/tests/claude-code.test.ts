@@ -95,13 +95,12 @@ describe('claude-code: one query() of the Claude Agent SDK per run', () => {
     const controller = new AbortController()
     const run = await start('hi', { signal: controller.signal })
     await fake.messageRequest(1)
-    const startedCancel = Date.now()
+    // The fake holds its stream open for ever: the run ends, and the tree goes, because of the cancel.
     controller.abort(new Error('the user pressed stop'))
     const result = await run.result
     expect(result.stopReason).toBe('aborted')
     expect(result.diagnostic).toContain('the user pressed stop')
     await run.dispose()
-    expect(Date.now() - startedCancel).toBeLessThan(5_000)
     expect(gone(run.pid!)).toBe(true)
     expect(() => process.kill(-run.pid!, 0)).toThrow(expect.objectContaining({ code: 'ESRCH' }))
     expect(await fake.messageRequests[0]!.closed).toEqual({ completed: false })
@@ -182,11 +181,10 @@ describe('claude-code: one query() of the Claude Agent SDK per run', () => {
     // A grandchild in its own session (outside the group) and a child that ignores stdin and SIGTERM.
     const wrapper = wrapperScript(dir, `setsid sleep 60 & echo $! >> ${JSON.stringify(join(dir, 'pids'))}\ntrap '' TERM\nwhile :; do sleep 1; done`)
     const { start } = await open([], { executable: wrapper.path, startTimeoutMs: 500, graceMs: 200 })
-    const started = Date.now()
+    // The child never sends init and ignores TERM for ever: only the start timeout and the reaping end this.
     const error = await start('hi').catch((caught: unknown) => caught)
     expect(error).toMatchObject({ code: 'START_FAILED' })
     expect((error as Error).message).toMatch(/stage startup.*within startTimeoutMs \(500 ms\)/)
-    expect(Date.now() - started).toBeLessThan(5_000)
     const pids = wrapper.pids()
     expect(pids).toHaveLength(2)
     expect(pids.filter((pid) => !gone(pid))).toEqual([])
