@@ -55,9 +55,8 @@ describe('a process tree', () => {
   it('a child that exits at the end of its input is reaped by closing stdin, before any signal', async () => {
     const tree = sh('cat >/dev/null; exit 0')
     await tree.spawned
-    const started = Date.now()
-    await tree.reap({ stdinGraceMs: 10_000, termGraceMs: 10_000 })
-    expect(Date.now() - started).toBeLessThan(5_000)
+    // Graces past the test's timeout: the reaping ends in time only because closing stdin ended the child.
+    await tree.reap({ stdinGraceMs: 60_000, termGraceMs: 60_000 })
     expect(tree.exit).toEqual({ code: 0, signal: null })
   })
 
@@ -88,9 +87,8 @@ describe('a process tree', () => {
     // zombie, then is orphaned to PID 1 (which, in many containers, never reaps it).
     const tree = sh('sleep 30 & echo $!; exec sleep 30')
     const grandchild = Number(await firstLine(tree))
-    const started = Date.now()
-    await tree.reap({ stdinGraceMs: 50, termGraceMs: 10_000 })
-    expect(Date.now() - started).toBeLessThan(5_000)
+    // A grace past the test's timeout: the reaping ends in time only if the zombie does not hold it.
+    await tree.reap({ stdinGraceMs: 50, termGraceMs: 60_000 })
     expect(tree.exit).toEqual({ code: null, signal: 'SIGTERM' })
     expect(await processAlive(grandchild)).toBe(false)
   })
