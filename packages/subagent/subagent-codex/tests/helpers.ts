@@ -60,13 +60,21 @@ export function environOf(pid: number): Record<string, string> {
 
 export { exists } from '@dsh/testkit'
 
-/** Polls `check` until it returns a value other than `undefined`/`false`. */
-export async function waitFor<T>(check: () => T | undefined | false, what: string, timeoutMs = 10_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs
+/**
+ * Polls `check` until it returns a value other than `undefined`/`false`. No deadline of its
+ * own (a busy machine is slow, not wrong): the test's timeout bounds it, and a wait that has
+ * gone on for a while says once on stderr what it is waiting for, to name the hang.
+ */
+export async function waitFor<T>(check: () => T | undefined | false, what: string): Promise<T> {
+  const noticeAt = Date.now() + 10_000
+  let noticed = false
   for (;;) {
     const value = check()
     if (value !== undefined && value !== false) return value
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
+    if (!noticed && Date.now() > noticeAt) {
+      noticed = true
+      console.warn(`still waiting for ${what}`)
+    }
     await new Promise((resolve) => setTimeout(resolve, 20))
   }
 }
