@@ -210,7 +210,8 @@ describe('a delegation tree through dsh run', () => {
     writeFileSync(script, [
       '- when: { prompt: "slow work" }',
       '  reply:',
-      '    - { text: "still thinking", delay_ms: 30000 }',
+      // Longer than the run may take (20 s): the child ends in time only because its budget stopped it.
+      '    - { text: "still thinking", delay_ms: 60000 }',
       '- when: { depth: 0 }',
       '  reply:',
       '    - call: { tool: subagent, args: { agent: slowpoke, description: "slow", prompt: "slow work" } }',
@@ -224,7 +225,6 @@ describe('a delegation tree through dsh run', () => {
     expect(result.stdout).toMatch(/root: the subagent ended budget: this child's wall-time budget of 0\.4 s is spent; it was stopped/)
     const child = children(join(dir, 'sessions'))[0]!
     expect(child.reason).toBe('budget')
-    expect(child.endedAt - child.startedAt).toBeLessThan(10_000)
   })
 
   it('--json carries the queued delegations and the budget events, and the root\'s model reads the warning at 80% and the spend', async () => {
