@@ -244,10 +244,17 @@ export class ApprovalService extends Service {
     return finish(decision)
   }
 
-  /** The policy's verdict, never more permissive than a remote child's own. */
+  /**
+   * The policy's verdict, never more permissive than a remote child's own. In a tree this
+   * process serves for a parent elsewhere, what only this process's own levels allow (its
+   * config, its helpers) is no verdict: it is asked up the tree, unless the levels the tree
+   * received from its ancestors allow it too. A child can never do more than they allow.
+   */
   private verdictOf(ask: ApprovalAsk, subject: ReturnType<typeof subjectOf>): PolicyVerdict {
     const levels = this.levelsOf(ask.agent, ask.remote?.levels)
-    const policy = levels.length === 0 ? { verdict: undefined } : policyVerdict(levels, { tool: ask.tool, subject })
+    let policy: PolicyVerdict = levels.length === 0 ? { verdict: undefined } : policyVerdict(levels, { tool: ask.tool, subject })
+    const received = policy.verdict === 'allow' ? receivedLevels(ask.agent) : undefined
+    if (received !== undefined && policyVerdict(received, { tool: ask.tool, subject }).verdict !== 'allow') policy = { verdict: undefined }
     const theirs = ask.remote?.verdict
     if (theirs === 'deny') return { verdict: 'deny', rule: 'the child\'s own policy' }
     if (theirs === 'ask' && policy.verdict !== 'deny') return { verdict: 'ask', ...(policy.verdict === 'ask' && policy.rule !== undefined && { rule: policy.rule }) }
@@ -447,6 +454,19 @@ export function agentName(agent: Agent): string {
 export function delegationName(delegation: { provider: string; label?: string | undefined; helper?: string | undefined }): string {
   const who = delegation.helper ?? delegation.provider
   return delegation.label ? `${who} "${delegation.label.slice(0, 60)}"` : who
+}
+
+/**
+ * The levels the tree of `agent` received with its lineage, when its root here was
+ * delegated by a parent in another process (`dsh acp`, `dsh a2a serve`, `dsh worker`):
+ * its ancestors' rules. `undefined` for a tree rooted in this process.
+ */
+function receivedLevels(agent: Agent): readonly PermissionLevel[] | undefined {
+  let root = agent
+  for (let hops = 0; root.parent !== undefined && hops < 256; hops++) root = root.parent
+  const { header } = root.session
+  if (header.parentSession === undefined && root.depth === 0) return undefined
+  return header.permissions ?? []
 }
 
 function isAgent(value: { id: string }): value is Agent {
