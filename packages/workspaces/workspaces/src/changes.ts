@@ -11,28 +11,35 @@ import type { ChangedFile, WorkspaceChanges, WorkspaceRecord } from './types.js'
  * The git arguments that address a workspace's repository, never read from inside the
  * workspace (a child could have rewritten its `.git` file to point git at hooks or config
  * of its own): a worktree's administrative directory recorded when it was made, or a
- * copy's git directory outside it. Hooks and a file-system monitor, the two ways a
- * repository's config runs a program on `status`, are off for dsh's own commands.
+ * copy's git directory outside it. (Every command of dsh's own runs with hooks, the
+ * file-system monitor, filters and drivers off: see `gitResult`.)
  */
 export function gitArgs(record: WorkspaceRecord, gitDir: string | undefined): string[] {
   const dir = gitDir ?? record.worktreeGitDir
-  const safe = ['-c', 'core.hooksPath=/dev/null', '-c', 'core.fsmonitor=false']
-  return dir === undefined ? safe : [...safe, `--git-dir=${dir}`, `--work-tree=${record.root}`]
+  return dir === undefined ? [] : [`--git-dir=${dir}`, `--work-tree=${record.root}`]
 }
+
+/**
+ * What `status` and `diff` of dsh's own add: no external diff or text conversion, and never
+ * a look inside a nested repository (a child may commit one; git would run `status` in it,
+ * with the config the child gave it). Set by `gitResult`'s config too; said again here so
+ * each command reads safely on its own.
+ */
+export const READ_ONLY_DIFF = ['--no-ext-diff', '--no-textconv', '--ignore-submodules=dirty'] as const
 
 export async function readChanges(record: WorkspaceRecord, gitDir: string | undefined): Promise<WorkspaceChanges> {
   const base: WorkspaceChanges = { childId: record.childId, mode: record.mode, path: record.path, ...(record.branch !== undefined && { branch: record.branch }), files: [], diffstat: 'no changes', committed: false, uncommitted: false }
   if (!existsSync(record.root)) return { ...base, missing: true }
   const at = gitArgs(record, gitDir)
   const committed = record.mode === 'worktree' && Number((await git(record.root, [...at, 'rev-list', '--count', `${record.base}..HEAD`], 'counting the child\'s commits')).trim()) > 0
-  const status = await git(record.root, [...at, 'status', '--porcelain', '-z', '--untracked-files=all'], 'reading the workspace\'s status')
+  const status = await git(record.root, [...at, 'status', '--porcelain', '-z', '--untracked-files=all', '--ignore-submodules=dirty'], 'reading the workspace\'s status')
   const uncommitted = status !== ''
   const files = new Map<string, ChangedFile>()
   // Everything since the base, in the working tree (committed or not), tracked files.
-  for (const [path, status] of nameStatus(await git(record.root, [...at, 'diff', '--no-renames', '--name-status', '-z', record.base], 'listing the changed files'))) {
+  for (const [path, status] of nameStatus(await git(record.root, [...at, 'diff', ...READ_ONLY_DIFF, '--no-renames', '--name-status', '-z', record.base], 'listing the changed files'))) {
     files.set(path, { path, status })
   }
-  for (const [path, added, removed] of numstat(await git(record.root, [...at, 'diff', '--no-renames', '--numstat', '-z', record.base], 'counting the changed lines'))) {
+  for (const [path, added, removed] of numstat(await git(record.root, [...at, 'diff', ...READ_ONLY_DIFF, '--no-renames', '--numstat', '-z', record.base], 'counting the changed lines'))) {
     const file = files.get(path)
     if (file && added !== undefined) Object.assign(file, { added, removed })
   }
@@ -70,7 +77,7 @@ function numstat(output: string): Array<[string, number | undefined, number | un
 
 async function countLines(record: WorkspaceRecord, gitDir: string | undefined, path: string): Promise<{ added?: number; removed?: number }> {
   // `--no-index` diff against /dev/null counts an untracked file's lines as git would; after `--`, a file named like an option (`--output=…`) is only a path.
-  const result = await gitResult(record.root, [...gitArgs(record, gitDir), 'diff', '--no-index', '--numstat', '-z', '--', '/dev/null', path])
+  const result = await gitResult(record.root, [...gitArgs(record, gitDir), 'diff', '--no-ext-diff', '--no-textconv', '--no-index', '--numstat', '-z', '--', '/dev/null', path])
   const [parsed] = numstat(result.stdout)
   return parsed && parsed[1] !== undefined ? { added: parsed[1], removed: 0 } : {}
 }

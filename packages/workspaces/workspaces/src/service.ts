@@ -30,7 +30,7 @@ import Schema from 'schemastery'
 import { errorMessage } from '@dsh/base'
 import { processAlive } from '@dsh/process'
 import type { WorkspaceRef } from '@dsh/session'
-import { gitArgs, readChanges } from './changes.js'
+import { gitArgs, READ_ONLY_DIFF, readChanges } from './changes.js'
 import { WorkspaceError } from './errors.js'
 import { commitEnvironment, git, gitCommit, gitResult, lastLines } from './git.js'
 import { inside, readRecords } from './records.js'
@@ -140,17 +140,20 @@ export class WorkspaceService extends Service {
     const top = await gitResult(source, [...at, 'rev-parse', '--show-toplevel'])
     if (top.code !== 0) throw new WorkspaceError('NOT_A_REPOSITORY', `${source} is not in a git repository, so a child cannot have a worktree of it; use workspace: copy (a copy of the directory) or shared`)
     const repository = top.stdout.trim()
+    // A repository whose config moves its work tree elsewhere (`core.worktree`) would have dsh merge into that place: only the one that holds the directory.
+    if (!inside(source, repository) && !inside(source, realOrSame(repository))) throw new WorkspaceError('NOT_A_REPOSITORY', `the repository ${source} is in says its files are in ${repository}, which does not hold ${source} (core.worktree?), so dsh will not make a worktree of it; use workspace: copy or shared`)
     // The repository's git directory, which every worktree of it (a grandchild's made from a child's too) writes to: the lock.
     const gitDir = resolve(repository, (await git(repository, [...at, 'rev-parse', '--git-common-dir'], 'finding the git directory')).trim())
     return this.serial(gitDir, async () => {
       const head = await gitResult(repository, [...at, 'rev-parse', '--verify', '--quiet', 'HEAD'])
       if (head.code !== 0) throw new WorkspaceError('NOT_A_REPOSITORY', `the repository ${repository} has no commit yet, so a worktree has nothing to start from; commit first, or use workspace: copy`)
-      const dirty = (await git(repository, [...at, 'status', '--porcelain', '--untracked-files=no', '-z'], 'reading the parent\'s tree')).split('\0').filter(Boolean)
+      const dirty = (await git(repository, [...at, 'status', '--porcelain', '--untracked-files=no', '--ignore-submodules=dirty', '-z'], 'reading the parent\'s tree')).split('\0').filter(Boolean)
       if (dirty.length > 0) {
         const named = dirty.slice(0, 5).map((entry) => entry.slice(3)).join(', ')
         throw new WorkspaceError('DIRTY_TREE', `the parent's tree has uncommitted changes (${dirty.length} ${dirty.length === 1 ? 'file' : 'files'}: ${named}${dirty.length > 5 ? ', …' : ''}); a child's worktree starts from a commit, so commit or stash them first, or use workspace: copy or shared`)
       }
-      if (existsSync(join(repository, '.gitmodules')) && (await git(repository, [...at, 'submodule', 'status'], 'listing submodules')).trim() !== '') {
+      // A submodule is a commit in the tree (a gitlink); read from the tree alone, never by `git submodule`, which runs git inside each one, with its own config.
+      if ((await git(repository, [...at, 'ls-tree', '-r', '--format=%(objecttype)', head.stdout.trim()], 'listing submodules')).split('\n').includes('commit')) {
         throw new WorkspaceError('SUBMODULES', `the repository ${repository} has submodules, which a worktree would not carry; use workspace: copy or shared`)
       }
       const branch = `dsh/${id}`
@@ -272,8 +275,7 @@ export class WorkspaceService extends Service {
     const changes = await readChanges(record, undefined)
     if (changes.uncommitted && !changes.missing) {
       const inWorktree = gitArgs(record, undefined)
-      await git(record.root, [...inWorktree, 'add', '--all'], 'committing what the child left uncommitted')
-      await gitCommit(record.root, inWorktree, ['commit', '--quiet', '--no-verify', '-m', `dsh: what ${record.label ?? record.childId} left uncommitted`], 'committing what the child left uncommitted')
+      if (await stageAll(record.root, inWorktree)) await gitCommit(record.root, inWorktree, ['commit', '--quiet', '--no-verify', '-m', `dsh: what ${record.label ?? record.childId} left uncommitted`], 'committing what the child left uncommitted')
     }
     const ahead = Number((await git(repository, [...at, 'rev-list', '--count', `${record.base}..refs/heads/${record.branch}`], 'counting the child\'s commits')).trim())
     if (ahead === 0) {
@@ -284,13 +286,13 @@ export class WorkspaceService extends Service {
     if (await mergeInProgress(repository, at)) {
       throw new WorkspaceError('MERGE_REFUSED', `the parent's tree is in the middle of a merge of its own (MERGE_HEAD exists); conclude or abort it before merging ${record.branch}`)
     }
-    const dirty = (await git(repository, [...at, 'status', '--porcelain', '--untracked-files=no', '-z'], 'reading the parent\'s tree')).split('\0').filter(Boolean)
+    const dirty = (await git(repository, [...at, 'status', '--porcelain', '--untracked-files=no', '--ignore-submodules=dirty', '-z'], 'reading the parent\'s tree')).split('\0').filter(Boolean)
     if (dirty.length > 0) {
       throw new WorkspaceError('MERGE_REFUSED', `the parent's tree has uncommitted changes (${dirty.slice(0, 5).map((entry) => entry.slice(3)).join(', ')}); commit or stash them before merging ${record.branch}`)
     }
     const merged = await gitResult(repository, [...at, 'merge', '--no-ff', '--no-edit', '-m', `dsh: merge ${record.branch}${record.label ? ` (${record.label})` : ''}`, `refs/heads/${record.branch}`], { env: await commitEnvironment(repository, at) })
     if (merged.code !== 0) {
-      const conflicts = (await gitResult(repository, [...at, 'diff', '--name-only', '--diff-filter=U', '-z'])).stdout.split('\0').filter(Boolean)
+      const conflicts = (await gitResult(repository, [...at, 'diff', ...READ_ONLY_DIFF, '--name-only', '--diff-filter=U', '-z'])).stdout.split('\0').filter(Boolean)
       // Only a merge ours started (git refused some before starting one: nothing to abort).
       if (await mergeInProgress(repository, at)) await gitResult(repository, [...at, 'merge', '--abort'])
       if (conflicts.length === 0) throw new WorkspaceError('MERGE_REFUSED', `git would not merge ${record.branch}: ${lastLines(merged.stderr || merged.stdout)}`)
@@ -495,6 +497,25 @@ function lockOf(record: WorkspaceRecord): string {
 /** The records in `dir` that passed their checks (what is acted on). */
 function validRecords(dir: string): WorkspaceRecord[] {
   return readRecords(dir).filter((record): record is WorkspaceRecord => !('invalid' in record))
+}
+
+/**
+ * Stage everything the child left uncommitted, as `git add --all` would, except nested
+ * repositories: `add` looks inside each one it tracks (a `status` there, under the config
+ * the child gave it, filters included), so the files are named to `update-index`, which
+ * does not. A nested repository the child committed stays as it committed it; one it did
+ * not is left out. Whether anything was staged.
+ */
+async function stageAll(root: string, at: readonly string[]): Promise<boolean> {
+  const what = 'committing what the child left uncommitted'
+  const nested = new Set((await git(root, [...at, 'ls-files', '--stage', '-z'], what)).split('\0').filter((entry) => entry.startsWith('160000 ')).map((entry) => entry.slice(entry.indexOf('\t') + 1)))
+  const listed = (await git(root, [...at, 'ls-files', '--modified', '--deleted', '--others', '--exclude-standard', '-z'], what)).split('\0')
+  // An untracked nested repository is listed as its directory (`name/`).
+  const paths = [...new Set(listed)].filter((path) => path !== '' && !path.endsWith('/') && !nested.has(path))
+  if (paths.length === 0) return false
+  const staged = await gitResult(root, [...at, 'update-index', '--add', '--remove', '-z', '--stdin'], { input: `${paths.join('\0')}\0` })
+  if (staged.code !== 0) throw new WorkspaceError('GIT_FAILED', `${what}: git update-index failed: ${lastLines(staged.stderr || staged.stdout)}`)
+  return true
 }
 
 async function mergeInProgress(repository: string, at: readonly string[]): Promise<boolean> {

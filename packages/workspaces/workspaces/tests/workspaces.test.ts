@@ -415,9 +415,10 @@ describe('git hardening', () => {
     expect(existsSync(ref.path)).toBe(true)
   })
 
-  it('a worktree that fails halfway (a post-checkout hook that fails) leaves no branch, worktree or record behind', async () => {
+  it('a worktree that fails halfway (git cannot make its directory for it, after making its branch) leaves no branch, worktree or record behind', async () => {
     const repo = repository()
-    writeFileSync(join(repo, '.git', 'hooks', 'post-checkout'), '#!/bin/sh\nexit 1\n', { mode: 0o755 })
+    // A file where git keeps its worktrees' directories: `worktree add` makes the branch, then fails.
+    writeFileSync(join(repo, '.git', 'worktrees'), '')
     const workspaces = await service()
     expect(await refusal(workspaces.create({ mode: 'worktree', source: repo, childId: 'c', tree: 'root', ...byRoot }))).toMatchObject({ code: 'GIT_FAILED' })
     expect(sh(repo, 'branch', '--list', 'dsh/*')).toBe('')
