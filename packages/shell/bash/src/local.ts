@@ -3,7 +3,7 @@ import type { Readable } from 'node:stream'
 import { childEnvironment, goneWithin, groupHasLiveMembers, isLive, KILL_WAIT_MS, readProcessEntry, signalGroup, signalProcess, terminate, trackGroup, type StopSignal, type Terminable } from '@dsh/process'
 import { BashError } from './errors.js'
 import { BoundedOutput } from './output.js'
-import { SANDBOX_PROGRAM, SANDBOX_STATUS_FD, sandboxArguments, sandboxEnvironment, sandboxProblem } from './sandbox.js'
+import { SANDBOX_PROGRAM, SANDBOX_STATUS_FD, sandboxArguments, sandboxEnvironment, sandboxPlacesProblem, sandboxProblem } from './sandbox.js'
 import type { BashExecutor, BashExit, BashProcess, BashRequest, OutputSlice } from './types.js'
 
 export interface LocalExecutorOptions {
@@ -38,6 +38,9 @@ export class LocalBashExecutor implements BashExecutor {
       // Never a silent fallback: a command that asked to be confined runs confined or not at all.
       const problem = this.sandboxProblem()
       if (problem !== undefined) throw new BashError('SANDBOX_UNAVAILABLE', problem)
+      // Also here, for a caller of this executor that does not go through `ctx.bash`.
+      const misplaced = sandboxPlacesProblem(request.sandbox)
+      if (misplaced !== undefined) throw new BashError('INVALID_REQUEST', misplaced)
     }
     const process = new LocalBashProcess(request, this.options)
     this.live.add(process)

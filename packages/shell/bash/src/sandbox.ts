@@ -10,7 +10,8 @@
  * killing our group ends the whole sandbox, whatever the command did inside it.
  */
 import { spawnSync } from 'node:child_process'
-import { isAbsolute } from 'node:path'
+import { lstatSync, readdirSync, readFileSync, realpathSync } from 'node:fs'
+import { dirname, isAbsolute, join, relative, resolve, sep } from 'node:path'
 import type { BashSandbox } from './types.js'
 
 /** The program that makes the sandbox, and the Debian package that provides it. */
@@ -47,6 +48,8 @@ export function sandboxArguments(sandbox: BashSandbox, cwd: string, statusFd?: n
   // Read-only first, so a writable directory inside a readable one stays writable.
   for (const dir of sandbox.readable ?? []) args.push('--ro-bind-try', dir, dir)
   for (const dir of sandbox.writable) args.push('--bind', dir, dir)
+  // After the writable ones, so nothing of the repositories' git data under them is writable.
+  for (const path of gitDataWithin(sandbox.writable)) args.push('--ro-bind', path, path)
   args.push(
     // Nothing of the sandbox outlives bubblewrap's first process, which is in our process group.
     '--die-with-parent',
@@ -63,12 +66,115 @@ export function sandboxArguments(sandbox: BashSandbox, cwd: string, statusFd?: n
   return args
 }
 
+/**
+ * The git data of repositories that a writable directory holds, to stay read-only: a
+ * repository's git directory (hooks, config, refs, objects) is where a command could
+ * plant a hook, a `core.fsmonitor` or a filter that git run outside the sandbox later
+ * runs, with the user's full power (dsh's own git, when it makes the next worktree or
+ * reads a child's changes, or the user's). Found without running git: the repository each
+ * writable directory is in (its `.git` found upwards) and those directly in it, each as
+ * its `.git` (a directory, or a worktree's `.git` file with the git directory it names and
+ * that one's common directory). Only what lies inside a writable directory is listed:
+ * everything else is read-only already. Real paths, each once.
+ */
+export function gitDataWithin(writable: readonly string[]): string[] {
+  const roots = writable.map((dir) => realOrUndefined(dir)).filter((dir): dir is string => dir !== undefined)
+  const within = (path: string) => roots.some((root) => path === root || path.startsWith(root === sep ? root : `${root}${sep}`))
+  const found = new Set<string>()
+  const protect = (path: string | undefined) => {
+    const real = path === undefined ? undefined : realOrUndefined(path)
+    if (real !== undefined && within(real)) found.add(real)
+  }
+  const visit = (dotGit: string) => {
+    let stat
+    try {
+      stat = lstatSync(dotGit)
+    } catch {
+      return
+    }
+    protect(dotGit)
+    if (!stat.isFile() && !stat.isSymbolicLink()) return
+    // A worktree's (or a separate git directory's) `.git` file: `gitdir: <its git directory>`, which names the common one in `commondir`.
+    const named = /^gitdir: (.+)$/m.exec(readOrEmpty(dotGit))?.[1]?.trim()
+    if (named === undefined) return
+    const gitDir = resolve(dirname(dotGit), named)
+    protect(gitDir)
+    const common = readOrEmpty(join(gitDir, 'commondir')).trim()
+    if (common !== '') protect(resolve(gitDir, common))
+  }
+  for (const root of roots) {
+    for (let at = root; ; at = dirname(at)) {
+      visit(join(at, '.git'))
+      if (dirname(at) === at) break
+    }
+    let entries: string[] = []
+    try {
+      entries = readdirSync(root)
+    } catch {
+      // unreadable: bubblewrap says so when it binds it
+    }
+    for (const entry of entries) if (entry !== '.git') visit(join(root, entry, '.git'))
+  }
+  // Outermost first: bubblewrap mounts in order, and one inside another must come after it.
+  return [...found].sort((a, b) => depth(a) - depth(b) || a.localeCompare(b))
+}
+
+function depth(path: string): number {
+  return relative(sep, path).split(sep).length
+}
+
+function realOrUndefined(path: string): string | undefined {
+  try {
+    return realpathSync(path)
+  } catch {
+    return undefined
+  }
+}
+
+function readOrEmpty(file: string): string {
+  try {
+    return readFileSync(file, 'utf8').slice(0, 4096)
+  } catch {
+    return ''
+  }
+}
+
 /** Why `sandbox` is not a well-formed request, or `undefined`. */
 export function sandboxRequestProblem(sandbox: unknown): string | undefined {
   if (typeof sandbox !== 'object' || sandbox === null) return 'sandbox must be an object { writable, network }'
   const { writable, network, readable } = sandbox as Partial<BashSandbox>
   if (typeof network !== 'boolean') return `sandbox.network must be true or false (got ${JSON.stringify(network)})`
-  return directoriesProblem('writable', writable) ?? (readable === undefined ? undefined : directoriesProblem('readable', readable))
+  return directoriesProblem('writable', writable) ?? (readable === undefined ? undefined : directoriesProblem('readable', readable)) ?? sandboxPlacesProblem(sandbox as BashSandbox)
+}
+
+/**
+ * What the sandbox makes of its own (`/tmp`, `/proc`, `/dev`) or keeps read-only like the
+ * rest (`/sys`, `/run`). A directory bound later, writable or readable, that is one of these
+ * or holds one (`/` above all) would put the host's back over it: the whole file system
+ * writable, the host's devices, its `/proc` with every process's environment, its `/tmp`
+ * with other programs' sockets.
+ */
+const SANDBOX_MOUNTS = ['/proc', '/dev', '/tmp', '/sys', '/run'] as const
+/** Places never bound into the sandbox, even below them: the kernel's views and the host's devices. */
+const KERNEL_PLACES = ['/proc', '/sys', '/dev'] as const
+
+/**
+ * Why a directory of `sandbox` cannot be bound into one (see `SANDBOX_MOUNTS`), in one line
+ * naming it, or `undefined`. Judged by its real path (a symbolic link to `/` is `/`).
+ */
+export function sandboxPlacesProblem(sandbox: BashSandbox): string | undefined {
+  const places: Array<['writable' | 'readable', string]> = [...sandbox.writable.map((dir) => ['writable', dir] as ['writable', string]), ...(sandbox.readable ?? []).map((dir) => ['readable', dir] as ['readable', string])]
+  for (const [kind, dir] of places) {
+    const real = realOrUndefined(dir) ?? resolve(dir)
+    const named = real === dir ? dir : `${dir} (really ${real})`
+    const covered = SANDBOX_MOUNTS.filter((mount) => mount === real || mount.startsWith(real === sep ? real : `${real}${sep}`))
+    if (covered.length > 0) {
+      return `a sandboxed command cannot run with ${named} ${kind}${kind === 'writable' ? ' (its working directory, usually)' : ''}: it is or holds ${covered.join(', ')}, which the sandbox replaces with its own or keeps read-only; run dsh from a project directory instead`
+    }
+    const kernel = KERNEL_PLACES.find((place) => real.startsWith(`${place}${sep}`))
+    if (kernel !== undefined) return `a sandboxed command cannot run with ${named} ${kind}: it is inside ${kernel}, which the sandbox never takes from the host; run dsh from a project directory instead`
+  }
+  return undefined
 }
 
 function directoriesProblem(field: string, dirs: unknown): string | undefined {

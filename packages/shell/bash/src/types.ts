@@ -35,7 +35,11 @@ export type BashRouter = (request: BashRequest) => BashExecutor | undefined
  * no other process visible, no network unless `network`.
  */
 export interface BashSandbox {
-  /** Absolute directories the command may write to (the workspace, usually its cwd). May be empty. */
+  /**
+   * Absolute directories the command may write to (the workspace, usually its cwd), except
+   * the git data of repositories in them, which stays read-only. May be empty. Never `/`, nor
+   * a directory that is or holds `/proc`, `/dev`, `/tmp`, `/sys` or `/run` (refused).
+   */
   writable: readonly string[]
   /** Whether the command may use the network (off: a network namespace of its own, with only loopback). */
   network: boolean
