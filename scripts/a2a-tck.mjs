@@ -124,6 +124,8 @@ async function serve(dir, model, extra) {
     process.execPath,
     [
       join(repo, 'packages/cli/dsh/bin/dsh.cjs'), 'a2a', 'serve', '--port', '0', '--model', `scripted:${model}`, '--session-dir', join(dir, 'sessions'),
+      // The kit answers its own tasks' input-required: this worker trusts its callers with their approvals.
+      '--trust-caller-approvals',
       '--webhook-allow', 'http://localhost:*', '--webhook-allow', 'http://127.0.0.1:*', '--webhook-allow-network', '127.0.0.1', '--webhook-allow-network', '::1',
       '--webhook-allow', 'https://example.com/tck-push-webhook', ...extra,
     ],

@@ -19,9 +19,23 @@ import { assertNever, isRecord, PERMISSION_SOURCES, type PermissionSource } from
 import type { ApprovalFrontEnd, ApprovalRequestInfo, ApprovalService, FrontEndAnswer } from '@dsh/approvals'
 import { textPart } from './events.js'
 
-/** `ask`: the task's caller decides (`input-required`); `allow` / `reject`: the server decides alone what no rule decided. */
+/** `ask`: asked through `input-required`, of the party `Answerer` names; `allow` / `reject`: the server decides alone what no rule decided. */
 export type PermissionPolicy = 'ask' | 'allow' | 'reject'
 export const PERMISSION_POLICIES: readonly PermissionPolicy[] = ['ask', 'allow', 'reject']
+
+/**
+ * Who answers an `input-required` request under `permission: ask`. A task's caller must
+ * not approve its own side effects unless the operator trusts callers: anyone who reaches
+ * the server (any local process, on a loopback worker without a token) could start a task
+ * and say yes to it.
+ *
+ * - `approver`: only a message carrying the approver's token (`approverToken`);
+ * - `caller`: whoever may send to the task (`trustCallerApprovals`, e.g. a dsh parent
+ *   whose own user answers through its broker);
+ * - `nobody` (neither configured): the server rejects the request at once, saying what to
+ *   configure.
+ */
+export type Answerer = 'approver' | 'caller' | 'nobody'
 
 /** The decisions a caller may answer with. */
 export const APPROVAL_DECISIONS = ['allow-once', 'allow-always', 'reject'] as const
@@ -58,18 +72,25 @@ export interface A2aAnswer {
   id: string | undefined
   decision: ApprovalDecision
   reason?: string
+  /** Who sent it (`CALLER`, `APPROVER`). */
+  from: string
   /** Who decided, when a dsh parent says so (`metadata.dsh.decision`). */
   provenance: { by?: string; source?: PermissionSource; rule?: string; at?: number }
 }
 
 /** Who answers, as decisions record it. */
 export const CALLER = 'the A2A caller'
+export const APPROVER = 'the A2A approver'
+
+/** Why a request is rejected when nobody is configured to answer it (the default). */
+export const NOBODY_ANSWERS =
+  "dsh a2a serve does not let a task's caller approve its own side effects, and no approver is configured: start it with --approver-token-env NAME (answers then need that token) or --trust-caller-approvals (the caller answers), or allow the command by a rule"
 
 const MAX_ID_CHARS = 200
 const MAX_REASON_CHARS = 500
 
 /** The text and data parts of the `input-required` status that asks `request`. */
-export function approvalParts(request: ApprovalRequestInfo): Part[] {
+export function approvalParts(request: ApprovalRequestInfo, answerer: Answerer = 'caller'): Part[] {
   const asked: A2aApprovalRequest = {
     id: request.id,
     below: request.path.slice(1),
@@ -83,7 +104,7 @@ export function approvalParts(request: ApprovalRequestInfo): Part[] {
   const why = request.policy === 'ask' ? ` (${request.rule !== undefined ? `the rule ${request.rule}` : 'a rule'} asks about it)` : ''
   const text =
     `${request.path.join(' › ')} wants to run ${request.tool}: ${request.display}${why}. ` +
-    `Answer on this task: yes (allow once), always (allow this request again in this task's tree) or no; any other text is a no, passed on as the reason. ` +
+    `${answerer === 'approver' ? 'The approver answers on this task (with the approver token, not the caller\'s)' : 'Answer on this task'}: yes (allow once), always (allow this request again in this task's tree) or no; any other text is a no, passed on as the reason. ` +
     `Or send a data part {"approval":"${request.id}","decision":"allow-once"|"allow-always"|"reject"}.`
   return [textPart(text), { content: { $case: 'data', value: { [APPROVAL_REQUEST_KEY]: asked } }, metadata: undefined, filename: '', mediaType: 'application/json' }]
 }
@@ -97,8 +118,8 @@ const NO = new Set(['no', 'n', 'reject', 'deny'])
  * (nothing is changed by a refused answer). A data part with an `approval` key is an
  * answer by id; without one, the message's text answers the request being asked.
  */
-export function readAnswer(message: Message): A2aAnswer {
-  const provenance = provenanceOf(message.metadata)
+export function readAnswer(message: Message, from: string = CALLER): A2aAnswer {
+  const provenance = provenanceOf(message.metadata, from)
   const answers = message.parts.flatMap((part) => (part.content?.$case === 'data' && isRecord(part.content.value) && 'approval' in part.content.value ? [part.content.value] : []))
   if (answers.length > 1) throw new RequestMalformedError(`the message holds ${answers.length} answers (data parts with "approval"); send one answer per message`)
   const [data] = answers
@@ -107,39 +128,39 @@ export function readAnswer(message: Message): A2aAnswer {
     if (typeof approval !== 'string' || approval === '' || approval.length > MAX_ID_CHARS) throw new RequestMalformedError(`the answer's "approval" must be the id of the request asked (a string, as its data part's approvalRequest.id gives it); got ${describe(approval)}`)
     if (!(APPROVAL_DECISIONS as readonly unknown[]).includes(decision)) throw new RequestMalformedError(`the answer's "decision" must be one of ${APPROVAL_DECISIONS.join(', ')}; got ${describe(decision)}`)
     if (reason !== undefined && typeof reason !== 'string') throw new RequestMalformedError(`the answer's "reason" must be text; got ${describe(reason)}`)
-    return { id: approval, decision: decision as ApprovalDecision, ...(reason !== undefined && reason.trim() !== '' && { reason: reason.trim().slice(0, MAX_REASON_CHARS) }), provenance }
+    return { id: approval, decision: decision as ApprovalDecision, ...(reason !== undefined && reason.trim() !== '' && { reason: reason.trim().slice(0, MAX_REASON_CHARS) }), from, provenance }
   }
   const text = message.parts.map((part) => (part.content?.$case === 'text' ? part.content.value : '')).join('\n').trim()
   if (text === '') throw new RequestMalformedError('the message holds no answer: send yes, always or no as text, or a data part {"approval": ID, "decision": "allow-once" | "allow-always" | "reject"}')
   const word = text.toLowerCase().replace(/[.!\s]+$/, '').replace(/\s+/g, ' ')
-  if (YES.has(word)) return { id: undefined, decision: 'allow-once', provenance }
-  if (ALWAYS.has(word)) return { id: undefined, decision: 'allow-always', provenance }
-  if (NO.has(word)) return { id: undefined, decision: 'reject', provenance }
+  if (YES.has(word)) return { id: undefined, decision: 'allow-once', from, provenance }
+  if (ALWAYS.has(word)) return { id: undefined, decision: 'allow-always', from, provenance }
+  if (NO.has(word)) return { id: undefined, decision: 'reject', from, provenance }
   // Anything else is a no in the caller's words: the agent is told what it said instead.
-  return { id: undefined, decision: 'reject', reason: `the caller answered: ${JSON.stringify(text.slice(0, MAX_REASON_CHARS))}`, provenance }
+  return { id: undefined, decision: 'reject', reason: `the ${from === APPROVER ? 'approver' : 'caller'} answered: ${JSON.stringify(text.slice(0, MAX_REASON_CHARS))}`, from, provenance }
 }
 
-/** The broker's decision for an answer: who decided is the caller, or whom a dsh parent names. */
+/** The broker's decision for an answer: who decided is its sender, or whom a dsh parent names. */
 export function decisionOf(answer: A2aAnswer): FrontEndAnswer {
   const { by, ...provenance } = answer.provenance
-  const who = by ?? CALLER
+  const who = by ?? answer.from
   switch (answer.decision) {
     case 'allow-once':
     case 'allow-always':
       return { decision: answer.decision, by: who, ...provenance }
     case 'reject':
-      return { decision: 'reject', by: who, reason: answer.reason ?? 'the caller rejected it', ...provenance }
+      return { decision: 'reject', by: who, reason: answer.reason ?? `${answer.from === APPROVER ? 'the approver' : 'the caller'} rejected it`, ...provenance }
     default:
       return assertNever(answer.decision, 'approval decision')
   }
 }
 
 /** Who really decided, when the caller is a dsh that says so in `metadata.dsh.decision`: checked field by field, anything malformed left out. */
-function provenanceOf(metadata: unknown): A2aAnswer['provenance'] {
+function provenanceOf(metadata: unknown, from: string): A2aAnswer['provenance'] {
   const decision = isRecord(metadata) && isRecord(metadata.dsh) ? metadata.dsh.decision : undefined
   if (!isRecord(decision)) return {}
   const read: A2aAnswer['provenance'] = {}
-  if (typeof decision.by === 'string' && decision.by !== '') read.by = decision.by.endsWith(`(through ${CALLER})`) ? decision.by.slice(0, 200) : `${decision.by.slice(0, 160)} (through ${CALLER})`
+  if (typeof decision.by === 'string' && decision.by !== '') read.by = decision.by.endsWith(`(through ${from})`) ? decision.by.slice(0, 200) : `${decision.by.slice(0, 160)} (through ${from})`
   if ((PERMISSION_SOURCES as readonly unknown[]).includes(decision.source)) read.source = decision.source as PermissionSource
   if (typeof decision.rule === 'string') read.rule = decision.rule.slice(0, 600)
   if (typeof decision.at === 'number' && Number.isSafeInteger(decision.at)) read.at = decision.at
@@ -159,25 +180,34 @@ export interface ApprovalAsker {
   serves(rootAgentId: string): boolean
 }
 
-/** Install `policy` on the broker; returns the disposer. */
-export function installPermission(approvals: ApprovalService, policy: PermissionPolicy, tasks: ApprovalAsker): () => void {
+/** Install `policy` on the broker (with `ask`, answered by `answerer`); returns the disposer. */
+export function installPermission(approvals: ApprovalService, policy: PermissionPolicy, tasks: ApprovalAsker, answerer: Answerer = 'caller'): () => void {
   switch (policy) {
     case 'allow':
       return approvals.setDefault('allow', 'dsh a2a serve --permission allow')
     case 'reject':
       return approvals.setDefault('reject', 'dsh a2a serve --permission reject')
     case 'ask':
-      return approvals.addFrontEnd(callerFrontEnd(tasks))
+      return approvals.addFrontEnd(answerer === 'nobody' ? nobodyFrontEnd(tasks) : callerFrontEnd(tasks, answerer === 'approver' ? APPROVER : CALLER))
     default:
       return assertNever(policy, 'permission policy')
   }
 }
 
-function callerFrontEnd(tasks: ApprovalAsker): ApprovalFrontEnd {
+function callerFrontEnd(tasks: ApprovalAsker, name: string): ApprovalFrontEnd {
   return {
-    name: CALLER,
+    name,
     // The chain starts with the agent of this process the request comes from: a task's agent is a root here.
     serves: (request) => request.chain[0] !== undefined && tasks.serves(request.chain[0]),
     ask: (request, signal) => tasks.ask(request.chain[0] ?? '', request, signal) ?? Promise.resolve({ decision: 'reject', by: 'dsh a2a serve', reason: 'the request belongs to no running task, so there is no caller to ask' }),
+  }
+}
+
+/** The default: a task's requests are rejected at once, saying what the operator can configure (the caller is not asked). */
+function nobodyFrontEnd(tasks: ApprovalAsker): ApprovalFrontEnd {
+  return {
+    name: 'dsh a2a serve',
+    serves: (request) => request.chain[0] !== undefined && tasks.serves(request.chain[0]),
+    ask: () => Promise.resolve({ decision: 'reject', by: 'dsh a2a serve', source: 'default', reason: NOBODY_ANSWERS }),
   }
 }

@@ -38,7 +38,7 @@ import type { AgentDefinition } from '@dsh/agent-definitions'
 import type { CreateAgentOptions } from '@dsh/agent'
 import { PROMPT_SKILL, requestedSkill } from './skills.js'
 import { A2A_ORIGIN, type ContextClaim, type ContextHold, type Contexts } from './contexts.js'
-import type { ApprovalAsker } from './approvals.js'
+import type { Answerer, ApprovalAsker } from './approvals.js'
 import { TaskRun, type Reservation, type TaskRunParts } from './task-run.js'
 
 export interface ExecutorOptions {
@@ -51,6 +51,8 @@ export interface ExecutorOptions {
   keepAliveMs: number
   /** The helpers a message's `metadata.skill` may name (`skills.ts`). */
   helpers?: ReadonlyMap<string, AgentDefinition>
+  /** Who may answer a task's `input-required` request (`approvals.ts`); `caller` when not said. */
+  answerer?: Answerer
 }
 
 export class DshAgentExecutor implements AgentExecutor, ApprovalAsker {
@@ -64,7 +66,7 @@ export class DshAgentExecutor implements AgentExecutor, ApprovalAsker {
     private readonly contexts: Contexts,
     private readonly options: ExecutorOptions,
     /** The task store, the push sender and the bus manager the request handler uses: what a task's events go to between messages. */
-    private readonly parts: Omit<TaskRunParts, 'keepAliveMs' | 'warn'>,
+    private readonly parts: Omit<TaskRunParts, 'keepAliveMs' | 'warn' | 'answerer'>,
   ) {}
 
   /** Tasks started and not yet finished. */
@@ -84,9 +86,9 @@ export class DshAgentExecutor implements AgentExecutor, ApprovalAsker {
    * message; throws the A2A error the client receives, and the running task is left
    * alone. `undefined`: the task does not run here (the SDK refuses a finished one).
    */
-  admitFollowUp(message: Message): Reservation | undefined {
+  admitFollowUp(message: Message, fromApprover = false): Reservation | undefined {
     const run = message.taskId ? this.running.get(message.taskId) : undefined
-    return run?.admitAnswer(message)
+    return run?.admitAnswer(message, fromApprover)
   }
 
   /** The answer of a message whose leg never began: the task may take another. */
@@ -112,7 +114,7 @@ export class DshAgentExecutor implements AgentExecutor, ApprovalAsker {
     const running = this.running.get(request.taskId)
     if (running) return running.continueWith(request.userMessage.messageId, bus)
     if (request.task !== undefined) return this.notRunning(request, bus)
-    const run = new TaskRun(request.taskId, request.contextId, bus, request.context, { ...this.parts, keepAliveMs: this.options.keepAliveMs, warn: (message) => this.ctx.logger('a2a-server').warn(message) })
+    const run = new TaskRun(request.taskId, request.contextId, bus, request.context, { ...this.parts, keepAliveMs: this.options.keepAliveMs, answerer: this.options.answerer ?? 'caller', warn: (message) => this.ctx.logger('a2a-server').warn(message) })
     this.running.set(request.taskId, run)
     // Taken over at once, before anything is awaited: the request handler admitted the context.
     void this.runTask(request, run, this.contexts.take(request.contextId, request.taskId))

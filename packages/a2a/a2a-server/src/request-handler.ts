@@ -20,6 +20,7 @@ import type { AgentCard } from '@a2a-js/sdk'
 import type { Contexts, ContextHold } from './contexts.js'
 import type { DshAgentExecutor } from './executor.js'
 import type { Reservation } from './task-run.js'
+import { APPROVER_USER } from './approver.js'
 
 /** What a message holds from its admission until the SDK is done with it. */
 type Admitted = { kind: 'context'; hold: ContextHold } | { kind: 'answer'; taskId: string; reservation: Reservation } | undefined
@@ -38,7 +39,7 @@ export class DshRequestHandler extends DefaultRequestHandler {
   }
 
   override async sendMessage(params: SendMessageRequest, context: ServerCallContext): Promise<SendMessageResult> {
-    const admitted = await this.admit(params.message)
+    const admitted = await this.admit(params.message, context)
     try {
       return await super.sendMessage(params, context)
     } finally {
@@ -47,7 +48,7 @@ export class DshRequestHandler extends DefaultRequestHandler {
   }
 
   override async *sendMessageStream(params: SendMessageRequest, context: ServerCallContext): AsyncGenerator<StreamResponse, void, undefined> {
-    const admitted = await this.admit(params.message)
+    const admitted = await this.admit(params.message, context)
     try {
       yield* super.sendMessageStream(params, context)
     } finally {
@@ -56,11 +57,11 @@ export class DshRequestHandler extends DefaultRequestHandler {
   }
 
   /** The guards; the context hold of a message that starts a task, or the answer of one that names a running task. */
-  private async admit(message: Message | undefined): Promise<Admitted> {
+  private async admit(message: Message | undefined, context: ServerCallContext): Promise<Admitted> {
     if (!message) return undefined
     refuseMalformedParts(message)
     if (message.taskId) {
-      const reservation = this.dshExecutor.admitFollowUp(message)
+      const reservation = this.dshExecutor.admitFollowUp(message, context.user === APPROVER_USER)
       return reservation && { kind: 'answer', taskId: message.taskId, reservation }
     }
     return { kind: 'context', hold: await this.contexts.admit(message) }

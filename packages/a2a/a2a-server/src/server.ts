@@ -10,12 +10,14 @@ import { createServer, type Server } from 'node:http'
 import { createRequire } from 'node:module'
 import type { AddressInfo } from 'node:net'
 import express from 'express'
-import { agentCardHandler, jsonRpcHandler, restHandler, UserBuilder } from '@a2a-js/sdk/server/express'
+import { agentCardHandler, jsonRpcHandler, restHandler } from '@a2a-js/sdk/server/express'
 import { DefaultExecutionEventBusManager } from '@a2a-js/sdk/server'
 import { legacyAgentCardRouter } from '@a2a-js/sdk/compat/v0_3/server/express'
 import type { Context } from 'cordis'
 import { DEFAULT_MAX_DEPTH } from '@dsh/subagent'
-import { requireBearer } from './auth.js'
+import { servedHostNames } from '@dsh/base'
+import { requireBearer, requireServedHost } from './auth.js'
+import { approverUserBuilder } from './approver.js'
 import { dshAgentCard, JSON_RPC_PATH, REST_PATH } from './card.js'
 import { restBindingConventions } from './rest-binding.js'
 import { helperSkill, skillHelpers } from './skills.js'
@@ -27,7 +29,7 @@ import { BoundedTaskStore } from './task-store.js'
 import { Contexts } from './contexts.js'
 import { WebhookPolicy, type WebhookPolicyOptions } from './webhook-policy.js'
 import { WebhookSender, WebhookStore, type WebhookSenderOptions } from './webhooks.js'
-import { installPermission, PERMISSION_POLICIES, type PermissionPolicy } from './approvals.js'
+import { installPermission, PERMISSION_POLICIES, type Answerer, type PermissionPolicy } from './approvals.js'
 import type {} from '@dsh/approvals'
 
 const { version } = createRequire(import.meta.url)('../package.json') as { version: string }
@@ -73,6 +75,18 @@ export interface A2aServerOptions {
    * need the broker; without one, side effects are not gated at all.
    */
   permission?: PermissionPolicy
+  /**
+   * With `permission: ask`, the token whose bearer answers a task's `input-required`
+   * request: an answer from a request without it is refused. It also admits every request,
+   * as `token` does. Must differ from `token` (every caller would hold it).
+   */
+  approverToken?: string
+  /**
+   * With `permission: ask`, let a task's caller answer its own requests (a dsh parent whose
+   * user answers through its own broker). Without it, and without `approverToken`, what no
+   * rule decided is rejected at once, with a reason naming both.
+   */
+  trustCallerApprovals?: boolean
 }
 
 export interface A2aServer {
@@ -110,6 +124,7 @@ export async function serveA2a(ctx: Context, options: A2aServerOptions = {}): Pr
   }
   const permission = options.permission ?? 'ask'
   if (!PERMISSION_POLICIES.includes(permission)) throw new A2aServerError('INVALID_OPTION', `permission must be one of ${PERMISSION_POLICIES.join(', ')} (got ${String(permission)})`)
+  const answerer = answererOf(options, permission, options.token)
   const approvals = ctx.get('approvals')
   if (approvals === undefined && options.permission !== undefined && options.permission !== 'ask') {
     throw new A2aServerError('INVALID_OPTION', `permission ${options.permission} needs the approval broker (- id: approvals, name: "@dsh/approvals" in the composition), which is not loaded`)
@@ -127,20 +142,25 @@ export async function serveA2a(ctx: Context, options: A2aServerOptions = {}): Pr
     webhookSender.forget(taskId)
   })
   const buses = new DefaultExecutionEventBusManager()
-  const executor = new DshAgentExecutor(ctx, slots, contexts, { maxDepth, cwd: options.cwd ?? process.cwd(), maxPromptChars: DEFAULT_MAX_PROMPT_CHARS, keepAliveMs: KEEPALIVE_INTERVAL_MS, helpers }, { store: taskStore, sender: policy.allowsAny ? webhookSender : undefined, buses })
+  const executor = new DshAgentExecutor(ctx, slots, contexts, { maxDepth, cwd: options.cwd ?? process.cwd(), maxPromptChars: DEFAULT_MAX_PROMPT_CHARS, keepAliveMs: KEEPALIVE_INTERVAL_MS, helpers, answerer }, { store: taskStore, sender: policy.allowsAny ? webhookSender : undefined, buses })
   const app = express()
   app.disable('x-powered-by')
-  if (options.token) app.use(requireBearer(options.token))
+  // Before anything else, the card included: only requests addressed to this server (no DNS-rebinding page, no other page's Origin).
+  let served: ReadonlySet<string> = new Set()
+  app.use(requireServedHost(() => served))
+  // Every request, the card included, needs a token when there is one (the server's, or the approver's).
+  if (options.token) app.use(requireBearer(options.token, ...(options.approverToken === undefined ? [] : [options.approverToken])))
 
   const http = createServer(app)
   await listen(http, host, options.port ?? 0)
   const { port } = http.address() as AddressInfo
   const url = options.publicUrl?.replace(/\/+$/, '') ?? `http://${host.includes(':') ? `[${host}]` : host}:${port}`
+  served = servedHostNames(host, port, options.publicUrl === undefined ? [] : [new URL(url).host])
   const skills = [...helpers.values()].map(helperSkill)
   const card = dshAgentCard({ publicUrl: url, version, name: options.name ?? 'dsh', bearer: options.token !== undefined, keepAliveMs: KEEPALIVE_INTERVAL_MS, skills, namedContexts: contexts.continuable, pushNotifications: policy.allowsAny })
   const requestHandler = new DshRequestHandler(card, taskStore, executor, contexts, { store: webhookStore, sender: webhookSender }, buses)
   // From here a side effect the broker leaves to ask is asked of the task's caller (or decided by the policy).
-  const removePermission = approvals === undefined ? () => {} : installPermission(approvals, permission, executor)
+  const removePermission = approvals === undefined ? () => {} : installPermission(approvals, permission, executor, answerer)
   // The card is made once, at start: its Last-Modified is the start (with the ETag express
   // adds, a client can revalidate it with If-Modified-Since or If-None-Match and get 304).
   const cardModified = new Date(Math.floor(Date.now() / 1000) * 1000).toUTCString()
@@ -154,10 +174,12 @@ export async function serveA2a(ctx: Context, options: A2aServerOptions = {}): Pr
   const legacyCard = legacyAgentCardRouter({ agentCardProvider: requestHandler })
   app.use('/.well-known/agent-card.json', (request, response, next) => (asksForLegacy(request.get('a2a-version')) ? legacyCard(request, response, next) : next()))
   app.use('/.well-known/agent-card.json', agentCardHandler({ agentCardProvider: requestHandler }))
+  // Who sent a message (the approver, or anyone else) reaches the request handler as the call's user.
+  const userBuilder = approverUserBuilder(options.approverToken)
   // 0.3 clients (A2A-Version 0.3, or none) are served by the SDK's compatibility layer over the same request handler.
-  app.use(JSON_RPC_PATH, jsonRpcHandler({ requestHandler, userBuilder: UserBuilder.noAuthentication, legacyCompat: { enabled: true } }))
+  app.use(JSON_RPC_PATH, jsonRpcHandler({ requestHandler, userBuilder, legacyCompat: { enabled: true } }))
   // The same request handler behind the HTTP+JSON binding: one set of tasks, two bindings.
-  app.use(REST_PATH, restBindingConventions(), restHandler({ requestHandler, userBuilder: UserBuilder.noAuthentication, legacyCompat: { enabled: true } }))
+  app.use(REST_PATH, restBindingConventions(), restHandler({ requestHandler, userBuilder, legacyCompat: { enabled: true } }))
 
   let closing: Promise<void> | undefined
   return {
@@ -179,6 +201,17 @@ export async function serveA2a(ctx: Context, options: A2aServerOptions = {}): Pr
       return closing
     },
   }
+}
+
+/** Who answers `input-required` requests (`Answerer`), or `INVALID_OPTION` for a combination that cannot mean what it says. */
+function answererOf(options: A2aServerOptions, permission: PermissionPolicy, token: string | undefined): Answerer {
+  const { approverToken, trustCallerApprovals } = options
+  if (approverToken === undefined && trustCallerApprovals !== true) return 'nobody'
+  if (permission !== 'ask') throw new A2aServerError('INVALID_OPTION', `an approver and trusting callers only choose who answers with permission ask; with permission ${permission} nobody is asked (drop one of the two)`)
+  if (approverToken === undefined) return 'caller'
+  if (approverToken.length === 0) throw new A2aServerError('INVALID_OPTION', 'the approver token is empty; set a non-empty token or none')
+  if (approverToken === token) throw new A2aServerError('INVALID_OPTION', "the approver token is the worker's token, which every caller holds: callers would approve their own side effects; choose another approver token (or trust callers explicitly)")
+  return trustCallerApprovals === true ? 'caller' : 'approver'
 }
 
 /** An explicit request for the 0.3 protocol (`A2A-Version: 0.3` or `0.3.x`). */

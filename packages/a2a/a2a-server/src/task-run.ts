@@ -30,7 +30,7 @@ import { RequestMalformedError, UnsupportedOperationError } from '@a2a-js/sdk/er
 import { AgentEvent, ResultManager, type AgentExecutionEvent, type ExecutionEventBus, type ExecutionEventBusManager, type PushNotificationSender, type ServerCallContext, type TaskStore } from '@a2a-js/sdk/server'
 import { errorMessage } from '@dsh/base'
 import type { ApprovalRequestInfo, FrontEndAnswer } from '@dsh/approvals'
-import { approvalParts, decisionOf, readAnswer, type A2aAnswer } from './approvals.js'
+import { APPROVER, approvalParts, CALLER, decisionOf, readAnswer, type A2aAnswer, type Answerer } from './approvals.js'
 import { keepAliveEvent, stateName, statusEvent, textPart, type DshStatusMetadata } from './events.js'
 
 /** What a task run needs beside its bus. */
@@ -41,6 +41,8 @@ export interface TaskRunParts {
   buses: ExecutionEventBusManager
   keepAliveMs: number
   warn(message: string): void
+  /** Who may answer a request (`approvals.ts`): any message on the task, or only one from the approver. */
+  answerer: Answerer
 }
 
 interface WaitingAsk {
@@ -168,7 +170,7 @@ export class TaskRun {
    * Check a message that names this task as an answer, and reserve it for that message.
    * Throws the A2A error the client receives; nothing is changed then.
    */
-  admitAnswer(message: Message): Reservation {
+  admitAnswer(message: Message, fromApprover: boolean): Reservation {
     if (message.contextId && message.contextId !== this.contextId) {
       throw new RequestMalformedError(`task ${this.taskId} belongs to context ${this.contextId}, not ${message.contextId}; answer it with its own contextId, or none`)
     }
@@ -176,8 +178,14 @@ export class TaskRun {
     if (this.status.state !== TaskState.TASK_STATE_INPUT_REQUIRED || head === undefined || !head.shown) {
       throw new UnsupportedOperationError(`task ${this.taskId} is ${stateName(this.status.state)} and is not waiting for an answer; a message on a running task answers its input-required request: wait until it asks (or ends), or cancel it`)
     }
+    // The task's caller may not approve its own side effects unless the operator trusts callers.
+    if (this.parts.answerer !== 'caller' && !fromApprover) {
+      throw new UnsupportedOperationError(
+        `task ${this.taskId} waits for its approver's answer to ${head.info.id}, not its caller's: a task's caller may not approve its own side effects; the approver answers with the approver token (dsh a2a serve --approver-token-env NAME), or start the worker with --trust-caller-approvals to let callers answer`,
+      )
+    }
     if (this.reservation !== undefined) throw new UnsupportedOperationError(`task ${this.taskId} is already taking an answer to ${head.info.id}; wait for its next state`)
-    const answer = readAnswer(message)
+    const answer = readAnswer(message, this.parts.answerer === 'approver' ? APPROVER : CALLER)
     if (answer.id !== undefined && answer.id !== head.info.id) {
       const later = this.asks.some((waiting) => waiting.info.id === answer.id)
       const asking = `${head.info.id} (${head.info.tool} ${head.info.display})`
@@ -257,7 +265,7 @@ export class TaskRun {
     const head = this.asks[0]
     if (head === undefined) return this.enter(TaskState.TASK_STATE_WORKING, note)
     head.shown = true
-    this.enter(TaskState.TASK_STATE_INPUT_REQUIRED, [...(note === undefined ? [] : [textPart(note)]), ...approvalParts(head.info)])
+    this.enter(TaskState.TASK_STATE_INPUT_REQUIRED, [...(note === undefined ? [] : [textPart(note)]), ...approvalParts(head.info, this.parts.answerer)])
   }
 
   /** The broker withdrew a request (its time limit, its call cancelled): it leaves the queue; if it was shown, the next is shown or the task works on. */

@@ -2,6 +2,7 @@
  * dsh a2a serve as a front-end of the approval broker: a side effect no rule decided puts
  * the task in input-required, naming the agent path, the tool and the command, with a
  * data part a client answers by id; the caller's next message on the task answers it
+ * (when the worker trusts its callers with their approvals: `trustCallerApprovals`)
  * (a data part, or yes / always / no as text), and the task works on. Real parts: the
  * SDK's client over HTTP, the real bash tool writing marker files, the real broker.
  */
@@ -14,7 +15,7 @@ import type { Client } from '@a2a-js/sdk/client'
 import { ApprovalService } from '@dsh/approvals'
 import { BashService } from '@dsh/bash'
 import { BashToolPlugin } from '@dsh/tool-bash'
-import { serveA2a, type A2aApprovalRequest, type A2aServerOptions } from '@dsh/a2a-server'
+import { NOBODY_ANSWERS, serveA2a, type A2aApprovalRequest, type A2aServerOptions } from '@dsh/a2a-server'
 import { createHarness } from '@dsh/testkit/harness'
 import type { Script } from '@dsh/llm-scripted'
 import type { Session } from '@dsh/session'
@@ -33,7 +34,9 @@ afterEach(async () => {
 /** A worker whose agents run real bash commands under the approval broker (its config: `approvals`). */
 async function approvalWorker(script: Script, options: { approvals?: Partial<ApprovalService.Config>; server?: A2aServerOptions; children?: boolean } = {}): Promise<ApprovalWorker> {
   const dir = realpathSync(mkdtempSync(join(tmpdir(), 'a2a-approvals-')))
-  const worker = await startWorker(script, { cwd: dir, ...options.server }, async (harness) => {
+  // These tests are of the caller answering: the worker trusts its callers with their approvals (the default is nobody: approvers.test.ts).
+  const trust = (options.server?.permission ?? 'ask') === 'ask' ? { trustCallerApprovals: true } : {}
+  const worker = await startWorker(script, { cwd: dir, ...trust, ...options.server }, async (harness) => {
     await harness.plugin(ApprovalService, options.approvals ?? {})
     await harness.plugin(BashService)
     await harness.plugin(BashToolPlugin)
@@ -276,6 +279,53 @@ describe('dsh a2a serve asks its caller through input-required', () => {
     try {
       await expect(serveA2a(harness.ctx, { permission: 'sometimes' as never })).rejects.toThrow(/permission must be one of ask, allow, reject \(got sometimes\)/)
       await expect(serveA2a(harness.ctx, { permission: 'allow' })).rejects.toThrow(/permission allow needs the approval broker/)
+    } finally {
+      await harness.dispose()
+    }
+  })
+})
+
+describe("who answers: a task's caller does not approve its own side effects unless the worker trusts callers", () => {
+  it('by default nobody is asked: a command no rule decided is rejected at once, not run, and the reason names what to configure', async () => {
+    const w = await approvalWorker(RUN_IT, { server: { trustCallerApprovals: false } })
+    const client = await sdkClient(w.server.url)
+    const events = await streamAll(client, userMessage('run it'))
+    expect(events.some(({ payload }) => payload?.$case === 'statusUpdate' && payload.value.status?.state === TaskState.TASK_STATE_INPUT_REQUIRED)).toBe(false)
+    expect(finalState(events)).toBe(TaskState.TASK_STATE_COMPLETED)
+    expect(existsSync(join(w.dir, 'ran'))).toBe(false)
+    expect(permissions(w.sessions[0]!)).toEqual([{ decision: 'reject', by: 'dsh a2a serve', source: 'default', reason: NOBODY_ANSWERS, at: expect.any(Number) }])
+    expect(NOBODY_ANSWERS).toMatch(/--approver-token-env NAME.*--trust-caller-approvals/)
+    expect(artifactText(events, 'answer')).toContain('--trust-caller-approvals')
+  })
+
+  it("with an approver token, the caller's answer is refused with a message naming the approver and changes nothing; the approver's answer runs the command and is recorded as the approver's", async () => {
+    const w = await approvalWorker(RUN_IT, { server: { trustCallerApprovals: false, token: 'caller-secret', approverToken: 'approver-secret' } })
+    const caller = await sdkClient(w.server.url, 'caller-secret')
+    const first = await streamAll(caller, userMessage('run it'))
+    const task = taskOf(first)
+    expect(finalState(first)).toBe(TaskState.TASK_STATE_INPUT_REQUIRED)
+    expect(textOf(lastStatus(first))).toMatch(/^dsh a2a wants to run bash: touch ran\. The approver answers on this task \(with the approver token/)
+    const request = requestOf(lastStatus(first))
+    for (const body of ['yes', { approval: request.id, decision: 'allow-always' }]) {
+      await expect(streamAll(caller, answer(task.id, body))).rejects.toThrow(/waits for its approver's answer to approval-\d+, not its caller's.*--approver-token-env NAME.*--trust-caller-approvals/)
+    }
+    expect(await stateOf(caller, task.id)).toBe(TaskState.TASK_STATE_INPUT_REQUIRED)
+    expect(existsSync(join(w.dir, 'ran'))).toBe(false)
+
+    const approver = await sdkClient(w.server.url, 'approver-secret')
+    const answered = await streamAll(approver, answer(task.id, { approval: request.id, decision: 'allow-once' }))
+    expect(finalState(answered)).toBe(TaskState.TASK_STATE_COMPLETED)
+    expect(existsSync(join(w.dir, 'ran'))).toBe(true)
+    expect(permissions(w.sessions[0]!)).toEqual([{ decision: 'allow-once', by: 'the A2A approver', source: 'user', at: expect.any(Number) }])
+  })
+
+  it('an approver token that is the worker token, an empty one, or an approver with a permission that asks nobody is refused at start', async () => {
+    const harness = await createHarness({ script: RUN_IT })
+    try {
+      await harness.plugin(ApprovalService, {})
+      await expect(serveA2a(harness.ctx, { token: 'same', approverToken: 'same' })).rejects.toThrow(/approver token is the worker's token.*callers would approve their own/)
+      await expect(serveA2a(harness.ctx, { approverToken: '' })).rejects.toThrow(/approver token is empty/)
+      await expect(serveA2a(harness.ctx, { permission: 'allow', trustCallerApprovals: true })).rejects.toThrow(/only choose who answers with permission ask/)
     } finally {
       await harness.dispose()
     }

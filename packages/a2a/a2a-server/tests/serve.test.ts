@@ -1,7 +1,8 @@
+import { request as httpRequest } from 'node:http'
 import { afterEach, describe, expect, it } from 'vitest'
 import { TaskState } from '@a2a-js/sdk'
 import { ServerCallContext } from '@a2a-js/sdk/server'
-import { BoundedTaskStore, KEEPALIVE_EXTENSION, KEEPALIVE_INTERVAL_MS, serveA2a, A2aServerError } from '@dsh/a2a-server'
+import { BoundedTaskStore, JSON_RPC_PATH, KEEPALIVE_EXTENSION, KEEPALIVE_INTERVAL_MS, serveA2a, A2aServerError } from '@dsh/a2a-server'
 import { createHarness } from '@dsh/testkit/harness'
 import { artifactText, finalState, sdkClient, startWorker, streamAll, until, userMessage, type Worker } from './helpers.js'
 
@@ -222,6 +223,25 @@ describe('dsh a2a server access', () => {
     expect(((await basic.json()) as { error: string }).error).toMatch(/does not use the Bearer scheme/)
   })
 
+  it('a request addressed by another name (a DNS-rebinding page) or sent from another page (Origin) is refused with 403 before any task exists; the loopback names are served', async () => {
+    const w = await worker([{ reply: [{ text: 'served' }] }])
+    const { port } = new URL(w.server.url)
+    const body = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'SendMessage', params: { message: { messageId: 'm1', role: 'ROLE_USER', parts: [{ text: 'hi' }] } } })
+    const post = (headers: Record<string, string>) => rawRequest(w.server.url, JSON_RPC_PATH, 'POST', { 'content-type': 'application/json', 'a2a-version': '1.0', ...headers }, body)
+    const rebound = await post({ host: `attacker.example:${port}` })
+    expect(rebound.status).toBe(403)
+    expect(JSON.parse(rebound.body).error).toMatch(/^the Host header "attacker\.example:\d+" is not an address of this server \(127\.0\.0\.1:\d+, localhost:\d+, \[::1\]:\d+\)/)
+    const card = await rawRequest(w.server.url, '/.well-known/agent-card.json', 'GET', { host: `attacker.example:${port}` })
+    expect(card.status).toBe(403)
+    const fromPage = await post({ host: `127.0.0.1:${port}`, origin: 'http://attacker.example' })
+    expect(fromPage.status).toBe(403)
+    expect(JSON.parse(fromPage.body).error).toMatch(/the Origin "http:\/\/attacker\.example" is not this server's own/)
+    expect(w.sessions).toHaveLength(0)
+    for (const host of [`localhost:${port}`, `127.0.0.1:${port}`]) expect((await rawRequest(w.server.url, '/.well-known/agent-card.json', 'GET', { host, origin: `http://${host}` })).status).toBe(200)
+    expect((await post({ host: `localhost:${port}` })).status).toBe(200)
+    await until(() => w.sessions.length === 1)
+  })
+
   it('a wildcard address without a public URL is refused: the card would send clients to themselves', async () => {
     const harness = await createHarness({ script: [{ reply: [{ text: 'unused' }] }] })
     try {
@@ -300,3 +320,18 @@ describe('the task store', () => {
     expect((await store.list({ tenant: '', contextId: '', status: TaskState.TASK_STATE_UNSPECIFIED, pageToken: '', statusTimestampAfter: undefined }, context)).tasks.map((listed) => listed.id)).toEqual(['t'])
   })
 })
+
+/** One HTTP request with headers fetch cannot set (Host): status and body. */
+function rawRequest(base: string, path: string, method: string, headers: Record<string, string>, body?: string): Promise<{ status: number; body: string }> {
+  const { hostname, port } = new URL(base)
+  return new Promise((resolve, reject) => {
+    const request = httpRequest({ host: hostname, port, path, method, headers: { ...headers, ...(body !== undefined && { 'content-length': String(Buffer.byteLength(body)) }) } }, (response) => {
+      let text = ''
+      response.setEncoding('utf8')
+      response.on('data', (chunk: string) => (text += chunk))
+      response.on('end', () => resolve({ status: response.statusCode ?? 0, body: text }))
+    })
+    request.once('error', reject)
+    request.end(body)
+  })
+}

@@ -36,14 +36,17 @@ export const VERB_USAGE: Record<Verb, string> = {
       (bash) run only if the client allows each call (--permission, default ask)`,
   a2a: `a2a serve [--host H] [--port P] [--token-env NAME] [--max-tasks N] [--max-depth N]
       [--public-url URL] [--webhook-allow PATTERN]... [--webhook-allow-network CIDR]...
-      [--permission ask|allow|reject] [--config FILE] [--model SPEC] [--session-dir DIR]
+      [--permission ask|allow|reject] [--approver-token-env NAME | --trust-caller-approvals]
+      [--config FILE] [--model SPEC] [--session-dir DIR]
       serve a dsh agent over the Agent2Agent protocol (HTTP, default 127.0.0.1:7700);
       each context is one session; any address but loopback needs --token-env; push
       notifications go only to URLs matching a --webhook-allow pattern
       (https://hooks.example.com/a2a, https://*.example.com:*), and to loopback or
       private addresses only inside a --webhook-allow-network; a side-effecting tool
-      (bash) no approval rule decides is asked of the task's caller (input-required,
-      --permission ask, the default), or allowed or refused unasked (allow, reject)`,
+      (bash) no approval rule decides is asked through input-required (--permission
+      ask, the default) of the approver, whose answers carry the token in
+      --approver-token-env, or of the task's caller with --trust-caller-approvals, and
+      is rejected with neither; or allowed or refused unasked (allow, reject)`,
   worker: `worker [--queue NAME]... [--concurrency N] [--redis-env NAME] [--key-env NAME] [--max-depth N]
       [--lock-ms MS] [--config FILE] [--model SPEC] [--session-dir DIR]
       take delegations from BullMQ queues on Redis (default queue "dsh"; the URL is read

@@ -2,7 +2,8 @@
  * Approvals across an A2A delegation, with both CLIs as real processes: a root `dsh run`
  * (on a terminal under tmux, or piped) delegates through the `a2a` provider to a real
  * `dsh a2a serve` worker, whose task and its spawn child each want to run a command. The
- * worker asks its caller through input-required; the provider asks the root's broker,
+ * worker (which trusts its callers with their approvals) asks its caller through
+ * input-required; the provider asks the root's broker,
  * which prompts on the terminal naming the path through the worker; a rejected command is
  * not run, an allowed one is; a rule in the root's config decides without asking. The
  * worker itself refuses bad answers with clear errors and leaves the task as it was.
@@ -82,8 +83,10 @@ function decisions(dir: string): Map<string, Record<string, unknown>> {
   return found
 }
 
-function sdkClient(url: string): Promise<Client> {
-  return new ClientFactory({ transports: [new JsonRpcTransportFactory({ fetchImpl: fetch })], cardResolver: new DefaultAgentCardResolver({ fetchImpl: fetch }) }).createFromUrl(url)
+/** The SDK's client; with `token`, every request carries it as a bearer. */
+function sdkClient(url: string, token?: string): Promise<Client> {
+  const fetchImpl: typeof fetch = token === undefined ? fetch : (input, init) => fetch(input, { ...init, headers: { ...(init?.headers as Record<string, string>), Authorization: `Bearer ${token}` } })
+  return new ClientFactory({ transports: [new JsonRpcTransportFactory({ fetchImpl })], cardResolver: new DefaultAgentCardResolver({ fetchImpl }) }).createFromUrl(url)
 }
 
 function message(parts: Message['parts'], taskId = ''): Message {
@@ -116,7 +119,7 @@ function last(events: StreamResponse[]): { state: TaskState | undefined; message
 describe('approvals across an A2A delegation', () => {
   it('dsh run on a terminal is asked for the worker\'s and its child\'s commands, naming the path through the worker; the rejected one is not run, the allowed one is', async () => {
     const dir = tempDir()
-    const served = await serve(['--model', `scripted:${workerScript(dir)}`, '--session-dir', join(dir, 'worker-sessions')])
+    const served = await serve(['--model', `scripted:${workerScript(dir)}`, '--session-dir', join(dir, 'worker-sessions'), '--trust-caller-approvals'])
     const { script, config } = rootFiles(dir, served.url)
     const command = [process.execPath, dshBin, 'run', '--config', config, '--model', `scripted:${script}`, '--session-dir', dir, 'go'].map((part) => `'${part}'`).join(' ')
     tmux('new-session', '-d', '-s', session, '-x', '250', '-y', '50', `cd ${dir} && env DSH_HOME=${dir} ${command}; echo EXIT=$?; sleep 30`)
@@ -158,7 +161,7 @@ describe('approvals across an A2A delegation', () => {
 
   it('with nobody to ask, a rule in the root\'s config lets its command run on the worker unasked, and the root\'s default refuses the other', async () => {
     const dir = tempDir()
-    const served = await serve(['--model', `scripted:${workerScript(dir)}`, '--session-dir', join(dir, 'worker-sessions')])
+    const served = await serve(['--model', `scripted:${workerScript(dir)}`, '--session-dir', join(dir, 'worker-sessions'), '--trust-caller-approvals'])
     const { script, config } = rootFiles(dir, served.url, [`allow: ["bash(touch ${dir}/worker-ran)"]`])
     const result = await runDsh(['run', '--config', config, '--model', `scripted:${script}`, '--session-dir', dir, 'go'], { cwd: dir, timeoutMs: 60_000 })
     expect(result.code).toBe(0)
@@ -176,7 +179,7 @@ describe('approvals across an A2A delegation', () => {
     const dir = tempDir()
     const script = join(dir, 'worker.yml')
     writeFileSync(script, ['- reply:', `    - call: { tool: bash, args: { command: "touch ${dir}/ran" } }`, '    - text: "after: {{last_tool_result}}"'].join('\n'))
-    const served = await serve(['--model', `scripted:${script}`, '--session-dir', join(dir, 'sessions')])
+    const served = await serve(['--model', `scripted:${script}`, '--session-dir', join(dir, 'sessions'), '--trust-caller-approvals'])
     const client = await sdkClient(served.url)
     const first = last(await stream(client, message([text('run it')])))
     expect(first.state).toBe(TaskState.TASK_STATE_INPUT_REQUIRED)
@@ -207,5 +210,30 @@ describe('approvals across an A2A delegation', () => {
     const refused = await runDsh(['a2a', 'serve', '--port', '0', '--model', `scripted:${script}`, '--permission', 'sometimes'])
     expect(refused.code).toBe(2)
     expect(refused.stderr.trim()).toBe('dsh a2a serve: --permission must be one of ask, allow, reject (got "sometimes")')
+  })
+
+  it("by default the worker's caller cannot approve: the command is rejected unasked with the reason naming the switches, stderr says so; with an approver token only the approver's answer runs it", async () => {
+    const dir = tempDir()
+    const script = join(dir, 'worker.yml')
+    writeFileSync(script, ['- reply:', `    - call: { tool: bash, args: { command: "touch ${dir}/ran" } }`, '    - text: "after: {{last_tool_result}}"'].join('\n'))
+    const plain = await serve(['--model', `scripted:${script}`, '--session-dir', join(dir, 'sessions')])
+    await until(() => plain.stderr().includes("dsh a2a: side effects no approval rule decides are rejected: a task's caller may not approve its own; pass --approver-token-env NAME or --trust-caller-approvals to have them asked"))
+    const rejected = last(await stream(await sdkClient(plain.url), message([text('run it')])))
+    expect(rejected.state).toBe(TaskState.TASK_STATE_COMPLETED)
+    expect(existsSync(join(dir, 'ran'))).toBe(false)
+
+    const approved = await serve(['--model', `scripted:${script}`, '--session-dir', join(dir, 'sessions-2'), '--approver-token-env', 'DSH_TEST_APPROVER'], { DSH_TEST_APPROVER: 'approver-secret' })
+    const caller = await sdkClient(approved.url)
+    const first = last(await stream(caller, message([text('run it')])))
+    expect(first.state).toBe(TaskState.TASK_STATE_INPUT_REQUIRED)
+    await expect(stream(caller, message([text('yes')], first.taskId))).rejects.toThrow(/waits for its approver's answer to approval-\d+, not its caller's/)
+    expect(existsSync(join(dir, 'ran'))).toBe(false)
+    const done = last(await stream(await sdkClient(approved.url, 'approver-secret'), message([text('yes')], first.taskId)))
+    expect(done.state).toBe(TaskState.TASK_STATE_COMPLETED)
+    expect(existsSync(join(dir, 'ran'))).toBe(true)
+
+    const mixed = await runDsh(['a2a', 'serve', '--port', '0', '--model', `scripted:${script}`, '--permission', 'reject', '--trust-caller-approvals'])
+    expect(mixed.code).toBe(2)
+    expect(mixed.stderr.trim()).toMatch(/^dsh a2a serve: an approver and trusting callers only choose who answers with permission ask/)
   })
 })

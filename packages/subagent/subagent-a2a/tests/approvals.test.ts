@@ -32,7 +32,8 @@ afterEach(async () => {
 /** A dsh worker whose agents run real bash commands (in `dir`) under its own broker, with a spawn provider for children. */
 async function worker(script: Script, approvals: Partial<ApprovalService.Config> = {}, stored = false): Promise<DshWorker & { dir: string }> {
   const dir = realpathSync(mkdtempSync(join(tmpdir(), 'a2a-provider-approvals-')))
-  const started = await dshWorker(script, { cwd: dir }, async (harness) => {
+  // The dsh parent answers for its user: this worker trusts its callers with their approvals (dsh a2a serve --trust-caller-approvals).
+  const started = await dshWorker(script, { cwd: dir, trustCallerApprovals: true }, async (harness) => {
     // Stored sessions: the worker can hold a continuable child's context.
     if (stored) await harness.plugin(SessionJsonl, { dir: join(dir, 'sessions') })
     await harness.plugin(ApprovalService, approvals)

@@ -4,8 +4,11 @@
  * one dsh session (origin `a2a`, the lineage its first message carries), each of its tasks
  * a turn run until the agent is quiet; push notifications go only where --webhook-allow
  * and --webhook-allow-network say (`@dsh/a2a-server`). A side effect no approval rule decided is
- * asked of the task's caller through input-required (`--permission ask`, the default), or
- * decided by the server alone (`--permission allow|reject`). The URL it serves is printed on stdout as the only line there; logs go to
+ * put through input-required (`--permission ask`, the default) to the approver
+ * (`--approver-token-env NAME`: only a message carrying that token answers) or, with
+ * `--trust-caller-approvals`, to the task's caller; with neither it is rejected, since a
+ * caller must not approve its own side effects. Or the server decides alone
+ * (`--permission allow|reject`). The URL it serves is printed on stdout as the only line there; logs go to
  * stderr. It runs until SIGTERM/SIGINT: every task is cancelled (its turn ends `aborted`,
  * its tasks and children are stopped), every session is flushed, every process group it
  * started is taken down, and the exit code is 0. A second signal exits at once.
@@ -37,6 +40,8 @@ export async function a2aVerb(args: string[]): Promise<number> {
       'webhook-allow': { type: 'string', multiple: true },
       'webhook-allow-network': { type: 'string', multiple: true },
       permission: { type: 'string', default: 'ask' },
+      'approver-token-env': { type: 'string' },
+      'trust-caller-approvals': { type: 'boolean', default: false },
       config: { type: 'string' },
       model: { type: 'string' },
       'session-dir': { type: 'string' },
@@ -47,7 +52,8 @@ export async function a2aVerb(args: string[]): Promise<number> {
   const port = wholeNumberOption(VERB, '--port', values.port, 0, 65_535)!
   const maxTasks = wholeNumberOption(VERB, '--max-tasks', values['max-tasks'], 1)
   const maxDepth = wholeNumberOption(VERB, '--max-depth', values['max-depth'], 0)
-  const token = readToken(values['token-env'])
+  const token = readToken(values['token-env'], '--token-env')
+  const approverToken = readToken(values['approver-token-env'], '--approver-token-env')
   const permission = parsePermission(values.permission)
   const model = chooseModel(values.model)
   const runtime = await startRuntime({ config: values.config, model, sessionDir: values['session-dir'], verbose: values.verbose, checkReady: true })
@@ -63,14 +69,15 @@ export async function a2aVerb(args: string[]): Promise<number> {
   let server
   try {
     const webhooks = { allow: values['webhook-allow'] ?? [], allowNetworks: values['webhook-allow-network'] ?? [] }
-    server = await serveA2a(runtime.ctx, { host: values.host, port, token, maxTasks, maxDepth, publicUrl: values['public-url'], webhooks, permission })
+    server = await serveA2a(runtime.ctx, { host: values.host, port, token, maxTasks, maxDepth, publicUrl: values['public-url'], webhooks, permission, approverToken, trustCallerApprovals: values['trust-caller-approvals'] })
   } catch (error) {
     await runtime.dispose()
     if (error instanceof A2aServerError) throw new UsageError('USAGE', `dsh a2a serve: ${error.message}`, { cause: error })
     throw error
   }
   process.stdout.write(`${server.url}\n`)
-  process.stderr.write(`dsh a2a: serving ${server.url} (card at ${server.url}/.well-known/agent-card.json${token ? ', bearer token required' : ''})\n`)
+  process.stderr.write(`dsh a2a: serving ${server.url} (card at ${server.url}/.well-known/agent-card.json${token ? ', bearer token required for tasks' : ''})\n`)
+  process.stderr.write(`dsh a2a: ${whoAnswers(permission, approverToken !== undefined, values['trust-caller-approvals'])}\n`)
   // The first SIGTERM/SIGINT stops the server gracefully; a second exits at once, and the
   // exit hook of @dsh/process kills every process group still running.
   let stop!: () => void
@@ -99,10 +106,18 @@ function parsePermission(raw: string | undefined): PermissionPolicy {
   return policy
 }
 
-/** The token is read from the named variable, so it never appears in a process listing or a config file. */
-function readToken(name: string | undefined): string | undefined {
+/** A token is read from the named variable, so it never appears in a process listing or a config file. */
+function readToken(name: string | undefined, flag: string): string | undefined {
   if (name === undefined) return undefined
   const token = process.env[name]
-  if (!token) throw new UsageError('USAGE', `dsh a2a serve: --token-env names ${name}, which is not set (or empty); export the bearer token in it`)
+  if (!token) throw new UsageError('USAGE', `dsh a2a serve: ${flag} names ${name}, which is not set (or empty); export the bearer token in it`)
   return token
+}
+
+/** One line on stderr at start: who decides what no approval rule decided. */
+function whoAnswers(permission: PermissionPolicy, approver: boolean, trustCallers: boolean): string {
+  if (permission !== 'ask') return `side effects no approval rule decides are ${permission === 'allow' ? 'allowed' : 'rejected'} (--permission ${permission})`
+  if (trustCallers) return "side effects no approval rule decides are asked of the task's caller (--trust-caller-approvals)"
+  if (approver) return 'side effects no approval rule decides wait for the approver (--approver-token-env); a task\'s caller cannot answer them'
+  return "side effects no approval rule decides are rejected: a task's caller may not approve its own; pass --approver-token-env NAME or --trust-caller-approvals to have them asked"
 }
