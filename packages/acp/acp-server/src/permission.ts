@@ -9,6 +9,11 @@
  * parent's broker asks its own front-end with the whole path and never decides more
  * permissively than this side's rules; the answer's `_meta.dsh.decision` says who really
  * decided (a user at the root's terminal, a rule there), which is what this session records.
+ *
+ * A session a parent in another process delegated (its lineage names that parent) is a
+ * child in a tree: `--permission allow` does not decide for it. What no rule decided is
+ * asked up the tree through the client, whose broker decides it by the ancestors' rules
+ * or asks at the root (the broker itself bounds this process's own allow rules the same way).
  */
 import { methods, type AgentContext, type PermissionOption, type RequestPermissionResponse } from '@agentclientprotocol/sdk'
 import { assertNever, errorMessage, isRecord, PERMISSION_SOURCES, type PermissionSource } from '@dsh/base'
@@ -29,6 +34,8 @@ const OPTIONS: PermissionOption[] = [
 export interface PermissionScope {
   /** The ACP session an agent's requests belong to (its own, or its delegating ancestor's). */
   sessionOf(agentId: string): { id: string } | undefined
+  /** Whether that session was delegated by a parent in another process (its `session/new` carried a lineage). */
+  delegated(sessionId: string): boolean
   /** The connection's way to call the client. */
   client: AgentContext
 }
@@ -36,8 +43,15 @@ export interface PermissionScope {
 /** Install `policy` for the sessions of one connection on `ctx.approvals`; returns the disposer. */
 export function installPermission(ctx: Context, policy: PermissionPolicy, scope: PermissionScope): () => void {
   switch (policy) {
-    case 'allow':
-      return ctx.approvals.setDefault('allow', 'dsh acp --permission allow')
+    case 'allow': {
+      // An editor's sessions get the fixed answer; a parent's are asked up the tree.
+      const removeDefault = ctx.approvals.setDefault('allow', 'dsh acp --permission allow')
+      const removeFrontEnd = ctx.approvals.addFrontEnd(clientFrontEnd(scope, (session) => scope.delegated(session.id)))
+      return () => {
+        removeFrontEnd()
+        removeDefault()
+      }
+    }
     case 'reject':
       return ctx.approvals.setDefault('reject', 'dsh acp --permission reject')
     case 'ask':
@@ -47,10 +61,14 @@ export function installPermission(ctx: Context, policy: PermissionPolicy, scope:
   }
 }
 
-function clientFrontEnd(scope: PermissionScope): ApprovalFrontEnd {
+/** The client as the front-end of the sessions it opened (those `only` picks, when given). */
+function clientFrontEnd(scope: PermissionScope, only?: (session: { id: string }) => boolean): ApprovalFrontEnd {
   return {
     name: 'the ACP client',
-    serves: (request) => scope.sessionOf(request.agentId) !== undefined,
+    serves: (request) => {
+      const session = scope.sessionOf(request.agentId)
+      return session !== undefined && (only === undefined || only(session))
+    },
     ask: (request, signal) => askClient(request, scope, signal),
   }
 }
@@ -92,18 +110,21 @@ async function askClient(request: ApprovalRequestInfo, scope: PermissionScope, s
     return { decision: 'reject', by: 'dsh acp', reason, ...(signal.aborted && { source: 'cancelled' as const }) }
   }
   const { reason, ...provenance } = decisionProvenance(response._meta)
-  const { outcome } = response
-  if (outcome.outcome === 'cancelled') return { decision: 'reject', by: 'the ACP client', reason: reason ?? 'the client cancelled the permission request', ...provenance }
-  switch (outcome.optionId) {
-    case 'allow-once':
+  const outcome: unknown = response.outcome
+  // Only a selection is an answer: `cancelled`, or anything else a client sends, allows nothing.
+  if (!isRecord(outcome) || outcome.outcome !== 'selected') return { decision: 'reject', by: 'the ACP client', reason: reason ?? 'the client cancelled the permission request', ...provenance }
+  // Only one of our own options is a valid choice, and only its kind says what it allows.
+  const chosen = typeof outcome.optionId === 'string' ? OPTIONS.find((option) => option.optionId === outcome.optionId) : undefined
+  switch (chosen?.kind) {
+    case 'allow_once':
       return { decision: 'allow-once', by: 'the ACP client', ...provenance }
-    case 'allow-always':
+    case 'allow_always':
       return { decision: 'allow-always', by: 'the ACP client', ...provenance }
-    case 'reject':
+    case 'reject_once':
+    case 'reject_always':
       return { decision: 'reject', by: 'the ACP client', reason: reason ?? 'the user rejected it', ...provenance }
     default:
-      // Only our own option ids are valid answers: anything else is not a permission.
-      return { decision: 'reject', by: 'dsh acp', reason: `the client chose an unknown option ${JSON.stringify(outcome.optionId).slice(0, 80)}` }
+      return { decision: 'reject', by: 'dsh acp', reason: `the client chose an unknown option ${(JSON.stringify(outcome.optionId) ?? 'none').slice(0, 80)}` }
   }
 }
 

@@ -313,7 +313,11 @@ export function serveAcp(ctx: Context, stream: Stream, options: AcpServerOptions
   const connection = app.connect(stream)
   // What the broker's rules do not decide for this connection's sessions (and their
   // in-process children) goes to the client, or to the fixed policy; gone with the connection.
-  const removeGate = installPermission(ctx, policy, { sessionOf: (agentId) => sessions.sessionOf(agentId), client: connection.client })
+  const removeGate = installPermission(ctx, policy, {
+    sessionOf: (agentId) => sessions.sessionOf(agentId),
+    delegated: (sessionId) => delegatedHere(ctx.agents.get(sessionId)),
+    client: connection.client,
+  })
   // A client that offers a terminal runs its sessions' commands (`client-terminal.ts`).
   const terminals = clientTerminalRouter({
     client: connection.client,
@@ -335,4 +339,15 @@ export function serveAcp(ctx: Context, stream: Stream, options: AcpServerOptions
       return done
     },
   }
+}
+
+/**
+ * Whether `agent`'s session was opened for a parent in another process: its header keeps
+ * the lineage its `session/new` (or the stored session `session/load` reopened) carried.
+ * Unknown (not live) counts as delegated: the stricter answer.
+ */
+function delegatedHere(agent: Agent | undefined): boolean {
+  if (agent === undefined) return true
+  const { header } = agent.session
+  return header.parentSession !== undefined || (header.delegationDepth ?? 0) > 0
 }

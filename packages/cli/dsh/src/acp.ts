@@ -8,7 +8,8 @@
  * whose lineage (`_meta.dsh.delegationDepth`) is deeper than `--max-depth` (default 3)
  * is refused with a JSON-RPC error, so delegation through `dsh acp` processes is bounded.
  * `--permission ask|allow|reject` (default ask) says who decides whether a side-effecting
- * tool may run; `--max-frame-bytes N` bounds one input line. Whatever ends the process is
+ * tool may run (`allow` only for an editor's sessions: a session a parent delegated asks up
+ * the tree); `--max-frame-bytes N` bounds one input line. Whatever ends the process is
  * said in one line on stderr.
  */
 import { parseVerbArgs } from './args.js'
