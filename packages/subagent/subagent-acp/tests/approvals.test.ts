@@ -2,7 +2,8 @@
  * An ACP agent's `session/request_permission` goes up to the parent's approval broker: a
  * plain ACP agent (the fixture, on the official SDK) is asked about as `acp "label"`, its
  * command named `bash`, the decision recorded in the parent's session; a flood is bounded
- * without holding up another child; a malformed request allows nothing; a request pending
+ * without holding up another child; a dsh child's forwarded ask is asked, never decided by a
+ * rule of the parent; a malformed request allows nothing; a request pending
  * when the run is cancelled is withdrawn.
  */
 import { afterEach, describe, expect, it } from 'vitest'
@@ -23,7 +24,7 @@ async function withBroker(config: Partial<ApprovalService.Config> = {}, oneAtATi
   await current.harness.plugin(ApprovalService, config)
   const asked: ApprovalRequestInfo[] = []
   const answer = { next: (_request: ApprovalRequestInfo): PermissionDecision | Promise<PermissionDecision> => ({ decision: 'allow-once', by: 'the test user' }) }
-  current.harness.ctx.approvals.addFrontEnd({
+  const removeFrontEnd = current.harness.ctx.approvals.addFrontEnd({
     name: 'the test user',
     oneAtATime,
     ask: async (request) => {
@@ -31,7 +32,7 @@ async function withBroker(config: Partial<ApprovalService.Config> = {}, oneAtATi
       return answer.next(request)
     },
   })
-  return { ...current, asked, answer }
+  return { ...current, asked, answer, removeFrontEnd }
 }
 
 describe('acp: an agent\'s permission requests go to the parent\'s broker', () => {
@@ -59,6 +60,31 @@ describe('acp: an agent\'s permission requests go to the parent\'s broker', () =
     // Its own "always" might cover more than this request: the broker remembers it here instead.
     expect(textOf((await always.result).output)).toContain('"optionId":"yes"')
     await always.dispose()
+  })
+
+  it('a dsh child\'s forwarded ask is asked, never answered by the parent\'s wildcard allow rule, and rejected when nobody is there to ask', async () => {
+    const { harness, request, asked, answer, removeFrontEnd } = await withBroker({ allow: ['bash'] })
+    await harness.plugin(AcpPlugin, { ...FAST, providerName: 'acp-dsh', command: process.execPath, args: [fixture('agent.mjs'), 'permission-forwarded'] })
+    const forwarded = async (policy?: 'ask') => {
+      const run = await harness.ctx.subagents.start('acp-dsh', request(JSON.stringify({ command: 'rm -rf build', ...(policy && { policy }) }), { label: 'dsh child' }))
+      const said = textOf((await run.result).output)
+      await run.dispose()
+      return said
+    }
+    // Without the child's ask, the parent's rule decides, unasked: the rule is in force.
+    expect(await forwarded()).toContain('"optionId":"yes"')
+    expect(asked).toHaveLength(0)
+    // With it, the parent's front-end is asked with the child's verdict, and its answer holds.
+    answer.next = () => ({ decision: 'reject', by: 'the test user', reason: 'not that' })
+    expect(await forwarded('ask')).toContain('"optionId":"no"')
+    expect(asked).toHaveLength(1)
+    expect(asked[0]).toMatchObject({ tool: 'bash', subject: 'rm -rf build', policy: 'ask' })
+    // With nobody to ask, a request a rule asks about is rejected, whatever the default or the wildcard say.
+    removeFrontEnd()
+    harness.ctx.approvals.setDefault('allow', 'the test')
+    expect(await forwarded('ask')).toContain('"optionId":"no"')
+    expect(asked).toHaveLength(1)
+    expect(await forwarded()).toContain('"optionId":"yes"')
   })
 
   it('a flood of 1,000 requests from one agent is bounded, and another child running at once is still asked', async () => {
