@@ -387,6 +387,38 @@ describe('tracing a tree across processes', () => {
     expect(lines[0]).toMatch(new RegExp(`^dsh: tracing: \\d+ spans dropped: the collector at ${endpoint.replace(/[.:/]/g, '\\$&')}/v1/traces did not take them \\(.+\\)$`))
   })
 
+  it("the collector's credentials in OTEL_* (an endpoint's user and password, the exporter's headers) reach no command the model runs, no message and no session, and the spans still arrive", async () => {
+    const otlp = await receiver()
+    const dir = tempDir()
+    const script = join(dir, 'env.yml')
+    writeFileSync(script, ['- reply:', '    - call: { tool: bash, args: { command: "env" } }', '    - text: "the command saw: {{last_tool_result}}"'].join('\n'))
+    const endpoint = otlp.origin.replace('http://', 'http://dsh:pa55w0rd@')
+    const sessions = tempDir()
+    const result = await runDsh(['run', '--model', `scripted:${script}`, '--session-dir', sessions, '--permission', 'allow', '--quiet', 'show the environment'], {
+      env: { OTEL_EXPORTER_OTLP_ENDPOINT: endpoint, OTEL_EXPORTER_OTLP_HEADERS: 'api-key=h3ader-secret', OTEL_SERVICE_NAME: 'dsh-credentials-test' },
+    })
+    expect(result.code, result.stderr).toBe(0)
+    // The command ran and saw the rest of OTEL_*, but not the credential, in either variable.
+    expect(result.stdout).toContain('OTEL_SERVICE_NAME=dsh-credentials-test')
+    expect(result.stdout).not.toContain('OTEL_EXPORTER_OTLP_ENDPOINT')
+    expect(result.stdout + result.stderr).not.toMatch(/pa55w0rd|h3ader-secret/)
+    const files = readdirSync(sessions, { recursive: true, encoding: 'utf8' }).filter((name) => name.endsWith('.jsonl'))
+    expect(files.length).toBeGreaterThan(0)
+    for (const name of files) expect(readFileSync(join(sessions, name), 'utf8')).not.toMatch(/pa55w0rd|h3ader-secret/)
+    const spans = await otlp.waitFor((received) => received.some((span) => span.name === 'execute_tool bash'))
+    expect(JSON.stringify(spans)).not.toMatch(/pa55w0rd|h3ader-secret/)
+  })
+
+  it("a collector that is not there is named without the credentials its endpoint carries", async () => {
+    const endpoint = (await refusingEndpoint()).replace('http://', 'http://dsh:pa55w0rd@')
+    const result = await runDsh(['run', '--model', 'scripted:examples/hello.yml', '--session-dir', tempDir(), '--quiet', 'hello'], { env: { OTEL_EXPORTER_OTLP_ENDPOINT: `${endpoint}/?api_key=t0ken` } })
+    expect(result.code).toBe(0)
+    const lines = result.stderr.trim().split('\n')
+    expect(lines).toHaveLength(1)
+    expect(lines[0]).toMatch(/^dsh: tracing: \d+ spans? dropped: the collector at http:\/\/127\.0\.0\.1:\d+\/v1\/traces \(its credentials not shown\) did not take them \(.+\)$/)
+    expect(result.stderr).not.toMatch(/pa55w0rd|t0ken/)
+  })
+
   it('a malformed OTEL_* value is one warning naming the variable (never echoing a header value), and the run goes on', async () => {
     const otlp = await receiver()
     const result = await runDsh(['run', '--model', 'scripted:examples/hello.yml', '--session-dir', tempDir(), '--quiet', 'hello'], {

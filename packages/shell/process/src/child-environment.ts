@@ -34,16 +34,37 @@ const LOCALE_CATEGORY = /^LC_[A-Z_]+$/
  */
 const OPENTELEMETRY = /^OTEL_[A-Z0-9_]+$/
 /**
- * The exporter's headers may hold the collector's key: they go to agent children, which
- * send spans where the parent's go (`agentChild`), never to a command a model asked for.
+ * OpenTelemetry settings that hold the collector's credential (the exporter's headers, a
+ * password, token or key): they go to agent children, which send spans where the parent's
+ * go (`agentChild`), never to a command a model asked for.
  */
-const OPENTELEMETRY_SECRET = /^OTEL_EXPORTER_OTLP(_[A-Z]+)?_HEADERS$/
+const OPENTELEMETRY_SECRET = /^OTEL_[A-Z0-9_]*(HEADERS|PASSWORD|SECRET|TOKEN|_KEY)(_[A-Z0-9_]*)?$/
+/** An exporter's endpoint, which may carry a credential in its URL (`https://user:token@…`, `?api_key=…`). */
+const OPENTELEMETRY_ENDPOINT = /^OTEL_EXPORTER_[A-Z0-9_]*ENDPOINT$/
 
 const BASE_NAMES = new Set(BASE_ENVIRONMENT)
 
-/** Whether every child inherits `name` (when the parent has it). */
-export function isBaseEnvironmentName(name: string): boolean {
-  return BASE_NAMES.has(name) || LOCALE_CATEGORY.test(name) || (OPENTELEMETRY.test(name) && !OPENTELEMETRY_SECRET.test(name))
+/**
+ * Whether the OpenTelemetry variable `name` holds a credential: a secret by its name, or an
+ * endpoint whose URL has a user, a password or a query (or cannot be read, so might).
+ */
+function isOpenTelemetrySecret(name: string, value: string | undefined): boolean {
+  if (OPENTELEMETRY_SECRET.test(name)) return true
+  if (!OPENTELEMETRY_ENDPOINT.test(name) || value === undefined) return false
+  try {
+    const url = new URL(value.trim())
+    return url.username !== '' || url.password !== '' || url.search !== ''
+  } catch {
+    return value.trim() !== ''
+  }
+}
+
+/**
+ * Whether every child inherits `name` (when the parent has it, with `value`; an
+ * OpenTelemetry endpoint is inherited only when its URL carries no credential).
+ */
+export function isBaseEnvironmentName(name: string, value?: string): boolean {
+  return BASE_NAMES.has(name) || LOCALE_CATEGORY.test(name) || (OPENTELEMETRY.test(name) && !isOpenTelemetrySecret(name, value))
 }
 
 export interface ChildEnvironmentOptions {
@@ -63,7 +84,7 @@ export function childEnvironment(parent: NodeJS.ProcessEnv, options: ChildEnviro
   const passed = new Set(options.passEnv)
   const env: Record<string, string> = {}
   for (const [name, value] of Object.entries(parent)) {
-    if (value !== undefined && (passed.has(name) || isBaseEnvironmentName(name) || (options.agentChild === true && OPENTELEMETRY_SECRET.test(name)))) env[name] = value
+    if (value !== undefined && (passed.has(name) || isBaseEnvironmentName(name, value) || (options.agentChild === true && OPENTELEMETRY.test(name)))) env[name] = value
   }
   return { ...env, ...options.env }
 }

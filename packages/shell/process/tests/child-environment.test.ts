@@ -42,6 +42,24 @@ describe('the child environment', () => {
     expect(isBaseEnvironmentName('OTEL_EXPORTER_OTLP_HEADERS')).toBe(false)
   })
 
+  it("an OpenTelemetry endpoint holding a credential (a user or password, a query, an unreadable URL) and any OTEL_* password, token or key reach only an agent child", () => {
+    const traced = {
+      PATH: '/bin',
+      OTEL_EXPORTER_OTLP_ENDPOINT: 'https://dsh:pa55w0rd@collector.example:4318',
+      OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'https://collector.example/v1/traces?api_key=t0ken',
+      OTEL_EXPORTER_OTLP_METRICS_ENDPOINT: 'not a url, maybe a secret',
+      OTEL_EXPORTER_OTLP_LOGS_ENDPOINT: 'https://collector.example:4318',
+      OTEL_EXPORTER_JAEGER_PASSWORD: 'pa55w0rd',
+      OTEL_EXPORTER_OTLP_CLIENT_KEY: '/etc/otel/client.key',
+      OTEL_SERVICE_NAME: 'dsh',
+    }
+    // A command a model asked for gets the endpoint without a credential, and nothing else of it.
+    expect(childEnvironment(traced)).toEqual({ PATH: '/bin', OTEL_EXPORTER_OTLP_LOGS_ENDPOINT: 'https://collector.example:4318', OTEL_SERVICE_NAME: 'dsh' })
+    expect(childEnvironment(traced, { agentChild: true })).toEqual(traced)
+    expect(isBaseEnvironmentName('OTEL_EXPORTER_OTLP_ENDPOINT', 'https://dsh:pa55w0rd@collector.example:4318')).toBe(false)
+    expect(isBaseEnvironmentName('OTEL_EXPORTER_OTLP_ENDPOINT', 'http://127.0.0.1:4318')).toBe(true)
+  })
+
   it('passEnv adds named parent variables by exact name, and the configured env wins over everything', () => {
     const env = childEnvironment(parent, { passEnv: ['OPENAI_API_KEY', 'NODE_OPTIONS', 'UNSET', 'NOT_IN_PARENT'], env: { HOME: '/tmp/child-home', EXTRA: '1' } })
     expect(env).toEqual({

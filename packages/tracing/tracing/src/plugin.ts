@@ -38,7 +38,7 @@ import { errorMessage } from '@dsh/base'
 import type { Session, SessionHeader, TraceContext } from '@dsh/session'
 import { readTraceContext, setTraceContextSource } from '@dsh/subagent'
 import { SessionSpans } from './spans.js'
-import { tracingSettings, type SamplerName, type TracingConfig, type TracingSettings } from './settings.js'
+import { shownEndpoint, tracingSettings, withoutCredentials, type SamplerName, type TracingConfig, type TracingSettings } from './settings.js'
 
 export const name = 'tracing'
 export const inject = ['sessions']
@@ -240,8 +240,9 @@ export function apply(ctx: Context, config: TracingConfig): void {
     void provider.shutdown().catch(() => {})
     const dropped = processor.ended - exporter.delivered
     if (dropped > 0) {
-      const why = !flushed ? `no answer within ${settings.flushTimeoutMs} ms` : (exporter.failed ?? 'not sent')
-      process.stderr.write(`dsh: tracing: ${dropped} span${dropped === 1 ? '' : 's'} dropped: the collector at ${settings.url} did not take them (${why})\n`)
+      const why = !flushed ? `no answer within ${settings.flushTimeoutMs} ms` : withoutCredentials(exporter.failed ?? 'not sent', settings.url)
+      // The URL may carry the collector's credential (a user, a password, a token in the query): never shown.
+      process.stderr.write(`dsh: tracing: ${dropped} span${dropped === 1 ? '' : 's'} dropped: the collector at ${shownEndpoint(settings.url)} did not take them (${why})\n`)
     }
   }, 'tracing: flush')
 }

@@ -3,7 +3,7 @@
  * variables (a programmatic setting wins, as OpenTelemetry's own SDKs do it). A malformed
  * variable is one warning naming it, and its default is used: a typo in a telemetry
  * setting never stops a run. The value of `OTEL_EXPORTER_OTLP_HEADERS` is never repeated
- * (it usually holds the collector's key).
+ * (it usually holds the collector's key), nor an endpoint's user, password or query.
  */
 import { printable } from '@dsh/base'
 
@@ -56,6 +56,39 @@ function shown(value: string): string {
   return JSON.stringify(text.length > 80 ? `${text.slice(0, 80)}…` : text)
 }
 
+/**
+ * A collector's URL as a message may show it: scheme, host and path, never a user, a
+ * password or a query (where collectors' tokens go); text that is not a URL is not shown
+ * at all, since it may be a credential pasted into the wrong variable.
+ */
+export function shownEndpoint(value: string): string {
+  let url: URL
+  try {
+    url = new URL(value.trim())
+  } catch {
+    return 'a value that is not a URL (not repeated)'
+  }
+  const hidden = url.username !== '' || url.password !== '' || url.search !== '' || url.hash !== ''
+  url.username = ''
+  url.password = ''
+  url.search = ''
+  url.hash = ''
+  const text = printable(url.href).slice(0, 200)
+  return hidden ? `${text} (its credentials not shown)` : text
+}
+
+/** `text` (an exporter's error) with every credential `url` carries cut out, in case an error repeats its URL. */
+export function withoutCredentials(text: string, url: string): string {
+  let parsed: URL
+  try {
+    parsed = new URL(url)
+  } catch {
+    return text
+  }
+  const secrets = [parsed.username, parsed.password, decodeURIComponent(parsed.username), decodeURIComponent(parsed.password), parsed.search.slice(1), parsed.hash.slice(1)].filter((secret) => secret.length > 0)
+  return secrets.sort((a, b) => b.length - a.length).reduce((cut, secret) => cut.split(secret).join('***'), text)
+}
+
 /** `<base>/v1/traces` for an OTLP/HTTP base URL, or `undefined` when it is not an http(s) URL. */
 export function tracesUrl(base: string, signalSpecific = false): string | undefined {
   let url: URL
@@ -66,7 +99,9 @@ export function tracesUrl(base: string, signalSpecific = false): string | undefi
   }
   if (url.protocol !== 'http:' && url.protocol !== 'https:') return undefined
   if (signalSpecific) return url.href
-  return `${url.href.replace(/\/+$/, '')}/v1/traces`
+  // Appended to the path, so a query (a collector's token) stays a query.
+  url.pathname = `${url.pathname.replace(/\/+$/, '')}/v1/traces`
+  return url.href
 }
 
 /** `key=value,key=value` (W3C baggage-like, values percent-decoded), or `undefined` when malformed. */
@@ -106,7 +141,7 @@ export function tracingSettings(config: TracingConfig, env: NodeJS.ProcessEnv, w
   let url: string | undefined
   if (config.endpoint !== undefined) {
     url = tracesUrl(config.endpoint)
-    if (url === undefined) warn(`config endpoint must be an http(s) URL, not ${shown(config.endpoint)}; using ${DEFAULT_ENDPOINT}`)
+    if (url === undefined) warn(`config endpoint must be an http(s) URL, not ${shownEndpoint(config.endpoint)}; using ${DEFAULT_ENDPOINT}`)
   }
   if (url === undefined && config.endpoint === undefined) {
     for (const [name, specific] of [['OTEL_EXPORTER_OTLP_TRACES_ENDPOINT', true], ['OTEL_EXPORTER_OTLP_ENDPOINT', false]] as const) {
@@ -114,7 +149,7 @@ export function tracingSettings(config: TracingConfig, env: NodeJS.ProcessEnv, w
       if (raw === undefined || raw.trim() === '') continue
       url = tracesUrl(raw.trim(), specific)
       if (url !== undefined) break
-      warn(`${name} must be an http(s) URL, not ${shown(raw)}; ignoring it`)
+      warn(`${name} must be an http(s) URL, not ${shownEndpoint(raw)}; ignoring it`)
     }
   }
   url ??= tracesUrl(DEFAULT_ENDPOINT)!

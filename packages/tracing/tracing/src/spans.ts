@@ -193,11 +193,14 @@ export class SessionSpans {
         if (model !== undefined) turn.setAttribute(GEN_AI.requestModel, model)
         turn.setAttribute(GEN_AI.inputTokens, this.turnUsage.input)
         turn.setAttribute(GEN_AI.outputTokens, this.turnUsage.output)
-        if (reason === 'aborted') turn.addEvent('dsh.cancelled', event.error !== undefined ? { reason: event.error } : {}, event.ts)
+        // A turn's error text can quote a prompt, a tool's output or a model's answer: it is
+        // content, exported only with capture on. Without, the span says only what kind of end it was.
+        const errorText = this.options.captureContent ? event.error : undefined
+        if (reason === 'aborted') turn.addEvent('dsh.cancelled', errorText !== undefined ? { reason: errorText } : {}, event.ts)
         else if (reason === 'error') {
-          turn.setStatus({ code: SpanStatusCode.ERROR, ...(event.error !== undefined && { message: event.error.slice(0, 256) }) })
+          turn.setStatus({ code: SpanStatusCode.ERROR, ...(errorText !== undefined && { message: errorText.slice(0, 256) }) })
           turn.setAttribute(GEN_AI.errorType, 'error')
-          turn.addEvent('exception', { 'exception.type': 'dsh.turn_error', ...(event.error !== undefined && { 'exception.message': event.error }) }, event.ts)
+          turn.addEvent('exception', { 'exception.type': 'dsh.turn_error', ...(errorText !== undefined && { 'exception.message': errorText }) }, event.ts)
         } else if (reason !== 'completed') turn.addEvent('dsh.stopped', { reason }, event.ts)
         turn.end(event.ts)
         this.turn = undefined

@@ -60,6 +60,27 @@ describe('@dsh/tracing in one process', () => {
     expect(root!.events.map((event) => event.name)).toContain('exception')
   })
 
+  it("a turn's error text is content: with capture off only its type is exported (no exception.message, no status message); with capture on it is", async () => {
+    const failing = { script: [{ reply: [{ error: 'the model failed on "the secret plan: SECRET-PLAN-42"' }] }, { reply: [{ error: 'the model failed on "the secret plan: SECRET-PLAN-42"' }] }] }
+    const rootOf = async (captureContent: boolean) => {
+      const { harness, otlp } = await traced(failing, { captureContent })
+      const agent = await harness.agent()
+      expect((await agent.followup('the secret plan')).reason).toBe('error')
+      await harness.dispose()
+      const spans = await otlp.waitFor((received) => received.some((span) => span.name === 'invoke_agent dsh'))
+      await otlp.close()
+      return spans.find((span) => span.name === 'invoke_agent dsh')!
+    }
+    const quiet = await rootOf(false)
+    expect(quiet.status.code).toBe(2)
+    expect(quiet.attributes['error.type']).toBe('error')
+    const exception = quiet.events.find((event) => event.name === 'exception')!
+    expect(exception.attributes).toEqual({ 'exception.type': 'dsh.turn_error' })
+    expect(JSON.stringify(quiet)).not.toContain('SECRET-PLAN-42')
+    const captured = await rootOf(true)
+    expect(captured.events.find((event) => event.name === 'exception')!.attributes['exception.message']).toContain('SECRET-PLAN-42')
+  })
+
   it('content is recorded only with captureContent, and a huge value is cut to the attribute limit', async () => {
     const huge = 'x'.repeat(20_000)
     const { harness, otlp } = await traced({ script: [{ reply: [{ text: huge }] }] }, { captureContent: true, attributeValueLengthLimit: 256 })
@@ -121,6 +142,18 @@ describe('tracing settings', () => {
     expect(warnings.join('\n')).not.toContain('s3cr3t')
     expect(warnings.every((line) => !line.includes('\n'))).toBe(true)
     expect(settings).toMatchObject({ url: 'http://localhost:4318/v1/traces', headers: {}, sampler: 'parentbased_always_on', samplerRatio: 1, scheduledDelayMs: 1000 })
+  })
+
+  it("an endpoint's user, password and query are never shown: not in a warning, not in what an exporter's error would repeat", () => {
+    const { settings, warnings } = settingsOf({ OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'ftp://dsh:pa55w0rd@collector.example/?api_key=t0ken', OTEL_EXPORTER_OTLP_ENDPOINT: 'https://dsh:pa55w0rd@collector.example:4318/base?api_key=t0ken' })
+    expect(warnings).toHaveLength(1)
+    expect(warnings[0]).toMatch(/^OTEL_EXPORTER_OTLP_TRACES_ENDPOINT must be an http\(s\) URL, not ftp:\/\/collector\.example\/ \(its credentials not shown\); ignoring it$/)
+    expect(settings.url).toBe('https://dsh:pa55w0rd@collector.example:4318/base/v1/traces?api_key=t0ken')
+    expect(tracing.shownEndpoint(settings.url)).toBe('https://collector.example:4318/base/v1/traces (its credentials not shown)')
+    expect(tracing.shownEndpoint('http://127.0.0.1:4318/v1/traces')).toBe('http://127.0.0.1:4318/v1/traces')
+    expect(tracing.shownEndpoint('Bearer pa55w0rd')).not.toContain('pa55w0rd')
+    expect(tracing.withoutCredentials('request to https://dsh:pa55w0rd@collector.example:4318/base/v1/traces?api_key=t0ken failed', settings.url)).toBe('request to https://***:***@collector.example:4318/base/v1/traces?*** failed')
+    expect(settingsOf({ OTEL_EXPORTER_OTLP_ENDPOINT: 'collector:4318/?key=t0ken' }).warnings.join('\n')).not.toContain('t0ken')
   })
 
   it('the config entry wins over the environment', () => {

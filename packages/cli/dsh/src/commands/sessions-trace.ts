@@ -21,7 +21,7 @@ export async function sessionsTrace(args: string[], runtime: Composition, option
   const wanted = args[0]
   if (!wanted) throw new UsageError('USAGE', 'dsh sessions trace: which session? (an id from `dsh sessions list`)')
   // Loaded only for this verb: OpenTelemetry's serialiser is no part of any other command.
-  const { storedTreeAsOtlp, tracesUrl, parseHeaders } = await import('@dsh/tracing')
+  const { storedTreeAsOtlp, tracesUrl, parseHeaders, shownEndpoint, withoutCredentials } = await import('@dsh/tracing')
   const url = options.endpoint === undefined ? undefined : tracesUrl(options.endpoint)
   if (options.endpoint !== undefined && url === undefined) throw new UsageError('USAGE', 'dsh sessions trace: --endpoint must be an http(s) URL (the collector\'s OTLP/HTTP base, e.g. http://127.0.0.1:4318)')
   const { sessions } = runtime.ctx
@@ -41,10 +41,11 @@ export async function sessionsTrace(args: string[], runtime: Composition, option
     const response = await fetch(url, { method: 'POST', headers: { ...extra, 'content-type': 'application/json' }, body, signal: AbortSignal.timeout(SEND_TIMEOUT_MS) })
     if (!response.ok) throw new Error(`HTTP ${response.status}`)
   } catch (error) {
-    process.stderr.write(`dsh sessions trace: the collector at ${url} did not take the trace: ${errorMessage(error).split('\n')[0]}\n`)
+    // The URL's user, password or query (a collector's token) are never shown, not even as a fetch error repeats them.
+    process.stderr.write(`dsh sessions trace: the collector at ${shownEndpoint(url)} did not take the trace: ${withoutCredentials(errorMessage(error).split('\n')[0]!, url)}\n`)
     return 1
   }
-  process.stderr.write(`dsh sessions trace: sent ${spans} span${spans === 1 ? '' : 's'} of ${tree.length} session${tree.length === 1 ? '' : 's'} to ${url}\n`)
+  process.stderr.write(`dsh sessions trace: sent ${spans} span${spans === 1 ? '' : 's'} of ${tree.length} session${tree.length === 1 ? '' : 's'} to ${shownEndpoint(url)}\n`)
   return 0
 }
 
