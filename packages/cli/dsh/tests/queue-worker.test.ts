@@ -40,11 +40,11 @@ function workerScript(dir: string): string {
 }
 
 /** `dsh worker` as a real process; resolves once it says it takes jobs. */
-async function startWorker(server: RedisServer, script: string, extra: string[] = []): Promise<Worker> {
+async function startWorker(server: RedisServer, script: string, extra: string[] = [], env: Record<string, string> = {}): Promise<Worker> {
   const sessions = tempDir('dsh-worker-sessions-')
   const child = spawn(process.execPath, [dshBin, 'worker', '--model', `scripted:${script}`, '--session-dir', sessions, '--lock-ms', '1000', ...extra], {
     cwd: repoRoot,
-    env: { ...process.env, DSH_HOME: tempDir('dsh-home-'), DSH_REDIS_URL: server.url },
+    env: { ...process.env, DSH_HOME: tempDir('dsh-home-'), DSH_REDIS_URL: server.url, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   })
   let stdout = ''
@@ -218,7 +218,8 @@ describe('dsh worker and the queue provider, on a real Redis', () => {
       '        - { tool: subagent, args: { agent: far, description: "ask far", prompt: "anything at all" } }',
       '    - text: "results: {{tool_results}}"',
     ].join('\n'))
-    const config = configFile(['- id: subagent-queue', '  name: "@dsh/subagent-queue"'])
+    // The user's own config lets the project's definitions name scripted models (the test's stand-in for a real one).
+    const config = configFile(['- id: subagent-queue', '  name: "@dsh/subagent-queue"', '- id: agent-definitions', '  name: "@dsh/agent-definitions"', '  config: { projectScriptedModels: true }'])
     const sessions = tempDir()
     const result = await runDsh(['run', '--config', config, '--model', 'scripted:parent.yml', '--session-dir', sessions, '--permission', 'allow', 'go'], { cwd: project, env: { DSH_REDIS_URL: server.url } })
     expect(result.code, result.stderr).toBe(0)
@@ -437,6 +438,39 @@ describe('dsh worker and the queue provider, on a real Redis', () => {
     expect(worker.code).toBe(2)
     expect(worker.stderr.trim().split('\n'), worker.stderr).toHaveLength(1)
     expect(worker.stderr).toMatch(/^dsh worker: Redis at unix:\/\/\S+nothing\.sock cannot be reached: connect ENOENT/)
+  })
+
+  it('with a queue key, the worker runs what a parent with the same key delegates and refuses, running nothing, what a parent without it does; the parent says why', async () => {
+    const server = await redis()
+    const key = 'a queue key for this test, 32+ characters'
+    const worker = await startWorker(server, workerScript(tempDir()), ['--key-env', 'DSH_QUEUE_KEY'], { DSH_QUEUE_KEY: key })
+    expect(worker.stderr()).toContain('only jobs signed with the key in DSH_QUEUE_KEY')
+    expect(worker.stderr()).not.toContain(key)
+    const signed = parentSetup('What is the capital of France?', '\n    keyEnv: DSH_QUEUE_KEY')
+    const ok = await runDsh(['run', '--config', signed.config, '--model', `scripted:${signed.script}`, '--session-dir', tempDir(), 'ask a worker'], { env: { DSH_REDIS_URL: server.url, DSH_QUEUE_KEY: key } })
+    expect(ok.stdout).toContain('The worker answered: Paris is the capital of France.')
+    const unsigned = parentSetup('What is the capital of Spain?')
+    const refused = await runDsh(['run', '--config', unsigned.config, '--model', `scripted:${unsigned.script}`, '--session-dir', tempDir(), 'ask a worker'], { env: { DSH_REDIS_URL: server.url } })
+    expect(refused.code).toBe(0)
+    expect(refused.stdout).toContain(`[${worker.name}] the job is not signed, and this worker runs only jobs signed with the queue key in DSH_QUEUE_KEY: give the parent's queue provider the same key (keyEnv: DSH_QUEUE_KEY); nothing ran`)
+    // One session on the worker: the signed job's.
+    expect(sessionFiles(worker.sessions)).toHaveLength(1)
+    await until(() => /refused job \S+ of queue dsh: the job is not signed/.test(worker.stderr()))
+  })
+
+  it('a --key-env or keyEnv naming an unset variable, or a short key, is a one-line refusal naming the variable, never a run without signatures', async () => {
+    const env = { DSH_REDIS_URL: 'redis://127.0.0.1:1' }
+    const unset = await runDsh(['worker', '--model', 'scripted:examples/acp-child.yml', '--key-env', 'DSH_NO_SUCH_KEY'], { env })
+    expect(unset.code).toBe(2)
+    expect(unset.stderr.trim().split('\n')).toEqual([expect.stringMatching(/^dsh worker: --key-env: DSH_NO_SUCH_KEY is not set \(or empty\); export the queue's signing key in it/)])
+    const short = await runDsh(['worker', '--model', 'scripted:examples/acp-child.yml', '--key-env', 'DSH_QUEUE_KEY'], { env: { ...env, DSH_QUEUE_KEY: 'hunter2' } })
+    expect(short.code).toBe(2)
+    expect(short.stderr).toMatch(/^dsh worker: --key-env: DSH_QUEUE_KEY holds a key of 7 characters; a queue signing key needs at least 32/)
+    expect(short.stderr).not.toContain('hunter2')
+    const { config } = parentSetup('x', '\n    keyEnv: DSH_NO_SUCH_KEY')
+    const check = await runDsh(['config', 'check', '--config', config], { env })
+    expect(check.code).toBe(2)
+    expect(check.stderr).toMatch(/DSH_NO_SUCH_KEY is not set \(or empty\)/)
   })
 
   it('an unset or malformed Redis URL variable is a one-line error naming the variable, for the provider and for dsh worker', async () => {
