@@ -99,7 +99,8 @@ export const PAGE = `<!doctype html>
       el('span', { class: 'state ' + state }, STATE_WORDS[node.state] || node.state), (who ? who + ' ' : '') + (node.label ? '"' + node.label + '"' : node.id),
       el('span', { class: 'meta' }, '  ' + where),
       node.waiting ? el('div', { class: 'meta', 'data-waiting': node.waiting.map((w) => w.id).join(' ') }, 'waits for an answer: ' + node.waiting.map((w) => w.tool + ' ' + w.display).join('; ')) : null,
-      node.diagnostic ? el('div', { class: 'meta', 'data-diagnostic': '' }, node.diagnostic) : null)
+      node.diagnostic ? el('div', { class: 'meta', 'data-diagnostic': '' }, node.diagnostic) : null,
+      node.truncated ? el('div', { class: 'meta', 'data-truncated': '' }, node.truncated) : null)
     const item = el('li', {}, line)
     if (node.children.length) item.append(el('ul', { class: 'tree' }, ...node.children.map(treeItem)))
     return item
@@ -132,7 +133,7 @@ export const PAGE = `<!doctype html>
     const body = await api('/api/transcript/' + encodeURIComponent(id))
     if (!body) return
     const h = body.header
-    document.getElementById('transcript-title').textContent = 'Transcript of ' + (h.label ? '"' + h.label + '" ' : '') + h.id + (h.provider ? ' (' + h.provider + ')' : '')
+    document.getElementById('transcript-title').textContent = 'Transcript of ' + (h.label ? '"' + h.label + '" ' : '') + h.id + (h.provider ? ' (' + h.provider + ')' : '') + (body.truncated ? ' (' + body.truncated + ')' : '')
     document.getElementById('transcript').replaceChildren(...body.entries.map((entry) => {
       const box = el('div', { class: 'entry ' + entry.kind + (entry.error ? ' error' : ''), 'data-kind': entry.kind })
       if (entry.kind === 'user') box.append(el('b', {}, 'user: '), entry.text)

@@ -11,9 +11,9 @@
 import { randomBytes, timingSafeEqual } from 'node:crypto'
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
-import { isRecord } from '@dsh/base'
+import { hostRefusal, isRecord, servedHostNames } from '@dsh/base'
 import { isValidSessionId } from '@dsh/session-jsonl'
-import { SessionIndex } from './index-of-sessions.js'
+import { SessionIndex, type IndexLimits } from './index-of-sessions.js'
 import { PAGE_DECISIONS, type LiveRun, type PageDecision } from './live.js'
 import { PAGE } from './page.js'
 import { Views } from './views.js'
@@ -26,6 +26,8 @@ export interface UiOptions {
   token?: string
   /** The running process serving its own page (`dsh run --ui`): pending approvals, queued children, budget stops. */
   live?: LiveRun
+  /** How much of the session files is read and held (`MAX_FILE_BYTES`, `MAX_TOTAL_BYTES` by default). */
+  limits?: IndexLimits
 }
 
 export interface UiServer {
@@ -57,7 +59,7 @@ export async function serveUi(options: UiOptions): Promise<UiServer> {
   if (!LOOPBACK.has(host) && options.token === undefined) throw new UiError(`refusing to serve on ${host} without a token of your choosing (--token-env NAME); the sessions would be readable by anyone who can reach it`)
   const token = options.token ?? randomBytes(24).toString('hex')
   const { live } = options
-  const index = new SessionIndex(options.sessionDir)
+  const index = new SessionIndex(options.sessionDir, options.limits)
   await index.open()
   const views = new Views(index, live)
   const streams = new Set<ServerResponse>()
@@ -84,6 +86,8 @@ export async function serveUi(options: UiOptions): Promise<UiServer> {
   }
 
   let origin = ''
+  /** The names this server is addressed by (`servedHostNames`), known once it listens. */
+  let served: ReadonlySet<string> = new Set()
   const answerRoute = /^\/api\/approvals\/([^/]+)$/
 
   /** `POST /api/approvals/ID` `{"decision":"allow-once"|"allow-always"|"reject"}`: checked strictly, in this order. */
@@ -91,9 +95,7 @@ export async function serveUi(options: UiOptions): Promise<UiServer> {
     const match = answerRoute.exec(path)
     if (!match) throw new Refusal(405, 'only GET is served here; answers are POSTed to /api/approvals/ID')
     if (!mayWrite(request)) throw new Refusal(401, 'an answer needs the token in an Authorization: Bearer header (the token in the link is not accepted for answers)')
-    // A browser names the page that sent a request: only this server's own page may answer.
-    const from = request.headers.origin
-    if (from !== undefined && from !== origin) throw new Refusal(403, `answers are accepted from this server's own page only (Origin ${JSON.stringify(from.slice(0, 100))})`)
+    // A browser names the page that sent a request: only this server's own page may answer (checked with Host for every request).
     if (!/^application\/json(\s*;\s*charset=utf-8)?$/i.test(request.headers['content-type'] ?? '')) throw new Refusal(415, 'an answer is a JSON body (Content-Type: application/json)')
     const id = decodeURIComponentSafe(match[1]!)
     if (id === undefined || !APPROVAL_ID.test(id)) throw new Refusal(400, 'not an approval id (approval-N)')
@@ -107,6 +109,12 @@ export async function serveUi(options: UiOptions): Promise<UiServer> {
   const server = createServer((request, response) => {
     const url = new URL(request.url ?? '/', 'http://ui.invalid')
     const path = url.pathname
+    // Addressed to this server by a name it serves under, from no other page: a DNS-rebinding page or another site is refused first.
+    const misdirected = hostRefusal(served, request.headers.host, request.headers.origin)
+    if (misdirected !== undefined) {
+      request.resume()
+      return json(response, 403, { error: misdirected })
+    }
     if (request.method === 'POST') {
       answer(request, path).then(
         ({ status, body }) => json(response, status, body),
@@ -162,6 +170,7 @@ export async function serveUi(options: UiOptions): Promise<UiServer> {
   const { port } = server.address() as AddressInfo
   const shownHost = host.includes(':') ? `[${host}]` : host
   origin = `http://${shownHost}:${port}`
+  served = servedHostNames(host, port)
   return {
     url: `${origin}/?token=${token}`,
     close: async () => {

@@ -12,7 +12,7 @@
 import { isRecord } from '@dsh/base'
 import type { SessionEvent, SessionHeader } from '@dsh/session'
 import { backgroundDelegations, budgetDiagnostic, type BackgroundDelegation } from './background.js'
-import type { IndexedSession, SessionIndex } from './index-of-sessions.js'
+import { megabytes, type IndexedSession, type SessionIndex } from './index-of-sessions.js'
 import type { LiveRun, PendingApproval } from './live.js'
 
 /** Longest text of one transcript entry sent to the page. */
@@ -43,6 +43,8 @@ export interface NodeView {
   waiting?: Array<Pick<PendingApproval, 'id' | 'tool' | 'display'>>
   /** Why it stopped or never started: a budget's diagnostic (`budget: …`), or a task's status. */
   diagnostic?: string
+  /** Its session file was larger than what dsh ui reads of one (or than what was left of the whole bound): what is shown is its beginning. */
+  truncated?: string
   /** A background child with no session (queued, or never started): its task id in the parent's process. */
   task?: string
   startedAt: number
@@ -209,6 +211,7 @@ export class Views {
       depth,
       state,
       ...(ownDiagnostic !== undefined && { diagnostic: ownDiagnostic }),
+      ...(session.truncated !== undefined && { truncated: truncationNote(session.truncated) }),
       ...times(session, state),
       ...usageOf(events),
       children,
@@ -253,7 +256,7 @@ export class Views {
   }
 
   /** One session's transcript as entries the page lists in order. */
-  transcript(id: string): { header: SessionHeader; entries: Array<Record<string, unknown>> } | undefined {
+  transcript(id: string): { header: SessionHeader; entries: Array<Record<string, unknown>>; truncated?: string } | undefined {
     const session = this.index.get(id)
     if (!session) return undefined
     const cut = (text: string) => (text.length > MAX_ENTRY_CHARS ? `${text.slice(0, MAX_ENTRY_CHARS)}… (${text.length - MAX_ENTRY_CHARS} more characters)` : text)
@@ -302,8 +305,13 @@ export class Views {
           break
       }
     }
-    return { header: session.header, entries }
+    return { header: session.header, entries, ...(session.truncated !== undefined && { truncated: truncationNote(session.truncated) }) }
   }
+}
+
+/** What the page says of a session read only in part. */
+function truncationNote({ readBytes, sizeBytes }: { readBytes: number; sizeBytes: number }): string {
+  return `truncated: only the first ${megabytes(readBytes)} of ${megabytes(sizeBytes)} were read (dsh ui's memory bound); what came later is not shown`
 }
 
 function sumTree(node: NodeView): { inputTokens: number; outputTokens: number } {

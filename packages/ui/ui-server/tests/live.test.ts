@@ -88,10 +88,11 @@ describe('the running process on the page', () => {
     expect(request).toMatchObject({ path: ['dsh', 'spawn "worker"'], tool: 'run', display: 'touch first', policy: 'ask', rule: 'run(touch *) (config)', answerable: true })
     expect(request!.expiresAt - request!.startedAt).toBe(300_000)
     expect(desk.queued()).toEqual([expect.objectContaining({ taskId: 'subagent-2', owner: root.id, label: 'later' })])
+    // Both children's files are read as they are written: wait until the worker's own session is in the tree too, not only the parent's record of it.
     const tree = await until(() => {
       const shown = views.tree(root.id)
-      return byLabel(shown, 'later') !== undefined ? shown : undefined
-    }, 'the queued child in the tree')
+      return byLabel(shown, 'later') !== undefined && byLabel(shown, 'worker')?.state === 'waiting-for-approval' ? shown : undefined
+    }, 'the queued child and the waiting worker in the tree')
     expect(byLabel(tree, 'worker')).toMatchObject({ state: 'waiting-for-approval', waiting: [{ id: request!.id, tool: 'run', display: 'touch first' }] })
     expect(byLabel(tree, 'later')).toMatchObject({ state: 'queued', task: 'subagent-2' })
 
