@@ -10,12 +10,14 @@ import { errorMessage, isRecord } from '@dsh/base'
 import { Context, type Fiber } from 'cordis'
 import type { PluginEntry } from './config-entries.js'
 import { checkConfigKeys } from './config-keys.js'
+import { checkConfigValues } from './config-values.js'
 import { CompositionError, oneLineMessage } from './errors.js'
 import { shippedPlugins } from './shipped-plugins.js'
 import { waitForStart } from './start.js'
 
 export { mergeEntries, parseEntries, readEntries, type PluginEntry } from './config-entries.js'
 export { checkConfigKeys, unknownConfigKeys, type UnknownKey } from './config-keys.js'
+export { checkConfigValues, entriesAsWritten } from './config-values.js'
 export { CompositionError, type CompositionErrorCode } from './errors.js'
 
 const requireHere = createRequire(import.meta.url)
@@ -54,6 +56,20 @@ export interface Composition {
   entries: PluginEntry[]
   fibers: Map<string, Fiber>
   dispose(): Promise<void>
+}
+
+/**
+ * Check entries without starting anything: every key declared (`checkConfigKeys`) and every
+ * value accepted by its plugin's schema (`checkConfigValues`). A host runs it on a config
+ * file's entries as written (`entriesAsWritten`), so a flag merged over a bad value does
+ * not hide it. Rejects with the first problem, naming its entry.
+ */
+export async function checkEntries(entries: readonly PluginEntry[]): Promise<void> {
+  const plugins = await Promise.all(entries.map(async (entry) => [entry, await importPlugin(entry)] as const))
+  for (const [entry, plugin] of plugins) {
+    checkConfigKeys(entry, plugin)
+    checkConfigValues(entry, plugin)
+  }
 }
 
 /** Load every entry into `ctx`; rejects with the first failure, naming its entry. */

@@ -2,7 +2,7 @@ import { Context, Logger, ValidationError, type Exporter } from 'cordis'
 import { DshError, errorMessage } from '@dsh/base'
 import type {} from '@dsh/subagent'
 import { subagentToolMountProblem } from '@dsh/tool-subagent'
-import { compose, mergeEntries, readEntries, type Composition, type PluginEntry } from './compose.js'
+import { checkEntries, compose, entriesAsWritten, mergeEntries, readEntries, type Composition, type PluginEntry } from './compose.js'
 import { discoverConfig } from './config-file.js'
 import { CompositionError, oneLineMessage } from './errors.js'
 import { commandLineEntries, defaultEntries, exportSessionDir } from './defaults.js'
@@ -90,10 +90,13 @@ async function composeRuntime(options: RuntimeOptions): Promise<Composition> {
   const logger = attachConsoleLogger(ctx, options.verbose)
   const configFile = options.config ?? (options.ignoreDiscoveredConfig ? undefined : discoverConfig())
   const user = configFile ? await readEntries(configFile) : []
-  const merged = mergeEntries(mergeEntries(mergeEntries(defaultEntries(options), options.extra ?? []), user), commandLineEntries(options))
+  const underFile = mergeEntries(defaultEntries(options), options.extra ?? [])
+  const merged = mergeEntries(mergeEntries(underFile, user), commandLineEntries(options))
   const entries = withAgentDefinitions(merged, user, !options.ignoreDiscoveredConfig)
   exportSessionDir(entries)
   try {
+    // The file as written, whatever the flags say: `config check` and every run refuse the same file.
+    await checkEntries(entriesAsWritten(underFile, user))
     const composition = await compose(ctx, entries)
     if (options.checkReady) await assertReady(composition, options.model !== undefined)
     // Adapters register as their plugins start: only now can the price table's models be checked.

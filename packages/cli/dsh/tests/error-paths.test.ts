@@ -20,7 +20,7 @@ const cases: Array<[string, () => string[], string | RegExp]> = [
   ['a missing config file', () => ['run', '--config', '/nonexistent/dsh.yml', '--model', 'scripted:x', 'hi'], 'cannot read config /nonexistent/dsh.yml'],
   ['a plugin that cannot be loaded', () => ['config', 'check', '--config', config('- name: "@dsh/no-such-plugin"\n')], 'plugin "@dsh/no-such-plugin": cannot load @dsh/no-such-plugin'],
   ['a nested unknown key', () => ['run', '--model', 'scripted:x', '--config', config('- id: tool-subagent\n  name: "@dsh/tool-subagent"\n  config: { provider: spawn, toolFilter: { alow: [bash] } }\n'), 'hi'], 'unknown config key "toolFilter.alow" (allowed there: allow, deny)'],
-  ['a config value of the wrong type', () => ['config', 'check', '--config', config('- id: agents\n  name: "@dsh/agent"\n  config: { persona: 42 }\n')], /plugin "agents" \(@dsh\/agent\) failed to start: .*persona/],
+  ['a config value of the wrong type', () => ['config', 'check', '--config', config('- id: agents\n  name: "@dsh/agent"\n  config: { persona: 42 }\n')], /plugin "agents" \(@dsh\/agent\): invalid config: .*persona/],
   ['acp with a bad --max-depth', () => ['acp', '--model', 'scripted:x', '--max-depth', '-1'], /--max-depth/],
   ['sessions show without an id', () => ['sessions', 'show'], 'dsh sessions show: which session?'],
 ]

@@ -120,7 +120,7 @@ describe('the command line', () => {
     writeFileSync(config, '- id: tasks\n  name: "@dsh/tasks"\n  config: { maxLiveTasksPerOwner: -1 }\n')
     const blamed = await runDsh(['run', '--config', config, '--model', 'scripted:examples/hello.yml', '--session-dir', dir, 'hello'])
     expect(blamed.code).toBe(2)
-    expect(blamed.stderr).toContain(`dsh: config ${config}: plugin "tasks" (@dsh/tasks) failed to start`)
+    expect(blamed.stderr).toContain(`dsh: config ${config}: plugin "tasks" (@dsh/tasks): invalid config: `)
   })
 
   it('sessions list aligns its columns when ids differ in length', async () => {

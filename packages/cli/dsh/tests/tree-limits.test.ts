@@ -135,7 +135,7 @@ describe('a delegation tree through dsh run', () => {
     for (const tree of [{ budget: { outputTokens: 0 } }, { maxConcurrent: -1 }, { budget: { inputTokens: 1e15 } }]) {
       const result = await runDsh(['run', '--config', config(dir, tree), '--model', 'scripted:examples/hello.yml', '--session-dir', dir, 'hello'])
       expect(result.code, JSON.stringify(tree)).toBe(2)
-      expect(result.stderr).toMatch(/plugin "subagents" \(@dsh\/subagent\) failed to start/)
+      expect(result.stderr).toMatch(/plugin "subagents" \(@dsh\/subagent\): invalid config: .*tree\./)
       expect(result.stderr).not.toMatch(/\n\s+at /)
     }
     expect(readdirSync(dir).filter((name) => name.endsWith('.jsonl'))).toEqual([])
