@@ -61,7 +61,7 @@ function holdsDefinitions(dir: string): boolean {
 export async function definitionReadiness(ctx: Context): Promise<string[]> {
   const definitions = ctx.get('agentDefinitions')
   if (!definitions) return []
-  const { definitionProblems } = await import('@dsh/agent-definitions')
+  const { definitionProblems, fromProject } = await import('@dsh/agent-definitions')
   const subagents = ctx.get('subagents')
   const models = new Map<string, string | undefined>()
   for (const definition of definitions.list()) {
@@ -87,9 +87,27 @@ export async function definitionReadiness(ctx: Context): Promise<string[]> {
     approvals: ctx.get('approvals') !== undefined,
     prices: Object.keys(ctx.llm.prices ?? {}).length > 0,
     workspaces: ctx.get('workspaces') !== undefined,
+    // The adapters whose answers are files, by what they are: a renamed one too.
+    ...(definitions.list().some((definition) => definition.model !== undefined && fromProject(definition.source.origin)) && { playbackModel: await playbackModelOf(ctx) }),
+    projectScriptedModels: definitions.projectScriptedModels,
     // Checked only when a helper asks for it: finding out runs one real sandbox.
     ...(definitions.list().some((definition) => definition.sandbox !== undefined && definition.sandbox !== false) && { sandboxProblem: sandboxProblemOf(ctx) }),
   })
+}
+
+/**
+ * Whether a model spec's answers are files, a script or a recording (see `CompositionFacts.playbackModel`):
+ * its adapter here is the scripted or the replay adapter, whatever its name, or the spec names
+ * one of theirs by the shipped name (an adapter not loaded here, as a queue worker's, may be one).
+ */
+async function playbackModelOf(ctx: Context): Promise<(spec: string) => boolean> {
+  const [{ ScriptedAdapter }, { isReplayAdapter }] = await Promise.all([import('@dsh/llm-scripted'), import('@dsh/llm-replay')])
+  return (spec) => {
+    const colon = spec.indexOf(':')
+    const name = colon < 0 ? spec : spec.slice(0, colon)
+    const adapter = ctx.llm.getAdapter(name)
+    return name === 'scripted' || name === 'replay' || adapter instanceof ScriptedAdapter || isReplayAdapter(adapter)
+  }
 }
 
 /** Why commands cannot be confined in this composition, or undefined (`@dsh/bash`'s own check). */

@@ -71,9 +71,13 @@ function setUpProject(): void {
   write('planner.yml', '- reply: [{text: first write the test}]\n')
   write('child.yml', '- reply: [{text: Paris}]\n')
   // The ACP child is the built dsh itself, serving over stdio on its own scripted model.
+  // The planner is a project's file on a script: this config (the user's) allows that.
   write(
     'dsh.yml',
-    `- id: subagent-acp
+    `- id: agent-definitions
+  name: "@dsh/agent-definitions"
+  config: { projectScriptedModels: true }
+- id: subagent-acp
   name: "@dsh/subagent-acp"
   config:
     providerName: acp
@@ -187,7 +191,8 @@ describe('agents defined in files, through the CLI', () => {
       expect(result.code).toBe(2)
       const lines = result.stderr.trim().split('\n')
       expect(lines).toHaveLength(1)
-      expect(lines[0]!.startsWith(expected(file))).toBe(true)
+      // The definitions plugin is an entry of the project's dsh.yml, which the line names first.
+      expect(lines[0]!.startsWith(expected(file).replace(/^dsh: /, `dsh: config ${join(project, 'dsh.yml')}: `)), lines[0]).toBe(true)
       expect(result.stderr).not.toMatch(/\n\s+at /)
     }
     // The store may have made its directory; no session was written to it.
@@ -226,7 +231,7 @@ describe('agents defined in files, through the CLI', () => {
     const result = await dsh(['config', 'check'])
     expect(result.code).toBe(2)
     expect(result.stderr.trim()).toBe(
-      `dsh: plugin "agent-definitions" (@dsh/agent-definitions) failed to start: ${join(agentsDir(), 'reviewer.md')}:2: "reviewer" is also defined by ${join(agentsDir(), 'reviewer-copy.md')}; one directory defines each name once`,
+      `dsh: config ${join(project, 'dsh.yml')}: plugin "agent-definitions" (@dsh/agent-definitions) failed to start: ${join(agentsDir(), 'reviewer.md')}:2: "reviewer" is also defined by ${join(agentsDir(), 'reviewer-copy.md')}; one directory defines each name once`,
     )
   })
 })

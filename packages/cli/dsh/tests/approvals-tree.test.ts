@@ -189,8 +189,9 @@ describe('one approval broker for the whole tree', () => {
 
   it('a helper whose rules allow only "touch tested*" runs that unasked and is refused anything else; under a config that denies bash, the same helper is refused it too', async () => {
     const dir = tempDir()
-    mkdirSync(join(dir, '.dsh', 'agents'), { recursive: true })
-    writeFileSync(join(dir, '.dsh', 'agents', 'tester.md'), ['---', 'name: tester', 'description: Runs the tests.', 'permissions:', '  allow: ["bash(touch tested*)"]', '---', 'You run the tests.', ''].join('\n'))
+    // The user's own helper (DSH_HOME is dir): a project's file would not get its allow.
+    mkdirSync(join(dir, 'agents'), { recursive: true })
+    writeFileSync(join(dir, 'agents', 'tester.md'), ['---', 'name: tester', 'description: Runs the tests.', 'permissions:', '  allow: ["bash(touch tested*)"]', '---', 'You run the tests.', ''].join('\n'))
     const script = join(dir, 'script.yml')
     writeFileSync(script, [
       '- when: { prompt: "run the tests" }',

@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { printable } from '@dsh/base'
 import type { AgentDefinition } from '@dsh/agent-definitions'
-import { DEFAULT_MAX_DEPTH } from '@dsh/subagent'
+import { helperDepthBound } from '@dsh/tool-subagent'
 import { definitionReadiness } from '../agent-definitions.js'
 import type { Composition } from '../compose.js'
 import { UsageError } from '../errors.js'
@@ -68,7 +68,10 @@ async function show(runtime: Composition, name: string): Promise<number> {
   }
   const { agents } = runtime.ctx
   const provider = runtime.ctx.get('subagents')?.getProvider(definition.provider)
-  const lines = [`helper ${definition.name}: ${definition.description}`, `file: ${definition.source.file} (hash ${definition.source.hash})`, `provider: ${definition.provider}${provider ? '' : ' (not registered)'}; model: ${definition.model ?? "the parent's"}; background: ${definition.background}${definition.continuable ? '; continuable' : ''}${definition.timeoutMs !== undefined ? `; timeoutMs: ${definition.timeoutMs}` : ''}`]
+  // The bound a call would carry: the tighter of the definition's and the helper tool's.
+  const toolMaxDepth = runtime.entries.find((entry) => entry.name === '@dsh/tool-subagent' && entry.config?.helpers === true)?.config?.maxDepth
+  const maxDepth = provider && helperDepthBound(definition, typeof toolMaxDepth === 'number' ? toolMaxDepth : undefined, provider)
+  const lines = [`helper ${definition.name}: ${definition.description}`, `file: ${definition.source.file} (hash ${definition.source.hash})`, `provider: ${definition.provider}${provider ? '' : ' (not registered)'}; model: ${definition.model ?? "the parent's"}; background: ${definition.background}${definition.continuable ? '; continuable' : ''}${definition.timeoutMs !== undefined ? `; timeoutMs: ${definition.timeoutMs}` : ''}${maxDepth !== undefined ? `; maxDepth: ${maxDepth}` : ''}`]
   if (!provider?.capabilities.persona) {
     // Out of process: the child's prompt is its own; what dsh sends is the task with the instructions at its head.
     lines.push(`provider "${definition.provider}" makes its own system prompt; each task it is given starts with these instructions, then ---, then the task:`, definition.instructions || '(no instructions)')
@@ -76,7 +79,6 @@ async function show(runtime: Composition, name: string): Promise<number> {
     return 0
   }
   const root = await agents.create({ meta: { origin: 'agents-show', cwd: process.cwd() } })
-  const maxDepth = definition.maxDepth ?? (provider.capabilities.depthLimit ? DEFAULT_MAX_DEPTH : undefined)
   const filter = definition.tools !== undefined || definition.disallowedTools !== undefined ? { ...(definition.tools && { allow: definition.tools }), ...(definition.disallowedTools && { deny: definition.disallowedTools }) } : undefined
   const child = await agents.create({
     parent: root,
