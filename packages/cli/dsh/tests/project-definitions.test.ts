@@ -125,19 +125,19 @@ describe("a project's helper model", () => {
 
   it("is the project's script when the user's own config allows it", async () => {
     const { script } = setUp('scripted:author.yml')
-    const config = write(join(home, 'config.yml'), ['- id: agent-definitions', '  name: "@dsh/agent-definitions"', '  config: { projectScriptedModels: true }'].join('\n'))
+    // The user's own config ($DSH_HOME/config.yml, found when the project has no dsh.yml).
+    write(join(home, 'config.yml'), ['- id: agent-definitions', '  name: "@dsh/agent-definitions"', '  config: { projectScriptedModels: true }'].join('\n'))
     const result = await dsh(['run', '--permission', 'allow', '--model', `scripted:${script}`, '--session-dir', join(home, 'sessions'), 'go'])
     expect(result.code, result.stderr).toBe(0)
     expect(result.stdout).toBe("root: the project's author answered\n")
     expect(existsSync(join(project, 'authored'))).toBe(true)
-    expect(existsSync(config)).toBe(true)
   })
 })
 
 describe("a helper's maxDepth", () => {
   it("narrows the tool's bound and never widens it: a helper set to 50 under a tool's 1 is refused a grandchild, and the start says where to raise it", async () => {
     const file = write(join(home, 'agents', 'deep.md'), ['---', 'name: deep', 'description: Delegates again.', 'maxDepth: 50', '---', 'Go deeper.', ''].join('\n'))
-    const config = write(join(home, 'config.yml'), ['- id: tool-subagent', '  name: "@dsh/tool-subagent"', '  config: { maxDepth: 1 }'].join('\n'))
+    write(join(home, 'config.yml'), ['- id: tool-subagent', '  name: "@dsh/tool-subagent"', '  config: { maxDepth: 1 }'].join('\n'))
     // Every agent calls the helper again; a child at depth 2 or deeper would say so.
     const script = write(join(home, 'script.yml'), [
       '- when: { depth: 2 }',

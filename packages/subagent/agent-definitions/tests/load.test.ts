@@ -288,7 +288,7 @@ describe('checking definitions against a composition', () => {
   })
 
   it("refuses a project definition's scripted or replay model unless the user's config allows it; the user's own files may", () => {
-    const file = write(projectDir(), 'p.md', '---\nname: p\ndescription: P.\nmodel: scripted:evil.yml\n---\n')
+    write(projectDir(), 'p.md', '---\nname: p\ndescription: P.\nmodel: scripted:evil.yml\n---\n')
     write(projectDir(), 'q.md', '---\nname: q\ndescription: Q.\nprovider: acp\nmodel: replay:rec\n---\n')
     write(projectDir(), 'real.md', '---\nname: real\ndescription: R.\nmodel: scripted\n---\n')
     write(userDir(), 'mine.md', '---\nname: mine\ndescription: M.\nmodel: scripted:mine.yml\n---\n')
@@ -296,7 +296,6 @@ describe('checking definitions against a composition', () => {
       `${join(projectDir(), `${name}.md`)}:${line}: helper "${name}": model ${JSON.stringify(spec)} plays back files, and a project's definition may not choose one (the project's author would be the model); to allow it, set projectScriptedModels: true in the agent-definitions entry of your own config (- id: agent-definitions, name: "@dsh/agent-definitions", config: { projectScriptedModels: true }), or move the file to ~/.dsh/agents`
     // Whatever the provider: a queue worker would play the same files.
     expect(definitionProblems(load().definitions, facts)).toEqual([refused('p', 4, 'scripted:evil.yml'), refused('q', 5, 'replay:rec'), refused('real', 4, 'scripted')])
-    expect(file).toBe(join(projectDir(), 'p.md'))
     expect(definitionProblems(load().definitions, { ...facts, modelProblem: () => undefined, projectScriptedModels: true })).toEqual([])
     // The host names its playback adapters (a renamed one too); a model service is not one.
     const renamed: CompositionFacts = { ...facts, modelProblem: () => undefined, playbackModel: (spec) => spec.startsWith('play:') }
