@@ -155,14 +155,22 @@ function modified(file: string): number | undefined {
  */
 export async function gitResult(cwd: string, args: readonly string[], options: { input?: string; env?: NodeJS.ProcessEnv } = {}): Promise<GitResult> {
   const base = [...FIXED_SETTINGS, ...(await userSettings())]
-  // The config as this command will read it (the repository's, a worktree's, what those include), for the drivers it names.
   const addressing = leadingOptions(args)
+  if (READS_NO_FILES.has(args[addressing.length] ?? '')) return run(cwd, args, hardenedEnvironment(base, options.env), options.input)
+  // The config as this command will read it (the repository's, a worktree's, what those include), for the drivers it names.
   const listed = await run(cwd, [...addressing, 'config', '--list', '--name-only', '-z'], hardenedEnvironment(base))
   // Unread, nothing it names could be turned off: the command does not run.
   if (listed.code !== 0) return listed
   const settings = [...base, ...driverOverrides(listed.stdout.split('\0').filter(Boolean))]
   return run(cwd, args, hardenedEnvironment(settings, options.env), options.input)
 }
+
+/**
+ * Commands of dsh's that read refs, objects and config but no file of a working tree, so no
+ * filter or driver could run: they skip listing the config (a second git process each).
+ * Any other command lists it.
+ */
+const READS_NO_FILES = new Set(['rev-parse', 'rev-list', 'config', 'branch', 'ls-tree', 'init'])
 
 /** The options before the subcommand (`--git-dir=…`, `--work-tree=…`, `-c …`): where the command reads its repository. */
 function leadingOptions(args: readonly string[]): string[] {
