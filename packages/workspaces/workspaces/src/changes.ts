@@ -4,7 +4,8 @@
  * directory of dsh's own outside the copy (`gitDir`), so the child never sees one.
  */
 import { existsSync } from 'node:fs'
-import { git, gitResult } from './git.js'
+import { WorkspaceError } from './errors.js'
+import { git, gitResult, lastLines } from './git.js'
 import type { ChangedFile, WorkspaceChanges, WorkspaceRecord } from './types.js'
 
 /**
@@ -88,4 +89,23 @@ export function diffstat(files: readonly ChangedFile[]): string {
   const added = files.reduce((sum, file) => sum + (file.added ?? 0), 0)
   const removed = files.reduce((sum, file) => sum + (file.removed ?? 0), 0)
   return `${files.length} ${files.length === 1 ? 'file' : 'files'} changed, ${added} ${added === 1 ? 'insertion' : 'insertions'}(+), ${removed} ${removed === 1 ? 'deletion' : 'deletions'}(-)`
+}
+
+/**
+ * Stage everything the child left uncommitted, as `git add --all` would, except nested
+ * repositories: `add` looks inside each one it tracks (a `status` there, under the config
+ * the child gave it, filters included), so the files are named to `update-index`, which
+ * does not. A nested repository the child committed stays as it committed it; one it did
+ * not is left out. Whether anything was staged.
+ */
+export async function stageAll(root: string, at: readonly string[]): Promise<boolean> {
+  const what = 'committing what the child left uncommitted'
+  const nested = new Set((await git(root, [...at, 'ls-files', '--stage', '-z'], what)).split('\0').filter((entry) => entry.startsWith('160000 ')).map((entry) => entry.slice(entry.indexOf('\t') + 1)))
+  const listed = (await git(root, [...at, 'ls-files', '--modified', '--deleted', '--others', '--exclude-standard', '-z'], what)).split('\0')
+  // An untracked nested repository is listed as its directory (`name/`).
+  const paths = [...new Set(listed)].filter((path) => path !== '' && !path.endsWith('/') && !nested.has(path))
+  if (paths.length === 0) return false
+  const staged = await gitResult(root, [...at, 'update-index', '--add', '--remove', '-z', '--stdin'], { input: `${paths.join('\0')}\0` })
+  if (staged.code !== 0) throw new WorkspaceError('GIT_FAILED', `${what}: git update-index failed: ${lastLines(staged.stderr || staged.stdout)}`)
+  return true
 }

@@ -30,7 +30,7 @@ import Schema from 'schemastery'
 import { errorMessage } from '@dsh/base'
 import { processAlive } from '@dsh/process'
 import type { WorkspaceRef } from '@dsh/session'
-import { gitArgs, READ_ONLY_DIFF, readChanges } from './changes.js'
+import { gitArgs, READ_ONLY_DIFF, readChanges, stageAll } from './changes.js'
 import { WorkspaceError } from './errors.js'
 import { commitEnvironment, git, gitCommit, gitResult, lastLines } from './git.js'
 import { inside, readRecords } from './records.js'
@@ -497,25 +497,6 @@ function lockOf(record: WorkspaceRecord): string {
 /** The records in `dir` that passed their checks (what is acted on). */
 function validRecords(dir: string): WorkspaceRecord[] {
   return readRecords(dir).filter((record): record is WorkspaceRecord => !('invalid' in record))
-}
-
-/**
- * Stage everything the child left uncommitted, as `git add --all` would, except nested
- * repositories: `add` looks inside each one it tracks (a `status` there, under the config
- * the child gave it, filters included), so the files are named to `update-index`, which
- * does not. A nested repository the child committed stays as it committed it; one it did
- * not is left out. Whether anything was staged.
- */
-async function stageAll(root: string, at: readonly string[]): Promise<boolean> {
-  const what = 'committing what the child left uncommitted'
-  const nested = new Set((await git(root, [...at, 'ls-files', '--stage', '-z'], what)).split('\0').filter((entry) => entry.startsWith('160000 ')).map((entry) => entry.slice(entry.indexOf('\t') + 1)))
-  const listed = (await git(root, [...at, 'ls-files', '--modified', '--deleted', '--others', '--exclude-standard', '-z'], what)).split('\0')
-  // An untracked nested repository is listed as its directory (`name/`).
-  const paths = [...new Set(listed)].filter((path) => path !== '' && !path.endsWith('/') && !nested.has(path))
-  if (paths.length === 0) return false
-  const staged = await gitResult(root, [...at, 'update-index', '--add', '--remove', '-z', '--stdin'], { input: `${paths.join('\0')}\0` })
-  if (staged.code !== 0) throw new WorkspaceError('GIT_FAILED', `${what}: git update-index failed: ${lastLines(staged.stderr || staged.stdout)}`)
-  return true
 }
 
 async function mergeInProgress(repository: string, at: readonly string[]): Promise<boolean> {
