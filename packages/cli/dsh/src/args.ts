@@ -68,10 +68,13 @@ export const VERB_USAGE: Record<Verb, string> = {
       the helpers defined in files (./.dsh/agents, ~/.dsh/agents, dirs in config): list
       prints each one's provider, model and file, the names one file shadows and any
       problem (exit 2); show prints the system prompt and tools its child would get`,
-  workspaces: `workspaces list | clean [--all]   [--dir DIR]
+  workspaces: `workspaces list | merge ID | discard ID [--yes] | clean [--all [--yes]]   [--dir DIR]
       the workspaces children were given (worktrees on dsh/ branches, copies): list shows
       each one's child, branch, directory and state, and those a killed run left behind
-      (orphaned); clean removes the orphaned ones, --all every one (their branches too)`,
+      (orphaned); merge ID brings a kept one's changes (committed or not) into the
+      directory it was made from, or lists the conflicting files and changes nothing;
+      discard ID throws one away; clean removes the orphaned ones, --all every one (their
+      branches too); what would lose changes is asked on a terminal, else needs --yes`,
 }
 
 const MODEL_VERBS: ReadonlySet<Verb> = new Set(['run', 'acp', 'a2a', 'worker', 'config', 'agents'])

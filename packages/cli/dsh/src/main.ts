@@ -52,9 +52,9 @@ async function main(argv: string[]): Promise<number> {
       return (await import('./commands/agents.js')).agentsCommand(verb, args, { config: values.config, model: values.model, verbose: values.verbose })
     }
     case 'workspaces': {
-      const { values, positionals } = parseVerbArgs('workspaces', { args: rest, allowPositionals: true, options: { all: { type: 'boolean', default: false }, dir: { type: 'string' } } })
+      const { values, positionals } = parseVerbArgs('workspaces', { args: rest, allowPositionals: true, options: { all: { type: 'boolean', default: false }, yes: { type: 'boolean', default: false }, dir: { type: 'string' } } })
       const [verb, ...args] = positionals
-      return (await import('./commands/workspaces.js')).workspacesCommand(verb, args, { all: values.all === true, ...(values.dir !== undefined && { dir: values.dir }) })
+      return (await import('./commands/workspaces.js')).workspacesCommand(verb, args, { all: values.all === true, yes: values.yes === true, ...(values.dir !== undefined && { dir: values.dir }) })
     }
     case '--version':
       process.stdout.write(`${(createRequire(import.meta.url)('../package.json') as { version: string }).version}\n`)

@@ -8,7 +8,7 @@ import { printable } from '@dsh/base'
 import { WorkspaceService } from '@dsh/workspaces'
 import { UsageError } from '../errors.js'
 
-export async function workspacesCommand(verb: string | undefined, args: readonly string[], options: { all: boolean; dir?: string }): Promise<number> {
+export async function workspacesCommand(verb: string | undefined, args: readonly string[], options: { all: boolean; yes?: boolean; dir?: string }): Promise<number> {
   if (verb !== 'list' && verb !== 'clean') throw new UsageError('USAGE', 'dsh workspaces: the verbs are `list` and `clean [--all]` (dsh workspaces --help)')
   if (args.length > 0) throw new UsageError('USAGE', `dsh workspaces ${verb}: unexpected argument ${JSON.stringify(args[0])}`)
   if (verb === 'list' && options.all) throw new UsageError('USAGE', 'dsh workspaces list: --all belongs to clean')
