@@ -1,4 +1,5 @@
 import { normalize } from 'node:path'
+import { readCommand } from './command-reader.js'
 
 /**
  * What a side effect is about, as rules and people see it: the *subject* of a call (a
@@ -23,9 +24,11 @@ export interface CallSubject {
 export interface CommandSegment {
   text: string
   /**
-   * No substitution (`$(…)`, backquotes, `<(…)`) and no redirection (`>`, `<`) outside
-   * single quotes: what a wildcard allow rule may match. Anything else must be allowed by
-   * an exact rule or a bare tool name, or be asked.
+   * Made only of what the reading understands completely (see the README): literal words,
+   * quotes, `$NAME` and the few special parameters, and a command word that is no builtin
+   * of the shell other than `echo`, `cd`, `pwd`, `true` and `false`. What a wildcard allow
+   * rule may match; anything else must be allowed by an exact rule or a bare tool name, or
+   * be asked.
    */
   plain: boolean
 }
@@ -76,74 +79,11 @@ export function displaySubject(text: string, chars = 400): string {
 }
 
 /**
- * Split a shell command into its simple commands at unquoted `;`, `&`, `|`, `&&`, `||`
- * and newlines. Quotes and backslashes are honoured as a POSIX shell would for where a
- * command ends; this is a conservative reading, not a shell: anything it cannot be sure
- * of makes the segment not plain, so it is asked rather than allowed.
+ * A command's simple commands, split at unquoted `;`, `&`, `|`, `&&`, `||` and newlines,
+ * each plain or not (`readCommand`): a conservative reading, not a shell.
  */
 export function commandSegments(command: string): CommandSegment[] {
-  const segments: CommandSegment[] = []
-  let current = ''
-  let plain = true
-  let quote: "'" | '"' | undefined
-  const push = () => {
-    const text = current.trim()
-    if (text !== '') segments.push({ text, plain })
-    current = ''
-    plain = true
-  }
-  for (let index = 0; index < command.length; index++) {
-    const char = command[index]!
-    const next = command[index + 1]
-    if (quote === "'") {
-      current += char
-      if (char === "'") quote = undefined
-      continue
-    }
-    if (char === '\\') {
-      current += char + (next ?? '')
-      index++
-      continue
-    }
-    if (quote === '"') {
-      current += char
-      if (char === '"') quote = undefined
-      // Substitutions run inside double quotes too.
-      else if (char === '`' || (char === '$' && next === '(')) plain = false
-      continue
-    }
-    if (char === "'" || char === '"') {
-      quote = char
-      current += char
-      continue
-    }
-    if (char === '`' || (char === '$' && next === '(') || ((char === '<' || char === '>') && next === '(')) {
-      plain = false
-      current += char
-      continue
-    }
-    if (char === '>' || char === '<') {
-      plain = false
-      current += char
-      continue
-    }
-    if (char === ';' || char === '\n' || char === '&' || char === '|') {
-      push()
-      // `&&`, `||`, `|&`, `;;`: one separator.
-      if ((char === '&' || char === '|' || char === ';') && (next === '&' || next === '|' || next === ';')) index++
-      continue
-    }
-    current += char
-  }
-  // An unclosed quote: the shell would refuse it or read on; never a plain command.
-  if (quote !== undefined) plain = false
-  push()
-  // What this reading does not follow as bash does, a segment that holds it is never plain:
-  // a comment (`#`: bash reads no quotes in it, so a quote there could hide a command from
-  // this reading), ANSI-C quoting (`$'…'`, with escapes of its own) and a line break inside
-  // quotes (a pattern's `*` would run across it).
-  for (const segment of segments) if (segment.plain && (segment.text.includes('#') || segment.text.includes("$'") || segment.text.includes('\n'))) segment.plain = false
-  return segments
+  return readCommand(command).top.map(({ text, plain }) => ({ text, plain }))
 }
 
 /**
