@@ -8,6 +8,7 @@
  * above it allow, and never widen what they deny or ask about.
  */
 import { PERMISSION_LISTS, PERMISSION_RULE, permissionLevelProblem, type PermissionLevel } from '@dsh/session'
+import type { RestrictiveForms } from './command-forms.js'
 import { restrictiveForms, type CallSubject, type CommandSegment } from './subject.js'
 
 export type Verdict = 'allow' | 'ask' | 'deny'
@@ -23,8 +24,8 @@ interface CompiledRule {
   text: string
   /** Lower case, or `*`. */
   tool: string
-  /** Anchored; absent: every call of the tool. */
-  pattern?: RegExp
+  /** The pattern's text between its `*`s; absent: every call of the tool. */
+  pattern?: GlobPattern
   /** The pattern has no `*`: it names one subject exactly. */
   exact: boolean
 }
@@ -65,12 +66,31 @@ function compileRule(text: string): CompiledRule {
   const tool = match[1]!.toLowerCase()
   const source = match[2]
   if (source === undefined) return { text, tool, exact: false }
-  const pattern = new RegExp(`^${source.split('*').map(escapeRegExp).join('.*')}$`, 's')
-  return { text, tool, pattern, exact: !source.includes('*') }
+  return { text, tool, pattern: source.split('*'), exact: !source.includes('*') }
 }
 
-function escapeRegExp(text: string): string {
-  return text.replace(/[\\^$.|?*+()[\]{}]/g, '\\$&')
+/** A pattern split at its `*`s: `npm test*` is `['npm test', '']`. */
+type GlobPattern = readonly string[]
+
+/**
+ * Whether `pattern` matches the whole of `text`. Linear in `text` for a given pattern (each
+ * piece is found once, leftmost, which is enough for a pattern whose only wildcard is `*`),
+ * where a regular expression of several `.*` backtracks over a long subject.
+ */
+export function globMatches(pattern: GlobPattern, text: string): boolean {
+  const first = pattern[0]!
+  if (pattern.length === 1) return text === first
+  const last = pattern[pattern.length - 1]!
+  if (text.length < first.length + last.length || !text.startsWith(first) || !text.endsWith(last)) return false
+  let at = first.length
+  const end = text.length - last.length
+  for (let index = 1; index < pattern.length - 1; index++) {
+    const piece = pattern[index]!
+    const found = text.indexOf(piece, at)
+    if (found === -1 || found + piece.length > end) return false
+    at = found + piece.length
+  }
+  return true
 }
 
 function toolMatches(rule: CompiledRule, tool: string): boolean {
@@ -85,20 +105,28 @@ function restrictiveMatch(rule: CompiledRule, call: PolicyCall, tool: string): b
   if (!toolMatches(rule, tool)) return false
   if (rule.pattern === undefined) return true
   const { subject } = call
-  if (rule.pattern.test(subject.text)) return true
-  return restrictiveTexts(subject).some((form) => rule.pattern!.test(form))
+  if (globMatches(rule.pattern, subject.text)) return true
+  return restrictiveTexts(subject).forms.some((form) => globMatches(rule.pattern!, form))
 }
 
 /** Every form of every simple command of `subject` (`restrictiveForms`), read once per subject however many rules and levels test it. */
-const formsOf = new WeakMap<CallSubject, readonly string[]>()
-function restrictiveTexts(subject: CallSubject): readonly string[] {
-  if (subject.segments === undefined) return []
+const formsOf = new WeakMap<CallSubject, RestrictiveForms>()
+function restrictiveTexts(subject: CallSubject): RestrictiveForms {
   let forms = formsOf.get(subject)
   if (forms === undefined) {
-    forms = subject.segments.flatMap((segment) => restrictiveForms(segment.text))
+    forms = restrictiveForms(subject)
     formsOf.set(subject, forms)
   }
   return forms
+}
+
+/**
+ * Where the reading cannot tell what a command runs, a `deny` or `ask` rule with a pattern
+ * for its tool makes it asked: the rule might have matched what the reading cannot see.
+ */
+function unsureUnder(rules: readonly CompiledRule[], call: PolicyCall, tool: string): CompiledRule | undefined {
+  const candidate = rules.find((rule) => rule.pattern !== undefined && toolMatches(rule, tool))
+  return candidate !== undefined && restrictiveTexts(call.subject).unsure ? candidate : undefined
 }
 
 /**
@@ -114,9 +142,9 @@ function allowedBy(rules: readonly CompiledRule[], call: PolicyCall, tool: strin
   if (bare) return bare
   // A subject seen only in part can be allowed by no pattern: what follows the part could be anything.
   if (!subject.complete) return undefined
-  const whole = candidates.find((rule) => rule.exact && rule.pattern!.test(subject.text))
+  const whole = candidates.find((rule) => rule.exact && globMatches(rule.pattern!, subject.text))
   if (whole) return whole
-  if (subject.segments === undefined) return candidates.find((rule) => rule.pattern!.test(subject.text))
+  if (subject.segments === undefined) return candidates.find((rule) => globMatches(rule.pattern!, subject.text))
   if (subject.segments.length === 0) return undefined
   let first: CompiledRule | undefined
   for (const segment of subject.segments) {
@@ -128,7 +156,7 @@ function allowedBy(rules: readonly CompiledRule[], call: PolicyCall, tool: strin
 }
 
 function segmentRule(rules: readonly CompiledRule[], segment: CommandSegment): CompiledRule | undefined {
-  return rules.find((rule) => rule.pattern !== undefined && (rule.exact ? rule.pattern.test(segment.text) : segment.plain && rule.pattern.test(segment.text)))
+  return rules.find((rule) => rule.pattern !== undefined && (rule.exact || segment.plain) && globMatches(rule.pattern, segment.text))
 }
 
 /** One level's verdict on a call. */
@@ -138,6 +166,8 @@ export function levelVerdict(level: CompiledLevel, call: PolicyCall): PolicyVerd
   if (deny) return { verdict: 'deny', rule: `${deny.text} (${level.from})` }
   const ask = level.ask.find((rule) => restrictiveMatch(rule, call, tool))
   if (ask) return { verdict: 'ask', rule: `${ask.text} (${level.from})` }
+  const unsure = unsureUnder(level.deny, call, tool) ?? unsureUnder(level.ask, call, tool)
+  if (unsure) return { verdict: 'ask', rule: `${unsure.text} (${level.from}; dsh cannot tell what this command runs)` }
   const allow = allowedBy(level.allow, call, tool)
   if (allow) return { verdict: 'allow', rule: `${allow.text} (${level.from})` }
   return { verdict: undefined }

@@ -1,5 +1,6 @@
 import { normalize } from 'node:path'
-import { readCommand } from './command-reader.js'
+import { formsOfReading, type RestrictiveForms } from './command-forms.js'
+import { readCommand, type CommandReading } from './command-reader.js'
 
 /**
  * What a side effect is about, as rules and people see it: the *subject* of a call (a
@@ -63,9 +64,19 @@ export function subjectOf(args: unknown): CallSubject {
   return cut(json, 'other')
 }
 
+const readings = new WeakMap<CallSubject, CommandReading>()
+
+/** The reading of a command subject (`undefined` for any other subject), made once when the subject is. */
+export function readingOf(subject: CallSubject): CommandReading | undefined {
+  return readings.get(subject)
+}
+
 function commandSubject(command: string): CallSubject {
   const subject = cut(command, 'execute')
-  return { ...subject, segments: commandSegments(subject.text) }
+  const reading = readCommand(subject.text)
+  const read: CallSubject = { ...subject, segments: reading.top.map(({ text, plain }) => ({ text, plain })) }
+  readings.set(read, reading)
+  return read
 }
 
 function cut(text: string, kind: ApprovalKind): CallSubject {
@@ -87,30 +98,13 @@ export function commandSegments(command: string): CommandSegment[] {
 }
 
 /**
- * The forms a simple command may take that a `deny` or `ask` rule should still catch: the
- * command itself, then with what precedes the command word stripped (variable assignments,
- * `(`, `{`, `!`, a backslash, and the words that run another command: `command`, `exec`,
- * `env`, `nohup`, `time`, `sudo`, and the keywords `then`, `do`, `else`, `elif`, `if`,
- * `while`, `until`), and what runs inside `$(…)` and backquotes. A best effort: a deny
- * rule is a guard rail, not a boundary (commands can be built in ways no reading follows);
- * confinement is the sandbox's.
+ * Every form of every simple command of `subject` a `deny` or `ask` rule is matched
+ * against (`formsOfReading`), and whether something in it may run a command none of
+ * them shows: so too a subject seen only in part.
  */
-export function restrictiveForms(segment: string): string[] {
-  const forms = new Set<string>([segment])
-  let stripped = segment
-  for (let guard = 0; guard < 32; guard++) {
-    const next = stripped
-      .replace(/^\s*[({!]\s*/, '')
-      .replace(/^\\/, '')
-      .replace(/^[A-Za-z_][A-Za-z0-9_]*=("[^"]*"|'[^']*'|\S*)\s+/, '')
-      .replace(/^(command|exec|env|nohup|time|sudo|then|do|else|elif|if|while|until)\s+/, '')
-    if (next === stripped) break
-    stripped = next
-    forms.add(stripped)
-  }
-  for (const inner of segment.matchAll(/\$\(([^()]*)\)|`([^`]*)`/g)) {
-    const body = (inner[1] ?? inner[2] ?? '').trim()
-    if (body !== '') for (const part of commandSegments(body)) for (const form of restrictiveForms(part.text)) forms.add(form)
-  }
-  return [...forms]
+export function restrictiveForms(subject: CallSubject): RestrictiveForms {
+  const reading = readingOf(subject)
+  if (reading === undefined) return { forms: [], unsure: false }
+  const found = formsOfReading(reading)
+  return subject.complete ? found : { forms: found.forms, unsure: true }
 }
