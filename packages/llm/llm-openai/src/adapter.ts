@@ -4,7 +4,7 @@ import { NO_KEY, OpenAIChatConfig, resolveApiKeyEnv } from './config.js'
 import { abortError, OpenAIChatError, toLlmError } from './errors.js'
 import { ChunkReader } from './from-wire.js'
 import { toChatRequest } from './to-wire.js'
-import { exhausted, RetryBudget, waitUnlessAborted } from './retry.js'
+import { exhausted, retryAfterMs, RetryBudget, waitUnlessAborted } from './retry.js'
 import { loadSdk } from './sdk.js'
 
 export interface OpenAIChatAdapterOptions extends Partial<OpenAIChatConfig> {
@@ -90,7 +90,7 @@ export class OpenAIChatAdapter implements LlmAdapter {
       throw new OpenAIChatError('NO_API_KEY', `${name}: no API key: set the ${apiKeyEnv} environment variable (the "${name}" adapter talks to ${baseURL})`)
     }
     const client = await this.connect(this.apiKey)
-    const budget = new RetryBudget(this.config)
+    const budget = new RetryBudget(this.config, retryAfterMs)
     for (;;) {
       let passedOn = false
       try {

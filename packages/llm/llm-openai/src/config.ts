@@ -1,3 +1,4 @@
+import { isAtOrigin, keyEnvFor } from '@dsh/llm'
 import Schema from 'schemastery'
 
 /** Where DeepSeek's API is: the one endpoint its key variable is a default for. */
@@ -53,20 +54,15 @@ export type ValidatedConfig = Omit<OpenAIChatConfig, 'apiKeyEnv'> & { apiKeyEnv?
 
 /** Whether `baseURL` is DeepSeek's own API (any path under its origin). */
 export function isDeepSeekURL(baseURL: string): boolean {
-  try {
-    return new URL(baseURL).origin === DEEPSEEK_ORIGIN
-  } catch {
-    return false
-  }
+  return isAtOrigin(baseURL, DEEPSEEK_ORIGIN)
 }
 
 /**
- * The key variable of an endpoint, or `undefined` when the config must name one. A key may
- * only go where it was made for: the DeepSeek variable is the default for DeepSeek's URL
- * alone, and any other endpoint names its own variable (or `none`), so a local or
- * third-party server is never sent the DeepSeek key because a line was left out.
+ * The key variable of an endpoint, or `undefined` when the config must name one: the DeepSeek
+ * variable is the default for DeepSeek's URL alone (`@dsh/llm`'s `keyEnvFor`, the one check
+ * every adapter shares), so a local or third-party server is never sent the DeepSeek key
+ * because a line was left out.
  */
 export function resolveApiKeyEnv(config: Pick<ValidatedConfig, 'baseURL' | 'apiKeyEnv'>): string | undefined {
-  if (config.apiKeyEnv !== undefined) return config.apiKeyEnv
-  return isDeepSeekURL(config.baseURL) ? DEEPSEEK_KEY_ENV : undefined
+  return keyEnvFor(config, { origin: DEEPSEEK_ORIGIN, keyEnv: DEEPSEEK_KEY_ENV })
 }

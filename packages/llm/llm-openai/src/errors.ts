@@ -1,5 +1,5 @@
 import { errorMessage } from '@dsh/base'
-import { LlmError, llmErrorCodeOfStatus, type LlmErrorCode } from '@dsh/llm'
+import { abortErrorOf as abortError, LlmError, llmErrorCodeOfStatus, type LlmErrorCode } from '@dsh/llm'
 import type { APIError } from 'openai'
 import { NO_KEY } from './config.js'
 import { loadedSdk } from './sdk.js'
@@ -32,12 +32,7 @@ export interface ErrorContext {
 }
 
 /** The error an aborted request ends with: named `AbortError`, carrying the abort reason. */
-export function abortError(signal: AbortSignal): Error {
-  if (signal.reason instanceof Error && signal.reason.name === 'AbortError') return signal.reason
-  const error = new Error('the model request was aborted', { cause: signal.reason })
-  error.name = 'AbortError'
-  return error
-}
+export { abortErrorOf as abortError } from '@dsh/llm'
 
 /**
  * Maps whatever the SDK, fetch or the stream reader threw to the adapter contract: an

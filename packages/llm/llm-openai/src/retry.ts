@@ -1,111 +1,16 @@
-import { LlmError } from '@dsh/llm'
-import { abortError, OpenAIChatError } from './errors.js'
+import { retryAfterOfHeaders } from '@dsh/llm'
 import { loadedSdk } from './sdk.js'
 
-/** How a failed request is retried: bounded in count and in total waiting time. */
-export interface RetryPolicy {
-  /** Retries after the first attempt; 0 surfaces every failure at once. */
-  maxRetries: number
-  /** First backoff; each next one doubles (with jitter), capped at `retryMaxDelayMs`. */
-  retryBaseDelayMs: number
-  retryMaxDelayMs: number
-  /** Most time all waits of one request may add up to; a longer `Retry-After` gives up. */
-  retryBudgetMs: number
-}
-
-/**
- * Failures worth another attempt: rate limits, server errors, and connections that never
- * answered or broke. Only while nothing of the response was passed on: a retry after
- * text was streamed would repeat it.
- */
-export function isRetryable(error: unknown): boolean {
-  if (!(error instanceof LlmError)) return false
-  switch (error.code) {
-    case 'RATE_LIMITED':
-    case 'HTTP_SERVER':
-    case 'UNREACHABLE':
-    case 'TIMEOUT':
-    case 'CONNECTION_LOST':
-      return true
-    default:
-      return false
-  }
-}
+/** The retry policy every adapter shares (`@dsh/llm`'s `retry.ts`); only reading the server's wait is this adapter's. */
+export { backoffMs, exhausted, isRetryable, RetryBudget, waitUnlessAborted, type RetryPolicy } from '@dsh/llm'
 
 /**
  * The server's own wait: `retry-after-ms` (OpenAI), else `retry-after` in seconds or as an
- * HTTP date. Undefined when there is none or it does not parse.
+ * HTTP date, read from the SDK's error. Undefined when there is none or it does not parse.
  */
 export function retryAfterMs(error: unknown, now = Date.now()): number | undefined {
   const cause = error instanceof Error ? error.cause : undefined
   // Only the SDK's errors carry response headers, and there are none before it is loaded.
   const APIError = loadedSdk()?.APIError
-  const headers = APIError !== undefined && cause instanceof APIError ? cause.headers : undefined
-  if (!headers) return undefined
-  const ms = Number(headers.get('retry-after-ms') ?? Number.NaN)
-  if (Number.isFinite(ms) && ms >= 0) return ms
-  const value = headers.get('retry-after')
-  if (value === null || !value.trim()) return undefined
-  const seconds = Number(value)
-  if (Number.isFinite(seconds) && seconds >= 0) return seconds * 1000
-  const date = Date.parse(value)
-  return Number.isNaN(date) ? undefined : Math.max(0, date - now)
-}
-
-/** The wait before retry number `retry` (0-based): exponential with up to 25% jitter. */
-export function backoffMs(policy: RetryPolicy, retry: number, random = Math.random): number {
-  const exponential = Math.min(policy.retryMaxDelayMs, policy.retryBaseDelayMs * 2 ** retry)
-  return Math.round(exponential * (0.75 + 0.25 * random()))
-}
-
-/** Tracks one request's retries: how many were made and how much waiting is left. */
-export class RetryBudget {
-  private retries = 0
-  private waitedMs = 0
-
-  constructor(private readonly policy: RetryPolicy) {}
-
-  get count(): number {
-    return this.retries
-  }
-
-  /**
-   * The wait before the next attempt after `error`, or a reason to stop: the error is not
-   * retryable, the retries are used up, or the wait would overrun the time budget.
-   */
-  next(error: unknown): { waitMs: number } | { stop: string } {
-    if (!isRetryable(error)) return { stop: '' }
-    if (this.retries >= this.policy.maxRetries) return { stop: this.retries ? `gave up after ${this.retries} ${this.retries === 1 ? 'retry' : 'retries'}` : '' }
-    const told = retryAfterMs(error)
-    const waitMs = told ?? backoffMs(this.policy, this.retries)
-    const left = this.policy.retryBudgetMs - this.waitedMs
-    if (waitMs > left) {
-      return { stop: `${told !== undefined ? `the server asked to wait ${told} ms` : `the next backoff (${waitMs} ms)`}, which is more than the ${left} ms left of retryBudgetMs; gave up after ${this.retries} ${this.retries === 1 ? 'retry' : 'retries'}` }
-    }
-    this.retries++
-    this.waitedMs += waitMs
-    return { waitMs }
-  }
-}
-
-/** The final error of a request that was retried: the last failure, saying why it stopped. */
-export function exhausted(error: unknown, why: string): unknown {
-  if (!why || !(error instanceof OpenAIChatError)) return error
-  return new OpenAIChatError(error.code, `${error.message} (${why})`, { ...(error.status !== undefined && { status: error.status }), cause: error })
-}
-
-/** Resolves after `ms`, or rejects with an `AbortError` as soon as `signal` aborts. */
-export function waitUnlessAborted(ms: number, signal: AbortSignal): Promise<void> {
-  if (signal.aborted) return Promise.reject(abortError(signal))
-  return new Promise((resolve, reject) => {
-    const onAbort = () => {
-      clearTimeout(timer)
-      reject(abortError(signal))
-    }
-    const timer = setTimeout(() => {
-      signal.removeEventListener('abort', onAbort)
-      resolve()
-    }, ms)
-    signal.addEventListener('abort', onAbort, { once: true })
-  })
+  return retryAfterOfHeaders(APIError !== undefined && cause instanceof APIError ? cause.headers : undefined, now)
 }
