@@ -83,11 +83,32 @@ function cut(text: string, kind: ApprovalKind): CallSubject {
   return text.length > MAX_SUBJECT_CHARS ? { text: text.slice(0, MAX_SUBJECT_CHARS), complete: false, kind } : { text, complete: true, kind }
 }
 
-/** A subject shortened for one line of display: newlines shown as ⏎, at most `chars`. */
+/**
+ * A subject shortened for one line of display: each run of white space holding a newline
+ * shown as ` ⏎ `, at most `chars`. Linear in `text` (a regular expression such as
+ * `\s*\n\s*` is tried again from every white-space character of a long run of them, which
+ * costs a minute for a command of 200 KiB of spaces), and it stops once the line is full.
+ */
 export function displaySubject(text: string, chars = 400): string {
-  const flat = text.replace(/\s*\n\s*/g, ' ⏎ ')
+  let flat = ''
+  let at = 0
+  while (at < text.length && flat.length <= chars) {
+    const newline = text.indexOf('\n', at)
+    if (newline === -1) {
+      flat += text.slice(at, at + chars + 1 - flat.length)
+      break
+    }
+    // Up to the newline, without the white space before it (only what can still be shown is copied).
+    let end = newline
+    while (end > at && WHITE_SPACE.test(text[end - 1]!)) end--
+    flat += `${text.slice(at, Math.min(end, at + chars + 1 - flat.length))} ⏎ `
+    at = newline + 1
+    while (at < text.length && WHITE_SPACE.test(text[at]!)) at++
+  }
   return flat.length > chars ? `${flat.slice(0, chars - 1)}…` : flat
 }
+
+const WHITE_SPACE = /\s/
 
 /**
  * A command's simple commands, split at unquoted `;`, `&`, `|`, `&&`, `||` and newlines,
