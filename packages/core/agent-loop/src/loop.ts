@@ -326,7 +326,8 @@ function assistantEvent(response: Response): AssistantMessageEvent {
  * one more key takes V8's generic copy (half a microsecond to three, on every response).
  */
 function withModel(usage: Usage, model: string): Usage {
-  const { inputTokens, outputTokens, cacheHitInputTokens } = usage
+  const { inputTokens, outputTokens, cacheHitInputTokens, cacheWriteInputTokens } = usage
+  if (cacheWriteInputTokens !== undefined) return { inputTokens, outputTokens, ...(cacheHitInputTokens !== undefined && { cacheHitInputTokens }), cacheWriteInputTokens, model }
   return cacheHitInputTokens === undefined ? { inputTokens, outputTokens, model } : { inputTokens, outputTokens, cacheHitInputTokens, model }
 }
 

@@ -57,6 +57,8 @@ export interface Usage {
   outputTokens: number
   /** Of `inputTokens`, how many the provider served from its prefix cache (when it says). */
   cacheHitInputTokens?: number
+  /** Of `inputTokens`, how many the provider wrote to its prefix cache (when it says; Anthropic prices them apart). */
+  cacheWriteInputTokens?: number
   /** The model spec (`adapter:model`) that produced these tokens; set by the turn driver. */
   model?: string
 }

@@ -8,12 +8,14 @@ export interface ModelPrice {
   output: number
   /** Input tokens served from the provider's prefix cache; `input` when unset. */
   cacheHitInput?: number
+  /** Input tokens written to the provider's prefix cache (Anthropic charges more for them); `input` when unset. */
+  cacheWriteInput?: number
 }
 
 /** Model spec (`adapter:model`) → its prices. */
 export type PriceTable = Record<string, ModelPrice>
 
-const PRICE_KEYS = ['input', 'output', 'cacheHitInput'] as const
+const PRICE_KEYS = ['input', 'output', 'cacheHitInput', 'cacheWriteInput'] as const
 
 /**
  * Checks the shape of a price table and returns it frozen: every key a full model spec,
@@ -22,22 +24,22 @@ const PRICE_KEYS = ['input', 'output', 'cacheHitInput'] as const
  */
 export function checkPriceTable(value: unknown): PriceTable {
   if (value === undefined) return {}
-  if (!isRecord(value)) throw new LlmRegistryError('INVALID_PRICES', 'prices must be a table of model specs (adapter:model) to { input, output, cacheHitInput? }')
+  if (!isRecord(value)) throw new LlmRegistryError('INVALID_PRICES', 'prices must be a table of model specs (adapter:model) to { input, output, cacheHitInput?, cacheWriteInput? }')
   const table: PriceTable = {}
   for (const [spec, entry] of Object.entries(value)) {
     const colon = spec.indexOf(':')
     if (colon <= 0 || colon === spec.length - 1) throw new LlmRegistryError('INVALID_PRICES', `prices["${spec}"]: the key must be a model spec adapter:model (e.g. deepseek:deepseek-chat)`)
-    if (!isRecord(entry)) throw new LlmRegistryError('INVALID_PRICES', `prices["${spec}"] must be { input, output, cacheHitInput? } per million tokens`)
+    if (!isRecord(entry)) throw new LlmRegistryError('INVALID_PRICES', `prices["${spec}"] must be { input, output, cacheHitInput?, cacheWriteInput? } per million tokens`)
     const unknown = Object.keys(entry).filter((key) => !(PRICE_KEYS as readonly string[]).includes(key))
     if (unknown.length) throw new LlmRegistryError('INVALID_PRICES', `prices["${spec}"] has unknown key ${unknown.map((key) => `"${key}"`).join(', ')} (known: ${PRICE_KEYS.join(', ')})`)
     for (const key of PRICE_KEYS) {
       const price = entry[key]
-      if (price === undefined && key === 'cacheHitInput') continue
+      if (price === undefined && (key === 'cacheHitInput' || key === 'cacheWriteInput')) continue
       if (typeof price !== 'number' || !Number.isFinite(price) || price < 0) {
         throw new LlmRegistryError('INVALID_PRICES', `prices["${spec}"].${key} must be a number of zero or more (per million tokens), got ${JSON.stringify(price) ?? 'nothing'}`)
       }
     }
-    table[spec] = { input: entry.input as number, output: entry.output as number, ...(entry.cacheHitInput !== undefined && { cacheHitInput: entry.cacheHitInput as number }) }
+    table[spec] = { input: entry.input as number, output: entry.output as number, ...(entry.cacheHitInput !== undefined && { cacheHitInput: entry.cacheHitInput as number }), ...(entry.cacheWriteInput !== undefined && { cacheWriteInput: entry.cacheWriteInput as number }) }
   }
   return Object.freeze(table)
 }
@@ -64,8 +66,9 @@ export function costOf(usage: Usage, prices: PriceTable): number | undefined {
   const price = usage.model === undefined ? undefined : prices[usage.model]
   if (!price) return undefined
   const hits = Math.min(usage.cacheHitInputTokens ?? 0, usage.inputTokens)
-  const misses = usage.inputTokens - hits
-  return (misses * price.input + hits * (price.cacheHitInput ?? price.input) + usage.outputTokens * price.output) / 1_000_000
+  const writes = Math.min(usage.cacheWriteInputTokens ?? 0, usage.inputTokens - hits)
+  const plain = usage.inputTokens - hits - writes
+  return (plain * price.input + hits * (price.cacheHitInput ?? price.input) + writes * (price.cacheWriteInput ?? price.input) + usage.outputTokens * price.output) / 1_000_000
 }
 
 /** `totals` plus one response's usage (a new object). */

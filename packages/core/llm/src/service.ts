@@ -47,7 +47,7 @@ export interface RecordingLinks {
 export class LlmService extends Service {
   static Config: Schema<LlmService.Config> = Schema.object({
     model: Schema.string().description('Default model spec, `adapter:model` (e.g. `deepseek:deepseek-chat`).'),
-    prices: Schema.dict(Schema.any()).description('Optional price table: model spec (adapter:model) → { input, output, cacheHitInput? } per million tokens; turns usage into cost.'),
+    prices: Schema.dict(Schema.any()).description('Optional price table: model spec (adapter:model) → { input, output, cacheHitInput?, cacheWriteInput? } per million tokens; turns usage into cost.'),
   })
 
   private adapters = new Map<string, LlmAdapter>()

@@ -8,6 +8,13 @@ describe('price table', () => {
     expect(cost).toBeCloseTo(0.6 * 0.27 + 0.4 * 0.07 + 0.1 * 1.1, 10)
   })
 
+  it('prices cache writes at cacheWriteInput, apart from hits and plain input (Anthropic charges more for writes)', () => {
+    const prices = checkPriceTable({ 'anthropic:claude-x': { input: 3, cacheHitInput: 0.3, cacheWriteInput: 3.75, output: 15 } })
+    const cost = costOf({ inputTokens: 1_000_000, cacheHitInputTokens: 500_000, cacheWriteInputTokens: 300_000, outputTokens: 10_000, model: 'anthropic:claude-x' }, prices)
+    expect(cost).toBeCloseTo(0.2 * 3 + 0.5 * 0.3 + 0.3 * 3.75 + 0.01 * 15, 10)
+    expect(() => checkPriceTable({ 'anthropic:x': { input: 1, output: 1, cacheWriteInput: -1 } })).toThrow('prices["anthropic:x"].cacheWriteInput')
+  })
+
   it('a model without a price makes the total cost unknown, naming the model', () => {
     const prices = checkPriceTable({ 'deepseek:deepseek-chat': { input: 1, output: 1 } })
     let totals = addUsage(emptyTotals(), { inputTokens: 10, outputTokens: 1, model: 'deepseek:deepseek-chat' }, prices)
