@@ -18,7 +18,6 @@
  * call is cancelled. The broker's own permission gate on `ctx.tools` brings every
  * in-process side-effecting call here; providers call `request` for their remote children.
  */
-import { createHash } from 'node:crypto'
 import { Context, Service } from 'cordis'
 import Schema from 'schemastery'
 import { errorMessage, PERMISSION_DECISIONS, PERMISSION_SOURCES, isRecord, type PermissionDecision, type PermissionSource } from '@dsh/base'
@@ -28,7 +27,7 @@ import type { ToolPermissionRequest } from '@dsh/tools'
 import { ApprovalError } from './errors.js'
 import { FairQueue } from './fair-queue.js'
 import { policyVerdict, type PolicyVerdict } from './rules.js'
-import { displaySubject, subjectOf } from './subject.js'
+import { displaySubject, subjectDigest, subjectOf, type CallSubject } from './subject.js'
 import type { ApprovalAsk, ApprovalFrontEnd, ApprovalRecorder, ApprovalRequestInfo, ApprovalSettledInfo } from './types.js'
 
 declare module 'cordis' {
@@ -230,8 +229,8 @@ export class ApprovalService extends Service {
       const replayed = recorder.replay?.(info, session)
       if (replayed !== undefined) return finish({ ...replayed, source: 'replay', at: now })
     }
-    // The whole subject, hashed: an answer for one command never covers another that starts alike.
-    const memory = `${info.chain[0]}\0${tool}\0${createHash('sha256').update(subject.text).digest('hex')}\0${subject.complete ? '' : 'cut'}`
+    // The whole subject, hashed (past what rules read, too): an answer for one command never covers another that starts alike.
+    const memory = `${info.chain[0]}\0${tool}\0${subjectDigest(subject)}`
     // A rule that asks is asked every time: an earlier "always" does not answer for it.
     if (policy.verdict !== 'ask' && this.always.has(memory)) return finish({ decision: 'allow-always', by: 'an earlier answer in this tree', source: 'remembered', at: now })
     if (ask.signal.aborted) return finish({ decision: 'reject', by: 'the approval broker', reason: 'the call was cancelled before it could be asked about', source: 'cancelled', at: now })
@@ -378,7 +377,7 @@ export class ApprovalService extends Service {
       ...(child !== undefined && { child }),
       tool: ask.tool,
       // A front-end is shown at most this much; rules saw it all (or, cut, allowed none of it).
-      subject: subject.complete ? subject.text.slice(0, FRONT_END_SUBJECT_CHARS) : `${subject.text.slice(0, FRONT_END_SUBJECT_CHARS)} … (longer than dsh reads whole)`,
+      subject: shownSubject(subject),
       display: displaySubject(subject.text),
       kind: subject.kind,
       args: ask.args,
@@ -441,6 +440,17 @@ export class ApprovalService extends Service {
       this.home.logger('approvals').warn('an %s listener failed (ignored): %s', name, errorMessage(error))
     }
   }
+}
+
+/**
+ * The subject as a front-end and a recorder see it: whole when it is short; cut, and then
+ * ending with the digest of the whole, so a recording's answer for one long command never
+ * answers another that starts alike.
+ */
+function shownSubject(subject: CallSubject): string {
+  if (subject.complete && subject.text.length <= FRONT_END_SUBJECT_CHARS) return subject.text
+  const why = subject.complete ? `${subject.text.length} characters` : 'longer than dsh reads whole'
+  return `${subject.text.slice(0, FRONT_END_SUBJECT_CHARS)} … (${why}; sha256 ${subjectDigest(subject)})`
 }
 
 /** An agent as a path names it: `dsh` for a root, `spawn "survey"` or `reviewer "check"` for a child. */

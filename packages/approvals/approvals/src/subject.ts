@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto'
 import { normalize } from 'node:path'
 import { formsOfReading, type RestrictiveForms } from './command-forms.js'
 import { readCommand, type CommandReading } from './command-reader.js'
@@ -17,6 +18,8 @@ export interface CallSubject {
   text: string
   /** False when the call's subject was longer than `MAX_SUBJECT_CHARS` and `text` is its start: no pattern may allow it. */
   complete: boolean
+  /** For a subject that is not complete, the SHA-256 (hex) of the whole of it: what tells two subjects with the same start apart. */
+  wholeDigest?: string
   kind: ApprovalKind
   /** A command's simple commands, when the subject is a command. */
   segments?: readonly CommandSegment[]
@@ -80,7 +83,21 @@ function commandSubject(command: string): CallSubject {
 }
 
 function cut(text: string, kind: ApprovalKind): CallSubject {
-  return text.length > MAX_SUBJECT_CHARS ? { text: text.slice(0, MAX_SUBJECT_CHARS), complete: false, kind } : { text, complete: true, kind }
+  if (text.length <= MAX_SUBJECT_CHARS) return { text, complete: true, kind }
+  return { text: text.slice(0, MAX_SUBJECT_CHARS), complete: false, kind, wholeDigest: sha256(text) }
+}
+
+/**
+ * What identifies a subject whole, for remembering and replaying answers: the SHA-256 of
+ * all of it, also of what lies past `MAX_SUBJECT_CHARS` (an answer for one command never
+ * covers another that starts alike).
+ */
+export function subjectDigest(subject: CallSubject): string {
+  return subject.wholeDigest ?? sha256(subject.text)
+}
+
+function sha256(text: string): string {
+  return createHash('sha256').update(text).digest('hex')
 }
 
 /**

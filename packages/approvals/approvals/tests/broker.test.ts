@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto'
 import { afterEach, describe, expect, it } from 'vitest'
 import type { Agent } from '@dsh/agent'
 import { ApprovalService, type ApprovalFrontEnd, type ApprovalRequestInfo } from '@dsh/approvals'
@@ -301,3 +302,63 @@ describe('the approval broker', () => {
     await expect(harness.ctx.plugin(ApprovalService, { allow: ['bash(npm test'] } as Partial<ApprovalService.Config>)).rejects.toThrow(/approvals.allow\[0\]: "bash\(npm test" is not a rule/)
   })
 })
+
+describe('answers given earlier or recorded answer only the very same request, whole', () => {
+  const head = `echo ${'x'.repeat(300 * 1024)}`
+
+  it('"always" for a command longer than the rules read does not answer another with the same first 256 KiB', async () => {
+    const { ctx, ran } = await setup()
+    const root = await ctx.agents.create({ meta: { origin: 'cli' } })
+    const { frontEnd, asked } = scriptedFrontEnd((request) =>
+      request.subject.endsWith(`sha256 ${digestOf(`${head} ok`)})`) ? { decision: 'allow-always', by: 'the test user' } : { decision: 'reject', by: 'the test user', reason: 'no' },
+    )
+    ctx.approvals.addFrontEnd(frontEnd)
+    expect((await call(root, `${head} ok`, undefined, 'first')).permission).toMatchObject({ decision: 'allow-always', source: 'user' })
+    expect((await call(root, `${head} ok`, undefined, 'again')).permission).toMatchObject({ decision: 'allow-always', source: 'remembered' })
+    const other = await call(root, `${head}; rm -rf ~`, undefined, 'other')
+    expect(other.permission).toMatchObject({ decision: 'reject', source: 'user' })
+    expect(asked).toHaveLength(2)
+    expect(ran).toEqual([`${head} ok`, `${head} ok`])
+  })
+
+  it('a recorded decision is replayed only for the request it was recorded for: not for another command of the same tool, nor one alike in what a front-end is shown', async () => {
+    // Recorded: the front-end allowed `ls` and a long command.
+    const recording: { tool: string; subject: string; decision: PermissionDecision }[] = []
+    const long = `echo ${'y'.repeat(20_000)}`
+    {
+      const { ctx } = await setup()
+      const root = await ctx.agents.create({ meta: { origin: 'cli' } })
+      ctx.approvals.addRecorder({ record: (request, _session, decision) => recording.push({ tool: request.tool, subject: request.subject, decision }) })
+      ctx.approvals.addFrontEnd(scriptedFrontEnd(() => ({ decision: 'allow-once', by: 'the test user' })).frontEnd)
+      await call(root, 'ls')
+      await call(root, `${long} a`)
+      await harness!.dispose()
+      harness = undefined
+    }
+    expect(recording.map((entry) => entry.decision.decision)).toEqual(['allow-once', 'allow-once'])
+    // Replayed as a recording does: the first unused recorded decision of the same tool and subject.
+    const { ctx, ran } = await setup()
+    const root = await ctx.agents.create({ meta: { origin: 'cli' } })
+    const used = new Set<number>()
+    ctx.approvals.addRecorder({
+      replay: (request) => {
+        const index = recording.findIndex((entry, at) => !used.has(at) && entry.tool === request.tool && entry.subject === request.subject)
+        if (index === -1) return undefined
+        used.add(index)
+        return recording[index]!.decision
+      },
+    })
+    const { frontEnd, asked } = scriptedFrontEnd(() => ({ decision: 'reject', by: 'the test user', reason: 'not recorded' }))
+    ctx.approvals.addFrontEnd(frontEnd)
+    expect((await call(root, 'rm -rf ~')).permission).toMatchObject({ decision: 'reject', source: 'user' })
+    expect((await call(root, `${long} b`)).permission).toMatchObject({ decision: 'reject', source: 'user' })
+    expect((await call(root, 'ls')).permission).toMatchObject({ decision: 'allow-once', source: 'replay' })
+    expect((await call(root, `${long} a`)).permission).toMatchObject({ decision: 'allow-once', source: 'replay' })
+    expect(asked.map((request) => request.subject.slice(0, 12))).toEqual(['rm -rf ~', 'echo yyyyyyy'])
+    expect(ran).toEqual(['ls', `${long} a`])
+  })
+})
+
+function digestOf(text: string): string {
+  return createHash('sha256').update(text).digest('hex')
+}
