@@ -60,6 +60,13 @@ describe('the policy', () => {
     expect(policyVerdict([parentDeniesBash, onlyNpmTest], bash('npm test')).rule).toBe('bash (config)')
   })
 
+  it('within one level a matching deny is checked before a matching ask, and ask before allow', () => {
+    const level: PermissionLevel = { from: 'config', allow: ['bash(rm *)'], ask: ['bash(rm *)', 'bash(git *)'], deny: ['bash(rm *)'] }
+    expect(policyVerdict([level], bash('rm -rf build'))).toEqual({ verdict: 'deny', rule: 'bash(rm *) (config)' })
+    expect(policyVerdict([level], bash('git push'))).toEqual({ verdict: 'ask', rule: 'bash(git *) (config)' })
+    expect(policyVerdict([{ from: 'config', allow: ['bash(git *)'], ask: ['bash(git *)'] }], bash('git push')).verdict).toBe('ask')
+  })
+
   it('tool names match without regard to case, and * matches every tool', () => {
     expect(verdict([{ from: 'claude', allow: ['Bash(npm test*)'] }], 'npm test')).toBe('allow')
     expect(policyVerdict([{ from: 'config', deny: ['*'] }], { tool: 'write_file', subject: subjectOf({ path: '/tmp/x' }) }).verdict).toBe('deny')
