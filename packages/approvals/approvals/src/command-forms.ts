@@ -13,7 +13,8 @@
  * or the command holds an expansion that can), a restrictive rule of the tool asks instead:
  * deny by default where unsure.
  */
-import { HARMLESS_BUILTINS, SHELL_WORDS, readCommand, type CommandReading, type ReadSegment, type ReadWord } from './command-reader.js'
+import { readCommand, type CommandReading, type ReadSegment, type ReadWord } from './command-reader.js'
+import { HARMLESS_BUILTINS, SHELL_WORDS } from './shell-words.js'
 
 export interface RestrictiveForms {
   forms: string[]

@@ -1,13 +1,12 @@
 /**
- * A conservative reading of a shell command, in one pass over its text: where its simple
- * commands begin and end (at unquoted `;`, `&`, `|`, `&&`, `||` and newlines), the words of
- * each with their quotes removed, the commands inside `$(…)`, backquotes and `<(…)` / `>(…)`,
- * and, for each simple command, whether it is *plain*: made only of what this reading
- * understands completely. It is not a shell: what it does not follow exactly is marked (not
- * plain, or `unsure` where even the command word is in doubt), so that it is asked rather
- * than allowed. The work is linear in the command's length: every character is looked at a
- * bounded number of times, and nesting deeper than `MAX_NESTING` stops the reading (broken).
+ * A conservative reading of a shell command in one pass, linear in its length: its simple
+ * commands (split at unquoted `;`, `&`, `|`, `&&`, `||`, newlines), their unquoted words,
+ * the commands inside substitutions, and whether each is *plain* (made only of what this
+ * reading understands completely). Not a shell: what it does not follow exactly is marked
+ * not plain, or `unsure` where even what runs is in doubt, so it is asked, never allowed.
  */
+
+import { HARMLESS_BUILTINS, SHELL_WORDS } from './shell-words.js'
 
 /** One word of a simple command as the shell would pass it, as far as this reading can tell. */
 export interface ReadWord {
@@ -24,7 +23,7 @@ export interface ReadWord {
 export interface ReadSegment {
   /** The simple command's text as written, trimmed. */
   text: string
-  /** Made only of what this reading understands completely (see `commandSegments`). */
+  /** Made only of what this reading understands completely. */
   plain: boolean
   /** Holds something that could run code this reading does not see (`${…}`, `$[…]`, `$((…))`, an arithmetic or `[[` command, a function definition…). */
   unsure: boolean
@@ -44,7 +43,6 @@ export interface CommandReading {
 
 /** How deep substitutions and subshells are followed; deeper, the reading is broken. */
 const MAX_NESTING = 32
-
 const NAME_START = /[A-Za-z_]/
 const NAME_CHAR = /[A-Za-z0-9_]/
 const ASSIGNMENT = /^[A-Za-z_][A-Za-z0-9_]*\+?=/
@@ -70,7 +68,6 @@ class SegmentBuilder {
   target = false
 
   constructor(readonly start: number) {}
-
   get inWord(): boolean {
     return this.word !== undefined
   }
@@ -114,7 +111,6 @@ class Reader {
   private hereDocuments: { delimiter: string; quoted: boolean; stripTabs: boolean }[] = []
 
   constructor(private readonly source: string) {}
-
   /**
    * Simple commands from `index` until `close` (unmatched, at this level) or the end.
    * Returns the index after `close`.
@@ -501,17 +497,3 @@ class Reader {
     if (SHELL_WORDS.has(command.value) && !HARMLESS_BUILTINS.has(command.value)) segment.plain = false
   }
 }
-
-/** Bash's builtins and reserved words. */
-export const SHELL_WORDS: ReadonlySet<string> = new Set([
-  '.', ':', '[', 'alias', 'bg', 'bind', 'break', 'builtin', 'caller', 'cd', 'command', 'compgen', 'complete', 'compopt', 'continue',
-  'declare', 'dirs', 'disown', 'echo', 'enable', 'eval', 'exec', 'exit', 'export', 'false', 'fc', 'fg', 'getopts', 'hash', 'help',
-  'history', 'jobs', 'kill', 'let', 'local', 'logout', 'mapfile', 'popd', 'printf', 'pushd', 'pwd', 'read', 'readarray', 'readonly',
-  'return', 'set', 'shift', 'shopt', 'source', 'suspend', 'test', 'times', 'trap', 'true', 'type', 'typeset', 'ulimit', 'umask',
-  'unalias', 'unset', 'wait',
-  '!', '[[', ']]', '{', '}', 'case', 'coproc', 'do', 'done', 'elif', 'else', 'esac', 'fi', 'for', 'function', 'if', 'in', 'select',
-  'then', 'time', 'until', 'while',
-])
-
-/** The builtins a plain command may name: they never evaluate an argument. */
-export const HARMLESS_BUILTINS: ReadonlySet<string> = new Set(['echo', 'cd', 'pwd', 'true', 'false'])

@@ -27,7 +27,7 @@ import type { ToolPermissionRequest } from '@dsh/tools'
 import { ApprovalError } from './errors.js'
 import { FairQueue } from './fair-queue.js'
 import { policyVerdict, type PolicyVerdict } from './rules.js'
-import { displaySubject, subjectDigest, subjectOf, type CallSubject } from './subject.js'
+import { displaySubject, shownSubject, subjectDigest, subjectOf } from './subject.js'
 import type { ApprovalAsk, ApprovalFrontEnd, ApprovalRecorder, ApprovalRequestInfo, ApprovalSettledInfo } from './types.js'
 
 declare module 'cordis' {
@@ -377,7 +377,7 @@ export class ApprovalService extends Service {
       ...(child !== undefined && { child }),
       tool: ask.tool,
       // A front-end is shown at most this much; rules saw it all (or, cut, allowed none of it).
-      subject: shownSubject(subject),
+      subject: shownSubject(subject, FRONT_END_SUBJECT_CHARS),
       display: displaySubject(subject.text),
       kind: subject.kind,
       args: ask.args,
@@ -440,17 +440,6 @@ export class ApprovalService extends Service {
       this.home.logger('approvals').warn('an %s listener failed (ignored): %s', name, errorMessage(error))
     }
   }
-}
-
-/**
- * The subject as a front-end and a recorder see it: whole when it is short; cut, and then
- * ending with the digest of the whole, so a recording's answer for one long command never
- * answers another that starts alike.
- */
-function shownSubject(subject: CallSubject): string {
-  if (subject.complete && subject.text.length <= FRONT_END_SUBJECT_CHARS) return subject.text
-  const why = subject.complete ? `${subject.text.length} characters` : 'longer than dsh reads whole'
-  return `${subject.text.slice(0, FRONT_END_SUBJECT_CHARS)} … (${why}; sha256 ${subjectDigest(subject)})`
 }
 
 /** An agent as a path names it: `dsh` for a root, `spawn "survey"` or `reviewer "check"` for a child. */

@@ -96,6 +96,17 @@ export function subjectDigest(subject: CallSubject): string {
   return subject.wholeDigest ?? sha256(subject.text)
 }
 
+/**
+ * The subject as a front-end and a recorder see it: whole when it is short; cut, and then
+ * ending with the digest of the whole, so a recording's answer for one long command never
+ * answers another that starts alike.
+ */
+export function shownSubject(subject: CallSubject, chars: number): string {
+  if (subject.complete && subject.text.length <= chars) return subject.text
+  const why = subject.complete ? `${subject.text.length} characters` : 'longer than dsh reads whole'
+  return `${subject.text.slice(0, chars)} … (${why}; sha256 ${subjectDigest(subject)})`
+}
+
 function sha256(text: string): string {
   return createHash('sha256').update(text).digest('hex')
 }
