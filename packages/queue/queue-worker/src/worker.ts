@@ -17,6 +17,13 @@
  * `signing.ts`), before its data is read: its lineage (rules, budget) is only believed
  * when the parent that holds the key wrote it.
  *
+ * A queue cannot ask up the tree, so what no approval rule decides is decided by this
+ * worker's broker alone, and never more permissively than the job's lineage allows: the
+ * broker bounds this worker's default (`approvals.default`) by the one the lineage carried
+ * (`approvalDefault`, its root's and every ancestor's, the strictest), and a lineage without
+ * one allows only what its rules allow; a job whose lineage overrules an allowing default
+ * here says so in one line on the log, naming what to change.
+ *
  * Cancels arrive on the queue's cancel channel (`cancelChannel`): the job's run is aborted
  * (its turn ends `aborted`, its tasks and children stopped) and the job fails `aborted:`
  * without retries. `close` stops taking jobs, cancels the running ones when asked to
@@ -156,6 +163,7 @@ export async function serveQueue(ctx: Context, options: QueueWorkerOptions): Pro
       const agent = await ctx.agents.create(childOptions(payload.helper, { origin: 'queue', cwd: options.cwd, ...lineageHeader(lineage), provider: lineage.provider ?? 'queue', maxDepth: bound, attempt }))
       // The budget the parent handed the job holds from its first model call, not only once it delegates.
       await ctx.get('subagents')?.boundByLineage(agent)
+      sayIfLineageBoundsDefault(job, agent)
       // What the job used: its agent's model calls and every child run below it (at any
       // depth, told as each ends), so the parent counts the whole subtree against its budget.
       const usage = noUsage()
@@ -209,6 +217,21 @@ export async function serveQueue(ctx: Context, options: QueueWorkerOptions): Pro
       lockLost?.removeEventListener('abort', onLockLost)
       active.delete(job.id!)
     }
+  }
+
+  /**
+   * One line when the job's lineage keeps this worker's allowing default from deciding for
+   * it (the broker's `defaultFor` its tree), naming what to change: an operator who set
+   * `approvals.default: allow` learns why the job's commands no rule allows are rejected.
+   */
+  function sayIfLineageBoundsDefault(job: Job, agent: { id: string }): void {
+    // Read by shape: the broker (`@dsh/approvals`) is composed beside this worker, not a dependency of it.
+    const approvals = ctx.get('approvals') as { defaultFor?(agent: { id: string }): { bound?: 'lineage' | 'unsaid' } } | undefined
+    const bound = typeof approvals?.defaultFor === 'function' ? approvals.defaultFor(agent).bound : undefined
+    if (bound === undefined) return
+    const id = printable(job.id!.slice(0, 200))
+    if (bound === 'lineage') log.warn("job %s of queue %s: its root rejects what no approval rule decides (the lineage's approvalDefault), so this worker's approvals.default allow does not apply to it: commands no rule allows are rejected; start the root with --permission allow, or allow them by rules in the root's config", id, job.queueName)
+    else log.warn("job %s of queue %s: its lineage does not say what its root allows with nobody to ask (the parent runs an older dsh), so this worker's approvals.default allow does not apply to it: only what the lineage's rules allow runs; update the parent's dsh, or allow the commands by rules in the root's config", id, job.queueName)
   }
 
   /**
