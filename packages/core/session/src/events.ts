@@ -162,6 +162,14 @@ export interface SessionHeader {
    */
   budget?: DelegationBudget
   /**
+   * With nobody to ask, what its ancestors let happen to a side effect no rule decides,
+   * as its delegation handed it on: the most restrictive default of every process up the
+   * chain (`reject` where any rejects). A process serving it for a parent elsewhere never
+   * allows more by its own default (see `@dsh/approvals`). Absent: not said (a root, or a
+   * parent older than the field).
+   */
+  approvalDefault?: 'allow' | 'reject'
+  /**
    * The workspace of its own a delegation gave this session's agent (`@dsh/workspaces`):
    * its directory is also `cwd`. Absent: it works in its parent's directory.
    */

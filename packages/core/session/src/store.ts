@@ -67,6 +67,8 @@ export interface SessionInit {
   permissions?: readonly PermissionLevel[]
   /** See `SessionHeader.budget`. */
   budget?: DelegationBudget
+  /** See `SessionHeader.approvalDefault`. */
+  approvalDefault?: 'allow' | 'reject'
   /** See `SessionHeader.workspace`. */
   workspace?: WorkspaceRef
   /** See `SessionHeader.sandbox`. */
@@ -143,6 +145,7 @@ export class SessionStore extends Service {
     if (init.attempt !== undefined) header.attempt = init.attempt
     if (init.permissions !== undefined) header.permissions = init.permissions
     if (init.budget !== undefined) header.budget = init.budget
+    if (init.approvalDefault !== undefined) header.approvalDefault = init.approvalDefault
     if (init.workspace !== undefined) header.workspace = init.workspace
     if (init.sandbox !== undefined) header.sandbox = init.sandbox
     const session = new Session(header, init.seed, this.reportListenerError)
