@@ -15,6 +15,7 @@
  * its place in `@dsh/session`'s `SessionHeader`).
  */
 import { isRecord } from '@dsh/base'
+import { serviceInstance, type Agent } from '@dsh/agent'
 import type { RecordingLink } from '@dsh/llm'
 import { cleanPermissionLevel, joinPermissionLevels, permissionLevelsProblem, readDelegationBudget, type DelegationBudget, type PermissionLevel, type SessionHeader, type SessionInit, type TraceContext } from '@dsh/session'
 import { SubagentError } from './errors.js'
@@ -52,6 +53,14 @@ export interface Lineage {
    * `dsh acp` or `dsh a2a serve` child bounds its own tree by it, its own calls included.
    */
   budget?: DelegationBudget
+  /**
+   * With nobody to ask, what the child's ancestors let happen to a side effect no rule
+   * decides: the most restrictive approvals default of every process up the chain (its
+   * parent's broker's `defaultFor`). A child process never allows more by a default of its
+   * own (a `dsh worker`'s `approvals.default: allow`, `dsh a2a serve --permission allow`);
+   * absent (a parent older than the field), it allows only what the rules it received do.
+   */
+  approvalDefault?: 'allow' | 'reject'
 }
 
 export type { TraceContext }
@@ -151,6 +160,12 @@ const FIELD_RULES: { readonly [K in LineageField]-?: FieldRule<K> } = {
     strict: true,
     expected: '{ outputTokens?, inputTokens?, cost?, children?, wallTimeMs? } of non-negative numbers',
   },
+  approvalDefault: {
+    // Refused, never dropped: a peer's malformed value is no place to guess a permission.
+    read: (value) => (value === 'allow' || value === 'reject' ? value : undefined),
+    strict: true,
+    expected: '"allow" or "reject"',
+  },
 }
 
 /**
@@ -229,16 +244,16 @@ export class LineageWire {
 }
 
 /** ACP: `_meta.dsh` of `session/new` and `session/load` (`dsh acp` reads it). */
-export const ACP_LINEAGE = new LineageWire('_meta.dsh', 'session/new', ['parentSession', 'delegationDepth', 'provider', 'label', 'maxDepth', 'recording', 'trace', 'permissions', 'budget'])
+export const ACP_LINEAGE = new LineageWire('_meta.dsh', 'session/new', ['parentSession', 'delegationDepth', 'provider', 'label', 'maxDepth', 'recording', 'trace', 'permissions', 'budget', 'approvalDefault'])
 
 /** A2A: the message's `metadata.dsh` (`dsh a2a serve` reads it). */
-export const A2A_LINEAGE = new LineageWire('metadata.dsh', 'the A2A message', ['parentSession', 'delegationDepth', 'provider', 'label', 'maxDepth', 'trace', 'permissions', 'budget'])
+export const A2A_LINEAGE = new LineageWire('metadata.dsh', 'the A2A message', ['parentSession', 'delegationDepth', 'provider', 'label', 'maxDepth', 'trace', 'permissions', 'budget', 'approvalDefault'])
 
 /** A job queue: the job data's `lineage` (`dsh worker` reads it); the tool call names the job, so it travels too. */
-export const QUEUE_LINEAGE = new LineageWire('job.data.lineage', 'the queue job', ['parentSession', 'delegationDepth', 'provider', 'label', 'maxDepth', 'toolCallId', 'trace', 'permissions', 'budget'], false)
+export const QUEUE_LINEAGE = new LineageWire('job.data.lineage', 'the queue job', ['parentSession', 'delegationDepth', 'provider', 'label', 'maxDepth', 'toolCallId', 'trace', 'permissions', 'budget', 'approvalDefault'], false)
 
 /** The lineage fields a session header records (the recording link is adopted, not recorded). */
-export const HEADER_FIELDS = ['parentSession', 'delegationDepth', 'provider', 'label', 'maxDepth', 'toolCallId', 'trace', 'permissions', 'budget'] as const satisfies readonly (LineageField & keyof SessionHeader)[]
+export const HEADER_FIELDS = ['parentSession', 'delegationDepth', 'provider', 'label', 'maxDepth', 'toolCallId', 'trace', 'permissions', 'budget', 'approvalDefault'] as const satisfies readonly (LineageField & keyof SessionHeader)[]
 
 /**
  * The lineage of a child of `request.parent` made by `provider`: the one place it is read
@@ -257,7 +272,33 @@ export function lineageOf(request: Pick<SubagentRequest, 'parent' | 'label' | 'c
     trace: traceContextOf(request),
     permissions: permissionsOf(request),
     budget: request.budget,
+    approvalDefault: approvalDefaultOf(request.parent),
   }
+}
+
+/** The part of `@dsh/approvals`' broker a lineage reads (by shape: the broker is a service beside this one, not a dependency of it). */
+interface ApprovalDefaults {
+  defaultFor(agent: Agent): { decision: 'allow' | 'reject'; bound?: 'lineage' | 'unsaid' }
+}
+
+/**
+ * What a child of `parent` is told its ancestors allow with nobody to ask: its parent's
+ * broker's default for the parent's tree (this process's own, bounded by what the tree
+ * received). Nothing without a broker, or when the tree's own lineage did not say: the
+ * child then allows only what its rules do, as under a parent older than the field.
+ */
+function approvalDefaultOf(parent: Agent): 'allow' | 'reject' | undefined {
+  let broker: Partial<ApprovalDefaults> | undefined
+  try {
+    const approvals = parent.ctx.get('approvals')
+    broker = approvals === undefined ? undefined : (serviceInstance(approvals) as Partial<ApprovalDefaults>)
+  } catch {
+    // A parent without a context (disposed, or a bare test double) says nothing.
+    return undefined
+  }
+  if (typeof broker?.defaultFor !== 'function') return undefined
+  const found = broker.defaultFor(parent)
+  return found.bound === 'unsaid' ? undefined : found.decision
 }
 
 /**
@@ -321,5 +362,6 @@ export function lineageHeader(lineage: Readonly<ReceivedLineage>): Pick<SessionI
     trace: lineage.trace,
     permissions: lineage.permissions,
     budget: lineage.budget,
+    approvalDefault: lineage.approvalDefault,
   }
 }
