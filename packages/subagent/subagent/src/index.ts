@@ -25,6 +25,7 @@ export {
 } from './types.js'
 export { SubagentError, type SubagentErrorCode } from './errors.js'
 export { outputText, selectOutput } from './output.js'
+export { wrapRun, type RunWrap } from './run-wrap.js'
 
 // Admission and the lineage that crosses every boundary.
 export { admitDepth, DEFAULT_MAX_DEPTH, effectiveMaxDepth, refuseDisposedParent, tighterBound, type DepthWords } from './admission.js'

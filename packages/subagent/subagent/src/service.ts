@@ -1,13 +1,10 @@
-import { randomBytes } from 'node:crypto'
 import { Context, Service } from 'cordis'
 import Schema from 'schemastery'
-import { errorMessage, rejectOnThrow } from '@dsh/base'
+import { rejectOnThrow } from '@dsh/base'
 import type { TextBlock } from '@dsh/llm'
-import { admit } from './admission.js'
 import { SubagentError } from './errors.js'
-import type { SubagentProgressInfo, SubagentProvider, SubagentRequest, SubagentResult, SubagentRun, SubagentRunEndInfo, SubagentRunInfo } from './types.js'
-import { ProgressChannel } from './progress/channel.js'
-import { followLocalChild, latestTurnUsage } from './progress/local.js'
+import type { SubagentProgressInfo, SubagentProvider, SubagentRequest, SubagentRun, SubagentRunEndInfo, SubagentRunInfo } from './types.js'
+import { RunObserver } from './observe.js'
 import { serviceInstance, type Agent, type AgentRegistry } from '@dsh/agent'
 import type {} from '@dsh/tasks'
 import { joinPermissionLevels, type PermissionLevel } from '@dsh/session'
@@ -15,6 +12,9 @@ import type { ContinuableChildInfo, ContinuableStarted, InterruptAuthority, Star
 import { ContinuationManager, type ContinuableSetup } from './continuable/manager.js'
 import type { BudgetEvent, TreeGate, TreeLimitsConfig } from './tree-limits.js'
 import type { WorkspaceHost } from './workspace-start.js'
+import { admitStage, Delegation, runStages, type StartStage, type Started } from './start-pipeline.js'
+
+export type { SubagentLifecycleEvent } from './observe.js'
 
 declare module 'cordis' {
   interface Context {
@@ -33,24 +33,15 @@ declare module 'cordis' {
   }
 }
 
-/** The observe-only events of the seam: listeners may throw or reject, never to any effect. */
-export type SubagentLifecycleEvent = 'subagent/provider-added' | 'subagent/provider-removed' | 'subagent/start' | 'subagent/end' | 'subagent/progress' | 'subagent/budget' | 'subagent/queued'
-
 /** Default least time between two `subagent/progress` events of one run: four a second. */
 export const DEFAULT_PROGRESS_INTERVAL_MS = 250
 
-type LifecyclePayload<K extends SubagentLifecycleEvent> = Parameters<import('cordis').Events[K]>[0]
-
-/** A deep copy of text blocks (all they hold is two strings; cheaper than `structuredClone`). */
-function cloneOutput(output: readonly TextBlock[]): TextBlock[] {
-  return output.map((block) => ({ type: 'text', text: block.text }))
-}
-
 /**
  * `ctx.subagents`: the named-provider registry. Many providers coexist; a caller picks
- * one by name. `start` checks every requested start-time feature before the provider is
- * asked for anything, and brackets each published run with `subagent/start` and
- * `subagent/end`.
+ * one by name. `start` and `startContinuable` pass one pipeline of stages
+ * (`start-pipeline.ts`): every requested start-time feature is checked before the
+ * provider is asked for anything, and each published run is bracketed with
+ * `subagent/start` and `subagent/end`.
  */
 export class SubagentService extends Service {
   /** `agents` is not required: one-shot delegation works without it; continuation needs it (`CONTINUATION_UNAVAILABLE`). */
@@ -75,17 +66,20 @@ export class SubagentService extends Service {
       }).description('What one tree\'s children may spend; at a limit the running ones are stopped and no more start.'),
     }).description('Limits on each delegation tree; unset: none, and nothing is loaded for them.'),
   })
-  private readonly progressIntervalMs: number
-  private providers = new Map<string, SubagentProvider>()
-  private runCounter = 0
-  private readonly runPrefix = randomBytes(3).toString('hex')
+  private readonly providers = new Map<string, SubagentProvider>()
+  /** The stages every start passes, in this order (`start-pipeline.ts`). */
+  private readonly stages: readonly StartStage[] = [
+    admitStage(this.providers),
+    (delegation, next) => this.ownPermissionsStage(delegation, next),
+    (delegation, next) => this.observer.stage(delegation, next),
+    (delegation, next) => this.gateStage(delegation, next),
+    (delegation, next) => this.workspaceStage(delegation, next),
+    (delegation) => this.providerStage(delegation),
+  ]
   /** This service's own context: `this.ctx` is the caller's. */
   private readonly home: Context
-  /**
-   * The app's event bus, held directly: reaching `parallel` or `events` through a context
-   * builds tracing proxies (and a logger) on every call, which a fan-out pays per child.
-   */
-  private readonly events: Context['events']
+  /** Its lifecycle events and live progress (`observe.ts`). */
+  private readonly observer: RunObserver
   private continuableSetups: ContinuableSetup[] = []
   /** See `agentRegistry`. */
   private agentsLookup: { registry: AgentRegistry | undefined } | undefined
@@ -103,12 +97,16 @@ export class SubagentService extends Service {
   constructor(ctx: Context, config: Partial<SubagentService.Config> = {}) {
     super(ctx, 'subagents')
     this.home = ctx
-    this.events = serviceInstance(ctx.events)
+    this.observer = new RunObserver({
+      events: serviceInstance(ctx.events),
+      home: ctx,
+      progressIntervalMs: config.progressIntervalMs ?? DEFAULT_PROGRESS_INTERVAL_MS,
+      localSession: (id) => this.localSession(id),
+    })
     ctx.on('internal/service', () => {
       this.agentsLookup = undefined
       this.permissionsLookup = undefined
     })
-    this.progressIntervalMs = config.progressIntervalMs ?? DEFAULT_PROGRESS_INTERVAL_MS
     const tree = config.tree
     this.treeConfig = tree
     const budget = tree?.budget
@@ -130,11 +128,11 @@ export class SubagentService extends Service {
       },
       setups: () => this.continuableSetups,
       announce: (kind: 'start' | 'end', info: SubagentRunInfo | SubagentRunEndInfo) => {
-        if (kind === 'start') this.notify('subagent/start', info)
-        else this.notify('subagent/end', info as SubagentRunEndInfo)
+        if (kind === 'start') this.observer.notify('subagent/start', info)
+        else this.observer.notify('subagent/end', info as SubagentRunEndInfo)
       },
-      nextRunId: () => `run-${this.runPrefix}-${++this.runCounter}`,
-      openProgress: () => this.openProgress(undefined),
+      nextRunId: () => this.observer.nextRunId(),
+      openProgress: () => this.observer.openProgress(undefined),
     })
     // A parent takes its continuable children down with it: none outlives it; a parent
     // resumed brings back the children that had messages queued. Registered whenever
@@ -177,14 +175,14 @@ export class SubagentService extends Service {
           const tasks = this.home.get('tasks')
           if (tasks) serviceInstance(tasks).notices.post(root, { role: 'user', content: [{ type: 'text', text }] }, { durable: true })
         },
-        event: (event) => this.notify('subagent/budget', event),
+        event: (event) => this.observer.notify('subagent/budget', event),
         queued: (request, provider, waiting) => {
-          if (!this.heard('subagent/queued')) return
+          if (!this.observer.heard('subagent/queued')) return
           const info: SubagentQueuedInfo = { parentId: request.parent.id, provider, queued: waiting }
           if (request.label !== undefined) info.label = request.label
           if (request.callId !== undefined) info.callId = request.callId
           if (request.helper !== undefined) info.helper = request.helper.name
-          this.notify('subagent/queued', info)
+          this.observer.notify('subagent/queued', info)
         },
       })
       this.gateLoading = undefined
@@ -221,11 +219,11 @@ export class SubagentService extends Service {
     }
     return this.ctx.effect(() => {
       this.providers.set(name, provider)
-      this.notify('subagent/provider-added', provider)
+      this.observer.notify('subagent/provider-added', provider)
       return () => {
         if (this.providers.get(name) !== provider) return
         this.providers.delete(name)
-        this.notify('subagent/provider-removed', name)
+        this.observer.notify('subagent/provider-removed', name)
       }
     }, `subagents.registerProvider(${JSON.stringify(name)})`)
   }
@@ -240,52 +238,88 @@ export class SubagentService extends Service {
 
   start(name: string, request: SubagentRequest): Promise<SubagentRun> {
     // As from an async function: a refused request rejects, it is not thrown at the caller.
-    return rejectOnThrow(() => this.startChecked(name, request))
+    return rejectOnThrow(() => runStages(this.stages, new Delegation(name, request)) as Promise<SubagentRun>)
+  }
+
+  /** This process's permission rules go with the child (none configured: nothing is added). */
+  private ownPermissionsStage(delegation: Delegation, next: () => Promise<Started>): Promise<Started> {
+    const own = this.ownPermissions()
+    if (own !== undefined) delegation.added.permissions = joinPermissionLevels(own, delegation.request.permissions)
+    return next()
   }
 
   /**
-   * Admission, then the provider. Not an async function: in the common case of a fan-out
-   * (nobody listening, no progress) the provider's own promise is handed back as it is,
-   * with no frame and no tick of this service's around it.
+   * The tree's slot and budget (`tree-limits.ts`), when limits are configured, or the child
+   * has a budget of its own (a helper's), or its tree was given one by its lineage (a
+   * remote child's): then the gate is loaded, whatever the config.
    */
-  private startChecked(name: string, request: SubagentRequest): Promise<SubagentRun> {
+  private gateStage(delegation: Delegation, next: () => Promise<Started>): Promise<Started> {
     // Tree limits configured and still loading (only the first moments after start-up).
-    if (this.gateLoading !== undefined) return this.gateLoading.then(() => this.startChecked(name, request))
-    // A child with a budget of its own (a helper's), or in a tree its lineage gave one (a
-    // remote child's): the gate follows it, whatever the config.
-    if (this.gate === undefined && (request.budget !== undefined || givenBudget(request.parent) !== undefined)) return this.loadGate({}).then(() => this.startChecked(name, request))
-    // Admission before the provider is asked for anything: nothing exists after a refusal.
-    const { provider, maxDepth } = admit(this.providers, name, request)
-    // A workspace of its own is made first (its module loaded only then); the child starts in it.
-    if (request.workspace === 'worktree' || request.workspace === 'copy') return this.startInWorkspace(name, request)
-    const rebound = maxDepth !== request.maxDepth && provider.capabilities.depthLimit
-    // Progress is built only when somebody listens: otherwise providers get no sink at all.
-    const progress = this.openProgress(request.onProgress)
-    // This process's permission rules go with the child (none configured: nothing to add).
-    const own = this.ownPermissions()
-    // The request is copied only when something in it changes: the common case allocates nothing.
-    const forProvider = rebound || progress !== undefined || request.progress !== undefined || own !== undefined ? { ...request, progress } : request
-    if (rebound) forProvider.maxDepth = maxDepth
-    if (own !== undefined) forProvider.permissions = joinPermissionLevels(own, request.permissions)
-    // Nobody to tell and nothing to follow (the common case of a fan-out): no run info,
-    // no id and no continuation on the result. The caller owns `result` from here on.
-    if (progress === undefined && !this.heard('subagent/start') && !this.heard('subagent/end')) return this.launch(provider, forProvider)
-    return this.startFollowed(name, request, provider, forProvider, progress)
+    if (this.gateLoading !== undefined) return this.gateLoading.then(() => this.gateStage(delegation, next))
+    const { request } = delegation
+    if (this.gate === undefined && (request.budget !== undefined || givenBudget(request.parent) !== undefined)) return this.loadGate(this.treeConfig ?? {}).then(() => this.gateStage(delegation, next))
+    const gate = this.gate
+    if (gate === undefined) return next()
+    if (delegation.continuable !== undefined) return this.admitContinuable(gate, delegation, next as () => Promise<ContinuableStarted>)
+    // It may wait here for a slot: nothing has been made for it yet.
+    return gate.start(delegation.provider.name, request, (handed) => {
+      if (handed.budget !== undefined) delegation.added.budget = handed.budget
+      if (handed.countUsage !== undefined) delegation.added.countUsage = handed.countUsage
+      return next() as Promise<SubagentRun>
+    })
   }
 
-  /** `start` of a child with a workspace of its own (`workspace-start.ts`). */
-  private async startInWorkspace(name: string, request: SubagentRequest): Promise<SubagentRun> {
+  /**
+   * A continuable child under its tree's budget: refused when it is spent, handed what is
+   * left, and counted (an in-process child's turns) for as long as it lives.
+   */
+  private async admitContinuable(gate: TreeGate, delegation: Delegation, next: () => Promise<ContinuableStarted>): Promise<ContinuableStarted> {
+    const admission = gate.admitContinuable(delegation.request.parent, delegation.request.budget)
+    if (admission.budget !== undefined) delegation.added.budget = admission.budget
+    let started: ContinuableStarted
+    try {
+      started = await next()
+    } catch (error) {
+      admission.adopt(undefined)
+      throw error
+    }
+    const child = this.agentRegistry()?.get(started.childId)
+    const release = admission.adopt(child)
+    if (child !== undefined) this.continuableCounts.set(child.id, release)
+    return started
+  }
+
+  /** A workspace of its own, when asked for (`workspace-start.ts`, loaded only then): made once the child has its slot. */
+  private workspaceStage(delegation: Delegation, next: () => Promise<Started>): Promise<Started> {
+    const mode = delegation.request.workspace
+    if (mode !== 'worktree' && mode !== 'copy') return next()
+    return this.startInWorkspace(delegation, next)
+  }
+
+  private async startInWorkspace(delegation: Delegation, next: () => Promise<Started>): Promise<Started> {
     const { makeWorkspace, inWorkspace } = await import('./workspace-start.js')
     const host = this.workspaceHost()
-    const { key, request: inIt } = await makeWorkspace(host, request)
-    let run: SubagentRun
+    const { continuable } = delegation
+    const { key, workingDirectory } = await makeWorkspace(host, continuable === undefined ? delegation.request : { ...delegation.request, label: continuable.label })
+    delegation.added.workingDirectory = workingDirectory
+    let started: Started
     try {
-      run = await this.startChecked(name, inIt)
+      started = await next()
+      // A continuable child's workspace outlives the process with it (its header keeps the directory): kept until merged or discarded.
+      if (continuable !== undefined) host!.rename(key, (started as ContinuableStarted).childId, { persistent: true })
     } catch (error) {
       await host!.discard(key).catch(() => undefined)
       throw error
     }
-    return inWorkspace(host!, key, run)
+    return continuable === undefined ? inWorkspace(host!, key, started as SubagentRun) : started
+  }
+
+  /** The provider's start (a continuable child's through the continuation manager), with the request built for it. */
+  private providerStage(delegation: Delegation): Promise<Started> {
+    const { continuable } = delegation
+    if (continuable === undefined) return delegation.provider.start(delegation.forProvider())
+    const request = delegation.forManager()
+    return this.continuation.startContinuable(delegation.provider, delegation.maxDepth, request === continuable.request ? continuable : { ...continuable, request })
   }
 
   /** `ctx.workspaces`, read by shape: `@dsh/workspaces` is a service beside this one, not a dependency. */
@@ -306,84 +340,6 @@ export class SubagentService extends Service {
     this.gate!.track(root)
   }
 
-  /** The provider's start, through the tree's cap when one is configured (it may wait there for a slot). */
-  private launch(provider: SubagentProvider, request: SubagentRequest): Promise<SubagentRun> {
-    const gate = this.gate
-    return gate === undefined ? provider.start(request) : gate.start(provider.name, request, (admitted) => provider.start(admitted))
-  }
-
-  /** `start` for a run somebody hears of: its lifecycle events and its progress channel. */
-  private async startFollowed(name: string, request: SubagentRequest, provider: SubagentProvider, forProvider: SubagentRequest, progress: ProgressChannel | undefined): Promise<SubagentRun> {
-    let run: SubagentRun
-    try {
-      run = await this.launch(provider, forProvider)
-    } catch (error) {
-      progress?.close()
-      throw error
-    }
-    const info: SubagentRunInfo = {
-      runId: `run-${this.runPrefix}-${++this.runCounter}`,
-      provider: name,
-      id: run.id,
-      local: run.local,
-      parentId: request.parent.id,
-    }
-    if (request.label !== undefined) info.label = request.label
-    if (request.callId !== undefined) info.callId = request.callId
-    if (request.helper !== undefined) info.helper = request.helper.name
-    this.notify('subagent/start', info)
-    let unfollow: (() => void) | undefined
-    if (progress !== undefined) {
-      progress.bind(info)
-      const session = run.local ? this.localSession(run.id) : undefined
-      if (session !== undefined) unfollow = followLocalChild(session, progress)
-    }
-    // Attached before the caller sees the run, so `end` is emitted before the caller's
-    // own continuation; the clone keeps a mutating listener away from the caller's result.
-    run.result.then(
-      (result) => {
-        unfollow?.()
-        progress?.close()
-        if (!this.heard('subagent/end')) return
-        const end: SubagentRunEndInfo = { ...info, stopReason: result.stopReason }
-        if (result.diagnostic !== undefined) end.diagnostic = result.diagnostic
-        if (result.output.length > 0) end.lastAssistantMessage = cloneOutput(result.output)
-        const usage = this.usageOf(run, result)
-        if (usage !== undefined) end.usage = usage
-        this.notify('subagent/end', end)
-      },
-      (error: unknown) => {
-        unfollow?.()
-        progress?.close()
-        this.notify('subagent/end', { ...info, stopReason: 'error', diagnostic: `the run failed: ${errorMessage(error)}` })
-      },
-    )
-    return run
-  }
-
-  /**
-   * A progress channel for one run, or `undefined` when nobody would hear it (no
-   * `subagent/progress` listener and no caller observer): then nothing is built at all.
-   */
-  private openProgress(observer: SubagentRequest['onProgress']): ProgressChannel | undefined {
-    if (observer === undefined && !this.heard('subagent/progress')) return undefined
-    // Made only to report a failure: a logger built through the context costs a fan-out per child.
-    const log = () => this.home.logger('subagents')
-    return new ProgressChannel({
-      intervalMs: this.progressIntervalMs,
-      emit: (info) => {
-        this.notify('subagent/progress', info)
-        if (observer === undefined) return
-        try {
-          observer(info)
-        } catch (error) {
-          log().warn('a progress observer failed (ignored): %s', errorMessage(error))
-        }
-      },
-      onMalformed: (reason) => log().debug('a progress update was dropped: %s', reason),
-    })
-  }
-
   /** The session of in-process child `id`, while its agent is registered. */
   private localSession(id: string) {
     return this.agentRegistry()?.get(id)?.session
@@ -401,58 +357,12 @@ export class SubagentService extends Service {
     return this.agentsLookup.registry
   }
 
-  /** What a run used: the provider's figure, else an in-process child's own log. */
-  private usageOf(run: SubagentRun, result: SubagentResult) {
-    if (result.usage !== undefined) return { ...result.usage }
-    if (!run.local) return undefined
-    const session = this.localSession(run.id)
-    return session === undefined ? undefined : latestTurnUsage(session)
-  }
-
   /**
    * Start a continuable child: resolves `{ childId, messageId }` once the child's inbox
    * accepted the first prompt; any failure before that rolls everything back and rejects.
    */
-  async startContinuable(options: StartContinuableOptions): Promise<ContinuableStarted> {
-    const { provider, maxDepth } = admit(this.providers, options.provider, { ...options.request, signal: options.signal })
-    const own = this.ownPermissions()
-    if (own !== undefined) options = { ...options, request: { ...options.request, permissions: joinPermissionLevels(own, options.request.permissions) } }
-    // A budget of its own (a helper's), or a tree its lineage gave one: the gate follows it, whatever the config.
-    if (this.gateLoading !== undefined) await this.gateLoading
-    if (this.gate === undefined && (options.request.budget !== undefined || givenBudget(options.request.parent) !== undefined)) await this.loadGate(this.treeConfig ?? {})
-    // Under a tree's budget: refused when it is spent, handed what is left, and counted (an
-    // in-process child's turns) for as long as it lives.
-    const admission = this.gate?.admitContinuable(options.request.parent, options.request.budget)
-    if (admission !== undefined) options = { ...options, request: { ...options.request, budget: admission.budget } }
-    let started: ContinuableStarted
-    try {
-      started = await this.startContinuableIn(provider, maxDepth, options)
-    } catch (error) {
-      admission?.adopt(undefined)
-      throw error
-    }
-    if (admission !== undefined) {
-      const child = this.agentRegistry()?.get(started.childId)
-      const release = admission.adopt(child)
-      if (child !== undefined) this.continuableCounts.set(child.id, release)
-    }
-    return started
-  }
-
-  private async startContinuableIn(provider: SubagentProvider, maxDepth: number | undefined, options: StartContinuableOptions): Promise<ContinuableStarted> {
-    if (options.request.workspace !== 'worktree' && options.request.workspace !== 'copy') return this.continuation.startContinuable(provider, maxDepth, options)
-    // Its workspace outlives the process with it (its header keeps the directory): kept until merged or discarded.
-    const { makeWorkspace } = await import('./workspace-start.js')
-    const host = this.workspaceHost()
-    const { key, request } = await makeWorkspace(host, { ...options.request, label: options.label })
-    try {
-      const started = await this.continuation.startContinuable(provider, maxDepth, { ...options, request })
-      host!.rename(key, started.childId, { persistent: true })
-      return started
-    } catch (error) {
-      await host!.discard(key).catch(() => undefined)
-      throw error
-    }
+  startContinuable(options: StartContinuableOptions): Promise<ContinuableStarted> {
+    return rejectOnThrow(() => runStages(this.stages, new Delegation(options.provider, { ...options.request, signal: options.signal }, options)) as Promise<ContinuableStarted>)
   }
 
   /**
@@ -510,34 +420,6 @@ export class SubagentService extends Service {
     }, 'subagents.registerContinuableSetup()')
   }
 
-  /**
-   * Emit an observe-only event to every `ctx.on(name, …)` listener, whichever plugin
-   * registered it and whenever (before this service existed too). Cordis's `parallel`
-   * calls each listener at once, in registration order, and gathers what each throws or
-   * rejects; nothing waits for it here, so a listener affects neither its peers nor the
-   * run, and a failure is logged instead of becoming an unhandled rejection.
-   */
-  private notify<K extends SubagentLifecycleEvent>(name: K, payload: LifecyclePayload<K>): void {
-    if (!this.heard(name)) return
-    const events = this.events as unknown as { parallel(name: K, payload: LifecyclePayload<K>): Promise<void> }
-    const emitted = events.parallel(name, payload)
-    emitted.catch((error: unknown) => {
-      const log = this.home.logger('subagents')
-      const failures = error instanceof AggregateError ? error.errors : [error]
-      for (const failure of failures) log.warn('a %s listener failed (ignored): %s', name, errorMessage(failure))
-    })
-  }
-
-  /**
-   * Whether emitting `name` would reach anyone: a listener of it, or of every dispatch.
-   * Cordis keeps listeners per event name in `events._hooks` (public in its typings);
-   * counting them is the only way to know that nobody listens without emitting, and then
-   * the payload need not even be built.
-   */
-  private heard(name: SubagentLifecycleEvent): boolean {
-    const hooks = this.events._hooks
-    return (hooks[name]?.length ?? 0) > 0 || (hooks['internal/dispatch']?.length ?? 0) > 0
-  }
 }
 
 /** Payload of `subagent/queued`: a delegation that waits for a slot of its tree's cap, before it has a child. */

@@ -25,7 +25,8 @@ import { StopRequest } from '@dsh/base'
 import type { Agent } from '@dsh/agent'
 import type { Session } from '@dsh/session'
 import { SubagentError } from './errors.js'
-import type { ChildBudget, SubagentRequest, SubagentResult, SubagentRun, SubagentUsage } from './types.js'
+import type { ChildBudget, ProgressSink, SubagentRequest, SubagentResult, SubagentRun, SubagentUsage } from './types.js'
+import { wrapRun } from './run-wrap.js'
 import { BudgetBook, childAccount, type BudgetHost, type ChildAccount, type TreeAccount, type TreeBudget } from './tree-budget.js'
 import { TreeSlots, type Lender, type Slot, type SlotCaps } from './tree-slots.js'
 import { advance, countingSink, followSession } from './tree-usage.js'
@@ -50,6 +51,17 @@ export interface TreeGateHost extends BudgetHost {
   sessionOf(id: string): Session | undefined
   /** Announce that `request` waits for a slot (`true`), or no longer does (`false`: it starts, or was cancelled or refused). */
   queued(request: SubagentRequest, provider: string, waiting: boolean): void
+}
+
+/**
+ * What the gate hands on for the provider's request (`start`'s callback): what the child may
+ * still use (the least of its own budget, each running ancestor's left and the tree's left),
+ * when anything is limited, and a tap that counts its progress's usage reports, when its
+ * usage is followed that way. The service puts them into the request it gives the provider.
+ */
+export interface GateHanded {
+  budget?: ChildBudget
+  countUsage?: (downstream: ProgressSink | undefined) => ProgressSink
 }
 
 /** The queue's bound where the config sets none. */
@@ -90,7 +102,7 @@ export class TreeGate {
    * Rejects `QUEUE_FULL` beyond the queue's bound and `ABORTED` when the request's signal
    * aborts while it waits (nothing was started).
    */
-  start(provider: string, request: SubagentRequest, start: (request: SubagentRequest) => Promise<SubagentRun>): Promise<SubagentRun> {
+  start(provider: string, request: SubagentRequest, start: (handed: GateHanded) => Promise<SubagentRun>): Promise<SubagentRun> {
     const tree = this.treeOf(request.parent)
     const refusal = this.budgets.refusal(tree.account)
     if (refusal !== undefined) return Promise.reject(refusal)
@@ -109,7 +121,7 @@ export class TreeGate {
   }
 
   /** Start the provider on a slot already held; the slot is released when the run's result settles. */
-  private async run(tree: Tree, slot: Slot, request: SubagentRequest, start: (request: SubagentRequest) => Promise<SubagentRun>): Promise<SubagentRun> {
+  private async run(tree: Tree, slot: Slot, request: SubagentRequest, start: (handed: GateHanded) => Promise<SubagentRun>): Promise<SubagentRun> {
     const { account, slots } = tree
     const parent = tree.members.get(request.parent.id)
     // Spent while this child waited (its waiter was failed) or a moment ago: nothing starts.
@@ -123,8 +135,13 @@ export class TreeGate {
       this.budgets.countStart(account, parent)
       account.active.add(active)
       this.budgets.startClock(account, active)
-      const handed = this.withRemaining(account, active, request)
-      run = await start(counts ? this.counted(tree, active, handed) : handed)
+      // What it may still use goes with it: a remote provider sends it in the child's lineage,
+      // so the child's own process holds its descendants to it.
+      const handed: GateHanded = {}
+      const left = this.budgets.remainingFor(account, active)
+      if (left !== undefined) handed.budget = left
+      if (counts) handed.countUsage = (downstream) => this.counted(tree, active, downstream)
+      run = await start(handed)
     } catch (error) {
       active.timer?.clear()
       account.active.delete(active)
@@ -150,28 +167,16 @@ export class TreeGate {
         if (tree.members.get(run.id) === active) tree.members.delete(run.id)
         slots.release(slot)
       })
-    return withResult(run, result)
+    return wrapRun(run, { result })
   }
 
-  /**
-   * `request` with what its child may still use as its budget: the least of its own, each
-   * running ancestor's left and the tree's left. A remote provider sends it in the child's
-   * lineage, so the child's own process holds its descendants to it; nothing changes when
-   * nothing is limited.
-   */
-  private withRemaining(account: TreeAccount, active: Active, request: SubagentRequest): SubagentRequest {
-    const left = this.budgets.remainingFor(account, active)
-    return left === undefined ? request : { ...request, budget: left }
-  }
-
-  /** `request` with a progress sink that also counts the child's usage reports (a remote child's). */
-  private counted(tree: Tree, active: Active, request: SubagentRequest): SubagentRequest {
-    const sink = countingSink(request.progress, (usage) => {
+  /** A progress sink that counts the child's usage reports (a remote child's), then passes every update on to `downstream`. */
+  private counted(tree: Tree, active: Active, downstream: ProgressSink | undefined): ProgressSink {
+    return countingSink(downstream, (usage) => {
       this.used(tree, active, usage)
       // A remote child's usage names no model, so it has no price: a cost budget cannot count it.
       if (active.run?.local !== true) this.budgets.charge(tree.account, active, { inputTokens: usage.inputTokens, outputTokens: usage.outputTokens })
     })
-    return { ...request, progress: sink }
   }
 
   /** Count `usage` (cumulative) of one child (undefined: the root's own) against its budgets. */
@@ -284,18 +289,4 @@ function rootOf(agent: Agent): Agent {
   let root = agent
   while (root.parent !== undefined) root = root.parent
   return root
-}
-
-/** `run` with another `result`, everything else passed through. */
-function withResult(run: SubagentRun, result: Promise<SubagentResult>): SubagentRun {
-  const wrapped: { -readonly [K in keyof SubagentRun]: SubagentRun[K] } = {
-    id: run.id,
-    local: run.local,
-    result,
-    cancel: (reason) => run.cancel(reason),
-    dispose: () => run.dispose(),
-  }
-  if (run.sendMessage !== undefined) wrapped.sendMessage = (message) => run.sendMessage!(message)
-  if (run.storedAt !== undefined) wrapped.storedAt = run.storedAt
-  return wrapped
 }

@@ -1,7 +1,8 @@
 /**
  * A delegation with a workspace of its own (`request.workspace: worktree | copy`): the
- * workspace is made by `ctx.workspaces` before the provider is asked for anything (a
- * failure there starts nothing), the child is started in it (`request.workingDirectory`),
+ * workspace is made by `ctx.workspaces` once the child has its slot of the tree's cap and
+ * before the provider is asked for anything (a failure there starts nothing; a child
+ * waiting for a slot holds none), the child is started in it (`request.workingDirectory`),
  * its result carries what it changed, and when the run is disposed a workspace with no
  * changes is removed while one with changes is kept for its parent to merge or discard.
  * Loaded only when a request asks for a workspace: no other child pays for it.
@@ -10,6 +11,7 @@ import { errorMessage } from '@dsh/base'
 import type { Agent } from '@dsh/agent'
 import type { WorkspaceRef } from '@dsh/session'
 import { SubagentError } from './errors.js'
+import { wrapRun } from './run-wrap.js'
 import type { SubagentRequest, SubagentResult, SubagentRun, SubagentWorkspaceReport } from './types.js'
 
 /** What this module needs of `ctx.workspaces` (`@dsh/workspaces`), read by shape: that package is not a dependency of this one. */
@@ -23,8 +25,8 @@ export interface WorkspaceHost {
 
 let made = 0
 
-/** Make the workspace `request` asks for; resolves with the key it is held under and the request to start in it. */
-export async function makeWorkspace<R extends Pick<SubagentRequest, 'parent' | 'label' | 'workspace' | 'workingDirectory'>>(workspaces: WorkspaceHost | undefined, request: R): Promise<{ key: string; request: R }> {
+/** Make the workspace `request` asks for; resolves with the key it is held under and the working directory the child starts in. */
+export async function makeWorkspace(workspaces: WorkspaceHost | undefined, request: Pick<SubagentRequest, 'parent' | 'label' | 'workspace'>): Promise<{ key: string; workingDirectory: { cwd: string; workspace: WorkspaceRef } }> {
   const mode = request.workspace as 'worktree' | 'copy'
   if (workspaces === undefined) {
     throw new SubagentError('UNSUPPORTED_CAPABILITY', `workspace: ${mode} needs the workspace service in the composition (- id: workspaces, name: "@dsh/workspaces")`)
@@ -38,7 +40,7 @@ export async function makeWorkspace<R extends Pick<SubagentRequest, 'parent' | '
   } catch (error) {
     throw new SubagentError('INVALID_REQUEST', `the child's ${mode} workspace could not be made: ${errorMessage(error)}`, { cause: error })
   }
-  return { key, request: { ...request, workspace: 'shared', workingDirectory: { cwd: ref.path, workspace: ref } } }
+  return { key, workingDirectory: { cwd: ref.path, workspace: ref } }
 }
 
 /**
@@ -57,24 +59,16 @@ export function inWorkspace(workspaces: WorkspaceHost, key: string, run: Subagen
     }
   })
   let disposal: Promise<void> | undefined
-  const wrapped: { -readonly [K in keyof SubagentRun]: SubagentRun[K] } = {
-    id: run.id,
-    local: run.local,
-    result,
-    cancel: (reason) => run.cancel(reason),
-    dispose: () =>
-      (disposal ??= run
-        .dispose()
-        .then(() => result)
-        .then(
-          () => workspaces.release(run.id).then(() => undefined),
-          () => workspaces.release(run.id).then(() => undefined),
-        )
-        .catch(() => undefined)),
-  }
-  if (run.sendMessage !== undefined) wrapped.sendMessage = (message) => run.sendMessage!(message)
-  if (run.storedAt !== undefined) wrapped.storedAt = run.storedAt
-  return wrapped
+  const dispose = () =>
+    (disposal ??= run
+      .dispose()
+      .then(() => result)
+      .then(
+        () => workspaces.release(run.id).then(() => undefined),
+        () => workspaces.release(run.id).then(() => undefined),
+      )
+      .catch(() => undefined))
+  return wrapRun(run, { result, dispose })
 }
 
 /** `agent`'s ancestors' ids, nearest first; the last is its tree's root (none when it is the root). */

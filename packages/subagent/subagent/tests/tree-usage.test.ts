@@ -51,7 +51,9 @@ describe('a cumulative usage count', () => {
     const run: SubagentRun = { id: 'remote-1', local: false, result: new Promise(() => {}), cancel: (reason) => void cancelled.push(reason), dispose: async () => {} }
     const request: SubagentRequest = { prompt: [{ type: 'text', text: 'go' }], parent, signal: new AbortController().signal }
     await gate.start('a2a', request, async (handed) => {
-      report = (update) => handed.progress!.report(update)
+      // What the service puts in front of the progress channel the provider reports to.
+      const sink = handed.countUsage!(undefined)
+      report = (update) => sink.report(update)
       return run
     })
     report({ kind: 'usage', usage: usage(60) })

@@ -16,7 +16,7 @@ import { text } from '@dsh/llm'
 import type { ToolExecution, ToolOutput, ToolReservation } from '@dsh/tools'
 import type { AgentDefinition } from '@dsh/agent-definitions'
 import type {} from '@dsh/agent'
-import { DEFAULT_MAX_DEPTH, tighterBound, type SubagentProvider, type SubagentRequest, type SubagentRun, type SubagentService } from '@dsh/subagent'
+import { DEFAULT_MAX_DEPTH, tighterBound, wrapRun, type SubagentProvider, type SubagentRequest, type SubagentRun, type SubagentService } from '@dsh/subagent'
 import { startBackground } from './background.js'
 import { collect } from './foreground.js'
 import { belowDepthBound, SUBAGENT_SECTION_ORDER } from './guidance.js'
@@ -294,17 +294,9 @@ export function withTimeout(run: SubagentRun, ms: number): SubagentRun {
       throw error
     },
   )
-  const timed: SubagentRun = {
-    id: run.id,
-    local: run.local,
-    result,
-    cancel: (reason) => run.cancel(reason),
-    dispose: () => {
-      clearTimeout(timer)
-      return run.dispose()
-    },
-    ...(run.storedAt !== undefined && { storedAt: run.storedAt }),
+  const dispose = () => {
+    clearTimeout(timer)
+    return run.dispose()
   }
-  if (run.sendMessage) timed.sendMessage = (message) => run.sendMessage!(message)
-  return timed
+  return wrapRun(run, { result, dispose })
 }
