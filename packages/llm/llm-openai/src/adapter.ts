@@ -1,4 +1,4 @@
-import type { LlmAdapter, LlmChunk, LlmRequest } from '@dsh/llm'
+import { QuietTimer, type LlmAdapter, type LlmChunk, type LlmRequest } from '@dsh/llm'
 import type OpenAI from 'openai'
 import { NO_KEY, OpenAIChatConfig, resolveApiKeyEnv } from './config.js'
 import { abortError, OpenAIChatError, toLlmError } from './errors.js'
@@ -132,31 +132,5 @@ export class OpenAIChatAdapter implements LlmAdapter {
     } finally {
       quiet.stop()
     }
-  }
-}
-
-/**
- * Aborts when a started stream goes quiet for `ms`. The SDK's own timeout only covers
- * the wait for response headers; without this a server that stops sending mid-stream
- * would hang the turn forever.
- */
-class QuietTimer {
-  expired = false
-  private controller = new AbortController()
-  private timer: NodeJS.Timeout | undefined
-  readonly signal = this.controller.signal
-
-  constructor(private ms: number) {}
-
-  restart(): void {
-    clearTimeout(this.timer)
-    this.timer = setTimeout(() => {
-      this.expired = true
-      this.controller.abort()
-    }, this.ms)
-  }
-
-  stop(): void {
-    clearTimeout(this.timer)
   }
 }

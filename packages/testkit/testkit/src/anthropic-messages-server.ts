@@ -68,9 +68,15 @@ const messagesApi: EndpointDescription<FakeMessagesResponse, RecordedAnthropicRe
   numbering: 'scripted requests',
   emptyQueue: { says: (number) => `no scripted response left for messages request #${number}` },
   errorBody,
-  pacing: (answer) => ({ dropAfter: answer.dropAfterEvents, hangAfter: answer.hangAfterEvents, gapMs: answer.eventDelayMs }),
+  pacing: (answer) => ({ dropAfter: answer.cutMidEventAfter !== undefined ? answer.cutMidEventAfter + 1 : answer.dropAfterEvents, hangAfter: answer.hangAfterEvents, gapMs: answer.eventDelayMs }),
   streamHeaders: (turn) => ({ 'request-id': `req_fake_${turn.number}` }),
-  frames: (answer, turn) => messageEvents(answer, contextOf(turn)).map(({ type, data }) => `event: ${type}\ndata: ${JSON.stringify(data)}\n\n`),
+  frames: (answer, turn) => {
+    const frames = answer.rawFrames ?? messageEvents(answer, contextOf(turn)).map(({ type, data }) => `event: ${type}\ndata: ${JSON.stringify(data)}\n\n`)
+    const cut = answer.cutMidEventAfter
+    // The event after the cut goes out half written (pacing drops the socket right after it).
+    if (cut !== undefined && cut < frames.length) return [...frames.slice(0, cut), frames[cut]!.slice(0, Math.ceil(frames[cut]!.length / 2))]
+    return frames
+  },
   finished: (answer, turn) => messageBody(answer, contextOf(turn)),
 }
 

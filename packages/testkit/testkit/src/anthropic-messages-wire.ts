@@ -26,8 +26,8 @@ export interface FakeMessagesResponse {
   toolUses?: FakeToolUse[]
   /** Defaults to `tool_use` with tool uses, else `end_turn`. */
   stopReason?: 'end_turn' | 'tool_use' | 'max_tokens' | 'stop_sequence' | 'refusal' | (string & {})
-  /** Defaults to a rough estimate (characters / 4). */
-  usage?: { inputTokens: number; outputTokens: number }
+  /** Defaults to a rough estimate (characters / 4). The cache counts are sent only when given (`message_start` and `message_delta` both carry them, as the API does). */
+  usage?: { inputTokens: number; outputTokens: number; cacheReadInputTokens?: number; cacheCreationInputTokens?: number }
   /** Wait this long before answering at all (before the status line). */
   delayMs?: number
   /** Wait this long between stream events. */
@@ -35,6 +35,12 @@ export interface FakeMessagesResponse {
   /** Answer with this HTTP status and an Anthropic error body (500 when only `error` is given). */
   status?: number
   error?: string | { type?: string; message: string }
+  /** Extra headers of an error answer (`retry-after`, …). */
+  errorHeaders?: Record<string, string>
+  /** SSE frames sent verbatim instead of the ones the answer would make (garbage, an `error` event mid-stream); each should end in its blank line. */
+  rawFrames?: string[]
+  /** Send this many whole events, then the first half of the next one, then destroy the socket (a stream cut mid-event). */
+  cutMidEventAfter?: number
   /** Leave these event types out of the stream (e.g. `content_block_stop`, to reproduce a broken stream). */
   omitEvents?: FakeMessagesEventType[]
   /** Destroy the socket after this many SSE events (0: right after the headers). Non-streaming: no answer at all. */
@@ -64,7 +70,7 @@ export function messageEvents(answer: FakeMessagesResponse, ctx: AnswerContext):
   const usage = usageOf(answer, ctx)
   const events: SseEvent[] = [
     event('message_start', {
-      message: { ...messageHead(ctx), content: [], stop_reason: null, stop_sequence: null, usage: { input_tokens: usage.input_tokens, output_tokens: 1 } },
+      message: { ...messageHead(ctx), content: [], stop_reason: null, stop_sequence: null, usage: { ...usage, output_tokens: 1 } },
     }),
     event('ping'),
   ]
@@ -82,7 +88,7 @@ export function messageEvents(answer: FakeMessagesResponse, ctx: AnswerContext):
     events.push(event('content_block_stop', { index }))
     index++
   }
-  events.push(event('message_delta', { delta: { stop_reason: stopReasonOf(answer), stop_sequence: null }, usage: { output_tokens: usage.output_tokens } }))
+  events.push(event('message_delta', { delta: { stop_reason: stopReasonOf(answer), stop_sequence: null }, usage: { ...cacheCountsOf(answer), output_tokens: usage.output_tokens } }))
   events.push(event('message_stop'))
   const omitted = new Set(answer.omitEvents ?? [])
   return events.filter((each) => !omitted.has(each.type))
@@ -119,10 +125,18 @@ function stopReasonOf(answer: FakeMessagesResponse): string {
   return answer.stopReason ?? (answer.toolUses?.length ? 'tool_use' : 'end_turn')
 }
 
-function usageOf(answer: FakeMessagesResponse, ctx: AnswerContext): { input_tokens: number; output_tokens: number } {
-  if (answer.usage) return { input_tokens: answer.usage.inputTokens, output_tokens: answer.usage.outputTokens }
+function usageOf(answer: FakeMessagesResponse, ctx: AnswerContext): { input_tokens: number; output_tokens: number; cache_read_input_tokens?: number; cache_creation_input_tokens?: number } {
+  if (answer.usage) return { input_tokens: answer.usage.inputTokens, output_tokens: answer.usage.outputTokens, ...cacheCountsOf(answer) }
   const output = deltasOf(answer.text).join('') + toolUsesOf(answer, ctx).map((use) => use.name + use.json).join('')
   return { input_tokens: ctx.inputTokens, output_tokens: Math.max(1, estimateTokens(output)) }
+}
+
+function cacheCountsOf(answer: FakeMessagesResponse): { cache_read_input_tokens?: number; cache_creation_input_tokens?: number } {
+  const usage = answer.usage
+  return {
+    ...(usage?.cacheReadInputTokens !== undefined && { cache_read_input_tokens: usage.cacheReadInputTokens }),
+    ...(usage?.cacheCreationInputTokens !== undefined && { cache_creation_input_tokens: usage.cacheCreationInputTokens }),
+  }
 }
 
 /** The body shape the Anthropic API (and SDK) use for errors. */

@@ -1,0 +1,6 @@
+export { AnthropicAdapter, type AnthropicAdapterOptions } from './adapter.js'
+export { AnthropicConfig } from './config.js'
+export { AnthropicError, type AnthropicErrorCode } from './errors.js'
+export { toMessagesRequest, type WireOptions } from './to-wire.js'
+export { EventReader } from './from-wire.js'
+export { AnthropicPlugin, AnthropicPlugin as default } from './plugin.js'
