@@ -1,5 +1,5 @@
 /** The public face of the approval broker; the README documents every name here. */
-export { ApprovalService, ApprovalService as default, agentName, delegationName, type DefaultDecision } from './service.js'
+export { ApprovalService, ApprovalService as default, agentName, delegationName, type DefaultDecision, type TreeDefault } from './service.js'
 export { policyVerdict, levelVerdict, compileLevel, type PolicyVerdict, type PolicyCall, type Verdict } from './rules.js'
 export { commandSegments, displaySubject, subjectOf, MAX_SUBJECT_CHARS, type ApprovalKind, type CallSubject, type CommandSegment } from './subject.js'
 export { ApprovalError, type ApprovalErrorCode } from './errors.js'

@@ -11,7 +11,8 @@
  *    an ACP client, an A2A caller, the web page) is asked, one request at a time where it
  *    shows one at a time, fairly between asking agents, with a time limit;
  * 5. with nobody to ask, the default decides (`reject` unless configured otherwise), and a
- *    request a rule says to ask about is rejected.
+ *    request a rule says to ask about is rejected. In a tree served for a parent in another
+ *    process the default never allows more than the one its lineage carried (`defaultFor`).
  *
  * Pending requests are bounded per agent and in all, visible (`pending`, `waitingUnder`,
  * the `approval/pending` and `approval/settled` events) and withdrawn at once when their
@@ -44,6 +45,18 @@ declare module 'cordis' {
 
 /** With nobody to ask: what happens to a request no rule decided. */
 export type DefaultDecision = 'reject' | 'allow'
+
+/** What decides, with nobody to ask, in one tree (`ApprovalService.defaultFor`). */
+export interface TreeDefault {
+  decision: DefaultDecision
+  /** Who decides, as a decision records it. */
+  by: string
+  /**
+   * Why it rejects although this process's default allows: `lineage`, its lineage says its
+   * root does not allow; `unsaid`, its lineage does not say (a parent older than the field).
+   */
+  bound?: 'lineage' | 'unsaid'
+}
 
 /** The most of a subject a front-end is shown (`ApprovalRequestInfo.subject`). */
 const FRONT_END_SUBJECT_CHARS = 16_384
@@ -146,6 +159,23 @@ export class ApprovalService extends Service {
     }
   }
 
+  /**
+   * With nobody to ask, what happens in `agent`'s tree to a side effect no rule decided:
+   * this process's default (`setDefault`, else the config's). In a tree this process serves
+   * for a parent elsewhere it is bounded by the default the tree's lineage carried (its
+   * header's `approvalDefault`, the most restrictive of its ancestors'): a child never allows
+   * more than its ancestors do. A lineage that carried none allows nothing this way.
+   */
+  defaultFor(agent: { id: string }): TreeDefault {
+    const own = this.defaultOverride ?? { decision: this.config.default, by: 'the default (nobody to ask)' }
+    if (own.decision === 'reject') return own
+    const found = this.agentOf(agent)
+    if (found === undefined) return { decision: 'reject', by: 'the approval broker' }
+    const received = receivedDefault(found)
+    if (received === undefined || received === 'allow') return own
+    return { decision: 'reject', by: received === 'reject' ? "the delegation tree's root (its lineage)" : 'the approval broker', bound: received === 'reject' ? 'lineage' : 'unsaid' }
+  }
+
   /** Requests waiting for an answer, oldest first. */
   pending(): ApprovalRequestInfo[] {
     return [...this.waiting.values()].map((entry) => entry.info)
@@ -235,7 +265,7 @@ export class ApprovalService extends Service {
     if (policy.verdict !== 'ask' && this.always.has(memory)) return finish({ decision: 'allow-always', by: 'an earlier answer in this tree', source: 'remembered', at: now })
     if (ask.signal.aborted) return finish({ decision: 'reject', by: 'the approval broker', reason: 'the call was cancelled before it could be asked about', source: 'cancelled', at: now })
     const frontEnd = this.frontEndFor(info)
-    if (frontEnd === undefined) return finish(this.unasked(policy, now))
+    if (frontEnd === undefined) return finish(this.unasked(policy, now, agent))
     // Counted and queued per agent of this process or remote child: what a remote child says
     // is below it names, but never multiplies, its share (a hostile child could invent names).
     const decision = await this.wait(info, frontEnd, ask.signal, info.chain.join('/'))
@@ -260,13 +290,13 @@ export class ApprovalService extends Service {
     return policy
   }
 
-  private unasked(policy: PolicyVerdict, at: number): PermissionDecision {
+  private unasked(policy: PolicyVerdict, at: number, agent: Agent): PermissionDecision {
     if (policy.verdict === 'ask') {
       return { decision: 'reject', by: 'the approval broker', reason: `${policy.rule !== undefined ? `the rule ${policy.rule}` : 'its policy'} asks about it, and nobody is there to ask`, source: 'default', at, ...(policy.rule !== undefined && { rule: policy.rule }) }
     }
-    const chosen = this.defaultOverride ?? { decision: this.config.default, by: 'the default (nobody to ask)' }
+    const chosen = this.defaultFor(agent)
     if (chosen.decision === 'allow') return { decision: 'allow-once', by: chosen.by, source: 'default', at }
-    return { decision: 'reject', by: chosen.by, reason: 'nobody is there to ask, and side effects are refused without an answer', source: 'default', at }
+    return { decision: 'reject', by: chosen.by, reason: unaskedReason(chosen, this.defaultOverride?.by ?? 'approvals.default allow'), source: 'default', at }
   }
 
   private frontEndFor(info: ApprovalRequestInfo): ApprovalFrontEnd | undefined {
@@ -466,6 +496,37 @@ function receivedLevels(agent: Agent): readonly PermissionLevel[] | undefined {
   const { header } = root.session
   if (header.parentSession === undefined && root.depth === 0) return undefined
   return header.permissions ?? []
+}
+
+/** The root of `agent`'s tree, when that root here was delegated by a parent in another process. */
+function delegatedRoot(agent: Agent): Agent | undefined {
+  let root = agent
+  for (let hops = 0; root.parent !== undefined && hops < 256; hops++) root = root.parent
+  return root.session.header.parentSession === undefined && root.depth === 0 ? undefined : root
+}
+
+/**
+ * The approvals default the tree of `agent` received with its lineage: `unsaid` when the
+ * lineage carried none, anything but `allow` read as `reject`; `undefined` for a tree
+ * rooted in this process.
+ */
+function receivedDefault(agent: Agent): DefaultDecision | 'unsaid' | undefined {
+  const root = delegatedRoot(agent)
+  if (root === undefined) return undefined
+  const carried: unknown = root.session.header.approvalDefault
+  return carried === undefined ? 'unsaid' : carried === 'allow' ? 'allow' : 'reject'
+}
+
+/** Why nobody's answer rejected a side effect, saying what to change when the lineage bounded an allowing default (`ownAllow` names it). */
+function unaskedReason(chosen: TreeDefault, ownAllow: string): string {
+  switch (chosen.bound) {
+    case 'lineage':
+      return `nobody is there to ask, and the root of this delegation tree does not allow what no rule decides (the approvals default its lineage carried is reject), which ${ownAllow} here may not widen; allow it by a rule in the root's config, or start the root with --permission allow`
+    case 'unsaid':
+      return `nobody is there to ask, and this tree's lineage does not say what its root allows with nobody to ask (its parent runs an older dsh), so ${ownAllow} here does not apply to it; allow it by a rule in the root's config, or update the parent's dsh`
+    default:
+      return 'nobody is there to ask, and side effects are refused without an answer'
+  }
 }
 
 function isAgent(value: { id: string }): value is Agent {
