@@ -7,19 +7,23 @@
 import { parseArgs, type ParseArgsConfig } from 'node:util'
 import { UsageError } from './errors.js'
 
-export type Verb = 'run' | 'demo' | 'acp' | 'a2a' | 'worker' | 'ui' | 'sessions' | 'config' | 'agents' | 'workspaces'
+export type Verb = 'run' | 'demo' | 'acp' | 'a2a' | 'worker' | 'ui' | 'sessions' | 'config' | 'agents' | 'workspaces' | 'trust'
 
 const MODEL_SPECS = `model specs: scripted:PATH (keyless, plays a script), deepseek:MODEL (DEEPSEEK_API_KEY),
              openai:MODEL (OPENAI_API_KEY), replay:DIR (keyless, plays a --record DIR),
              NAME:MODEL for an adapter configured in dsh.yml; llm.model sets the default`
-const CONFIG_LOOKUP = 'config: --config FILE, else ./dsh.yml, else $DSH_HOME/config.yml (~/.dsh/config.yml)'
+const CONFIG_LOOKUP = `config: --config FILE, else ./dsh.yml once you trust it (dsh trust), else $DSH_HOME/config.yml (~/.dsh/config.yml);
+        an untrusted or changed ./dsh.yml is refused, never used`
 
 /** Each verb's synopsis and description, as `dsh --help` lists them and `dsh VERB --help` prints one. */
 export const VERB_USAGE: Record<Verb, string> = {
   run: `run [--config FILE] [--model SPEC] [--session-dir DIR] [--resume ID] [--json] [--quiet]
-      [--record DIR] [--permission ask|allow|reject] [--ui] (PROMPT | --prompt-file FILE | --prompt-file -)
+      [--stream] [--no-color] [--record DIR] [--permission ask|allow|reject] [--ui]
+      (PROMPT | --prompt-file FILE | --prompt-file -)
       run a prompt to completion (with the turns its background work starts) and print
-      the answer; --prompt-file reads the prompt from a file, - from standard input;
+      the answer (streamed on a terminal; in a pipe at the end, or with --stream every
+      piece of text as it arrives; --json has the deltas; --no-color or NO_COLOR: no
+      colour); --prompt-file reads the prompt from a file, - from standard input;
       --record DIR stores every session's model calls there (replay: --model replay:DIR);
       --resume ID continues a stored session (a unique tail of its id is enough) with the
       model it ran on unless --model says otherwise; --permission says who decides whether
@@ -63,7 +67,8 @@ export const VERB_USAGE: Record<Verb, string> = {
       sends it to the collector at --endpoint`,
   config: `config check [--config FILE] [--prompt]
       compose the plugins and print them, or the first configuration error; --prompt
-      also prints the system prompt of a root agent and of a child`,
+      also prints the system prompt of a root agent and of a child; an untrusted
+      ./dsh.yml is checked without loading its code, and refused`,
   agents: `agents list | show NAME   [--config FILE] [--model SPEC]
       the helpers defined in files (./.dsh/agents, ~/.dsh/agents, dirs in config): list
       prints each one's provider, model and file, the names one file shadows and any
@@ -75,6 +80,10 @@ export const VERB_USAGE: Record<Verb, string> = {
       directory it was made from, or lists the conflicting files and changes nothing;
       discard ID throws one away; clean removes the orphaned ones, --all every one (their
       branches too); what would lose changes is asked on a terminal, else needs --yes`,
+  trust: `trust [DIR] | trust --list | trust --remove DIR
+      let dsh use DIR/dsh.yml (default: this directory's) when started there: a
+      project's config is refused until you trust it, and again whenever its content
+      changes (a git pull); the list is $DSH_HOME/trusted-configs.json`,
 }
 
 const MODEL_VERBS: ReadonlySet<Verb> = new Set(['run', 'acp', 'a2a', 'worker', 'config', 'agents'])

@@ -11,11 +11,14 @@ export class UsageError extends DshError<UsageErrorCode> {}
  * The plugin list cannot be composed: the config file cannot be read or parsed, an entry
  * is malformed or has a key its plugin does not know, a plugin cannot be loaded, fails to
  * start, waits for a service nobody provides, or names a provider or model adapter that
- * is not there. Printed as one line; the exit code is 2.
+ * is not there, or the config found in the working directory is not trusted. Printed as
+ * one line; the exit code is 2.
  */
 export type CompositionErrorCode = 'CONFIG_READ' | 'CONFIG_SYNTAX' | 'CONFIG_SHAPE' | 'UNKNOWN_KEY' | 'PLUGIN_LOAD' | 'PLUGIN_START' | 'PLUGIN_WAITING'
   /** A tool bound to a provider, or a default model naming an adapter, that is not registered. */
   | 'UNRESOLVED'
+  /** A project's ./dsh.yml the user has not trusted (or that changed since): not used. */
+  | 'CONFIG_UNTRUSTED'
 export class CompositionError extends DshError<CompositionErrorCode> {
   /**
    * The entries the problem is in, when it is in some (a plugin that failed to load or

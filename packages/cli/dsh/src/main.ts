@@ -51,6 +51,8 @@ async function main(argv: string[]): Promise<number> {
       const [verb, ...args] = positionals
       return (await import('./commands/agents.js')).agentsCommand(verb, args, { config: values.config, model: values.model, verbose: values.verbose })
     }
+    case 'trust':
+      return (await import('./commands/trust.js')).trustVerb(rest)
     case 'workspaces': {
       const { values, positionals } = parseVerbArgs('workspaces', { args: rest, allowPositionals: true, options: { all: { type: 'boolean', default: false }, yes: { type: 'boolean', default: false }, dir: { type: 'string' } } })
       const [verb, ...args] = positionals
@@ -84,6 +86,8 @@ async function runVerb(args: string[]): Promise<number> {
       record: { type: 'string' },
       permission: { type: 'string' },
       ui: { type: 'boolean', default: false },
+      stream: { type: 'boolean', default: false },
+      'no-color': { type: 'boolean', default: false },
     },
   })
   const prompt = await readPrompt({ positionals, promptFile: values['prompt-file'] })
@@ -99,6 +103,8 @@ async function runVerb(args: string[]): Promise<number> {
     ...(values.permission !== undefined && { permission: parseRunPermission(values.permission) }),
     ...(values.record !== undefined && { record: values.record }),
     ...(values.ui && { ui: true }),
+    ...(values.stream && { stream: true }),
+    ...(values['no-color'] && { color: false }),
   })
 }
 

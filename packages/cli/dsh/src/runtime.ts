@@ -2,8 +2,8 @@ import { Context, Logger, ValidationError, type Exporter } from 'cordis'
 import { DshError, errorMessage } from '@dsh/base'
 import type {} from '@dsh/subagent'
 import { subagentToolMountProblem } from '@dsh/tool-subagent'
-import { checkEntries, compose, entriesAsWritten, mergeEntries, readEntries, type Composition, type PluginEntry } from './compose.js'
-import { discoverConfig } from './config-file.js'
+import { checkEntries, compose, entriesAsWritten, mergeEntries, parseEntries, readEntries, type Composition, type PluginEntry } from './compose.js'
+import { chooseConfig, chosenFile } from './config-file.js'
 import { CompositionError, oneLineMessage } from './errors.js'
 import { commandLineEntries, defaultEntries, exportSessionDir } from './defaults.js'
 import { withoutFrameworkStacks } from './framework-stacks.js'
@@ -20,7 +20,10 @@ export interface RuntimeOptions {
   verbose?: boolean
   /** Extra entries after the defaults and before the user's config. */
   extra?: PluginEntry[]
-  /** Compose without ./dsh.yml or ~/.dsh/config.yml (the demo must not depend on them). */
+  /**
+   * Compose without ./dsh.yml or ~/.dsh/config.yml (the demo must not depend on them).
+   * Otherwise a ./dsh.yml is composed only when the user trusted it (`chooseConfig`).
+   */
   ignoreDiscoveredConfig?: boolean
   /**
    * Fail the start (exit 2, one line) when the composed runtime is not ready to run: see
@@ -86,10 +89,13 @@ export async function startRuntime(options: RuntimeOptions): Promise<Composition
 }
 
 async function composeRuntime(options: RuntimeOptions): Promise<Composition> {
+  // Before anything is loaded or started: a project's dsh.yml the user has not trusted is refused.
+  const choice = chooseConfig(options)
+  if (choice.kind === 'untrusted') throw new CompositionError('CONFIG_UNTRUSTED', choice.refusal)
+  const configFile = chosenFile(choice)
+  const user = choice.kind === 'project' ? parseEntries(choice.text, choice.file) : configFile ? await readEntries(configFile) : []
   const ctx = new Context()
   const logger = attachConsoleLogger(ctx, options.verbose)
-  const configFile = options.config ?? (options.ignoreDiscoveredConfig ? undefined : discoverConfig())
-  const user = configFile ? await readEntries(configFile) : []
   const underFile = mergeEntries(defaultEntries(options), options.extra ?? [])
   const merged = mergeEntries(mergeEntries(underFile, user), commandLineEntries(options))
   const entries = withAgentDefinitions(merged, user, !options.ignoreDiscoveredConfig)

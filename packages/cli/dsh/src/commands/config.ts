@@ -1,7 +1,11 @@
 import { printable } from '@dsh/base'
 import type {} from '@dsh/agent-definitions'
-import { discoverConfig } from '../config-file.js'
+import { checkEntries, entriesAsWritten, parseEntries } from '../compose.js'
+import { chooseConfig, chosenFile, type ConfigChoice } from '../config-file.js'
+import { defaultEntries } from '../defaults.js'
+import { CompositionError, oneLineMessage } from '../errors.js'
 import { startRuntime } from '../runtime.js'
+import { shippedPlugins } from '../shipped-plugins.js'
 
 /**
  * `dsh config check`: compose everything and print the plugin list. A configuration
@@ -9,7 +13,9 @@ import { startRuntime } from '../runtime.js'
  * `prompt`: then print the composed system prompts of a root agent and of a child.
  */
 export async function configCheck(options: { config?: string; model?: string; sessionDir?: string; prompt?: boolean; verbose?: boolean }): Promise<number> {
-  const file = options.config ?? discoverConfig()
+  const choice = chooseConfig(options)
+  if (choice.kind === 'untrusted') return checkUntrusted(choice, options)
+  const file = chosenFile(choice)
   // A composition error propagates: `dsh run` reports the same one the same way (exit 2).
   const runtime = await startRuntime({ ...options, checkReady: true })
   try {
@@ -32,4 +38,25 @@ export async function configCheck(options: { config?: string; model?: string; se
   // Imported when asked for: `dsh agents` shares it, and a module both graphs import would run on every start.
   if (options.prompt) process.stdout.write(`\n${await (await import('./prompt-preview.js')).previewPrompts((sessionDir) => startRuntime({ ...options, sessionDir }))}`)
   return 0
+}
+
+/**
+ * A ./dsh.yml the user has not trusted: say so as every command does (exit 2), after
+ * checking what can be checked without running any of its code, so the user can read
+ * what they are about to trust. Entries naming a shipped plugin are checked as written
+ * (keys and values); a plugin by path or an installed package is not loaded, since
+ * loading it runs it.
+ */
+async function checkUntrusted(choice: Extract<ConfigChoice, { kind: 'untrusted' }>, options: { model?: string; sessionDir?: string }): Promise<never> {
+  process.stdout.write(`config: ${choice.file} (not trusted, so not used)\n`)
+  try {
+    const written = entriesAsWritten(defaultEntries(options), parseEntries(choice.text, choice.file))
+    await checkEntries(written.filter((entry) => Object.hasOwn(shippedPlugins, entry.name)))
+    const unloaded = written.filter((entry) => !Object.hasOwn(shippedPlugins, entry.name))
+    process.stdout.write(`contents: ${written.length} entries, their keys and values ok as written${unloaded.length > 0 ? `; not loaded (its code would run): ${unloaded.map((entry) => `${entry.name} (entry "${entry.id}")`).join(', ')}` : ''}\n`)
+  } catch (error) {
+    // The same words a run would use for it, on the report: the refusal stays the one line on stderr.
+    process.stdout.write(printable(`contents: ${oneLineMessage(error)}\n`))
+  }
+  throw new CompositionError('CONFIG_UNTRUSTED', choice.refusal)
 }

@@ -63,14 +63,18 @@ export async function demoVerb(args: string[]): Promise<number> {
   const found = await Promise.all([codexPeer(scratch), claudePeer(scratch)])
   const peers = found.filter((peer): peer is Peer => 'entries' in peer)
   const leftOut = found.filter((peer): peer is LeftOut => 'reason' in peer)
+  // The ACP child composes the defaults alone, as the demo does: without a --config it
+  // would look for ./dsh.yml or ~/.dsh/config.yml (and refuse a dsh.yml not trusted).
+  const childConfig = join(scratch, 'acp-child-config.yml')
   try {
+    writeFileSync(childConfig, '[]\n')
     const extra: PluginEntry[] = [
       { id: 'llm-scripted', name: '@dsh/llm-scripted', config: { scripts: { demo: parentScript(peers) } } },
       { id: 'tool-subagent-fork', name: '@dsh/tool-subagent', config: { provider: 'fork', toolName: 'subagent_fork', enableRunInBackground: false } },
       {
         id: 'subagent-acp',
         name: '@dsh/subagent-acp',
-        config: { command: process.execPath, args: [dshMain, 'acp', '--model', `scripted:${acpChildScript}`, '--session-dir', sessionDir], timeoutMs: 60_000 },
+        config: { command: process.execPath, args: [dshMain, 'acp', '--config', childConfig, '--model', `scripted:${acpChildScript}`, '--session-dir', sessionDir], timeoutMs: 60_000 },
       },
       { id: 'tool-subagent-acp', name: '@dsh/tool-subagent', config: { provider: 'acp', toolName: 'subagent_acp', enableRunInBackground: false } },
       ...peers.flatMap((peer) => peer.entries),
