@@ -18,9 +18,12 @@ const CONFIG_LOOKUP = `config: --config FILE, else ./dsh.yml once you trust it (
 /** Each verb's synopsis and description, as `dsh --help` lists them and `dsh VERB --help` prints one. */
 export const VERB_USAGE: Record<Verb, string> = {
   run: `run [--config FILE] [--model SPEC] [--session-dir DIR] [--resume ID] [--json] [--quiet]
-      [--record DIR] [--permission ask|allow|reject] [--ui] (PROMPT | --prompt-file FILE | --prompt-file -)
+      [--stream] [--no-color] [--record DIR] [--permission ask|allow|reject] [--ui]
+      (PROMPT | --prompt-file FILE | --prompt-file -)
       run a prompt to completion (with the turns its background work starts) and print
-      the answer; --prompt-file reads the prompt from a file, - from standard input;
+      the answer (streamed on a terminal; in a pipe at the end, or with --stream every
+      piece of text as it arrives; --json has the deltas; --no-color or NO_COLOR: no
+      colour); --prompt-file reads the prompt from a file, - from standard input;
       --record DIR stores every session's model calls there (replay: --model replay:DIR);
       --resume ID continues a stored session (a unique tail of its id is enough) with the
       model it ran on unless --model says otherwise; --permission says who decides whether

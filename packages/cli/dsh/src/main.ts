@@ -86,6 +86,8 @@ async function runVerb(args: string[]): Promise<number> {
       record: { type: 'string' },
       permission: { type: 'string' },
       ui: { type: 'boolean', default: false },
+      stream: { type: 'boolean', default: false },
+      'no-color': { type: 'boolean', default: false },
     },
   })
   const prompt = await readPrompt({ positionals, promptFile: values['prompt-file'] })
@@ -101,6 +103,8 @@ async function runVerb(args: string[]): Promise<number> {
     ...(values.permission !== undefined && { permission: parseRunPermission(values.permission) }),
     ...(values.record !== undefined && { record: values.record }),
     ...(values.ui && { ui: true }),
+    ...(values.stream && { stream: true }),
+    ...(values['no-color'] && { color: false }),
   })
 }
 

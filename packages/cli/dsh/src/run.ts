@@ -1,11 +1,10 @@
 import type { Agent } from '@dsh/agent'
 import { errorMessage } from '@dsh/base'
-import { outputText } from '@dsh/llm'
 import { isReplayAdapter } from '@dsh/llm-replay'
-import { SessionError, type SessionEvent, type SessionUpdate } from '@dsh/session'
+import { SessionError, type SessionEvent } from '@dsh/session'
 import type {} from '@dsh/subagent'
 import type {} from '@dsh/approvals'
-import { runUntilQuiet, type QuietRun } from '@dsh/tasks'
+import { runUntilQuiet } from '@dsh/tasks'
 import type { Composition } from './compose.js'
 import { oneLineMessage, UsageError } from './errors.js'
 import { resolveSessionId } from './session-ids.js'
@@ -13,13 +12,13 @@ import { exitCodeOfSignal } from './exit.js'
 import { withoutFrameworkStacks } from './framework-stacks.js'
 import { onInterrupt } from './interrupt.js'
 import { installRunPermission, type PermissionOptions, type RunPermission } from './permission-prompt.js'
-import { lifecycleLine, TtyTreeRenderer } from './progress/render.js'
-import { ProgressTracker } from './progress/tracker.js'
+import { watch, type RunView } from './progress/run-view.js'
 import { startRuntime, type RuntimeOptions } from './runtime.js'
 import { stopStartedGroups } from './stop-groups.js'
 import type { RunUi } from './commands/ui.js'
 
 export { UsageError } from './errors.js'
+export { jsonLine, watch, type RunView } from './progress/run-view.js'
 
 export interface RunOptions extends RuntimeOptions {
   prompt: string
@@ -27,8 +26,12 @@ export interface RunOptions extends RuntimeOptions {
   permission?: RunPermission
   resume?: string
   json?: boolean
-  /** No live progress (the answer is still printed). */
+  /** No live progress (the answer is still printed, and on a terminal still streamed). */
   quiet?: boolean
+  /** In a pipe, write the root's text as it arrives, every step's (`--stream`), not the answer alone at the end. */
+  stream?: boolean
+  /** `false`: no colour on a terminal either (`--no-color`; a non-empty NO_COLOR says the same). */
+  color?: boolean
   cwd?: string
   /** Override terminal detection (tests). */
   tty?: boolean
@@ -51,11 +54,6 @@ export function chooseModel(explicit: string | undefined, env: NodeJS.ProcessEnv
   if (explicit) return explicit
   if (env.DEEPSEEK_API_KEY) return 'deepseek:deepseek-chat'
   return undefined
-}
-
-/** NDJSON line writer for `--json`. */
-export function jsonLine(record: Record<string, unknown>): void {
-  process.stdout.write(`${JSON.stringify(record)}\n`)
 }
 
 /**
@@ -107,19 +105,21 @@ export async function runCommand(options: RunOptions): Promise<number> {
     view.finish(run)
     const replayed = replayProblems(runtime)
     if (replayed.length > 0) {
-      process.stderr.write(`dsh: ${replayed[0]}${replayed.length > 1 ? ` (and ${replayed.length - 1} more problem${replayed.length > 2 ? 's' : ''} after it)` : ''}\n`)
+      view.problem(`dsh: ${replayed[0]}${replayed.length > 1 ? ` (and ${replayed.length - 1} more problem${replayed.length > 2 ? 's' : ''} after it)` : ''}`)
       return 1
     }
     if (run.cancelled) {
-      process.stderr.write(`dsh: cancelled${run.last.error ? `: ${run.last.error}` : ''}\n`)
+      view.problem(`dsh: cancelled${run.last.error ? `: ${run.last.error}` : ''}`)
       return exitCodeOfSignal(cancelledBy ?? 'SIGINT')
     }
     if (run.last.reason !== 'completed') {
-      process.stderr.write(`dsh: the turn ended ${run.last.reason}${run.last.error ? `: ${run.last.error}` : ''}\n`)
+      view.problem(`dsh: the turn ended ${run.last.reason}${run.last.error ? `: ${run.last.error}` : ''}`)
       return 1
     }
     return 0
   } finally {
+    // A run that threw never finished its view: it stops drawing before anything else is said.
+    view?.close()
     stopSignals()
     removeGate?.()
     await page?.close()
@@ -197,14 +197,6 @@ function resumeProblem(error: unknown, id: string | undefined, runtime: Composit
   return new UsageError('SESSION', `dsh run: session ${id} cannot be resumed: ${error.message}`)
 }
 
-export interface RunView {
-  finish(run: QuietRun): void
-  /** A line for the user while the run goes on (on a terminal, written above the live tree). */
-  notice(line: string): void
-  /** The live tree, if one is drawn, steps aside for a prompt; the returned function brings it back. */
-  standAside(): () => void
-}
-
 /** The terminal a prompt would be shown on: stdout unless it carries NDJSON or is not one, else stderr. */
 function promptOutput(options: RunOptions): NodeJS.WriteStream | undefined {
   if (process.stdin.isTTY !== true) return undefined
@@ -230,66 +222,4 @@ function permissionOptions(policy: RunPermission, options: RunOptions, view: Run
     ...(policy === 'ask' && output && { terminal: { input: process.stdin, output, standAside: () => view.standAside() } }),
     warn: (line) => view.notice(line),
   }
-}
-
-/**
- * How a run shows itself. The answer is chosen by the shared output-selection rule over
- * the whole run (`runUntilQuiet`'s `output`), in every mode: text a step streamed before
- * its tool calls is not the answer. `--json`: NDJSON of every session event and every
- * subagent start, progress and end, then one `{"kind":"answer","text":...}` record; on a
- * terminal a live tree of the agent and its children (each child's activity, tokens and
- * elapsed time), then the answer; otherwise, on stderr, one plain line per subagent start,
- * end and tool call (unless quiet), and the answer on stdout. `--quiet` (without `--json`)
- * listens to nothing, so children build no progress at all.
- */
-export function watch(runtime: Composition, agent: Agent, options: RunOptions): RunView {
-  if (options.json) {
-    jsonLine({ kind: 'session/header', session: agent.id, header: agent.session.header })
-    agent.session.subscribe((update: SessionUpdate) => {
-      if (update.type !== 'assistant/chunk') jsonLine({ kind: 'session/event', session: agent.id, event: update })
-    })
-    runtime.ctx.on('subagent/start', (info) => jsonLine({ kind: 'subagent/start', ...info }))
-    // Written as the service emits it, so a run's progress lines fall between its start and its end.
-    runtime.ctx.on('subagent/progress', (info) => jsonLine({ kind: 'subagent/progress', ...info }))
-    runtime.ctx.on('subagent/end', (info) => jsonLine({ kind: 'subagent/end', ...info }))
-    // A delegation waiting for a slot of its tree's cap, and the tree's budget events.
-    runtime.ctx.on('subagent/queued', (info) => jsonLine({ kind: 'subagent/queued', ...info }))
-    runtime.ctx.on('subagent/budget', ({ kind: budgetKind, ...event }) => jsonLine({ kind: 'subagent/budget', event: budgetKind, ...event }))
-    // A request waiting for an answer, and how it was answered (its arguments as shown, never whole).
-    runtime.ctx.on('approval/pending', ({ args: _args, subject: _subject, kind: callKind, ...shown }) => jsonLine({ kind: 'approval/pending', callKind, ...shown }))
-    runtime.ctx.on('approval/settled', ({ request, decision }) => jsonLine({ kind: 'approval/settled', id: request.id, path: request.path, tool: request.tool, decision }))
-    return { finish: (run) => jsonLine({ kind: 'answer', session: agent.id, text: outputText(run.output) }), notice: writeNotice, standAside: () => () => {} }
-  }
-  const tty = options.tty ?? process.stdout.isTTY === true
-  const printAnswer = (run: QuietRun, separator: string) => {
-    const answer = outputText(run.output)
-    if (answer) process.stdout.write(`${separator}${answer}${answer.endsWith('\n') ? '' : '\n'}`)
-  }
-  if (tty && !options.quiet) {
-    const tracker = new ProgressTracker(runtime.ctx, agent)
-    const renderer = new TtyTreeRenderer(tracker, process.stdout)
-    return {
-      finish: (run) => {
-        tracker.finishRoot(run.last.reason)
-        renderer.stop()
-        tracker.dispose()
-        printAnswer(run, '\n')
-      },
-      // The tree is on stdout; a notice on stderr would land on the same screen uncounted.
-      notice: (line) => renderer.note(line),
-      standAside: () => renderer.standAside(),
-    }
-  }
-  if (!options.quiet) {
-    const tracker = new ProgressTracker(runtime.ctx, agent)
-    tracker.onChange((change) => {
-      const line = lifecycleLine(change, Date.now())
-      if (line) process.stderr.write(`${line}\n`)
-    })
-  }
-  return { finish: (run) => printAnswer(run, ''), notice: writeNotice, standAside: () => () => {} }
-}
-
-function writeNotice(line: string): void {
-  process.stderr.write(`${line}\n`)
 }

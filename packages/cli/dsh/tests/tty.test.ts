@@ -59,8 +59,9 @@ describe('live progress on a terminal', () => {
     const done = await until((text) => text.includes('EXIT='))
     expect(done).toContain('EXIT=0')
     const lines = done.split('\n')
-    // redrawn in place: exactly one copy of the tree remains on screen
-    expect(lines.filter((line) => line.includes('"alpha"'))).toHaveLength(1)
+    // redrawn in place: exactly one copy of the tree remains on screen (the root's tool-call line above it quotes the label too)
+    expect(lines.filter((line) => /^[├└]─ .*"alpha"/.test(line))).toHaveLength(1)
+    expect(lines.filter((line) => /^→ subagent .*alpha/.test(line))).toHaveLength(1)
     expect(lines.find((line) => /^✓ dsh {2}done/.test(line))).toBeDefined()
     expect(lines.find((line) => /^├─ ✓ spawn \S+ "alpha" {2}done/.test(line))).toBeDefined()
     expect(lines.find((line) => /^└─ ✓ fork \S+ "beta" {2}done/.test(line))).toBeDefined()

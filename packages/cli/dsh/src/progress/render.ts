@@ -1,8 +1,10 @@
 import type { SubagentUsage } from '@dsh/subagent'
 import { truncateColumns } from '@dsh/subagent'
+import { NO_COLOR_PALETTE, type Palette, type Tone } from './colors.js'
 import type { ProgressChange, ProgressNode, ProgressTracker } from './tracker.js'
 
 const MARK: Record<ProgressNode['state'], string> = { running: '…', done: '✓', failed: '✗', cancelled: '⊘' }
+const TONE: Record<ProgressNode['state'], Tone> = { running: 'running', done: 'ok', failed: 'failed', cancelled: 'cancelled' }
 
 export function seconds(ms: number): string {
   return `${(ms / 1000).toFixed(1)}s`
@@ -31,9 +33,10 @@ export function usageText(usage: SubagentUsage | undefined): string {
 /**
  * One tree line per agent: branch, mark, provider, label, state, elapsed time, tokens so
  * far, and what a running agent is doing now (the activity column) or why a failed one
- * failed. Cut to `width`.
+ * failed. Cut to `width` columns first, then painted (the mark and the state word in the
+ * state's colour, when `palette` paints), so colour never counts against the width.
  */
-export function treeLines(tracker: ProgressTracker, now: number, width = 100): string[] {
+export function treeLines(tracker: ProgressTracker, now: number, width = 100, palette: Palette = NO_COLOR_PALETTE): string[] {
   return tracker.walk().map(({ node, depth, last }) => {
     const branch = depth === 0 ? '' : last.slice(1, -1).map((isLast) => (isLast ? '   ' : '│  ')).join('') + (last.at(-1) ? '└─ ' : '├─ ')
     const name = node.provider === 'root' ? 'dsh' : node.queued ? byWhom(node) : `${byWhom(node)} ${shortId(node.id)}`
@@ -42,8 +45,15 @@ export function treeLines(tracker: ProgressTracker, now: number, width = 100): s
     const activity = node.state === 'running' && node.waiting !== undefined ? `waiting for approval: ${node.waiting}` : node.state === 'running' && !node.idle ? node.activity : node.state === 'failed' && node.stopReason ? `(${node.stopReason})` : undefined
     // A continuable child between turns is idle, whatever its last turn's outcome; a queued delegation has no child yet.
     const shown = node.idle ? `idle after ${node.stopReason ?? 'its turn'}` : node.queued ? 'queued' : node.state
-    const line = `${branch}${node.idle ? '◦' : MARK[node.state]} ${name}${label}  ${shown} ${seconds(elapsed(node, now))}${used ? `  ${used}` : ''}${activity ? `  ${activity}` : ''}`
-    return truncateColumns(line, width)
+    const mark = node.idle ? '◦' : MARK[node.state]
+    const head = `${branch}${mark} ${name}${label}  `
+    const line = truncateColumns(`${head}${shown} ${seconds(elapsed(node, now))}${used ? `  ${used}` : ''}${activity ? `  ${activity}` : ''}`, width)
+    // A line cut inside its head stays plain; the state word is painted only when the cut left it whole.
+    if (!palette.enabled || !line.startsWith(head)) return line
+    const tone: Tone = node.idle || node.queued ? 'dim' : TONE[node.state]
+    const rest = line.slice(head.length)
+    const state = rest.startsWith(shown) ? palette.paint(tone, shown) + rest.slice(shown.length) : rest
+    return `${branch}${palette.paint(tone, mark)}${head.slice(branch.length + mark.length)}${state}`
   })
 }
 
@@ -72,70 +82,4 @@ export function lifecycleLine(change: ProgressChange, now: number): string | und
   const idle = node.idle ? ', idle' : ''
   // Unchanged since before progress existed: scripts parse it (usage is in --json's end record).
   return `[subagent] end ${node.provider} ${node.id} ${node.stopReason} after ${seconds(elapsed(node, now))}${why}${idle}`
-}
-
-/**
- * Redraws the tree in place on a terminal: moves the cursor back over the lines it drew
- * last time and clears below. Redraws at most every `intervalMs`, and at once on start/end.
- */
-export class TtyTreeRenderer {
-  private drawn = 0
-  /** Prompts standing the tree aside; it is not drawn while any is up. */
-  private asides = 0
-  private readonly timer: NodeJS.Timeout
-
-  constructor(private readonly tracker: ProgressTracker, private readonly out: NodeJS.WriteStream, intervalMs = 100) {
-    tracker.onChange((change) => {
-      // Activity redraws with the next tick; a run starting or ending is drawn at once; a budget note stands above the tree.
-      if (change.kind === 'budget') this.note(`dsh: ${change.text}`)
-      else if (change.kind === 'start' || change.kind === 'end' || change.kind === 'queued') this.draw()
-    })
-    this.timer = setInterval(() => {
-      // elapsed times tick even when nothing else changed
-      this.draw()
-    }, intervalMs)
-    this.timer.unref()
-  }
-
-  draw(): void {
-    if (this.asides > 0) return
-    const lines = treeLines(this.tracker, Date.now(), Math.max(40, (this.out.columns ?? 100) - 1))
-    this.out.write(this.erase() + lines.map((line) => `${line}\n`).join(''))
-    this.drawn = lines.length
-  }
-
-  /**
-   * Write `text` (whole lines) above the tree: the tree is erased first and drawn again
-   * below it, so the lines the next redraw moves back over are the tree's alone.
-   */
-  note(text: string): void {
-    this.out.write(this.erase() + (text.endsWith('\n') ? text : `${text}\n`))
-    this.drawn = 0
-    this.draw()
-  }
-
-  /** Erase the tree and stop redrawing it (a prompt is on screen); the returned function draws it again. */
-  standAside(): () => void {
-    this.out.write(this.erase())
-    this.drawn = 0
-    this.asides++
-    let back = false
-    return () => {
-      if (back) return
-      back = true
-      this.asides--
-      this.draw()
-    }
-  }
-
-  stop(): void {
-    clearInterval(this.timer)
-    this.asides = 0
-    this.draw()
-  }
-
-  /** The escape sequence that takes the cursor back over the last frame and clears below. */
-  private erase(): string {
-    return this.drawn > 0 ? `\x1b[${this.drawn}F\x1b[J` : ''
-  }
 }

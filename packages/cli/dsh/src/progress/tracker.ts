@@ -243,7 +243,7 @@ export class ProgressTracker {
 }
 
 /** A tool call as an activity: its name and its arguments as a person reads them. */
-function toolActivity(name: string, args: string | undefined): string {
+export function toolActivity(name: string, args: string | undefined): string {
   const shown = args === undefined ? '' : compactArgs(args)
   // Tool names come from a model or another process too: one clean line, like the arguments.
   const tool = displayLine(name)
