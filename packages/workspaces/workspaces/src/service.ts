@@ -371,9 +371,11 @@ export class WorkspaceService extends Service {
    * Remove orphaned workspaces (and with `all`, every one recorded), each with its branch;
    * says what it removed. One that workspaces still in use were made from stays (with
    * `all`, those made from it go first). Of an invalid record only the record file goes:
-   * nothing it names is touched.
+   * nothing it names is touched. `only` (with `all`): of the workspaces that are not
+   * orphaned, those with these ids alone, so one made after a person was shown the list
+   * and agreed is not removed with the rest.
    */
-  async clean(options: { all?: boolean } = {}): Promise<ListedWorkspace[]> {
+  async clean(options: { all?: boolean; only?: ReadonlySet<string> } = {}): Promise<ListedWorkspace[]> {
     const removed: ListedWorkspace[] = []
     const listed = await this.list()
     for (const entry of listed) {
@@ -390,7 +392,7 @@ export class WorkspaceService extends Service {
     }
     // Those made from others first, so what they were made from is free to go after them.
     for (const record of valid.sort((a, b) => depth(b) - depth(a))) {
-      if (!options.all && !record.orphaned) continue
+      if (!record.orphaned && (!options.all || (options.only !== undefined && !options.only.has(record.id)))) continue
       const gone = await this.serial(lockOf(record), async () => {
         if (!existsSync(this.recordFile(record)) || this.dependents(record).length > 0) return false
         await this.discardNow(record)

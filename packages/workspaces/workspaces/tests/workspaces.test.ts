@@ -385,6 +385,17 @@ describe('nested workspaces', () => {
     expect(sh(repo, 'branch', '--list', 'dsh/*')).toBe('')
     expect(sh(repo, 'worktree', 'list').trim().split('\n')).toHaveLength(1)
   })
+
+  it('clean --all with only: of the workspaces that are not orphaned, those named alone go (one made after a person agreed stays)', async () => {
+    const repo = repository()
+    const workspaces = await service()
+    const shown = await workspaces.create({ mode: 'worktree', source: repo, childId: 'shown', tree: 'root', ...byRoot })
+    const later = await workspaces.create({ mode: 'worktree', source: repo, childId: 'later', tree: 'root', ...byRoot })
+    expect((await workspaces.clean({ all: true, only: new Set([shown.record.id]) })).map((record) => record.childId)).toEqual(['shown'])
+    expect(existsSync(shown.ref.path)).toBe(false)
+    expect(existsSync(later.ref.path)).toBe(true)
+    expect((await workspaces.list()).map((record) => record.childId)).toEqual(['later'])
+  })
 })
 
 describe('git hardening', () => {
