@@ -3,7 +3,10 @@
  * decide by its rules, for a task's agent or any in-process agent below it, is asked of
  * the task's caller through the protocol's own way, the `input-required` state
  * (`task-run.ts` holds a task's requests and puts them one at a time); with
- * `permission: allow | reject` the server decides alone, as `dsh acp --permission` does.
+ * `permission: allow | reject` the server decides alone, as `dsh acp --permission` does,
+ * except that `allow` never widens what a task a dsh parent delegated may do: where its
+ * lineage does not say its root allows what no rule decides, the request is asked as under
+ * `ask` (or rejected, when nobody here may answer it).
  *
  * This file is the wire: what an `input-required` status says (a text a person can read,
  * and a data part a client can act on, `A2aApprovalRequest`), and how the caller's next
@@ -19,7 +22,11 @@ import { assertNever, isRecord, PERMISSION_SOURCES, type PermissionSource } from
 import type { ApprovalFrontEnd, ApprovalRequestInfo, ApprovalService, FrontEndAnswer } from '@dsh/approvals'
 import { textPart } from './events.js'
 
-/** `ask`: asked through `input-required`, of the party `Answerer` names; `allow` / `reject`: the server decides alone what no rule decided. */
+/**
+ * `ask`: asked through `input-required`, of the party `Answerer` names; `allow` / `reject`:
+ * the server decides alone what no rule decided (`allow` only where the task's lineage lets
+ * it: see `installPermission`).
+ */
 export type PermissionPolicy = 'ask' | 'allow' | 'reject'
 export const PERMISSION_POLICIES: readonly PermissionPolicy[] = ['ask', 'allow', 'reject']
 
@@ -180,11 +187,30 @@ export interface ApprovalAsker {
   serves(rootAgentId: string): boolean
 }
 
-/** Install `policy` on the broker (with `ask`, answered by `answerer`); returns the disposer. */
+/**
+ * Why a request of a task a dsh parent delegated is rejected under `permission: allow` when
+ * nobody here may answer it: its root does not allow it (or its lineage does not say).
+ */
+export const LINEAGE_BOUNDS_ALLOW =
+  "dsh a2a serve --permission allow does not widen what a dsh parent's tree allows, and this task's lineage does not allow what no rule decides (its root rejects it, or its parent's dsh is too old to say); its caller may not approve its own side effects: start the server with --trust-caller-approvals (the delegating dsh answers by its own rules and user) or --approver-token-env NAME, or allow the command by a rule in the root's config"
+
+/**
+ * Install `policy` on the broker (with `ask`, answered by `answerer`); returns the disposer.
+ * Under `allow`, a request of a task whose lineage does not allow what no rule decides (the
+ * broker's `defaultFor` its tree) is asked of `answerer` as under `ask`, or rejected saying
+ * what to configure: a child never allows more than its ancestors.
+ */
 export function installPermission(approvals: ApprovalService, policy: PermissionPolicy, tasks: ApprovalAsker, answerer: Answerer = 'caller'): () => void {
   switch (policy) {
-    case 'allow':
-      return approvals.setDefault('allow', 'dsh a2a serve --permission allow')
+    case 'allow': {
+      const removeDefault = approvals.setDefault('allow', 'dsh a2a serve --permission allow')
+      const bounded = (request: ApprovalRequestInfo) => approvals.defaultFor({ id: request.agentId }).decision !== 'allow'
+      const removeFrontEnd = approvals.addFrontEnd(answerer === 'nobody' ? nobodyFrontEnd(tasks, LINEAGE_BOUNDS_ALLOW, bounded) : callerFrontEnd(tasks, answerer === 'approver' ? APPROVER : CALLER, bounded))
+      return () => {
+        removeFrontEnd()
+        removeDefault()
+      }
+    }
     case 'reject':
       return approvals.setDefault('reject', 'dsh a2a serve --permission reject')
     case 'ask':
@@ -194,20 +220,21 @@ export function installPermission(approvals: ApprovalService, policy: Permission
   }
 }
 
-function callerFrontEnd(tasks: ApprovalAsker, name: string): ApprovalFrontEnd {
+/** The task's caller (or approver) as the front-end of its tasks' requests (those `only` picks, when given). */
+function callerFrontEnd(tasks: ApprovalAsker, name: string, only?: (request: ApprovalRequestInfo) => boolean): ApprovalFrontEnd {
   return {
     name,
     // The chain starts with the agent of this process the request comes from: a task's agent is a root here.
-    serves: (request) => request.chain[0] !== undefined && tasks.serves(request.chain[0]),
+    serves: (request) => request.chain[0] !== undefined && tasks.serves(request.chain[0]) && (only === undefined || only(request)),
     ask: (request, signal) => tasks.ask(request.chain[0] ?? '', request, signal) ?? Promise.resolve({ decision: 'reject', by: 'dsh a2a serve', reason: 'the request belongs to no running task, so there is no caller to ask' }),
   }
 }
 
-/** The default: a task's requests are rejected at once, saying what the operator can configure (the caller is not asked). */
-function nobodyFrontEnd(tasks: ApprovalAsker): ApprovalFrontEnd {
+/** The default: a task's requests (those `only` picks) are rejected at once, saying what the operator can configure (the caller is not asked). */
+function nobodyFrontEnd(tasks: ApprovalAsker, reason = NOBODY_ANSWERS, only?: (request: ApprovalRequestInfo) => boolean): ApprovalFrontEnd {
   return {
     name: 'dsh a2a serve',
-    serves: (request) => request.chain[0] !== undefined && tasks.serves(request.chain[0]),
-    ask: () => Promise.resolve({ decision: 'reject', by: 'dsh a2a serve', source: 'default', reason: NOBODY_ANSWERS }),
+    serves: (request) => request.chain[0] !== undefined && tasks.serves(request.chain[0]) && (only === undefined || only(request)),
+    ask: () => Promise.resolve({ decision: 'reject', by: 'dsh a2a serve', source: 'default', reason }),
   }
 }

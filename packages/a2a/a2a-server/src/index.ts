@@ -1,5 +1,5 @@
 export { serveA2a, isLoopback, isWildcard, DEFAULT_MAX_PROMPT_CHARS, DEFAULT_MAX_TASKS, KEEPALIVE_INTERVAL_MS, WEBHOOK_SHUTDOWN_GRACE_MS, type A2aServer, type A2aServerOptions } from './server.js'
-export { APPROVAL_DECISIONS, APPROVAL_REQUEST_KEY, APPROVER, CALLER, NOBODY_ANSWERS, PERMISSION_POLICIES, readAnswer, type A2aAnswer, type Answerer, type A2aApprovalRequest, type ApprovalDecision, type PermissionPolicy } from './approvals.js'
+export { APPROVAL_DECISIONS, APPROVAL_REQUEST_KEY, APPROVER, CALLER, LINEAGE_BOUNDS_ALLOW, NOBODY_ANSWERS, PERMISSION_POLICIES, readAnswer, type A2aAnswer, type Answerer, type A2aApprovalRequest, type ApprovalDecision, type PermissionPolicy } from './approvals.js'
 export { A2aServerError, type A2aServerErrorCode } from './errors.js'
 export { DshAgentExecutor } from './executor.js'
 export { DshRequestHandler } from './request-handler.js'

@@ -207,7 +207,8 @@ export async function serveA2a(ctx: Context, options: A2aServerOptions = {}): Pr
 function answererOf(options: A2aServerOptions, permission: PermissionPolicy, token: string | undefined): Answerer {
   const { approverToken, trustCallerApprovals } = options
   if (approverToken === undefined && trustCallerApprovals !== true) return 'nobody'
-  if (permission !== 'ask') throw new A2aServerError('INVALID_OPTION', `an approver and trusting callers only choose who answers with permission ask; with permission ${permission} nobody is asked (drop one of the two)`)
+  // Under allow they answer what a dsh parent's lineage does not allow (`installPermission`).
+  if (permission === 'reject') throw new A2aServerError('INVALID_OPTION', 'an approver and trusting callers only choose who answers with permission ask or allow; with permission reject nobody is asked (drop one of the two)')
   if (approverToken === undefined) return 'caller'
   if (approverToken.length === 0) throw new A2aServerError('INVALID_OPTION', 'the approver token is empty; set a non-empty token or none')
   if (approverToken === token) throw new A2aServerError('INVALID_OPTION', "the approver token is the worker's token, which every caller holds: callers would approve their own side effects; choose another approver token (or trust callers explicitly)")

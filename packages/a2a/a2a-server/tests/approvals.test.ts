@@ -325,7 +325,7 @@ describe("who answers: a task's caller does not approve its own side effects unl
       await harness.plugin(ApprovalService, {})
       await expect(serveA2a(harness.ctx, { token: 'same', approverToken: 'same' })).rejects.toThrow(/approver token is the worker's token.*callers would approve their own/)
       await expect(serveA2a(harness.ctx, { approverToken: '' })).rejects.toThrow(/approver token is empty/)
-      await expect(serveA2a(harness.ctx, { permission: 'allow', trustCallerApprovals: true })).rejects.toThrow(/only choose who answers with permission ask/)
+      await expect(serveA2a(harness.ctx, { permission: 'reject', trustCallerApprovals: true })).rejects.toThrow(/only choose who answers with permission ask or allow; with permission reject nobody is asked/)
     } finally {
       await harness.dispose()
     }

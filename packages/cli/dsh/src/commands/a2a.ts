@@ -8,7 +8,9 @@
  * (`--approver-token-env NAME`: only a message carrying that token answers) or, with
  * `--trust-caller-approvals`, to the task's caller; with neither it is rejected, since a
  * caller must not approve its own side effects. Or the server decides alone
- * (`--permission allow|reject`). The URL it serves is printed on stdout as the only line there; logs go to
+ * (`--permission allow|reject`), except that `allow` never widens a dsh parent's tree: a
+ * task whose lineage does not allow what no rule decides is asked of the approver or the
+ * trusted caller as under `ask`, else rejected. The URL it serves is printed on stdout as the only line there; logs go to
  * stderr. It runs until SIGTERM/SIGINT: every task is cancelled (its turn ends `aborted`,
  * its tasks and children are stopped), every session is flushed, every process group it
  * started is taken down, and the exit code is 0. A second signal exits at once.
@@ -116,7 +118,11 @@ function readToken(name: string | undefined, flag: string): string | undefined {
 
 /** One line on stderr at start: who decides what no approval rule decided. */
 function whoAnswers(permission: PermissionPolicy, approver: boolean, trustCallers: boolean): string {
-  if (permission !== 'ask') return `side effects no approval rule decides are ${permission === 'allow' ? 'allowed' : 'rejected'} (--permission ${permission})`
+  if (permission === 'reject') return 'side effects no approval rule decides are rejected (--permission reject)'
+  if (permission === 'allow') {
+    const bounded = trustCallers ? "asked of the task's caller (--trust-caller-approvals)" : approver ? 'asked of the approver (--approver-token-env)' : 'rejected (pass --trust-caller-approvals or --approver-token-env NAME to have them asked)'
+    return `side effects no approval rule decides are allowed (--permission allow), except in a task a dsh parent delegated whose lineage does not allow them: those are ${bounded}`
+  }
   if (trustCallers) return "side effects no approval rule decides are asked of the task's caller (--trust-caller-approvals)"
   if (approver) return 'side effects no approval rule decides wait for the approver (--approver-token-env); a task\'s caller cannot answer them'
   return "side effects no approval rule decides are rejected: a task's caller may not approve its own; pass --approver-token-env NAME or --trust-caller-approvals to have them asked"
