@@ -9,7 +9,7 @@ import { loadSdk } from './sdk.js'
 export interface AnthropicAdapterOptions extends Partial<AnthropicConfig> {
   /** The key itself (tests, embedding). Without it the key is read from `apiKeyEnv` in `env` (none with `apiKeyEnv: none`). */
   apiKey?: string
-  /** Where `apiKeyEnv` (and the SDK's `ANTHROPIC_CUSTOM_HEADERS`, see `connect`) is looked up; `process.env` unless given. */
+  /** Where `apiKeyEnv` is looked up; `process.env` unless given. */
   env?: Readonly<Record<string, string | undefined>>
 }
 
@@ -26,7 +26,6 @@ export class AnthropicAdapter implements LlmAdapter {
   /** `apiKeyEnv: none`: no key is read and no `Authorization` header is sent. */
   private readonly keyless: boolean
   private readonly sdkLogLevel: 'off' | undefined
-  private readonly env: Readonly<Record<string, string | undefined>>
   /** Made on the first request, when the SDK is imported (see `sdk.ts`). */
   private client: Promise<Anthropic> | undefined
 
@@ -48,7 +47,6 @@ export class AnthropicAdapter implements LlmAdapter {
     this.keyless = apiKey === undefined && this.config.apiKeyEnv === NO_KEY
     this.apiKey = apiKey ?? (this.keyless ? undefined : env[this.config.apiKeyEnv])
     this.sdkLogLevel = env.ANTHROPIC_LOG ? undefined : 'off'
-    this.env = env
   }
 
   private connect(apiKey: string | undefined): Promise<Anthropic> {
@@ -82,7 +80,8 @@ export class AnthropicAdapter implements LlmAdapter {
    */
   private unsentHeaders(apiKey: string | undefined): Record<string, string | null> {
     const headers: Record<string, string | null> = {}
-    for (const line of (this.env.ANTHROPIC_CUSTOM_HEADERS ?? '').split('\n')) {
+    // The SDK reads the variable from the process's environment when the client is made, as this does.
+    for (const line of (process.env.ANTHROPIC_CUSTOM_HEADERS ?? '').split('\n')) {
       const name = line.slice(0, line.indexOf(':')).trim()
       if (line.includes(':') && name) headers[name] = null
     }
