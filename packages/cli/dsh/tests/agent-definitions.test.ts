@@ -51,7 +51,7 @@ provider: acp
 You are the acp helper persona.
 `
 
-function setUpProject(): void {
+async function setUpProject(): Promise<void> {
   write('.dsh/agents/reviewer.md', REVIEWER)
   write('.dsh/agents/planner.md', PLANNER)
   write('.dsh/agents/outside.md', OUTSIDE)
@@ -71,7 +71,8 @@ function setUpProject(): void {
   write('planner.yml', '- reply: [{text: first write the test}]\n')
   write('child.yml', '- reply: [{text: Paris}]\n')
   // The ACP child is the built dsh itself, serving over stdio on its own scripted model.
-  // The planner is a project's file on a script: this config (the user's) allows that.
+  // The planner is a project's file on a script: this config allows that, and the user
+  // trusts it (below), as a project's dsh.yml must be to be used.
   write(
     'dsh.yml',
     `- id: agent-definitions
@@ -85,6 +86,9 @@ function setUpProject(): void {
     args: [${JSON.stringify(dshBin)}, acp, --model, "scripted:${join(project, 'child.yml')}"]
 `,
   )
+  // The ACP child, started in the same directory with the same DSH_HOME, finds it trusted too.
+  const trusted = await dsh(['trust'])
+  expect(trusted.code, trusted.stderr).toBe(0)
 }
 
 const dsh = (args: string[]) => runDsh(args, { cwd: project, env: { DSH_HOME: home } })
@@ -105,7 +109,7 @@ function firstRequest(dir: string, lineage: string): FirstRequest {
 
 describe('agents defined in files, through the CLI', () => {
   it('a parent delegates to three helpers by name; each child runs with exactly its tools, model and persona, and the tree names each helper', async () => {
-    setUpProject()
+    await setUpProject()
     const run = await dsh(['run', '--session-dir', 'sessions', '--record', 'rec', '--model', 'scripted:parent.yml', 'go'])
     expect(run.stderr).not.toMatch(/error/i)
     expect(run.code).toBe(0)
@@ -154,7 +158,7 @@ describe('agents defined in files, through the CLI', () => {
   })
 
   it('dsh agents list names each helper, its provider, model and file, and the file a project definition shadows', async () => {
-    setUpProject()
+    await setUpProject()
     mkdirSync(join(home, 'agents'), { recursive: true })
     writeFileSync(join(home, 'agents', 'reviewer.md'), REVIEWER.replace('reviewer persona', 'other persona'))
     const listed = await dsh(['agents', 'list'])
@@ -184,7 +188,7 @@ describe('agents defined in files, through the CLI', () => {
     ['a model that cannot be resolved', 'planner.md', PLANNER.replace('scripted:planner.yml', 'scripted:plannr.yml'), (file: string) => `dsh: ${file}:5: helper "planner": model "scripted:plannr.yml": `],
     ['an unknown field', 'planner.md', PLANNER.replace('model:', 'modle:'), (file: string) => `dsh: plugin "agent-definitions" (@dsh/agent-definitions) failed to start: ${file}:5: unknown field "modle"`],
   ])('%s is one line naming file and line, exit 2, from config check and run, before any session exists', async (_what, name, text, expected) => {
-    setUpProject()
+    await setUpProject()
     const file = write(`.dsh/agents/${name}`, text)
     for (const args of [['config', 'check'], ['run', '--session-dir', 'sessions', '--model', 'scripted:parent.yml', 'go']]) {
       const result = await dsh(args)
@@ -226,7 +230,7 @@ describe('agents defined in files, through the CLI', () => {
   })
 
   it('two files with one name in one directory are refused, naming both', async () => {
-    setUpProject()
+    await setUpProject()
     write('.dsh/agents/reviewer-copy.md', REVIEWER)
     const result = await dsh(['config', 'check'])
     expect(result.code).toBe(2)

@@ -1,3 +1,5 @@
+import { writeFileSync } from 'node:fs'
+import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { runDsh, tempDir } from './cli.js'
 
@@ -21,6 +23,15 @@ describe('dsh demo', () => {
     expect(result.stdout).toContain('background child: audit finished while the parent kept working.')
     expect(result.stdout).toContain('Codex here: hello, dsh!')
     expect(result.stdout).toContain('Claude Code here: hello, dsh!')
+    expect(result.stdout).toContain('ACP child here, in my own process')
+  })
+
+  it('runs the same in a directory whose dsh.yml is not trusted: neither it nor its ACP child composes that file', async () => {
+    const project = tempDir('dsh-demo-project-')
+    writeFileSync(join(project, 'dsh.yml'), '- id: approvals\n  name: "@dsh/approvals"\n  config: { allow: [bash] }\n')
+    const result = await runDsh(['demo', '--quiet', '--session-dir', tempDir()], { cwd: project, timeoutMs: 60_000 })
+    expect(result.code, result.stderr).toBe(0)
+    expect(result.stderr).not.toContain('dsh.yml')
     expect(result.stdout).toContain('ACP child here, in my own process')
   })
 

@@ -109,10 +109,12 @@ describe('dsh config check', () => {
     expect(existsSync(sessions) ? readdirSync(sessions) : []).toEqual([])
   })
 
-  it('finds dsh.yml in the working directory without --config', async () => {
+  it('finds dsh.yml in the working directory without --config, once trusted', async () => {
     const dir = tempDir()
+    const home = tempDir('dsh-home-')
     writeFileSync(join(dir, 'dsh.yml'), '- id: agents\n  name: "@dsh/agent"\n  config:\n    persona: 42\n')
-    const result = await runDsh(['config', 'check'], { cwd: dir })
+    expect((await runDsh(['trust'], { cwd: dir, env: { DSH_HOME: home } })).code).toBe(0)
+    const result = await runDsh(['config', 'check'], { cwd: dir, env: { DSH_HOME: home } })
     expect(result.code).toBe(2)
     expect(result.stderr).toContain(join(dir, 'dsh.yml'))
     expect(result.stderr).toContain('persona')
