@@ -27,6 +27,8 @@ export function defaultEntries(options: CommandLineSettings): PluginEntry[] {
       name: '@dsh/llm-openai',
       config: { name: 'openai', baseURL: 'https://api.openai.com/v1', model: 'gpt-4.1', apiKeyEnv: 'OPENAI_API_KEY' },
     },
+    // `anthropic:<model>`; its SDK is imported on the first request, so other runs never load it.
+    { id: 'llm-anthropic', name: '@dsh/llm-anthropic' },
     {
       id: 'llm-replay',
       name: '@dsh/llm-replay',

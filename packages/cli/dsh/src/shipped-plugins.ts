@@ -20,6 +20,7 @@ export const shippedPlugins: Readonly<Record<string, () => Promise<unknown>>> = 
   '@dsh/agent': () => import('@dsh/agent'),
   '@dsh/llm-scripted': () => import('@dsh/llm-scripted'),
   '@dsh/llm-openai': () => import('@dsh/llm-openai'),
+  '@dsh/llm-anthropic': () => import('@dsh/llm-anthropic'),
   '@dsh/llm-replay': () => import('@dsh/llm-replay'),
   '@dsh/session-jsonl': () => import('@dsh/session-jsonl'),
   '@dsh/subagent': () => import('@dsh/subagent'),
