@@ -72,20 +72,21 @@ export class Replay {
 
   /**
    * The recorded decision of the session's request to run `tool` on `subject`: the first
-   * one not answered yet with the same tool and subject (requests of children running at
-   * once may come in another order than recorded). A request the recording never decided
-   * is a divergence: it is rejected, so nothing runs that the recorded run did not allow.
+   * one not answered yet with the same tool and the same whole subject (requests of
+   * children running at once may come in another order than recorded). The subject is
+   * compared whole and exactly, never by tool alone or by a prefix: the broker gives a
+   * long one cut and ending with the SHA-256 of all of it, so two commands alike for
+   * their first 256 KiB differ here too. A request the recording never decided is a
+   * divergence: it is rejected, so nothing runs that the recorded run did not allow.
    */
   approval(sessionId: string, tool: string, subject: string): PermissionDecision {
     try {
       const binding = this.bind(sessionId)
       const masked = this.ids.mask({ tool, subject })
-      const found = binding.recording.approvals.find((entry) => !binding.usedApprovals.has(entry.approval) && entry.request.tool === masked.tool && entry.request.subject === masked.subject)
+      const undecided = binding.recording.approvals.filter((entry) => !binding.usedApprovals.has(entry.approval) && entry.request.tool === masked.tool)
+      const found = undecided.find((entry) => entry.request.subject === masked.subject)
       if (!found) {
-        throw new RecordingError(
-          'REPLAY_DIVERGED',
-          `replay diverged: session ${binding.key} asked to run ${tool} ${JSON.stringify(subject.slice(0, 120))}, which its recording never decided (${binding.recording.file})`,
-        )
+        throw new RecordingError('REPLAY_DIVERGED', `replay diverged: session ${binding.key} asked to run ${tool} ${JSON.stringify(subject.slice(0, 120))}, which its recording never decided; ${nearestDecision(tool, masked.subject, undecided[0], binding.recording.file)}`)
       }
       binding.usedApprovals.add(found.approval)
       return this.ids.unmask(found.decision)
@@ -172,6 +173,13 @@ export class Replay {
     this.boundKeys.set(key, sessionId)
     return binding
   }
+}
+
+/** Where a request the recording never decided parts from the recording's next undecided one of the same tool, if any. */
+function nearestDecision(tool: string, live: string, next: Recording['approvals'][number] | undefined, file: string): string {
+  if (next === undefined) return `it holds no undecided ${tool} request (${file})`
+  const difference = firstDifference(next.request.subject, live)!
+  return `its next undecided ${tool} request differs: recorded ${difference.recorded}, live ${difference.live} (${file}:${next.line})`
 }
 
 /**
