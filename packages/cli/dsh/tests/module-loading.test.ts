@@ -84,11 +84,13 @@ describe('what dsh loads', () => {
     expect(result.code, result.stderr).toBe(0)
     expect(result.stdout).toContain('Hello! I am dsh')
     const packages = new Set(modules.map(packageOf))
-    // The recorder works: it saw the CLI, the scripted adapter, and the OpenAI plugin the
-    // default composition loads (for deepseek: and openai: models) without its SDK.
+    // The recorder works: it saw the CLI, the scripted adapter, and the OpenAI and Anthropic
+    // plugins the default composition loads (for deepseek:, openai: and anthropic: models)
+    // without their SDKs (OPTIONAL below).
     expect(modules).toContain('packages/cli/dsh/dist/run.js')
     expect(packages).toContain('@dsh/llm-scripted')
     expect(packages).toContain('@dsh/llm-openai')
+    expect(packages).toContain('@dsh/llm-anthropic')
     expect([...packages].filter((name) => [...OPTIONAL, '@agentclientprotocol/sdk', '@dsh/acp-server', '@dsh/subagent-acp'].includes(name) || isOpenTelemetry(name))).toEqual([])
     expect(modules.filter((path) => path.startsWith('packages/cli/dsh/dist/commands/'))).toEqual([])
     // No agents directory and no config naming it: agent definitions cost nothing.
@@ -142,6 +144,19 @@ describe('what dsh loads', () => {
     expect(result.code).toBe(1)
     expect(result.stderr).toContain('cannot reach http://127.0.0.1:9/v1')
     expect(new Set(modules.map(packageOf))).toContain('openai')
+  })
+
+  it('an anthropic: model loads the Anthropic SDK when it makes its first request', async () => {
+    const dir = tempDir()
+    const config = join(dir, 'dsh.yml')
+    // Port 9 on loopback: nothing listens, so the request fails at once, after the SDK loaded.
+    writeFileSync(config, ['- id: llm-anthropic', '  name: "@dsh/llm-anthropic"', '  config: { baseURL: "http://127.0.0.1:9", apiKeyEnv: DSH_TEST_ANTHROPIC_KEY, maxRetries: 0 }', ''].join('\n'))
+    const { result, modules } = await loadedBy(['run', '--config', config, '--model', 'anthropic:claude-test', '--session-dir', dir, '--quiet', 'hello'], { env: { DSH_TEST_ANTHROPIC_KEY: 'test-key' } })
+    expect(result.code).toBe(1)
+    expect(result.stderr).toContain('cannot reach http://127.0.0.1:9')
+    const packages = new Set(modules.map(packageOf))
+    expect(packages).toContain('@anthropic-ai/sdk')
+    expect(packages).not.toContain('openai')
   })
 
   it('plugins from disk load in the bundled CLI, as ES modules and as CommonJS', async () => {
