@@ -134,7 +134,10 @@ describe('package manifests', () => {
     }
     for (const dir of dirs) {
       const { name, dependencies = {} } = read(repoRoot, dir)
-      for (const sdk of [...Object.values(optional), '@anthropic-ai/sdk', '@modelcontextprotocol/sdk']) expect(dependencies[sdk], `${name} depends on ${sdk}`).toBeUndefined()
+      // The Messages SDK is a dependency only of the Anthropic adapter and of the CLI, which ships the adapter and keeps the SDK outside its bundle.
+      const allowed = name === '@dsh/llm-anthropic' || name === '@dsh/cli' ? ['@anthropic-ai/sdk'] : []
+      for (const sdk of [...Object.values(optional), '@anthropic-ai/sdk', '@modelcontextprotocol/sdk'].filter((sdk) => !allowed.includes(sdk))) expect(dependencies[sdk], `${name} depends on ${sdk}`).toBeUndefined()
+      if (allowed.length > 0) expect(dependencies['@anthropic-ai/sdk'], `${name} pins @anthropic-ai/sdk at the monorepo's version`).toBe(root.devDependencies?.['@anthropic-ai/sdk'])
     }
   })
 
