@@ -91,7 +91,7 @@ describe('--resume', () => {
 
 describe('the command line', () => {
   it('every verb answers --help and -h with its own usage, exit 0', async () => {
-    for (const verb of ['run', 'demo', 'acp', 'a2a', 'sessions', 'config']) {
+    for (const verb of ['run', 'demo', 'acp', 'a2a', 'sessions', 'config', 'trust']) {
       for (const flag of ['--help', '-h']) {
         const result = await runDsh([verb, flag])
         expect(result.code, `${verb} ${flag}: ${result.stderr}`).toBe(0)
