@@ -10,7 +10,7 @@ import { UsageError } from './errors.js'
 export type Verb = 'run' | 'demo' | 'acp' | 'a2a' | 'worker' | 'ui' | 'sessions' | 'config' | 'agents' | 'workspaces' | 'trust'
 
 const MODEL_SPECS = `model specs: scripted:PATH (keyless, plays a script), deepseek:MODEL (DEEPSEEK_API_KEY),
-             openai:MODEL (OPENAI_API_KEY), replay:DIR (keyless, plays a --record DIR),
+             openai:MODEL (OPENAI_API_KEY), anthropic:MODEL (ANTHROPIC_API_KEY), replay:DIR (keyless, plays a --record DIR),
              NAME:MODEL for an adapter configured in dsh.yml; llm.model sets the default`
 const CONFIG_LOOKUP = `config: --config FILE, else ./dsh.yml once you trust it (dsh trust), else $DSH_HOME/config.yml (~/.dsh/config.yml);
         an untrusted or changed ./dsh.yml is refused, never used`
