@@ -105,9 +105,11 @@ describe('dsh run asks on a terminal', () => {
     expect(done).toContain('EXIT=130')
     expect(existsSync(join(dir, 'root-ran'))).toBe(false)
     const lines = done.split('\n')
-    expect(lines.filter((line) => line.includes('"sleeper"'))).toHaveLength(1)
+    // The tree's line of the child (the root's tool-call line above the tree quotes the label too).
+    const childLine = (line: string) => /^[├└]─ .*"sleeper"/.test(line)
+    expect(lines.filter(childLine)).toHaveLength(1)
     const notice = lines.findIndex((line) => line.includes('dsh: cancelling (Ctrl-C again to exit now)'))
-    const tree = lines.findIndex((line) => line.includes('"sleeper"'))
+    const tree = lines.findIndex(childLine)
     expect(notice).toBeGreaterThanOrEqual(0)
     expect(notice).toBeLessThan(tree)
   })

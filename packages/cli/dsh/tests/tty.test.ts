@@ -50,7 +50,8 @@ describe('live progress on a terminal', () => {
       .join(' ')
     tmux('new-session', '-d', '-s', session, '-x', '120', '-y', '30', `env DSH_HOME=${dir} ${command}; echo EXIT=$?; sleep 30`)
 
-    const live = await until((text) => /alpha/.test(text) && /beta/.test(text))
+    // The children's own tree lines (the root's tool-call lines above the tree name them first).
+    const live = await until((text) => /^├─ .*"alpha"/m.test(text) && /^└─ .*"beta"/m.test(text))
     const liveLines = live.split('\n')
     expect(liveLines.find((line) => /^… dsh {2}running \d+\.\ds/.test(line))).toBeDefined()
     expect(liveLines.find((line) => /^├─ … spawn \S+ "alpha" {2}running/.test(line))).toBeDefined()
