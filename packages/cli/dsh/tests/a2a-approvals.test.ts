@@ -175,6 +175,27 @@ describe('approvals across an A2A delegation', () => {
     expect(recorded.get(`touch ${dir}/grand-ran`)).toMatchObject({ decision: 'reject', by: 'dsh run --permission reject (through the A2A caller)', source: 'default' })
   })
 
+  it("a worker started with --permission allow runs nothing under a root that rejects what no rule decides: the lineage's default bounds it, and the reason names the switches; under a root that allows, both commands run", async () => {
+    const dir = tempDir()
+    const served = await serve(['--model', `scripted:${workerScript(dir)}`, '--session-dir', join(dir, 'worker-sessions'), '--permission', 'allow'])
+    await until(() => served.stderr().includes('dsh a2a: side effects no approval rule decides are allowed (--permission allow), except in a task a dsh parent delegated whose lineage does not allow them: those are rejected'))
+    const { script, config } = rootFiles(dir, served.url)
+    const refused = await runDsh(['run', '--config', config, '--model', `scripted:${script}`, '--session-dir', dir, '--permission', 'reject', 'go'], { cwd: dir, timeoutMs: 60_000 })
+    expect(refused.code, refused.stderr).toBe(0)
+    expect(refused.stdout).toContain('root finished: worker finished')
+    expect(existsSync(join(dir, 'worker-ran'))).toBe(false)
+    expect(existsSync(join(dir, 'grand-ran'))).toBe(false)
+    const recorded = decisions(join(dir, 'worker-sessions'))
+    for (const ran of ['worker-ran', 'grand-ran']) {
+      expect(recorded.get(`touch ${dir}/${ran}`)).toMatchObject({ decision: 'reject', by: 'dsh a2a serve', source: 'default', reason: expect.stringMatching(/--permission allow does not widen .*--trust-caller-approvals.*--approver-token-env NAME/) })
+    }
+
+    const allowing = await runDsh(['run', '--config', config, '--model', `scripted:${script}`, '--session-dir', dir, '--permission', 'allow', 'go'], { cwd: dir, timeoutMs: 60_000 })
+    expect(allowing.code, allowing.stderr).toBe(0)
+    expect(existsSync(join(dir, 'worker-ran'))).toBe(true)
+    expect(existsSync(join(dir, 'grand-ran'))).toBe(true)
+  })
+
   it('the worker refuses bad answers with clear errors and the task stays waiting; a good answer then runs the command', async () => {
     const dir = tempDir()
     const script = join(dir, 'worker.yml')
