@@ -116,7 +116,7 @@ describe('the command line', () => {
     writeFileSync(config, '- id: tasks\n  name: "@dsh/tasks"\n')
     const result = await runDsh(['run', '--config', config, '--model', 'nope:x', '--session-dir', dir, 'hello'])
     expect(result.code).toBe(2)
-    expect(result.stderr.trim()).toBe('dsh: model spec "nope:x" names adapter "nope", which is not loaded (loaded: scripted, deepseek, openai, replay)')
+    expect(result.stderr.trim()).toBe('dsh: model spec "nope:x" names adapter "nope", which is not loaded (loaded: scripted, deepseek, openai, anthropic, replay)')
     writeFileSync(config, '- id: tasks\n  name: "@dsh/tasks"\n  config: { maxLiveTasksPerOwner: -1 }\n')
     const blamed = await runDsh(['run', '--config', config, '--model', 'scripted:examples/hello.yml', '--session-dir', dir, 'hello'])
     expect(blamed.code).toBe(2)
