@@ -437,7 +437,7 @@ describe('dsh worker and the queue provider, on a real Redis', () => {
     const worker = await runDsh(['worker', '--model', 'scripted:examples/acp-child.yml', '--session-dir', tempDir()], { env: { DSH_REDIS_URL: nowhere } })
     expect(worker.code).toBe(2)
     expect(worker.stderr.trim().split('\n'), worker.stderr).toHaveLength(1)
-    expect(worker.stderr).toMatch(/^dsh worker: Redis at unix:\/\/\S+nothing\.sock cannot be reached: connect ENOENT/)
+    expect(worker.stderr).toMatch(/^dsh worker: Redis at unix:\/\/\S+nothing\.sock cannot be reached: no socket at that path \(connect ENOENT /)
   })
 
   it('with a queue key, the worker runs what a parent with the same key delegates and refuses, running nothing, what a parent without it does; the parent says why', async () => {

@@ -6,10 +6,9 @@
  */
 import { Queue, QueueEvents } from 'bullmq'
 import type { Redis } from 'ioredis'
-import { errorMessage } from '@dsh/base'
 import { SubagentError } from '@dsh/subagent'
 import type { QueueRunSpec } from './config.js'
-import { CONNECT_TIMEOUT_MS, redisClient } from './redis.js'
+import { CONNECT_TIMEOUT_MS, redisClient, redisFailure } from './redis.js'
 
 /** The channel a queue's cancels are published on; every `dsh worker` of the queue listens. */
 export function cancelChannel(queue: string): string {
@@ -92,7 +91,7 @@ export class QueueClient {
       for (const client of [publisher, queueConnection, eventsConnection]) client.disconnect()
       void queue.close().catch(() => {})
       void events.close().catch(() => {})
-      throw new SubagentError('START_FAILED', `Redis at ${spec.redisShown} (queue "${spec.queue}") cannot be reached: ${errorMessage(error)}`, { cause: error })
+      throw new SubagentError('START_FAILED', `Redis at ${spec.redisShown} (queue "${spec.queue}") cannot be reached: ${redisFailure(spec.redisUrl, error, [publisher, queueConnection, eventsConnection])}`, { cause: error })
     } finally {
       clearTimeout(timer)
     }

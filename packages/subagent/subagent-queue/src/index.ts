@@ -1,7 +1,7 @@
 export { QueuePlugin as default, QueuePlugin, QueueProvider, QUEUE_CAPABILITIES } from './plugin.js'
 export { QueueProviderConfig, QUEUE_NAME, resolveQueueSpec, type QueueRunSpec } from './config.js'
 export { cancelChannel } from './client.js'
-export { describeRedis, pingRedis, readRedisUrl, redisClient, CONNECT_TIMEOUT_MS } from './redis.js'
+export { describeRedis, pingRedis, readRedisUrl, redisClient, redisFailure, CONNECT_TIMEOUT_MS } from './redis.js'
 export { ABORTED_PREFIX, jobIdOf } from './transport.js'
 export { canonicalJson, jobSignature, jobSignatureProblem, MIN_QUEUE_KEY_CHARS, readQueueKey, QueueKey } from './signing.js'
 export {

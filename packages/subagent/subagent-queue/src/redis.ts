@@ -47,29 +47,75 @@ export function redisClient(url: string, blocking: boolean, more: RedisOptions =
   const client = parsed.protocol === 'unix:' ? new Redis({ ...common, path: parsed.pathname }) : new Redis(url, common)
   // A connection error reaches whoever needs Redis through the command that fails (or the
   // bounded wait for readiness); unhandled, ioredis would print every reconnection attempt.
-  client.on('error', () => {})
+  // The last one is kept: the failing command says only how often ioredis retried.
+  client.on('error', (error: Error) => lastErrors.set(client, error))
   return client
+}
+
+/** Each client's last connection error (`redisFailure` names it instead of ioredis's retry count). */
+const lastErrors = new WeakMap<Redis, Error>()
+
+/** What a connection error's code means, for a person. */
+const CAUSES: Record<string, string> = {
+  ECONNREFUSED: 'connection refused',
+  ENOENT: 'no socket at that path',
+  EACCES: 'permission denied',
+  ECONNRESET: 'the connection was reset',
+  ETIMEDOUT: 'the connection timed out',
+  ENOTFOUND: 'the host name does not resolve',
+  EAI_AGAIN: 'the host name does not resolve',
+  EHOSTUNREACH: 'the host is unreachable',
+  ENETUNREACH: 'the network is unreachable',
+}
+
+/**
+ * Why Redis at `url` could not be used, in one line: the connection's own error (the last
+ * one `clients` saw, else `error`'s), said in words with the raw reason after it
+ * (`connection refused (connect ECONNREFUSED 127.0.0.1:6379)`), never ioredis's advice about
+ * `maxRetriesPerRequest`; any password the URL holds is blanked out of it.
+ */
+export function redisFailure(url: string, error: unknown, clients: readonly Redis[] = []): string {
+  const seen = clients.map((client) => lastErrors.get(client)).find((found) => found !== undefined)
+  const cause = seen ?? error
+  const raw = (cause instanceof Error ? cause.message : String(cause)).replace(/\s*\n\s*/g, ' ')
+  const code = cause instanceof Error && typeof (cause as NodeJS.ErrnoException).code === 'string' ? (cause as NodeJS.ErrnoException).code! : ''
+  let words = CAUSES[code]
+  if (words === undefined && raw.startsWith('NOAUTH')) words = 'Redis asks for a password the URL does not give'
+  if (words === undefined && raw.startsWith('WRONGPASS')) words = "Redis refused the URL's user or password"
+  if (words === undefined && seen === undefined && /maxRetriesPerRequest/.test(raw)) words = 'no connection'
+  return hidePassword(url, words === undefined ? raw : `${words} (${raw})`)
+}
+
+/** `text` with the URL's password (and user), if it has one, blanked out. */
+function hidePassword(url: string, text: string): string {
+  let parsed: URL
+  try {
+    parsed = new URL(url)
+  } catch {
+    return text
+  }
+  let hidden = text
+  for (const secret of [parsed.password, decodeURIComponent(parsed.password)]) if (secret.length >= 3) hidden = hidden.split(secret).join('***')
+  return hidden
 }
 
 /**
  * Whether Redis answers at `url`: one PING within `CONNECT_TIMEOUT_MS`, on a client of its
- * own that is closed after. Rejects with the reason in one line: the connection's own
- * error (`NOAUTH Authentication required.`, `connect ECONNREFUSED …`) rather than the
- * client's count of retries. `dsh worker` asks it before it takes jobs, since its blocking
+ * own that is closed after. Rejects with the reason in one line (`redisFailure`): the
+ * connection's own error (`connection refused (connect ECONNREFUSED …)`, `NOAUTH …`) rather
+ * than the client's count of retries. `dsh worker` asks it before it takes jobs, since its blocking
  * connections would wait for an absent Redis, or one that refuses them, forever.
  */
 export async function pingRedis(url: string): Promise<void> {
   // A socket that never connected may never say it closed: ioredis would then hold the
   // process for its disconnect timeout (2 s) before cutting it, delaying a refusal's exit.
   const client = redisClient(url, false, { disconnectTimeout: 50 })
-  let lastError: string | undefined
-  client.on('error', (error: Error) => (lastError = error.message))
   let timer: NodeJS.Timeout | undefined
   const timeout = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`no answer within ${CONNECT_TIMEOUT_MS} ms`)), CONNECT_TIMEOUT_MS)))
   try {
     await Promise.race([client.ping(), timeout])
   } catch (error) {
-    throw new Error(lastError ?? (error instanceof Error ? error.message : String(error)), { cause: error })
+    throw new Error(redisFailure(url, error, [client]), { cause: error })
   } finally {
     clearTimeout(timer)
     client.disconnect()
