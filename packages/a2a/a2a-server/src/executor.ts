@@ -53,12 +53,32 @@ export interface ExecutorOptions {
   helpers?: ReadonlyMap<string, AgentDefinition>
   /** Who may answer a task's `input-required` request (`approvals.ts`); `caller` when not said. */
   answerer?: Answerer
+  /** Told as each task starts and ends (`dsh a2a serve` logs a line for each); observe-only: what it throws is ignored. */
+  onTask?: (event: A2aTaskEvent) => void
+}
+
+/**
+ * A task as `onTask` hears of it. `skill` and `label` are as its first message says them
+ * (the skill asked for, the delegating parent's description), unchecked: for a log line,
+ * not for trust. `state`: the task's final state (`completed`, `failed`, `canceled`, `rejected`).
+ */
+export type A2aTaskEvent =
+  | ({ phase: 'start' } & A2aTaskAbout)
+  | ({ phase: 'end'; state: string; durationMs: number; usage?: DshUsage } & A2aTaskAbout)
+
+export interface A2aTaskAbout {
+  id: string
+  contextId: string
+  skill?: string
+  label?: string
 }
 
 export class DshAgentExecutor implements AgentExecutor, ApprovalAsker {
   private readonly running = new Map<string, TaskRun>()
   /** Running tasks by their agent's id: the approval requests of that agent and those below it are the task's. */
   private readonly byAgent = new Map<string, TaskRun>()
+  /** What each task's agent used, for `onTask`'s end. */
+  private readonly usageOf = new WeakMap<TaskRun, DshUsage>()
 
   constructor(
     private readonly ctx: Context,
@@ -142,6 +162,13 @@ export class DshAgentExecutor implements AgentExecutor, ApprovalAsker {
 
   /** The whole run of a task, from its first event to its final status; never rejects. */
   private async runTask(request: RequestContext, run: TaskRun, hold: ContextHold | undefined): Promise<void> {
+    const about: A2aTaskAbout = { id: request.taskId, contextId: request.contextId }
+    const skill = requestedSkill(request.userMessage.metadata)
+    if (skill !== undefined) about.skill = skill
+    const dsh = request.userMessage.metadata?.dsh
+    if (isRecord(dsh) && typeof dsh.label === 'string') about.label = dsh.label
+    const started = Date.now()
+    this.tell({ phase: 'start', ...about })
     try {
       // A task made by another way than the request handler (which admits every new task's context) is admitted here.
       hold ??= await this.contexts.admit(request.userMessage).catch((error: unknown) => {
@@ -156,6 +183,16 @@ export class DshAgentExecutor implements AgentExecutor, ApprovalAsker {
       this.running.delete(request.taskId)
       if (run.agentId !== undefined) this.byAgent.delete(run.agentId)
       await run.end()
+      const usage = this.usageOf.get(run)
+      this.tell({ phase: 'end', ...about, state: stateName(run.state), durationMs: Date.now() - started, ...(usage !== undefined && { usage }) })
+    }
+  }
+
+  private tell(event: A2aTaskEvent): void {
+    try {
+      this.options.onTask?.(event)
+    } catch (error) {
+      this.ctx.logger('a2a-server').warn('onTask failed: %s', errorMessage(error))
     }
   }
 
@@ -252,6 +289,7 @@ export class DshAgentExecutor implements AgentExecutor, ApprovalAsker {
             if (!update.usage) return
             addUsage(usage, update.usage)
             usageReported = true
+            this.usageOf.set(run, usage)
             return working({ kind: 'usage', usage: { ...usage } })
           default:
             return

@@ -1,7 +1,7 @@
 export { serveA2a, isLoopback, isWildcard, DEFAULT_MAX_PROMPT_CHARS, DEFAULT_MAX_TASKS, KEEPALIVE_INTERVAL_MS, WEBHOOK_SHUTDOWN_GRACE_MS, type A2aServer, type A2aServerOptions } from './server.js'
 export { APPROVAL_DECISIONS, APPROVAL_REQUEST_KEY, APPROVER, CALLER, LINEAGE_BOUNDS_ALLOW, NOBODY_ANSWERS, PERMISSION_POLICIES, readAnswer, type A2aAnswer, type Answerer, type A2aApprovalRequest, type ApprovalDecision, type PermissionPolicy } from './approvals.js'
 export { A2aServerError, type A2aServerErrorCode } from './errors.js'
-export { DshAgentExecutor } from './executor.js'
+export { DshAgentExecutor, type A2aTaskAbout, type A2aTaskEvent } from './executor.js'
 export { DshRequestHandler } from './request-handler.js'
 export { BoundedTaskStore, FINISHED_TASK_TTL_MS, MAX_FINISHED_TASKS } from './task-store.js'
 export { TaskSlots } from './slots.js'

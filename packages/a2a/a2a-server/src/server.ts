@@ -22,7 +22,7 @@ import { dshAgentCard, JSON_RPC_PATH, REST_PATH } from './card.js'
 import { restBindingConventions } from './rest-binding.js'
 import { helperSkill, skillHelpers } from './skills.js'
 import { A2aServerError } from './errors.js'
-import { DshAgentExecutor } from './executor.js'
+import { DshAgentExecutor, type A2aTaskEvent } from './executor.js'
 import { DshRequestHandler } from './request-handler.js'
 import { TaskSlots } from './slots.js'
 import { BoundedTaskStore } from './task-store.js'
@@ -87,6 +87,8 @@ export interface A2aServerOptions {
    * rule decided is rejected at once, with a reason naming both.
    */
   trustCallerApprovals?: boolean
+  /** Told as each task starts and ends (`A2aTaskEvent`); `dsh a2a serve` logs a line for each. */
+  onTask?: (event: A2aTaskEvent) => void
 }
 
 export interface A2aServer {
@@ -142,7 +144,7 @@ export async function serveA2a(ctx: Context, options: A2aServerOptions = {}): Pr
     webhookSender.forget(taskId)
   })
   const buses = new DefaultExecutionEventBusManager()
-  const executor = new DshAgentExecutor(ctx, slots, contexts, { maxDepth, cwd: options.cwd ?? process.cwd(), maxPromptChars: DEFAULT_MAX_PROMPT_CHARS, keepAliveMs: KEEPALIVE_INTERVAL_MS, helpers, answerer }, { store: taskStore, sender: policy.allowsAny ? webhookSender : undefined, buses })
+  const executor = new DshAgentExecutor(ctx, slots, contexts, { maxDepth, cwd: options.cwd ?? process.cwd(), maxPromptChars: DEFAULT_MAX_PROMPT_CHARS, keepAliveMs: KEEPALIVE_INTERVAL_MS, helpers, answerer, ...(options.onTask !== undefined && { onTask: options.onTask }) }, { store: taskStore, sender: policy.allowsAny ? webhookSender : undefined, buses })
   const app = express()
   app.disable('x-powered-by')
   // Before anything else, the card included: only requests addressed to this server (no DNS-rebinding page, no other page's Origin).

@@ -36,7 +36,7 @@ import type { Redis } from 'ioredis'
 import { errorMessage, printable } from '@dsh/base'
 import { text, textOf } from '@dsh/llm'
 import { runUntilQuiet } from '@dsh/tasks'
-import { addUsage, admitDepth, displayLine, lineageHeader, noUsage, QUEUE_LINEAGE, summariseArgs, tighterBound, type SubagentProgress } from '@dsh/subagent'
+import { addUsage, admitDepth, displayLine, lineageHeader, noUsage, QUEUE_LINEAGE, summariseArgs, tighterBound, type SubagentProgress, type SubagentUsage } from '@dsh/subagent'
 import { ABORTED_PREFIX, cancelChannel, jobSignatureProblem, pingRedis, readJobPayload, redisClient, takenLogLine, WIRE_VERSION, type JobHelper, type JobProgress, type JobResult, type QueueKey } from '@dsh/subagent-queue'
 
 export interface QueueWorkerOptions {
@@ -62,6 +62,26 @@ export interface QueueWorkerOptions {
    * whoever can write to the Redis.
    */
   key?: QueueKey
+  /** Told as each job starts and ends (`dsh worker` logs a line for each); observe-only: what it throws is ignored. */
+  onJob?: (event: QueueJobEvent) => void
+}
+
+/**
+ * A job as `onJob` hears of it. `helper` and `label` are as the job's data says them (the
+ * helper's name, the delegation's description), unchecked: for a log line, not for trust.
+ * `outcome`: the turn's stop reason (`completed`, `error`, …), `aborted` (cancelled), or
+ * `failed` with the reason in `detail` (refused, or the run could not go on).
+ */
+export type QueueJobEvent =
+  | ({ phase: 'start' } & QueueJobAbout)
+  | ({ phase: 'end'; outcome: string; detail?: string; durationMs: number; usage?: SubagentUsage } & QueueJobAbout)
+
+export interface QueueJobAbout {
+  id: string
+  queue: string
+  attempt: number
+  helper?: string
+  label?: string
 }
 
 /** `ctx.agents.create`'s options (named by the service, so this package needs no import of `@dsh/agent` for them). */
@@ -86,7 +106,7 @@ export async function serveQueue(ctx: Context, options: QueueWorkerOptions): Pro
   const lockMs = options.lockMs ?? 30_000
   const workers = options.queues.map(
     (name) =>
-      new Worker(name, (job, _token, signal) => runJob(job, signal), {
+      new Worker(name, (job, _token, signal) => (options.onJob === undefined ? runJob(job, signal) : runJobTold(job, signal, options.onJob)), {
         connection: redisClient(options.redisUrl, true),
         concurrency: options.concurrency,
         lockDuration: lockMs,
@@ -119,6 +139,32 @@ export async function serveQueue(ctx: Context, options: QueueWorkerOptions): Pro
       if (counted) return counted({ inputTokens: used.inputTokens, outputTokens: used.outputTokens, cacheHitInputTokens: used.cachedInputTokens })
     }
   })
+
+  /** `runJob`, with `onJob` told of its start and its end (its outcome, how long it took, what it used). */
+  async function runJobTold(job: Job, lockLost: AbortSignal | undefined, onJob: (event: QueueJobEvent) => void): Promise<JobResult> {
+    const data = (typeof job.data === 'object' && job.data !== null ? job.data : {}) as { helper?: { name?: unknown }; lineage?: { label?: unknown } }
+    const about: QueueJobAbout = { id: job.id!, queue: job.queueName, attempt: Math.max(1, job.attemptsStarted) }
+    if (typeof data.helper?.name === 'string') about.helper = data.helper.name
+    if (typeof data.lineage?.label === 'string') about.label = data.lineage.label
+    const tell = (event: QueueJobEvent) => {
+      try {
+        onJob(event)
+      } catch (error) {
+        log.warn('onJob failed: %s', errorMessage(error))
+      }
+    }
+    const started = Date.now()
+    tell({ phase: 'start', ...about })
+    try {
+      const result = await runJob(job, lockLost)
+      tell({ phase: 'end', ...about, outcome: result.stopReason, ...(result.diagnostic !== undefined && { detail: result.diagnostic }), durationMs: Date.now() - started, ...(result.usage !== undefined && { usage: result.usage }) })
+      return result
+    } catch (error) {
+      const message = errorMessage(error)
+      tell({ phase: 'end', ...about, outcome: message.startsWith(ABORTED_PREFIX) ? 'aborted' : 'failed', detail: message, durationMs: Date.now() - started })
+      throw error
+    }
+  }
 
   async function runJob(job: Job, lockLost: AbortSignal | undefined): Promise<JobResult> {
     const attempt = Math.max(1, job.attemptsStarted)

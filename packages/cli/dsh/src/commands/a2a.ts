@@ -11,12 +11,12 @@
  * (`--permission allow|reject`), except that `allow` never widens a dsh parent's tree: a
  * task whose lineage does not allow what no rule decides is asked of the approver or the
  * trusted caller as under `ask`, else rejected. The URL it serves is printed on stdout as the only line there; logs go to
- * stderr. It runs until SIGTERM/SIGINT: every task is cancelled (its turn ends `aborted`,
+ * stderr, among them one line as each task starts and one as it ends (`work-log.ts`). It runs until SIGTERM/SIGINT: every task is cancelled (its turn ends `aborted`,
  * its tasks and children are stopped), every session is flushed, every process group it
  * started is taken down, and the exit code is 0. A second signal exits at once.
  */
 import { parseVerbArgs, wholeNumberOption } from '../args.js'
-import { A2aServerError, PERMISSION_POLICIES, serveA2a, type PermissionPolicy } from '@dsh/a2a-server'
+import { A2aServerError, PERMISSION_POLICIES, serveA2a, type A2aTaskEvent, type PermissionPolicy } from '@dsh/a2a-server'
 import { reapTrackedGroups } from '@dsh/process'
 import { UsageError } from '../errors.js'
 import type {} from '@dsh/approvals'
@@ -24,6 +24,7 @@ import { exitCodeOfSignal } from '../exit.js'
 import { onInterrupt } from '../interrupt.js'
 import { chooseModel } from '../run.js'
 import { startRuntime } from '../runtime.js'
+import { workEndLine, workStartLine } from './work-log.js'
 
 /** How this verb's messages name it. */
 const VERB = 'dsh a2a serve'
@@ -71,7 +72,7 @@ export async function a2aVerb(args: string[]): Promise<number> {
   let server
   try {
     const webhooks = { allow: values['webhook-allow'] ?? [], allowNetworks: values['webhook-allow-network'] ?? [] }
-    server = await serveA2a(runtime.ctx, { host: values.host, port, token, maxTasks, maxDepth, publicUrl: values['public-url'], webhooks, permission, approverToken, trustCallerApprovals: values['trust-caller-approvals'] })
+    server = await serveA2a(runtime.ctx, { host: values.host, port, token, maxTasks, maxDepth, publicUrl: values['public-url'], webhooks, permission, approverToken, trustCallerApprovals: values['trust-caller-approvals'], onTask: logTask })
   } catch (error) {
     await runtime.dispose()
     if (error instanceof A2aServerError) throw new UsageError('USAGE', `dsh a2a serve: ${error.message}`, { cause: error })
@@ -126,4 +127,10 @@ function whoAnswers(permission: PermissionPolicy, approver: boolean, trustCaller
   if (trustCallers) return "side effects no approval rule decides are asked of the task's caller (--trust-caller-approvals)"
   if (approver) return 'side effects no approval rule decides wait for the approver (--approver-token-env); a task\'s caller cannot answer them'
   return "side effects no approval rule decides are rejected: a task's caller may not approve its own; pass --approver-token-env NAME or --trust-caller-approvals to have them asked"
+}
+
+/** A task's start and end, one line each on stderr. */
+function logTask(event: A2aTaskEvent): void {
+  const about = { what: `task ${event.id}`, where: `context ${event.contextId}`, ...(event.skill !== undefined && { helper: event.skill }), ...(event.label !== undefined && { label: event.label }) }
+  process.stderr.write(event.phase === 'start' ? workStartLine('dsh a2a', about) : workEndLine('dsh a2a', about, { outcome: event.state, durationMs: event.durationMs, ...(event.usage !== undefined && { usage: event.usage }) }))
 }

@@ -5,7 +5,7 @@
  * a time per queue. The Redis URL is read from the variable `--redis-env` names (default
  * DSH_REDIS_URL), never from the command line; the queue's signing key likewise from the
  * variable `--key-env` names, and with one only jobs signed with it run. One line on stdout says it is taking jobs;
- * logs go to stderr. The first SIGTERM/SIGINT stops taking jobs and lets the running ones
+ * logs go to stderr, among them one line as each job starts and one as it ends (`work-log.ts`). The first SIGTERM/SIGINT stops taking jobs and lets the running ones
  * finish (a second cancels them; their jobs end `aborted`); every session is flushed and
  * every process group it started is taken down; the exit code is 0.
  */
@@ -13,9 +13,11 @@ import { parseVerbArgs, wholeNumberOption } from '../args.js'
 import { reapTrackedGroups } from '@dsh/process'
 import { UsageError } from '../errors.js'
 import type {} from '@dsh/approvals'
+import type { QueueJobEvent } from '@dsh/queue-worker'
 import { onInterrupt } from '../interrupt.js'
 import { chooseModel } from '../run.js'
 import { startRuntime } from '../runtime.js'
+import { workEndLine, workStartLine } from './work-log.js'
 
 /** How this verb's messages name it. */
 const VERB = 'dsh worker'
@@ -71,7 +73,7 @@ export async function workerVerb(args: string[]): Promise<number> {
   const { serveQueue, WORKER_NAME } = await import('@dsh/queue-worker')
   let worker
   try {
-    worker = await serveQueue(runtime.ctx, { queues, redisUrl, concurrency, maxDepth, cwd: process.cwd(), lockMs, key })
+    worker = await serveQueue(runtime.ctx, { queues, redisUrl, concurrency, maxDepth, cwd: process.cwd(), lockMs, key, onJob: logJob })
   } catch (error) {
     await runtime.dispose()
     throw new UsageError('USAGE', `dsh worker: Redis at ${describeRedis(redisUrl)} cannot be reached: ${(error as Error).message}`, { cause: error })
@@ -106,3 +108,8 @@ export async function workerVerb(args: string[]): Promise<number> {
   return 0
 }
 
+/** A job's start and end, one line each on stderr. */
+function logJob(event: QueueJobEvent): void {
+  const about = { what: `job ${event.id}`, where: `queue ${event.queue}, attempt ${event.attempt}`, ...(event.helper !== undefined && { helper: event.helper }), ...(event.label !== undefined && { label: event.label }) }
+  process.stderr.write(event.phase === 'start' ? workStartLine(VERB, about) : workEndLine(VERB, about, event))
+}
