@@ -5,14 +5,15 @@
  * and paths). Modes:
  * - replay (default): run the command with `--model replay:recording` and compare;
  * - refresh: run it the same way and write the expectations (keyless);
- * - record: run it against its recording model (a script, or testkit's fake OpenAI
- *   server with scripted answers; a real model with a key works the same way), storing a
- *   new recording, then refresh.
+ * - record: run it against its recording model (a script, or one of testkit's fake model
+ *   servers with scripted answers, FAKE_MODEL_SERVERS; a real model with a key works the
+ *   same way), storing a new recording, then refresh.
+ * What a scenario.json may say: scenarios/README.md.
  */
 import { mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync, existsSync } from 'node:fs'
 import { join, resolve } from 'node:path'
 import { isRecord } from '@dsh/base'
-import { startFakeAnthropicMessages, startFakeOpenAIChat, startFakeOpenAIResponses, type FakeChatResponse, type FakeMessagesAnswer, type FakeResponsesAnswer } from '@dsh/testkit'
+import { startFakeAnthropicMessages, startFakeOpenAIChat, startFakeOpenAIResponses, type FakeChatResponse, type FakeMessagesAnswer, type FakeMessagesResponse, type FakeResponsesAnswer } from '@dsh/testkit'
 import YAML from 'yaml'
 import { repoRoot, runDsh, tempDir } from './cli.js'
 
@@ -25,8 +26,8 @@ export interface Scenario {
   dir: string
   /** `dsh run` arguments after the model and session flags (config relative to the scenario). */
   args: string[]
-  /** How `record` produces the recording. */
-  record: { model: string } | { fakeOpenAI: FakeChatResponse[] }
+  /** How `record` produces the recording: a model spec, or a fake server and its scripted answers. */
+  record: { model: string } | { fakeServer: FakeServerName; answers: unknown[] }
   /** The exit code the command must end with (default 0). */
   exitCode: number
   /**
@@ -43,15 +44,44 @@ export function listScenarios(): Scenario[] {
     .map((entry) => loadScenario(entry.name))
 }
 
+/** The key variable (`apiKeyEnv`) of a fake server's adapter entry: set while recording alone, so a replay has no key to use. */
+const FAKE_MODEL_KEY_ENV = 'FAKE_MODEL_KEY'
+
+/**
+ * The fake model servers `record` can run a scenario's models on, by the key naming the
+ * scripted answers in scenario.json: how to start one, the config entry pointing its adapter
+ * at it (appended to the scenario's own config while recording), and the model spec the run
+ * is given.
+ */
+const FAKE_MODEL_SERVERS = {
+  /** testkit's fake OpenAI Chat Completions server, answers `FakeChatResponse`; the models are `fake:`. */
+  fakeOpenAI: {
+    start: (answers: unknown[]) => startFakeOpenAIChat(answers as FakeChatResponse[]),
+    entry: (url: string) => `- id: llm-fake\n  name: "@dsh/llm-openai"\n  config: { name: fake, baseURL: "${url}", model: fake-model, apiKeyEnv: ${FAKE_MODEL_KEY_ENV} }\n`,
+    model: 'fake:fake-model',
+  },
+  /** testkit's fake Anthropic Messages server, answers `FakeMessagesResponse`; the default `anthropic` adapter pointed at it, so the models are `anthropic:`. */
+  fakeAnthropic: {
+    start: (answers: unknown[]) => startFakeAnthropicMessages(answers as FakeMessagesResponse[]),
+    entry: (url: string) => `- id: llm-anthropic\n  name: "@dsh/llm-anthropic"\n  config: { baseURL: "${url}", apiKeyEnv: ${FAKE_MODEL_KEY_ENV} }\n`,
+    model: 'anthropic:claude-fake',
+  },
+} satisfies Record<string, { start(answers: unknown[]): Promise<{ url: string; close(): Promise<void> }>; entry(url: string): string; model: string }>
+
+type FakeServerName = keyof typeof FAKE_MODEL_SERVERS
+const fakeServerNames = Object.keys(FAKE_MODEL_SERVERS) as FakeServerName[]
+
 function loadScenario(name: string): Scenario {
   const dir = join(scenariosRoot, name)
   const file = join(dir, 'scenario.json')
   const raw = JSON.parse(readFileSync(file, 'utf8')) as unknown
   if (!isRecord(raw) || !Array.isArray(raw.args) || !raw.args.every((arg) => typeof arg === 'string') || !isRecord(raw.record)) {
-    throw new Error(`${file}: expected {"args": [...], "record": {"model": SPEC} | {"fakeOpenAI": [...]}, "exitCode"?: N}`)
+    throw new Error(`${file}: expected {"args": [...], "record": {"model": SPEC} | {"${fakeServerNames.join('" | "')}": [...]}, "exitCode"?: N}`)
   }
-  const record = typeof raw.record.model === 'string' ? { model: raw.record.model } : Array.isArray(raw.record.fakeOpenAI) ? { fakeOpenAI: raw.record.fakeOpenAI as FakeChatResponse[] } : undefined
-  if (!record) throw new Error(`${file}: "record" needs "model" or "fakeOpenAI"`)
+  const spec = raw.record
+  const answered = fakeServerNames.filter((server) => Array.isArray(spec[server]))
+  const record = typeof spec.model === 'string' ? { model: spec.model } : answered.length === 1 ? { fakeServer: answered[0]!, answers: spec[answered[0]!] as unknown[] } : undefined
+  if (!record) throw new Error(`${file}: "record" needs "model" or exactly one of "${fakeServerNames.join('", "')}" with the scripted answers`)
   const products = isRecord(raw.products) ? (raw.products as Scenario['products']) : {}
   return { name, dir, args: raw.args as string[], record, exitCode: typeof raw.exitCode === 'number' ? raw.exitCode : 0, products }
 }
@@ -109,19 +139,20 @@ async function recordScenario(scenario: Scenario): Promise<void> {
   let close = () => products.close()
   if ('model' in scenario.record) model = scenario.record.model
   else {
-    const server = await startFakeOpenAIChat(scenario.record.fakeOpenAI)
+    const fake = FAKE_MODEL_SERVERS[scenario.record.fakeServer]
+    const server = await fake.start(scenario.record.answers)
     close = async () => {
       await server.close()
       await products.close()
     }
-    const config = join(sessionDir, 'fake-openai.yml')
-    writeFileSync(config, `- id: llm-fake\n  name: "@dsh/llm-openai"\n  config: { name: fake, baseURL: "${server.url}", model: fake-model, apiKeyEnv: FAKE_OPENAI_KEY }\n`)
+    const config = join(sessionDir, `${scenario.record.fakeServer}.yml`)
+    writeFileSync(config, fake.entry(server.url))
     extraConfig = [config]
-    model = 'fake:fake-model'
+    model = fake.model
   }
   try {
     const args = mergeConfig(products.args(scenario.args), extraConfig, sessionDir, scenario.dir)
-    const result = await runDsh(['run', '--quiet', '--model', model, '--record', recording, '--session-dir', sessionDir, ...args], { cwd: scenario.dir, env: { FAKE_OPENAI_KEY: 'fake-key', ...products.env }, timeoutMs: 60_000 })
+    const result = await runDsh(['run', '--quiet', '--model', model, '--record', recording, '--session-dir', sessionDir, ...args], { cwd: scenario.dir, env: { [FAKE_MODEL_KEY_ENV]: 'fake-key', ...products.env }, timeoutMs: 60_000 })
     if (result.code !== scenario.exitCode) throw new Error(`recording ${scenario.name} ended ${result.code}, expected ${scenario.exitCode}:\n${result.stderr}`)
   } finally {
     await close()
