@@ -1,7 +1,7 @@
 /**
  * The scenario tier: every `scenarios/<name>/` replayed keylessly through the built `dsh`.
  * `npm run scenarios -- --refresh` writes the expectations instead of comparing;
- * `-- --record` re-records first (see scenario-runner.ts and the project README).
+ * `-- --record` re-records first (see scenarios/README.md and scenario-runner.ts).
  */
 import { describe, expect, it } from 'vitest'
 import { expectedOf, listScenarios, runScenario, writeExpected, type ScenarioMode } from './scenario-runner.js'
