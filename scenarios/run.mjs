@@ -10,6 +10,7 @@ if (unknown.length > 0 || flags.length > 1) {
 }
 const mode = flags[0] === '--refresh' ? 'refresh' : flags[0] === '--record' ? 'record' : 'replay'
 const run = (command, args, env = {}) => spawnSync(command, args, { stdio: 'inherit', env: { ...process.env, ...env } }).status ?? 1
-const built = run('npx', ['tsc', '-b'])
+// The scenarios run the bundle (packages/cli/dsh/bin/dsh.cjs), which tsc -b alone leaves stale: the whole build.
+const built = run('npm', ['run', 'build', '--silent'])
 if (built !== 0) process.exit(built)
 process.exit(run('npx', ['vitest', 'run', 'packages/cli/dsh/tests/scenarios.test.ts'], { DSH_SCENARIOS: mode }))
