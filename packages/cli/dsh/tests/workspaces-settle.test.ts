@@ -68,6 +68,26 @@ describe('dsh workspaces merge', () => {
   })
 })
 
+describe('what a person may not settle', () => {
+  it('a workspace a running dsh still works in is refused by merge and discard in one line, and nothing is touched', async () => {
+    const { repo, home, ids } = await keptWorkspaces([2])
+    // As its run would have it while the child works: live, held by a process that is alive (this one).
+    const records = join(home, 'workspaces', 'records')
+    const [name] = readdirSync(records)
+    const record = JSON.parse(readFileSync(join(records, name!), 'utf8')) as Record<string, unknown>
+    writeFileSync(join(records, name!), JSON.stringify({ ...record, state: 'live', pid: process.pid }))
+    const before = treeState(repo)
+    for (const args of [['merge', ids[0]!], ['discard', '--yes', ids[0]!]]) {
+      const result = await runDsh(['workspaces', ...args], { env: { DSH_HOME: home, ...GIT_ENV } })
+      expect(result.code).toBe(2)
+      expect(result.stderr).toBe(`dsh workspaces ${args[0]} ${ids[0]}: it is in use by process ${process.pid} (its child is still working in it); ${args[0]} it once that run has ended\n`)
+    }
+    expect(treeState(repo)).toEqual(before)
+    expect(git(repo, 'branch', '--list', 'dsh/*')).not.toBe('')
+    expect(readFileSync(join(String(record.path), 'notes.txt'), 'utf8')).toContain('by child 2')
+  })
+})
+
 describe('dsh workspaces discard and clean --all without a terminal', () => {
   it('discard of a workspace holding changes is refused in one line without --yes, and with it the workspace and its branch go', async () => {
     const { repo, home, ids } = await keptWorkspaces([2])
