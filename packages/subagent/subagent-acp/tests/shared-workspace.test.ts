@@ -292,7 +292,9 @@ describe('acp shared workspace: dsh acp as the child', () => {
     expect(asked).toHaveLength(1)
   })
 
-  it('a child that does not ask (dsh acp --permission allow) still has its command asked about by the parent, at the terminal', async () => {
+  // A dsh acp child started with --permission allow under a parent does not allow on its own
+  // (its lineage bounds it): it asks up the tree, and the parent's refusal runs nothing.
+  it('a child started with dsh acp --permission allow still has its command asked of the parent, and a refusal runs nothing', async () => {
     const setupDone = await shared(dshChild('allow'))
     const { harness, request, dir, asked, answer } = setupDone
     answer.next = () => ({ decision: 'reject', by: 'the test user', reason: 'the parent says no' })
@@ -301,7 +303,7 @@ describe('acp shared workspace: dsh acp as the child', () => {
     await run.dispose()
     expect(asked.map((entry) => ({ tool: entry.tool, subject: entry.subject, who: entry.path.at(-1) }))).toEqual([{ tool: 'bash', subject: COMMAND, who: 'acp "recorder"' }])
     expect(existsSync(join(dir, 'through-parent.txt'))).toBe(false)
-    expect(textOf(result.output)).toContain('the ACP client did not run it')
+    expect(textOf(result.output)).toContain('bash was not run: permission denied')
     expect(textOf(result.output)).toContain('the parent says no')
   })
 })
