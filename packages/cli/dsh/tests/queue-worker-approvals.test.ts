@@ -9,6 +9,8 @@ import { spawn } from 'node:child_process'
 import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
+import { Queue } from 'bullmq'
+import { JOB_NAME, jobPayload } from '@dsh/subagent-queue'
 import { startRedis, type RedisServer } from '@dsh/testkit/redis'
 import { dshBin, repoRoot, runDsh, tempDir } from './cli.js'
 import { until } from './processes.js'
@@ -87,5 +89,30 @@ describe('dsh worker under the default of the root that delegated', () => {
     const allowed = await root('allowed', 'allow')
     expect(allowed.code, allowed.stderr).toBe(0)
     expect(existsSync(join(dir, 'allowed'))).toBe(true)
+  })
+
+  it("a job whose lineage does not say what its root allows (a parent of an older dsh) runs only what its rules allow, and the worker says what to change", async () => {
+    const server = await startRedis()
+    cleanups.push(() => server.stop())
+    const dir = tempDir()
+    const script = file(dir, 'child.yml', ['touch ruled', 'touch unruled'].flatMap((prompt) => [
+      `- when: { prompt: "^${prompt}$" }`,
+      '  reply:',
+      `    - call: { tool: bash, args: { command: "touch ${dir}/${prompt.split(' ')[1]}" } }`,
+      '    - text: "child: {{last_tool_result}}"',
+    ]))
+    const worker = await startWorker(server, script, file(dir, 'worker.yml', ['- id: approvals', '  name: "@dsh/approvals"', '  config: { default: allow }']))
+    // The job an older parent writes: its lineage carries its rules, and no approvalDefault.
+    const queue = new Queue('dsh', { connection: { path: server.socket } })
+    cleanups.push(() => queue.close())
+    const older = { parentSession: 'an-older-parent', delegationDepth: 1, provider: 'queue', permissions: [{ from: 'config', allow: [`bash(touch ${dir}/ruled)`] }] }
+    for (const prompt of ['touch ruled', 'touch unruled']) {
+      const job = await queue.add(JOB_NAME, jobPayload(prompt, older))
+      while ((await job.getState()) !== 'completed') await new Promise((resolve) => setTimeout(resolve, 100))
+    }
+    expect(existsSync(join(dir, 'ruled'))).toBe(true)
+    expect(existsSync(join(dir, 'unruled'))).toBe(false)
+    expect(permissions(worker.sessions)).toContainEqual(expect.objectContaining({ decision: 'reject', source: 'default', reason: expect.stringMatching(/lineage does not say what its root allows .*update the parent's dsh/) }))
+    expect(worker.stderr()).toMatch(/job \S+ of queue dsh: its lineage does not say what its root allows with nobody to ask .*update the parent's dsh, or allow the commands by rules in the root's config/)
   })
 })
