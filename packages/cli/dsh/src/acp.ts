@@ -44,7 +44,7 @@ export async function acpVerb(args: string[]): Promise<number> {
   const runtime = await startRuntime({ config: values.config, model, sessionDir: values['session-dir'], verbose: values.verbose, checkReady: true, ...(values.record !== undefined && { record: values.record }) })
   if (!runtime.ctx.llm.config.model && !model) {
     await runtime.dispose()
-    throw new UsageError('NO_MODEL', 'dsh acp: no model to run with: pass --model SPEC (e.g. --model scripted:examples/acp-child.yml), set llm.model in --config, or set DEEPSEEK_API_KEY')
+    throw new UsageError('NO_MODEL', 'dsh acp: no model to run with: pass --model SPEC (e.g. --model deepseek:deepseek-chat, or --model scripted:FILE.yml for a keyless script; dsh demo shows one), set llm.model in --config, or set DEEPSEEK_API_KEY')
   }
   const server = serveAcpOverStdio(runtime.ctx, { maxDepth, permission, maxFrameBytes, ...(process.env.DSH_RECORDING_DIR && { recordingDir: process.env.DSH_RECORDING_DIR }), report: (line) => process.stderr.write(`dsh acp: ${line}\n`) })
   let stoppedBy: NodeJS.Signals | undefined

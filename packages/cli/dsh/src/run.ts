@@ -42,8 +42,8 @@ export interface RunOptions extends RuntimeOptions {
 /** What `dsh run` prints when nothing says which model to use. */
 export const NO_MODEL_HELP = [
   'dsh: no model to run with.',
-  '  - try it without a key:   dsh run --model scripted:examples/hello.yml "say hello"',
-  '  - or the keyless demo:    npm start',
+  '  - see it work, no key:    dsh demo',
+  '  - a scripted model:       dsh run --model scripted:FILE.yml "say hello" (FILE\'s format: the @dsh/llm-scripted README)',
   '  - with DeepSeek:          export DEEPSEEK_API_KEY=... (then --model is optional)',
   '  - any OpenAI-compatible:  --model openai:MODEL with OPENAI_API_KEY, or configure @dsh/llm-openai',
   '  - a default for every run: set llm.model in dsh.yml (- id: llm, name: "@dsh/llm", config: { model: SPEC })',

@@ -148,6 +148,16 @@ describe('the packed release, installed outside the repository', { timeout: 180_
     expect(await dsh(['run', '--quiet', '--model', `scripted:${childScript()}`, 'capital of France?'])).toMatchObject({ code: 0, stdout: 'Paris.\n' })
   })
 
+  it('without a model, dsh run and dsh acp point to dsh demo and name nothing only the clone has (npm start, examples/)', async () => {
+    for (const verb of [['run', 'hello'], ['acp']]) {
+      const result = await dsh(verb)
+      expect(result.code, verb[0]).toBe(2)
+      expect(result.stderr, verb[0]).toContain('no model to run with')
+      expect(result.stderr, verb[0]).toContain('dsh demo')
+      expect(result.stderr, verb[0]).not.toMatch(/npm start|examples\//)
+    }
+  })
+
   it('dsh config check composes the defaults', async () => {
     const result = await dsh(['config', 'check'])
     expect(result.code).toBe(0)
