@@ -206,7 +206,7 @@ describe('agents defined in files, through the CLI', () => {
 
   it('directories named in config (relative to the config file) and Claude Code files on request load, with a note per unmapped field and tool', async () => {
     write('conf/team/writer.md', '---\nname: writer\ndescription: Writes tests.\n---\nWrite tests.\n')
-    const claude = write('.claude/agents/rev.md', '---\nname: code-reviewer\ndescription: Reviews code.\ntools: Read, Bash\ncolor: blue\n---\nReview.\n')
+    const claude = write('.claude/agents/rev.md', '---\nname: code-reviewer\ndescription: Reviews code.\ntools: WebFetch, Bash\ncolor: blue\n---\nReview.\n')
     write('conf/dsh.yml', '- id: agent-definitions\n  name: "@dsh/agent-definitions"\n  config: { claudeCode: true, dirs: [team] }\n')
     const listed = await dsh(['agents', 'list', '--config', 'conf/dsh.yml'])
     expect(listed.code, listed.stderr).toBe(0)
@@ -215,7 +215,7 @@ describe('agents defined in files, through the CLI', () => {
       expect.stringMatching(new RegExp(`^code-reviewer\\s+spawn\\s+\\(parent's\\)\\s+${claude}$`)),
       expect.stringMatching(new RegExp(`^writer\\s+spawn\\s+\\(parent's\\)\\s+${join(project, 'conf', 'team', 'writer.md')}$`)),
     ])
-    expect(lines.slice(3)).toEqual([`${claude}:4: note: Claude Code tool "Read" has no dsh counterpart; left out of tools`, `${claude}:5: note: Claude Code field "color" is not used by dsh`])
+    expect(lines.slice(3)).toEqual([`${claude}:4: note: Claude Code tool "WebFetch" has no dsh counterpart; left out of tools`, `${claude}:5: note: Claude Code field "color" is not used by dsh`])
     const shown = await dsh(['agents', 'show', 'code-reviewer', '--config', 'conf/dsh.yml'])
     expect(shown.stdout).toContain('tools: bash\n')
   })

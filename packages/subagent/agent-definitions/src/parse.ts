@@ -24,8 +24,12 @@ const BACKGROUND: readonly BackgroundPolicy[] = ['allowed', 'always', 'never']
  * knows but does not use (each a note, never an error: the team's files keep working).
  */
 const CLAUDE_MAPPED = new Set(['name', 'description', 'tools', 'disallowedTools', 'model'])
-/** Claude Code tool names with a dsh counterpart; any other is left out with a note. */
-const CLAUDE_TOOLS: Readonly<Record<string, string>> = { Bash: 'bash' }
+/**
+ * Claude Code tool names with a dsh counterpart (the file tools of `@dsh/tool-files` and
+ * `bash`), mapped without a note: the team's helper means the same tool. `MultiEdit` is
+ * `edit`, which takes several edits in one call. Any other name is left out with a note.
+ */
+const CLAUDE_TOOLS: Readonly<Record<string, string>> = { Read: 'read', Write: 'write', Edit: 'edit', MultiEdit: 'edit', Glob: 'glob', Grep: 'grep', LS: 'ls', Bash: 'bash' }
 
 export interface ParsedDefinition {
   definition: AgentDefinition

@@ -224,18 +224,32 @@ describe('loading definitions', () => {
 
   it('loads Claude Code agent files on request, with a note per unmapped field and tool', () => {
     const claude = join(cwd, '.claude', 'agents')
-    const file = write(claude, 'rev.md', '---\nname: code-reviewer\ndescription: Reviews code.\ntools: Read, Grep, Bash\nmodel: sonnet\ncolor: blue\n---\nReview it.\n')
+    const file = write(claude, 'rev.md', '---\nname: code-reviewer\ndescription: Reviews code.\ntools: Read, WebFetch, Bash\nmodel: sonnet\ncolor: blue\n---\nReview it.\n')
     expect(load().definitions).toEqual([])
     const { definitions, notes } = load({ claudeCode: true })
     expect(definitions).toHaveLength(1)
-    expect(definitions[0]).toMatchObject({ name: 'code-reviewer', provider: 'spawn', tools: ['bash'], instructions: 'Review it.' })
+    expect(definitions[0]).toMatchObject({ name: 'code-reviewer', provider: 'spawn', tools: ['read', 'bash'], instructions: 'Review it.' })
     expect(definitions[0]!.model).toBeUndefined()
     expect(notes).toEqual([
-      `${file}:4: note: Claude Code tool "Read" has no dsh counterpart; left out of tools`,
-      `${file}:4: note: Claude Code tool "Grep" has no dsh counterpart; left out of tools`,
+      `${file}:4: note: Claude Code tool "WebFetch" has no dsh counterpart; left out of tools`,
       `${file}:5: note: Claude Code model "sonnet" is not a dsh model spec; the helper runs on the parent's model`,
       `${file}:6: note: Claude Code field "color" is not used by dsh`,
     ])
+  })
+
+  it("loads a Claude Code reviewer with tools: Read, Grep, Glob without a note, on dsh's file tools", () => {
+    const file = write(join(cwd, '.claude', 'agents'), 'reviewer.md', '---\nname: reviewer\ndescription: Reviews code.\ntools: Read, Grep, Glob\n---\nReview it.\n')
+    const { definitions, notes, warnings } = load({ claudeCode: true })
+    expect(notes).toEqual([])
+    expect(warnings).toEqual([])
+    expect(definitions.map((definition) => [definition.source.file, definition.tools])).toEqual([[file, ['read', 'grep', 'glob']]])
+  })
+
+  it("maps every Claude Code file tool to dsh's, Edit and MultiEdit both to edit, in either list", () => {
+    write(join(cwd, '.claude', 'agents'), 'writer.md', '---\nname: writer\ndescription: Writes.\ntools: [Read, Write, Edit, MultiEdit, Glob, Grep, LS, Bash]\ndisallowedTools: MultiEdit, Bash\n---\n')
+    const { definitions, notes } = load({ claudeCode: true })
+    expect(notes).toEqual([])
+    expect(definitions[0]).toMatchObject({ tools: ['read', 'write', 'edit', 'glob', 'grep', 'ls', 'bash'], disallowedTools: ['edit', 'bash'] })
   })
 
   it('fails the service start on a bad file, so nothing is registered', async () => {
