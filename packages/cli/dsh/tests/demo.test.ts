@@ -1,7 +1,27 @@
+import { spawn } from 'node:child_process'
 import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
-import { runDsh, tempDir } from './cli.js'
+import { dshBin, runDsh, tempDir } from './cli.js'
+import { until } from './processes.js'
+
+/** The number of children of the run `dsh ui` lists for `sessionDir` (its only run). */
+async function uiChildren(sessionDir: string): Promise<number> {
+  const ui = spawn(process.execPath, [dshBin, 'ui', '--session-dir', sessionDir, '--port', '0'], { env: { ...process.env, DSH_HOME: tempDir('dsh-home-') }, stdio: ['ignore', 'pipe', 'pipe'] })
+  try {
+    let stdout = ''
+    let stderr = ''
+    ui.stdout.on('data', (chunk: Buffer) => (stdout += chunk))
+    ui.stderr.on('data', (chunk: Buffer) => (stderr += chunk))
+    await until(() => stdout.includes('\n'), () => (ui.exitCode !== null ? `dsh ui exited ${ui.exitCode}: ${stderr}` : undefined))
+    const url = new URL(stdout.trim())
+    const { runs } = (await (await fetch(`${url.origin}/api/runs${url.search}`)).json()) as { runs: Array<{ children: number }> }
+    expect(runs).toHaveLength(1)
+    return runs[0].children
+  } finally {
+    ui.kill('SIGTERM')
+  }
+}
 
 describe('dsh demo', () => {
   it('runs keylessly through every provider and ends with a summary of every child', async () => {
@@ -54,5 +74,18 @@ describe('dsh demo', () => {
     ])
     expect(lines.find((line) => line.includes('codex "ask codex"'))).toMatch(/stored elsewhere: nowhere: an ephemeral Codex thread$/)
     expect(lines.find((line) => line.includes('claude-code "ask claude"'))).toMatch(/stored elsewhere: nowhere: a one-shot Claude Code session is not persisted$/)
+  })
+
+  it('counts its children once: the summary, dsh sessions list, dsh sessions tree and dsh ui give the same number', async () => {
+    const dir = tempDir()
+    const demo = await runDsh(['demo', '--quiet', '--session-dir', dir], { timeoutMs: 60_000 })
+    expect(demo.code, demo.stderr).toBe(0)
+    const summarized = Number(/^Summary: (\d+) children of /m.exec(demo.stdout)?.[1])
+    expect(summarized).toBe(6)
+    const list = await runDsh(['sessions', 'list', '--session-dir', dir])
+    expect(list.stdout).toMatch(new RegExp(`^\\S+ {2}[\\d-]+ [\\d:]+ +${summarized} children {2}Show what dsh can delegate`))
+    const tree = await runDsh(['sessions', 'tree', '--session-dir', dir])
+    expect(tree.stdout.trim().split('\n').filter((line) => /^[├└]─ /.test(line))).toHaveLength(summarized)
+    expect(await uiChildren(dir)).toBe(summarized)
   })
 })

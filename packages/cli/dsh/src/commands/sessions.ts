@@ -128,8 +128,24 @@ function childrenOf(headers: SessionHeader[]): Map<string, SessionHeader[]> {
   return children
 }
 
-function descendants(id: string, children: Map<string, SessionHeader[]>): number {
-  return (children.get(id) ?? []).reduce((count, child) => count + 1 + descendants(child.id, children), 0)
+/**
+ * A session's children as `sessions tree` draws them and `sessions list` counts them (one
+ * function, so the two never disagree): its child sessions stored here, and those its
+ * delegation records say are stored elsewhere (a Codex thread, a Claude Code session, an
+ * A2A task on another host).
+ */
+async function childrenBelow(header: SessionHeader, children: ReadonlyMap<string, SessionHeader[]>, byId: ReadonlyMap<string, SessionHeader>, read: (id: string) => Promise<StoredSession | undefined>): Promise<{ kids: SessionHeader[]; away: ElsewhereChild[]; stored: StoredSession | undefined }> {
+  const kids = children.get(header.id) ?? []
+  const stored = await read(header.id).catch(() => undefined)
+  return { kids, away: elsewhereChildren(stored, kids, byId), stored }
+}
+
+/** Every child below a session, at any depth: the lines `sessions tree` draws under it. */
+async function descendants(header: SessionHeader, children: ReadonlyMap<string, SessionHeader[]>, byId: ReadonlyMap<string, SessionHeader>, read: (id: string) => Promise<StoredSession | undefined>): Promise<number> {
+  const { kids, away } = await childrenBelow(header, children, byId, read)
+  let count = kids.length + away.length
+  for (const kid of kids) count += await descendants(kid, children, byId, read)
+  return count
 }
 
 /** One line of at most `columns` terminal columns. */
@@ -144,6 +160,7 @@ function when(iso: string): string {
 async function list(headers: SessionHeader[], read: (id: string) => Promise<StoredSession | undefined>): Promise<number> {
   // A remote child recorded twice (its own session and the parent-side record) counts once.
   const children = childrenOf(shownOnce(headers))
+  const byId = new Map(headers.map((header) => [header.id, header]))
   const roots = headers.filter((header) => !header.parentSession || !headers.some((other) => other.id === header.parentSession))
   roots.sort((a, b) => b.createdAt.localeCompare(a.createdAt))
   if (roots.length === 0) {
@@ -154,13 +171,13 @@ async function list(headers: SessionHeader[], read: (id: string) => Promise<Stor
   const idWidth = Math.max(...roots.map((header) => columnWidth(printable(header.id))))
   for (const header of roots) {
     const summary = await summarize(header, read)
-    const count = descendants(header.id, children)
+    const count = await descendants(header, children, byId, read)
     process.stdout.write(`${padColumns(printable(header.id), idWidth)}  ${when(header.createdAt)}  ${String(count).padStart(3)} ${count === 1 ? 'child   ' : 'children'}  ${printable(clip(summary.firstPrompt, 60))}\n`)
   }
   return 0
 }
 
-async function tree(headers: SessionHeader[], wanted: string | undefined, read: (id: string) => Promise<StoredSession | undefined>, prices: PriceTable | undefined): Promise<number> {
+export async function tree(headers: SessionHeader[], wanted: string | undefined, read: (id: string) => Promise<StoredSession | undefined>, prices: PriceTable | undefined): Promise<number> {
   const byId = new Map(headers.map((header) => [header.id, header]))
   // A remote continuable child is shown once. When the remote session is stored here under
   // the same parent (a `dsh acp` child records its lineage), its own line carries the
@@ -209,9 +226,7 @@ async function tree(headers: SessionHeader[], wanted: string | undefined, read: 
     const facts = record ? await summarize(record, read) : header.descriptor ? summary : undefined
     const continuable = facts ? `  continuable: ${facts.turns} ${facts.turns === 1 ? 'turn' : 'turns'}, ${facts.open ? 'running' : 'idle'}` : ''
     lines.push(`${prefix}${branch}${header.id}  ${who}${label}  ${summary.stopReason}${seed}${elsewhere}${continuable}${used && prices ? `  [${describeUsage(used, prices)}]` : ''}`)
-    const kids = children.get(header.id) ?? []
-    const stored = await read(header.id).catch(() => undefined)
-    const away = elsewhereChildren(stored, kids, byId)
+    const { kids, away, stored } = await childrenBelow(header, children, byId, read)
     const helpers = helpersOfChildren(stored)
     const childPrefix = prefix + (branch === '' ? '' : branch === '└─ ' ? '   ' : '│  ')
     const last = kids.length + away.length - 1
