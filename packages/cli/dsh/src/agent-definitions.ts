@@ -21,7 +21,7 @@ export const DEFINITIONS_ENTRY_ID = 'agent-definitions'
  * `entries` with the definitions plugin when it is wanted: named by the config, or a
  * `./.dsh/agents` or `$DSH_HOME/agents` directory holds a definition (`discover` false: the demo,
  * which must not depend on the machine). With it, the default `tool-subagent` entry offers
- * the helpers, unless the user's entry for it says `helpers` itself.
+ * the helpers beside its general child, unless the user's entry for it says `helpers` itself.
  */
 export function withAgentDefinitions(entries: PluginEntry[], user: readonly PluginEntry[], discover: boolean, cwd = process.cwd()): PluginEntry[] {
   let named = entries.some((entry) => entry.name === DEFINITIONS_PLUGIN)
@@ -32,11 +32,8 @@ export function withAgentDefinitions(entries: PluginEntry[], user: readonly Plug
   if (!named) return entries
   const userSaysHelpers = user.some((entry) => entry.id === 'tool-subagent' && entry.config !== undefined && 'helpers' in entry.config)
   if (userSaysHelpers) return entries
-  return entries.map((entry) => {
-    if (entry.id !== 'tool-subagent' || entry.name !== '@dsh/tool-subagent') return entry
-    const { provider: _unused, ...rest } = entry.config ?? {}
-    return { ...entry, config: { ...rest, helpers: true } }
-  })
+  // Its provider stays: the general child beside the helpers runs on it (helpersOnly: true drops that child).
+  return entries.map((entry) => (entry.id !== 'tool-subagent' || entry.name !== '@dsh/tool-subagent' ? entry : { ...entry, config: { ...entry.config, helpers: true } }))
 }
 
 /**

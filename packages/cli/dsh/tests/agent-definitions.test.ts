@@ -118,7 +118,8 @@ describe('agents defined in files, through the CLI', () => {
     const rec = join(project, 'rec')
     const parent = firstRequest(rec, 'root')
     const tool = parent.tools.find((candidate) => candidate.name === 'subagent') as unknown as { name: string; description: string; parameters: { properties: { agent: { enum: string[] } } } }
-    expect(tool.parameters.properties.agent.enum).toEqual(['outside', 'planner', 'reviewer'])
+    // The plain child stays beside the helpers, as general.
+    expect(tool.parameters.properties.agent.enum).toEqual(['general', 'outside', 'planner', 'reviewer'])
     expect(tool.description).toContain('- reviewer: Reviews a change for bugs; give it the change.')
     expect(JSON.stringify(tool)).not.toMatch(/"provider"|acp|spawn|fork/)
 
@@ -218,6 +219,26 @@ describe('agents defined in files, through the CLI', () => {
     expect(lines.slice(3)).toEqual([`${claude}:4: note: Claude Code tool "WebFetch" has no dsh counterpart; left out of tools`, `${claude}:5: note: Claude Code field "color" is not used by dsh`])
     const shown = await dsh(['agents', 'show', 'code-reviewer', '--config', 'conf/dsh.yml'])
     expect(shown.stdout).toContain('tools: bash\n')
+  })
+
+  it('with helpers defined the parent can still start a plain child as general, and with helpersOnly: true it cannot', async () => {
+    write('.dsh/agents/reviewer.md', REVIEWER)
+    write('parent.yml', '- when: {depth: 0}\n  reply:\n    - call: {tool: subagent, args: {agent: general, description: count files, prompt: count the files}}\n    - text: "child said: {{tool_results}}"\n- reply: [{text: three files}]\n')
+    const run = await dsh(['run', '--session-dir', 'sessions', '--record', 'rec', '--model', 'scripted:parent.yml', 'go'])
+    expect(run.code, run.stderr).toBe(0)
+    expect(run.stdout).toBe('child said: three files\n')
+    const child = firstRequest(join(project, 'rec'), 'root.call_1')
+    expect(child.prompt).toBe('count the files')
+    // A plain child: every tool, the subagent tool itself with general and the helpers.
+    expect(child.tools.map((tool) => tool.name)).toEqual(expect.arrayContaining(['bash', 'subagent']))
+
+    write('only.yml', '- id: tool-subagent\n  name: "@dsh/tool-subagent"\n  config: { helpersOnly: true }\n')
+    const only = await dsh(['run', '--config', 'only.yml', '--session-dir', 'sessions-only', '--record', 'rec-only', '--model', 'scripted:parent.yml', 'go'])
+    expect(only.code, only.stderr).toBe(0)
+    const parent = firstRequest(join(project, 'rec-only'), 'root')
+    const tool = parent.tools.find((candidate) => candidate.name === 'subagent') as unknown as { parameters: { properties: { agent: { enum: string[] } } } }
+    expect(tool.parameters.properties.agent.enum).toEqual(['reviewer'])
+    expect(readdirSync(join(project, 'rec-only')).filter((name) => name.startsWith('root.call'))).toEqual([])
   })
 
   it('an agents directory without definitions leaves the plain subagent tool, and loads nothing of them', async () => {

@@ -5,6 +5,12 @@
  * (provider, model, tools, instructions, depth bound, background, continuable, timeout),
  * so no provider or transport parameter ever reaches the model.
  *
+ * Beside the helpers the tool offers `general`, a plain child on the tool's own provider
+ * (spawn by default) with the tool's persona, tool filter, model and workspace, as the
+ * tool without helpers would start it: defining a helper must not take away the child the
+ * model had before. `helpersOnly: true` leaves it out; a definition named `general` is
+ * the team's, and replaces it.
+ *
  * The rendering depends only on the definitions (read once, when the composition started)
  * and on which of their providers are registered, so it is byte-stable across turns: it
  * changes only while providers come and go at start-up, and is re-registered only when
@@ -33,6 +39,43 @@ export interface HelperToolSettings {
   enableRunInBackground: boolean
   /** The tool's own bound, for helpers that set none. */
   maxDepth?: number
+}
+
+/** The enum value of the built-in general child. */
+export const GENERAL_HELPER = 'general'
+
+/** What of the tool's config the general child runs with: the plain tool's request, as a definition. */
+export interface GeneralChildSettings {
+  toolName: string
+  provider: string
+  persona?: string
+  agentOptions?: { model?: string }
+  toolFilter?: { allow?: readonly string[]; deny?: readonly string[] }
+  workspace?: 'shared' | 'worktree' | 'copy'
+  sandbox?: boolean | 'no-network'
+}
+
+/**
+ * The general child as a definition the tool offers first: no file, no instructions but
+ * the tool's persona, the tool's provider, model and tool filter. It is no helper (its
+ * child's header names none), so nothing a definition carries (rules, budget, skills) applies.
+ */
+export function generalChild(settings: GeneralChildSettings): AgentDefinition {
+  const { allow, deny } = settings.toolFilter ?? {}
+  return {
+    name: GENERAL_HELPER,
+    description: 'A general-purpose agent with your tools and model and no instructions of its own: for a task none of the other helpers fits.',
+    provider: settings.provider,
+    background: 'allowed',
+    continuable: false,
+    instructions: settings.persona ?? '',
+    ...(settings.agentOptions?.model !== undefined && { model: settings.agentOptions.model }),
+    ...(allow !== undefined && { tools: allow }),
+    ...(deny !== undefined && { disallowedTools: deny }),
+    ...(settings.workspace !== undefined && { workspace: settings.workspace }),
+    ...(settings.sandbox !== undefined && { sandbox: settings.sandbox }),
+    source: { file: `tool "${settings.toolName}" (built in)`, origin: 'config', flavour: 'dsh', hash: '', lines: {} },
+  }
 }
 
 /** Why `definition` cannot be offered on `provider` (a host reports these as errors before start), or undefined. */
@@ -111,6 +154,8 @@ export class HelperTool {
   private offered = new Map<string, { definition: AgentDefinition; provider: SubagentProvider }>()
   private rendered: string | undefined
   private unregister: (() => void) | undefined
+  /** The built-in general child, first in the list; absent with helpersOnly or when a definition takes its name. */
+  private readonly general: AgentDefinition | undefined
 
   constructor(
     private readonly ctx: Context,
@@ -118,8 +163,10 @@ export class HelperTool {
     private readonly reservation: ToolReservation,
     private readonly subagents: SubagentService,
     private readonly definitions: readonly AgentDefinition[],
+    general?: AgentDefinition,
   ) {
-    const providers = new Set(definitions.map((definition) => definition.provider))
+    this.general = general && !definitions.some((definition) => definition.name === general.name) ? general : undefined
+    const providers = new Set([...definitions, ...(this.general ? [this.general] : [])].map((definition) => definition.provider))
     ctx.on('subagent/provider-added', (provider) => {
       if (providers.has(provider.name)) this.mount()
     })
@@ -154,7 +201,7 @@ export class HelperTool {
   }
 
   private mount(): void {
-    const offered = this.definitions.flatMap((definition) => {
+    const offered = [...(this.general ? [this.general] : []), ...this.definitions].flatMap((definition) => {
       const provider = this.subagents.getProvider(definition.provider)
       return helperUnavailable(definition, provider) === undefined ? [{ definition, provider: provider! }] : []
     })
@@ -257,8 +304,8 @@ export class HelperTool {
       signal: exec.signal,
       label: args.description,
       callId: exec.callId,
-      helper: { name: definition.name, hash: definition.source.hash },
     }
+    if (definition !== this.general) request.helper = { name: definition.name, hash: definition.source.hash }
     if (asPersona) request.persona = instructions
     if (definition.model !== undefined) request.agentOptions = { model: definition.model }
     if (definition.budget !== undefined) request.budget = { ...definition.budget }

@@ -11,14 +11,16 @@ import { toolParameters, type SubagentToolArgs } from './schema.js'
 import { providerWording } from './wording.js'
 import { SubagentToolError } from './errors.js'
 import { belowDepthBound, delegationGuidance, SUBAGENT_SECTION_ORDER } from './guidance.js'
-import { HelperTool } from './helpers.js'
+import { generalChild, HelperTool } from './helpers.js'
 import type {} from '@dsh/agent-definitions'
 
 export interface SubagentToolConfig {
-  /** Required unless `helpers`. */
+  /** Required unless `helpers`; with `helpers`, the general child's (default spawn). */
   provider?: string
   /** Offer the agent definitions of `ctx.agentDefinitions` as named helpers instead (see `helpers.ts`). */
   helpers: boolean
+  /** With `helpers`: offer the helpers alone, without the general child. */
+  helpersOnly: boolean
   toolName: string
   enableRunInBackground: boolean
   /** What `run_in_background` starts: a one-shot task, or a continuable child. */
@@ -111,7 +113,8 @@ export class SubagentToolPlugin {
   static inject = ['subagents', 'tools', 'agents']
   static Config: Schema<SubagentToolConfig> = Schema.object({
     provider: Schema.string().min(1).description('The ctx.subagents provider this tool starts runs on (required unless helpers).'),
-    helpers: Schema.boolean().default(false).description('Offer the agent definitions (ctx.agentDefinitions, @dsh/agent-definitions) as named helpers: one tool, the model picks a helper by name, each definition picks its provider, model, tools and instructions.'),
+    helpers: Schema.boolean().default(false).description('Offer the agent definitions (ctx.agentDefinitions, @dsh/agent-definitions) as named helpers: one tool, the model picks a helper by name, each definition picks its provider, model, tools and instructions; a general child (agent: general, on provider, default spawn, with this tool\'s persona, toolFilter, model and workspace) is offered beside them.'),
+    helpersOnly: Schema.boolean().default(false).description('With helpers: offer the helpers alone, without the general child.'),
     toolName: Schema.string().pattern(/^[A-Za-z0-9_-]{1,64}$/).default('subagent').description('The model-facing tool name; distinct per instance.'),
     enableRunInBackground: Schema.boolean().default(true).description('Offer run_in_background in the schema.'),
     backgroundMode: Schema.union(['one-shot', 'continuable']).default('one-shot').description('run_in_background starts a one-shot task (collected with task_output) or a continuable child (its id returned at once, a notice at each settlement, more work with send_message).'),
@@ -138,7 +141,9 @@ export class SubagentToolPlugin {
       let found = false
       ctx.inject(['agentDefinitions'], (scoped) => {
         found = true
-        new HelperTool(scoped, config, this.reservation, this.subagents, scoped.agentDefinitions.list())
+        // The plain child stays beside the helpers unless the config says helpers only.
+        const general = config.helpersOnly ? undefined : generalChild({ ...config, provider: config.provider ?? 'spawn' })
+        new HelperTool(scoped, config, this.reservation, this.subagents, scoped.agentDefinitions.list(), general)
       })
       // Siblings start concurrently; still absent a moment later, nobody loaded the plugin.
       const timer = setTimeout(() => {

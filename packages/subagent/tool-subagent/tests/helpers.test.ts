@@ -62,6 +62,7 @@ describe('the helper tool over agent definitions', () => {
       [
         'Delegate a task to one of the helpers below: set agent to its name. Each helper is its own agent with its own instructions, tools and model; it does not see this conversation, so give it a complete brief, and it returns its final answer (unless tagged otherwise).',
         'Helpers:',
+        '- general: A general-purpose agent with your tools and model and no instructions of its own: for a task none of the other helpers fits.',
         '- planner: Plans the work. [sees this conversation]',
         '- reviewer: Reviews a change for bugs. [waits]',
         '[sees this conversation]: it already sees this conversation up to the call; tell it only what is new and what to return.',
@@ -71,7 +72,7 @@ describe('the helper tool over agent definitions', () => {
     )
     const schema = schemaOf(h)
     expect(Object.keys(schema.properties)).toEqual(['agent', 'description', 'prompt', 'run_in_background'])
-    expect(schema.properties.agent!.enum).toEqual(['planner', 'reviewer'])
+    expect(schema.properties.agent!.enum).toEqual(['general', 'planner', 'reviewer'])
     expect(JSON.stringify(schema)).not.toMatch(/provider|spawn|fork/)
     // Byte-stable: a provider event that changes nothing leaves the rendering as it was.
     const before = JSON.stringify({ description: tool.description, parameters: tool.parameters })
@@ -148,8 +149,49 @@ describe('the helper tool over agent definitions', () => {
     define('fine', 'description: Fine.', 'x')
     const h = await setup([{ reply: [{ text: 'x' }] }])
     h.ctx.subagents.registerProvider(remote([]))
-    await h.plugin(SubagentToolPlugin, { helpers: true })
+    await h.plugin(SubagentToolPlugin, { helpers: true, helpersOnly: true })
     expect(schemaOf(h).properties.agent!.enum).toEqual(['fine'])
+  })
+
+  it("keeps the general child beside the helpers: agent general starts a plain child on the tool's provider with the tool's persona and tool filter, naming no helper", async () => {
+    define('reviewer', 'description: Reviews.\ntools: [task_list]', 'You are the reviewer persona.')
+    const h = await setup([
+      { when: { prompt: '^count' }, reply: [{ text: 'three' }] },
+      { reply: [{ call: { tool: 'subagent', args: { agent: 'general', description: 'count', prompt: 'count the files' } } }, { text: 'done' }] },
+    ])
+    await h.plugin(SubagentToolPlugin, { helpers: true, persona: 'You are the plain child persona.', toolFilter: { allow: ['task_output'] } })
+    expect(schemaOf(h).properties.agent!.enum).toEqual(['general', 'reviewer'])
+    const parent = await h.agent()
+    expect((await parent.followup('go')).reason).toBe('completed')
+    const child = h.requests.find((request) => request.system.includes('plain child persona'))!
+    expect(child.tools.map((tool) => tool.name)).toEqual(['task_output'])
+    const results = parent.session.ownEvents().flatMap((event) => (event.type === 'tool/result' ? [event] : []))
+    expect(results.map((event) => textOf(event.result.content))).toEqual(['three'])
+    const stored = await h.ctx.sessions.listStored()
+    const children = stored.filter((header) => header.parentSession === parent.id)
+    expect(children.map((header) => [header.provider, header.helper])).toEqual([['spawn', undefined]])
+  })
+
+  it('offers the helpers alone with helpersOnly: true, and a call naming general is refused', async () => {
+    define('reviewer', 'description: Reviews.', 'You review.')
+    const h = await setup([{ reply: [{ call: { tool: 'subagent', args: { agent: 'general', description: 'count', prompt: 'count the files' } } }, { text: 'done' }] }])
+    await h.plugin(SubagentToolPlugin, { helpers: true, helpersOnly: true })
+    expect(schemaOf(h).properties.agent!.enum).toEqual(['reviewer'])
+    expect(h.ctx.tools.get('subagent')!.description).not.toContain('general')
+    const parent = await h.agent()
+    await parent.followup('go')
+    const results = parent.session.ownEvents().flatMap((event) => (event.type === 'tool/result' ? [event] : []))
+    // Refused by the tool's own schema: general is not among the values.
+    expect(results.map((event) => textOf(event.result.content))).toEqual([expect.stringMatching(/^invalid arguments for subagent: \/agent /)])
+    expect((await h.ctx.sessions.listStored()).filter((header) => header.parentSession === parent.id)).toEqual([])
+  })
+
+  it('a definition named general is the team\'s and takes the place of the built-in one', async () => {
+    define('general', 'description: Our own general helper.', 'You are our general persona.')
+    const h = await setup([{ reply: [{ text: 'x' }] }])
+    await h.plugin(SubagentToolPlugin, { helpers: true })
+    expect(schemaOf(h).properties.agent!.enum).toEqual(['general'])
+    expect(h.ctx.tools.get('subagent')!.description).toContain('- general: Our own general helper.')
   })
 
   it('a helper set to always run in the background returns a task id', async () => {
