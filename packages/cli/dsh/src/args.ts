@@ -7,7 +7,7 @@
 import { parseArgs, type ParseArgsConfig } from 'node:util'
 import { UsageError } from './errors.js'
 
-export type Verb = 'run' | 'demo' | 'acp' | 'a2a' | 'worker' | 'ui' | 'sessions' | 'config' | 'agents' | 'workspaces' | 'trust'
+export type Verb = 'run' | 'chat' | 'demo' | 'acp' | 'a2a' | 'worker' | 'ui' | 'sessions' | 'config' | 'agents' | 'workspaces' | 'trust'
 
 const MODEL_SPECS = `model specs: scripted:PATH (keyless, plays a script), deepseek:MODEL (DEEPSEEK_API_KEY),
              openai:MODEL (OPENAI_API_KEY), anthropic:MODEL (ANTHROPIC_API_KEY), replay:DIR (keyless, plays a --record DIR),
@@ -31,6 +31,12 @@ export const VERB_USAGE: Record<Verb, string> = {
       each call, allow runs them, reject (the default otherwise) refuses them; --ui serves
       the run's page on loopback (its URL, with its token, on stderr), where the tree shows
       live and, unless --permission is given, approval requests are answered`,
+  chat: `chat [--config FILE] [--model SPEC] [--session-dir DIR] [--resume [ID]] [--permission ask|allow|reject] [--no-color]
+      an interactive session on a terminal (also dsh with no command, or only these options):
+      a prompt line with history, each answer streamed with its tool calls and live tree,
+      approvals asked inline, Ctrl-C cancels a turn, /help lists the slash commands
+      (/tree, /cost, /tasks, /agents, /model, /resume, /clear, /exit); --resume goes on
+      with a stored session (without ID the newest), which dsh run --resume also reaches`,
   demo: `demo [--session-dir DIR] [--quiet]
       a keyless tour: one parent delegating through every provider, then a summary`,
   acp: `acp [--config FILE] [--model SPEC] [--session-dir DIR] [--max-depth N] [--record DIR] [--verbose]
@@ -86,9 +92,9 @@ export const VERB_USAGE: Record<Verb, string> = {
       changes (a git pull); the list is $DSH_HOME/trusted-configs.json`,
 }
 
-const MODEL_VERBS: ReadonlySet<Verb> = new Set(['run', 'acp', 'a2a', 'worker', 'config', 'agents'])
+const MODEL_VERBS: ReadonlySet<Verb> = new Set(['run', 'chat', 'acp', 'a2a', 'worker', 'config', 'agents'])
 
-export const USAGE = `usage: dsh <command> [options]   (dsh <command> --help for one)
+export const USAGE = `usage: dsh <command> [options]   (dsh <command> --help for one; dsh alone on a terminal: dsh chat)
 
 commands:
 ${Object.values(VERB_USAGE)

@@ -26,6 +26,8 @@ async function main(argv: string[]): Promise<number> {
   switch (command) {
     case 'run':
       return runVerb(rest)
+    case 'chat':
+      return (await import('./commands/chat.js')).chatVerb(rest)
     case 'acp':
       return (await import('./acp.js')).acpVerb(rest)
     case 'a2a':
@@ -62,12 +64,17 @@ async function main(argv: string[]): Promise<number> {
       process.stdout.write(`${(createRequire(import.meta.url)('../package.json') as { version: string }).version}\n`)
       return 0
     case undefined:
+      // On a terminal, `dsh` alone opens a session; elsewhere it says how to use it, as before.
+      if (process.stdin.isTTY && process.stdout.isTTY) return (await import('./commands/chat.js')).chatVerb([])
+    // falls through
     case 'help':
     case '--help':
     case '-h':
       process.stdout.write(`${USAGE}\n`)
       return command === undefined ? 2 : 0
     default:
+      // Options and no command (`dsh --resume`, `dsh --model SPEC`): a session's.
+      if (command.startsWith('--')) return (await import('./commands/chat.js')).chatVerb(argv)
       process.stderr.write(`dsh: unknown command "${command}"\n${USAGE}\n`)
       return 2
   }

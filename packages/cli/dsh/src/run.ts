@@ -138,7 +138,7 @@ export function replayProblems(runtime: Composition): string[] {
 }
 
 /** The session `--resume` names, and the model it goes on with. */
-interface ResumeTarget {
+export interface ResumeTarget {
   id: string
   /** The model the session last ran on, when `--model` does not say otherwise and it recorded one. */
   model?: string
@@ -149,7 +149,7 @@ interface ResumeTarget {
  * on with the model it last ran on (the spec recorded with its last answer's usage), as a
  * user resuming a conversation expects; that model is checked as a start checks its own.
  */
-async function resumeTarget(runtime: Composition, wanted: string, explicitModel: string | undefined): Promise<ResumeTarget> {
+export async function resumeTarget(runtime: Composition, wanted: string, explicitModel: string | undefined): Promise<ResumeTarget> {
   const { sessions } = runtime.ctx
   // Judged before anything else, the model included: a session that cannot be resumed is
   // the problem to report. An exact id is read on its own; the other files (broken ones
