@@ -1,0 +1,5 @@
+export { FilesToolPlugin, FILE_TOOL_NAMES, type FilesToolConfig } from './plugin.js'
+export { FileToolError, type FileToolErrorCode } from './errors.js'
+export { ripgrepOnPath, type GrepEngine, type GrepArgs } from './grep.js'
+export { SKIPPED_DIRECTORIES } from './listing.js'
+export { FilesToolPlugin as default } from './plugin.js'
