@@ -22,6 +22,7 @@ const NEEDED = [
   { program: 'git', pkg: 'git', for: 'the workspaces tests and the CLI tests that make worktrees' },
   { program: 'pgrep', pkg: 'procps', for: "the CLI's background-child tests" },
   { program: 'ip', pkg: 'iproute2', for: "the queue's multi-host test, in network namespaces" },
+  { program: 'rg', pkg: 'ripgrep', for: "@dsh/tool-files' grep tests, which compare ripgrep with the built-in search" },
   { program: 'setsid', pkg: 'util-linux', for: 'the process-tree and provider tests that start a process in a session of its own' },
 ]
 

@@ -23,6 +23,7 @@ const EXPECTED = [
   ['tmux', 'tmux'],
   ['git', 'git'],
   ['pgrep', 'procps'],
+  ['rg', 'ripgrep'],
   ['setsid', 'util-linux'],
 ] as const
 
