@@ -2,6 +2,8 @@ import type { AgentCard, AgentSkill } from '@a2a-js/sdk'
 import { duplicateInterfacesForLegacy } from '@a2a-js/sdk/compat/v0_3'
 import { CONTEXTS_EXTENSION } from './contexts.js'
 
+/** Where the agent card is served: public, even with a token (`requireBearer`). */
+export const AGENT_CARD_PATH = '/.well-known/agent-card.json'
 /** Where the JSON-RPC endpoint is mounted under the server's base URL. */
 export const JSON_RPC_PATH = '/a2a/jsonrpc'
 /** Where the HTTP+JSON (REST) binding is mounted under the server's base URL. */
@@ -63,7 +65,9 @@ export function dshAgentCard(options: { publicUrl: string; version: string; name
     signatures: [],
   }
   if (options.bearer) {
-    card.securitySchemes = { bearer: { scheme: { $case: 'httpAuthSecurityScheme', value: { description: 'The token the worker was started with', scheme: 'Bearer', bearerFormat: '' } } } }
+    // The card is public: this is how a client learns that every other request needs the token.
+    card.securitySchemes = { bearer: { scheme: { $case: 'httpAuthSecurityScheme', value: { description: 'The token the worker was started with (dsh a2a serve --token-env NAME), on every request but the card', scheme: 'Bearer', bearerFormat: '' } } } }
+    card.securityRequirements = [{ schemes: { bearer: { list: [] } } }]
   }
   return card
 }

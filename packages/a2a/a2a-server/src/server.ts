@@ -1,8 +1,9 @@
 /**
  * A dsh agent behind the A2A protocol, on the official SDK's server classes: an agent
  * card at `/.well-known/agent-card.json`, JSON-RPC at `/a2a/jsonrpc`, tasks executed by
- * `DshAgentExecutor` (one dsh session per task). With a token every request must carry
- * it; without one the server listens on loopback only. A side effect the approval broker
+ * `DshAgentExecutor` (one dsh session per task). With a token every request but the
+ * card's must carry it (the card is public: it says so); without one the server listens on
+ * loopback only. A side effect the approval broker
  * leaves to ask is asked of the task's caller (`input-required`), unless `permission`
  * says the server decides alone.
  */
@@ -18,7 +19,7 @@ import { DEFAULT_MAX_DEPTH } from '@dsh/subagent'
 import { servedHostNames } from '@dsh/base'
 import { requireBearer, requireServedHost } from './auth.js'
 import { approverUserBuilder } from './approver.js'
-import { dshAgentCard, JSON_RPC_PATH, REST_PATH } from './card.js'
+import { AGENT_CARD_PATH, dshAgentCard, JSON_RPC_PATH, REST_PATH } from './card.js'
 import { restBindingConventions } from './rest-binding.js'
 import { helperSkill, skillHelpers } from './skills.js'
 import { A2aServerError } from './errors.js'
@@ -150,8 +151,8 @@ export async function serveA2a(ctx: Context, options: A2aServerOptions = {}): Pr
   // Before anything else, the card included: only requests addressed to this server (no DNS-rebinding page, no other page's Origin).
   let served: ReadonlySet<string> = new Set()
   app.use(requireServedHost(() => served))
-  // Every request, the card included, needs a token when there is one (the server's, or the approver's).
-  if (options.token) app.use(requireBearer(options.token, ...(options.approverToken === undefined ? [] : [options.approverToken])))
+  // Every request but the card's needs a token when there is one (the server's, or the approver's): the card is public, and says a token is needed.
+  if (options.token) app.use(requireBearer({ card: AGENT_CARD_PATH, jsonRpc: JSON_RPC_PATH, rest: REST_PATH }, options.token, ...(options.approverToken === undefined ? [] : [options.approverToken])))
 
   const http = createServer(app)
   await listen(http, host, options.port ?? 0)
@@ -166,7 +167,7 @@ export async function serveA2a(ctx: Context, options: A2aServerOptions = {}): Pr
   // The card is made once, at start: its Last-Modified is the start (with the ETag express
   // adds, a client can revalidate it with If-Modified-Since or If-None-Match and get 304).
   const cardModified = new Date(Math.floor(Date.now() / 1000) * 1000).toUTCString()
-  app.use('/.well-known/agent-card.json', (_request, response, next) => {
+  app.use(AGENT_CARD_PATH, (_request, response, next) => {
     response.setHeader('Last-Modified', cardModified)
     next()
   })
@@ -174,8 +175,8 @@ export async function serveA2a(ctx: Context, options: A2aServerOptions = {}): Pr
   // request, one without A2A-Version included, gets the 1.0 card (1.0 clients and the
   // conformance kit read the card without the header). It lists the 0.3 interfaces too.
   const legacyCard = legacyAgentCardRouter({ agentCardProvider: requestHandler })
-  app.use('/.well-known/agent-card.json', (request, response, next) => (asksForLegacy(request.get('a2a-version')) ? legacyCard(request, response, next) : next()))
-  app.use('/.well-known/agent-card.json', agentCardHandler({ agentCardProvider: requestHandler }))
+  app.use(AGENT_CARD_PATH, (request, response, next) => (asksForLegacy(request.get('a2a-version')) ? legacyCard(request, response, next) : next()))
+  app.use(AGENT_CARD_PATH, agentCardHandler({ agentCardProvider: requestHandler }))
   // Who sent a message (the approver, or anyone else) reaches the request handler as the call's user.
   const userBuilder = approverUserBuilder(options.approverToken)
   // 0.3 clients (A2A-Version 0.3, or none) are served by the SDK's compatibility layer over the same request handler.

@@ -200,14 +200,24 @@ describe('dsh a2a server driven by the SDK client', () => {
 })
 
 describe('dsh a2a server access', () => {
-  it('with a token, a request without it or with a wrong one gets 401 and the right one is served', async () => {
+  it('with a token, the card is public and declares the bearer scheme; a task without the token or with a wrong one is refused with 401, the SDK client saying why on either binding; the right one is served', async () => {
     const w = await worker([{ reply: [{ text: 'authorised' }] }], { token: 's3cret' })
-    const card = `${w.server.url}/.well-known/agent-card.json`
-    expect((await fetch(card)).status).toBe(401)
-    const wrong = await fetch(card, { headers: { Authorization: 'Bearer nope' } })
-    expect(wrong.status).toBe(401)
-    expect(((await wrong.json()) as { error: string }).error).toMatch(/bearer token is wrong/)
-    await expect(sdkClient(w.server.url, 'nope')).rejects.toThrow(/401/)
+    const card = await fetch(`${w.server.url}/.well-known/agent-card.json`)
+    expect(card.status).toBe(200)
+    const body = (await card.json()) as { securitySchemes: Record<string, unknown>; securityRequirements: Array<{ schemes: Record<string, unknown> }> }
+    // An HTTP authentication scheme, Bearer (as the SDK serves the card's scheme union).
+    expect(JSON.stringify(body.securitySchemes.bearer)).toMatch(/"httpAuthSecurityScheme".*"scheme":"Bearer"/)
+    expect(body.securityRequirements.map((requirement) => Object.keys(requirement.schemes))).toEqual([['bearer']])
+    // The card is read without the token; the message is what is refused, and the client says why, not "An unexpected error occurred.".
+    await expect(streamAll(await sdkClient(w.server.url), userMessage('hi'))).rejects.toThrow(/^401 Unauthorized: the request has no Authorization header; send Authorization: Bearer <token>/)
+    await expect(streamAll(await sdkClient(w.server.url, 'nope'), userMessage('hi'))).rejects.toThrow(/^401 Unauthorized: the bearer token is wrong/)
+    await expect((await sdkClient(w.server.url, 'nope')).sendMessage({ tenant: '', message: userMessage('hi'), configuration: undefined, metadata: undefined })).rejects.toThrow(/^401 Unauthorized: the bearer token is wrong/)
+    await expect(streamAll(await sdkClient(w.server.url, 'nope', 'rest'), userMessage('hi'))).rejects.toThrow(/401 Unauthorized: the bearer token is wrong/)
+    const raw = await fetch(`${w.server.url}${JSON_RPC_PATH}`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: 'Bearer nope' }, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'SendMessage', params: {} }) })
+    expect(raw.status).toBe(401)
+    expect(raw.headers.get('www-authenticate')).toBe('Bearer')
+    expect(((await raw.json()) as { error: { message: string } }).error.message).toMatch(/bearer token is wrong/)
+    expect(w.sessions).toHaveLength(0)
     const client = await sdkClient(w.server.url, 's3cret')
     expect(artifactText(await streamAll(client, userMessage('hi')), 'answer')).toBe('authorised')
     expect(w.sessions).toHaveLength(1)
@@ -215,12 +225,13 @@ describe('dsh a2a server access', () => {
 
   it('the Bearer scheme name is case-insensitive', async () => {
     const w = await worker([{ reply: [{ text: 'unused' }] }], { token: 's3cret' })
-    const card = `${w.server.url}/.well-known/agent-card.json`
-    expect((await fetch(card, { headers: { Authorization: 'bearer s3cret' } })).status).toBe(200)
-    expect((await fetch(card, { headers: { Authorization: 'BEARER s3cret' } })).status).toBe(200)
-    const basic = await fetch(card, { headers: { Authorization: 'Basic s3cret' } })
+    const { port } = new URL(w.server.url)
+    const getTask = (authorization: string) => rawRequest(w.server.url, JSON_RPC_PATH, 'POST', { host: `127.0.0.1:${port}`, 'content-type': 'application/json', 'a2a-version': '1.0', authorization }, JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'GetTask', params: { id: 'no-such-task' } }))
+    expect((await getTask('bearer s3cret')).status).toBe(200)
+    expect((await getTask('BEARER s3cret')).status).toBe(200)
+    const basic = await getTask('Basic s3cret')
     expect(basic.status).toBe(401)
-    expect(((await basic.json()) as { error: string }).error).toMatch(/does not use the Bearer scheme/)
+    expect(JSON.parse(basic.body).error.message).toMatch(/does not use the Bearer scheme/)
   })
 
   it('a request addressed by another name (a DNS-rebinding page) or sent from another page (Origin) is refused with 403 before any task exists; the loopback names are served', async () => {

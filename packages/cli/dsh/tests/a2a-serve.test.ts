@@ -56,9 +56,13 @@ describe('dsh a2a serve', () => {
     expect(byParent.stdout).toMatch(expected)
   })
 
-  it('with --token-env, a request without the token gets 401 and the SDK client with it is served', async () => {
+  it('with --token-env, the card is public and names the bearer scheme, a task without the token gets 401 saying so, and the SDK client with it is served', async () => {
     const served = await serve(['--model', 'scripted:examples/acp-child.yml', '--session-dir', tempDir(), '--token-env', 'A2A_TEST_TOKEN'], { A2A_TEST_TOKEN: 'tok-123' })
-    expect((await fetch(`${served.url}/.well-known/agent-card.json`)).status).toBe(401)
+    const card = await fetch(`${served.url}/.well-known/agent-card.json`)
+    expect(card.status).toBe(200)
+    expect(JSON.stringify(((await card.json()) as { securitySchemes: unknown }).securitySchemes)).toContain('"scheme":"Bearer"')
+    const anonymous = (await sdkClient(served.url)).sendMessageStream(message('capital of France?'))
+    await expect(anonymous.next()).rejects.toThrow(/^401 Unauthorized: the request has no Authorization header/)
     const client = await sdkClient(served.url, 'tok-123')
     const events: StreamResponse[] = []
     for await (const event of client.sendMessageStream(message('capital of France?'))) events.push(event)

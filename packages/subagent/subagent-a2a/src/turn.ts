@@ -33,6 +33,7 @@ import { answerMessage, approvalAsk, readWorkerApproval, type A2aApprovalScope, 
 import { A2aProgressReader } from './progress.js'
 import { stopReasonOfTaskState, taskStateName } from './task-state.js'
 import { CANCEL_GRACE_MS, CONNECT_TIMEOUT_MS, type A2aChild, type A2aConversation } from './worker.js'
+import { isTokenRefused } from './worker-pool.js'
 
 /** Where a run is; every diagnostic names it. */
 export type A2aStage = 'agent card' | 'message/stream' | 'task'
@@ -150,7 +151,8 @@ export class A2aTurn implements RemoteTurn<A2aChild> {
         this.worker.markUnreachable()
         return this.unanswered(`did not answer at stage ${this.run.stage}: ${reason}; it is skipped for the next runs`)
       }
-      if (/\b401\b/.test(reason)) return this.unanswered(this.refusedToken(reason))
+      // The provider's fetch saw the 401 (`TokenRefused`), whatever the SDK made of its body; a message naming 401 from elsewhere too.
+      if (isTokenRefused(error) || /\b401\b/.test(reason)) return this.unanswered(this.refusedToken(reason))
       return this.unanswered(`refused the run at stage ${this.run.stage}: ${reason}`)
     } finally {
       clearTimeout(timer)

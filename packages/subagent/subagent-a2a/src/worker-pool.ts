@@ -52,7 +52,7 @@ export class WorkerPool {
   private turn = 0
 
   constructor(urls: readonly string[], token: string | undefined) {
-    this.workers = urls.map((url) => new Worker(url, token === undefined ? fetch : withBearer(token, new URL(url).origin)))
+    this.workers = urls.map((url) => new Worker(url, refusingUnauthorized(token === undefined ? fetch : withBearer(token, new URL(url).origin))))
   }
 
   /** The least busy answering worker (ties in turn); it counts the run until `release`. */
@@ -98,4 +98,81 @@ function withBearer(token: string, origin: string): typeof fetch {
     headers.set('Authorization', `Bearer ${token}`)
     return fetch(input, { ...init, headers })
   }
+}
+
+/** The most of a 401's body read for its reason. */
+const REFUSAL_BODY_BYTES = 4096
+/** The most of that reason repeated in the run's diagnostic. */
+const REFUSAL_DETAIL_CHARS = 300
+
+/**
+ * A 401 answer, read off the HTTP status by the provider's own fetch. The SDK's client
+ * reads a refusal's body for a JSON-RPC error and reports one it cannot read (a worker that
+ * answers `{"error": "…"}`, or nothing) as "An unexpected error occurred.", losing the
+ * status; this keeps it, so the run says the token was refused whatever the worker's body.
+ */
+export class TokenRefused extends Error {
+  constructor(
+    readonly url: string,
+    readonly detail: string,
+  ) {
+    super(`401 Unauthorized from ${url}${detail ? `: ${detail}` : ''}`)
+    this.name = 'TokenRefused'
+  }
+}
+
+/** Whether `error`, or one of its causes, is a `TokenRefused`. */
+export function isTokenRefused(error: unknown): boolean {
+  for (let current: unknown = error, depth = 0; current instanceof Error && depth < 5; current = current.cause, depth++) {
+    if (current instanceof TokenRefused) return true
+  }
+  return false
+}
+
+/** `fetch` that turns a 401 answer into `TokenRefused`, with what its body says (bounded). */
+function refusingUnauthorized(inner: typeof fetch): typeof fetch {
+  return async (input, init) => {
+    const response = await inner(input, init)
+    if (response.status !== 401) return response
+    const url = input instanceof Request ? input.url : String(input)
+    throw new TokenRefused(url.split('?', 1)[0]!, reasonOf(await headOf(response)))
+  }
+}
+
+/** The first `REFUSAL_BODY_BYTES` of a body, as text; the rest is not read. */
+async function headOf(response: Response): Promise<string> {
+  const reader = response.body?.getReader()
+  if (!reader) return ''
+  const chunks: Uint8Array[] = []
+  let size = 0
+  try {
+    while (size < REFUSAL_BODY_BYTES) {
+      const { done, value } = await reader.read()
+      if (done) break
+      chunks.push(value)
+      size += value.length
+    }
+  } catch {
+    // A body cut short says what it said so far.
+  } finally {
+    void reader.cancel().catch(() => undefined)
+  }
+  return Buffer.concat(chunks).subarray(0, REFUSAL_BODY_BYTES).toString('utf8')
+}
+
+/** A refusal body's reason: a JSON-RPC error's message, an `error` string or object's message, else the text; one line, bounded. */
+function reasonOf(body: string): string {
+  let reason = body
+  try {
+    const parsed = JSON.parse(body) as { error?: unknown; message?: unknown }
+    const error = parsed.error
+    if (typeof error === 'string') reason = error
+    else if (typeof error === 'object' && error !== null && typeof (error as { message?: unknown }).message === 'string') reason = (error as { message: string }).message
+    else if (typeof parsed.message === 'string') reason = parsed.message
+  } catch {
+    // Not JSON: the text itself.
+  }
+  // eslint-disable-next-line no-control-regex -- a worker's bytes must not drive the parent's terminal
+  const line = reason.replace(/[\s\u0000-\u001f\u007f-\u009f]+/g, ' ').trim()
+  return line.length > REFUSAL_DETAIL_CHARS ? `${line.slice(0, REFUSAL_DETAIL_CHARS)}…` : line
 }

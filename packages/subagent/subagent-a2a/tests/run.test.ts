@@ -123,14 +123,14 @@ describe('a2a provider against dsh workers', () => {
     expect(w.sessions[0]!.events().some((event) => event.type === 'turn/end' && event.reason === 'aborted')).toBe(true)
   })
 
-  it('the bearer token comes from tokenEnv; a wrong one ends the run error naming 401 and the worker keeps serving', async () => {
+  it('the bearer token comes from tokenEnv; a wrong one ends the run error naming 401 at the message (the card is public) and the worker keeps serving', async () => {
     const w = await worker([{ reply: [{ text: 'served' }] }], { token: 'right-token' })
     process.env.DSH_TEST_A2A_RIGHT = 'right-token'
     process.env.DSH_TEST_A2A_WRONG = 'wrong-token'
     const wrong = await parent({ urls: [w.server.url], tokenEnv: 'DSH_TEST_A2A_WRONG' })
     const refused = await (await wrong.harness.ctx.subagents.start('a2a', wrong.request('hi'))).result
     expect(refused.stopReason).toBe('error')
-    expect(refused.diagnostic).toMatch(/refused the token \(401 Unauthorized\) at stage agent card; check that DSH_TEST_A2A_WRONG \(tokenEnv\) holds the token/)
+    expect(refused.diagnostic).toMatch(/refused the token \(401 Unauthorized\) at stage message\/stream; check that DSH_TEST_A2A_WRONG \(tokenEnv\) holds the token .*\(401 Unauthorized from http:\/\/127\.0\.0\.1:\d+\/a2a\/jsonrpc: 401 Unauthorized: the bearer token is wrong/)
     const right = await parent({ urls: [w.server.url], tokenEnv: 'DSH_TEST_A2A_RIGHT' })
     const served = await (await right.harness.ctx.subagents.start('a2a', right.request('hi'))).result
     expect(served.stopReason).toBe('completed')
@@ -165,6 +165,34 @@ describe('a2a provider against dsh workers', () => {
     expect(seenAtWorker).toEqual(['Bearer origin-bound-token'])
     expect(seenElsewhere.length).toBeGreaterThan(0)
     expect(seenElsewhere.every((header) => header === undefined)).toBe(true)
+  })
+
+  it('a worker whose card is public and whose message endpoint answers 401 in a body the SDK cannot read (not a JSON-RPC error) still ends the run saying the token was refused, at the stage it was, with its reason', async () => {
+    const app = express()
+    app.get('/.well-known/agent-card.json', (_request, response) => {
+      response.json({
+        name: 'guarded', description: 'a public card, tasks behind a token', version: '1.0.0',
+        supportedInterfaces: [{ url: `${guarded.url}/rpc`, protocolBinding: 'JSONRPC', tenant: '', protocolVersion: '1.0' }],
+        capabilities: { streaming: true, pushNotifications: false, extensions: [] },
+        securitySchemes: {}, securityRequirements: [], defaultInputModes: ['text/plain'], defaultOutputModes: ['text/plain'], skills: [], signatures: [],
+      })
+    })
+    app.post('/rpc', (_request, response) => void response.status(401).json({ error: 'that token is not one of ours \u001b[31m' }))
+    const guarded = track(await listenOnLoopback(app))
+    process.env.DSH_TEST_A2A_GUARDED = 'not-ours'
+    const p = await parent({ urls: [guarded.url], tokenEnv: 'DSH_TEST_A2A_GUARDED' })
+    const refused = await (await p.harness.ctx.subagents.start('a2a', p.request('hi'))).result
+    expect(refused.stopReason).toBe('error')
+    expect(refused.diagnostic).toBe(
+      `the A2A worker ${guarded.url} refused the token (401 Unauthorized) at stage message/stream; check that DSH_TEST_A2A_GUARDED (tokenEnv) holds the token the worker was started with (dsh a2a serve --token-env NAME) (401 Unauthorized from ${guarded.url}/rpc: that token is not one of ours [31m)`,
+    )
+    // A card that itself needs the token is refused at that stage, and says so the same way.
+    const closed = express()
+    closed.use((_request, response) => void response.status(401).send(''))
+    const cardBehindToken = track(await listenOnLoopback(closed))
+    const q = await parent({ urls: [cardBehindToken.url], tokenEnv: 'DSH_TEST_A2A_GUARDED' })
+    const atCard = await (await q.harness.ctx.subagents.start('a2a', q.request('hi'))).result
+    expect(atCard.diagnostic).toMatch(/refused the token \(401 Unauthorized\) at stage agent card; check that DSH_TEST_A2A_GUARDED \(tokenEnv\)/)
   })
 
   it('a traced delegation sends the trace context as W3C headers and as root keys of the message metadata', async () => {
