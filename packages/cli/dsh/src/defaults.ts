@@ -45,6 +45,8 @@ export function defaultEntries(options: CommandLineSettings): PluginEntry[] {
     { id: 'tool-tasks', name: '@dsh/tool-tasks' },
     { id: 'bash', name: '@dsh/bash' },
     { id: 'tool-bash', name: '@dsh/tool-bash' },
+    // read, write, edit, glob, grep, ls: confined to each agent's cwd; write and edit go to the broker.
+    { id: 'tool-files', name: '@dsh/tool-files' },
     ...tracingEntries(),
   ]
   return entries

@@ -39,6 +39,7 @@ export const shippedPlugins: Readonly<Record<string, () => Promise<unknown>>> = 
   '@dsh/tool-tasks': () => import('@dsh/tool-tasks'),
   '@dsh/bash': () => import('@dsh/bash'),
   '@dsh/tool-bash': () => import('@dsh/tool-bash'),
+  '@dsh/tool-files': () => import('@dsh/tool-files'),
   '@dsh/tracing': () => import('@dsh/tracing'),
   '@dsh/workspaces': () => import('@dsh/workspaces'),
   '@dsh/tool-workspace': () => import('@dsh/tool-workspace'),
