@@ -26,7 +26,7 @@ let full = false
 let unreadable = 0
 let visited = 0
 let walkStopped = false
-const cut = (line) => (line.length <= job.maxLineChars ? line : line.slice(0, job.maxLineChars) + '… (line cut at ' + job.maxLineChars + ' characters)')
+const cut = (line) => (line.length <= job.maxLineChars ? line : line.slice(0, job.maxLineChars) + '\u2026 (line cut at ' + job.maxLineChars + ' characters)')
 function emit(text) {
   if (out.length + text.length + 1 > job.maxOutputChars) { full = true; return }
   out += text + '\n'
