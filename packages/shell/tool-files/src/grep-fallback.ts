@@ -10,14 +10,16 @@ import type { GrepJob } from './grep-job.js'
  * and a walk and a match in JavaScript (see the README's figures).
  *
  * The worker's code is this string, not a file beside the module, so the bundled CLI (one
- * file) needs nothing on disk. It mirrors ripgrep's output (`path:line:text`, `path-line-text`
+ * file) needs nothing on disk; it imports what it uses, so it runs whether Node evaluates
+ * it as CommonJS or (under `--input-type=module`, which a worker inherits) as a module. It mirrors ripgrep's output (`path:line:text`, `path-line-text`
  * for context, `--` between groups; `path` / `path:count` in the other modes) and order
  * (each directory's entries by name), so the model reads one format whichever searched.
  */
 const WORKER_SOURCE = String.raw`
-const { parentPort, workerData: job } = require('node:worker_threads')
-const fs = require('node:fs')
-const path = require('node:path')
+(async () => {
+const { parentPort, workerData: job } = await import('node:worker_threads')
+const fs = await import('node:fs')
+const path = await import('node:path')
 const regexp = new RegExp(job.regex, job.ignoreCase ? 'i' : '')
 const filters = job.globs.map((glob) => new RegExp(glob.regexp))
 const namedOnly = job.globs.map((glob) => glob.nameOnly)
@@ -90,6 +92,7 @@ const start = fs.statSync(job.start)
 if (start.isDirectory()) walk(job.start, '')
 else search(job.start, job.shownPrefix.replace(/\/$/, ''))
 parentPort.postMessage({ out, full, unreadable, walkStopped })
+})()
 `
 
 export interface FallbackResult {
