@@ -2,7 +2,6 @@
 import { createRequire } from 'node:module'
 import { asksForHelp, isVerb, parseVerbArgs, USAGE, verbUsage } from './args.js'
 import { configCheck } from './commands/config.js'
-import { sessionsCommand } from './commands/sessions.js'
 import { UsageError } from './errors.js'
 import { reportFailure } from './exit.js'
 import { exitWhenWritten } from './finish.js'
@@ -41,7 +40,7 @@ async function main(argv: string[]): Promise<number> {
     case 'sessions': {
       const { values, positionals } = parseVerbArgs('sessions', { args: rest, allowPositionals: true, options: { ...COMMON, usage: { type: 'boolean', default: false }, endpoint: { type: 'string' } } })
       const [verb, ...args] = positionals
-      return sessionsCommand(verb, args, { sessionDir: values['session-dir'], config: values.config, usage: values.usage, verbose: values.verbose, ...(values.endpoint !== undefined && { endpoint: values.endpoint }) })
+      return (await import('./commands/sessions.js')).sessionsCommand(verb, args, { sessionDir: values['session-dir'], config: values.config, usage: values.usage, verbose: values.verbose, ...(values.endpoint !== undefined && { endpoint: values.endpoint }) })
     }
     case 'config': {
       const { values, positionals } = parseVerbArgs('config', { args: rest, allowPositionals: true, options: { ...COMMON, prompt: { type: 'boolean', default: false } } })

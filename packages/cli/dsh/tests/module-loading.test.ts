@@ -93,11 +93,20 @@ describe('what dsh loads', () => {
     expect(packages).toContain('@dsh/llm-anthropic')
     expect([...packages].filter((name) => [...OPTIONAL, '@agentclientprotocol/sdk', '@dsh/acp-server', '@dsh/subagent-acp'].includes(name) || isOpenTelemetry(name))).toEqual([])
     expect(modules.filter((path) => path.startsWith('packages/cli/dsh/dist/commands/'))).toEqual([])
+    // The interactive session (dsh chat: its line editor, history, slash commands) is that verb's alone.
+    expect(modules.filter((path) => path.startsWith('packages/cli/dsh/dist/chat/'))).toEqual([])
     // No agents directory and no config naming it: agent definitions cost nothing.
     expect(packages).not.toContain('@dsh/agent-definitions')
     // Tools register with a pre-generated schema check; ajv loads only when a tool is first called.
     expect(packages).toContain('@dsh/tools')
     expect(packages).not.toContain('ajv')
+  })
+
+  it('dsh chat loads its session modules (the check above can see them), and in a pipe says it needs a terminal', async () => {
+    const { result, modules } = await loadedBy(['chat', '--model', 'scripted:examples/hello.yml', '--session-dir', tempDir()])
+    expect(result.code).toBe(2)
+    expect(result.stderr).toContain('dsh chat: a session needs a terminal')
+    expect(modules).toContain('packages/cli/dsh/dist/chat/session.js')
   })
 
   it('a run whose model calls a tool loads ajv for that call', async () => {

@@ -63,7 +63,7 @@ export interface LineEditorOptions {
 /** Who gets the keys now. */
 type Mode =
   | { kind: 'idle' }
-  | { kind: 'reading'; typed(text: string): void; pasted(text: string, bytes: number): void }
+  | { kind: 'reading'; typed(text: string): void; pasted(text: string, bytes: number, bracketed: boolean): void }
   | { kind: 'turn'; interrupt(): void }
   | { kind: 'aside' }
 
@@ -158,14 +158,15 @@ export class LineEditor {
         dropping = false
         // Alt-Enter: a new line without sending, as a trailing backslash does.
         const keysText = text.replaceAll('\x1b\r', '\\\r')
-        if (rl.line.length + keysText.length > EDITOR_LINE_LIMIT) return pasted(keysText, Buffer.byteLength(keysText))
+        if (rl.line.length + keysText.length > EDITOR_LINE_LIMIT) return pasted(keysText, Buffer.byteLength(keysText), false)
         keys.write(keysText)
       }
-      const pasted = (text: string, bytes: number) => {
+      const pasted = (text: string, bytes: number, bracketed: boolean) => {
           if (dropping) return
           if (pendingBytes() + bytes > this.maxBytes) {
             refuse(pendingBytes() + bytes)
-            dropping = this.paste === undefined
+            // A bracketed paste was refused whole; the rest of one that was not is still arriving.
+            dropping = !bracketed
             return
           }
           const clean = pastedText(text)
@@ -178,7 +179,8 @@ export class LineEditor {
           clearEditor()
           lines.push(...pieces)
           const shown = pieces.slice(0, PASTE_LINES_SHOWN).map((piece, index) => `${index === 0 && first ? PROMPT : CONTINUATION}${truncateColumns(printable(piece), width() - 2)}`)
-          if (pieces.length > PASTE_LINES_SHOWN) shown.push(palette.paint('dim', `  [${pieces.length - PASTE_LINES_SHOWN} more pasted lines; ${sizeOf(pendingBytes())} in all]`))
+          const more = pieces.length - PASTE_LINES_SHOWN
+          if (more > 0) shown.push(palette.paint('dim', `  [${more} more pasted ${more === 1 ? 'line' : 'lines'}; ${sizeOf(pendingBytes())} in all]`))
           output.write(`\r\x1b[K${shown.join('\n')}\n`)
           rl.setPrompt(CONTINUATION)
           rl.prompt()
@@ -251,13 +253,13 @@ export class LineEditor {
         const { text: pasted, bytes } = this.paste
         this.paste = undefined
         rest = rest.slice(end + PASTE_END.length)
-        mode.pasted(pasted, bytes)
+        mode.pasted(pasted, bytes, true)
         continue
       }
       const start = rest.indexOf(PASTE_START)
       const typed = start < 0 ? rest : rest.slice(0, start)
       if (typed) {
-        if (looksPasted(typed)) mode.pasted(typed, Buffer.byteLength(typed))
+        if (looksPasted(typed)) mode.pasted(typed, Buffer.byteLength(typed), false)
         else mode.typed(typed)
       }
       if (start < 0) return
