@@ -268,13 +268,15 @@ function normalisedSessions(sessionDir: string, scenarioDir: string): { logs: Re
   return { logs, ids }
 }
 
-/** Times are not part of behaviour: every `ts` and `createdAt` becomes 0 / a fixed date. */
+/** Times are not part of behaviour: every `ts`, `at` and `createdAt` becomes 0 / a fixed date. */
 function normaliseValue(value: unknown): unknown {
   if (Array.isArray(value)) return value.map(normaliseValue)
   if (!isRecord(value)) return value
   const out: Record<string, unknown> = {}
   for (const [key, inner] of Object.entries(value)) {
     if (key === 'ts' && typeof inner === 'number') out[key] = 0
+    // When a side effect was decided (a tool result's permission, an approval event).
+    else if (key === 'at' && typeof inner === 'number') out[key] = 0
     else if (key === 'createdAt' && typeof inner === 'string') out[key] = '<time>'
     else if (key === 'cwd' && typeof inner === 'string') out[key] = '<cwd>'
     // A remote child's own id (a Codex thread, a Claude Code session) is minted afresh by each run.
