@@ -1,6 +1,7 @@
 import { existsSync, readdirSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
+import { budgetRefusals } from './budget-refusals.js'
 import { repoRoot, runDsh, tempDir } from './cli.js'
 
 const config = join(repoRoot, 'examples/delegate.yml')
@@ -34,6 +35,23 @@ describe('dsh sessions', () => {
     expect(lines).toHaveLength(3)
     expect(lines[0]).toMatch(/^\S+ {2}cli "review the plan" {2}completed$/)
     expect(lines.slice(1).join('\n')).toMatch(/^├─ \S+ {2}spawn "find risks" {2}completed\n└─ \S+ {2}fork "propose a fix" {2}completed/)
+  })
+
+  it('tree and list show the children a budget refused before they started, foreground and background, each on a line saying not started and why', async () => {
+    const dir = tempDir()
+    const { config, script } = budgetRefusals(dir)
+    const run = await runDsh(['run', '--quiet', '--config', config, '--model', `scripted:${script}`, '--session-dir', join(dir, 'sessions'), 'go'], { cwd: dir })
+    expect(run.code, run.stderr).toBe(0)
+    const tree = await runDsh(['sessions', 'tree', '--session-dir', join(dir, 'sessions')])
+    expect(tree.code).toBe(0)
+    const lines = tree.stdout.trim().split('\n')
+    expect(lines).toHaveLength(4)
+    expect(lines[0]).toMatch(/^\S+ {2}cli "go" {2}completed$/)
+    expect(lines[1]).toMatch(/^├─ \S+ {2}spawn "first" {2}completed$/)
+    expect(lines[2]).toMatch(/^├─ call \S+ {2}subagent "refused" {2}not started: budget: the delegation tree's children budget of 1 is spent/)
+    expect(lines[3]).toMatch(/^└─ subagent-1 {2}subagent "too late" {2}not started: budget: the delegation tree's children budget of 1 is spent/)
+    const list = await runDsh(['sessions', 'list', '--session-dir', join(dir, 'sessions')])
+    expect(list.stdout).toMatch(/ 3 children {2}go\n$/)
   })
 
   it('show prints a readable transcript with tool calls and results', async () => {

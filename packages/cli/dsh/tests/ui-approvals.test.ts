@@ -256,7 +256,7 @@ describe('dsh run --ui: the page answers approvals', () => {
 })
 
 describe('dsh ui: what budgets add', () => {
-  it('a child a budget stopped and one it kept from starting are shown as stopped by budget, with the diagnostic', async () => {
+  it('a child a budget stopped is shown as stopped by budget and one it kept from starting as not started, each with the diagnostic', async () => {
     const work = tempDir()
     const sessions = join(work, 'sessions')
     mkdirSync(sessions)
@@ -290,7 +290,8 @@ describe('dsh ui: what budgets add', () => {
     const spender = page.locator('.node[data-state="stopped-by-budget"]', { hasText: '"spender"' })
     await spender.waitFor({ timeout: 20_000 })
     await expect(spender.locator('[data-diagnostic]').textContent()).resolves.toMatch(/^budget: the delegation tree's output-token budget of 30 is spent/)
-    const late = page.locator('.node[data-state="stopped-by-budget"]', { hasText: '"too late"' })
+    // Kept from starting: not started, saying which budget (a child it stopped after it started is stopped by budget).
+    const late = page.locator('.node[data-state="not-started"]', { hasText: '"too late"' })
     await late.waitFor()
     await expect(late.textContent()).resolves.toContain('task subagent-1')
     await expect(late.locator('[data-diagnostic]').textContent()).resolves.toMatch(/^budget: .*no more children start/)

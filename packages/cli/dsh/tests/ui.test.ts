@@ -9,6 +9,7 @@ import { existsSync, mkdirSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
 import { chromium, type Browser } from 'playwright-core'
+import { budgetRefusals } from './budget-refusals.js'
 import { dshBin, repoRoot, runDsh, tempDir } from './cli.js'
 import { until } from './processes.js'
 
@@ -136,6 +137,49 @@ describe('dsh ui', () => {
     expect(await page.evaluate(() => (window as unknown as { pwned?: number }).pwned)).toBeUndefined()
     expect(await page.locator('.entry b', { hasText: 'bold' }).count()).toBe(0)
   }, 120_000)
+
+  it('lists each run by its prompt (shown as text), links each run to an address the page opens, labels each bar, and shows the children a budget kept from starting as not started', async () => {
+    const dir = tempDir()
+    const sessions = join(dir, 'sessions')
+    const { config, script } = budgetRefusals(dir)
+    const prompt = 'review <img src=x onerror="window.pwned=1"> \u001b[31mnow\nthe second line is not shown'
+    const refusals = await runDsh(['run', '--quiet', '--config', config, '--model', `scripted:${script}`, '--session-dir', sessions, prompt], { cwd: dir })
+    expect(refusals.code, refusals.stderr).toBe(0)
+    // A newer run, so the address, not the list's order, decides which run is open.
+    expect((await runDsh(['run', '--quiet', '--model', 'scripted:examples/hello.yml', '--session-dir', sessions, 'hello'])).code).toBe(0)
+    const url = await startUi(sessions)
+    const { runs } = (await (await fetch(`${new URL(url).origin}/api/runs${new URL(url).search}`)).json()) as { runs: Array<{ id: string; prompt: string }> }
+    const budgeted = runs.find((run) => run.prompt.startsWith('review'))!.id
+    const hello = runs.find((run) => run.prompt === 'hello')!.id
+
+    const page = await (await launch()).newPage()
+    await page.goto(`${url}#run=${encodeURIComponent(budgeted)}`)
+    // Opened at the run's address: its tree, with the two children that never started and why.
+    const refused = page.locator('.node[data-state="not-started"]', { hasText: '"refused"' })
+    await refused.waitFor({ timeout: 20_000 })
+    await expect(refused.locator('.state').textContent()).resolves.toBe('not started')
+    await expect(refused.locator('[data-diagnostic]').textContent()).resolves.toMatch(/^budget: the delegation tree's children budget of 1 is spent/)
+    await expect(page.locator('.node[data-state="not-started"]', { hasText: '"too late"' }).locator('[data-diagnostic]').textContent()).resolves.toMatch(/^budget: /)
+    expect(await page.locator('.node').count()).toBe(4)
+    // Each bar says whose it is and how it stands.
+    expect(await page.locator('[data-bar-label]').allTextContents()).toEqual(['root · completed', '"first" · completed', '"refused" · not started', '"too late" · not started'])
+    // The list shows the prompt's first line as text: no element made of it, its escape shown as a symbol.
+    const entry = page.locator(`.run[data-run="${budgeted}"]`)
+    await expect(entry.locator('[data-prompt]').textContent()).resolves.toBe('review <img src=x onerror="window.pwned=1"> \u241b[31mnow')
+    await expect(entry.textContent()).resolves.toContain('3 children')
+    expect(await page.locator('#runs img').count()).toBe(0)
+    expect(await page.evaluate(() => (window as unknown as { pwned?: number }).pwned)).toBeUndefined()
+    await expect(entry.getAttribute('href')).resolves.toBe(`#run=${encodeURIComponent(budgeted)}`)
+    mkdirSync(artifacts, { recursive: true })
+    await page.screenshot({ path: join(artifacts, 'dsh-ui-not-started.png'), fullPage: true })
+    // Following another run's link opens it and changes the address; going back opens the first again.
+    await page.locator(`.run[data-run="${hello}"]`).click()
+    await page.locator(`.node[data-node="${hello}"]`).waitFor()
+    expect(new URL(page.url()).hash).toBe(`#run=${encodeURIComponent(hello)}`)
+    await page.goBack()
+    await page.locator(`.node[data-node="${budgeted}"]`).waitFor()
+    await page.locator('#transcript-title', { hasText: budgeted }).waitFor()
+  }, 90_000)
 
   it('a torn or corrupt session file is listed as unreadable and the rest are shown', async () => {
     const sessions = tempDir()

@@ -2,7 +2,8 @@
  * The page `dsh ui` serves: one static document with its script inline (no build step, no
  * network but its own server). Everything from a session is put in the document with
  * `textContent`, never as markup, control characters shown as their symbols. It lists the
- * runs, shows one run as a tree and a timeline, and one session's transcript with each
+ * runs by their prompt, each a link of its own (`#run=ID`: the page opens the run its
+ * address names), shows one run as a tree and a timeline of labelled bars, and one session's transcript with each
  * delegation linked to its child and each decision with who made it, by which rule, when;
  * it refreshes what changed when the server's event stream says so. Served by a running
  * `dsh run --ui`, it also lists the approval requests waiting now, with their time left,
@@ -19,7 +20,8 @@ export const PAGE = `<!doctype html>
   main { overflow: auto; padding: 0 1rem 2rem; }
   h1 { font-size: 1rem; margin: .8rem 1rem; }
   h2 { font-size: .95rem; margin: 1rem 0 .4rem; }
-  .run { padding: .4rem 1rem; cursor: pointer; border-bottom: 1px solid #eee; }
+  .run { display: block; padding: .4rem 1rem; cursor: pointer; border-bottom: 1px solid #eee; color: inherit; text-decoration: none; }
+  .run .prompt { overflow-wrap: anywhere; }
   .run:hover, .run.open { background: #f2f5fb; }
   .meta { color: #666; font-size: 12px; }
   .state { display: inline-block; min-width: 5.5rem; font-size: 12px; border-radius: 3px; padding: 0 .3rem; margin-right: .4rem; text-align: center; background: #eee; }
@@ -37,10 +39,12 @@ export const PAGE = `<!doctype html>
   ul.tree { list-style: none; padding-left: 1.2rem; margin: 0; } ul.tree.top { padding-left: 0; }
   .node { padding: .15rem .3rem; cursor: pointer; border-radius: 3px; } .node:hover, .node.open { background: #f2f5fb; }
   .timeline { position: relative; border-left: 1px solid #ccc; }
-  .bar-row { position: relative; height: 16px; margin: 2px 0; }
+  .bar-row { display: grid; grid-template-columns: 18rem 1fr; align-items: center; min-height: 16px; margin: 2px 0; }
+  .bar-label { font-size: 12px; white-space: nowrap; overflow: hidden; text-overflow: ellipsis; padding-right: .5rem; }
+  .bar-track { position: relative; height: 16px; }
   .bar { position: absolute; height: 12px; top: 2px; border-radius: 2px; background: #8fb3e8; min-width: 2px; }
   .bar.running { background: #4b86db; } .bar.error { background: #d46a6a; } .bar.aborted { background: #d9a94a; }
-  .bar.waiting-for-approval { background: #e0a800; } .bar.queued { background: repeating-linear-gradient(45deg, #bbb 0 4px, #eee 4px 8px); } .bar.stopped-by-budget { background: #c060a8; }
+  .bar.waiting-for-approval { background: #e0a800; } .bar.queued { background: repeating-linear-gradient(45deg, #bbb 0 4px, #eee 4px 8px); } .bar.stopped-by-budget { background: #c060a8; } .bar.not-started { background: #ccc; }
   .entry { border-left: 3px solid #ddd; padding: .3rem .6rem; margin: .4rem 0; white-space: pre-wrap; word-break: break-word; }
   .entry.user { border-color: #7aa7e8; } .entry.assistant { border-color: #7ac68d; } .entry.tool-call { border-color: #c9a64a; }
   .entry.tool-result { border-color: #b9b9b9; } .entry.tool-result.error { border-color: #d46a6a; } .entry.turn-end { border-color: #444; }
@@ -80,13 +84,21 @@ export const PAGE = `<!doctype html>
   let openRun = null
   let openSession = null
 
+  // Each run has an address of its own: this page with #run=ID (the token stays in the query).
+  const RUN_LINK = '#run='
+  const runLink = (id) => RUN_LINK + encodeURIComponent(id)
+  const runInAddress = () => {
+    if (!location.hash.startsWith(RUN_LINK)) return null
+    try { return decodeURIComponent(location.hash.slice(RUN_LINK.length)) || null } catch { return null }
+  }
+
   async function loadRuns() {
     const body = await api('/api/runs')
     if (!body) return
     const list = document.getElementById('runs')
-    list.replaceChildren(...body.runs.map((run) => el('div', { class: 'run' + (run.id === openRun ? ' open' : ''), 'data-run': run.id, 'data-state': run.state, on: { click: () => openRunView(run.id) } },
-      el('span', { class: 'state ' + run.state }, run.state), run.label || run.id,
-      el('div', { class: 'meta' }, new Date(run.startedAt).toLocaleString() + ' · ' + seconds(run.startedAt, run.endedAt) + ' · ' + run.children + ' children' + (tokens(run) ? ' · ' + tokens(run) : '')))))
+    list.replaceChildren(...body.runs.map((run) => el('a', { class: 'run' + (run.id === openRun ? ' open' : ''), href: runLink(run.id), 'data-run': run.id, 'data-state': run.state },
+      el('span', { class: 'state ' + run.state }, STATE_WORDS[run.state] || run.state), el('span', { class: 'prompt', 'data-prompt': '' }, run.prompt || run.label || run.id),
+      el('div', { class: 'meta' }, (run.label && run.prompt ? '"' + run.label + '" · ' : '') + run.id + ' · ' + new Date(run.startedAt).toLocaleString() + ' · ' + seconds(run.startedAt, run.endedAt) + ' · ' + run.children + ' children' + (tokens(run) ? ' · ' + tokens(run) : '')))))
     document.getElementById('problems').replaceChildren(...body.unreadable.map((p) => el('div', {}, p.file + ': ' + p.problem)))
   }
 
@@ -94,8 +106,8 @@ export const PAGE = `<!doctype html>
   function treeItem(node) {
     const state = node.storedAt && !node.waiting ? 'elsewhere' : node.state
     const who = [node.helper, node.provider || node.origin].filter(Boolean).join(' · ')
-    const where = node.storedAt ? 'stored elsewhere: ' + node.storedAt : node.task ? 'task ' + node.task + (node.state === 'queued' ? ' · waiting for a slot for ' + seconds(node.startedAt) : '') : seconds(node.startedAt, node.endedAt) + (tokens(node) ? ' · ' + tokens(node) : '')
-    const line = el('div', { class: 'node' + (node.id === openSession ? ' open' : ''), 'data-node': node.id, 'data-state': node.state, on: { click: (event) => { event.stopPropagation(); if (!node.storedAt && !node.task) openTranscript(node.id) } } },
+    const where = node.storedAt ? 'stored elsewhere: ' + node.storedAt : node.call ? 'call ' + node.call : node.task ? 'task ' + node.task + (node.state === 'queued' ? ' · waiting for a slot for ' + seconds(node.startedAt) : '') : seconds(node.startedAt, node.endedAt) + (tokens(node) ? ' · ' + tokens(node) : '')
+    const line = el('div', { class: 'node' + (node.id === openSession ? ' open' : ''), 'data-node': node.id, 'data-state': node.state, on: { click: (event) => { event.stopPropagation(); if (!node.storedAt && !node.task && !node.call) openTranscript(node.id) } } },
       el('span', { class: 'state ' + state }, STATE_WORDS[node.state] || node.state), (who ? who + ' ' : '') + (node.label ? '"' + node.label + '"' : node.id),
       el('span', { class: 'meta' }, '  ' + where),
       node.waiting ? el('div', { class: 'meta', 'data-waiting': node.waiting.map((w) => w.id).join(' ') }, 'waits for an answer: ' + node.waiting.map((w) => w.tool + ' ' + w.display).join('; ')) : null,
@@ -113,11 +125,17 @@ export const PAGE = `<!doctype html>
     const start = Math.min(...all.map((n) => n.startedAt))
     const end = Math.max(...all.map((n) => n.endedAt ?? Date.now()))
     const span = Math.max(1, end - start)
-    document.getElementById('timeline').replaceChildren(...all.map((n) => el('div', { class: 'bar-row', title: (n.label || n.id) + ' ' + n.state },
-      el('div', { class: 'bar ' + n.state, 'data-bar': n.id, style: 'left:' + ((n.startedAt - start) / span * 100).toFixed(2) + '%;width:' + (((n.endedAt ?? Date.now()) - n.startedAt) / span * 100).toFixed(2) + '%' }))))
+    // Each bar says whose it is (helper, label) and how it stands, beside it, not only on hover.
+    const barLabel = (n) => [n.helper, n.label ? '"' + n.label + '"' : n.depth === 0 ? 'root' : n.id].filter(Boolean).join(' ') + ' · ' + (STATE_WORDS[n.state] || n.state)
+    document.getElementById('timeline').replaceChildren(...all.map((n) => el('div', { class: 'bar-row', title: barLabel(n) + (n.diagnostic ? ': ' + n.diagnostic : '') },
+      el('span', { class: 'bar-label', 'data-bar-label': n.id, style: 'padding-left:' + n.depth * 0.8 + 'rem' }, barLabel(n)),
+      el('div', { class: 'bar-track' },
+        el('div', { class: 'bar ' + n.state, 'data-bar': n.id, style: 'left:' + ((n.startedAt - start) / span * 100).toFixed(2) + '%;width:' + (((n.endedAt ?? Date.now()) - n.startedAt) / span * 100).toFixed(2) + '%' })))))
   }
 
   async function openRunView(id) {
+    // Another run: its own transcript, not the last one's.
+    if (id !== openRun) openSession = null
     openRun = id
     const root = await api('/api/tree/' + encodeURIComponent(id))
     if (!root) return
@@ -221,8 +239,11 @@ export const PAGE = `<!doctype html>
       if (openRun) await openRunView(openRun)
     }, 30)
   })
+  window.addEventListener('hashchange', () => { const id = runInAddress(); if (id) openRunView(id) })
   loadRuns()
   loadApprovals()
+  // Opened at a run's address: show that run.
+  if (runInAddress()) openRunView(runInAddress())
 })()
 </script>
 </body>

@@ -11,12 +11,16 @@
  */
 import { isRecord } from '@dsh/base'
 import type { SessionEvent, SessionHeader } from '@dsh/session'
+import { truncateColumns } from '@dsh/subagent'
 import { backgroundDelegations, budgetDiagnostic, type BackgroundDelegation } from './background.js'
 import { megabytes, type IndexedSession, type SessionIndex } from './index-of-sessions.js'
+import { neverStartedReason, refusedDelegations } from './unstarted.js'
 import type { LiveRun, PendingApproval } from './live.js'
 
 /** Longest text of one transcript entry sent to the page. */
 export const MAX_ENTRY_CHARS = 20_000
+/** How much of a run's prompt (its first line) the list of runs shows, in terminal columns. */
+export const PROMPT_COLUMNS = 100
 
 /**
  * How a node stands: how its session's last turn ended (`running`, `completed`, `error`,
@@ -47,6 +51,8 @@ export interface NodeView {
   truncated?: string
   /** A background child with no session (queued, or never started): its task id in the parent's process. */
   task?: string
+  /** A child that never started and has no session: the parent's tool call that asked for it. */
+  call?: string
   startedAt: number
   endedAt?: number
   inputTokens: number
@@ -59,6 +65,8 @@ export interface NodeView {
 export interface RunView {
   id: string
   label?: string
+  /** The first line of the run's first prompt, cut to `PROMPT_COLUMNS` (as data: the page shows it as text). */
+  prompt?: string
   state: string
   startedAt: number
   endedAt?: number
@@ -142,7 +150,8 @@ export class Views {
       .map((session) => {
         const tree = this.node(session, byParent, 0)
         const total = sumTree(tree)
-        return { id: session.header.id, label: session.header.label, state: tree.state, startedAt: tree.startedAt, endedAt: tree.endedAt, children: count(tree), ...total }
+        const prompt = firstPromptLine(session.events)
+        return { id: session.header.id, label: session.header.label, ...(prompt && { prompt }), state: tree.state, startedAt: tree.startedAt, endedAt: tree.endedAt, children: count(tree), ...total }
       })
       .sort((a, b) => b.startedAt - a.startedAt)
   }
@@ -186,6 +195,24 @@ export class Views {
       }
       children.push(this.unstarted(header.id, depth + 1, delegation, state, queuedLive.delete(delegation.taskId)))
     }
+    // Delegations refused before their child started (a budget spent, the tree's queue full, the depth bound): the parent's result is all there is.
+    for (const refused of refusedDelegations(events)) {
+      children.push({
+        id: `${header.id}/${refused.callId}`,
+        parent: header.id,
+        ...(refused.label !== undefined && { label: refused.label }),
+        ...(refused.helper !== undefined && { helper: refused.helper }),
+        depth: depth + 1,
+        state: NOT_STARTED,
+        diagnostic: budgetDiagnostic(refused.reason!) ?? refused.reason!,
+        call: refused.callId,
+        startedAt: refused.at,
+        endedAt: refused.at,
+        inputTokens: 0,
+        outputTokens: 0,
+        children: [],
+      })
+    }
     // Queued in the running process before the parent's file said so.
     for (const task of this.live?.queued() ?? []) {
       if (task.owner !== header.id || !queuedLive.has(task.taskId)) continue
@@ -220,10 +247,15 @@ export class Views {
     return node
   }
 
-  /** A background child with no session: queued while its parent runs, else never started (a budget's refusal, a kill). */
+  /**
+   * A background child with no session: queued while its parent runs; never started (a
+   * budget's or the queue's refusal, a kill while it waited, its parent's end), saying why;
+   * or stopped by a budget after it started where it keeps no session here.
+   */
   private unstarted(parent: string, depth: number, delegation: BackgroundDelegation, parentState: string, queuedNow: boolean): NodeView {
-    const state = delegation.budget !== undefined ? STOPPED_BY_BUDGET : delegation.settled !== undefined ? NOT_STARTED : delegation.queued && (queuedNow || parentState === 'running') ? QUEUED : NOT_STARTED
-    const diagnostic = delegation.budget ?? delegation.settled
+    const never = neverStartedReason(delegation)
+    const state = never !== undefined ? NOT_STARTED : delegation.budget !== undefined ? STOPPED_BY_BUDGET : delegation.settled !== undefined ? NOT_STARTED : delegation.queued && (queuedNow || parentState === 'running') ? QUEUED : NOT_STARTED
+    const diagnostic = delegation.budget ?? never ?? delegation.settled ?? (state === NOT_STARTED ? "still queued when its parent's session ended" : undefined)
     return {
       id: `${parent}/${delegation.taskId}`,
       parent,
@@ -307,6 +339,16 @@ export class Views {
     }
     return { header: session.header, entries, ...(session.truncated !== undefined && { truncated: truncationNote(session.truncated) }) }
   }
+}
+
+/** The first line of a session's first prompt, cut for one line of the list of runs. */
+function firstPromptLine(events: readonly SessionEvent[]): string | undefined {
+  const first = events.find((event) => event.type === 'user/message')
+  if (first?.type !== 'user/message') return undefined
+  const content = first.message.content as ReadonlyArray<{ type: string; text?: string }> | string
+  const text = typeof content === 'string' ? content : content.map((block) => (block.type === 'text' ? (block.text ?? '') : '')).join('')
+  const line = text.trim().split('\n', 1)[0]!.trim()
+  return line ? truncateColumns(line, PROMPT_COLUMNS) : undefined
 }
 
 /** What the page says of a session read only in part. */

@@ -10,6 +10,7 @@ import { startRuntime } from '../runtime.js'
 import { UsageError } from '../errors.js'
 import { resolveSessionId } from '../session-ids.js'
 import { columnWidth, padColumns, truncateColumns } from '@dsh/subagent'
+import { unstartedChildren, type UnstartedChild } from '@dsh/ui-server/delegations'
 import { describeUsage, sessionUsage, treeUsage } from './usage.js'
 
 interface Summary {
@@ -132,18 +133,28 @@ function childrenOf(headers: SessionHeader[]): Map<string, SessionHeader[]> {
  * A session's children as `sessions tree` draws them and `sessions list` counts them (one
  * function, so the two never disagree): its child sessions stored here, and those its
  * delegation records say are stored elsewhere (a Codex thread, a Claude Code session, an
- * A2A task on another host).
+ * A2A task on another host), and those that never started (a budget or the tree's cap
+ * refused them, or they were still queued when it ended), read as `dsh ui` reads them.
  */
-async function childrenBelow(header: SessionHeader, children: ReadonlyMap<string, SessionHeader[]>, byId: ReadonlyMap<string, SessionHeader>, read: (id: string) => Promise<StoredSession | undefined>): Promise<{ kids: SessionHeader[]; away: ElsewhereChild[]; stored: StoredSession | undefined }> {
+async function childrenBelow(header: SessionHeader, children: ReadonlyMap<string, SessionHeader[]>, byId: ReadonlyMap<string, SessionHeader>, read: (id: string) => Promise<StoredSession | undefined>): Promise<{ kids: SessionHeader[]; away: ElsewhereChild[]; unstarted: UnstartedChild[]; stored: StoredSession | undefined }> {
   const kids = children.get(header.id) ?? []
   const stored = await read(header.id).catch(() => undefined)
-  return { kids, away: elsewhereChildren(stored, kids, byId), stored }
+  const started = new Set(kids.flatMap((kid) => (kid.toolCallId === undefined ? [] : [kid.toolCallId])))
+  const unstarted = stored ? unstartedChildren(stored.events, started, openTurn(stored.events)) : []
+  return { kids, away: elsewhereChildren(stored, kids, byId), unstarted, stored }
+}
+
+/** A child that never started, on its line: its task or call, the tool and label, and why. */
+function unstartedLine(child: UnstartedChild): string {
+  const who = child.helper !== undefined ? `${child.helper} (${child.tool})` : child.tool
+  const state = child.state === 'queued' ? 'queued (waiting for a slot of its tree\'s cap)' : `not started${child.reason !== undefined ? `: ${clip(child.reason, 200)}` : ''}`
+  return `${child.taskId ?? `call ${child.callId}`}  ${who}${child.label ? ` "${clip(child.label, 40)}"` : ''}  ${state}`
 }
 
 /** Every child below a session, at any depth: the lines `sessions tree` draws under it. */
 async function descendants(header: SessionHeader, children: ReadonlyMap<string, SessionHeader[]>, byId: ReadonlyMap<string, SessionHeader>, read: (id: string) => Promise<StoredSession | undefined>): Promise<number> {
-  const { kids, away } = await childrenBelow(header, children, byId, read)
-  let count = kids.length + away.length
+  const { kids, away, unstarted } = await childrenBelow(header, children, byId, read)
+  let count = kids.length + away.length + unstarted.length
   for (const kid of kids) count += await descendants(kid, children, byId, read)
   return count
 }
@@ -226,15 +237,16 @@ export async function tree(headers: SessionHeader[], wanted: string | undefined,
     const facts = record ? await summarize(record, read) : header.descriptor ? summary : undefined
     const continuable = facts ? `  continuable: ${facts.turns} ${facts.turns === 1 ? 'turn' : 'turns'}, ${facts.open ? 'running' : 'idle'}` : ''
     lines.push(`${prefix}${branch}${header.id}  ${who}${label}  ${summary.stopReason}${seed}${elsewhere}${continuable}${used && prices ? `  [${describeUsage(used, prices)}]` : ''}`)
-    const { kids, away, stored } = await childrenBelow(header, children, byId, read)
+    const { kids, away, unstarted, stored } = await childrenBelow(header, children, byId, read)
     const helpers = helpersOfChildren(stored)
     const childPrefix = prefix + (branch === '' ? '' : branch === '└─ ' ? '   ' : '│  ')
-    const last = kids.length + away.length - 1
+    const last = kids.length + away.length + unstarted.length - 1
     for (const [index, child] of kids.entries()) await visit(child, childPrefix, index === last ? '└─ ' : '├─ ', helpers.get(child.id))
     for (const [index, child] of away.entries()) {
       const helper = helpers.get(child.childId)
       lines.push(`${childPrefix}${kids.length + index === last ? '└─ ' : '├─ '}${child.childId}  ${helper !== undefined ? `${helper} (${child.provider})` : child.provider}${child.label ? ` "${clip(child.label, 40)}"` : ''}  stored elsewhere: ${child.storedAt ?? 'not in this directory'}`)
     }
+    for (const [index, child] of unstarted.entries()) lines.push(`${childPrefix}${kids.length + away.length + index === last ? '└─ ' : '├─ '}${unstartedLine(child)}`)
   }
   if (foreignParent !== undefined) {
     const siblings = children.get(foreignParent) ?? []

@@ -1,0 +1,67 @@
+/**
+ * Children that never started, read from what the real tools record: `@dsh/tool-subagent`
+ * delegating under a tree budget of one child, so the second foreground delegation and a
+ * background one are refused before their first step; only the model is scripted. The
+ * wording they record is what `unstarted.ts` reads, so a change of it fails here.
+ */
+import { afterEach, describe, expect, it } from 'vitest'
+import { SpawnPlugin } from '@dsh/subagent-spawn'
+import { TaskToolsPlugin } from '@dsh/tool-tasks'
+import { SubagentToolPlugin } from '@dsh/tool-subagent'
+import { createDelegationHarness, type DelegationHarness } from '@dsh/testkit/delegation'
+import { SessionIndex, Views, type NodeView } from '@dsh/ui-server'
+import { unstartedChildren } from '@dsh/ui-server/delegations'
+
+let harness: DelegationHarness | undefined
+let index: SessionIndex | undefined
+afterEach(async () => {
+  index?.close()
+  await harness?.dispose()
+  harness = index = undefined
+})
+
+const byLabel = (tree: NodeView | undefined, label: string) => tree?.children.find((child) => child.label === label)
+
+describe('children that never started', () => {
+  it('a delegation a budget refused before its child started, foreground or background, is a not-started node with the budget\'s words; the prompt heads the run', async () => {
+    harness = await createDelegationHarness({
+      subagents: { tree: { budget: { children: 1 } } },
+      script: [
+        { when: { depth: 1 }, reply: [{ text: 'done' }] },
+        {
+          when: { depth: 0 },
+          reply: [
+            { call: { tool: 'subagent', args: { description: 'first', prompt: 'one' } } },
+            { call: { tool: 'subagent', args: { description: 'refused', prompt: 'two' } } },
+            { call: { tool: 'subagent', args: { description: 'too late', prompt: 'three', run_in_background: true } } },
+            { call: { tool: 'task_output', args: { task_id: 'subagent-1', wait: true } } },
+            { text: 'root done' },
+          ],
+        },
+      ] as never,
+      plugins: [[SpawnPlugin, {}], [SubagentToolPlugin, { provider: 'spawn' }], [TaskToolsPlugin, {}]],
+    })
+    const root = await harness.agent({ meta: { origin: 'cli' } })
+    await root.followup('check <b>the</b> \u001b[31mplan\nand more lines')
+    index = new SessionIndex(harness.dir!)
+    await index.open()
+    const views = new Views(index)
+    const tree = views.tree(root.id)
+    expect(tree?.children.map((child) => [child.label, child.state])).toEqual([
+      ['first', 'completed'],
+      ['refused', 'not-started'],
+      ['too late', 'not-started'],
+    ])
+    expect(byLabel(tree, 'refused')).toMatchObject({ id: expect.stringMatching(new RegExp(`^${root.id}/`)), call: expect.any(String), diagnostic: expect.stringMatching(/^budget: the delegation tree's children budget of 1 is spent/) })
+    expect(byLabel(tree, 'too late')).toMatchObject({ task: 'subagent-1', diagnostic: expect.stringMatching(/^budget: the delegation tree's children budget of 1 is spent/) })
+    // The list of runs: the first line of the prompt, as it was typed (the page shows it as text), and every node below the root counted.
+    expect(views.runs()).toEqual([expect.objectContaining({ id: root.id, prompt: 'check <b>the</b> \u001b[31mplan', children: 3 })])
+    // What dsh sessions tree reads: the same two, with their calls, tools and reasons.
+    const events = index.get(root.id)!.events
+    const started = new Set(index.all().flatMap((session) => (session.header.toolCallId === undefined ? [] : [session.header.toolCallId])))
+    expect(unstartedChildren(events, started, false)).toEqual([
+      expect.objectContaining({ tool: 'subagent', label: 'refused', state: 'not-started', reason: expect.stringMatching(/^budget: the delegation tree's children budget of 1 is spent/) }),
+      expect.objectContaining({ tool: 'subagent', label: 'too late', taskId: 'subagent-1', state: 'not-started', reason: expect.stringMatching(/^budget: /) }),
+    ])
+  })
+})
