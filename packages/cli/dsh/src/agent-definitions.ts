@@ -9,6 +9,7 @@ import { join } from 'node:path'
 import type { Context } from 'cordis'
 import type {} from '@dsh/agent-definitions'
 import type {} from '@dsh/tools'
+import type {} from '@dsh/skills'
 import { oneLineMessage } from './errors.js'
 import type { PluginEntry } from './config-entries.js'
 import { dshHome } from './config-file.js'
@@ -87,6 +88,8 @@ export async function definitionReadiness(ctx: Context): Promise<string[]> {
     // The adapters whose answers are files, by what they are: a renamed one too.
     ...(definitions.list().some((definition) => definition.model !== undefined && fromProject(definition.source.origin)) && { playbackModel: await playbackModelOf(ctx) }),
     projectScriptedModels: definitions.projectScriptedModels,
+    // A helper's skills: names the skills service loaded (absent without the service).
+    ...(ctx.get('skills') && { skills: ctx.get('skills')!.list().map((skill) => skill.name) }),
     // Checked only when a helper asks for it: finding out runs one real sandbox.
     ...(definitions.list().some((definition) => definition.sandbox !== undefined && definition.sandbox !== false) && { sandboxProblem: sandboxProblemOf(ctx) }),
   })

@@ -47,6 +47,9 @@ export function defaultEntries(options: CommandLineSettings): PluginEntry[] {
     { id: 'tool-bash', name: '@dsh/tool-bash' },
     // read, write, edit, glob, grep, ls: confined to each agent's cwd; write and edit go to the broker.
     { id: 'tool-files', name: '@dsh/tool-files' },
+    // SKILL.md folders of ./.dsh/skills and ~/.dsh/skills: listed in each agent's prompt, loaded by the skill tool (none found: no tool).
+    { id: 'skills', name: '@dsh/skills' },
+    { id: 'tool-skill', name: '@dsh/tool-skill' },
     ...tracingEntries(),
   ]
   return entries

@@ -43,4 +43,6 @@ export const shippedPlugins: Readonly<Record<string, () => Promise<unknown>>> = 
   '@dsh/tracing': () => import('@dsh/tracing'),
   '@dsh/workspaces': () => import('@dsh/workspaces'),
   '@dsh/tool-workspace': () => import('@dsh/tool-workspace'),
+  '@dsh/skills': () => import('@dsh/skills'),
+  '@dsh/tool-skill': () => import('@dsh/tool-skill'),
 }

@@ -221,6 +221,19 @@ describe('agents defined in files, through the CLI', () => {
     expect(shown.stdout).toContain('tools: bash\n')
   })
 
+  it("a Claude Code agent file with tools: Read, Grep, Glob loads without a note, and dsh agents show gives its child dsh's read, grep and glob", async () => {
+    const claude = write('.claude/agents/reviewer.md', '---\nname: reviewer\ndescription: Reviews code.\ntools: Read, Grep, Glob\n---\nReview.\n')
+    write('claude.yml', '- id: agent-definitions\n  name: "@dsh/agent-definitions"\n  config: { claudeCode: true }\n')
+    const listed = await dsh(['agents', 'list', '--config', 'claude.yml'])
+    expect(listed.stderr).toBe('')
+    expect(listed.code).toBe(0)
+    expect(listed.stdout.trim().split('\n')).toEqual([expect.stringMatching(/^NAME\s+PROVIDER\s+MODEL\s+FILE$/), expect.stringMatching(new RegExp(`^reviewer\\s+spawn\\s+\\(parent's\\)\\s+${claude}$`))])
+    const shown = await dsh(['agents', 'show', 'reviewer', '--config', 'claude.yml'])
+    expect(shown.code, shown.stderr).toBe(0)
+    const tools = /\ntools: (.*)\n/.exec(shown.stdout)![1]!.split(', ')
+    expect(tools.sort()).toEqual(['glob', 'grep', 'read'])
+  })
+
   it('with helpers defined the parent can still start a plain child as general, and with helpersOnly: true it cannot', async () => {
     write('.dsh/agents/reviewer.md', REVIEWER)
     write('parent.yml', '- when: {depth: 0}\n  reply:\n    - call: {tool: subagent, args: {agent: general, description: count files, prompt: count the files}}\n    - text: "child said: {{tool_results}}"\n- reply: [{text: three files}]\n')

@@ -44,6 +44,8 @@ export interface CompositionFacts {
   playbackModel?(spec: string): boolean
   /** Whether the user's config lets a project's definitions name such a model (the service's `projectScriptedModels`). */
   projectScriptedModels?: boolean
+  /** The names of the skills loaded (`@dsh/skills`); absent: no skills service, so a definition's `skills` cannot apply. */
+  skills?: readonly string[]
 }
 
 /** The shipped adapters whose answers are files: a script (`@dsh/llm-scripted`), a recording (`@dsh/llm-replay`). */
@@ -89,6 +91,13 @@ export function definitionProblems(definitions: readonly AgentDefinition[], fact
     }
     if (definition.budget?.cost !== undefined && facts.prices === false) {
       problems.push(`${at('maxCost')}: maxCost needs a price table: set prices in the llm service's config (model spec → { input, output } per million tokens), or remove maxCost`)
+    }
+    if (definition.skills !== undefined) {
+      const unknown = definition.skills.filter((name) => !(facts.skills ?? []).includes(name))
+      // The list is shown to the child in this process's prompt: a remote child composes its own.
+      if (!provider.modelsHere) problems.push(`${at('skills')}: provider "${definition.provider}" makes its child's prompt itself, so skills cannot limit it; remove skills or use spawn or fork`)
+      else if (facts.skills === undefined) problems.push(`${at('skills')}: skills needs the skills service, and this composition has none (- id: skills, name: "@dsh/skills"); add it, or remove skills`)
+      else if (unknown.length > 0) problems.push(`${at('skills')}: unknown skill${unknown.length > 1 ? 's' : ''} ${unknown.map((name) => `"${name}"`).join(', ')} in skills (skills: ${facts.skills.join(', ') || 'none'})`)
     }
     if (definition.permissions !== undefined && !facts.approvals) {
       problems.push(`${at('permissions')}: permissions need the approval broker, and this composition has none (- id: approvals, name: "@dsh/approvals"); add it, or remove permissions`)

@@ -5,11 +5,11 @@
  * wins; each shadowed file is a note. Loading is all or nothing: any bad file fails the
  * whole load, so no set of helpers is ever half registered.
  */
-import { closeSync, fstatSync, openSync, readdirSync, readSync, statSync } from 'node:fs'
+import { readdirSync, statSync } from 'node:fs'
 import { homedir } from 'node:os'
 import { join, resolve } from 'node:path'
-import { errorMessage } from '@dsh/base'
 import { DefinitionError } from './errors.js'
+import { readFrontMatterFile, readProblem } from './front-matter.js'
 import { MAX_DEFINITION_BYTES, parseDefinition } from './parse.js'
 import type { AgentDefinition, DefinitionFlavour, DefinitionSet, DefinitionSource } from './types.js'
 
@@ -110,35 +110,5 @@ function definitionFiles(dir: Directory): string[] {
 
 /** The file's text, read at most `MAX_DEFINITION_BYTES` + 1 bytes: a huge file is refused, not loaded. */
 function readDefinitionFile(file: string): string {
-  let fd: number
-  try {
-    fd = openSync(file, 'r')
-  } catch (error) {
-    throw new DefinitionError('UNREADABLE', `${file}: cannot read the definition: ${readProblem(error)}`)
-  }
-  try {
-    const tooLarge = () => new DefinitionError('TOO_LARGE', `${file}: the definition is larger than ${MAX_DEFINITION_BYTES / 1024 / 1024} MiB; a helper's instructions are a page, not a document`)
-    if (fstatSync(fd).size > MAX_DEFINITION_BYTES) throw tooLarge()
-    const buffer = Buffer.alloc(MAX_DEFINITION_BYTES + 1)
-    let length = 0
-    // A file that grows while it is read still stops at the bound.
-    for (let read = -1; read !== 0 && length < buffer.length; length += read) read = readSync(fd, buffer, length, buffer.length - length, null)
-    if (length > MAX_DEFINITION_BYTES) throw tooLarge()
-    const text = buffer.subarray(0, length).toString('utf8')
-    if (text.includes('\u0000')) throw new DefinitionError('SYNTAX', `${file}: the definition is not text (it holds NUL bytes)`)
-    return text
-  } catch (error) {
-    if (error instanceof DefinitionError) throw error
-    throw new DefinitionError('UNREADABLE', `${file}: cannot read the definition: ${readProblem(error)}`)
-  } finally {
-    closeSync(fd)
-  }
-}
-
-function readProblem(error: unknown): string {
-  const code = (error as NodeJS.ErrnoException).code
-  if (code === 'ELOOP') return 'a symlink loop'
-  if (code === 'EACCES') return 'permission denied'
-  if (code === 'EISDIR') return 'it is a directory'
-  return errorMessage(error).replace(/^[A-Z]+: /, '')
+  return readFrontMatterFile(file, MAX_DEFINITION_BYTES, 'definition', "a helper's instructions are a page, not a document")
 }

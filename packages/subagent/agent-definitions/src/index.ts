@@ -4,4 +4,5 @@ export { definitionDirectories, loadDefinitions, type DefinitionDirs } from './d
 export { fromProject, MAX_DEFINITION_BYTES, NAME_PATTERN, parseDefinition, type ParsedDefinition } from './parse.js'
 export { definitionProblems, type CompositionFacts, type ProviderFacts } from './check.js'
 export { DefinitionError, type DefinitionErrorCode } from './errors.js'
+export { parseFrontMatter, readFrontMatterFile, readProblem, type FrontMatter, type FrontMatterField } from './front-matter.js'
 export { DEFINITION_FIELDS, type AgentDefinition, type BackgroundPolicy, type DefinitionField, type DefinitionFlavour, type DefinitionSet, type DefinitionSource } from './types.js'

@@ -5,8 +5,8 @@
  */
 import { createHash } from 'node:crypto'
 import { cleanPermissionLevel, isEmptyPermissionLevel, isRecord, permissionLevelProblem, printable, type PermissionLevel } from '@dsh/base'
-import YAML, { isMap, isScalar, LineCounter, type Document } from 'yaml'
 import { DefinitionError } from './errors.js'
+import { parseFrontMatter } from './front-matter.js'
 import { DEFINITION_FIELDS, type AgentDefinition, type BackgroundPolicy, type DefinitionField, type DefinitionFlavour, type DefinitionSource } from './types.js'
 
 /** A definition is a page of instructions; a file beyond this is a mistake (or an attack), refused unread. */
@@ -54,28 +54,12 @@ export function parseDefinition(text: string, file: string, origin: DefinitionSo
   const fail = (code: ConstructorParameters<typeof DefinitionError>[0], line: number | undefined, message: string): never => {
     throw new DefinitionError(code, `${where(line)}: ${message}`)
   }
-  const split = splitFrontMatter(text)
-  if (split === 'unclosed') fail('SYNTAX', 1, 'the front matter opened here is never closed: end it with a line "---" before the instructions')
-  if (split === undefined) fail('SYNTAX', 1, 'a definition starts with YAML front matter: a line "---", the fields, another "---", then the instructions')
-  const { front, frontLine, body } = split as Exclude<typeof split, 'unclosed' | undefined>
-  const lineCounter = new LineCounter()
-  const document: Document = YAML.parseDocument(front, { lineCounter, logLevel: 'silent', uniqueKeys: true })
-  const fileLine = (offset: number | undefined) => (offset === undefined ? frontLine : frontLine + lineCounter.linePos(offset).line - 1)
-  const [problem] = [...document.errors, ...document.warnings]
-  if (problem) fail('SYNTAX', fileLine(problem.pos[0]), `front matter is not valid YAML: ${problem.message.split('\n')[0]}`)
-  const contents = document.contents
-  if (!isMap(contents)) fail('SYNTAX', frontLine, 'front matter must be a mapping of fields (name: …, description: …)')
-  const map = contents as YAML.YAMLMap
+  const { fields, frontLine, body } = parseFrontMatter(text, file, { file: 'a definition', body: 'the instructions' })
   const notes: string[] = []
   const warnings: string[] = []
   const lines: Partial<Record<DefinitionField, number>> = {}
   const raw: Partial<Record<DefinitionField, unknown>> = {}
-  for (const pair of map.items) {
-    const key = isScalar(pair.key) ? pair.key.value : undefined
-    const line = fileLine(isScalar(pair.key) ? pair.key.range?.[0] : undefined)
-    if (typeof key !== 'string') fail('SYNTAX', line, 'a field name must be a word')
-    const name = key as string
-    const value: unknown = isScalar(pair.value) ? pair.value.value : (pair.value as { toJSON?: () => unknown } | null)?.toJSON?.() ?? null
+  for (const { name, value, line } of fields) {
     if (flavour === 'claude-code' && !CLAUDE_MAPPED.has(name)) {
       notes.push(`${where(line)}: note: Claude Code field "${printable(name)}" is not used by dsh`)
       continue
@@ -128,6 +112,12 @@ export function parseDefinition(text: string, file: string, origin: DefinitionSo
     const names = toolList(field, raw[field], lines[field], flavour, notes, where, fail)
     if (field === 'tools') definition.tools = names
     else definition.disallowedTools = names
+  }
+  if (raw.skills !== undefined) {
+    // A YAML list or a comma-separated line, as tools; [] is no skill at all.
+    const items = typeof raw.skills === 'string' ? raw.skills.split(',').map((item) => item.trim()).filter((item) => item !== '') : raw.skills
+    if (!Array.isArray(items) || items.some((item) => typeof item !== 'string' || !NAME_PATTERN.test(item))) fail('INVALID_FIELD', lines.skills, 'skills must be a list of skill names (skills: [release-notes])')
+    definition.skills = [...new Set(items as string[])]
   }
   if (raw.maxDepth !== undefined) definition.maxDepth = natural('maxDepth', raw.maxDepth, 0)
   if (raw.timeoutMs !== undefined) definition.timeoutMs = natural('timeoutMs', raw.timeoutMs, 1)
@@ -209,16 +199,3 @@ function toolList(
   }
   return names
 }
-
-/**
- * The front matter and body of `text`, or undefined when it does not open with `---`.
- * `frontLine` is the file line of the front matter's first line.
- */
-function splitFrontMatter(text: string): { front: string; frontLine: number; body: string } | 'unclosed' | undefined {
-  const lines = text.replace(/^\uFEFF/, '').split(/\r?\n/)
-  if (lines[0]?.trimEnd() !== '---') return undefined
-  const end = lines.findIndex((line, index) => index > 0 && (line.trimEnd() === '---' || line.trimEnd() === '...'))
-  if (end < 0) return 'unclosed'
-  return { front: lines.slice(1, end).join('\n'), frontLine: 2, body: lines.slice(end + 1).join('\n') }
-}
-

@@ -6,7 +6,7 @@ export type BackgroundPolicy = 'allowed' | 'always' | 'never'
 export type DefinitionFlavour = 'dsh' | 'claude-code'
 
 /** The front-matter fields of a dsh definition file. */
-export const DEFINITION_FIELDS = ['name', 'description', 'provider', 'model', 'tools', 'disallowedTools', 'maxDepth', 'background', 'continuable', 'timeoutMs', 'maxOutputTokens', 'maxInputTokens', 'maxCost', 'maxChildren', 'maxWallTimeMs', 'permissions', 'workspace', 'sandbox'] as const
+export const DEFINITION_FIELDS = ['name', 'description', 'provider', 'model', 'tools', 'disallowedTools', 'maxDepth', 'background', 'continuable', 'timeoutMs', 'maxOutputTokens', 'maxInputTokens', 'maxCost', 'maxChildren', 'maxWallTimeMs', 'permissions', 'workspace', 'sandbox', 'skills'] as const
 
 export type DefinitionField = (typeof DEFINITION_FIELDS)[number]
 
@@ -46,6 +46,11 @@ export interface AgentDefinition {
   workspace?: 'shared' | 'worktree' | 'copy'
   /** Its commands run confined (bubblewrap); `no-network` also cuts its network. */
   sandbox?: boolean | 'no-network'
+  /**
+   * The skills (`@dsh/skills`) the helper's child, and every agent below it, may use, by
+   * name; absent: every skill its parent may use. It narrows, never widens.
+   */
+  skills?: readonly string[]
   /** The file's body, trimmed: the child's instructions (its persona). Empty: none. */
   instructions: string
   /** Where it came from. */

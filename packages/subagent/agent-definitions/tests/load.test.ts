@@ -301,6 +301,21 @@ describe('checking definitions against a composition', () => {
     expect(definitionProblems(load().definitions, { ...facts, approvals: true })).toHaveLength(4)
   })
 
+  it('reads skills as a list of skill names and checks them against the skills loaded and the provider', () => {
+    const file = write(projectDir(), 's.md', '---\nname: s\ndescription: S.\nskills: release-notes, triage\n---\n')
+    write(projectDir(), 'none.md', '---\nname: none\ndescription: N.\nskills: []\n---\n')
+    write(projectDir(), 'far.md', '---\nname: far\ndescription: F.\nprovider: acp\nskills: [triage]\n---\n')
+    const { definitions } = load()
+    expect(definitions.map((definition) => [definition.name, definition.skills])).toEqual([['far', ['triage']], ['none', []], ['s', ['release-notes', 'triage']]])
+    expect(definitionProblems(definitions, { ...facts, skills: ['triage'] })).toEqual([
+      `${join(projectDir(), 'far.md')}:5: helper "far": provider "acp" makes its child's prompt itself, so skills cannot limit it; remove skills or use spawn or fork`,
+      `${file}:4: helper "s": unknown skill "release-notes" in skills (skills: triage)`,
+    ])
+    expect(definitionProblems([definitions[2]!], facts)).toEqual([`${file}:4: helper "s": skills needs the skills service, and this composition has none (- id: skills, name: "@dsh/skills"); add it, or remove skills`])
+    write(projectDir(), 'bad.md', '---\nname: bad\ndescription: B.\nskills: [../x]\n---\n')
+    expect(refusal(() => load()).message).toBe(`${join(projectDir(), 'bad.md')}:4: skills must be a list of skill names (skills: [release-notes])`)
+  })
+
   it("refuses a project definition's scripted or replay model unless the user's config allows it; the user's own files may", () => {
     write(projectDir(), 'p.md', '---\nname: p\ndescription: P.\nmodel: scripted:evil.yml\n---\n')
     write(projectDir(), 'q.md', '---\nname: q\ndescription: Q.\nprovider: acp\nmodel: replay:rec\n---\n')

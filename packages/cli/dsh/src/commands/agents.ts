@@ -7,6 +7,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { printable } from '@dsh/base'
 import type { AgentDefinition } from '@dsh/agent-definitions'
+import type {} from '@dsh/skills'
 import { helperDepthBound } from '@dsh/tool-subagent'
 import { definitionReadiness } from '../agent-definitions.js'
 import type { Composition } from '../compose.js'
@@ -82,11 +83,14 @@ async function show(runtime: Composition, name: string): Promise<number> {
   const filter = definition.tools !== undefined || definition.disallowedTools !== undefined ? { ...(definition.tools && { allow: definition.tools }), ...(definition.disallowedTools && { deny: definition.disallowedTools }) } : undefined
   const child = await agents.create({
     parent: root,
-    meta: { origin: 'subagent', parentSession: root.id, delegationDepth: 1, cwd: root.session.header.cwd, ...(maxDepth !== undefined && { maxDepth }) },
+    // Named after the helper, as a delegation's child is: what it may use (its skills) follows from that.
+    meta: { origin: 'subagent', parentSession: root.id, delegationDepth: 1, cwd: root.session.header.cwd, helper: { name: definition.name, hash: definition.source.hash }, ...(maxDepth !== undefined && { maxDepth }) },
     agentOptions: { ...(definition.instructions !== '' && { persona: definition.instructions }), ...(definition.model !== undefined && { model: definition.model }) },
     ...(filter && { setup: (ctx, agent) => void ctx.tools.restrict(agent.id, filter) }),
   })
   lines.push(`tools: ${runtime.ctx.tools.specsFor(child.id).map((tool) => tool.name).join(', ') || 'none'}`)
+  const skills = runtime.ctx.get('skills')
+  if (skills && skills.list().length > 0) lines.push(`skills: ${skills.forAgent(child).map((skill) => skill.name).join(', ') || 'none'}`)
   process.stdout.write(printable(`${lines.join('\n')}\n${describe(runtime, child, `system prompt of a "${definition.name}" child (depth 1)`)}`))
   return 0
 }
