@@ -73,7 +73,8 @@ function tree(dir: string): { script: string; config: string } {
     '  config:',
     '    providerName: acp',
     `    command: ${JSON.stringify(process.execPath)}`,
-    `    args: [${JSON.stringify(dshBin)}, acp, --model, ${JSON.stringify(`scripted:${script}`)}]`,
+    // The child names its config: a dsh.yml it merely finds in its directory is a project file it would refuse.
+    `    args: [${JSON.stringify(dshBin)}, acp, --config, ${JSON.stringify(config)}, --model, ${JSON.stringify(`scripted:${script}`)}]`,
     '- id: tool-subagent-acp',
     '  name: "@dsh/tool-subagent"',
     '  config: { provider: acp, toolName: subagent_acp }',
