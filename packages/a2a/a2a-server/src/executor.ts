@@ -27,12 +27,10 @@ import { TaskState, type Message } from '@a2a-js/sdk'
 import { AgentEvent, STATE_HEADERS_KEY, type AgentExecutor, type ExecutionEventBus, type RequestContext } from '@a2a-js/sdk/server'
 import type { Context } from 'cordis'
 import { errorMessage, isRecord } from '@dsh/base'
-import { text, textOf } from '@dsh/llm'
-import { runUntilQuiet } from '@dsh/tasks'
-import { A2A_LINEAGE, addUsage, admitDepth, lineageHeader, noUsage, tighterBound } from '@dsh/subagent'
+import { A2A_LINEAGE, admitDelegation, serveDelegation, type AdmittedDelegation } from '@dsh/subagent'
 import type { ApprovalRequestInfo, FrontEndAnswer } from '@dsh/approvals'
 import { A2aServerError } from './errors.js'
-import { ANSWER_ARTIFACT, argsPreview, artifactEvent, stateName, statusEvent, taskStateOfStop, textOfMessage, type DshProgress, type DshStatusMetadata, type DshUsage } from './events.js'
+import { ANSWER_ARTIFACT, artifactEvent, stateName, statusEvent, taskStateOfStop, textOfMessage, type DshProgress, type DshStatusMetadata, type DshUsage } from './events.js'
 import type { TaskSlots } from './slots.js'
 import type { AgentDefinition } from '@dsh/agent-definitions'
 import type { CreateAgentOptions } from '@dsh/agent'
@@ -230,16 +228,12 @@ export class DshAgentExecutor implements AgentExecutor, ApprovalAsker {
     if (typeof chosen === 'string') return end(TaskState.TASK_STATE_REJECTED, chosen)
     const helper = chosen.helper
     const lineage = A2A_LINEAGE.read(withTraceHeaders(userMessage.metadata, request.context?.state.get(STATE_HEADERS_KEY)), log)
-    // Refused before anything exists, like dsh acp: delegation through workers stays bounded,
-    // by the tighter of this worker's bound and the one the delegating parent inherited
-    // (for a context continued, the one its session recorded).
-    const [depth, inherited] = claim.kind === 'new' ? [lineage.delegationDepth ?? 0, lineage.maxDepth] : [claim.header.delegationDepth ?? 0, claim.header.maxDepth]
-    const bound = tighterBound(this.options.maxDepth, lineage.maxDepth)!
+    // Admitted by the one served line (`@dsh/subagent`'s served.ts), by the tighter of this
+    // worker's bound and the one the delegating parent inherited (for a context continued,
+    // the one its session recorded).
+    let admitted: AdmittedDelegation
     try {
-      admitDepth(depth, this.options.maxDepth, inherited, {
-        subject: 'this task would run',
-        bound: (limit, whose) => `${whose === 'own' ? "this worker's" : "the delegating parent's"} maxDepth ${limit}`,
-      })
+      admitted = admitDelegation({ maxDepth: this.options.maxDepth, subject: 'this task would run', own: "this worker's" }, lineage, claim.kind === 'new' ? undefined : claim.header)
     } catch (error) {
       return end(TaskState.TASK_STATE_REJECTED, errorMessage(error))
     }
@@ -252,64 +246,53 @@ export class DshAgentExecutor implements AgentExecutor, ApprovalAsker {
     let final: [TaskState, string?, DshStatusMetadata?]
     try {
       run.working()
-      const made = helperAgent(helper)
-      // The session records the bound, so the task's own delegations stay within it. Its id is the context's.
-      const agent = await this.ctx.agents.create(
-        claim.kind === 'new'
-          ? { ...made, meta: { id: contextId, origin: A2A_ORIGIN, cwd: this.options.cwd, ...lineageHeader(lineage), provider: lineage.provider ?? 'a2a', maxDepth: tighterBound(bound, helper?.maxDepth), ...(helper && { helper: { name: helper.name, hash: helper.source.hash } }) } }
-          : { ...made, sessionId: contextId },
-      )
-      run.agentId = agent.id
-      this.byAgent.set(agent.id, run)
-      // A budget the parent handed the task holds from its first model call, not only once it delegates.
-      await this.ctx.get('subagents')?.boundByLineage(agent)
       let streamedAny = false
       let streamed = ''
-      const usage: DshUsage = noUsage()
-      let usageReported = false
       const working = (progress: DshProgress, note?: string) => run.progress({ progress: [progress] }, note)
-      const unsubscribe = agent.session.subscribe((update) => {
-        switch (update.type) {
-          case 'assistant/chunk':
-            if (update.kind !== 'text') return
-            run.publish(artifactEvent(taskId, contextId, ANSWER_ARTIFACT, update.text, streamedAny, false))
-            streamedAny = true
-            streamed += update.text
-            return
-          case 'tool/call': {
-            const { call } = update
-            return working({ kind: 'tool-start', callId: call.id, name: call.name, args: argsPreview(call.args ?? call.rawArgs ?? {}) }, `calling ${call.name}`)
-          }
-          case 'tool/result': {
-            const { result } = update
-            const ended: DshProgress = { kind: 'tool-end', callId: result.callId, name: result.name, ok: result.isError !== true }
-            return working(result.isError ? { ...ended, detail: argsPreview(textOf(result.content)) } : ended)
-          }
-          case 'assistant/message':
-            if (!update.usage) return
-            addUsage(usage, update.usage)
-            usageReported = true
-            this.usageOf.set(run, usage)
-            return working({ kind: 'usage', usage: { ...usage } })
-          default:
-            return
-        }
+      // The session records the bound, so the task's own delegations stay within it. Its id is the context's.
+      const served = await serveDelegation(this.ctx, admitted, {
+        ...helperAgent(helper),
+        ...(claim.kind === 'new' ? {} : { sessionId: contextId }),
+        meta: { id: contextId, origin: A2A_ORIGIN, cwd: this.options.cwd, ...(helper && { helper: { name: helper.name, hash: helper.source.hash } }) },
+        provider: 'a2a',
+        maxDepth: helper?.maxDepth,
+        prompt,
+        signal,
+        opened: (agent) => {
+          run.agentId = agent.id
+          this.byAgent.set(agent.id, run)
+          return () => this.byAgent.delete(agent.id)
+        },
+        progress: {
+          report: (update) => {
+            switch (update.kind) {
+              case 'text':
+                run.publish(artifactEvent(taskId, contextId, ANSWER_ARTIFACT, update.text, streamedAny, false))
+                streamedAny = true
+                streamed += update.text
+                return
+              case 'tool-start':
+                return working(update, `calling ${update.name}`)
+              case 'tool-end':
+                return working(update)
+              default:
+                return
+            }
+          },
+        },
+        // What the task's whole subtree used (its agent's calls and its children's), so the parent counts it against its budget.
+        onUsage: (usage) => {
+          this.usageOf.set(run, usage)
+          working({ kind: 'usage', usage })
+        },
+        disposeFailed: (error) => log.warn('disposing the agent of task %s failed: %s', taskId, errorMessage(error)),
       })
-      try {
-        // The answer waits until the agent is quiet (its tasks and continuable children), as in dsh run and dsh acp.
-        const quiet = await runUntilQuiet(agent, { role: 'user', content: [text(prompt)] }, { tasks: this.ctx.get('tasks'), signal })
-        const answer = quiet.output.map((block) => block.text).join('')
-        // The last chunk: an empty append when the stream was the answer, else the answer replacing it.
-        if (answer && answer === streamed) run.publish(artifactEvent(taskId, contextId, ANSWER_ARTIFACT, '', true, true))
-        else if (answer || streamedAny) run.publish(artifactEvent(taskId, contextId, ANSWER_ARTIFACT, answer, false, true))
-        const stop = quiet.cancelled ? 'aborted' : quiet.last.reason
-        final = [taskStateOfStop(stop), stop === 'completed' ? undefined : `the turn ended ${quiet.last.reason}${quiet.last.error ? `: ${quiet.last.error}` : ''}`, usageReported ? { usage } : undefined]
-      } finally {
-        unsubscribe()
-        this.byAgent.delete(agent.id)
-        // Flushed and released before the final status: the context's next task may reopen it at once.
-        await agent.dispose().catch((error: unknown) => log.warn('disposing the agent of task %s failed: %s', taskId, errorMessage(error)))
-      }
+      // The last chunk: an empty append when the stream was the answer, else the answer replacing it.
+      const { answer } = served
+      if (answer && answer === streamed) run.publish(artifactEvent(taskId, contextId, ANSWER_ARTIFACT, '', true, true))
+      else if (answer || streamedAny) run.publish(artifactEvent(taskId, contextId, ANSWER_ARTIFACT, answer, false, true))
+      const stop = served.cancelled ? 'aborted' : served.last.reason
+      final = [taskStateOfStop(stop), stop === 'completed' ? undefined : `the turn ended ${served.last.reason}${served.last.error ? `: ${served.last.error}` : ''}`, served.usageReported ? { usage: served.usage } : undefined]
     } catch (error) {
       final = [TaskState.TASK_STATE_FAILED, `the task could not run: ${errorMessage(error)}`]
     } finally {

@@ -31,6 +31,9 @@ export { wrapRun, type RunWrap } from './run-wrap.js'
 export { admitDepth, DEFAULT_MAX_DEPTH, effectiveMaxDepth, refuseDisposedParent, tighterBound, type DepthWords } from './admission.js'
 export { A2A_LINEAGE, ACP_LINEAGE, QUEUE_LINEAGE, lineageHeader, lineageOf, readTraceContext, readTraceparent, setTraceContextSource, traceContextOf, traceEnvironment, type TraceContext, type TraceContextSource, type Lineage, type LineageField, type LineageWarnings, type LineageWire, type ReceivedLineage } from './lineage.js'
 
+// The served side: one line for every host that runs a delegation it received.
+export { admitDelegation, openDelegation, runDelegation, serveDelegation, RecordingRefused, type AdmittedDelegation, type OpenDelegationOptions, type RunDelegationOptions, type ServeDelegationOptions, type ServedHost, type ServedRun } from './served.js'
+
 // The one in-process child factory.
 export { createInProcessChild, type InProcessChildOptions, type InProcessChildRequest } from './in-process-child.js'
 

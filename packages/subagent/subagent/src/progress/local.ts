@@ -48,10 +48,11 @@ export function latestTurnUsage(session: Session): SubagentUsage | undefined {
 
 /**
  * Report the child's progress to `sink` from now on, starting with what its latest turn
- * already did (the child may have begun before its run was published). Returns the
- * unsubscriber.
+ * already did (the child may have begun before its run was published), unless `replay` is
+ * false (a served session followed before its next turn: its latest is an earlier one).
+ * Returns the unsubscriber.
  */
-export function followLocalChild(session: Session, sink: ProgressSink): () => void {
+export function followLocalChild(session: Session, sink: ProgressSink, replay = true): () => void {
   const usage = noUsage()
   // Whether the assistant message being produced streamed its text as chunks: a message
   // whose text never streamed (an adapter without deltas) is reported whole when it lands.
@@ -86,7 +87,7 @@ export function followLocalChild(session: Session, sink: ProgressSink): () => vo
     }
   }
   // What the latest turn did before anyone was listening.
-  for (let seq = latestTurnFrom(session); seq < session.length; seq++) {
+  for (let seq = replay ? latestTurnFrom(session) : session.length; seq < session.length; seq++) {
     const event = session.at(seq)
     if (event) onEvent(event)
   }
