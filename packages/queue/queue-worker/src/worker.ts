@@ -34,9 +34,7 @@ import { UnrecoverableError, Worker, type Job } from 'bullmq'
 import type { Context } from 'cordis'
 import type { Redis } from 'ioredis'
 import { errorMessage, printable } from '@dsh/base'
-import { text, textOf } from '@dsh/llm'
-import { runUntilQuiet } from '@dsh/tasks'
-import { addUsage, admitDepth, displayLine, lineageHeader, noUsage, QUEUE_LINEAGE, summariseArgs, tighterBound, type SubagentProgress, type SubagentUsage } from '@dsh/subagent'
+import { admitDelegation, QUEUE_LINEAGE, serveDelegation, type OpenDelegationOptions, type SubagentProgress, type SubagentUsage } from '@dsh/subagent'
 import { ABORTED_PREFIX, cancelChannel, jobSignatureProblem, pingRedis, readJobPayload, redisClient, takenLogLine, WIRE_VERSION, type JobHelper, type JobProgress, type JobResult, type QueueKey } from '@dsh/subagent-queue'
 
 export interface QueueWorkerOptions {
@@ -84,9 +82,6 @@ export interface QueueJobAbout {
   label?: string
 }
 
-/** `ctx.agents.create`'s options (named by the service, so this package needs no import of `@dsh/agent` for them). */
-type CreateAgentOptions = Parameters<Context['agents']['create']>[0] & {}
-
 /** The name this worker gives itself in failures and results: `host:pid`. */
 export const WORKER_NAME = `${hostname()}:${process.pid}`
 
@@ -126,18 +121,6 @@ export async function serveQueue(ctx: Context, options: QueueWorkerOptions): Pro
   subscriber.on('message', (_channel: string, jobId: string) => {
     const controller = active.get(jobId)
     if (controller) controller.abort(new Error('cancelled by the delegating parent'))
-  })
-
-  // Each running job's usage counter, by its agent's id: a run that ends anywhere below a
-  // job's agent adds its usage there. One listener for the worker, not one per job.
-  const jobUsage = new Map<string, (usage: Parameters<typeof addUsage>[1]) => void>()
-  const stopCounting = ctx.on('subagent/end', (info) => {
-    const used = info.usage
-    if (used === undefined || jobUsage.size === 0) return
-    for (let current = ctx.agents.get(info.parentId); current !== undefined; current = current.parent) {
-      const counted = jobUsage.get(current.id)
-      if (counted) return counted({ inputTokens: used.inputTokens, outputTokens: used.outputTokens, cacheHitInputTokens: used.cachedInputTokens })
-    }
   })
 
   /** `runJob`, with `onJob` told of its start and its end (its outcome, how long it took, what it used). */
@@ -188,13 +171,9 @@ export async function serveQueue(ctx: Context, options: QueueWorkerOptions): Pro
       // Not ours, or broken: no other worker would do better.
       throw new UnrecoverableError(`[${WORKER_NAME}] ${errorMessage(error)}`)
     }
-    let lineage
+    let admitted
     try {
-      lineage = QUEUE_LINEAGE.decode(payload.lineage, log)
-      admitDepth(lineage.delegationDepth ?? 0, options.maxDepth, lineage.maxDepth, {
-        subject: 'this job would run',
-        bound: (limit, whose) => `${whose === 'own' ? "this worker's" : "the delegating parent's"} maxDepth ${limit}`,
-      })
+      admitted = admitDelegation({ maxDepth: options.maxDepth, subject: 'this job would run', own: "this worker's" }, QUEUE_LINEAGE.decode(payload.lineage, log))
       if (payload.helper !== undefined) await refuseUnrunnableHelper(payload.helper)
     } catch (error) {
       throw new UnrecoverableError(`[${WORKER_NAME}] ${errorMessage(error)}`)
@@ -205,61 +184,35 @@ export async function serveQueue(ctx: Context, options: QueueWorkerOptions): Pro
     lockLost?.addEventListener('abort', onLockLost, { once: true })
     const reporter = new ProgressReporter(job, options.progressIntervalMs ?? 250)
     try {
-      const bound = tighterBound(options.maxDepth, lineage.maxDepth)!
-      const agent = await ctx.agents.create(childOptions(payload.helper, { origin: 'queue', cwd: options.cwd, ...lineageHeader(lineage), provider: lineage.provider ?? 'queue', maxDepth: bound, attempt }))
-      // The budget the parent handed the job holds from its first model call, not only once it delegates.
-      await ctx.get('subagents')?.boundByLineage(agent)
-      sayIfLineageBoundsDefault(job, agent)
-      // What the job used: its agent's model calls and every child run below it (at any
-      // depth, told as each ends), so the parent counts the whole subtree against its budget.
-      const usage = noUsage()
-      let usageReported = false
-      const counted = (more: Parameters<typeof addUsage>[1]) => {
-        addUsage(usage, more)
-        usageReported = true
-        reporter.add({ kind: 'usage', usage: { ...usage } })
-      }
-      const unsubscribe = agent.session.subscribe((update) => {
-        switch (update.type) {
-          case 'assistant/chunk':
-            if (update.kind === 'text') reporter.add({ kind: 'text', text: update.text })
-            return
-          case 'tool/call':
-            return reporter.add({ kind: 'tool-start', callId: update.call.id, name: update.call.name, args: summariseArgs(update.call.args ?? update.call.rawArgs ?? {}) })
-          case 'tool/result': {
-            const { result } = update
-            const ended: SubagentProgress = { kind: 'tool-end', callId: result.callId, name: result.name, ok: result.isError !== true }
-            return reporter.add(result.isError ? { ...ended, detail: displayLine(textOf(result.content)).slice(0, 160) } : ended)
-          }
-          case 'assistant/message':
-            if (update.usage) counted(update.usage)
-            return
-          default:
-            return
-        }
+      // The one served line (`@dsh/subagent`'s served.ts): the job's agent, bounded by the
+      // budget its parent handed it, its progress reported on the job, and what its whole
+      // subtree used (its agent's calls and every child run below it), so the parent counts
+      // it against its budget.
+      const run = await serveDelegation(ctx, admitted, {
+        ...helperOptions(payload.helper),
+        meta: { origin: 'queue', cwd: options.cwd, attempt, ...helperMeta(payload.helper) },
+        provider: 'queue',
+        prompt: payload.prompt,
+        signal: cancel.signal,
+        opened: (agent) => sayIfLineageBoundsDefault(job, agent),
+        progress: { report: (update) => reporter.add(update) },
+        onUsage: (usage) => reporter.add({ kind: 'usage', usage }),
+        disposeFailed: (error) => log.warn('disposing the agent of job %s failed: %s', job.id, errorMessage(error)),
       })
-      jobUsage.set(agent.id, counted)
-      try {
-        const run = await runUntilQuiet(agent, { role: 'user', content: [text(payload.prompt)] }, { tasks: ctx.get('tasks'), signal: cancel.signal })
-        await reporter.flush()
-        if (run.cancelled) throw new UnrecoverableError(`${ABORTED_PREFIX}${errorMessage(cancel.signal.reason)} (on ${WORKER_NAME})`)
-        const { reason, error } = run.last
-        const result: JobResult = { v: WIRE_VERSION, output: run.output.map((block) => block.text).join(''), stopReason: reason, session: agent.id, worker: WORKER_NAME }
-        // A turn's error that already names its reason (a budget's `budget: …`) is said as it is.
-        if (reason !== 'completed') result.diagnostic = error?.startsWith(`${reason}:`) ? error : `the turn ended ${reason}${error ? `: ${error}` : ''}`
-        if (usageReported) result.usage = usage
-        return result
-      } finally {
-        jobUsage.delete(agent.id)
-        unsubscribe()
-        reporter.stop()
-        await agent.dispose().catch((error: unknown) => log.warn('disposing the agent of job %s failed: %s', job.id, errorMessage(error)))
-      }
+      await reporter.flush()
+      if (run.cancelled) throw new UnrecoverableError(`${ABORTED_PREFIX}${errorMessage(cancel.signal.reason)} (on ${WORKER_NAME})`)
+      const { reason, error } = run.last
+      const result: JobResult = { v: WIRE_VERSION, output: run.answer, stopReason: reason, session: run.agentId, worker: WORKER_NAME }
+      // A turn's error that already names its reason (a budget's `budget: …`) is said as it is.
+      if (reason !== 'completed') result.diagnostic = error?.startsWith(`${reason}:`) ? error : `the turn ended ${reason}${error ? `: ${error}` : ''}`
+      if (run.usageReported) result.usage = run.usage
+      return result
     } catch (error) {
       // Every failure names this worker, so a job tried by several says who failed how.
       if (error instanceof UnrecoverableError) throw error
       throw new Error(`[${WORKER_NAME}] ${errorMessage(error)}`, { cause: error })
     } finally {
+      reporter.stop()
       lockLost?.removeEventListener('abort', onLockLost)
       active.delete(job.id!)
     }
@@ -318,7 +271,6 @@ export async function serveQueue(ctx: Context, options: QueueWorkerOptions): Pro
       closing ??= (async () => {
         await Promise.allSettled(workers.map((worker) => worker.close()))
         await subscriber.quit().catch(() => subscriber.disconnect())
-        stopCounting()
       })()
       // A close already waiting for its jobs can still be told to cancel them.
       if (cancel) for (const controller of active.values()) controller.abort(new Error('the worker is shutting down'))
@@ -328,20 +280,21 @@ export async function serveQueue(ctx: Context, options: QueueWorkerOptions): Pro
 }
 
 /**
- * How the job's agent is made: the header, and what its helper says (the definition it
- * was started from, recorded in the header; its model and persona; its tool filter,
- * applied in the agent's set-up so a filter that cannot hold rolls the agent back).
+ * How the job's agent is made when it runs as a helper: the definition it was started from
+ * (its name and hash, recorded in the header), its model and persona, and its tool filter,
+ * applied in the agent's set-up so a filter that cannot hold rolls the agent back.
  */
-function childOptions(helper: JobHelper | undefined, meta: NonNullable<CreateAgentOptions['meta']>): CreateAgentOptions {
-  if (helper === undefined) return { meta }
-  if (helper.name !== undefined && helper.hash !== undefined) meta.helper = { name: helper.name, hash: helper.hash }
-  const agentOptions: NonNullable<CreateAgentOptions['agentOptions']> = {}
+function helperMeta(helper: JobHelper | undefined): { helper?: { name: string; hash: string } } {
+  return helper?.name !== undefined && helper.hash !== undefined ? { helper: { name: helper.name, hash: helper.hash } } : {}
+}
+
+function helperOptions(helper: JobHelper | undefined): Pick<OpenDelegationOptions, 'agentOptions' | 'setup'> {
+  if (helper === undefined) return {}
+  const agentOptions: NonNullable<OpenDelegationOptions['agentOptions']> = {}
   if (helper.model !== undefined) agentOptions.model = helper.model
   if (helper.persona !== undefined) agentOptions.persona = helper.persona
-  const options: CreateAgentOptions = { meta, agentOptions }
   const filter = helper.tools
-  if (filter !== undefined) options.setup = (childCtx, child) => void childCtx.tools.restrict(child.id, filter)
-  return options
+  return { agentOptions, ...(filter !== undefined && { setup: (childCtx, child) => void childCtx.tools.restrict(child.id, filter) }) }
 }
 
 /** A job's progress, coalesced: text merged, sent at most every `intervalMs`. */
