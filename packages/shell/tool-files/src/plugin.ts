@@ -164,10 +164,21 @@ export class FilesToolPlugin {
     return this.engine
   }
 
+  /**
+   * The calling agent's confinement, resolved once per agent: its header (cwd, sandbox) does
+   * not change over its life, and each real-path look-up is a thread-pool round trip.
+   */
+  private readonly confinements = new WeakMap<object, Confinement>()
+
   /** One call: the calling agent's confinement, then the tool; a refusal is an error result naming what and why. */
   private async run(tool: string, exec: ToolExecution, body: (confinement: Confinement) => Promise<string>): Promise<ToolOutput> {
     try {
-      return await body(await confinementOf(exec.agent, this.config.allowedDirectories))
+      let confinement = this.confinements.get(exec.agent)
+      if (confinement === undefined || confinement.cwd !== exec.agent.session.header.cwd) {
+        confinement = await confinementOf(exec.agent, this.config.allowedDirectories)
+        this.confinements.set(exec.agent, confinement)
+      }
+      return await body(confinement)
     } catch (error) {
       return refusal(tool, error)
     }

@@ -142,6 +142,23 @@ describe('the approval broker decides every write and edit, with the path as sub
   })
 })
 
+describe('rules name the tool', () => {
+  it('an edit(...) rule does not cover write; *(src/**) covers both', async () => {
+    const dir = await tempDir()
+    await files(dir, { 'src/a.ts': 'old' })
+    const calls = [
+      { tool: 'write', args: { path: 'src/b.ts', content: 'x' } },
+      { tool: 'edit', args: { path: 'src/a.ts', old_string: 'old', new_string: 'new' } },
+    ]
+    const editOnly = await runCalls(dir, calls, { before: async (harness) => harness.plugin(ApprovalService, { default: 'allow', deny: ['edit(src/**)'] }) })
+    expect(editOnly.results.map((result) => result.isError)).toEqual([false, true])
+    const both = await runCalls(dir, [{ tool: 'write', args: { path: 'src/c.ts', content: 'x' } }, calls[1]!], { before: async (harness) => harness.plugin(ApprovalService, { default: 'allow', deny: ['*(src/**)'] }) })
+    expect(both.results.map((result) => result.isError)).toEqual([true, true])
+    expect(existsSync(join(dir, 'src/c.ts'))).toBe(false)
+    expect(await read(dir, 'src/a.ts')).toBe('old')
+  })
+})
+
 describe('under the sandbox header', () => {
   it('writes only in the cwd: an allowed directory outside it is readable but refused for writing', async () => {
     const shared = await tempDir('dsh-shared-')
