@@ -79,6 +79,20 @@ describe('dsh run delegating to Codex', () => {
     expect(processesWithCodexHome(home)).toEqual([])
   })
 
+  it('examples/codex.yml without a Codex login ends at once with one line saying Codex is not logged in, never a silent wait', async () => {
+    const dir = tempDir()
+    const home = tempDir('dsh-codex-nologin-')
+    const result = await runDsh(
+      ['run', '--config', join(repoRoot, 'examples/codex.yml'), '--model', 'scripted:examples/codex-parent.yml', '--session-dir', dir, 'ask Codex what 6 times 7 is'],
+      { env: { CODEX_HOME: home, HOME: home }, timeoutMs: 45_000 },
+    )
+    expect(result.code, result.stderr).toBe(0)
+    const notLoggedIn = `Codex is not logged in (CODEX_HOME ${home}); run \`codex login\``
+    // The delegation's tool result, which the example's parent quotes: one line, no Codex started.
+    expect(result.stdout.split('\n').filter((line) => line.includes(notLoggedIn))).toEqual([expect.stringMatching(/^Codex answered: the subagent could not be started: the codex app-server has no model to ask: /)])
+    expect(processesWithCodexHome(home)).toEqual([])
+  })
+
   it('with --permission reject, a rule in dsh.yml lets a Codex command run, and one no rule allows is declined; both are recorded in the parent\'s session naming the child', async () => {
     fake = await startFakeOpenAIResponses([
       { toolCalls: [{ callId: 'call_touch', name: 'exec_command', arguments: { cmd: 'touch made-by-rule' } }] },

@@ -49,6 +49,8 @@ const ROOTS = [
   'v2/FileChangeRequestApprovalResponse',
   'v2/PermissionsRequestApprovalResponse',
   'v2/McpServerElicitationRequestResponse',
+  'v2/GetAccountParams',
+  'v2/GetAccountResponse',
 ]
 
 const packageDir = resolve(dirname(fileURLToPath(import.meta.url)), '..')

@@ -23,7 +23,7 @@ export type AppServerEvent =
   | { type: 'plan'; threadId: string; turnId: string; steps: TurnPlanUpdatedNotification['plan'] }
   /** A progress notification that did not fit (an item without a type, of an unknown type, …): logged, never fatal. */
   | { type: 'dropped'; threadId: string; turnId: string; reason: string }
-  | { type: 'error'; threadId: string; turnId: string; message: string; info: string | undefined; willRetry: boolean }
+  | { type: 'error'; threadId: string; turnId: string; message: string; info: string | undefined; details: string | undefined; willRetry: boolean }
   | { type: 'turn-completed'; threadId: string; turnId: string; status: TurnStatus; error: { message: string; info: string | undefined } | undefined }
 
 type AgentMessageItem = Extract<ThreadItem, { type: 'agentMessage' }>
@@ -90,6 +90,8 @@ export function readNotification(method: string, params: unknown): AppServerEven
         turnId: string(p, 'turnId', method),
         message: error?.message ?? 'unknown error',
         info: error?.info,
+        // What went wrong underneath (`stream disconnected before completion: …`), beside the message (`Reconnecting... 2/5`).
+        details: isRecord(p.error) && typeof p.error.additionalDetails === 'string' && p.error.additionalDetails !== '' ? p.error.additionalDetails : undefined,
         willRetry: p.willRetry === true,
       }
     }

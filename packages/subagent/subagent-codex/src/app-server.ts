@@ -105,10 +105,33 @@ export class CodexChild implements RemoteChild {
         if (resumed !== opening.threadId) throw this.startFailed(`thread/resume answered with thread ${resumed}, not ${opening.threadId}`, control.stage)
         this.remoteId = resumed
       }
+      // After the thread opened: a config.toml Codex cannot load is its own error, said at thread/start.
+      control.moveTo('account/read')
+      await this.checkLogin()
     } catch (error) {
       throw await this.startFailure(error, control.stage)
     } finally {
       this.starting = undefined
+    }
+  }
+
+  /**
+   * Codex's own login, when its model provider needs one (OpenAI's, Codex's default):
+   * without it the turn would wait on a model that never answers, so the start fails in one
+   * line saying what to do. A provider of Codex's config.toml with its own key needs none.
+   */
+  private async checkLogin(): Promise<void> {
+    let answer: unknown
+    try {
+      answer = await this.connection.request('account/read', { refreshToken: false })
+    } catch (error) {
+      // An app-server without the method: the turn's own errors say the rest.
+      if (error instanceof RpcError) return
+      throw error
+    }
+    if (isRecord(answer) && answer.requiresOpenaiAuth === true && answer.account === null) {
+      const home = this.spec.env.CODEX_HOME ?? '~/.codex'
+      throw new SubagentError('START_FAILED', `${CODEX_CHILD_NAME} has no model to ask: Codex is not logged in (CODEX_HOME ${home}); run \`codex login\` (or \`printenv OPENAI_API_KEY | codex login --with-api-key\`) with that CODEX_HOME, or name a model provider with its own key in its config.toml`)
     }
   }
 

@@ -17,6 +17,7 @@ export interface CodexConfig {
   startupTimeoutMs: number
   graceMs: number
   model?: string
+  modelRetryLimitMs: number
 }
 
 export const CodexConfig: Schema<Partial<CodexConfig>, CodexConfig> = Schema.object({
@@ -29,6 +30,7 @@ export const CodexConfig: Schema<Partial<CodexConfig>, CodexConfig> = Schema.obj
   startupTimeoutMs: Schema.natural().min(1).default(30_000).description('Longest the app-server may take from spawn to an accepted turn.'),
   graceMs: Schema.natural().default(2_000).description('Disposal: wait this long after closing stdin, and again after SIGTERM, before the next step.'),
   model: Schema.string().min(1).description('A Codex model slug overriding the model of Codex\'s own config.'),
+  modelRetryLimitMs: Schema.natural().default(20_000).description('How long Codex may go on retrying a model that does not answer (unreachable, the network gone) before the turn fails with Codex\'s last error, counted from its first retry and checked at each one it reports; Codex alone waits for as long as it takes. 0: fail at the first retry.'),
 }) as Schema<Partial<CodexConfig>, CodexConfig>
 
 /** Config problems schemastery cannot express; thrown at load, naming the key. */
@@ -54,6 +56,8 @@ export interface CodexRunSpec {
   timeoutMs: number | undefined
   startupTimeoutMs: number
   graceMs: number
+  /** How long Codex may retry a model that does not answer before the turn fails. */
+  modelRetryLimitMs: number
   /** Told why a progress notification was dropped (an item without a type, …); the plugin logs it at debug level. */
   progressDropped?: (reason: string) => void
   /** The parent's approval broker, when one is composed (`permissionMode: ask` sends approvals there). */
@@ -101,5 +105,6 @@ export function resolveRunSpec(config: CodexConfig, request: SubagentRequest | C
     timeoutMs: config.timeoutMs,
     startupTimeoutMs: config.startupTimeoutMs,
     graceMs: config.graceMs,
+    modelRetryLimitMs: config.modelRetryLimitMs,
   }
 }

@@ -7,6 +7,8 @@ import { StringDecoder } from 'node:string_decoder'
 import { DshError, isRecord } from '@dsh/base'
 import type { Readable, Writable } from 'node:stream'
 import type {
+  GetAccountParams,
+  GetAccountResponse,
   InitializeParams,
   InitializeResponse,
   RequestId,
@@ -23,6 +25,7 @@ import type {
 /** The client → server requests this provider makes, with their generated param and result types. */
 export interface ClientRequests {
   initialize: { params: InitializeParams; result: InitializeResponse }
+  'account/read': { params: GetAccountParams; result: GetAccountResponse }
   'thread/start': { params: ThreadStartParams; result: ThreadStartResponse }
   'thread/resume': { params: ThreadResumeParams; result: ThreadResumeResponse }
   'turn/start': { params: TurnStartParams; result: TurnStartResponse }

@@ -12,6 +12,7 @@
  * | `item/completed` of one of those               | `tool-end` (ok unless failed, declined or a non-zero exit) |
  * | `thread/tokenUsage/updated`                    | `usage` (the turn's so far) |
  * | `turn/plan/updated`                            | `status`: `plan: 2/5 done — <the step in progress>` |
+ * | `error` that Codex will retry (its model unreachable) | `status`: `codex: Reconnecting... 2/5: <why>` |
  *
  * Dropped and logged, never fatal: an item without a type or of an unknown type, an item
  * completed that never started, a second completion, malformed usage or plan.
@@ -47,6 +48,10 @@ export class CodexTurnReader {
   private readonly notes: string[] = []
   private lastError: string | undefined
   private usage: SubagentUsage | undefined
+  /** Codex's retries of its model since the model last answered anything: how many, since when, and the last one's words. */
+  private retries = 0
+  private firstRetryAt = 0
+  private lastRetry: string | undefined
   private readonly openTools = new Map<string, { name: string; ended: boolean }>()
 
   constructor(
@@ -59,6 +64,8 @@ export class CodexTurnReader {
 
   /** Fold one event of this turn in; returns the event when it ends the turn. */
   read(event: AppServerEvent): TurnCompleted | undefined {
+    // Anything the model sent means it was reached.
+    if (event.type === 'agent-message-delta' || event.type === 'agent-message' || event.type === 'tool-item' || event.type === 'token-usage') this.retries = 0
     switch (event.type) {
       case 'agent-message-delta':
         this.streamed += event.delta
@@ -98,14 +105,28 @@ export class CodexTurnReader {
       case 'dropped':
         this.dropped(event.reason)
         return undefined
-      case 'error':
-        if (!event.willRetry) this.lastError = errorText(event.message, event.info)
+      case 'error': {
+        const text = event.details ? `${event.message}: ${event.details}` : event.message
+        if (!event.willRetry) {
+          this.lastError = errorText(text, event.info)
+          return undefined
+        }
+        // Codex retries on its own, for as long as it takes when the network is gone: say so as it happens.
+        if (this.retries++ === 0) this.firstRetryAt = Date.now()
+        this.lastRetry = text
+        this.report({ kind: 'status', text: `codex: ${text}` })
         return undefined
+      }
       case 'turn-completed':
         return event
       default:
         return assertNever(event, 'app-server event')
     }
+  }
+
+  /** How many times in a row Codex has retried its model without an answer, for how long (ms), and the last retry's words. */
+  get modelRetries(): { count: number; forMs: number; last: string | undefined } {
+    return { count: this.retries, forMs: this.retries === 0 ? 0 : Date.now() - this.firstRetryAt, last: this.lastRetry }
   }
 
   /** A server request was answered; `note` says what was declined or refused. */

@@ -24,6 +24,8 @@ export class CodexTurn implements RemoteTurn<CodexChild> {
   private readonly listener: TurnListener
   /** Aborted when the turn stops: its approvals still at the parent's broker are withdrawn. */
   private readonly stopped = new AbortController()
+  /** How long Codex may retry a model that does not answer before the turn fails (`modelRetryLimitMs`). */
+  private readonly modelRetryLimitMs: number
 
   constructor(
     spec: CodexRunSpec,
@@ -31,6 +33,7 @@ export class CodexTurn implements RemoteTurn<CodexChild> {
     private readonly turn: TurnControl,
     usageBaseline: UsageBaseline,
   ) {
+    this.modelRetryLimitMs = spec.modelRetryLimitMs
     this.reader = new CodexTurnReader(turn, (reason) => spec.progressDropped?.(reason), usageBaseline)
     this.listener = {
       withdrawn: this.stopped.signal,
@@ -68,6 +71,11 @@ export class CodexTurn implements RemoteTurn<CodexChild> {
     const { turn } = this
     if (turn.settled || (event.type !== 'dropped' && this.turnId !== undefined && event.turnId !== undefined && event.turnId !== this.turnId)) return
     const completed = this.reader.read(event)
+    const retries = this.reader.modelRetries
+    if (retries.count > 0 && event.type === 'error' && retries.forMs >= this.modelRetryLimitMs) {
+      // Codex would go on waiting (for the network, a server) with nothing to show: fail in one line, in its words.
+      return turn.fail(this.failure('model-error', `codex could not reach its model (${retries.count} ${retries.count === 1 ? 'retry' : 'retries'} in ${Math.round(retries.forMs / 1000)} s, the last: ${retries.last}); check its login (codex login) or its model provider's base_url in CODEX_HOME's config.toml`))
+    }
     if (!completed) return
     // The one place a codex turn's end becomes a stop reason.
     switch (completed.status) {

@@ -2,7 +2,8 @@
  * The provider against the real, pinned `codex app-server`, pointed at the fake Responses
  * server on 127.0.0.1 through a throw-away CODEX_HOME. No network beyond loopback.
  */
-import { existsSync, mkdtempSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs'
+import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
@@ -188,7 +189,7 @@ describe('codex provider against the real app-server', () => {
     const started = harness!.ctx.subagents.start('codex', request('hi', { signal: controller.signal }))
     await waitFor(() => appServerPids().length > 0, 'the app-server process')
     controller.abort()
-    await expect(started).rejects.toMatchObject({ code: 'ABORTED', message: expect.stringMatching(/stage (spawn|initialize|thread\/start|turn\/start)/) })
+    await expect(started).rejects.toMatchObject({ code: 'ABORTED', message: expect.stringMatching(/stage (spawn|initialize|account\/read|thread\/start|turn\/start)/) })
     expect(appServerPids()).toEqual([])
   })
 
@@ -203,4 +204,49 @@ describe('codex provider against the real app-server', () => {
     expect((error as Error).message).toMatch(/^the codex app-server refused thread\/start: failed to load configuration: .*config\.toml/)
     expect(appServerPids()).toEqual([])
   })
+
+  it('without a login (an empty CODEX_HOME: OpenAI\'s provider, nobody logged in) the start fails in one line saying so and how to log in', async () => {
+    await setup([{ text: 'unused' }])
+    const empty = mkdtempSync(join(tmpdir(), 'dsh-codex-nologin-'))
+    await harness!.plugin(CodexPlugin, { providerName: 'codex-nologin', env: { CODEX_HOME: empty, HOME: empty } })
+    const error = await harness!.ctx.subagents.start('codex-nologin', request('hi')).then(
+      () => undefined,
+      (caught: Error & { code?: string }) => caught,
+    )
+    expect(error).toMatchObject({ code: 'START_FAILED' })
+    expect(error!.message.split('\n')).toHaveLength(1)
+    expect(error!.message).toMatch(new RegExp(`^the codex app-server has no model to ask: Codex is not logged in \\(CODEX_HOME ${empty}\\); run \`codex login\``))
+    expect(appServerPids()).toEqual([])
+  })
+
+  it('a model endpoint that refuses connections (a closed port on 127.0.0.1) ends the turn error in one line with Codex\'s own words, its retries shown as progress', async () => {
+    const closed = await closedPort()
+    const home = codexHome(`http://127.0.0.1:${closed}/v1`)
+    // Codex's own retry policy (no request_max_retries in its config): it would wait for the network for ever.
+    writeFileSync(join(home, 'config.toml'), readFileSync(join(home, 'config.toml'), 'utf8').replace(/^(request|stream)_max_retries = 0\n/gm, ''))
+    harness = await createHarness()
+    await harness.plugin(SubagentService)
+    await harness.plugin(CodexPlugin, { env: { CODEX_HOME: home, HOME: home, FAKE_CODEX_API_KEY: 'sk-fake' }, graceMs: 500, modelRetryLimitMs: 0 })
+    parent = await harness.agent({ meta: { cwd: mkdtempSync(join(tmpdir(), 'dsh-codex-work-')) } })
+    const statuses: string[] = []
+    harness.ctx.on('subagent/progress', (info) => {
+      for (const update of info.updates) if (update.kind === 'status') statuses.push(update.text)
+    })
+    const run = await start('hi')
+    const result = await run.result
+    expect(result.stopReason).toBe('error')
+    expect(result.diagnostic!.split('\n')).toHaveLength(1)
+    expect(result.diagnostic).toMatch(/^model-error during turn: codex could not reach its model \(1 retry in \d+ s, the last: Reconnecting\.\.\. .+\); check its login \(codex login\) or its model provider's base_url/)
+    expect(statuses.some((status) => status.startsWith('codex: Reconnecting...'))).toBe(true)
+    await waitFor(() => appServerPids().length === 0, 'the app-server to be stopped')
+  })
 })
+
+/** A port on 127.0.0.1 nothing listens on: the OS's choice, released again. */
+async function closedPort(): Promise<number> {
+  const server = createServer()
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  const { port } = server.address() as { port: number }
+  await new Promise<void>((resolve) => server.close(() => resolve()))
+  return port
+}

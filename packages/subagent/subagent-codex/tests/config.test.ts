@@ -12,7 +12,7 @@ const request = (model?: string) => ({ prompt: [text('x')], parent, signal: new 
 
 describe('codex provider config', () => {
   it('fills the documented defaults', () => {
-    expect(CodexConfig({})).toEqual({ providerName: 'codex', env: {}, passEnv: [], permissionMode: 'ask', startupTimeoutMs: 30_000, graceMs: 2_000 })
+    expect(CodexConfig({})).toEqual({ providerName: 'codex', env: {}, passEnv: [], permissionMode: 'ask', startupTimeoutMs: 30_000, graceMs: 2_000, modelRetryLimitMs: 20_000 })
   })
 
   it.each([

@@ -29,3 +29,5 @@ export type { CommandExecutionRequestApprovalResponse } from './v2/CommandExecut
 export type { FileChangeRequestApprovalResponse } from './v2/FileChangeRequestApprovalResponse'
 export type { PermissionsRequestApprovalResponse } from './v2/PermissionsRequestApprovalResponse'
 export type { McpServerElicitationRequestResponse } from './v2/McpServerElicitationRequestResponse'
+export type { GetAccountParams } from './v2/GetAccountParams'
+export type { GetAccountResponse } from './v2/GetAccountResponse'
