@@ -8,6 +8,7 @@ import { CompositionError, oneLineMessage } from './errors.js'
 import { commandLineEntries, defaultEntries, exportSessionDir } from './defaults.js'
 import { withoutFrameworkStacks } from './framework-stacks.js'
 import { definitionReadiness, DEFINITIONS_ENTRY_ID, sandboxProblemOf, withAgentDefinitions } from './agent-definitions.js'
+import { withSkills } from './skills-entries.js'
 
 export interface RuntimeOptions {
   config?: string
@@ -98,7 +99,7 @@ async function composeRuntime(options: RuntimeOptions): Promise<Composition> {
   const logger = attachConsoleLogger(ctx, options.verbose)
   const underFile = mergeEntries(defaultEntries(options), options.extra ?? [])
   const merged = mergeEntries(mergeEntries(underFile, user), commandLineEntries(options))
-  const entries = withAgentDefinitions(merged, user, !options.ignoreDiscoveredConfig)
+  const entries = withSkills(withAgentDefinitions(merged, user, !options.ignoreDiscoveredConfig), user, !options.ignoreDiscoveredConfig)
   exportSessionDir(entries)
   try {
     // The file as written, whatever the flags say: `config check` and every run refuse the same file.
