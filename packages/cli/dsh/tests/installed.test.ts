@@ -13,7 +13,7 @@ import { client, methods, ndJsonStream, PROTOCOL_VERSION } from '@agentclientpro
 import { startLoopbackServer } from '@dsh/testkit'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { repoRoot, tempDir } from './cli.js'
-import { cleanEnv, embedProject, emptyProject, MB, npm, packWorkspaces, removeInBackground, run, treeSize, type Ran } from './installed.js'
+import { cleanEnv, embedProject, emptyProject, installedPackages, MB, npm, packWorkspaces, removeInBackground, run, treeSize, type Ran } from './installed.js'
 import { until } from './processes.js'
 
 const manifest = (path: string) => JSON.parse(readFileSync(join(repoRoot, path, 'package.json'), 'utf8')) as { version: string; engines: { node: string }; peerDependencies: Record<string, string> }
@@ -28,6 +28,10 @@ const claudePackage = `@anthropic-ai/claude-agent-sdk@${manifest('packages/subag
 const OLD_NODE = '20.18.0'
 /** Left out of one install: npm must say it is missing. */
 const LEFT_OUT = '@dsh/tool-bash'
+/** The tests' fake servers and harness: no package of the release depends on it, so a user's install never has it. */
+const TESTKIT = '@dsh/testkit'
+/** A workspace's tarball file name (`dsh-tool-bash-0.1.0.tgz`), as npm pack names it. */
+const tarballOf = (name: string) => `${name.replace('@', '').replace('/', '-')}-${version}.tgz`
 
 const scratch = tempDir('dsh-installed-')
 const app = join(scratch, 'app')
@@ -36,6 +40,8 @@ const full = join(scratch, 'full')
 const embed = join(scratch, 'embed')
 const home = join(scratch, 'home')
 let tarballs: string[] = []
+/** What a user installs: every tarball but testkit's. */
+let release: string[] = []
 let partialInstall: Ran | undefined
 
 const started: ChildProcess[] = []
@@ -48,11 +54,13 @@ afterAll(async () => {
 
 beforeAll(async () => {
   tarballs = await packWorkspaces(join(scratch, 'packs'))
-  const withoutOne = tarballs.filter((tarball) => !tarball.endsWith(`${LEFT_OUT.replace('@', '').replace('/', '-')}-${version}.tgz`))
+  // Offline, npm fails the install if any package of the release needed the one left out.
+  release = tarballs.filter((tarball) => !tarball.endsWith(`/${tarballOf(TESTKIT)}`))
+  const withoutOne = release.filter((tarball) => !tarball.endsWith(`/${tarballOf(LEFT_OUT)}`))
   await Promise.all([
-    npm('npm install of every tarball', ['install', ...tarballs], emptyProject(app)),
-    npm('npm install -g of every tarball', ['install', '-g', '--prefix', globalPrefix, ...tarballs], scratch),
-    npm('npm install of every tarball with the optional SDKs', ['install', ...tarballs, codexPackage, claudePackage], emptyProject(full)),
+    npm('npm install of the release', ['install', ...release], emptyProject(app)),
+    npm('npm install -g of the release', ['install', '-g', '--prefix', globalPrefix, ...release], scratch),
+    npm('npm install of the release with the optional SDKs', ['install', ...release, codexPackage, claudePackage], emptyProject(full)),
     npm('npm install of examples/embed', ['install'], embedProject(embed, tarballs)),
     installWithoutOne(withoutOne).then((result) => (partialInstall = result)),
   ])
@@ -130,8 +138,17 @@ describe('the packed release, installed outside the repository', { timeout: 180_
       expect(existsSync(join(modules, name)), name).toBe(false)
     }
     const { bytes, onDisk } = treeSize(modules)
-    console.log(`default install: node_modules holds ${(bytes / MB).toFixed(1)} MB in files (${(onDisk / MB).toFixed(1)} MB on disk), ${readdirSync(modules).length} top-level entries`)
+    console.log(`default install: node_modules holds ${(bytes / MB).toFixed(1)} MB in files (${(onDisk / MB).toFixed(1)} MB on disk), ${installedPackages(modules).length} packages`)
     expect(bytes).toBeLessThan(60 * MB)
+  })
+
+  it(`${TESTKIT} is not part of an install: the release installed without it (offline, so a package needing it would have failed), and no install holds it`, () => {
+    const cli = JSON.parse(readFileSync(join(app, 'node_modules', '@dsh', 'cli', 'package.json'), 'utf8')) as { dependencies: Record<string, string> }
+    expect(Object.keys(cli.dependencies)).not.toContain(TESTKIT)
+    for (const modules of [join(app, 'node_modules'), join(globalPrefix, 'lib', 'node_modules'), join(full, 'node_modules')]) {
+      expect(existsSync(join(modules, '@dsh', 'cli')), modules).toBe(true)
+      expect(installedPackages(modules).filter((name) => name === TESTKIT), modules).toEqual([])
+    }
   })
 
   it('dsh --version prints the version every package has', async () => {

@@ -6,7 +6,7 @@
  * Each step that fails says which one it was.
  */
 import { spawn } from 'node:child_process'
-import { cpSync, lstatSync, mkdirSync, readdirSync, writeFileSync } from 'node:fs'
+import { cpSync, existsSync, lstatSync, mkdirSync, readdirSync, writeFileSync } from 'node:fs'
 import { delimiter, dirname, join } from 'node:path'
 import { repoRoot } from './cli.js'
 
@@ -146,3 +146,23 @@ export function treeSize(dir: string): { bytes: number; onDisk: number } {
 }
 
 export const MB = 1024 * 1024
+
+/** The name of every package installed under the node_modules folder `modules`, nested ones too (one entry per installed copy). */
+export function installedPackages(modules: string): string[] {
+  const names: string[] = []
+  const visit = (dir: string) => {
+    if (!existsSync(dir)) return
+    for (const entry of readdirSync(dir, { withFileTypes: true })) {
+      if (!entry.isDirectory() || entry.name.startsWith('.')) continue
+      const scoped = entry.name.startsWith('@')
+      for (const name of scoped ? readdirSync(join(dir, entry.name)) : [entry.name]) {
+        const path = scoped ? join(dir, entry.name, name) : join(dir, name)
+        if (!existsSync(join(path, 'package.json'))) continue
+        names.push(scoped ? `${entry.name}/${name}` : name)
+        visit(join(path, 'node_modules'))
+      }
+    }
+  }
+  visit(modules)
+  return names
+}

@@ -175,6 +175,7 @@ function usageCell(usage: SubagentUsage | undefined): string {
 async function codexPeer(scratch: string): Promise<Peer | LeftOut> {
   const missing = (await import('@dsh/subagent-codex')).missingCodexPackage()
   if (missing) return { provider: 'codex', reason: missing }
+  // @dsh/testkit is a devDependency of the CLI: its fake servers are bundled into dsh-main.cjs, so no install needs testkit.
   const { startFakeOpenAIResponses } = await import('@dsh/testkit')
   const server = await startFakeOpenAIResponses()
   const answers = Array.from({ length: 8 }, () => ({ text: 'Codex here: hello, dsh! (answered by a fake Responses API on 127.0.0.1)' }))
