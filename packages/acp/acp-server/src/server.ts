@@ -24,7 +24,6 @@ import type { Context } from 'cordis'
 import { DshError, errorMessage } from '@dsh/base'
 import type { Agent } from '@dsh/agent'
 import type { UserMessage } from '@dsh/llm'
-import { runUntilQuiet } from '@dsh/tasks'
 import { DEFAULT_MAX_FRAME_BYTES, frameStream } from './frames.js'
 import { installPermission, PERMISSION_POLICIES, type PermissionPolicy } from './permission.js'
 import { DEFAULT_MAX_LIVE_SESSIONS, ServedSessions, type ServedSession } from './served-sessions.js'
@@ -34,8 +33,7 @@ import { acpReplayOf } from './replay.js'
 import { acpStopReasonOf, acpUpdateOf } from './updates.js'
 import { forwardChildProgress } from './child-progress.js'
 import { clientTerminalRouter } from './client-terminal.js'
-import { resolve as resolvePath } from 'node:path'
-import { ACP_LINEAGE, addUsage, admitDepth, DEFAULT_MAX_DEPTH, lineageHeader, noUsage, tighterBound, type ReceivedLineage } from '@dsh/subagent'
+import { ACP_LINEAGE, admitDelegation, DEFAULT_MAX_DEPTH, openDelegation, RecordingRefused, runDelegation, tighterBound, type AdmittedDelegation, type ReceivedLineage } from '@dsh/subagent'
 
 export interface AcpServer {
   /** Resolves once the connection has closed and every agent it created is disposed. */
@@ -131,33 +129,18 @@ export function serveAcp(ctx: Context, stream: Stream, options: AcpServerOptions
       await checkCwd(cwd)
       if (params.mcpServers.length > 0) log.warn('ignoring %d MCP server(s) for the new session: dsh does not connect to MCP servers', params.mcpServers.length)
       const lineage = readLineage(params._meta, 'session/new')
-      // Refused before anything exists: a parent recursing through `dsh acp` processes
-      // would otherwise nest without limit, one process per generation. The tighter of
-      // this server's bound and the one the delegating parent inherited is recorded in the
-      // header, so the session's own delegations stay within it too.
-      const bound = admitSession(lineage)
-      const { recording } = lineage
-      const agent = await ctx.agents.create({ meta: { origin: 'acp', cwd, ...lineageHeader(lineage), maxDepth: bound } })
-      // Recording and replay reach across processes: this session records or replays its
-      // own model calls as its parent does (before its first call, or not at all).
-      if (recording && (options.recordingDir === undefined || resolvePath(recording.dir) !== resolvePath(options.recordingDir))) {
-        await agent.dispose()
-        throw RequestError.invalidParams(
-          { _meta: 'dsh.recording' },
-          `this server records or replays only into the directory the process that started it granted (${options.recordingDir ?? 'none'}), not ${recording.dir}`,
-        )
-      }
-      if (recording) {
-        try {
-          ctx.llm.adoptRecordingLink(agent.id, recording)
-        } catch (error) {
-          await agent.dispose()
-          throw RequestError.invalidRequest({ recording }, `cannot ${recording.mode} this session's model calls: ${errorMessage(error)}`)
-        }
-      }
+      // The one served line (`@dsh/subagent`'s served.ts): refused before anything exists
+      // when too deep; the tighter of this server's bound and the one the delegating parent
+      // inherited is recorded in the header, so the session's own delegations stay within
+      // it; its recording link adopted (it records or replays its own model calls as its
+      // parent does: recording and replay reach across processes); bounded by the budget its
+      // parent handed it from the first model call.
+      const agent = await openDelegation(ctx, admitSession(lineage), { meta: { origin: 'acp', cwd }, ...(options.recordingDir !== undefined && { recordingDir: options.recordingDir }) }).catch((error: unknown) => {
+        if (!(error instanceof RecordingRefused)) throw error
+        const { recording } = lineage
+        throw error.grant ? RequestError.invalidParams({ _meta: 'dsh.recording' }, error.message) : RequestError.invalidRequest({ recording }, error.message)
+      })
       await serve(agent)
-      // A budget its parent handed it holds from the first model call, not only once it delegates.
-      await ctx.get('subagents')?.boundByLineage(agent)
       return { sessionId: agent.id }
     })
     .onRequest(methods.agent.session.load, ({ params, client }) => load(params, client))
@@ -184,18 +167,13 @@ export function serveAcp(ctx: Context, stream: Stream, options: AcpServerOptions
     }
   }
 
-  /** The depth bound of a session with `lineage`, or the JSON-RPC refusal of one too deep. */
-  function admitSession(lineage: ReceivedLineage): number {
-    const bound = tighterBound(maxDepth, lineage.maxDepth)!
+  /** A session with `lineage` admitted, or the JSON-RPC refusal of one too deep. */
+  function admitSession(lineage: ReceivedLineage): AdmittedDelegation {
     try {
-      admitDepth(lineage.delegationDepth ?? 0, maxDepth, lineage.maxDepth, {
-        subject: 'this session would be',
-        bound: (limit, whose) => `${whose === 'own' ? "this server's" : "the delegating parent's"} maxDepth ${limit}`,
-      })
+      return admitDelegation({ maxDepth, subject: 'this session would be', own: "this server's" }, lineage)
     } catch (error) {
-      throw RequestError.invalidRequest({ delegationDepth: lineage.delegationDepth, maxDepth: bound }, errorMessage(error))
+      throw RequestError.invalidRequest({ delegationDepth: lineage.delegationDepth, maxDepth: tighterBound(maxDepth, lineage.maxDepth) }, errorMessage(error))
     }
-    return bound
   }
 
   /** Take a new or reopened agent into this connection, unless the client has already left. */
@@ -267,19 +245,7 @@ export function serveAcp(ctx: Context, stream: Stream, options: AcpServerOptions
     }
     // The children this session's tool calls start show their work on those calls.
     const children = forwardChildProgress(ctx, agent.id, send)
-    // What this prompt's model calls used (every turn it runs, and every child run it
-    // started, at any depth), for the response's `_meta`: a dsh parent counts it against
-    // the budget it handed this session.
-    const usage = noUsage()
-    const inTree = (id: string) => {
-      for (let current = ctx.agents.get(id); current !== undefined; current = current.parent) if (current.id === agent.id) return true
-      return false
-    }
-    const offChildren = ctx.on('subagent/end', (info) => {
-      if (info.usage !== undefined && inTree(info.parentId)) addUsage(usage, info.usage)
-    })
     const unsubscribe = agent.session.subscribe((update) => {
-      if (update.type === 'assistant/message' && update.usage) addUsage(usage, update.usage)
       // A call's result is its final update: its child's progress stops before it goes out.
       if (update.type === 'tool/result') children.closeCall(update.result.callId)
       const acpUpdate = acpUpdateOf(update)
@@ -293,12 +259,14 @@ export function serveAcp(ctx: Context, stream: Stream, options: AcpServerOptions
       // Turns that notices of its owned work start (background tasks, continuable
       // children) belong to this prompt too: they are streamed like the first, a cancel
       // reaches them, and the answer waits until the agent is quiet.
-      const run = await runUntilQuiet(agent, message, { tasks: ctx.get('tasks'), signal: cancel.signal })
+      // The response's `_meta.dsh.usage` is what this prompt's whole subtree used (every turn
+      // it runs, and every child run it started, at any depth): a dsh parent counts it
+      // against the budget it handed this session.
+      const run = await runDelegation(ctx, agent, message, { signal: cancel.signal })
       // A stop ACP has no word for (a budget) says so in `_meta.dsh`, for a dsh parent.
       const ending = run.last.reason === 'budget' ? { stopReason: run.last.reason, ...(run.last.error !== undefined && { diagnostic: run.last.error }) } : {}
-      return { stopReason: acpStopReasonOf(run.last, run.cancelled), _meta: { dsh: { usage, ...ending } } }
+      return { stopReason: acpStopReasonOf(run.last, run.cancelled), _meta: { dsh: { usage: run.usage, ...ending } } }
     } finally {
-      offChildren()
       signal.removeEventListener('abort', onAbort)
       unsubscribe()
       children.dispose()
