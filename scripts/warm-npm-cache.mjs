@@ -32,6 +32,10 @@ try {
     mkdir: project,
     packageJson: { name: 'dsh-warm-cache', version: '1.0.0', private: true },
   })
+  // The test also installs the tarballs globally, with no lockfile: npm resolves that tree on
+  // its own (it can pick a newer release of a shared dependency than the project install
+  // did), so the same global install is made here once for its packages to be cached.
+  step('npm install -g of the tarballs', ['install', '-g', '--prefix', join(scratch, 'global'), ...tarballs, '--prefer-offline', '--no-audit', '--no-fund', '--loglevel=error'], scratch, 900_000)
   console.log(`npm cache: ready for an offline install of ${tarballs.length} tarballs and ${extra.join(', ')}`)
 } catch (error) {
   console.error(`warm-npm-cache: ${error.message}`)
