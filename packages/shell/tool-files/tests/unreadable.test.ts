@@ -1,8 +1,11 @@
 /**
  * A directory the agent's user may not read. Tests run as root, which reads everything, so
- * the tools run here in a Node process of the unprivileged user `nobody` (setpriv), loading
- * the package as built (dist/, like the CLI's tests): ls and read refuse in one line, glob
- * and grep go on past it and say how much they could not read.
+ * the tools run here in a Node process that drops to the unprivileged user `nobody`
+ * (setgroups, setgid, setuid) after it has loaded the package as built (dist/, like the
+ * CLI's tests): the checkout may sit where `nobody` cannot read (a home of mode 0700), so
+ * nothing is loaded from it after the drop. ls and read refuse in one line, glob and grep go
+ * on past it and say how much they could not read. A process that could not drop (not root,
+ * or the drop did not take) fails the test; it never runs the tools as root.
  */
 import { execFileSync } from 'node:child_process'
 import { chmod, mkdir } from 'node:fs/promises'
@@ -16,13 +19,25 @@ afterEach(cleanUp)
 const dist = fileURLToPath(new URL('../dist/index.js', import.meta.url))
 
 beforeAll(() => {
-  expect(process.getuid?.(), 'this test drops to the user nobody with setpriv, which needs root').toBe(0)
+  expect(process.getuid?.(), 'this test drops to the user nobody (setuid), which needs root').toBe(0)
 })
 
-/** Each call's result, from the tools registered by the built plugin, run as `nobody` in `cwd`. */
+const NOBODY = 65534
+
+/**
+ * Each call's result, from the tools registered by the built plugin, run as `nobody` in `cwd`.
+ * The module is imported while the process is still root; the drop applies to every thread
+ * (glibc changes the ids of all of them), so the thread pool's file system calls and the
+ * built-in search's worker run as `nobody` too, and so does ripgrep, a child of this process.
+ */
 function asNobody(cwd: string, config: Record<string, unknown>, calls: { tool: string; args: Record<string, unknown> }[]): { text: string; isError: boolean }[] {
   const script = `
     const { FilesToolPlugin } = await import(${JSON.stringify(dist)})
+    process.setgroups([])
+    process.setgid(${NOBODY})
+    process.setuid(${NOBODY})
+    const ids = [process.getuid(), process.geteuid(), process.getgid(), process.getegid(), ...process.getgroups()]
+    if (ids.some((id) => id !== ${NOBODY})) throw new Error('could not drop to nobody: ids are ' + ids.join(','))
     const defs = new Map()
     new FilesToolPlugin({ tools: { register: (def) => defs.set(def.name, def) } }, ${JSON.stringify({
       allowedDirectories: [],
@@ -44,7 +59,7 @@ function asNobody(cwd: string, config: Record<string, unknown>, calls: { tool: s
     }
     process.stdout.write(JSON.stringify(out))
   `
-  const stdout = execFileSync('setpriv', ['--reuid=65534', '--regid=65534', '--clear-groups', process.execPath, '--input-type=module', '-e', script], { cwd, encoding: 'utf8', env: { PATH: process.env.PATH ?? '/usr/bin:/bin' } })
+  const stdout = execFileSync(process.execPath, ['--input-type=module', '-e', script], { cwd, encoding: 'utf8', env: { PATH: process.env.PATH ?? '/usr/bin:/bin' } })
   return JSON.parse(stdout) as { text: string; isError: boolean }[]
 }
 
