@@ -8,11 +8,11 @@
  * not run, an allowed one is; a rule in the root's config decides without asking. The
  * worker itself refuses bad answers with clear errors and leaves the task as it was.
  */
-import { execFileSync } from 'node:child_process'
 import { existsSync, readFileSync, readdirSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { randomUUID } from 'node:crypto'
-import { afterEach, describe, expect, it } from 'vitest'
+import { afterAll, afterEach, describe, expect, it } from 'vitest'
+import { tmuxServer } from './tmux.js'
 import { Role, TaskState, type Message, type StreamResponse } from '@a2a-js/sdk'
 import { ClientFactory, DefaultAgentCardResolver, JsonRpcTransportFactory, type Client } from '@a2a-js/sdk/client'
 import { dshBin, runDsh, tempDir } from './cli.js'
@@ -20,7 +20,8 @@ import { serve } from './a2a-serve-process.js'
 import { until } from './processes.js'
 
 const session = `dsh-a2a-approvals-${process.pid}`
-const tmux = (...args: string[]) => execFileSync('tmux', args, { encoding: 'utf8' })
+const { tmux, stop: stopTmux } = tmuxServer(session)
+afterAll(stopTmux)
 const screen = () => tmux('capture-pane', '-p', '-J', '-t', session)
 
 afterEach(() => {

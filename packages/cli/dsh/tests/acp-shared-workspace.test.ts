@@ -10,11 +10,13 @@
 import { execFileSync } from 'node:child_process'
 import { existsSync, readdirSync, readFileSync, realpathSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { afterEach, describe, expect, it } from 'vitest'
+import { afterAll, afterEach, describe, expect, it } from 'vitest'
+import { tmuxServer } from './tmux.js'
 import { dshBin, repoRoot, tempDir } from './cli.js'
 
 const session = `dsh-acp-shared-${process.pid}`
-const tmux = (...args: string[]) => execFileSync('tmux', args, { encoding: 'utf8' })
+const { tmux, stop: stopTmux } = tmuxServer(session)
+afterAll(stopTmux)
 const screen = () => tmux('capture-pane', '-p', '-J', '-S', '-200', '-t', session)
 const agentFixture = join(repoRoot, 'packages/subagent/subagent-acp/tests/fixtures/agent.mjs')
 

@@ -5,16 +5,17 @@
  * spawn child, each prompt naming the agent path; a rejected command is not run, and an
  * "always" answer lets the identical request through without another prompt.
  */
-import { execFileSync } from 'node:child_process'
 import { existsSync, mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { afterEach, describe, expect, it } from 'vitest'
+import { afterAll, afterEach, describe, expect, it } from 'vitest'
+import { tmuxServer } from './tmux.js'
 import { methods, PROTOCOL_VERSION, type RequestPermissionRequest, type RequestPermissionResponse } from '@agentclientprotocol/sdk'
 import { killTrustRunning, serveTrusted } from './acp-trust-client.js'
 import { dshBin, runDsh, tempDir } from './cli.js'
 
 const session = `dsh-approvals-tree-${process.pid}`
-const tmux = (...args: string[]) => execFileSync('tmux', args, { encoding: 'utf8' })
+const { tmux, stop: stopTmux } = tmuxServer(session)
+afterAll(stopTmux)
 const screen = () => tmux('capture-pane', '-p', '-J', '-t', session)
 
 async function until(check: (text: string) => boolean, timeoutMs = 20_000): Promise<string> {

@@ -3,14 +3,15 @@
  * the agent that wants them, one prompt at a time and without breaking the live tree; and
  * the Ctrl-C notice is drawn above the tree, not under a frame the next redraw mistakes.
  */
-import { execFileSync } from 'node:child_process'
 import { existsSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { afterEach, describe, expect, it } from 'vitest'
+import { afterAll, afterEach, describe, expect, it } from 'vitest'
+import { tmuxServer } from './tmux.js'
 import { dshBin, repoRoot, tempDir } from './cli.js'
 
 const session = `dsh-tty-permission-${process.pid}`
-const tmux = (...args: string[]) => execFileSync('tmux', args, { encoding: 'utf8' })
+const { tmux, stop: stopTmux } = tmuxServer(session)
+afterAll(stopTmux)
 const screen = () => tmux('capture-pane', '-p', '-t', session)
 
 /**

@@ -3,15 +3,16 @@
  * the tree is coloured unless NO_COLOR or --no-color says not to; and a warning logged
  * while the tree is live is written above it, so the final screen holds no stale line.
  */
-import { execFileSync } from 'node:child_process'
 import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { afterEach, describe, expect, it } from 'vitest'
+import { afterAll, afterEach, describe, expect, it } from 'vitest'
+import { tmuxServer } from './tmux.js'
 import { startFakeOpenAIChat, type FakeOpenAIChat } from '@dsh/testkit'
 import { dshBin, repoRoot, tempDir } from './cli.js'
 
 const session = `dsh-tty-stream-${process.pid}`
-const tmux = (...args: string[]) => execFileSync('tmux', args, { encoding: 'utf8' })
+const { tmux, stop: stopTmux } = tmuxServer(session)
+afterAll(stopTmux)
 const screen = () => tmux('capture-pane', '-p', '-t', session)
 /** The screen with its colours, as tmux writes them back (SGR sequences). */
 const paintedScreen = () => tmux('capture-pane', '-p', '-e', '-t', session)

@@ -1,11 +1,12 @@
-import { execFileSync } from 'node:child_process'
 import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { afterEach, describe, expect, it } from 'vitest'
+import { afterAll, afterEach, describe, expect, it } from 'vitest'
+import { tmuxServer } from './tmux.js'
 import { dshBin, repoRoot, tempDir } from './cli.js'
 
 const session = `dsh-tty-${process.pid}`
-const tmux = (...args: string[]) => execFileSync('tmux', args, { encoding: 'utf8' })
+const { tmux, stop: stopTmux } = tmuxServer(session)
+afterAll(stopTmux)
 const screen = () => tmux('capture-pane', '-p', '-t', session)
 
 /**

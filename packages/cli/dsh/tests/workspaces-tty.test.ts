@@ -2,15 +2,16 @@
  * `dsh workspaces discard` and `clean --all` on a terminal (tmux): what would be lost is
  * listed and asked about; no keeps everything, yes removes it.
  */
-import { execFileSync } from 'node:child_process'
 import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { afterEach, describe, expect, it } from 'vitest'
+import { afterAll, afterEach, describe, expect, it } from 'vitest'
+import { tmuxServer } from './tmux.js'
 import { dshBin, tempDir } from './cli.js'
 import { git, keptWorkspaces } from './workspaces-kept.js'
 
 const session = `dsh-workspaces-tty-${process.pid}`
-const tmux = (...args: string[]) => execFileSync('tmux', args, { encoding: 'utf8' })
+const { tmux, stop: stopTmux } = tmuxServer(session)
+afterAll(stopTmux)
 const screen = () => tmux('capture-pane', '-p', '-J', '-t', session)
 
 /** The screen once `check` holds; gives up when the command has ended (its EXIT= line is drawn) without it. */
