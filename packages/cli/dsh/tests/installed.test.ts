@@ -132,14 +132,17 @@ describe('the packed release, installed outside the repository', { timeout: 180_
     for (const path of relativeFiles) expect(relative(join(app, 'node_modules', '@dsh', 'cli'), join(bundleDir, path)), path).not.toMatch(/^\.\./)
   })
 
-  it('the default install has neither the Codex nor the Claude Code SDK, and its node_modules hold less than 60 MB', () => {
+  // The bound guards against a heavy SDK slipping into the default install. It was 60 MB
+  // until @dsh/llm-anthropic made the Anthropic SDK (about 19 MB) a default dependency, as the
+  // OpenAI SDK is: Claude models at the root need no second install (72.9 MB measured then).
+  it('the default install has neither the Codex nor the Claude Code SDK, and its node_modules hold less than 85 MB', () => {
     const modules = join(app, 'node_modules')
     for (const name of ['@openai/codex', '@anthropic-ai/claude-agent-sdk', `@openai/codex-${process.platform}-${process.arch}`, `@anthropic-ai/claude-agent-sdk-${process.platform}-${process.arch}`]) {
       expect(existsSync(join(modules, name)), name).toBe(false)
     }
     const { bytes, onDisk } = treeSize(modules)
     console.log(`default install: node_modules holds ${(bytes / MB).toFixed(1)} MB in files (${(onDisk / MB).toFixed(1)} MB on disk), ${installedPackages(modules).length} packages`)
-    expect(bytes).toBeLessThan(60 * MB)
+    expect(bytes).toBeLessThan(85 * MB)
   })
 
   it(`${TESTKIT} is not part of an install: the release installed without it (offline, so a package needing it would have failed), and no install holds it`, () => {
