@@ -1,6 +1,8 @@
+import { execFileSync } from 'node:child_process'
 import { chmodSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import { Context } from 'cordis'
 import { loadSkills, MAX_SKILL_BYTES, SkillError, SkillsService, skillFiles } from '../src/index.js'
@@ -27,6 +29,35 @@ function skill(dir: string, folder: string, text: string): string {
   return file
 }
 const load = (more: Parameters<typeof loadSkills>[0] = {}) => loadSkills({ cwd, home, ...more })
+
+const NOBODY = 65534
+const built = fileURLToPath(new URL('../dist/index.js', import.meta.url))
+/**
+ * loadSkills({ cwd, home }) in a Node process of the user `nobody`: root reads everything, so
+ * a test of what a user may not read runs as one who may not. The package is loaded as built
+ * (dist/, like the CLI's tests) while the process is still root, so a checkout nobody cannot
+ * read (a private home) does not matter; then it drops its ids and throws, failing the test,
+ * unless every one is nobody's. Returns the refusal's code and message.
+ */
+function refusalAsNobody(): { code: string; message: string } {
+  const script = `
+    const { loadSkills, SkillError } = await import(${JSON.stringify(built)})
+    process.setgroups([])
+    process.setgid(${NOBODY})
+    process.setuid(${NOBODY})
+    const ids = [process.getuid(), process.geteuid(), process.getgid(), process.getegid(), ...process.getgroups()]
+    if (ids.some((id) => id !== ${NOBODY})) throw new Error('could not drop to nobody: ids are ' + ids.join(','))
+    try {
+      loadSkills(${JSON.stringify({ cwd, home })})
+    } catch (error) {
+      if (!(error instanceof SkillError)) throw error
+      process.stdout.write(JSON.stringify({ code: error.code, message: error.message }))
+      process.exit(0)
+    }
+    throw new Error('expected a SkillError')
+  `
+  return JSON.parse(execFileSync(process.execPath, ['--input-type=module', '-e', script], { encoding: 'utf8', env: { PATH: process.env.PATH ?? '/usr/bin:/bin' } })) as { code: string; message: string }
+}
 
 function refusal(run: () => unknown): SkillError {
   try {
@@ -140,14 +171,25 @@ describe('loading skills', () => {
   })
 
   it('refuses an unreadable skills directory, naming it', () => {
-    if (process.getuid?.() === 0) return // root reads everything: nothing to refuse
     mkdirSync(projectSkills(), { recursive: true })
+    // Only the skills directory is closed: its parents (mkdtemp's are 0700) stay open to all.
+    for (const dir of [root, cwd, join(cwd, '.dsh'), home]) chmodSync(dir, 0o755)
     chmodSync(projectSkills(), 0)
     try {
-      expect(refusal(() => load()).message).toBe(`${projectSkills()}: cannot read the skills directory: permission denied`)
+      const denied = process.getuid?.() === 0 ? refusalAsNobody() : refusal(() => load())
+      expect(denied.code).toBe('UNREADABLE')
+      expect(denied.message).toBe(`${projectSkills()}: cannot read the skills directory: permission denied`)
     } finally {
       chmodSync(projectSkills(), 0o755)
     }
+  })
+
+  it('refuses a skills directory that is a symlink loop, naming it', () => {
+    mkdirSync(join(cwd, '.dsh'))
+    symlinkSync(projectSkills(), projectSkills())
+    const loop = refusal(() => load())
+    expect(loop.code).toBe('UNREADABLE')
+    expect(loop.message).toBe(`${projectSkills()}: cannot read the skills directory: a symlink loop`)
   })
 
   it('lists the files beside SKILL.md, folder by folder, not entering a symlinked folder', () => {
