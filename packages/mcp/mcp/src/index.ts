@@ -1,0 +1,8 @@
+export * from './config.js'
+export * from './errors.js'
+export * from './names.js'
+export * from './results.js'
+export { ServerConnection, type ConnectOptions } from './connection.js'
+export { MAX_MESSAGE_BYTES } from './stdio-transport.js'
+export { apply, Config, inject, name, type McpConfig } from './plugin.js'
+export { default } from './plugin.js'

@@ -1,0 +1,102 @@
+import type { Context } from 'cordis'
+import Schema from 'schemastery'
+import { errorMessage, isAbortError } from '@dsh/base'
+import type { ToolExecution, ToolOutput } from '@dsh/tools'
+import type { Tool } from '@modelcontextprotocol/sdk/types.js'
+import { configuredServers, projectServers } from './config.js'
+import { ServerConnection } from './connection.js'
+import { mcpToolName, toolNameProblem } from './names.js'
+import { renderResult } from './results.js'
+
+export interface McpConfig {
+  servers: Record<string, unknown>
+  projectMcpJson: boolean
+  startTimeoutMs: number
+  callTimeoutMs: number
+  maxOutputChars: number
+}
+
+export const name = 'mcp'
+export const inject = ['tools']
+
+export const Config: Schema<McpConfig> = Schema.object({
+  servers: Schema.dict(Schema.any()).default({}).description('MCP servers by name: { command, args?, env?, cwd? } (stdio) or { type: http, url, headers? }. ${NAME} in env and header values reads dsh\'s environment.'),
+  projectMcpJson: Schema.boolean().default(false).description('Also start the servers of ./.mcp.json (Claude Code\'s format). Off by default: a project file starts programs.'),
+  // Under the composition's own 10 s start bound, so a slow server is this plugin's warning, not a failed start.
+  startTimeoutMs: Schema.natural().min(1).max(9_000).default(5_000).description('Bound on starting a server and listing its tools; a server past it is left out with a warning.'),
+  callTimeoutMs: Schema.natural().min(1).default(120_000).description('A tool call without an answer after this ends as an error.'),
+  maxOutputChars: Schema.natural().min(256).default(30_000).description('Largest result shown to the model (its start and end kept).'),
+})
+
+/**
+ * The MCP client. At start every configured server is started and its tools listed, in
+ * parallel, each bounded by `startTimeoutMs` (the model's tool list must be known before the
+ * first request); a server that fails is one warning naming it, and its tools are absent.
+ * Each tool is registered for every agent of the process as `mcp__<server>__<tool>`, with
+ * the server's input schema; one whose annotations say `readOnlyHint: true` runs unasked,
+ * every other one is `sideEffecting`, so the approval broker decides each call with the
+ * tool's name and its arguments as subject. Servers stop when the plugin does (at exit).
+ */
+export async function apply(ctx: Context, config: McpConfig): Promise<() => Promise<void>> {
+  const logger = ctx.logger('mcp')
+  const warn = (line: string) => logger.warn(line)
+  const specs = configuredServers(config.servers, 'the mcp entry')
+  if (config.projectMcpJson) {
+    for (const spec of projectServers(process.cwd(), warn)) {
+      // The user's own entry wins: a project file never replaces a server the user configured.
+      if (specs.some((own) => own.name === spec.name)) warn(`${spec.from}: server "${spec.name}" is also in your config, which wins; the project's is ignored`)
+      else specs.push(spec)
+    }
+  }
+  const connections: ServerConnection[] = []
+  const stopAll = async () => {
+    await Promise.all(connections.map((connection) => connection.close()))
+  }
+  const started = await Promise.allSettled(
+    specs.map((spec) => ServerConnection.connect(spec, { env: process.env, startTimeoutMs: config.startTimeoutMs, expand: spec.from === 'the mcp entry' })),
+  )
+  for (const [index, outcome] of started.entries()) {
+    if (outcome.status === 'rejected') {
+      warn(`${errorMessage(outcome.reason)}; its tools are left out`)
+      continue
+    }
+    const connection = outcome.value
+    connections.push(connection)
+    for (const tool of connection.tools) registerTool(ctx, connection, tool, config, warn)
+    if (connection.tools.length === 0) warn(`MCP server "${specs[index]!.name}" lists no tools`)
+  }
+  return stopAll
+}
+
+function registerTool(ctx: Context, connection: ServerConnection, tool: Tool, config: McpConfig, warn: (line: string) => void): void {
+  const problem = toolNameProblem(connection.name, tool.name)
+  if (problem) return warn(`MCP server "${connection.name}": tool skipped: ${problem}`)
+  const name = mcpToolName(connection.name, tool.name)
+  // The registry knows draft-07 only; MCP schemas often name 2020-12, whose keywords a tool's inputs rarely need.
+  const { $schema: _dialect, ...parameters } = tool.inputSchema as Record<string, unknown>
+  const readOnly = tool.annotations?.readOnlyHint === true
+  try {
+    ctx.tools.register<Record<string, unknown>>({
+      name,
+      description: tool.description ?? tool.title ?? `${tool.name} of the MCP server ${connection.name}`,
+      parameters,
+      concurrencySafe: readOnly,
+      // Only the server's own word that the tool reads makes it run unasked.
+      sideEffecting: !readOnly,
+      execute: (args, exec) => callTool(connection, tool.name, args, exec, config),
+    })
+  } catch (error) {
+    warn(`MCP server "${connection.name}": tool ${name} skipped: ${errorMessage(error)}`)
+  }
+}
+
+async function callTool(connection: ServerConnection, tool: string, args: Record<string, unknown>, exec: ToolExecution, config: McpConfig): Promise<ToolOutput> {
+  try {
+    return renderResult(await connection.call(tool, args ?? {}, config.callTimeoutMs, exec.signal), config.maxOutputChars)
+  } catch (error) {
+    if (exec.signal.aborted || isAbortError(error)) throw error
+    return { isError: true, content: errorMessage(error) }
+  }
+}
+
+export default { name, inject, Config, apply }

@@ -1,0 +1,125 @@
+import { existsSync, readFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { afterEach, describe, expect, it } from 'vitest'
+import { exists } from '@dsh/testkit'
+import { callFixture, cleanUp, fixtureServer, runAgent, startMcp, tempDir } from './mcp-harness.js'
+
+afterEach(cleanUp)
+
+/**
+ * Whether `pid` still runs. A zombie does not: the server's child, orphaned when the group
+ * is killed, waits as one for the machine's init to collect it.
+ */
+function running(pid: number): boolean {
+  if (!exists(pid)) return false
+  try {
+    return !/^\d+ \(.*\) Z /s.test(readFileSync(`/proc/${pid}/stat`, 'utf8'))
+  } catch {
+    return false
+  }
+}
+
+describe('an MCP server over stdio', () => {
+  it('offers its tools as mcp__<server>__<tool> with their schemas; a name model APIs refuse is skipped with a warning naming it', async () => {
+    const { harness, warnings } = await startMcp({ servers: { srv: fixtureServer() } })
+    const names = harness.ctx.tools.list().filter((name) => name.startsWith('mcp__'))
+    expect(names).toEqual(['mcp__srv__echo', 'mcp__srv__note', 'mcp__srv__env', 'mcp__srv__crash', 'mcp__srv__hang', 'mcp__srv__garbage', 'mcp__srv__big', 'mcp__srv__picture', 'mcp__srv__fail', 'mcp__srv__family'])
+    const echo = harness.ctx.tools.get('mcp__srv__echo')!
+    expect(echo.description).toBe('Echo the text back.')
+    // The 2020-12 dialect the server named is dropped; the schema itself is the server's.
+    expect(echo.parameters).toEqual({ type: 'object', properties: { text: { type: 'string' } }, required: ['text'] })
+    expect(echo.sideEffecting).toBe(false)
+    expect(harness.ctx.tools.get('mcp__srv__note')!.sideEffecting).toBe(true)
+    expect(warnings).toEqual([expect.stringMatching(/^MCP server "srv": tool skipped: "bad name!" has characters model APIs do not accept/)])
+  })
+
+  it('a read-only call runs unasked under --permission reject and its text reaches the model; isError stays an error; other content is summarised; a long result is cut in the middle', async () => {
+    const results = await callFixture(
+      [
+        { tool: 'mcp__srv__echo', args: { text: 'hello' } },
+        { tool: 'mcp__srv__fail', args: {} },
+        { tool: 'mcp__srv__picture', args: {} },
+        { tool: 'mcp__srv__big', args: {} },
+      ],
+      { maxOutputChars: 1000 },
+      { default: 'reject' },
+    )
+    expect(results[0]).toEqual({ text: 'echo: hello', isError: false })
+    expect(results[1]).toEqual({ text: 'it went wrong', isError: true })
+    expect(results[2]).toEqual({ text: 'a caption\n[image: image/png, 9 bytes; not shown]', isError: false })
+    expect(results[3]!.text.length).toBeLessThanOrEqual(1000)
+    expect(results[3]!.text).toMatch(/^start x+\n… \(\d+ characters cut from the middle of the result\) …\nx+ end$/)
+  })
+
+  it('a side-effecting call under --permission reject is refused and the server never sees it; a rule naming the tool lets it through', async () => {
+    const dir = await tempDir()
+    const log = join(dir, 'calls.log')
+    const calls = [{ tool: 'mcp__srv__note', args: { line: 'one' } }]
+    const refused = await startMcp({ servers: { srv: fixtureServer({ CALL_LOG: log }) } }, { calls, approvals: { default: 'reject' } })
+    const { results, agent } = await runAgent(refused)
+    expect(results[0]!.isError).toBe(true)
+    expect(results[0]!.text).toMatch(/mcp__srv__note/)
+    expect(agent.session.events().flatMap((event) => (event.type === 'tool/result' && event.permission ? [event.permission.decision] : []))).toEqual(['reject'])
+    expect(existsSync(log)).toBe(false)
+
+    const allowed = await startMcp({ servers: { srv: fixtureServer({ CALL_LOG: log }) } }, { calls, approvals: { default: 'reject', allow: ['mcp__srv__note'] } })
+    expect((await runAgent(allowed)).results[0]).toEqual({ text: 'noted', isError: false })
+    expect(readFileSync(log, 'utf8')).toBe('one\n')
+  })
+
+  it('the server gets the allow-listed environment and what its entry names, never the rest of dsh\'s environment', async () => {
+    process.env.DSH_MCP_TEST_SECRET = 'hunter2'
+    try {
+      const results = await callFixture([{ tool: 'mcp__srv__env', args: {} }], { servers: { srv: fixtureServer({ GIVEN: 'yes' }) } })
+      const names = results[0]!.text.split(' ')
+      expect(names).toContain('GIVEN')
+      expect(names).toContain('PATH')
+      expect(names).not.toContain('DSH_MCP_TEST_SECRET')
+    } finally {
+      delete process.env.DSH_MCP_TEST_SECRET
+    }
+  })
+
+  it('a server that crashes mid-call ends the call with its exit and last words, and its next call says it is gone', async () => {
+    const results = await callFixture([
+      { tool: 'mcp__srv__crash', args: {} },
+      { tool: 'mcp__srv__echo', args: { text: 'again' } },
+    ])
+    expect(results[0]!.isError).toBe(true)
+    expect(results[0]!.text).toMatch(/^MCP server "srv": crash failed: the server exited with code 7: fixture: crashing on purpose$/)
+    expect(results[1]!.isError).toBe(true)
+    expect(results[1]!.text).toMatch(/^MCP server "srv": echo failed: .*exited with code 7/)
+  })
+
+  it('a server that never answers ends the call at callTimeoutMs; one that prints garbage ends it at once', async () => {
+    const hung = await callFixture([{ tool: 'mcp__srv__hang', args: {} }, { tool: 'mcp__srv__echo', args: { text: 'still here' } }], { callTimeoutMs: 300 })
+    expect(hung[0]).toEqual({ text: 'MCP server "srv": hang failed: no answer to tools/call within 300 ms', isError: true })
+    // A call that timed out is cancelled; the server goes on answering.
+    expect(hung[1]).toEqual({ text: 'echo: still here', isError: false })
+    const garbage = await callFixture([{ tool: 'mcp__srv__garbage', args: {} }], { callTimeoutMs: 600_000 })
+    expect(garbage[0]).toEqual({ text: 'MCP server "srv": garbage failed: the server wrote something that is not JSON-RPC on stdout', isError: true })
+  })
+
+  it('a server that will not start is one warning naming it, its tools absent, and the other servers work', async () => {
+    const run = await startMcp(
+      { servers: { broken: fixtureServer({}, ['--exit-at-start']), missing: { command: '/nonexistent/mcp-server' }, srv: fixtureServer() } },
+      { calls: [{ tool: 'mcp__srv__echo', args: { text: 'fine' } }] },
+    )
+    expect(run.warnings.filter((line) => line.includes('did not start')).sort()).toEqual([
+      'MCP server "broken" (the mcp entry) did not start: the server exited with code 3: fixture: refusing to start on purpose; its tools are left out',
+      expect.stringMatching(/^MCP server "missing" \(the mcp entry\) did not start: .*ENOENT.*; its tools are left out$/),
+    ])
+    expect(run.harness.ctx.tools.list().some((name) => name.startsWith('mcp__broken__') || name.startsWith('mcp__missing__'))).toBe(false)
+    expect((await runAgent(run)).results[0]).toEqual({ text: 'echo: fine', isError: false })
+  })
+
+  it('stopping the plugin stops the server and every process it started', async () => {
+    const run = await startMcp({ servers: { srv: fixtureServer() } }, { calls: [{ tool: 'mcp__srv__family', args: {} }] })
+    const { results } = await runAgent(run)
+    const pids = results[0]!.text.split(' ').map(Number)
+    expect(pids).toHaveLength(2)
+    for (const pid of pids) expect(running(pid)).toBe(true)
+    await run.harness.dispose()
+    for (const pid of pids) expect(running(pid)).toBe(false)
+  })
+})
