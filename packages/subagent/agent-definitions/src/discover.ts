@@ -5,9 +5,9 @@
  * wins; each shadowed file is a note. Loading is all or nothing: any bad file fails the
  * whole load, so no set of helpers is ever half registered.
  */
-import { readdirSync, statSync } from 'node:fs'
+import { readdirSync, realpathSync, statSync } from 'node:fs'
 import { homedir } from 'node:os'
-import { join, resolve } from 'node:path'
+import { isAbsolute, join, relative, resolve, sep } from 'node:path'
 import { DefinitionError } from './errors.js'
 import { readFrontMatterFile, readProblem } from './front-matter.js'
 import { MAX_DEFINITION_BYTES, parseDefinition } from './parse.js'
@@ -47,9 +47,45 @@ export function definitionDirectories(options: DefinitionDirs = {}): Directory[]
   const project = join(cwd, '.dsh', 'agents')
   if (options.project !== false) dirs.push({ path: project, origin: project === user && options.user !== false ? 'user' : 'project', flavour: 'dsh', required: false })
   if (options.claudeCode === true) dirs.push({ path: join(cwd, '.claude', 'agents'), origin: 'claude-code', flavour: 'claude-code', required: false })
-  for (const dir of options.dirs ?? []) dirs.push({ path: resolve(cwd, dir), origin: 'config', flavour: 'dsh', required: true })
+  for (const dir of options.dirs ?? []) {
+    const path = resolve(cwd, dir)
+    dirs.push({ path, origin: configDirOrigin(path, cwd, home), flavour: 'dsh', required: true })
+  }
   if (options.user !== false) dirs.push({ path: user, origin: 'user', flavour: 'dsh', required: false })
   return dirs
+}
+
+/**
+ * The origin of a directory named in config: inside the project (under `cwd`), its files
+ * came with the project whatever config named it (a trusted `./dsh.yml` naming `./team`
+ * trusts the config, not the files added to `team/` later), so they are `project` files
+ * and may only narrow (see `fromProject`). Outside the project, or in dsh's home (`~/.dsh`,
+ * where `agents/` is; a project is never cloned there), they are the user's (`config`).
+ * Both the path as written and where its links lead count, so a link cannot carry a
+ * project's directory out of the project, nor into dsh's home.
+ */
+function configDirOrigin(path: string, cwd: string, home: string): 'project' | 'config' {
+  const forms = (dir: string) => withRealPath(dir)
+  const within = (candidate: string, dir: string) => forms(dir).some((container) => isWithin(candidate, container))
+  const inDshHome = forms(path).every((candidate) => within(candidate, home)) && !forms(cwd).some((candidate) => within(candidate, home))
+  if (inDshHome) return 'config'
+  return forms(path).some((candidate) => within(candidate, cwd)) ? 'project' : 'config'
+}
+
+/** `path` and, when it exists and differs, where its links lead. */
+function withRealPath(path: string): string[] {
+  try {
+    const real = realpathSync(path)
+    return real === path ? [path] : [path, real]
+  } catch {
+    // Absent: the load refuses a named directory that does not exist, naming it.
+    return [path]
+  }
+}
+
+function isWithin(path: string, dir: string): boolean {
+  const rel = relative(dir, path)
+  return rel === '' || (rel !== '..' && !rel.startsWith(`..${sep}`) && !isAbsolute(rel))
 }
 
 /** Read every definition `options` point at. Throws `DefinitionError` naming the file. */

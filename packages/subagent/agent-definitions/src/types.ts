@@ -60,7 +60,11 @@ export interface AgentDefinition {
 export interface DefinitionSource {
   /** The file's absolute path. */
   file: string
-  /** The directory's role: `project` (./.dsh/agents), `claude-code` (./.claude/agents), `config`, `user` (~/.dsh/agents). */
+  /**
+   * The directory's role: `project` (./.dsh/agents, or a directory named in config that is
+   * inside the project), `claude-code` (./.claude/agents), `config` (a directory named in
+   * config outside the project), `user` (~/.dsh/agents).
+   */
   origin: 'project' | 'claude-code' | 'config' | 'user'
   flavour: DefinitionFlavour
   /** SHA-256 of the file's bytes, hex, the first 16 characters: recorded in the child's header. */

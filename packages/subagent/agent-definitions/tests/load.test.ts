@@ -89,7 +89,7 @@ describe('loading definitions', () => {
 
   it('reads directories named in config, relative to the project, and refuses one that does not exist', () => {
     write(join(cwd, 'team'), 'a.md', '---\nname: a\ndescription: A.\n---\n')
-    expect(load({ dirs: ['team'] }).definitions.map((definition) => definition.source.origin)).toEqual(['config'])
+    expect(load({ dirs: ['team'] }).definitions.map((definition) => definition.source.origin)).toEqual(['project'])
     const refused = refusal(() => load({ dirs: ['nowhere'] }))
     expect(refused.code).toBe('MISSING_DIR')
     expect(refused.message).toContain(join(cwd, 'nowhere'))
@@ -210,6 +210,43 @@ describe('loading definitions', () => {
     expect(own.definitions).toEqual([])
     write(join(root, '.dsh', 'agents'), 'r.md', text)
     expect(loadDefinitions({ cwd: root, home: join(root, '.dsh') })).toMatchObject({ definitions: [{ permissions: { allow: ['bash'] }, source: { origin: 'user' } }], warnings: [] })
+  })
+
+  it("treats a directory config names inside the project as the project's, whoever's config named it; one outside it, or in dsh's home, is the user's", () => {
+    const text = '---\nname: r\ndescription: R.\npermissions:\n  allow: [bash]\n---\n'
+    const origin = (dirs: string[]) => {
+      const { definitions, warnings } = load({ dirs })
+      return { origin: definitions[0]?.source.origin, allow: definitions[0]?.permissions?.allow, warned: warnings.length }
+    }
+    // ./team, however spelled (relative, absolute, through ..): its allow is dropped with a warning.
+    write(join(cwd, 'team'), 'r.md', text)
+    const dropped = { origin: 'project', allow: undefined, warned: 1 }
+    expect(origin(['team'])).toEqual(dropped)
+    expect(origin([join(cwd, 'team')])).toEqual(dropped)
+    expect(origin(['../project/./team'])).toEqual(dropped)
+    // A link out of the project is the project's; a link from elsewhere into it too.
+    const outside = join(root, 'mine')
+    write(outside, 'r.md', text)
+    symlinkSync(outside, join(cwd, 'linked'))
+    expect(origin(['linked'])).toEqual(dropped)
+    symlinkSync(join(cwd, 'team'), join(root, 'into-project'))
+    expect(origin([join(root, 'into-project')])).toEqual(dropped)
+    // Outside the project (the user's config names it by absolute path): the user's, allow kept.
+    const kept = { origin: 'config', allow: ['bash'], warned: 0 }
+    expect(origin([outside])).toEqual(kept)
+    // In dsh's home, even when the project holds dsh's home (started in the home directory).
+    write(join(home, 'team'), 'r.md', text)
+    expect(origin([join(home, 'team')])).toEqual(kept)
+    expect(loadDefinitions({ cwd: root, home, user: false, project: false, dirs: [join(home, 'team')] }).definitions[0]?.source.origin).toBe('config')
+    expect(loadDefinitions({ cwd: root, home, user: false, project: false, dirs: ['mine'] }).definitions[0]?.source.origin).toBe('project')
+  })
+
+  it("refuses the scripted model of a definition in a project directory named by config unless projectScriptedModels is set", () => {
+    write(join(cwd, 'team'), 'author.md', '---\nname: author\ndescription: A.\nmodel: scripted:author.yml\n---\n')
+    const { definitions } = load({ dirs: ['team'] })
+    const facts = { provider: () => ({ capabilities: { toolFilter: true, depthLimit: true, persona: true }, continuable: true, modelsHere: true }), providers: ['spawn'], tools: [], modelProblem: () => undefined, approvals: true }
+    expect(definitionProblems(definitions, facts)).toEqual([expect.stringContaining('plays back files, and a project\'s definition may not choose one')])
+    expect(definitionProblems(definitions, { ...facts, projectScriptedModels: true })).toEqual([])
   })
 
   it("says a project definition's warnings at the service's start, and serves them", async () => {
