@@ -5,11 +5,12 @@
  * word hide nothing), and again after each word that runs the rest as a command (variable
  * assignments, the keywords `!` `{` `then` `do` `else` `elif` `if` `while` `until` `time`,
  * and the commands of `RUNNERS` with their options), and with a command word that is a path
- * cut to its last part (`/bin/rm` as `rm`). The strings `eval`, `sh -c` / `bash -c` and
- * `env -S` run are read as commands too, and `find -exec`'s command.
+ * cut to its last part (`/bin/rm` as `rm`). The strings `eval` and `sh -c` / `bash -c` run
+ * are read as commands too, and each command `find -exec` runs, as a command of its own.
  *
  * Where this reading cannot tell what runs (`unsure`: the command word is an expansion or a
- * glob, a runner's option is not one it knows, a builtin may evaluate its arguments as code,
+ * glob, a runner's option is not one it knows, a shell reads a script or its input, a
+ * command of `OPAQUE_RUNNERS` runs something, a builtin may evaluate its arguments as code,
  * or the command holds an expansion that can), a restrictive rule of the tool asks instead:
  * deny by default where unsure.
  */
@@ -46,6 +47,10 @@ interface Runner {
   assignments?: boolean
   /** `-N` (a number) is an option (nice). */
   numberOption?: boolean
+  /** Single-letter options whose value, if any, is the rest of their word (xargs' `-i[R]`): they never take the next word. */
+  optionalValues?: string
+  /** Without a command it runs a shell, which reads commands from its input (`sudo -s`, `chroot DIR`): unsure. */
+  emptyRunsShell?: boolean
 }
 
 /** Commands that run their remaining words as a command, with the options they take. */
@@ -57,17 +62,46 @@ export const RUNNERS: Readonly<Record<string, Runner>> = {
   nice: { values: 'n', longValues: ['adjustment'], numberOption: true },
   nohup: {},
   timeout: { flags: 'v', values: 'sk', longFlags: ['preserve-status', 'foreground', 'verbose'], longValues: ['signal', 'kill-after'], operands: 1 },
-  sudo: { flags: 'AbEeHiKklnPSsVv', values: 'CDghpRrTtUu', longFlags: ['askpass', 'background', 'preserve-env', 'set-home', 'login', 'non-interactive', 'shell', 'stdin', 'reset-timestamp', 'remove-timestamp'], longValues: ['close-from', 'chdir', 'group', 'host', 'prompt', 'chroot', 'role', 'type', 'command-timeout', 'other-user', 'user'], assignments: true },
-  doas: { flags: 'Lns', values: 'Cu' },
+  sudo: { emptyRunsShell: true, flags: 'AbEeHiKklnPSsVv', values: 'CDghpRrTtUu', longFlags: ['askpass', 'background', 'preserve-env', 'set-home', 'login', 'non-interactive', 'shell', 'stdin', 'reset-timestamp', 'remove-timestamp'], longValues: ['close-from', 'chdir', 'group', 'host', 'prompt', 'chroot', 'role', 'type', 'command-timeout', 'other-user', 'user'], assignments: true },
+  doas: { flags: 'Lns', values: 'Cu', emptyRunsShell: true },
   env: { flags: 'i0v', values: 'uC', longFlags: ['ignore-environment', 'null', 'debug'], longValues: ['unset', 'chdir'], assignments: true },
-  xargs: { flags: '0oprtx', values: 'adEILnPs', longFlags: ['null', 'interactive', 'no-run-if-empty', 'verbose', 'exit', 'open-tty'], longValues: ['arg-file', 'delimiter', 'max-lines', 'max-args', 'max-procs', 'max-chars', 'process-slot-var', 'eof', 'replace'] },
+  // `--eof`, `--replace` and `--max-lines` take a value only after `=`: `xargs --replace rm {}` runs rm.
+  xargs: { flags: '0oprtx', values: 'adEILnPs', optionalValues: 'eil', longFlags: ['null', 'interactive', 'no-run-if-empty', 'verbose', 'exit', 'open-tty', 'eof', 'replace', 'max-lines'], longValues: ['arg-file', 'delimiter', 'max-args', 'max-procs', 'max-chars', 'process-slot-var'] },
   stdbuf: { values: 'ioe', longValues: ['input', 'output', 'error'] },
   setsid: { flags: 'cfw', longFlags: ['ctty', 'fork', 'wait'] },
   ionice: { flags: 't', values: 'cnp', longFlags: ['ignore'], longValues: ['class', 'classdata', 'pid'] },
+  // The applet named next (`busybox rm`, `busybox sh`); any option of its own is unsure.
+  busybox: {},
+  toybox: {},
+  // `flock FILE -c STRING` runs a string through sh: `-c` is an option the reading does not take, so unsure.
+  flock: { flags: 'sexunoF', values: 'wE', longFlags: ['shared', 'exclusive', 'unlock', 'nonblock', 'nb', 'close', 'no-fork', 'verbose'], longValues: ['timeout', 'wait', 'conflict-exit-code'], operands: 1 },
+  chroot: { longFlags: ['skip-chdir'], longValues: ['groups', 'userspec'], operands: 1, emptyRunsShell: true },
+  taskset: { flags: 'acp', longFlags: ['all-tasks', 'cpu-list', 'pid'], operands: 1 },
+  chrt: { flags: 'abdfiomprRv', values: 'TPD', longFlags: ['all-tasks', 'batch', 'deadline', 'fifo', 'idle', 'other', 'rr', 'max', 'pid', 'reset-on-fork', 'verbose'], longValues: ['sched-runtime', 'sched-period', 'sched-deadline'], operands: 1 },
 }
 
-/** Shells whose `-c` string is a command. */
-const SHELLS: ReadonlySet<string> = new Set(['sh', 'bash', 'dash', 'zsh', 'ksh', 'mksh', 'ash'])
+/**
+ * Commands that run commands in ways this reading does not follow: shells of another
+ * language, commands that hand a string to a shell, another user's login shell, another
+ * machine, a job scheduler, or run a command under options too many to read. Any use of one
+ * is unsure.
+ */
+export const OPAQUE_RUNNERS: ReadonlySet<string> = new Set([
+  'fish', 'csh', 'tcsh', 'pwsh', 'nu', 'xonsh', 'elvish',
+  'su', 'sg', 'newgrp', 'runuser', 'pkexec', 'script', 'watch', 'parallel', 'ssh', 'at', 'batch', 'systemd-run', 'tmux', 'screen',
+  'strace', 'ltrace', 'firejail', 'nsenter', 'setpriv', 'unshare', 'bwrap', 'prlimit', 'numactl',
+])
+
+/** Shells whose `-c` string is a command in the language this reading follows; without `-c` they read a script file or their input. */
+export const SHELLS: ReadonlySet<string> = new Set(['sh', 'bash', 'rbash', 'dash', 'zsh', 'ksh', 'ksh93', 'mksh', 'pdksh', 'oksh', 'ash', 'hush', 'yash', 'posh'])
+
+/** A shell's long options that take the next word as their value (bash's). */
+const SHELL_LONG_VALUES: ReadonlySet<string> = new Set(['rcfile', 'init-file'])
+/** A shell's long options without a value (bash's); any other long option is unsure. */
+const SHELL_LONG_FLAGS: ReadonlySet<string> = new Set(['norc', 'noprofile', 'login', 'posix', 'restricted', 'verbose', 'noediting'])
+
+/** find's actions that run a command, up to `;` (or `{} +`). */
+const FIND_RUNNING: ReadonlySet<string> = new Set(['-exec', '-execdir', '-ok', '-okdir'])
 
 /** Builtins that evaluate their arguments (or what variables hold) as code or arithmetic whatever they look like. */
 const EVALUATING: ReadonlySet<string> = new Set([
@@ -91,8 +125,12 @@ export function formsOfReading(reading: CommandReading, nesting = 0): Restrictiv
 
 /** Adds `segment`'s forms to `forms`; true when it is unsure what the segment runs. */
 function formsOfSegment(segment: ReadSegment, forms: string[], nesting: number): boolean {
-  const { words } = segment
   forms.push(segment.text)
+  return formsOfWords(segment.words, forms, nesting)
+}
+
+/** Adds the forms of the command `words` make (a simple command's, or what `find -exec` runs); true when unsure. */
+function formsOfWords(words: readonly ReadWord[], forms: string[], nesting: number): boolean {
   const add = (from: number) => {
     if (from < words.length) forms.push(joinWords(words, from))
   }
@@ -108,8 +146,10 @@ function formsOfSegment(segment: ReadSegment, forms: string[], nesting: number):
     const name = baseName(word.value)
     if (PREFIX_KEYWORDS.has(word.value)) at++
     else if (RUNNERS[name] !== undefined) {
-      const after = skipOptions(words, at + 1, RUNNERS[name]!)
+      const runner = RUNNERS[name]!
+      const after = skipOptions(words, at + 1, runner)
       if (after === undefined) return true
+      if (after >= words.length && runner.emptyRunsShell) return true
       at = after
       // xargs adds the words it reads to the command: `xargs rm` runs `rm` with arguments.
       if (name === 'xargs' && at < words.length) forms.push(`${joinWords(words, at)} …`)
@@ -122,17 +162,19 @@ function formsOfSegment(segment: ReadSegment, forms: string[], nesting: number):
 }
 
 /** The forms of the command whose command word is `words[at]` (literal): its base name, and what it runs as a string. */
-function commandForms(words: ReadWord[], at: number, forms: string[], nesting: number): boolean {
+function commandForms(words: readonly ReadWord[], at: number, forms: string[], nesting: number): boolean {
   const word = words[at]!.value
   const name = baseName(word)
   if (name !== word) forms.push([name, ...words.slice(at + 1).map((entry) => entry.value)].join(' '))
   const rest = words.slice(at + 1)
   if (name === 'eval') return stringForms(rest, forms, nesting)
   if (SHELLS.has(name)) {
-    const string = shellString(rest)
-    return string === undefined ? false : string === null ? true : stringForms([string], forms, nesting)
+    const { script, unsure } = shellScript(rest)
+    const scriptUnsure = script !== undefined && stringForms([script], forms, nesting)
+    return unsure || scriptUnsure
   }
-  if (name === 'find') return findExecForms(words, at, forms)
+  if (OPAQUE_RUNNERS.has(name)) return true
+  if (name === 'find') return findExecForms(words, at, forms, nesting)
   if (EVALUATING.has(name)) return true
   // Any other builtin evaluates its arguments only through what they hold: unsure where they hold an expansion or a subscript.
   if (SHELL_WORDS.has(name) && !HARMLESS_BUILTINS.has(name) && !NEVER_EVALUATING.has(name) && rest.some((entry) => !entry.literal || /[[`$]/.test(entry.value))) return true
@@ -148,34 +190,58 @@ function stringForms(words: readonly ReadWord[], forms: string[], nesting: numbe
   return found.unsure
 }
 
-/** A shell's `-c` string: `undefined` when it is not given `-c`, `null` when the string cannot be told. */
-function shellString(words: readonly ReadWord[]): ReadWord | undefined | null {
+/**
+ * A shell's `-c` string (`script`), and whether the shell may run anything else (`unsure`):
+ * without `-c` it runs a script file or reads commands from its input; an expansion could be
+ * any option; a long option it does not know could take the next word. `-o` / `-O` take one
+ * word each (`-eOc extglob 'cmd'`), `--rcfile` / `--init-file` theirs, and `--` or `-` ends
+ * the options.
+ */
+function shellScript(words: readonly ReadWord[]): { script?: ReadWord; unsure: boolean } {
   let command = false
-  for (let index = 0; index < words.length; index++) {
+  let unsure = false
+  let index = 0
+  for (; index < words.length; index++) {
     const word = words[index]!
-    if (!word.literal) return command ? null : undefined
-    if (word.value === '--' || !(word.value.startsWith('-') || word.value.startsWith('+'))) return command ? word : undefined
-    if (word.value.startsWith('--')) continue
-    if (word.value.includes('c')) command = true
-    // `-o option` and `-O option` take the next word.
-    if (/[oO]$/.test(word.value)) index++
+    if (!word.literal) return { unsure: true }
+    const value = word.value
+    if (value === '--' || value === '-') {
+      index++
+      break
+    }
+    if (value.startsWith('--')) {
+      const option = value.slice(2)
+      if (SHELL_LONG_VALUES.has(option)) index++
+      else if (!SHELL_LONG_FLAGS.has(option)) unsure = true
+      continue
+    }
+    if (!(value.startsWith('-') || value.startsWith('+'))) break
+    const letters = value.slice(1)
+    if (letters.includes('c')) command = true
+    for (const letter of letters) if (letter === 'o' || letter === 'O') index++
   }
-  return command ? null : undefined
+  if (!command) return { unsure: true }
+  const script = words[index]
+  return script === undefined ? { unsure } : { script, unsure }
 }
 
-/** `find … -exec CMD … ;` (and `-execdir`, `-ok`, `-okdir`): the command it runs. */
-function findExecForms(words: ReadWord[], at: number, forms: string[]): boolean {
+/**
+ * `find … -exec CMD … ;` (and `-execdir`, `-ok`, `-okdir`; `{} +` ends one too): each command
+ * it runs, read as a command of its own (runners, shells' strings). Unsure where a word of
+ * find's is an expansion (it could be `-exec`) or the command word holds `{}` (find runs the
+ * files it finds).
+ */
+function findExecForms(words: readonly ReadWord[], at: number, forms: string[], nesting: number): boolean {
   let unsure = false
   for (let index = at + 1; index < words.length; index++) {
-    const value = words[index]!.value
-    if (value !== '-exec' && value !== '-execdir' && value !== '-ok' && value !== '-okdir') continue
+    const word = words[index]!
+    if (!word.literal) unsure = true
+    if (!FIND_RUNNING.has(word.value)) continue
     let end = index + 1
-    while (end < words.length && words[end]!.value !== ';' && words[end]!.value !== '+') end++
+    while (end < words.length && words[end]!.value !== ';' && !(words[end]!.value === '+' && words[end - 1]!.value === '{}')) end++
     const inner = words.slice(index + 1, end)
-    if (inner.length > 0) {
-      if (!inner[0]!.literal || inner[0]!.glob) unsure = true
-      else forms.push(joinWords(inner, 0), [baseName(inner[0]!.value), ...inner.slice(1).map((entry) => entry.value)].join(' '))
-    }
+    if (inner[0]?.value.includes('{}')) unsure = true
+    else if (formsOfWords(inner, forms, nesting)) unsure = true
     index = end
   }
   return unsure
@@ -221,6 +287,7 @@ function skipOptions(words: readonly ReadWord[], at: number, runner: Runner): nu
 function shortOptions(cluster: string, runner: Runner): boolean | undefined {
   for (let index = 0; index < cluster.length; index++) {
     const letter = cluster[index]!
+    if (runner.optionalValues?.includes(letter)) return false
     if (runner.values?.includes(letter)) return index === cluster.length - 1
     if (!runner.flags?.includes(letter)) return undefined
   }

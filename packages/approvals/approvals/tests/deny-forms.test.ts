@@ -86,6 +86,81 @@ describe('what a deny rule sees through', () => {
     expect(verdict([{ from: 'config', deny: ['edit(/etc/*)'], allow: ['bash'] }], '$cmd -rf x').verdict).toBe('allow')
   })
 
+  it("a shell's -c string past `--` and the long options it knows, and what a find -exec runs read as a command of its own", () => {
+    for (const command of [
+      "bash -c -- 'rm -rf x'",
+      "sh -e -c -- 'rm -rf x'",
+      "bash --rcfile /dev/null -c 'rm -rf x'",
+      "bash --init-file /dev/null -c 'rm -rf x'",
+      "bash --login --norc --noprofile -c 'rm -rf x'",
+      "bash --weird -c 'rm -rf x'",
+      "bash -oc pipefail 'rm -rf x'",
+      "bash -eOc extglob 'rm -rf x'",
+      "find . -exec sh -c 'rm -rf x' \\;",
+      'find . -exec env rm -rf x \\;',
+      'find . -exec sudo rm -rf x \\;',
+      'find . -execdir /bin/rm -f {} +',
+      'find . -name y -ok nice -n 5 rm -f {} \\; -print',
+      'xargs --replace rm {}',
+      'xargs --replace rm x',
+      'xargs --eof rm x',
+      'xargs -i rm {}',
+      'xargs -l1 rm',
+      'busybox rm -rf x',
+      "busybox sh -c 'rm -rf x'",
+      'flock /tmp/lock rm -rf x',
+      'flock -w 5 /tmp/lock rm -rf x',
+      'chroot / rm -rf x',
+      'chroot --userspec=1:1 / rm -rf x',
+      'taskset -c 0 rm -rf x',
+      'chrt -f 1 rm -rf x',
+    ]) {
+      expect(verdict([denyRm], command).verdict, JSON.stringify(command)).toBe('deny')
+    }
+  })
+
+  it('a shell reading commands from its input or a file, a shell of another language, and commands that run others in ways the reading does not follow are asked', () => {
+    for (const command of [
+      "echo 'rm -rf x' | sh",
+      "bash <<< 'rm -rf x'",
+      'bash script.sh',
+      'sh < file',
+      'bash -s',
+      'xargs sh',
+      "bash --weird -c 'ls'",
+      "bash --rcfile=/dev/null -c 'ls'",
+      "fish -c 'rm -rf x'",
+      "csh -c 'rm -rf x'",
+      "tcsh -c 'rm -rf x'",
+      "echo 'rm -rf x' | busybox ash",
+      "echo 'rm -rf x' | ksh",
+      "echo 'rm -rf x' | sudo -s",
+      "echo 'rm -rf x' | doas -s",
+      "echo 'rm -rf x' | chroot /",
+      'find . -exec {} \\;',
+      'find . $action rm -rf x \\;',
+      "flock /tmp/lock -c 'rm -rf x'",
+      "su -c 'rm -rf x'",
+      "script -c 'rm -rf x'",
+      'watch rm -rf x',
+      'strace rm -rf x',
+      'ltrace rm -rf x',
+      'firejail rm -rf x',
+      'nsenter -t 1 -m rm -rf x',
+      'ssh host rm -rf x',
+      'parallel rm ::: x',
+      'runuser -u x rm -rf y',
+      'setpriv --reuid=1 rm -rf x',
+      'unshare -r rm -rf x',
+      "sg wheel 'rm -rf x'",
+      "echo 'rm -rf x' | at now",
+    ]) {
+      const decided = verdict([denyRm], command)
+      expect(decided.verdict, JSON.stringify(command)).toBe('ask')
+      expect(decided.rule, JSON.stringify(command)).toBe('bash(rm *) (config; dsh cannot tell what this command runs)')
+    }
+  })
+
   it('what it can tell is not asked about: ordinary commands, loops, tests and here-documents run unasked where bash is allowed', () => {
     for (const command of [
       'make && npm test',
@@ -97,6 +172,11 @@ describe('what a deny rule sees through', () => {
       'ls [ab]* | wc -l',
       'command -v git && git status',
       'echo rm -rf x',
+      "bash -c -- 'make'",
+      "find . -name '*.ts' -exec grep -l x {} +",
+      'find . -type f -exec env LC_ALL=C wc -l {} \\;',
+      'xargs -I % cp % dest',
+      'flock /tmp/lock make',
     ]) {
       expect(verdict([denyRm], command).verdict, JSON.stringify(command)).toBe('allow')
     }
