@@ -45,4 +45,5 @@ export const shippedPlugins: Readonly<Record<string, () => Promise<unknown>>> = 
   '@dsh/tool-workspace': () => import('@dsh/tool-workspace'),
   '@dsh/skills': () => import('@dsh/skills'),
   '@dsh/tool-skill': () => import('@dsh/tool-skill'),
+  '@dsh/mcp': () => import('@dsh/mcp'),
 }

@@ -62,6 +62,7 @@ const OPTIONAL = [
   '@anthropic-ai/claude-agent-sdk',
   '@anthropic-ai/sdk',
   '@modelcontextprotocol/sdk',
+  '@dsh/mcp',
   '@dsh/subagent-a2a',
   '@dsh/a2a-server',
   '@dsh/subagent-codex',
@@ -142,6 +143,19 @@ describe('what dsh loads', () => {
     expect(packages).toContain('@dsh/tracing')
     expect(packages).toContain('@opentelemetry/sdk-trace-base')
     expect(packages).toContain('@opentelemetry/exporter-trace-otlp-http')
+  })
+
+  it('an MCP server in the config loads the MCP client and its SDK (which no run without one loads)', async () => {
+    const dir = tempDir()
+    const config = join(dir, 'dsh.yml')
+    // A server that cannot start: the client and the SDK loaded, and the run goes on with a warning.
+    writeFileSync(config, ['- name: "@dsh/mcp"', '  config: { servers: { gone: { command: /nonexistent/mcp-server } } }', ''].join('\n'))
+    const { result, modules } = await loadedBy(['run', '--config', config, '--model', 'scripted:examples/hello.yml', '--session-dir', dir, '--quiet', 'hello'])
+    expect(result.code, result.stderr).toBe(0)
+    expect(result.stderr).toMatch(/MCP server "gone" .*did not start/)
+    const packages = new Set(modules.map(packageOf))
+    expect(packages).toContain('@dsh/mcp')
+    expect(packages).toContain('@modelcontextprotocol/sdk')
   })
 
   it('an openai: model loads the OpenAI SDK when it makes its first request', async () => {

@@ -124,7 +124,7 @@ describe('package manifests', () => {
     expect(`>=${/var MINIMUM_NODE = '([\d.]+)'/.exec(bin)?.[1]}`).toBe(root.engines?.node)
   })
 
-  it('the Codex and Claude Code SDKs are optional peers of their providers, which nothing depends on outright, and devDependencies of the monorepo', () => {
+  it('the Codex and Claude Code SDKs are optional peers of their providers, which nothing depends on outright, and devDependencies of the monorepo; the Messages and MCP SDKs are dependencies only of their packages and the CLI', () => {
     const optional = { '@dsh/subagent-codex': '@openai/codex', '@dsh/subagent-claude-code': '@anthropic-ai/claude-agent-sdk' }
     for (const [provider, sdk] of Object.entries(optional)) {
       const manifest = read(repoRoot, dirs.find((dir) => read(repoRoot, dir).name === provider)!)
@@ -135,9 +135,10 @@ describe('package manifests', () => {
     for (const dir of dirs) {
       const { name, dependencies = {} } = read(repoRoot, dir)
       // The Messages SDK is a dependency only of the Anthropic adapter and of the CLI, which ships the adapter and keeps the SDK outside its bundle.
-      const allowed = name === '@dsh/llm-anthropic' || name === '@dsh/cli' ? ['@anthropic-ai/sdk'] : []
+      const allowed = name === '@dsh/llm-anthropic' ? ['@anthropic-ai/sdk'] : name === '@dsh/mcp' ? ['@modelcontextprotocol/sdk'] : name === '@dsh/cli' ? ['@anthropic-ai/sdk', '@modelcontextprotocol/sdk'] : []
       for (const sdk of [...Object.values(optional), '@anthropic-ai/sdk', '@modelcontextprotocol/sdk'].filter((sdk) => !allowed.includes(sdk))) expect(dependencies[sdk], `${name} depends on ${sdk}`).toBeUndefined()
-      if (allowed.length > 0) expect(dependencies['@anthropic-ai/sdk'], `${name} pins @anthropic-ai/sdk at the monorepo's version`).toBe(root.devDependencies?.['@anthropic-ai/sdk'])
+      // The MCP SDK is a dependency only of the MCP client and of the CLI, which ships the client and keeps the SDK outside its bundle.
+      for (const sdk of allowed) expect(dependencies[sdk], `${name} pins ${sdk} at the monorepo's version`).toBe(root.devDependencies?.[sdk])
     }
   })
 
