@@ -30,7 +30,7 @@ import { errorMessage, isRecord } from '@dsh/base'
 import { A2A_LINEAGE, admitDelegation, serveDelegation, type AdmittedDelegation } from '@dsh/subagent'
 import type { ApprovalRequestInfo, FrontEndAnswer } from '@dsh/approvals'
 import { A2aServerError } from './errors.js'
-import { ANSWER_ARTIFACT, artifactEvent, stateName, statusEvent, taskStateOfStop, textOfMessage, type DshProgress, type DshStatusMetadata, type DshUsage } from './events.js'
+import { ANSWER_ARTIFACT, argsPreview, artifactEvent, stateName, statusEvent, taskStateOfStop, textOfMessage, type DshProgress, type DshStatusMetadata, type DshUsage } from './events.js'
 import type { TaskSlots } from './slots.js'
 import type { AgentDefinition } from '@dsh/agent-definitions'
 import type { CreateAgentOptions } from '@dsh/agent'
@@ -281,6 +281,8 @@ export class DshAgentExecutor implements AgentExecutor, ApprovalAsker {
           },
         },
         // What the task's whole subtree used (its agent's calls and its children's), so the parent counts it against its budget.
+        // Arguments as JSON within this wire's own bound (MAX_PROGRESS_ARGS_CHARS).
+        shape: argsPreview,
         onUsage: (usage) => {
           this.usageOf.set(run, usage)
           working({ kind: 'usage', usage })

@@ -139,6 +139,8 @@ export interface RunDelegationOptions {
   signal?: AbortSignal
   /** The agent's own progress (text, tool calls), read from its session as an in-process child's is; usage comes as `onUsage`. */
   progress?: ProgressSink
+  /** How progress shows a tool call's arguments and a failed call's result (default: one display line, `summariseArgs`). */
+  shape?: (value: unknown) => string
   /** The whole subtree's usage so far, each time it grows. */
   onUsage?(usage: SubagentUsage): void
 }
@@ -165,7 +167,7 @@ export async function runDelegation(ctx: Context, agent: Agent, prompt: string |
         else options.progress?.report(update)
       },
     },
-    false,
+    { replay: false, ...(options.shape !== undefined && { shape: options.shape }) },
   )
   try {
     const message: UserMessage = typeof prompt === 'string' ? { role: 'user', content: [text(prompt)] } : prompt

@@ -46,13 +46,20 @@ export function latestTurnUsage(session: Session): SubagentUsage | undefined {
   return total
 }
 
+export interface FollowOptions {
+  /** Start with what the latest turn already did (default); false for a served session followed before its next turn, whose latest is an earlier one. */
+  replay?: boolean
+  /** How a tool call's arguments and a failed call's result are shown (default `summariseArgs`: one display line); a wire with its own bound passes its own. */
+  shape?: (value: unknown) => string
+}
+
 /**
  * Report the child's progress to `sink` from now on, starting with what its latest turn
- * already did (the child may have begun before its run was published), unless `replay` is
- * false (a served session followed before its next turn: its latest is an earlier one).
+ * already did (the child may have begun before its run was published; see `FollowOptions`).
  * Returns the unsubscriber.
  */
-export function followLocalChild(session: Session, sink: ProgressSink, replay = true): () => void {
+export function followLocalChild(session: Session, sink: ProgressSink, options: FollowOptions = {}): () => void {
+  const { replay = true, shape = summariseArgs } = options
   const usage = noUsage()
   // Whether the assistant message being produced streamed its text as chunks: a message
   // whose text never streamed (an adapter without deltas) is reported whole when it lands.
@@ -73,13 +80,13 @@ export function followLocalChild(session: Session, sink: ProgressSink, replay = 
       }
       case 'tool/call': {
         const { call } = event
-        sink.report({ kind: 'tool-start', callId: call.id, name: call.name, args: summariseArgs(call.args ?? call.rawArgs ?? {}) })
+        sink.report({ kind: 'tool-start', callId: call.id, name: call.name, args: shape(call.args ?? call.rawArgs ?? {}) })
         return
       }
       case 'tool/result': {
         const { result } = event
         const update = { kind: 'tool-end' as const, callId: result.callId, name: result.name, ok: result.isError !== true }
-        sink.report(result.isError ? { ...update, detail: summariseArgs(textOf(result.content)) } : update)
+        sink.report(result.isError ? { ...update, detail: shape(textOf(result.content)) } : update)
         return
       }
       default:
