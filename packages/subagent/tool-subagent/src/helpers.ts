@@ -39,6 +39,11 @@ export interface HelperToolSettings {
   enableRunInBackground: boolean
   /** The tool's own bound, for helpers that set none. */
   maxDepth?: number
+  /**
+   * The tool's own `toolFilter` (the user's config): the ceiling of every helper it offers,
+   * whoever wrote the helper. A definition's `tools` narrows it and never adds to it.
+   */
+  toolFilter?: { allow?: readonly string[]; deny?: readonly string[] }
 }
 
 /** The enum value of the built-in general child. */
@@ -197,6 +202,7 @@ export class HelperTool {
         definition.source.file, definition.source.lines.maxDepth ?? 1, definition.name, definition.maxDepth, toolBound, settings.toolName, toolBound,
       )
     }
+    for (const line of toolsOutsideCeiling(definitions, settings)) log.warn('%s', line)
     this.mount()
   }
 
@@ -284,12 +290,23 @@ export class HelperTool {
    * when its own tools are filtered, so a helper never hands a child a tool its parent was
    * denied (a caller without bash cannot get bash through a helper that lists none).
    */
-  private inheritedAllow(definition: AgentDefinition, callerId: string): readonly string[] | undefined {
+  private inheritedAllow(definition: { tools?: readonly string[] | undefined; provider: string }, callerId: string): readonly string[] | undefined {
     if (!this.subagents.getProvider(definition.provider)?.capabilities.toolFilter) return definition.tools
     const everything = this.ctx.tools.list()
     const visible = new Set(this.ctx.tools.visibleNames(callerId))
     if (everything.every((name) => visible.has(name))) return definition.tools
     return (definition.tools ?? everything).filter((name) => visible.has(name))
+  }
+
+  /**
+   * The child's tool filter: the definition's lists under the tool's own filter (the
+   * ceiling, see `helperToolFilter`), the allow list then narrowed to what the calling agent sees.
+   */
+  private childToolFilter(definition: AgentDefinition, callerId: string): { allow?: readonly string[]; deny?: readonly string[] } | undefined {
+    const filter = helperToolFilter(definition, this.settings.toolFilter)
+    const allow = this.inheritedAllow({ tools: filter?.allow, provider: definition.provider }, callerId)
+    if (allow === undefined && filter?.deny === undefined) return undefined
+    return { ...(allow && { allow }), ...(filter?.deny && { deny: filter.deny }) }
   }
 
   /** The definition as a request: it decides everything but the task and its label. */
@@ -315,12 +332,48 @@ export class HelperTool {
     if (definition.sandbox !== undefined && definition.sandbox !== false) request.sandbox = definition.sandbox
     const maxDepth = helperDepthBound(definition, this.settings.maxDepth, provider)
     if (maxDepth !== undefined) request.maxDepth = maxDepth
-    const allow = this.inheritedAllow(definition, exec.agent.id)
-    if (allow !== undefined || definition.disallowedTools !== undefined) {
-      request.toolFilter = { ...(allow && { allow }), ...(definition.disallowedTools && { deny: definition.disallowedTools }) }
-    }
+    const toolFilter = this.childToolFilter(definition, exec.agent.id)
+    if (toolFilter !== undefined) request.toolFilter = toolFilter
     return request
   }
+}
+
+/**
+ * A helper's tool filter under the tool's own (`ceiling`, the user's config): its allow
+ * list is the definition's `tools` kept to what the ceiling allows (the ceiling's list for
+ * a helper that names none) and its deny list both deny lists, so a definition narrows the
+ * tool's filter and never adds to it. Undefined: no filter at all.
+ */
+export function helperToolFilter(
+  definition: Pick<AgentDefinition, 'tools' | 'disallowedTools'>,
+  ceiling: { allow?: readonly string[]; deny?: readonly string[] } | undefined,
+): { allow?: readonly string[]; deny?: readonly string[] } | undefined {
+  const denied = [...(definition.disallowedTools ?? []), ...(ceiling?.deny ?? []).filter((name) => !definition.disallowedTools?.includes(name))]
+  const deny = definition.disallowedTools !== undefined || ceiling?.deny !== undefined ? denied : undefined
+  let allow = definition.tools
+  if (ceiling?.allow !== undefined) allow = (allow ?? ceiling.allow).filter((name) => ceiling.allow!.includes(name))
+  if (allow !== undefined && deny !== undefined) allow = allow.filter((name) => !deny.includes(name))
+  if (allow === undefined && deny === undefined) return undefined
+  return { ...(allow && { allow }), ...(deny && { deny }) }
+}
+
+/**
+ * One warning line for each helper whose `tools` names a tool the tool's own filter does
+ * not allow: its child runs without it, and the line says where the ceiling is set.
+ */
+export function toolsOutsideCeiling(definitions: readonly AgentDefinition[], settings: Pick<HelperToolSettings, 'toolName' | 'toolFilter'>): string[] {
+  const ceiling = settings.toolFilter
+  if (ceiling === undefined) return []
+  const lines: string[] = []
+  for (const definition of definitions) {
+    const outside = (definition.tools ?? []).filter((name) => (ceiling.allow !== undefined && !ceiling.allow.includes(name)) || ceiling.deny?.includes(name))
+    if (outside.length === 0) continue
+    const names = outside.map((name) => `"${name}"`).join(', ')
+    lines.push(
+      `${definition.source.file}:${definition.source.lines.tools ?? 1}: helper "${definition.name}" lists ${names} in tools, which the toolFilter of tool "${settings.toolName}" does not allow, and runs without ${outside.length > 1 ? 'them' : 'it'}; a helper's tools narrow the tool's toolFilter and never widen it: to give ${outside.length > 1 ? 'them' : 'it'}, change toolFilter in the config of the tool (@dsh/tool-subagent)`,
+    )
+  }
+  return lines
 }
 
 /** `run`, cancelled once `ms` have passed; its result then says the helper's time ran out. */

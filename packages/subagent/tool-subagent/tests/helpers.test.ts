@@ -283,6 +283,49 @@ describe('a helper called by an agent whose own tools are filtered', () => {
   })
 })
 
+describe("the tool's own toolFilter", () => {
+  it("is the ceiling of every helper: one listing a tool it denies, or one it does not allow, runs without it, and the start says so", async () => {
+    define('tester', 'description: Runs the tests.\ntools: [task_list, task_output]', 'You are the tester.')
+    define('lister', 'description: Lists.\ntools: [task_list]\ndisallowedTools: [task_output]', 'You are the lister.')
+    define('open', 'description: Anything.', 'You are open.')
+    const calls = (agent: string) => ({ call: { tool: 'subagent', args: { agent, description: agent, prompt: `work as ${agent}` } } })
+    const h = await setup([
+      { when: { depth: 1 }, reply: [{ text: 'done' }] },
+      { reply: [calls('tester'), calls('lister'), calls('open'), { text: 'ok' }] },
+    ])
+    const lines: string[] = []
+    const { Logger } = await import('cordis')
+    const exporter = { colors: 0 as const, levels: { default: 2 }, export: (message: Parameters<typeof Logger.format>[1]) => void lines.push(Logger.format(exporter, message)) }
+    h.ctx.logger.exporter(exporter)
+    await h.plugin(SubagentToolPlugin, { helpers: true, toolFilter: { deny: ['task_list'] } })
+    await (await h.agent()).followup('go')
+    const toolsOf = (persona: string) => h.requests.find((request) => request.system.includes(persona))!.tools.map((tool) => tool.name)
+    expect(toolsOf('You are the tester.')).toEqual(['task_output'])
+    expect(toolsOf('You are the lister.')).toEqual([])
+    expect(toolsOf('You are open.')).not.toContain('task_list')
+    expect(toolsOf('You are open.')).toContain('task_output')
+    const file = (name: string) => join(root, '.dsh', 'agents', `${name}.md`)
+    const warning = (name: string) =>
+      `${file(name)}:4: helper "${name}" lists "task_list" in tools, which the toolFilter of tool "subagent" does not allow, and runs without it; a helper's tools narrow the tool's toolFilter and never widen it: to give it, change toolFilter in the config of the tool (@dsh/tool-subagent)`
+    expect(lines.filter((line) => line.includes('does not allow')).map((line) => line.replace(/^\S+ tool-subagent /, ''))).toEqual([warning('lister'), warning('tester')])
+  })
+
+  it("keeps an allow list a ceiling too: a helper naming none gets the tool's list, one naming others gets what both allow", async () => {
+    define('tester', 'description: Runs the tests.\ntools: [task_list, task_output]', 'You are the tester.')
+    define('open', 'description: Anything.', 'You are open.')
+    const calls = (agent: string) => ({ call: { tool: 'subagent', args: { agent, description: agent, prompt: `work as ${agent}` } } })
+    const h = await setup([
+      { when: { depth: 1 }, reply: [{ text: 'done' }] },
+      { reply: [calls('tester'), calls('open'), { text: 'ok' }] },
+    ])
+    await h.plugin(SubagentToolPlugin, { helpers: true, toolFilter: { allow: ['task_output', 'task_kill'] } })
+    await (await h.agent()).followup('go')
+    const toolsOf = (persona: string) => h.requests.find((request) => request.system.includes(persona))!.tools.map((tool) => tool.name).sort()
+    expect(toolsOf('You are the tester.')).toEqual(['task_output'])
+    expect(toolsOf('You are open.')).toEqual(['task_kill', 'task_output'])
+  })
+})
+
 describe('a helper with a budget', () => {
   it('is stopped when it and its children reach its maxOutputTokens, and its parent reads an error naming the budget and the spend', async () => {
     define('thrifty', 'description: Works in small steps.\nmaxOutputTokens: 30', 'Be brief.')
