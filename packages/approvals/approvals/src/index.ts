@@ -1,5 +1,6 @@
 /** The public face of the approval broker; the README documents every name here. */
-export { ApprovalService, ApprovalService as default, agentName, delegationName, type DefaultDecision, type TreeDefault } from './service.js'
+export { ApprovalService, ApprovalService as default } from './service.js'
+export { agentName, delegationName, type DefaultDecision, type TreeDefault } from './lineage.js'
 export { policyVerdict, levelVerdict, compileLevel, type PolicyVerdict, type PolicyCall, type Verdict } from './rules.js'
 export { commandSegments, displaySubject, subjectOf, MAX_SUBJECT_CHARS, type ApprovalKind, type CallSubject, type CommandSegment } from './subject.js'
 export { ApprovalError, type ApprovalErrorCode } from './errors.js'

@@ -29,6 +29,7 @@ import { ApprovalError } from './errors.js'
 import { FairQueue } from './fair-queue.js'
 import { policyVerdict, type PolicyVerdict } from './rules.js'
 import { displaySubject, shownSubject, subjectDigest, subjectOf } from './subject.js'
+import { agentName, receivedDefault, receivedLevels, unaskedReason, type DefaultDecision, type TreeDefault } from './lineage.js'
 import type { ApprovalAsk, ApprovalFrontEnd, ApprovalRecorder, ApprovalRequestInfo, ApprovalSettledInfo } from './types.js'
 
 declare module 'cordis' {
@@ -41,21 +42,6 @@ declare module 'cordis' {
     /** A request that waited was answered, timed out or withdrawn. */
     'approval/settled'(info: ApprovalSettledInfo): void
   }
-}
-
-/** With nobody to ask: what happens to a request no rule decided. */
-export type DefaultDecision = 'reject' | 'allow'
-
-/** What decides, with nobody to ask, in one tree (`ApprovalService.defaultFor`). */
-export interface TreeDefault {
-  decision: DefaultDecision
-  /** Who decides, as a decision records it. */
-  by: string
-  /**
-   * Why it rejects although this process's default allows: `lineage`, its lineage says its
-   * root does not allow; `unsaid`, its lineage does not say (a parent older than the field).
-   */
-  bound?: 'lineage' | 'unsaid'
 }
 
 /** The most of a subject a front-end is shown (`ApprovalRequestInfo.subject`). */
@@ -469,63 +455,6 @@ export class ApprovalService extends Service {
     } catch (error) {
       this.home.logger('approvals').warn('an %s listener failed (ignored): %s', name, errorMessage(error))
     }
-  }
-}
-
-/** An agent as a path names it: `dsh` for a root, `spawn "survey"` or `reviewer "check"` for a child. */
-export function agentName(agent: Agent): string {
-  const { header } = agent.session
-  if (agent.depth === 0 || header.parentSession === undefined) return header.origin === 'cli' || header.origin === undefined ? 'dsh' : `dsh ${header.origin}`
-  return delegationName({ provider: header.provider ?? 'child', label: header.label, helper: header.helper?.name })
-}
-
-/** A delegation as a path names it: its helper's name, else its provider, then its label quoted. */
-export function delegationName(delegation: { provider: string; label?: string | undefined; helper?: string | undefined }): string {
-  const who = delegation.helper ?? delegation.provider
-  return delegation.label ? `${who} "${delegation.label.slice(0, 60)}"` : who
-}
-
-/**
- * The levels the tree of `agent` received with its lineage, when its root here was
- * delegated by a parent in another process (`dsh acp`, `dsh a2a serve`, `dsh worker`):
- * its ancestors' rules. `undefined` for a tree rooted in this process.
- */
-function receivedLevels(agent: Agent): readonly PermissionLevel[] | undefined {
-  let root = agent
-  for (let hops = 0; root.parent !== undefined && hops < 256; hops++) root = root.parent
-  const { header } = root.session
-  if (header.parentSession === undefined && root.depth === 0) return undefined
-  return header.permissions ?? []
-}
-
-/** The root of `agent`'s tree, when that root here was delegated by a parent in another process. */
-function delegatedRoot(agent: Agent): Agent | undefined {
-  let root = agent
-  for (let hops = 0; root.parent !== undefined && hops < 256; hops++) root = root.parent
-  return root.session.header.parentSession === undefined && root.depth === 0 ? undefined : root
-}
-
-/**
- * The approvals default the tree of `agent` received with its lineage: `unsaid` when the
- * lineage carried none, anything but `allow` read as `reject`; `undefined` for a tree
- * rooted in this process.
- */
-function receivedDefault(agent: Agent): DefaultDecision | 'unsaid' | undefined {
-  const root = delegatedRoot(agent)
-  if (root === undefined) return undefined
-  const carried: unknown = root.session.header.approvalDefault
-  return carried === undefined ? 'unsaid' : carried === 'allow' ? 'allow' : 'reject'
-}
-
-/** Why nobody's answer rejected a side effect, saying what to change when the lineage bounded an allowing default (`ownAllow` names it). */
-function unaskedReason(chosen: TreeDefault, ownAllow: string): string {
-  switch (chosen.bound) {
-    case 'lineage':
-      return `nobody is there to ask, and the root of this delegation tree does not allow what no rule decides (the approvals default its lineage carried is reject), which ${ownAllow} here may not widen; allow it by a rule in the root's config, or start the root with --permission allow`
-    case 'unsaid':
-      return `nobody is there to ask, and this tree's lineage does not say what its root allows with nobody to ask (its parent runs an older dsh), so ${ownAllow} here does not apply to it; allow it by a rule in the root's config, or update the parent's dsh`
-    default:
-      return 'nobody is there to ask, and side effects are refused without an answer'
   }
 }
 
