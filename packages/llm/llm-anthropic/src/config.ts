@@ -1,10 +1,10 @@
-import { keyEnvFor, type VendorKey } from '@dsh/llm'
+import { keyEnvFor, NO_KEY, type VendorKey } from '@dsh/llm'
 import Schema from 'schemastery'
 
 /** Anthropic's API, the one endpoint `ANTHROPIC_API_KEY` is a default for. */
 export const ANTHROPIC: VendorKey = { origin: 'https://api.anthropic.com', keyEnv: 'ANTHROPIC_API_KEY' }
-/** `apiKeyEnv: none`: the server takes no key, and no `Authorization` header is sent. */
-export const NO_KEY = 'none'
+/** `apiKeyEnv: none`: the server takes no key, and no `Authorization` header is sent (`@dsh/llm`'s, every adapter's). */
+export { NO_KEY }
 
 /** One Messages endpoint: the plugin can be loaded once per provider, each under its own `name`. */
 export interface AnthropicConfig {

@@ -1,11 +1,11 @@
-import { isAtOrigin, keyEnvFor } from '@dsh/llm'
+import { isAtOrigin, keyEnvFor, NO_KEY } from '@dsh/llm'
 import Schema from 'schemastery'
 
 /** Where DeepSeek's API is: the one endpoint its key variable is a default for. */
 export const DEEPSEEK_ORIGIN = 'https://api.deepseek.com'
 export const DEEPSEEK_KEY_ENV = 'DEEPSEEK_API_KEY'
-/** `apiKeyEnv: none`: the server takes no key, and no `Authorization` header is sent. */
-export const NO_KEY = 'none'
+/** `apiKeyEnv: none`: the server takes no key, and no `Authorization` header is sent (`@dsh/llm`'s, every adapter's). */
+export { NO_KEY }
 
 /** One endpoint: the plugin can be loaded once per provider, each under its own `name`. */
 export interface OpenAIChatConfig {

@@ -1,4 +1,4 @@
-import { retryAfterOfHeaders } from '@dsh/llm'
+import { retryAfterOfSdkError } from '@dsh/llm'
 import { loadedSdk } from './sdk.js'
 
 /** The retry policy every adapter shares (`@dsh/llm`'s `retry.ts`); only reading the server's wait is this adapter's. */
@@ -9,8 +9,6 @@ export { backoffMs, exhausted, isRetryable, RetryBudget, waitUnlessAborted, type
  * HTTP date, read from the SDK's error. Undefined when there is none or it does not parse.
  */
 export function retryAfterMs(error: unknown, now = Date.now()): number | undefined {
-  const cause = error instanceof Error ? error.cause : undefined
   // Only the SDK's errors carry response headers, and there are none before it is loaded.
-  const APIError = loadedSdk()?.APIError
-  return retryAfterOfHeaders(APIError !== undefined && cause instanceof APIError ? cause.headers : undefined, now)
+  return retryAfterOfSdkError(error, loadedSdk()?.APIError, now)
 }

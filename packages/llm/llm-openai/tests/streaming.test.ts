@@ -1,9 +1,6 @@
-import { LlmError, type LlmChunk } from '@dsh/llm'
+import { LlmError } from '@dsh/llm'
 import { describe, expect, it } from 'vitest'
-import { collect, failureOf, fakeEndpoint, requestOf } from './helpers.js'
-
-const ofType = <T extends LlmChunk['type']>(chunks: LlmChunk[], type: T) =>
-  chunks.filter((chunk): chunk is Extract<LlmChunk, { type: T }> => chunk.type === type)
+import { collect, failureOf, fakeEndpoint, ofType, requestOf } from './helpers.js'
 
 describe('streaming responses', () => {
   it('streams text as several text deltas, in order', async () => {

@@ -7,3 +7,4 @@ export type { FakeResponsesAnswer, FakeFunctionCall } from './openai-responses-w
 export { startFakeAnthropicMessages, type FakeAnthropicMessages, type FakeMessagesAnswer, type RecordedAnthropicRequest } from './anthropic-messages-server.js'
 export type { FakeMessagesResponse, FakeMessagesEventType, FakeToolUse } from './anthropic-messages-wire.js'
 export { exists } from './processes.js'
+export { collect, failureOf, ofType, requestOf, type RequestParts } from './llm-requests.js'
