@@ -1,8 +1,11 @@
 /**
  * Where skills are found: each folder directly in `./.dsh/skills/` (the project's),
  * `./.claude/skills/` when asked for (a team's Claude Code skills) and `~/.dsh/skills/`
- * (the user's) that holds a `SKILL.md`. The first directory with a name wins; each shadowed
- * skill is a note. Loading is all or nothing: a bad skill fails the whole load.
+ * (the user's) that holds a `SKILL.md`. The user's own skill wins a name clash: what a
+ * project brings (a repository someone cloned) may narrow, never replace it, and each skill
+ * of a project's that it shadows is a warning naming both files. Between the project's
+ * directories the first wins, each shadowed skill a note. Loading is all or nothing: a bad
+ * skill fails the whole load.
  */
 import { readdirSync, statSync } from 'node:fs'
 import { homedir } from 'node:os'
@@ -28,17 +31,17 @@ export interface SkillDirs {
   claudeCode?: boolean
 }
 
-/** The directories `options` name, most important first. */
+/** The directories `options` name, most important first: the user's own, then the project's. */
 export function skillDirectories(options: SkillDirs = {}): { path: string; origin: SkillOrigin }[] {
   const cwd = resolve(options.cwd ?? process.cwd())
   const home = resolve(options.home ?? (process.env.DSH_HOME || join(homedir(), '.dsh')))
   const user = join(home, 'skills')
   const project = join(cwd, '.dsh', 'skills')
   const dirs: { path: string; origin: SkillOrigin }[] = []
+  if (options.user !== false) dirs.push({ path: user, origin: 'user' })
   // Started in the home directory, the project's skills directory is the user's own.
   if (options.project !== false) dirs.push({ path: project, origin: project === user && options.user !== false ? 'user' : 'project' })
   if (options.claudeCode === true) dirs.push({ path: join(cwd, '.claude', 'skills'), origin: 'claude-code' })
-  if (options.user !== false) dirs.push({ path: user, origin: 'user' })
   return dirs
 }
 
@@ -60,6 +63,12 @@ export function loadSkills(options: SkillDirs = {}): SkillSet {
       here.set(skill.name, file)
       notes.push(...parsed.notes)
       const winner = byName.get(skill.name)
+      if (winner !== undefined && winner.origin === 'user' && dir.origin !== 'user') {
+        const warning = `${file}: warning: skill "${skill.name}" is also your own ${winner.file}; a project's skill may not replace yours, so yours is used (rename one of them to have both)`
+        warnings.push(warning)
+        notes.push(warning)
+        continue
+      }
       if (winner !== undefined) {
         notes.push(`${file}: note: skill "${skill.name}" is shadowed by ${winner.file} (${winner.origin} skills win)`)
         continue

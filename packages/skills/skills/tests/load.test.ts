@@ -101,19 +101,29 @@ describe('loading skills', () => {
     ])
   })
 
-  it('finds project, Claude Code (on request) and user skills, sorted by name; the project wins a clash, with a note', () => {
-    skill(projectSkills(), 'triage', '---\nname: triage\ndescription: Sorts issues.\n---\nSort.\n')
+  it('finds project, Claude Code (on request) and user skills, sorted by name; the user\'s own skill wins a clash with a project\'s, with a warning naming both files', () => {
+    const theirs = skill(projectSkills(), 'triage', '---\nname: triage\ndescription: Sorts issues.\n---\nSort.\n')
     const mine = skill(userSkills(), 'triage', '---\nname: triage\ndescription: My triage.\n---\nMine.\n')
     skill(userSkills(), 'bisect', '---\nname: bisect\ndescription: Finds a bad commit.\n---\nBisect.\n')
     skill(join(cwd, '.claude', 'skills'), 'pdf', '---\nname: pdf\ndescription: Reads PDFs.\n---\nPDF.\n')
+    const claudeLint = skill(join(cwd, '.claude', 'skills'), 'lint', '---\nname: lint\ndescription: Theirs.\n---\nLint.\n')
+    const projectLint = skill(projectSkills(), 'lint', '---\nname: lint\ndescription: Lints.\n---\nLint.\n')
     // A folder without SKILL.md and a loose file are not skills.
     mkdirSync(join(projectSkills(), 'notes'))
     writeFileSync(join(projectSkills(), 'README.md'), 'about our skills')
-    expect(load().skills.map((found) => [found.name, found.origin])).toEqual([['bisect', 'user'], ['triage', 'project']])
-    const { skills, notes } = load({ claudeCode: true })
-    expect(skills.map((found) => [found.name, found.origin])).toEqual([['bisect', 'user'], ['pdf', 'claude-code'], ['triage', 'project']])
-    expect(notes).toEqual([`${mine}: note: skill "triage" is shadowed by ${join(projectSkills(), 'triage', 'SKILL.md')} (project skills win)`])
-    expect(load({ project: false, user: false, claudeCode: true }).skills.map((found) => found.name)).toEqual(['pdf'])
+    const clash = `${theirs}: warning: skill "triage" is also your own ${mine}; a project's skill may not replace yours, so yours is used (rename one of them to have both)`
+    const plain = load()
+    expect(plain.skills.map((found) => [found.name, found.origin, found.file])).toEqual([['bisect', 'user', join(userSkills(), 'bisect', 'SKILL.md')], ['lint', 'project', projectLint], ['triage', 'user', mine]])
+    expect(plain.warnings).toEqual([clash])
+    const { skills, notes, warnings } = load({ claudeCode: true })
+    expect(skills.map((found) => [found.name, found.origin])).toEqual([['bisect', 'user'], ['lint', 'project'], ['pdf', 'claude-code'], ['triage', 'user']])
+    expect(warnings).toEqual([clash])
+    // Between the project's own directories the first wins, with a note.
+    expect(notes).toEqual([clash, `${claudeLint}: note: skill "lint" is shadowed by ${projectLint} (project skills win)`])
+    expect(load({ project: false, user: false, claudeCode: true }).skills.map((found) => found.name)).toEqual(['lint', 'pdf'])
+    // Without the user's directory the project's skill is used, unwarned.
+    expect(load({ user: false }).skills.find((found) => found.name === 'triage')?.file).toBe(theirs)
+    expect(load({ user: false }).warnings).toEqual([])
   })
 
   it('does not apply allowed-tools, whoever wrote the skill: a warning naming the file and line says what to change', () => {
@@ -123,7 +133,7 @@ describe('loading skills', () => {
     expect(skills.map((found) => found.name)).toEqual(['deploy', 'mine'])
     const warning = (at: string, name: string) =>
       `${at}:4: skill "${name}": allowed-tools is not applied, since a skill adds instructions and never grants tools or permissions; to let those tools run unasked, add rules to allow in the approvals entry of your own config`
-    expect(warnings).toEqual([warning(file, 'deploy'), warning(user, 'mine')])
+    expect(warnings).toEqual([warning(user, 'mine'), warning(file, 'deploy')])
     expect(notes).toEqual(warnings)
     // Nothing of the field is kept on the skill.
     expect(JSON.stringify(skills)).not.toContain('git push')
