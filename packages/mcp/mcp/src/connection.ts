@@ -6,7 +6,7 @@
 import { childEnvironment } from '@dsh/process'
 import { errorMessage } from '@dsh/base'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
+import { StreamableHTTPClientTransport, StreamableHTTPError } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js'
 import { ErrorCode, McpError as ProtocolError, type CallToolResult, type Tool } from '@modelcontextprotocol/sdk/types.js'
 import { expandVariables, type ServerSpec } from './config.js'
@@ -90,5 +90,9 @@ function describeFailure(error: unknown, transport: Transport, method: string, t
   if (error instanceof ProtocolError && error.code === ErrorCode.RequestTimeout) return `no answer to ${method} within ${timeoutMs} ms`
   if (reason !== undefined && reason !== 'was stopped') return `the server ${reason}`
   if (error instanceof ProtocolError && error.code === ErrorCode.ConnectionClosed) return 'the connection closed'
-  return errorMessage(error).replace(/\s+/g, ' ').slice(0, 500)
+  // The status first: a 401 says "check the token" whatever body the server sent.
+  if (error instanceof StreamableHTTPError && error.code !== undefined) return `HTTP ${error.code}: ${oneLine(error.message)}`
+  return oneLine(errorMessage(error))
 }
+
+const oneLine = (text: string) => text.replace(/\s+/g, ' ').slice(0, 500)
