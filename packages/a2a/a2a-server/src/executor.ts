@@ -27,7 +27,7 @@ import { TaskState, type Message } from '@a2a-js/sdk'
 import { AgentEvent, STATE_HEADERS_KEY, type AgentExecutor, type ExecutionEventBus, type RequestContext } from '@a2a-js/sdk/server'
 import type { Context } from 'cordis'
 import { errorMessage, isRecord } from '@dsh/base'
-import { A2A_LINEAGE, admitDelegation, serveDelegation, type AdmittedDelegation } from '@dsh/subagent'
+import { A2A_LINEAGE, admitDelegation, serveDelegation, type AdmittedDelegation, type ReceivedLineage } from '@dsh/subagent'
 import type { ApprovalRequestInfo, FrontEndAnswer } from '@dsh/approvals'
 import { A2aServerError } from './errors.js'
 import { ANSWER_ARTIFACT, argsPreview, artifactEvent, stateName, statusEvent, taskStateOfStop, textOfMessage, type DshProgress, type DshStatusMetadata, type DshUsage } from './events.js'
@@ -227,7 +227,7 @@ export class DshAgentExecutor implements AgentExecutor, ApprovalAsker {
     const chosen = this.helperOf(claim, requestedSkill(userMessage.metadata))
     if (typeof chosen === 'string') return end(TaskState.TASK_STATE_REJECTED, chosen)
     const helper = chosen.helper
-    const lineage = A2A_LINEAGE.read(withTraceHeaders(userMessage.metadata, request.context?.state.get(STATE_HEADERS_KEY)), log)
+    const lineage = callerLineage(A2A_LINEAGE.read(withTraceHeaders(userMessage.metadata, request.context?.state.get(STATE_HEADERS_KEY)), log), this.options.answerer ?? 'caller')
     // Admitted by the one served line (`@dsh/subagent`'s served.ts), by the tighter of this
     // worker's bound and the one the delegating parent inherited (for a context continued,
     // the one its session recorded).
@@ -359,4 +359,18 @@ function withTraceHeaders(metadata: unknown, headers: unknown): unknown {
 function stop(run: TaskRun, reason: A2aServerError): void {
   run.cancel.abort(reason)
   run.rejectAll('the task was cancelled')
+}
+
+/**
+ * The lineage of a task as far as this worker trusts its caller. The rules a lineage carries
+ * are its ancestors' levels, and an allow among them decides a side effect unasked; but any
+ * caller can write them (`metadata.dsh.permissions`). A caller this worker does not trust to
+ * answer its own approvals (neither `trustCallerApprovals` nor the approver) must not grant
+ * itself a command either: its levels keep their ask and deny rules, which only narrow, and
+ * lose their allow rules. Trusted callers (a dsh parent answering for its root's user) keep
+ * them, so the root's rules apply on the worker.
+ */
+export function callerLineage(lineage: ReceivedLineage, answerer: Answerer): ReceivedLineage {
+  if (answerer === 'caller' || lineage.permissions === undefined) return lineage
+  return { ...lineage, permissions: lineage.permissions.map(({ allow: _granted, ...narrowing }) => narrowing) }
 }
