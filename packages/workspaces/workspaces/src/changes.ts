@@ -21,6 +21,18 @@ export function gitArgs(record: WorkspaceRecord, gitDir: string | undefined): st
 }
 
 /**
+ * The git arguments for the parent's tree: none for a tree of the person's own; for a
+ * workspace of ours (a grandchild's made from, or merged into, its parent's worktree) its
+ * administrative directory recorded when it was made, with hooks and the monitor off, never
+ * its `.git` file, which the child working there could have rewritten.
+ */
+export function parentTreeArgs(holder: WorkspaceRecord | undefined): string[] {
+  if (holder === undefined) return []
+  if (holder.worktreeGitDir === undefined) throw new WorkspaceError('NOT_A_REPOSITORY', `subagent ${holder.childId}'s worktree has no recorded git directory (it was never finished), so dsh will not run git in it`)
+  return gitArgs(holder, undefined)
+}
+
+/**
  * What `status` and `diff` of dsh's own add: no external diff or text conversion, and never
  * a look inside a nested repository (a child may commit one; git would run `status` in it,
  * with the config the child gave it). Set by `gitResult`'s config too; said again here so

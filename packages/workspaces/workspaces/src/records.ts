@@ -18,6 +18,11 @@ const BRANCH = /^dsh\/[A-Za-z0-9][A-Za-z0-9-]{0,127}$/
 /** A full commit id (SHA-1 or SHA-256). */
 const COMMIT_ID = /^(?:[0-9a-f]{40}|[0-9a-f]{64})$/
 
+/** The records in `dir` that passed their checks (what is acted on). */
+export function validRecords(dir: string): WorkspaceRecord[] {
+  return readRecords(dir).filter((record): record is WorkspaceRecord => !('invalid' in record))
+}
+
 /** Every record in `dir`, each either checked or an invalid one with its reason; sorted by file name. */
 export function readRecords(dir: string): Array<WorkspaceRecord | InvalidWorkspaceRecord> {
   let names: string[]

@@ -24,16 +24,17 @@
 import { randomBytes } from 'node:crypto'
 import { cpSync, existsSync, mkdirSync, realpathSync, renameSync, rmSync, writeFileSync } from 'node:fs'
 import { homedir } from 'node:os'
-import { basename, dirname, isAbsolute, join, relative, resolve, sep } from 'node:path'
+import { basename, isAbsolute, join, relative, resolve, sep } from 'node:path'
 import { Context, Service } from 'cordis'
 import Schema from 'schemastery'
 import { errorMessage } from '@dsh/base'
 import { processAlive } from '@dsh/process'
 import type { WorkspaceRef } from '@dsh/session'
-import { gitArgs, READ_ONLY_DIFF, readChanges, stageAll } from './changes.js'
+import { gitArgs, parentTreeArgs, readChanges } from './changes.js'
 import { WorkspaceError } from './errors.js'
-import { commitEnvironment, git, gitCommit, gitResult, lastLines } from './git.js'
-import { inside, readRecords } from './records.js'
+import { git, gitCommit, gitResult } from './git.js'
+import { mergeCopy, mergeWorktree } from './merge.js'
+import { inside, readRecords, validRecords } from './records.js'
 import type { ListedWorkspace, MergeOutcome, WorkspaceChanges, WorkspaceRecord, WorkspaceRequest } from './types.js'
 
 declare module 'cordis' {
@@ -262,79 +263,9 @@ export class WorkspaceService extends Service {
     return this.serial(lockOf(record), () => {
       this.assertStill(record)
       this.refuseIfHeld(record, 'merge')
-      return record.mode === 'worktree' ? this.mergeWorktree(record) : this.mergeCopy(record)
+      const discard = (merged: WorkspaceRecord) => this.discardNow(merged)
+      return record.mode === 'worktree' ? mergeWorktree(record, this.dir, discard) : mergeCopy(record, this.gitDirOf(record), discard)
     })
-  }
-
-  private async mergeWorktree(record: WorkspaceRecord): Promise<MergeOutcome> {
-    const repository = record.repository!
-    const holder = record.derivedFrom === undefined ? undefined : validRecords(this.dir).find((other) => other.id === record.derivedFrom)
-    if (!existsSync(repository) || (record.derivedFrom !== undefined && holder === undefined)) throw new WorkspaceError('MERGE_REFUSED', `the directory ${record.branch} was made from, ${repository}, is gone: there is nowhere to merge it (discard it)`)
-    // Into a workspace of ours (a grandchild's into its parent's): through its recorded git directory, never its `.git` file.
-    const at = parentTreeArgs(holder)
-    const changes = await readChanges(record, undefined)
-    if (changes.uncommitted && !changes.missing) {
-      const inWorktree = gitArgs(record, undefined)
-      if (await stageAll(record.root, inWorktree)) await gitCommit(record.root, inWorktree, ['commit', '--quiet', '--no-verify', '-m', `dsh: what ${record.label ?? record.childId} left uncommitted`], 'committing what the child left uncommitted')
-    }
-    const ahead = Number((await git(repository, [...at, 'rev-list', '--count', `${record.base}..refs/heads/${record.branch}`], 'counting the child\'s commits')).trim())
-    if (ahead === 0) {
-      await this.discardNow(record)
-      return { ok: true, childId: record.childId, files: [], summary: `${record.branch} had no changes; the workspace was removed` }
-    }
-    // A merge of the parent's own in progress is its own to conclude: git would refuse ours, and aborting would throw its away.
-    if (await mergeInProgress(repository, at)) {
-      throw new WorkspaceError('MERGE_REFUSED', `the parent's tree is in the middle of a merge of its own (MERGE_HEAD exists); conclude or abort it before merging ${record.branch}`)
-    }
-    const dirty = (await git(repository, [...at, 'status', '--porcelain', '--untracked-files=no', '--ignore-submodules=dirty', '-z'], 'reading the parent\'s tree')).split('\0').filter(Boolean)
-    if (dirty.length > 0) {
-      throw new WorkspaceError('MERGE_REFUSED', `the parent's tree has uncommitted changes (${dirty.slice(0, 5).map((entry) => entry.slice(3)).join(', ')}); commit or stash them before merging ${record.branch}`)
-    }
-    const merged = await gitResult(repository, [...at, 'merge', '--no-ff', '--no-edit', '-m', `dsh: merge ${record.branch}${record.label ? ` (${record.label})` : ''}`, `refs/heads/${record.branch}`], { env: await commitEnvironment(repository, at) })
-    if (merged.code !== 0) {
-      const conflicts = (await gitResult(repository, [...at, 'diff', ...READ_ONLY_DIFF, '--name-only', '--diff-filter=U', '-z'])).stdout.split('\0').filter(Boolean)
-      // Only a merge ours started (git refused some before starting one: nothing to abort).
-      if (await mergeInProgress(repository, at)) await gitResult(repository, [...at, 'merge', '--abort'])
-      if (conflicts.length === 0) throw new WorkspaceError('MERGE_REFUSED', `git would not merge ${record.branch}: ${lastLines(merged.stderr || merged.stdout)}`)
-      return { ok: false, childId: record.childId, conflicts, summary: `merging ${record.branch} conflicts in ${conflicts.join(', ')}; nothing was changed (the branch and its workspace are kept)` }
-    }
-    const commit = (await git(repository, [...at, 'rev-parse', 'HEAD'], 'reading the merge')).trim()
-    await this.discardNow(record)
-    return { ok: true, childId: record.childId, files: changes.files, commit, summary: `merged ${record.branch}: ${changes.diffstat}` }
-  }
-
-  private async mergeCopy(record: WorkspaceRecord): Promise<MergeOutcome> {
-    const gitDir = this.gitDirOf(record)
-    const changes = await readChanges(record, gitDir)
-    if (changes.missing) throw new WorkspaceError('MERGE_REFUSED', `the copy ${record.root} is gone: there is nothing to bring back`)
-    if (!existsSync(record.source)) throw new WorkspaceError('MERGE_REFUSED', `the directory the copy was made from, ${record.source}, is gone: there is nowhere to bring it back to (discard it)`)
-    // A file changed in the parent since the copy was made would be overwritten: a conflict
-    // (unless the parent holds exactly what the child wrote). Compared by git's blob ids.
-    const at = gitArgs(record, gitDir)
-    const blobOf = async (path: string) => (existsSync(path) ? (await git(record.root, [...at, 'hash-object', '--no-filters', '--', path], 'reading a file')).trim() : undefined)
-    const conflicts: string[] = []
-    for (const file of changes.files) {
-      const original = await gitResult(record.root, [...at, 'rev-parse', '--verify', '--quiet', `${record.base}:${file.path}`])
-      const before = original.code === 0 ? original.stdout.trim() : undefined
-      const parentNow = await blobOf(join(record.source, file.path))
-      if (parentNow === before) continue
-      if (parentNow === (await blobOf(join(record.root, file.path)))) continue
-      conflicts.push(file.path)
-    }
-    if (conflicts.length > 0) {
-      return { ok: false, childId: record.childId, conflicts, summary: `${conflicts.length === 1 ? 'this file was' : 'these files were'} changed in the parent's directory since the copy was made: ${conflicts.join(', ')}; nothing was changed (the copy is kept)` }
-    }
-    for (const file of changes.files) {
-      const from = join(record.root, file.path)
-      const to = join(record.source, file.path)
-      if (file.status === 'deleted') rmSync(to, { force: true })
-      else {
-        mkdirSync(dirname(to), { recursive: true })
-        cpSync(from, to, { force: true, verbatimSymlinks: true })
-      }
-    }
-    await this.discardNow(record)
-    return { ok: true, childId: record.childId, files: changes.files, summary: `copied back ${changes.diffstat}` }
   }
 
   /** Throw child `childId`'s workspace away: its directory, its branch and its record. */
@@ -494,27 +425,6 @@ type RecordFields = Omit<WorkspaceRecord, 'mode' | 'path' | 'base' | 'repository
 /** The key `serial` runs a workspace's merge and removal under: its repository's git directory, or the directory copied. */
 function lockOf(record: WorkspaceRecord): string {
   return record.mode === 'worktree' ? (record.gitDir ?? record.repository!) : record.source
-}
-
-/** The records in `dir` that passed their checks (what is acted on). */
-function validRecords(dir: string): WorkspaceRecord[] {
-  return readRecords(dir).filter((record): record is WorkspaceRecord => !('invalid' in record))
-}
-
-async function mergeInProgress(repository: string, at: readonly string[]): Promise<boolean> {
-  return (await gitResult(repository, [...at, 'rev-parse', '--quiet', '--verify', 'MERGE_HEAD'])).code === 0
-}
-
-/**
- * The git arguments for the parent's tree: none for a tree of the person's own; for a
- * workspace of ours (a grandchild's made from, or merged into, its parent's worktree) its
- * administrative directory recorded when it was made, with hooks and the monitor off, never
- * its `.git` file, which the child working there could have rewritten.
- */
-function parentTreeArgs(holder: WorkspaceRecord | undefined): string[] {
-  if (holder === undefined) return []
-  if (holder.worktreeGitDir === undefined) throw new WorkspaceError('NOT_A_REPOSITORY', `subagent ${holder.childId}'s worktree has no recorded git directory (it was never finished), so dsh will not run git in it`)
-  return gitArgs(holder, undefined)
 }
 
 function notFound(childId: string): WorkspaceError {
