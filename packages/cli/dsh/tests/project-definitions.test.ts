@@ -1,9 +1,11 @@
 /**
  * What a cloned repository's helper files can and cannot do, through the built CLI: a
- * project's `.dsh/agents` may narrow what the user's own config allows and never widen it
- * (its `permissions.allow` is not applied, it may not make itself the model with a
- * `scripted:` or `replay:` model), and a helper's `maxDepth` narrows the tool's bound and
- * never widens it. Each project lives in its own directory, the user's home in another.
+ * project's `.dsh/agents` (or a directory inside the project that a trusted `dsh.yml`
+ * names) may narrow what the user's own config allows and never widen it (its
+ * `permissions.allow` is not applied, it may not make itself the model with a `scripted:`
+ * or `replay:` model), a helper's `tools` stay under the subagent tool's `toolFilter`, and a
+ * helper's `maxDepth` narrows the tool's bound and never widens it. Each project lives in
+ * its own directory, the user's home in another.
  */
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
@@ -94,6 +96,66 @@ describe("a project's helper permissions", () => {
     expect(own.stderr).not.toContain('is not applied')
     expect(existsSync(join(project, 'ran'))).toBe(true)
     expect(bashDecisions(join(home, 'own'))).toEqual([expect.objectContaining({ decision: 'allow-once', source: 'rule', rule: 'bash (helper tester)' })])
+  })
+})
+
+describe("a helper directory a trusted dsh.yml names inside the project", () => {
+  it("is the project's: a file added to it after the trust does not run a command unasked, and the start says what to change", async () => {
+    write(join(project, 'dsh.yml'), ['- id: agent-definitions', '  name: "@dsh/agent-definitions"', '  config: { dirs: [./team] }', ''].join('\n'))
+    mkdirSync(join(project, 'team'))
+    const trusted = await dsh(['trust'])
+    expect(trusted.code, trusted.stderr).toBe(0)
+    // Added later: trusting dsh.yml trusted the config, not what team/ will hold.
+    const file = write(join(project, 'team', 'tester.md'), ['---', 'name: tester', 'description: Runs the tests.', 'permissions:', '  allow: [bash]', '---', 'You run the tests.', ''].join('\n'))
+    const script = write(join(home, 'script.yml'), [
+      '- when: { prompt: "run the tests" }',
+      '  reply:',
+      `    - call: { tool: bash, args: { command: "touch ${join(project, 'ran')}" } }`,
+      '    - text: "tester: {{last_tool_result}}"',
+      '- when: { depth: 0 }',
+      '  reply:',
+      '    - call: { tool: subagent, args: { agent: tester, description: test, prompt: "run the tests" } }',
+      '    - text: "root: {{last_tool_result}}"',
+    ].join('\n'))
+    const sessions = join(home, 'sessions')
+    const result = await dsh(['run', '--model', `scripted:${script}`, '--session-dir', sessions, 'go'])
+    expect(result.code, result.stderr).toBe(0)
+    expect(existsSync(join(project, 'ran'))).toBe(false)
+    expect(bashDecisions(sessions)).toEqual([expect.objectContaining({ decision: 'reject', source: 'default' })])
+    expect(result.stderr.split('\n').filter((line) => line.includes('permissions.allow is not applied'))).toEqual([
+      `[warn] agent-definitions: ${file}:4: helper "tester": permissions.allow is not applied, since a project's definition may narrow what your own config allows and never widen it; to have "bash" run unasked, add it to allow in the approvals entry of your own config, or move the file to ~/.dsh/agents`,
+    ])
+  })
+})
+
+describe("the subagent tool's toolFilter in the user's config", () => {
+  it.each([
+    ["a project's helper", () => join(project, '.dsh', 'agents')],
+    ["the user's own helper", () => join(home, 'agents')],
+  ])('is the ceiling of %s: tools: [bash] under deny: [bash] gives its child no bash, and the start names the file and the tool', async (_whose, dir) => {
+    write(join(home, 'config.yml'), ['- id: tool-subagent', '  name: "@dsh/tool-subagent"', '  config: { toolFilter: { deny: [bash] } }'].join('\n'))
+    const file = write(join(dir(), 'tester.md'), ['---', 'name: tester', 'description: Runs the tests.', 'tools: [bash]', '---', 'You run the tests.', ''].join('\n'))
+    const script = write(join(home, 'script.yml'), [
+      '- when: { depth: 1 }',
+      '  reply:',
+      `    - call: { tool: bash, args: { command: "touch ${join(project, 'ran')}" } }`,
+      '    - text: "tester: {{last_tool_result}}"',
+      '- when: { depth: 0 }',
+      '  reply:',
+      '    - call: { tool: subagent, args: { agent: tester, description: test, prompt: "run the tests" } }',
+      '    - text: "root: {{last_tool_result}}"',
+    ].join('\n'))
+    const sessions = join(home, 'sessions')
+    // --permission allow: only the filter stands between the helper and bash.
+    const result = await dsh(['run', '--permission', 'allow', '--model', `scripted:${script}`, '--session-dir', sessions, 'go'])
+    expect(result.code, result.stderr).toBe(0)
+    expect(existsSync(join(project, 'ran'))).toBe(false)
+    expect(result.stdout).toMatch(/^root: tester: unknown tool "bash"/)
+    // Its one bash call never reached the approval broker: the child had no such tool.
+    expect(bashDecisions(sessions)).toEqual([undefined])
+    expect(result.stderr.split('\n').filter((line) => line.includes('does not allow'))).toEqual([
+      `[warn] tool-subagent: ${file}:4: helper "tester" lists "bash" in tools, which the toolFilter of tool "subagent" does not allow, and runs without it; a helper's tools narrow the tool's toolFilter and never widen it: to give it, change toolFilter in the config of the tool (@dsh/tool-subagent)`,
+    ])
   })
 })
 
