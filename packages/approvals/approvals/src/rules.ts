@@ -94,7 +94,9 @@ export function globMatches(pattern: GlobPattern, text: string): boolean {
 }
 
 function toolMatches(rule: CompiledRule, tool: string): boolean {
-  return rule.tool === '*' || rule.tool === tool
+  if (rule.tool === '*' || rule.tool === tool) return true
+  // `mcp__github__*`: every tool whose name starts so.
+  return rule.tool.endsWith('*') && tool.startsWith(rule.tool.slice(0, -1))
 }
 
 /**

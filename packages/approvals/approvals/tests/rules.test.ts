@@ -28,6 +28,15 @@ describe('command segments', () => {
 describe('the policy', () => {
   const onlyNpmTest: PermissionLevel = { from: 'helper tester', allow: ['bash(npm test*)'] }
 
+  it('a tool name ending in * names every tool that starts so (the tools of one MCP server), and no other', () => {
+    const call = (tool: string) => ({ tool, subject: subjectOf({ line: 'x' }) })
+    const level: PermissionLevel = { from: 'config', allow: ['mcp__github__*'], deny: ['mcp__github__delete*'] }
+    expect(policyVerdict([level], call('mcp__github__create_issue')).verdict).toBe('allow')
+    expect(policyVerdict([level], call('mcp__github__delete_repo')).verdict).toBe('deny')
+    expect(policyVerdict([level], call('mcp__githubx__create_issue')).verdict).toBeUndefined()
+    expect(policyVerdict([level], call('bash')).verdict).toBeUndefined()
+  })
+
   it('an allow rule with a wildcard allows the commands it names, and nothing chained, substituted or redirected after them', () => {
     expect(verdict([onlyNpmTest], 'npm test')).toBe('allow')
     expect(verdict([onlyNpmTest], 'npm test -- --run foo')).toBe('allow')

@@ -3,7 +3,7 @@
  * fixture, a real process on the SDK's server classes) and a scripted model calls its tools
  * from the root and from a spawned child: a read-only tool runs unasked, a side-effecting one
  * is refused under --permission reject (the server never sees it) unless a rule of the
- * config names it, and no process of the server outlives dsh.
+ * config names its server's tools (`mcp__srv__*`), and no process of the server outlives dsh.
  */
 import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
@@ -71,8 +71,8 @@ describe('MCP tools through dsh run', () => {
     for (const pid of pids) expect(running(pid)).toBe(false)
   })
 
-  it('a rule of the config naming the tool lets the side-effecting call through', async () => {
-    const { dir, log, args } = fixture(['mcp__srv__note'])
+  it('a rule of the config naming the server\'s tools (mcp__srv__*) lets the side-effecting call through', async () => {
+    const { dir, log, args } = fixture(['mcp__srv__*'])
     const result = await runDsh(args, { cwd: dir, env: { DSH_HOME: join(dir, 'home') }, timeoutMs: 60_000 })
     expect(result.code, result.stderr).toBe(0)
     expect(toolResults(join(dir, 'sessions'))).toContain('mcp__srv__note: noted')

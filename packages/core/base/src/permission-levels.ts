@@ -21,8 +21,12 @@ export interface PermissionLevel {
   deny?: readonly string[]
 }
 
-/** A rule: `tool` or `tool(pattern)`; a tool name is letters, digits, `_`, `-`, `.`, or `*` for every tool. */
-export const PERMISSION_RULE = /^([A-Za-z0-9_.-]{1,64}|\*)(?:\((.*)\))?$/s
+/**
+ * A rule: `tool` or `tool(pattern)`; a tool name is letters, digits, `_`, `-`, `.`, or `*` for
+ * every tool, or such a name ending in `*` for every tool whose name starts so (`mcp__github__*`:
+ * the tools of one MCP server).
+ */
+export const PERMISSION_RULE = /^([A-Za-z0-9_.-]{1,64}\*?|\*)(?:\((.*)\))?$/s
 
 /** Bounds that keep a header or a lineage small: a peer cannot make a child carry megabytes of rules. */
 export const PERMISSION_BOUNDS = { levels: 32, rulesPerList: 64, ruleChars: 512, fromChars: 120 } as const

@@ -51,7 +51,7 @@ describe('an MCP server over stdio', () => {
     expect(results[3]!.text).toMatch(/^start x+\n… \(\d+ characters cut from the middle of the result\) …\nx+ end$/)
   })
 
-  it('a side-effecting call under --permission reject is refused and the server never sees it; a rule naming the tool lets it through', async () => {
+  it('a side-effecting call under --permission reject is refused and the server never sees it; a rule naming the tool, or every tool of its server (mcp__srv__*), lets it through', async () => {
     const dir = await tempDir()
     const log = join(dir, 'calls.log')
     const calls = [{ tool: 'mcp__srv__note', args: { line: 'one' } }]
@@ -65,6 +65,9 @@ describe('an MCP server over stdio', () => {
     const allowed = await startMcp({ servers: { srv: fixtureServer({ CALL_LOG: log }) } }, { calls, approvals: { default: 'reject', allow: ['mcp__srv__note'] } })
     expect((await runAgent(allowed)).results[0]).toEqual({ text: 'noted', isError: false })
     expect(readFileSync(log, 'utf8')).toBe('one\n')
+    const byServer = await startMcp({ servers: { srv: fixtureServer({ CALL_LOG: log }) } }, { calls, approvals: { default: 'reject', allow: ['mcp__srv__*'] } })
+    expect((await runAgent(byServer)).results[0]).toEqual({ text: 'noted', isError: false })
+    expect(readFileSync(log, 'utf8')).toBe('one\none\n')
   })
 
   it('the server gets the allow-listed environment and what its entry names, never the rest of dsh\'s environment', async () => {
