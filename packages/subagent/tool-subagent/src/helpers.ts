@@ -259,6 +259,13 @@ export class HelperTool {
     const entry = this.offered.get(args.agent)
     if (!entry) return Promise.resolve({ isError: true, content: `there is no helper named "${args.agent}"; helpers: ${[...this.offered.keys()].join(', ')}` })
     const { definition, provider } = entry
+    // The tool's filter is every helper's ceiling: a child its provider cannot filter would be past it.
+    if (this.settings.toolFilter !== undefined && !provider.capabilities.toolFilter) {
+      return Promise.resolve({
+        isError: true,
+        content: `the helper "${definition.name}" could not be started: its provider "${provider.name}" cannot limit its child's tools, and tool "${this.settings.toolName}" has a toolFilter that limits every helper it offers; run the helper on spawn or fork, or remove toolFilter from the config of the tool (@dsh/tool-subagent)`,
+      })
+    }
     const request = this.request(definition, provider, args, exec)
     if (definition.continuable) return this.startContinuable(definition, request, exec)
     const background = definition.background === 'always' || (definition.background === 'allowed' && args.run_in_background === true && this.settings.enableRunInBackground)

@@ -310,6 +310,22 @@ describe("the tool's own toolFilter", () => {
     expect(lines.filter((line) => line.includes('does not allow')).map((line) => line.replace(/^\S+ tool-subagent /, ''))).toEqual([warning('lister'), warning('tester')])
   })
 
+  it("refuses a helper whose provider cannot hold its child under it: the call fails saying what to change, and nothing starts", async () => {
+    define('outside', 'description: Runs elsewhere.\nprovider: remote', 'Be terse.')
+    const requests: SubagentRequest[] = []
+    const h = await setup([{ reply: [{ call: { tool: 'subagent', args: { agent: 'outside', description: 'ask', prompt: 'what is 2+2' } } }, { text: 'ok' }] }])
+    h.ctx.subagents.registerProvider(remote(requests))
+    await h.plugin(SubagentToolPlugin, { helpers: true, toolFilter: { deny: ['task_list'] } })
+    const parent = await h.agent()
+    await parent.followup('go')
+    expect(requests).toEqual([])
+    const result = parent.session.ownEvents().find((event) => event.type === 'tool/result')
+    expect(result?.type === 'tool/result' && result.result.isError).toBe(true)
+    expect(result?.type === 'tool/result' && textOf(result.result.content)).toBe(
+      'the helper "outside" could not be started: its provider "remote" cannot limit its child\'s tools, and tool "subagent" has a toolFilter that limits every helper it offers; run the helper on spawn or fork, or remove toolFilter from the config of the tool (@dsh/tool-subagent)',
+    )
+  })
+
   it("keeps an allow list a ceiling too: a helper naming none gets the tool's list, one naming others gets what both allow", async () => {
     define('tester', 'description: Runs the tests.\ntools: [task_list, task_output]', 'You are the tester.')
     define('open', 'description: Anything.', 'You are open.')
