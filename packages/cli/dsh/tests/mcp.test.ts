@@ -5,7 +5,7 @@
  * is refused under --permission reject (the server never sees it) unless a rule of the
  * config names its server's tools (`mcp__srv__*`), and no process of the server outlives dsh.
  */
-import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { exists } from '@dsh/testkit'
@@ -77,5 +77,28 @@ describe('MCP tools through dsh run', () => {
     expect(result.code, result.stderr).toBe(0)
     expect(toolResults(join(dir, 'sessions'))).toContain('mcp__srv__note: noted')
     expect(readFileSync(log, 'utf8')).toBe('written\n')
+  })
+
+  it('a helper whose tools: name one MCP tool calls it, and the server\'s other tools are unknown to it', async () => {
+    const { dir, args } = fixture([])
+    const home = join(dir, 'home')
+    mkdirSync(join(home, 'agents'), { recursive: true })
+    writeFileSync(join(home, 'agents', 'looker.md'), '---\nname: looker\ndescription: Looks things up.\ntools: [mcp__srv__echo]\n---\nYou look things up.\n')
+    writeFileSync(join(dir, 'script.yml'), [
+      '- when: { prompt: "look it up" }',
+      '  reply:',
+      '    - call: { tool: mcp__srv__note, args: { line: "from the helper" } }',
+      '    - call: { tool: mcp__srv__echo, args: { text: "from the helper" } }',
+      '    - text: "helper: {{last_tool_result}}"',
+      '- when: { depth: 0 }',
+      '  reply:',
+      '    - call: { tool: subagent, args: { agent: looker, description: helper, prompt: "look it up" } }',
+      '    - text: "root: {{last_tool_result}}"',
+      '',
+    ].join('\n'))
+    const result = await runDsh(args, { cwd: dir, env: { DSH_HOME: home }, timeoutMs: 60_000 })
+    expect(result.code, result.stderr).toBe(0)
+    expect(result.stdout).toContain('root: helper: echo: from the helper')
+    expect(toolResults(join(dir, 'sessions'))).toContain('mcp__srv__note: unknown tool "mcp__srv__note" (available: mcp__srv__echo)')
   })
 })
