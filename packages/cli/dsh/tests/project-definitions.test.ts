@@ -156,6 +156,10 @@ describe("the subagent tool's toolFilter in the user's config", () => {
     expect(result.stderr.split('\n').filter((line) => line.includes('does not allow'))).toEqual([
       `[warn] tool-subagent: ${file}:4: helper "tester" lists "bash" in tools, which the toolFilter of tool "subagent" does not allow, and runs without it; a helper's tools narrow the tool's toolFilter and never widen it: to give it, change toolFilter in the config of the tool (@dsh/tool-subagent)`,
     ])
+    // dsh agents show says the tools a call gives: none.
+    const shown = await dsh(['agents', 'show', 'tester'])
+    expect(shown.code, shown.stderr).toBe(0)
+    expect(shown.stdout).toContain('\ntools: none\n')
   })
 })
 

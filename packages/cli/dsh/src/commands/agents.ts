@@ -8,7 +8,7 @@ import { join } from 'node:path'
 import { printable } from '@dsh/base'
 import type { AgentDefinition } from '@dsh/agent-definitions'
 import type {} from '@dsh/skills'
-import { helperDepthBound } from '@dsh/tool-subagent'
+import { helperDepthBound, helperToolFilter } from '@dsh/tool-subagent'
 import { definitionReadiness } from '../agent-definitions.js'
 import type { Composition } from '../compose.js'
 import { UsageError } from '../errors.js'
@@ -70,7 +70,8 @@ async function show(runtime: Composition, name: string): Promise<number> {
   const { agents } = runtime.ctx
   const provider = runtime.ctx.get('subagents')?.getProvider(definition.provider)
   // The bound a call would carry: the tighter of the definition's and the helper tool's.
-  const toolMaxDepth = runtime.entries.find((entry) => entry.name === '@dsh/tool-subagent' && entry.config?.helpers === true)?.config?.maxDepth
+  const helperTool = runtime.entries.find((entry) => entry.name === '@dsh/tool-subagent' && entry.config?.helpers === true)?.config
+  const toolMaxDepth = helperTool?.maxDepth
   const maxDepth = provider && helperDepthBound(definition, typeof toolMaxDepth === 'number' ? toolMaxDepth : undefined, provider)
   const lines = [`helper ${definition.name}: ${definition.description}`, `file: ${definition.source.file} (hash ${definition.source.hash})`, `provider: ${definition.provider}${provider ? '' : ' (not registered)'}; model: ${definition.model ?? "the parent's"}; background: ${definition.background}${definition.continuable ? '; continuable' : ''}${definition.timeoutMs !== undefined ? `; timeoutMs: ${definition.timeoutMs}` : ''}${maxDepth !== undefined ? `; maxDepth: ${maxDepth}` : ''}`]
   if (!provider?.capabilities.persona) {
@@ -80,7 +81,8 @@ async function show(runtime: Composition, name: string): Promise<number> {
     return 0
   }
   const root = await agents.create({ meta: { origin: 'agents-show', cwd: process.cwd() } })
-  const filter = definition.tools !== undefined || definition.disallowedTools !== undefined ? { ...(definition.tools && { allow: definition.tools }), ...(definition.disallowedTools && { deny: definition.disallowedTools }) } : undefined
+  // The tools a call would give: the definition's under the helper tool's own toolFilter (its ceiling).
+  const filter = helperToolFilter(definition, helperTool?.toolFilter as Parameters<typeof helperToolFilter>[1])
   const child = await agents.create({
     parent: root,
     // Named after the helper, as a delegation's child is: what it may use (its skills) follows from that.
