@@ -101,4 +101,34 @@ describe('MCP tools through dsh run', () => {
     expect(result.stdout).toContain('root: helper: echo: from the helper')
     expect(toolResults(join(dir, 'sessions'))).toContain('mcp__srv__note: unknown tool "mcp__srv__note" (available: mcp__srv__echo)')
   })
+
+  it('a helper\'s tools: mcp__srv__* gives it the server\'s tools; a sibling whose tools leave them out, or whose disallowedTools name them, cannot see them', async () => {
+    const { dir, args } = fixture([])
+    const home = join(dir, 'home')
+    mkdirSync(join(home, 'agents'), { recursive: true })
+    const helper = (name: string, line: string) => writeFileSync(join(home, 'agents', `${name}.md`), `---\nname: ${name}\ndescription: Looks things up.\n${line}\n---\nYou look things up.\n`)
+    helper('with-mcp', 'tools: [read, "mcp__srv__*"]')
+    helper('without', 'tools: [read]')
+    helper('denied', 'disallowedTools: ["mcp__srv__*"]')
+    writeFileSync(join(dir, 'script.yml'), [
+      '- when: { prompt: "^look it up" }',
+      '  reply:',
+      '    - call: { tool: mcp__srv__echo, args: { text: "reached" } }',
+      '    - text: "{{last_tool_result}}"',
+      '- when: { depth: 0 }',
+      '  reply:',
+      '    - calls:',
+      '        - { tool: subagent, args: { agent: with-mcp, description: one, prompt: "look it up 1" } }',
+      '        - { tool: subagent, args: { agent: without, description: two, prompt: "look it up 2" } }',
+      '        - { tool: subagent, args: { agent: denied, description: three, prompt: "look it up 3" } }',
+      '    - text: "root: {{tool_results}}"',
+      '',
+    ].join('\n'))
+    const result = await runDsh(args, { cwd: dir, env: { DSH_HOME: home }, timeoutMs: 60_000 })
+    expect(result.code, result.stderr).toBe(0)
+    const echoes = toolResults(join(dir, 'sessions')).filter((line) => line.startsWith('mcp__srv__echo: '))
+    expect(echoes.filter((line) => line === 'mcp__srv__echo: echo: reached')).toHaveLength(1)
+    expect(echoes.filter((line) => line.startsWith('mcp__srv__echo: unknown tool "mcp__srv__echo"'))).toHaveLength(2)
+    expect(echoes).toHaveLength(3)
+  })
 })

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest'
 import {
   DshError, errorMessage, printable, isRecord, assertNever, parseStopReason, stopReasonOfFinish,
-  stopReasonOfAcp, acpStopReasonOfStop, taskStatusOfStop, progressStateOfStop, STOP_REASONS, rejectOnThrow,
+  stopReasonOfAcp, acpStopReasonOfStop, taskStatusOfStop, progressStateOfStop, STOP_REASONS, rejectOnThrow, expandToolEntries, TOOL_NAME_OR_PATTERN,
 } from '@dsh/base'
 
 type DemoCode = 'ONE' | 'TWO'
@@ -89,5 +89,16 @@ describe('rejectOnThrow', () => {
     await expect(result).rejects.toBe(thrown)
     const answered = Promise.resolve('answer')
     expect(rejectOnThrow(() => answered)).toBe(answered)
+  })
+})
+
+describe('tool lists with patterns', () => {
+  it('a name ending in * names every known tool that starts so, each once, and a pattern naming none adds none', () => {
+    const known = ['read', 'mcp__github__get_issue', 'mcp__github__create_issue', 'mcp__githubx__other']
+    expect(expandToolEntries(['read', 'mcp__github__*', 'mcp__github__get_issue'], known)).toEqual(['read', 'mcp__github__get_issue', 'mcp__github__create_issue'])
+    expect(expandToolEntries(['mcp__gone__*'], known)).toEqual([])
+    expect(TOOL_NAME_OR_PATTERN.test('mcp__github__*')).toBe(true)
+    expect(TOOL_NAME_OR_PATTERN.test('*')).toBe(false)
+    expect(TOOL_NAME_OR_PATTERN.test('mcp__*__x')).toBe(false)
   })
 })

@@ -4,6 +4,7 @@
  * describes the composition (registered providers and their capabilities, the tools that
  * exist, how a model spec resolves); this file knows only definitions.
  */
+import { isToolPattern } from '@dsh/base'
 import { fromProject } from './parse.js'
 import type { AgentDefinition, DefinitionField } from './types.js'
 
@@ -71,7 +72,8 @@ export function definitionProblems(definitions: readonly AgentDefinition[], fact
       problems.push(`${at(field)}: provider "${definition.provider}" cannot enforce a tool list (its child's tools are its own); remove ${field} or use spawn or fork`)
     } else {
       for (const field of ['tools', 'disallowedTools'] as const) {
-        const unknown = (definition[field] ?? []).filter((name) => !facts.tools.includes(name))
+        // A pattern (mcp__github__*) is never unknown: the tools it means may be absent, as a server's that did not start.
+        const unknown = (definition[field] ?? []).filter((name) => !isToolPattern(name) && !facts.tools.includes(name))
         if (unknown.length > 0) problems.push(`${at(field)}: unknown tool${unknown.length > 1 ? 's' : ''} ${unknown.map((name) => `"${name}"`).join(', ')} in ${field} (tools: ${facts.tools.join(', ')})`)
       }
     }

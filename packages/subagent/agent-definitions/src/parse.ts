@@ -4,7 +4,7 @@
  * the file and, where there is one, the line: a user fixes a definition in an editor.
  */
 import { createHash } from 'node:crypto'
-import { cleanPermissionLevel, isEmptyPermissionLevel, isRecord, permissionLevelProblem, printable, type PermissionLevel } from '@dsh/base'
+import { cleanPermissionLevel, isEmptyPermissionLevel, isRecord, permissionLevelProblem, printable, TOOL_NAME_OR_PATTERN, type PermissionLevel } from '@dsh/base'
 import { DefinitionError } from './errors.js'
 import { parseFrontMatter } from './front-matter.js'
 import { DEFINITION_FIELDS, type AgentDefinition, type BackgroundPolicy, type DefinitionField, type DefinitionFlavour, type DefinitionSource } from './types.js'
@@ -16,7 +16,6 @@ export const MAX_DEFINITION_BYTES = 1024 * 1024
 export const NAME_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/
 
 const MAX_DESCRIPTION_CHARS = 1000
-const TOOL_NAME = /^[A-Za-z0-9_-]{1,64}$/
 const BACKGROUND: readonly BackgroundPolicy[] = ['allowed', 'always', 'never']
 
 /**
@@ -189,12 +188,13 @@ function toolList(
   const names: string[] = []
   for (const item of items as string[]) {
     if (flavour === 'claude-code') {
-      const mapped = CLAUDE_TOOLS[item] ?? (/^[a-z][a-z0-9_-]*$/.test(item) ? item : undefined)
+      const mapped = CLAUDE_TOOLS[item] ?? (/^[a-z][a-z0-9_-]*\*?$/.test(item) ? item : undefined)
       if (mapped === undefined) notes.push(`${where(line)}: note: Claude Code tool "${printable(item)}" has no dsh counterpart; left out of ${field}`)
       else if (!names.includes(mapped)) names.push(mapped)
       continue
     }
-    if (!TOOL_NAME.test(item)) fail('INVALID_FIELD', line, `${field}: "${printable(item)}" is not a tool name`)
+    // A name, or a name ending in * for the tools that start so (mcp__github__*).
+    if (!TOOL_NAME_OR_PATTERN.test(item)) fail('INVALID_FIELD', line, `${field}: "${printable(item)}" is not a tool name (or a name ending in * for the tools that start so)`)
     if (!names.includes(item)) names.push(item)
   }
   return names

@@ -16,7 +16,7 @@
  * changes only while providers come and go at start-up, and is re-registered only when
  * it really changed.
  */
-import { errorMessage } from '@dsh/base'
+import { errorMessage, expandToolEntries, isToolPattern } from '@dsh/base'
 import type { Context } from 'cordis'
 import { text } from '@dsh/llm'
 import type { ToolExecution, ToolOutput, ToolReservation } from '@dsh/tools'
@@ -310,7 +310,13 @@ export class HelperTool {
    * ceiling, see `helperToolFilter`), the allow list then narrowed to what the calling agent sees.
    */
   private childToolFilter(definition: AgentDefinition, callerId: string): { allow?: readonly string[]; deny?: readonly string[] } | undefined {
-    const filter = helperToolFilter(definition, this.settings.toolFilter)
+    // Patterns (mcp__github__*) name the tools registered now: an MCP server's, listed at start.
+    const known = this.ctx.tools.list()
+    const named = {
+      ...(definition.tools && { tools: expandToolEntries(definition.tools, known) }),
+      ...(definition.disallowedTools && { disallowedTools: expandToolEntries(definition.disallowedTools, known) }),
+    }
+    const filter = helperToolFilter(named, this.settings.toolFilter)
     const allow = this.inheritedAllow({ tools: filter?.allow, provider: definition.provider }, callerId)
     if (allow === undefined && filter?.deny === undefined) return undefined
     return { ...(allow && { allow }), ...(filter?.deny && { deny: filter.deny }) }
@@ -373,7 +379,8 @@ export function toolsOutsideCeiling(definitions: readonly AgentDefinition[], set
   if (ceiling === undefined) return []
   const lines: string[] = []
   for (const definition of definitions) {
-    const outside = (definition.tools ?? []).filter((name) => (ceiling.allow !== undefined && !ceiling.allow.includes(name)) || ceiling.deny?.includes(name))
+    // A pattern is kept to the ceiling when the child starts, against the tools there are then.
+    const outside = (definition.tools ?? []).filter((name) => !isToolPattern(name) && ((ceiling.allow !== undefined && !ceiling.allow.includes(name)) || ceiling.deny?.includes(name)))
     if (outside.length === 0) continue
     const names = outside.map((name) => `"${name}"`).join(', ')
     lines.push(
