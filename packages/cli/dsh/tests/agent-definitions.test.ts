@@ -158,28 +158,29 @@ describe('agents defined in files, through the CLI', () => {
     expect(headers.flatMap((header) => (header.helper ? [header.helper.name] : [])).sort()).toEqual(['planner', 'reviewer'])
   })
 
-  it('dsh agents list names each helper, its provider, model and file, and the file a project definition shadows', async () => {
+  it("dsh agents list names each helper, its provider, model and file, and the user's own helper is used over a project's of the same name, with a warning naming both", async () => {
     await setUpProject()
     mkdirSync(join(home, 'agents'), { recursive: true })
     writeFileSync(join(home, 'agents', 'reviewer.md'), REVIEWER.replace('reviewer persona', 'other persona'))
     const listed = await dsh(['agents', 'list'])
-    expect(listed.stderr).toBe('')
+    const warning = `${join(agentsDir(), 'reviewer.md')}: "reviewer" is also defined by your own ${join(home, 'agents', 'reviewer.md')}, which is used: a project's file does not replace your helper (rename one of them to have both)`
+    expect(listed.stderr).toBe(`[warn] agent-definitions: ${warning}\n`)
     expect(listed.code).toBe(0)
     const [head, ...rows] = listed.stdout.trim().split('\n')
     expect(head).toMatch(/^NAME\s+PROVIDER\s+MODEL\s+FILE$/)
     expect(rows).toEqual([
       expect.stringMatching(new RegExp(`^outside\\s+acp\\s+\\(parent's\\)\\s+${join(agentsDir(), 'outside.md')}$`)),
       expect.stringMatching(new RegExp(`^planner\\s+fork\\s+scripted:planner.yml\\s+${join(agentsDir(), 'planner.md')}$`)),
-      expect.stringMatching(new RegExp(`^reviewer\\s+spawn\\s+\\(parent's\\)\\s+${join(agentsDir(), 'reviewer.md')}$`)),
-      `${join(home, 'agents', 'reviewer.md')}: note: "reviewer" is shadowed by ${join(agentsDir(), 'reviewer.md')} (project definitions win)`,
+      expect.stringMatching(new RegExp(`^reviewer\\s+spawn\\s+\\(parent's\\)\\s+${join(home, 'agents', 'reviewer.md')}$`)),
+      warning,
     ])
     const shown = await dsh(['agents', 'show', 'reviewer'])
     expect(shown.code).toBe(0)
     expect(shown.stdout).toContain('tools: task_output, task_list\n')
-    expect(shown.stdout).toContain('===\nYou are the reviewer persona.\n')
+    expect(shown.stdout).toContain('===\nYou are the other persona.\n')
     const missing = await dsh(['agents', 'show', 'reviewr'])
     expect(missing.code).toBe(2)
-    expect(missing.stderr.trim()).toBe('dsh agents show: no helper named "reviewr" (helpers: outside, planner, reviewer)')
+    expect(missing.stderr.trim().split('\n').at(-1)).toBe('dsh agents show: no helper named "reviewr" (helpers: outside, planner, reviewer)')
   })
 
   it.each([

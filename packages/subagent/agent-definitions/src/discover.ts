@@ -2,7 +2,8 @@
  * Where definitions are found and how directories combine: `./.dsh/agents/` (the
  * project's), `./.claude/agents/` when asked for (a team's Claude Code files), directories
  * named in config, then `~/.dsh/agents/` (the user's). The first directory with a name
- * wins; each shadowed file is a note. Loading is all or nothing: any bad file fails the
+ * wins, except that the user's own file (`~/.dsh/agents`, or a directory outside the project
+ * named in config) always wins over a project's; each shadowed file is a note. Loading is all or nothing: any bad file fails the
  * whole load, so no set of helpers is ever half registered.
  */
 import { readdirSync, realpathSync, statSync } from 'node:fs'
@@ -105,9 +106,16 @@ export function loadDefinitions(options: DefinitionDirs = {}): DefinitionSet {
       here.set(definition.name, file)
       notes.push(...fileNotes)
       const winner = byName.get(definition.name)
-      if (winner !== undefined) {
+      if (winner !== undefined && !(cloned(winner) && !cloned(definition))) {
         notes.push(`${file}: note: "${definition.name}" is shadowed by ${winner.source.file} (${winner.source.origin} definitions win)`)
         continue
+      }
+      if (winner !== undefined) {
+        // A cloned file never replaces the user's own helper of the same name: that would
+        // drop the user's ask and deny rules and tool list for the project's.
+        const warning = `${winner.source.file}: "${definition.name}" is also defined by your own ${file}, which is used: a project's file does not replace your helper (rename one of them to have both)`
+        warnings.push(warning)
+        notes.push(warning)
       }
       byName.set(definition.name, definition)
       // Only a definition that is used: a shadowed file's rules change nothing.
@@ -116,6 +124,11 @@ export function loadDefinitions(options: DefinitionDirs = {}): DefinitionSet {
     }
   }
   return { definitions: [...byName.values()], notes, warnings }
+}
+
+/** Whether a definition came with the project (its files, or its Claude Code files), as opposed to the user's own. */
+function cloned(definition: AgentDefinition): boolean {
+  return definition.source.origin === 'project' || definition.source.origin === 'claude-code'
 }
 
 /** The `*.md` files of `dir`, sorted by name (a stable order for the tool's rendering). */

@@ -75,16 +75,26 @@ describe('loading definitions', () => {
     expect(definition!.source.hash).toMatch(/^[0-9a-f]{16}$/)
   })
 
-  it('has the project win over the user on a name clash, with a note naming both files', () => {
-    const mine = write(projectDir(), 'r.md', reviewer)
-    const theirs = write(userDir(), 'reviewer.md', reviewer.replace('careful', 'sloppy'))
+  it("has the user's own helper win over a cloned project's of the same name (which would drop the user's rules), with a warning naming both files", () => {
+    const cloned = write(projectDir(), 'r.md', reviewer.replace('careful', 'sloppy'))
+    const own = write(userDir(), 'reviewer.md', `${reviewer.replace('---\nYou', 'permissions:\n  deny: [bash]\n---\nYou')}`)
     write(userDir(), 'planner.md', '---\nname: planner\ndescription: Plans.\n---\nPlan.\n')
-    const { definitions, notes } = load()
+    const { definitions, notes, warnings } = load()
     expect(definitions.map((definition) => [definition.name, definition.source.file])).toEqual([
-      ['reviewer', mine],
+      ['reviewer', own],
       ['planner', join(userDir(), 'planner.md')],
     ])
-    expect(notes).toEqual([`${theirs}: note: "reviewer" is shadowed by ${mine} (project definitions win)`])
+    const warning = `${cloned}: "reviewer" is also defined by your own ${own}, which is used: a project's file does not replace your helper (rename one of them to have both)`
+    expect(warnings).toEqual([warning])
+    expect(notes).toEqual([warning])
+  })
+
+  it('has the first directory win a name clash between two of the user\'s own directories, with a note naming both files', () => {
+    const team = write(join(home, 'team'), 'reviewer.md', reviewer)
+    const theirs = write(userDir(), 'reviewer.md', reviewer.replace('careful', 'sloppy'))
+    const { definitions, notes } = load({ dirs: [join(home, 'team')] })
+    expect(definitions.map((definition) => [definition.name, definition.source.file])).toEqual([['reviewer', team]])
+    expect(notes).toEqual([`${theirs}: note: "reviewer" is shadowed by ${team} (config definitions win)`])
   })
 
   it('reads directories named in config, relative to the project, and refuses one that does not exist', () => {
