@@ -1,0 +1,92 @@
+/**
+ * Firing one event: the groups configured for it whose matcher takes the tool, each of
+ * their commands run in parallel (as Claude Code runs them) with the event's JSON on
+ * standard input, each outcome read. Every problem is one note naming the hook; none fails
+ * the run.
+ */
+import type { ToolCallBlock, ToolResultBlock } from '@dsh/llm'
+import { matchesTool, type HookEvent, type HookGroup } from './config.js'
+import type { AgentFacts } from './agent-facts.js'
+import { outcomeOf, type HookOutcome } from './outcome.js'
+import { runHookCommand } from './runner.js'
+
+export interface FiredOutcome extends HookOutcome {
+  /** The command, as configured. */
+  hook: string
+}
+
+export interface HookRunnerOptions {
+  passEnv: readonly string[]
+  note: (line: string) => void
+  /** The file a session is stored in, for `transcript_path` (none without storage). */
+  transcriptOf: (sessionId: string) => string | undefined
+}
+
+/** Calls whose results are not back yet, for `PostToolUse`'s `tool_input`: bounded, oldest dropped. */
+const MAX_REMEMBERED_CALLS = 1_024
+const MAX_RESPONSE_CHARS = 16 * 1024
+
+export class HookRunner {
+  private readonly calls = new Map<string, unknown>()
+  private readonly stopping = new AbortController()
+
+  constructor(
+    private readonly groups: readonly HookGroup[],
+    private readonly options: HookRunnerOptions,
+  ) {}
+
+  has(event: HookEvent): boolean {
+    return this.groups.some((group) => group.event === event)
+  }
+
+  remember(call: ToolCallBlock): void {
+    if (!this.has('PostToolUse')) return
+    if (this.calls.size >= MAX_REMEMBERED_CALLS) this.calls.delete(this.calls.keys().next().value!)
+    this.calls.set(call.id, call.args)
+  }
+
+  /** `PostToolUse`'s fields for a result: the call's input (when it was seen) and what the tool answered. */
+  toolFacts(result: ToolResultBlock): Record<string, unknown> {
+    const input = this.calls.get(result.callId)
+    this.calls.delete(result.callId)
+    const text = result.content.flatMap((block) => (block.type === 'text' ? [block.text] : [])).join('\n')
+    return { tool_name: result.name, tool_input: input ?? {}, tool_response: { output: text.slice(0, MAX_RESPONSE_CHARS), is_error: result.isError === true } }
+  }
+
+  /**
+   * Run the hooks of `event` (those matching `tool`, for a tool event) and read their
+   * outcomes. Never rejects. Outcomes other than `PreToolUse`'s are not acted on yet: a
+   * hook of such an event that blocks is a note saying so.
+   */
+  async fire(event: HookEvent, facts: AgentFacts, fields: Record<string, unknown>, tool?: string, signal?: AbortSignal): Promise<FiredOutcome[]> {
+    const hooks = this.groups.filter((group) => group.event === event && (tool === undefined || matchesTool(group, tool))).flatMap((group) => group.hooks)
+    if (hooks.length === 0) return []
+    const transcript = this.options.transcriptOf(facts.sessionId)
+    const input = {
+      session_id: facts.rootSessionId,
+      ...(transcript !== undefined && { transcript_path: transcript }),
+      cwd: facts.cwd,
+      hook_event_name: event,
+      ...fields,
+      agent_id: facts.agentId,
+      ...(facts.agentType !== undefined && { agent_type: facts.agentType }),
+      agent_path: facts.agentPath,
+    }
+    const stop = signal === undefined ? this.stopping.signal : AbortSignal.any([signal, this.stopping.signal])
+    const outcomes = await Promise.all(
+      hooks.map(async (hook): Promise<FiredOutcome> => {
+        const run = await runHookCommand(hook.command, input, { cwd: facts.cwd, timeoutMs: hook.timeoutMs, passEnv: this.options.passEnv, signal: stop })
+        const outcome = { ...outcomeOf(run, hook.command), hook: hook.command }
+        if (outcome.note !== undefined) this.options.note(`${hook.from}: ${event} ${outcome.note}`)
+        if (event !== 'PreToolUse' && outcome.decision === 'block') this.options.note(`${hook.from}: ${event} hook "${hook.command}" blocks, which dsh does not act on for ${event} yet: ${outcome.reason ?? ''}`.trim())
+        return outcome
+      }),
+    )
+    return outcomes
+  }
+
+  /** Stop every hook still running (the plugin is stopping). */
+  stopAll(): void {
+    this.stopping.abort()
+  }
+}

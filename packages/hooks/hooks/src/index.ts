@@ -1,0 +1,8 @@
+export * from './config.js'
+export * from './outcome.js'
+export * from './agent-facts.js'
+export { runHookCommand, MAX_HOOK_OUTPUT_CHARS, type HookRun, type HookRunOptions } from './runner.js'
+export { HookRunner, type FiredOutcome } from './fire.js'
+export { readSources } from './sources.js'
+export { apply, Config, inject, name, type HooksConfig } from './plugin.js'
+export { default } from './plugin.js'

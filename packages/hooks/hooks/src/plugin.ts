@@ -1,0 +1,121 @@
+import type { Context } from 'cordis'
+import Schema from 'schemastery'
+import type { Session } from '@dsh/session'
+import type { ToolPermissionDecision, ToolPermissionRequest } from '@dsh/tools'
+import { readHooks, type HookEvent, type HookGroup } from './config.js'
+import { agentFacts, type AgentFacts } from './agent-facts.js'
+import { HookRunner } from './fire.js'
+import { readSources } from './sources.js'
+
+export interface HooksConfig {
+  hooks: Record<string, unknown>
+  claudeUserSettings: boolean
+  projectClaudeSettings: boolean
+  passEnv: string[]
+}
+
+export const name = 'hooks'
+export const inject = ['tools', 'sessions']
+
+export const Config: Schema<HooksConfig> = Schema.object({
+  hooks: Schema.dict(Schema.any()).default({}).description('Hooks in Claude Code\'s format: { PreToolUse: [{ matcher: Bash, hooks: [{ type: command, command, timeout }] }], … }.'),
+  claudeUserSettings: Schema.boolean().default(false).description('Also run the hooks of ~/.claude/settings.json (your own Claude Code settings).'),
+  projectClaudeSettings: Schema.boolean().default(false).description('Also run the hooks of ./.claude/settings.json and ./.claude/settings.local.json. Off by default: a project file runs commands.'),
+  passEnv: Schema.array(String).default([]).description('Variables of dsh\'s environment every hook also gets, by exact name (the allow-listed base always).'),
+})
+
+/**
+ * Hooks for every agent of this process: `PreToolUse` hooks are a permission gate on
+ * `ctx.tools` (asked with the approval broker's, so a hook can refuse what the broker
+ * allows and never allow what it refuses); the other events are heard from the sessions
+ * of the tree and the subagent lifecycle, and their hooks run without holding the run up
+ * beyond their timeout.
+ */
+export function apply(ctx: Context, config: HooksConfig): void {
+  const logger = ctx.logger('hooks')
+  const note = (line: string) => logger.warn(line)
+  const groups: HookGroup[] = [...readHooks(config.hooks, 'the hooks entry', note), ...readSources(process.cwd(), config, note)]
+  const runner = new HookRunner(groups, { passEnv: config.passEnv, note, transcriptOf: (id) => safely(() => ctx.sessions.locate(id)) })
+  const facts = (session: Session): AgentFacts => agentFacts(session, (id) => ctx.sessions.get(id))
+
+  if (runner.has('PreToolUse')) {
+    ctx.tools.addPermissionGate((request: ToolPermissionRequest) => preToolUse(runner, request, facts))
+  }
+
+  const needsSessions = (['PostToolUse', 'UserPromptSubmit', 'Stop', 'SessionStart', 'SessionEnd'] as HookEvent[]).some((event) => runner.has(event))
+  if (needsSessions) {
+    const unsubscribe = new Map<string, () => void>()
+    ctx.effect(() => () => {
+      for (const stop of unsubscribe.values()) stop()
+    }, 'hooks: stop listening to sessions')
+    ctx.sessions.addObserver({
+      created: (session) => {
+        if (unsubscribe.has(session.id)) return
+        const root = session.header.parentSession === undefined
+        if (root) runner.fire('SessionStart', facts(session), { source: 'startup' })
+        unsubscribe.set(session.id, session.subscribe((event) => {
+          if (event.type === 'tool/call') runner.remember(event.call)
+          else if (event.type === 'tool/result') runner.fire('PostToolUse', facts(session), runner.toolFacts(event.result), event.result.name)
+          else if (event.type === 'user/message') runner.fire('UserPromptSubmit', facts(session), { prompt: textOfMessage(event.message) })
+          else if (event.type === 'turn/end' && root) runner.fire('Stop', facts(session), { stop_hook_active: false })
+        }, { chunks: false }))
+      },
+      released: async (session) => {
+        unsubscribe.get(session.id)?.()
+        unsubscribe.delete(session.id)
+        if (session.header.parentSession === undefined && runner.has('SessionEnd')) await runner.fire('SessionEnd', facts(session), { reason: 'other' })
+      },
+    })
+  }
+
+  if (runner.has('SubagentStart') || runner.has('SubagentStop')) {
+    // The subagent lifecycle belongs to @dsh/subagent, which this package does not load: its events are heard by name.
+    const on = ctx.on.bind(ctx) as unknown as (event: string, listener: (info: { id: string; parentId: string; helper?: string; stopReason?: string }) => void) => () => void
+    const childFacts = (info: { id: string; parentId: string; helper?: string }): AgentFacts | undefined => {
+      const session = ctx.sessions.get(info.id) ?? ctx.sessions.get(info.parentId)
+      if (session === undefined) return undefined
+      const known = facts(session)
+      return session.id === info.id ? known : { ...known, agentId: info.id, ...(info.helper !== undefined && { agentType: info.helper }) }
+    }
+    on('subagent/start', (info) => {
+      const known = childFacts(info)
+      if (known) void runner.fire('SubagentStart', known, {})
+    })
+    on('subagent/end', (info) => {
+      const known = childFacts(info)
+      if (known) void runner.fire('SubagentStop', known, { stop_reason: info.stopReason, stop_hook_active: false })
+    })
+  }
+  ctx.effect(() => () => runner.stopAll(), 'hooks: stop running hooks')
+}
+
+/** The gate: every matching `PreToolUse` hook runs; the first that blocks refuses the call with its reason. */
+async function preToolUse(runner: HookRunner, request: ToolPermissionRequest, facts: (session: Session) => AgentFacts): Promise<ToolPermissionDecision | undefined> {
+  const agent = request.agent as { session?: Session }
+  if (agent.session === undefined) return { decision: 'reject', by: 'a PreToolUse hook', reason: 'the calling agent is not known to the hooks', source: 'default', at: Date.now() }
+  const outcomes = await runner.fire('PreToolUse', facts(agent.session), { tool_name: request.tool.name, tool_input: request.call.args }, request.tool.name, request.signal)
+  const blocked = outcomes.find((outcome) => outcome.decision === 'block')
+  if (blocked) return { decision: 'reject', by: `PreToolUse hook "${blocked.hook}"`, reason: blocked.reason ?? 'a hook blocked it', source: 'rule', at: Date.now() }
+  // An "ask" the broker has not been told of cannot be answered here without a second decision path: refused, saying so (deny where unsure).
+  const asked = outcomes.find((outcome) => outcome.decision === 'ask')
+  if (asked) return { decision: 'reject', by: `PreToolUse hook "${asked.hook}"`, reason: `the hook asks about it (${asked.reason ?? 'no reason given'}), and hooks cannot yet put a question to the approver; refused`, source: 'rule', at: Date.now() }
+  // "allow" is no objection: the broker's own gate decides, so a hook never widens a rule.
+  return undefined
+}
+
+function textOfMessage(message: { content: unknown }): string {
+  if (typeof message.content === 'string') return message.content
+  if (!Array.isArray(message.content)) return ''
+  return message.content.flatMap((block: { type?: string; text?: string }) => (block.type === 'text' && typeof block.text === 'string' ? [block.text] : [])).join('\n')
+}
+
+function safely<T>(read: () => T): T | undefined {
+  try {
+    return read()
+  } catch {
+    // No storage (a test's store, an embedding without files): the input has no transcript_path.
+    return undefined
+  }
+}
+
+export default { name, inject, Config, apply }
