@@ -46,4 +46,5 @@ export const shippedPlugins: Readonly<Record<string, () => Promise<unknown>>> = 
   '@dsh/skills': () => import('@dsh/skills'),
   '@dsh/tool-skill': () => import('@dsh/tool-skill'),
   '@dsh/mcp': () => import('@dsh/mcp'),
+  '@dsh/hooks': () => import('@dsh/hooks'),
 }

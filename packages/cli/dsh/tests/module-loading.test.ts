@@ -63,6 +63,7 @@ const OPTIONAL = [
   '@anthropic-ai/sdk',
   '@modelcontextprotocol/sdk',
   '@dsh/mcp',
+  '@dsh/hooks',
   '@dsh/subagent-a2a',
   '@dsh/a2a-server',
   '@dsh/subagent-codex',
@@ -156,6 +157,17 @@ describe('what dsh loads', () => {
     const packages = new Set(modules.map(packageOf))
     expect(packages).toContain('@dsh/mcp')
     expect(packages).toContain('@modelcontextprotocol/sdk')
+  })
+
+  it('a hooks entry in the config loads @dsh/hooks (which no run without one loads), and its hook runs', async () => {
+    const dir = tempDir()
+    const config = join(dir, 'dsh.yml')
+    const marker = join(dir, 'session-ended.json')
+    writeFileSync(config, ['- name: "@dsh/hooks"', `  config: { hooks: { SessionEnd: [{ hooks: [{ type: command, command: "cat > ${marker}" }] }] } }`, ''].join('\n'))
+    const { result, modules } = await loadedBy(['run', '--config', config, '--model', 'scripted:examples/hello.yml', '--session-dir', dir, '--quiet', 'hello'])
+    expect(result.code, result.stderr).toBe(0)
+    expect(new Set(modules.map(packageOf))).toContain('@dsh/hooks')
+    expect(JSON.parse(readFileSync(marker, 'utf8'))).toMatchObject({ hook_event_name: 'SessionEnd', agent_path: 'dsh' })
   })
 
   it('an openai: model loads the OpenAI SDK when it makes its first request', async () => {
