@@ -90,7 +90,15 @@ export const OPAQUE_RUNNERS: ReadonlySet<string> = new Set([
   'fish', 'csh', 'tcsh', 'pwsh', 'nu', 'xonsh', 'elvish',
   'su', 'sg', 'newgrp', 'runuser', 'pkexec', 'script', 'watch', 'parallel', 'ssh', 'at', 'batch', 'systemd-run', 'tmux', 'screen',
   'strace', 'ltrace', 'firejail', 'nsenter', 'setpriv', 'unshare', 'bwrap', 'prlimit', 'numactl',
+  'ssh-agent', 'dbus-run-session', 'xvfb-run', 'fakeroot', 'proot', 'faketime', 'valgrind', 'gdb', 'cgexec', 'sudoedit', 'chpst', 'catchsegv',
 ])
+
+/**
+ * Variables whose value bash or the commands it starts run as code, or that change which
+ * program a name runs (`PS4='$(…)'; set -x`, `BASH_ENV=<(…) bash -c :`, `PATH=.`): an
+ * assignment to one, or any assignment whose value holds an expansion, is unsure.
+ */
+const CODE_VARIABLES = /^(?:PS[0-4]|PROMPT_COMMAND|BASH_ENV|ENV|PATH|IFS|SHELLOPTS|BASHOPTS|EXECIGNORE|BASH_\w+|LD_\w+|GIT_\w+|\w*_COMMAND|\w*ASKPASS|\w*EDITOR|\w*PAGER|NODE_OPTIONS|PYTHON\w*|PERL\w*|RUBY\w*)\+?=/
 
 /** Shells whose `-c` string is a command in the language this reading follows; without `-c` they read a script file or their input. */
 export const SHELLS: ReadonlySet<string> = new Set(['sh', 'bash', 'rbash', 'dash', 'zsh', 'ksh', 'ksh93', 'mksh', 'pdksh', 'oksh', 'ash', 'hush', 'yash', 'posh'])
@@ -107,6 +115,8 @@ const FIND_RUNNING: ReadonlySet<string> = new Set(['-exec', '-execdir', '-ok', '
 const EVALUATING: ReadonlySet<string> = new Set([
   'let', 'declare', 'typeset', 'local', 'readonly', 'alias', 'trap', 'enable', 'bind', 'fc', 'history', 'complete', 'compgen', 'compopt',
   'mapfile', 'readarray', 'coproc', 'function', 'select', 'case', '[[', 'source', '.',
+  // `hash -p /bin/rm del` makes `del` run rm; `shopt` changes how later words are read.
+  'hash', 'shopt',
 ])
 
 /** Builtins and keywords that take numbers or nothing, and never evaluate what their arguments hold. */
@@ -139,7 +149,10 @@ function formsOfWords(words: readonly ReadWord[], forms: string[], nesting: numb
   for (let strips = 0; ; strips++) {
     if (strips > MAX_STRIPS) return true
     const before = at
-    while (at < words.length && words[at]!.assignment) at++
+    while (at < words.length && words[at]!.assignment) {
+      if (!words[at]!.literal || CODE_VARIABLES.test(words[at]!.value)) return true
+      at++
+    }
     const word = words[at]
     if (word === undefined) return false
     if (!word.literal || word.glob) return true
@@ -255,7 +268,10 @@ function skipOptions(words: readonly ReadWord[], at: number, runner: Runner): nu
     if (!word.literal) return undefined
     const value = word.value
     if (value === '--') return at + 1
-    if (runner.assignments && word.assignment) continue
+    if (runner.assignments && word.assignment) {
+      if (!word.literal || CODE_VARIABLES.test(word.value)) return undefined
+      continue
+    }
     if (value.startsWith('--')) {
       const [name, given] = [value.slice(2).split('=')[0]!, value.includes('=')]
       if (runner.longFlags?.includes(name)) continue

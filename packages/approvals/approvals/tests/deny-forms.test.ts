@@ -154,6 +154,15 @@ describe('what a deny rule sees through', () => {
       'unshare -r rm -rf x',
       "sg wheel 'rm -rf x'",
       "echo 'rm -rf x' | at now",
+      // A builtin or a variable that makes a later word run something else.
+      'hash -p /bin/rm del; del x',
+      "PS4='$(rm -rf x)'; set -x; :",
+      "BASH_ENV=<(echo 'rm -rf x') bash -c :",
+      "env BASH_ENV=<(echo 'rm -rf x') bash -c :",
+      "PROMPT_COMMAND='rm -rf x' bash -i",
+      'PATH=. del x',
+      "env GIT_SSH_COMMAND='rm -rf x' git fetch",
+      'ssh-agent rm -rf x',
     ]) {
       const decided = verdict([denyRm], command)
       expect(decided.verdict, JSON.stringify(command)).toBe('ask')
@@ -177,6 +186,8 @@ describe('what a deny rule sees through', () => {
       'find . -type f -exec env LC_ALL=C wc -l {} \\;',
       'xargs -I % cp % dest',
       'flock /tmp/lock make',
+      'CI=1 FOO=bar make test',
+      'env LC_ALL=C sort x',
     ]) {
       expect(verdict([denyRm], command).verdict, JSON.stringify(command)).toBe('allow')
     }
