@@ -52,12 +52,16 @@ export function apply(ctx: Context, config: HooksConfig): void {
       created: (session) => {
         if (unsubscribe.has(session.id)) return
         const root = session.header.parentSession === undefined
-        if (root) runner.fire('SessionStart', facts(session), { source: 'startup' })
+        if (root) void runner.fire('SessionStart', facts(session), { source: 'startup' })
         unsubscribe.set(session.id, session.subscribe((event) => {
           if (event.type === 'tool/call') runner.remember(event.call)
-          else if (event.type === 'tool/result') runner.fire('PostToolUse', facts(session), runner.toolFacts(event.result), event.result.name)
-          else if (event.type === 'user/message') runner.fire('UserPromptSubmit', facts(session), { prompt: textOfMessage(event.message) })
-          else if (event.type === 'turn/end' && root) runner.fire('Stop', facts(session), { stop_hook_active: false })
+          else if (event.type === 'tool/result') {
+            const toolFields = runner.toolFacts(event.result)
+            // A call that was refused never ran: Claude Code fires PostToolUse only after a tool did.
+            if (event.permission?.decision !== 'reject') void runner.fire('PostToolUse', facts(session), toolFields, event.result.name)
+          }
+          else if (event.type === 'user/message') void runner.fire('UserPromptSubmit', facts(session), { prompt: textOfMessage(event.message) })
+          else if (event.type === 'turn/end' && root) void runner.fire('Stop', facts(session), { stop_hook_active: false })
         }, { chunks: false }))
       },
       released: async (session) => {

@@ -39,6 +39,15 @@ describe('PostToolUse', () => {
     expect(lines[0]).toMatchObject({ hook_event_name: 'PostToolUse', tool_name: 'bash', agent_id: run.agent.id, tool_response: { is_error: false } })
     expect(JSON.stringify(lines)).toContain('one\\n')
   })
+  it('does not run after a call a PreToolUse hook refused', async () => {
+    const dir = await tempDir()
+    const run = await runWithHooks(['echo refused', 'echo ran'], {
+      hooks: { PreToolUse: [group(`grep -q refused && exit 2; exit 0`, 'Bash')], PostToolUse: [group(`cat >> ${dir}/audit.jsonl; echo >> ${dir}/audit.jsonl`)] },
+    })
+    expect(run.results.map((result) => result.isError)).toEqual([true, false])
+    await expect.poll(() => (existsSync(join(dir, 'audit.jsonl')) ? readFileSync(join(dir, 'audit.jsonl'), 'utf8') : '')).toContain('echo ran')
+    expect(readFileSync(join(dir, 'audit.jsonl'), 'utf8')).not.toContain('echo refused')
+  })
 })
 
 describe('bounds', () => {
