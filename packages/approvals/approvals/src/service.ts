@@ -21,7 +21,7 @@
  */
 import { Context, Service } from 'cordis'
 import Schema from 'schemastery'
-import { errorMessage, PERMISSION_DECISIONS, PERMISSION_SOURCES, isRecord, type PermissionDecision, type PermissionSource } from '@dsh/base'
+import { errorMessage, isRecord, type PermissionDecision } from '@dsh/base'
 import { serviceInstance, type Agent } from '@dsh/agent'
 import { cleanPermissionLevel, joinPermissionLevels, permissionLevelProblem, type PermissionLevel } from '@dsh/session'
 import type { ToolPermissionRequest } from '@dsh/tools'
@@ -31,6 +31,7 @@ import { policyVerdict, type PolicyVerdict } from './rules.js'
 import { displaySubject, shownSubject, subjectDigest, subjectOf } from './subject.js'
 import { agentName, receivedDefault, receivedLevels, unaskedReason, type DefaultDecision, type TreeDefault } from './lineage.js'
 import type { ApprovalAsk, ApprovalFrontEnd, ApprovalRecorder, ApprovalRequestInfo, ApprovalSettledInfo } from './types.js'
+import { isAnswerDecision, provenanceFields } from './wire.js'
 
 declare module 'cordis' {
   interface Context {
@@ -462,17 +463,17 @@ function isAgent(value: { id: string }): value is Agent {
   return isRecord(value) && 'session' in value && 'depth' in value
 }
 
-/** A front-end's answer, checked: anything else is a rejection saying so. */
+/** A front-end's answer, checked (its provenance as the wire's is): anything else is a rejection saying so. */
 function normalised(answer: unknown, frontEnd: string): PermissionDecision {
   const at = Date.now()
-  if (!isRecord(answer) || !(PERMISSION_DECISIONS as readonly unknown[]).includes(answer.decision)) {
+  if (!isRecord(answer) || !isAnswerDecision(answer.decision)) {
     return { decision: 'reject', by: frontEnd, reason: `${frontEnd} gave an answer that is not a decision`, source: 'user', at }
   }
-  const by = typeof answer.by === 'string' && answer.by !== '' ? answer.by.slice(0, 200) : frontEnd
-  const source: PermissionSource = (PERMISSION_SOURCES as readonly unknown[]).includes(answer.source) ? (answer.source as PermissionSource) : 'user'
-  const provenance = { source, at: typeof answer.at === 'number' && Number.isSafeInteger(answer.at) ? answer.at : at, ...(typeof answer.rule === 'string' && { rule: answer.rule.slice(0, 600) }) }
-  if (answer.decision === 'reject') return { decision: 'reject', by, reason: typeof answer.reason === 'string' && answer.reason !== '' ? answer.reason.slice(0, 500) : 'rejected', ...provenance }
-  return { decision: answer.decision as 'allow-once' | 'allow-always', by, ...provenance }
+  const fields = provenanceFields(answer)
+  const by = fields.by ?? frontEnd
+  const provenance = { source: fields.source ?? 'user', at: fields.at ?? at, ...(fields.rule !== undefined && { rule: fields.rule }) }
+  if (answer.decision === 'reject') return { decision: 'reject', by, reason: fields.reason ?? 'rejected', ...provenance }
+  return { decision: answer.decision, by, ...provenance }
 }
 
 export namespace ApprovalService {
