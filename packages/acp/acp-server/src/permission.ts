@@ -16,13 +16,15 @@
  * or asks at the root (the broker itself bounds this process's own allow rules the same way).
  */
 import { methods, type AgentContext, type PermissionOption, type RequestPermissionResponse } from '@agentclientprotocol/sdk'
-import { assertNever, errorMessage, isRecord, PERMISSION_SOURCES, type PermissionSource } from '@dsh/base'
-import type { ApprovalFrontEnd, ApprovalRequestInfo, FrontEndAnswer } from '@dsh/approvals'
+import { assertNever, errorMessage, isRecord } from '@dsh/base'
+import { decodeProvenance, encodeForwarded, type ApprovalFrontEnd, type ApprovalRequestInfo, type FrontEndAnswer, type PermissionPolicy } from '@dsh/approvals'
 import type { Context } from 'cordis'
 
-/** `ask`: the client decides; `allow` / `reject`: the server decides alone what no rule decided. */
-export type PermissionPolicy = 'ask' | 'allow' | 'reject'
-export const PERMISSION_POLICIES: readonly PermissionPolicy[] = ['ask', 'allow', 'reject']
+/**
+ * `ask`: the client decides; `allow` / `reject`: the server decides alone what no rule
+ * decided. The policies and their parser are the approval wire's (`@dsh/approvals`).
+ */
+export { PERMISSION_POLICIES, type PermissionPolicy } from '@dsh/approvals'
 
 /** The options offered to the client; their ids are ours, their kinds ACP's. */
 const OPTIONS: PermissionOption[] = [
@@ -73,26 +75,18 @@ function clientFrontEnd(scope: PermissionScope, only?: (session: { id: string })
   }
 }
 
-const THROUGH = ' (through the ACP client)'
+/** What a dsh parent learns of a request beyond ACP's fields (see the file comment): the approval wire's forwarded request. */
+export type { ForwardedApproval } from '@dsh/approvals'
 
-/** What a dsh parent learns of a request beyond ACP's fields (see the file comment). */
-export interface ForwardedApproval {
-  /** The agents below the ACP session down to the one that asked (empty: the session's own agent). */
-  below: string[]
-  tool: string
-  /** The call's subject (a command, a path), as rules match it. */
-  subject: string
-  /** `ask`: a rule here asks about it; absent: no rule here had an opinion. */
-  policy?: 'ask'
-}
+/** The hop a decision came through, named once in its `by`. */
+const HOP = 'the ACP client'
 
 async function askClient(request: ApprovalRequestInfo, scope: PermissionScope, signal: AbortSignal): Promise<FrontEndAnswer> {
   const session = scope.sessionOf(request.agentId)
   if (!session) return { decision: 'reject', by: 'dsh acp', reason: 'the request belongs to no open ACP session, so there is no client to ask' }
   // The path starts with the session's own agent, which the client knows as the session.
-  const below = request.path.slice(1)
-  const forwarded: ForwardedApproval = { below, tool: request.tool, subject: request.subject, ...(request.policy === 'ask' && { policy: 'ask' as const }) }
-  const who = below.length > 0 ? `${below.join(' › ')}: ` : ''
+  const forwarded = encodeForwarded(request)
+  const who = forwarded.below.length > 0 ? `${forwarded.below.join(' › ')}: ` : ''
   let response: RequestPermissionResponse
   try {
     response = await scope.client.request(
@@ -109,7 +103,7 @@ async function askClient(request: ApprovalRequestInfo, scope: PermissionScope, s
     const reason = signal.aborted ? 'the request was withdrawn while the client was asked' : `asking the client failed: ${errorMessage(error)}`
     return { decision: 'reject', by: 'dsh acp', reason, ...(signal.aborted && { source: 'cancelled' as const }) }
   }
-  const { reason, ...provenance } = decisionProvenance(response._meta)
+  const { reason, ...provenance } = decodeProvenance(response._meta, HOP)
   const outcome: unknown = response.outcome
   // Only a selection is an answer: `cancelled`, or anything else a client sends, allows nothing.
   if (!isRecord(outcome) || outcome.outcome !== 'selected') return { decision: 'reject', by: 'the ACP client', reason: reason ?? 'the client cancelled the permission request', ...provenance }
@@ -126,20 +120,4 @@ async function askClient(request: ApprovalRequestInfo, scope: PermissionScope, s
     default:
       return { decision: 'reject', by: 'dsh acp', reason: `the client chose an unknown option ${(JSON.stringify(outcome.optionId) ?? 'none').slice(0, 80)}` }
   }
-}
-
-/**
- * Who really decided, when the client is a dsh that says so in `_meta.dsh.decision`
- * (`by`, `source`, `rule`, `reason`): checked field by field, anything malformed left out.
- */
-function decisionProvenance(meta: unknown): { by?: string; source?: PermissionSource; rule?: string; reason?: string } {
-  const decision = isRecord(meta) && isRecord(meta.dsh) ? meta.dsh.decision : undefined
-  if (!isRecord(decision)) return {}
-  const read: { by?: string; source?: PermissionSource; rule?: string; reason?: string } = {}
-  // Said once however many dsh processes the answer came down through.
-  if (typeof decision.by === 'string' && decision.by !== '') read.by = decision.by.endsWith(THROUGH) ? decision.by.slice(0, 200) : `${decision.by.slice(0, 160)}${THROUGH}`
-  if ((PERMISSION_SOURCES as readonly unknown[]).includes(decision.source)) read.source = decision.source as PermissionSource
-  if (typeof decision.rule === 'string') read.rule = decision.rule.slice(0, 600)
-  if (typeof decision.reason === 'string' && decision.reason !== '') read.reason = decision.reason.slice(0, 500)
-  return read
 }

@@ -23,9 +23,10 @@ import { agent as agentApp, methods, PROTOCOL_VERSION, RequestError, type AgentC
 import type { Context } from 'cordis'
 import { DshError, errorMessage } from '@dsh/base'
 import type { Agent } from '@dsh/agent'
+import { parsePermissionPolicy } from '@dsh/approvals'
 import type { UserMessage } from '@dsh/llm'
 import { DEFAULT_MAX_FRAME_BYTES, frameStream } from './frames.js'
-import { installPermission, PERMISSION_POLICIES, type PermissionPolicy } from './permission.js'
+import { installPermission, type PermissionPolicy } from './permission.js'
 import { DEFAULT_MAX_LIVE_SESSIONS, ServedSessions, type ServedSession } from './served-sessions.js'
 import { promptMessage } from './prompt.js'
 import { checkLoadable, loadFailure, openStored } from './load.js'
@@ -97,8 +98,9 @@ export function serveAcp(ctx: Context, stream: Stream, options: AcpServerOptions
   const log = ctx.logger('acp-server')
   const maxDepth = options.maxDepth ?? DEFAULT_MAX_DEPTH
   if (!Number.isInteger(maxDepth) || maxDepth < 0) throw new AcpServerError('INVALID_OPTION', `maxDepth must be a whole number of at least 0 (got ${String(maxDepth)})`)
-  const policy = options.permission ?? 'ask'
-  if (!PERMISSION_POLICIES.includes(policy)) throw new AcpServerError('INVALID_OPTION', `permission must be one of ${PERMISSION_POLICIES.join(', ')} (got ${String(policy)})`)
+  const read = parsePermissionPolicy(options.permission ?? 'ask', false)
+  if (!read.ok) throw new AcpServerError('INVALID_OPTION', `permission ${read.problem}`)
+  const policy = read.value
   if (!ctx.get('approvals')) throw new AcpServerError('INVALID_OPTION', 'serving ACP needs the approval broker (@dsh/approvals, ctx.approvals): nobody could decide side effects without it')
   const maxLive = options.maxLiveSessions ?? DEFAULT_MAX_LIVE_SESSIONS
   if (!Number.isSafeInteger(maxLive) || maxLive < 1) throw new AcpServerError('INVALID_OPTION', `maxLiveSessions must be a whole number of at least 1 (got ${String(maxLive)})`)

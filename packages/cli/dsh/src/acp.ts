@@ -13,7 +13,8 @@
  * said in one line on stderr.
  */
 import { parseVerbArgs } from './args.js'
-import { PERMISSION_POLICIES, serveAcpOverStdio, type PermissionPolicy } from '@dsh/acp-server'
+import { serveAcpOverStdio, type PermissionPolicy } from '@dsh/acp-server'
+import { parsePermissionPolicy } from '@dsh/approvals'
 import { reapTrackedGroups } from '@dsh/process'
 import { UsageError } from './errors.js'
 import { exitCodeOfSignal } from './exit.js'
@@ -80,9 +81,9 @@ export async function acpVerb(args: string[]): Promise<number> {
 
 /** `--permission ask|allow|reject`: who decides whether a side-effecting tool may run. */
 function parsePermission(raw: string | undefined): PermissionPolicy {
-  const policy = PERMISSION_POLICIES.find((candidate) => candidate === raw)
-  if (!policy) throw new UsageError('USAGE', `dsh acp: --permission must be one of ${PERMISSION_POLICIES.join(', ')} (got "${raw}")`)
-  return policy
+  const read = parsePermissionPolicy(raw)
+  if (!read.ok) throw new UsageError('USAGE', `dsh acp: --permission ${read.problem}`)
+  return read.value
 }
 
 /** `--max-frame-bytes N`: the longest input line; longer ones are answered with an error and dropped. */

@@ -10,11 +10,11 @@
  */
 import { assertNever, isRecord, type PermissionDecision } from '@dsh/base'
 import type { PermissionOption, RequestPermissionRequest, RequestPermissionResponse } from '@agentclientprotocol/sdk'
-import type { ApprovalAsk, ApprovalService } from '@dsh/approvals'
+import { decodeForwarded, provenanceMeta, TOOL_NAME, type ApprovalAsk, type ApprovalService, type ForwardedApproval } from '@dsh/approvals'
 import type { Agent } from '@dsh/agent'
 import type { PermissionLevel } from '@dsh/session'
 
-export type PermissionPolicy = 'ask' | 'reject' | 'allow'
+export type { PermissionPolicy } from '@dsh/approvals'
 
 /**
  * `reject`: the first reject option the agent offers; `allow`: the first allow option.
@@ -54,24 +54,15 @@ export interface ApprovalScope {
   child?: string
 }
 
-/** What a `dsh acp` child says of a request beyond ACP's fields; anything malformed makes it a plain ACP request. */
-export interface ForwardedApproval {
-  below: string[]
-  tool: string
-  subject: string
-  policy?: 'ask'
-}
-
-const NAME = /^[A-Za-z0-9_.-]{1,64}$/
-
+/**
+ * What a `dsh acp` child says of a request beyond ACP's fields (`_meta.dsh.approval`, the
+ * approval wire's forwarded request); anything malformed makes it a plain ACP request.
+ */
 export function readForwarded(meta: unknown): ForwardedApproval | undefined {
   const approval = isRecord(meta) && isRecord(meta.dsh) ? meta.dsh.approval : undefined
-  if (!isRecord(approval)) return undefined
-  const { below, tool, subject, policy } = approval
-  if (!Array.isArray(below) || below.length > 32 || !below.every((name) => typeof name === 'string' && name.length <= 200)) return undefined
-  if (typeof tool !== 'string' || !NAME.test(tool) || typeof subject !== 'string' || subject.length > 16_384) return undefined
-  if (policy !== undefined && policy !== 'ask') return undefined
-  return { below: below as string[], tool, subject, ...(policy === 'ask' && { policy }) }
+  if (approval === undefined) return undefined
+  const read = decodeForwarded(approval)
+  return read.ok ? read.value : undefined
 }
 
 /**
@@ -96,7 +87,7 @@ export function approvalAsk(params: RequestPermissionRequest, childId: string, s
   }
   const kind = toolCall.kind
   const title = typeof toolCall.title === 'string' ? toolCall.title : ''
-  const tool = kind === 'execute' ? 'bash' : kind === 'edit' || kind === 'delete' || kind === 'move' ? 'edit' : NAME.test(title) ? title : (kind ?? 'other')
+  const tool = kind === 'execute' ? 'bash' : kind === 'edit' || kind === 'delete' || kind === 'move' ? 'edit' : TOOL_NAME.test(title) ? title : (kind ?? 'other')
   return {
     agent: scope.parent,
     tool,
@@ -116,12 +107,7 @@ export function responseOf(decision: PermissionDecision, options: readonly Permi
   const kinds: readonly PermissionOption['kind'][] =
     decision.decision === 'reject' ? ['reject_once', 'reject_always'] : decision.decision === 'allow-always' && dshChild ? ['allow_always', 'allow_once'] : ['allow_once', 'allow_always']
   const option = kinds.map((kind) => options.find((candidate) => candidate.kind === kind)).find((found) => found !== undefined)
-  const provenance: Record<string, unknown> = { by: decision.by }
-  if (decision.source !== undefined) provenance.source = decision.source
-  if (decision.rule !== undefined) provenance.rule = decision.rule
-  if (decision.at !== undefined) provenance.at = decision.at
-  if (decision.decision === 'reject') provenance.reason = decision.reason
-  const _meta = { dsh: { decision: provenance } }
+  const _meta = provenanceMeta(decision)
   return option ? { outcome: { outcome: 'selected', optionId: option.optionId }, _meta } : { outcome: { outcome: 'cancelled' }, _meta }
 }
 
