@@ -18,8 +18,8 @@
  */
 import { RequestMalformedError } from '@a2a-js/sdk/errors'
 import type { Message, Part } from '@a2a-js/sdk'
-import { assertNever, isRecord, PERMISSION_SOURCES, type PermissionSource } from '@dsh/base'
-import type { ApprovalFrontEnd, ApprovalRequestInfo, ApprovalService, FrontEndAnswer } from '@dsh/approvals'
+import { assertNever, isRecord } from '@dsh/base'
+import { ANSWER_DECISIONS, decodeProvenance, encodeForwarded, isAnswerDecision, type AnswerDecision, type ApprovalFrontEnd, type ApprovalRequestInfo, type ApprovalService, type DecisionProvenance, type FrontEndAnswer, type IdentifiedApproval, type PermissionPolicy } from '@dsh/approvals'
 import { textPart } from './events.js'
 
 /**
@@ -27,8 +27,7 @@ import { textPart } from './events.js'
  * the server decides alone what no rule decided (`allow` only where the task's lineage lets
  * it: see `installPermission`).
  */
-export type PermissionPolicy = 'ask' | 'allow' | 'reject'
-export const PERMISSION_POLICIES: readonly PermissionPolicy[] = ['ask', 'allow', 'reject']
+export { PERMISSION_POLICIES, type PermissionPolicy } from '@dsh/approvals'
 
 /**
  * Who answers an `input-required` request under `permission: ask`. A task's caller must
@@ -44,9 +43,9 @@ export const PERMISSION_POLICIES: readonly PermissionPolicy[] = ['ask', 'allow',
  */
 export type Answerer = 'approver' | 'caller' | 'nobody'
 
-/** The decisions a caller may answer with. */
-export const APPROVAL_DECISIONS = ['allow-once', 'allow-always', 'reject'] as const
-export type ApprovalDecision = (typeof APPROVAL_DECISIONS)[number]
+/** The decisions a caller may answer with (the approval wire's). */
+export const APPROVAL_DECISIONS = ANSWER_DECISIONS
+export type ApprovalDecision = AnswerDecision
 
 /** The key of the data part an `input-required` status carries: `{ approvalRequest: A2aApprovalRequest }`. */
 export const APPROVAL_REQUEST_KEY = 'approvalRequest'
@@ -54,20 +53,11 @@ export const APPROVAL_REQUEST_KEY = 'approvalRequest'
 /**
  * The structured request in an `input-required` status (a data part), for a client that
  * answers by id, and for a dsh parent, whose broker asks its own front-end with the whole
- * path and never decides more permissively than this side's rules.
+ * path and never decides more permissively than this side's rules: the approval wire's
+ * request (`@dsh/approvals`: `id`, `below`, `tool`, `subject`, `kind`, `policy?`), with
+ * when it expires and the answers it takes.
  */
-export interface A2aApprovalRequest {
-  /** What the answer names (`{ approval: id }`): unique in this server's process. */
-  id: string
-  /** The agents below the task's own agent down to the one that asked (empty: the task's agent). */
-  below: string[]
-  tool: string
-  /** The call's subject (a command, a path, compact JSON), as rules match it. */
-  subject: string
-  /** How rules read the subject: `execute` (a command), `edit` (a path), `other` (the arguments as JSON). */
-  kind: 'execute' | 'edit' | 'other'
-  /** `ask`: a rule here asks about it; absent: no rule here had an opinion. */
-  policy?: 'ask'
+export interface A2aApprovalRequest extends IdentifiedApproval {
   /** When it is rejected if nobody answers (ISO 8601). */
   expiresAt: string
   decisions: ApprovalDecision[]
@@ -81,8 +71,8 @@ export interface A2aAnswer {
   reason?: string
   /** Who sent it (`CALLER`, `APPROVER`). */
   from: string
-  /** Who decided, when a dsh parent says so (`metadata.dsh.decision`). */
-  provenance: { by?: string; source?: PermissionSource; rule?: string; at?: number }
+  /** Who decided, when a dsh parent says so (`metadata.dsh.decision`); the reason is the answer's own. */
+  provenance: Omit<DecisionProvenance, 'reason'>
 }
 
 /** Who answers, as decisions record it. */
@@ -100,11 +90,7 @@ const MAX_REASON_CHARS = 500
 export function approvalParts(request: ApprovalRequestInfo, answerer: Answerer = 'caller'): Part[] {
   const asked: A2aApprovalRequest = {
     id: request.id,
-    below: request.path.slice(1),
-    tool: request.tool,
-    subject: request.subject,
-    kind: request.kind,
-    ...(request.policy === 'ask' && { policy: 'ask' as const }),
+    ...encodeForwarded(request),
     expiresAt: new Date(request.expiresAt).toISOString(),
     decisions: [...APPROVAL_DECISIONS],
   }
@@ -126,16 +112,16 @@ const NO = new Set(['no', 'n', 'reject', 'deny'])
  * answer by id; without one, the message's text answers the request being asked.
  */
 export function readAnswer(message: Message, from: string = CALLER): A2aAnswer {
-  const provenance = provenanceOf(message.metadata, from)
+  const { reason: _reason, ...provenance } = decodeProvenance(message.metadata, from)
   const answers = message.parts.flatMap((part) => (part.content?.$case === 'data' && isRecord(part.content.value) && 'approval' in part.content.value ? [part.content.value] : []))
   if (answers.length > 1) throw new RequestMalformedError(`the message holds ${answers.length} answers (data parts with "approval"); send one answer per message`)
   const [data] = answers
   if (data !== undefined) {
     const { approval, decision, reason } = data
     if (typeof approval !== 'string' || approval === '' || approval.length > MAX_ID_CHARS) throw new RequestMalformedError(`the answer's "approval" must be the id of the request asked (a string, as its data part's approvalRequest.id gives it); got ${describe(approval)}`)
-    if (!(APPROVAL_DECISIONS as readonly unknown[]).includes(decision)) throw new RequestMalformedError(`the answer's "decision" must be one of ${APPROVAL_DECISIONS.join(', ')}; got ${describe(decision)}`)
+    if (!isAnswerDecision(decision)) throw new RequestMalformedError(`the answer's "decision" must be one of ${APPROVAL_DECISIONS.join(', ')}; got ${describe(decision)}`)
     if (reason !== undefined && typeof reason !== 'string') throw new RequestMalformedError(`the answer's "reason" must be text; got ${describe(reason)}`)
-    return { id: approval, decision: decision as ApprovalDecision, ...(reason !== undefined && reason.trim() !== '' && { reason: reason.trim().slice(0, MAX_REASON_CHARS) }), from, provenance }
+    return { id: approval, decision, ...(reason !== undefined && reason.trim() !== '' && { reason: reason.trim().slice(0, MAX_REASON_CHARS) }), from, provenance }
   }
   const text = message.parts.map((part) => (part.content?.$case === 'text' ? part.content.value : '')).join('\n').trim()
   if (text === '') throw new RequestMalformedError('the message holds no answer: send yes, always or no as text, or a data part {"approval": ID, "decision": "allow-once" | "allow-always" | "reject"}')
@@ -160,18 +146,6 @@ export function decisionOf(answer: A2aAnswer): FrontEndAnswer {
     default:
       return assertNever(answer.decision, 'approval decision')
   }
-}
-
-/** Who really decided, when the caller is a dsh that says so in `metadata.dsh.decision`: checked field by field, anything malformed left out. */
-function provenanceOf(metadata: unknown, from: string): A2aAnswer['provenance'] {
-  const decision = isRecord(metadata) && isRecord(metadata.dsh) ? metadata.dsh.decision : undefined
-  if (!isRecord(decision)) return {}
-  const read: A2aAnswer['provenance'] = {}
-  if (typeof decision.by === 'string' && decision.by !== '') read.by = decision.by.endsWith(`(through ${from})`) ? decision.by.slice(0, 200) : `${decision.by.slice(0, 160)} (through ${from})`
-  if ((PERMISSION_SOURCES as readonly unknown[]).includes(decision.source)) read.source = decision.source as PermissionSource
-  if (typeof decision.rule === 'string') read.rule = decision.rule.slice(0, 600)
-  if (typeof decision.at === 'number' && Number.isSafeInteger(decision.at)) read.at = decision.at
-  return read
 }
 
 function describe(value: unknown): string {

@@ -30,8 +30,8 @@ import { BoundedTaskStore } from './task-store.js'
 import { Contexts } from './contexts.js'
 import { WebhookPolicy, type WebhookPolicyOptions } from './webhook-policy.js'
 import { WebhookSender, WebhookStore, type WebhookSenderOptions } from './webhooks.js'
-import { installPermission, PERMISSION_POLICIES, type Answerer, type PermissionPolicy } from './approvals.js'
-import type {} from '@dsh/approvals'
+import { installPermission, type Answerer, type PermissionPolicy } from './approvals.js'
+import { parsePermissionPolicy } from '@dsh/approvals'
 
 const { version } = createRequire(import.meta.url)('../package.json') as { version: string }
 
@@ -125,8 +125,9 @@ export async function serveA2a(ctx: Context, options: A2aServerOptions = {}): Pr
   if (isWildcard(host) && options.publicUrl === undefined) {
     throw new A2aServerError('INVALID_OPTION', `listening on ${host} needs a public URL for the agent card (clients cannot connect to ${host}); pass --public-url http://THIS-HOST:PORT`)
   }
-  const permission = options.permission ?? 'ask'
-  if (!PERMISSION_POLICIES.includes(permission)) throw new A2aServerError('INVALID_OPTION', `permission must be one of ${PERMISSION_POLICIES.join(', ')} (got ${String(permission)})`)
+  const read = parsePermissionPolicy(options.permission ?? 'ask', false)
+  if (!read.ok) throw new A2aServerError('INVALID_OPTION', `permission ${read.problem}`)
+  const permission = read.value
   const answerer = answererOf(options, permission, options.token)
   const approvals = ctx.get('approvals')
   if (approvals === undefined && options.permission !== undefined && options.permission !== 'ask') {

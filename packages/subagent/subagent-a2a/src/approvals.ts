@@ -15,7 +15,7 @@ import { randomUUID } from 'node:crypto'
 import { Role, type Message } from '@a2a-js/sdk'
 import { isRecord, type PermissionDecision } from '@dsh/base'
 import type { Agent } from '@dsh/agent'
-import type { ApprovalAsk } from '@dsh/approvals'
+import { decodeIdentified, provenanceMeta, type ApprovalAsk, type IdentifiedApproval } from '@dsh/approvals'
 import type { SubagentRequest } from '@dsh/subagent'
 
 /** Whose side effects a worker's requests are: the delegation, as the parent's broker names it. */
@@ -30,18 +30,8 @@ export interface A2aApprovalScope {
   childId?: string
 }
 
-/** What a dsh worker's `input-required` asks (its data part's `approvalRequest`). */
-export interface WorkerApproval {
-  id: string
-  below: string[]
-  tool: string
-  subject: string
-  kind: 'execute' | 'edit' | 'other'
-  policy?: 'ask'
-}
-
-const NAME = /^[A-Za-z0-9_.-]{1,64}$/
-const KINDS: ReadonlySet<string> = new Set(['execute', 'edit', 'other'])
+/** What a dsh worker's `input-required` asks (its data part's `approvalRequest`: the approval wire's request with an id). */
+export type WorkerApproval = IdentifiedApproval
 
 /** The structured request of an `input-required` status message, or `undefined` (a plain question, or anything malformed). */
 export function readWorkerApproval(message: Message | undefined): WorkerApproval | undefined {
@@ -49,13 +39,8 @@ export function readWorkerApproval(message: Message | undefined): WorkerApproval
     if (part.content?.$case !== 'data' || !isRecord(part.content.value)) continue
     const asked = part.content.value.approvalRequest
     if (!isRecord(asked)) continue
-    const { id, below, tool, subject, kind, policy } = asked
-    if (typeof id !== 'string' || id === '' || id.length > 200) return undefined
-    if (!Array.isArray(below) || below.length > 32 || !below.every((name) => typeof name === 'string' && name.length <= 200)) return undefined
-    if (typeof tool !== 'string' || !NAME.test(tool) || typeof subject !== 'string' || subject.length > 16_384) return undefined
-    if (kind !== undefined && (typeof kind !== 'string' || !KINDS.has(kind))) return undefined
-    if (policy !== undefined && policy !== 'ask') return undefined
-    return { id, below: below as string[], tool, subject, kind: (kind as WorkerApproval['kind'] | undefined) ?? 'other', ...(policy === 'ask' && { policy }) }
+    const read = decodeIdentified(asked)
+    return read.ok ? read.value : undefined
   }
   return undefined
 }
@@ -94,10 +79,6 @@ function argsOf(asked: WorkerApproval): unknown {
 
 /** The answer to `asked` on the worker's task: the decision, and who decided it. */
 export function answerMessage(asked: WorkerApproval, decision: PermissionDecision, taskId: string, contextId: string): Message {
-  const provenance: Record<string, unknown> = { by: decision.by }
-  if (decision.source !== undefined) provenance.source = decision.source
-  if (decision.rule !== undefined) provenance.rule = decision.rule
-  if (decision.at !== undefined) provenance.at = decision.at
   const answer = { approval: asked.id, decision: decision.decision, ...(decision.decision === 'reject' && { reason: decision.reason }) }
   return {
     messageId: randomUUID(),
@@ -105,7 +86,7 @@ export function answerMessage(asked: WorkerApproval, decision: PermissionDecisio
     taskId,
     role: Role.ROLE_USER,
     parts: [{ content: { $case: 'data', value: answer }, metadata: undefined, filename: '', mediaType: 'application/json' }],
-    metadata: { dsh: { decision: provenance } },
+    metadata: provenanceMeta(decision),
     extensions: [],
     referenceTaskIds: [],
   }

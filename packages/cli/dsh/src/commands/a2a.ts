@@ -16,10 +16,10 @@
  * started is taken down, and the exit code is 0. A second signal exits at once.
  */
 import { parseVerbArgs, wholeNumberOption } from '../args.js'
-import { A2aServerError, PERMISSION_POLICIES, serveA2a, type A2aTaskEvent, type PermissionPolicy } from '@dsh/a2a-server'
+import { A2aServerError, serveA2a, type A2aTaskEvent, type PermissionPolicy } from '@dsh/a2a-server'
 import { reapTrackedGroups } from '@dsh/process'
 import { UsageError } from '../errors.js'
-import type {} from '@dsh/approvals'
+import { parsePermissionPolicy } from '@dsh/approvals'
 import { exitCodeOfSignal } from '../exit.js'
 import { onInterrupt } from '../interrupt.js'
 import { chooseModel } from '../run.js'
@@ -104,9 +104,9 @@ export async function a2aVerb(args: string[]): Promise<number> {
 
 /** `--permission ask|allow|reject`: who decides a side effect no approval rule decided. */
 function parsePermission(raw: string | undefined): PermissionPolicy {
-  const policy = PERMISSION_POLICIES.find((candidate) => candidate === raw)
-  if (!policy) throw new UsageError('USAGE', `${VERB}: --permission must be one of ${PERMISSION_POLICIES.join(', ')} (got ${JSON.stringify(raw)})`)
-  return policy
+  const read = parsePermissionPolicy(raw)
+  if (!read.ok) throw new UsageError('USAGE', `${VERB}: --permission ${read.problem}`)
+  return read.value
 }
 
 /** A token is read from the named variable, so it never appears in a process listing or a config file. */
