@@ -15,18 +15,19 @@
  */
 import { printable } from '@dsh/base'
 import type { Context } from 'cordis'
-import type { ApprovalRequestInfo, FrontEndAnswer } from '@dsh/approvals'
+import { parsePermissionPolicy, PERMISSION_POLICIES, type ApprovalRequestInfo, type FrontEndAnswer, type PermissionPolicy } from '@dsh/approvals'
 import { UsageError } from './errors.js'
 import { truncateColumns } from '@dsh/subagent'
 
-export type RunPermission = 'ask' | 'allow' | 'reject'
-export const RUN_PERMISSIONS: readonly RunPermission[] = ['ask', 'allow', 'reject']
+/** The policies of `dsh run --permission`: the approval wire's, read by its one parser. */
+export type RunPermission = PermissionPolicy
+export const RUN_PERMISSIONS: readonly RunPermission[] = PERMISSION_POLICIES
 
 export function parseRunPermission(raw: string | undefined): RunPermission | undefined {
   if (raw === undefined) return undefined
-  const policy = RUN_PERMISSIONS.find((candidate) => candidate === raw)
-  if (!policy) throw new UsageError('USAGE', `dsh run: --permission must be one of ${RUN_PERMISSIONS.join(', ')} (got ${JSON.stringify(raw)})`)
-  return policy
+  const read = parsePermissionPolicy(raw)
+  if (!read.ok) throw new UsageError('USAGE', `dsh run: --permission ${read.problem}`)
+  return read.value
 }
 
 /** The terminal a prompt is asked on, and what must stand aside while it is. */

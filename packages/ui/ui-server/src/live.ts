@@ -12,7 +12,7 @@
  * whole arguments.
  */
 import type { Context } from 'cordis'
-import type { ApprovalRequestInfo, ApprovalSettledInfo, FrontEndAnswer } from '@dsh/approvals'
+import { ANSWER_DECISIONS, type AnswerDecision, type ApprovalRequestInfo, type ApprovalSettledInfo, type FrontEndAnswer } from '@dsh/approvals'
 import type {} from '@dsh/subagent'
 import type {} from '@dsh/tasks'
 import type {} from '@dsh/agent'
@@ -20,9 +20,9 @@ import type {} from '@dsh/agent'
 /** Who answered, as the session records it (`tool/result.permission.by`). */
 export const PAGE_FRONT_END = 'the user at the dsh run --ui page'
 
-/** The three answers a person can give, as the page posts them. */
-export const PAGE_DECISIONS = ['allow-once', 'allow-always', 'reject'] as const
-export type PageDecision = (typeof PAGE_DECISIONS)[number]
+/** The three answers a person can give, as the page posts them (the approval wire's). */
+export const PAGE_DECISIONS = ANSWER_DECISIONS
+export type PageDecision = AnswerDecision
 
 /** How many settled request ids are remembered, so an answer for one of them is told how it ended. */
 const REMEMBERED_SETTLED = 1000

@@ -13,6 +13,7 @@ import { createServer, type IncomingMessage, type ServerResponse } from 'node:ht
 import type { AddressInfo } from 'node:net'
 import { hostRefusal, isRecord, servedHostNames } from '@dsh/base'
 import { isValidSessionId } from '@dsh/session-jsonl'
+import { isAnswerDecision } from '@dsh/approvals'
 import { SessionIndex, type IndexLimits } from './index-of-sessions.js'
 import { PAGE_DECISIONS, type LiveRun, type PageDecision } from './live.js'
 import { PAGE } from './page.js'
@@ -226,6 +227,6 @@ function answerOf(body: string): PageDecision {
   const extra = Object.keys(parsed).filter((key) => key !== 'decision')
   if (extra.length > 0) throw new Refusal(400, `unknown field ${JSON.stringify(extra[0]!.slice(0, 40))}: an answer has only "decision"`)
   const decision = parsed.decision
-  if (!(PAGE_DECISIONS as readonly unknown[]).includes(decision)) throw new Refusal(400, `"decision" must be one of ${PAGE_DECISIONS.join(', ')}`)
-  return decision as PageDecision
+  if (!isAnswerDecision(decision)) throw new Refusal(400, `"decision" must be one of ${PAGE_DECISIONS.join(', ')}`)
+  return decision
 }
