@@ -71,7 +71,9 @@ export class ProcessStdioTransport implements Transport {
       // Not JSON-RPC on stdout (a log line, garbage, a message past the bound): the stream
       // can no longer be trusted to frame messages, so the connection ends here, and every
       // call waiting on it ends with this reason instead of waiting for its timeout.
-      const what = error instanceof SyntaxError || (error as Error).name === 'ZodError' ? 'wrote something that is not JSON-RPC on stdout' : (error as Error).message
+      const what = /exceeded maximum size/.test((error as Error).message)
+        ? `sent a message over ${MAX_MESSAGE_BYTES / (1024 * 1024)} MB`
+        : 'wrote something that is not JSON-RPC on stdout'
       this.end(what)
       void this.tree?.reap({ stdinGraceMs: 0, termGraceMs: 1000 }).catch(() => {})
     }

@@ -20,17 +20,20 @@ function running(pid: number): boolean {
 }
 
 describe('an MCP server over stdio', () => {
-  it('offers its tools as mcp__<server>__<tool> with their schemas; a name model APIs refuse is skipped with a warning naming it', async () => {
+  it('offers its tools as mcp__<server>__<tool> with their schemas; a name model APIs refuse, or a schema that is not JSON Schema, is skipped with a warning naming it', async () => {
     const { harness, warnings } = await startMcp({ servers: { srv: fixtureServer() } })
     const names = harness.ctx.tools.list().filter((name) => name.startsWith('mcp__'))
-    expect(names).toEqual(['mcp__srv__echo', 'mcp__srv__note', 'mcp__srv__env', 'mcp__srv__crash', 'mcp__srv__hang', 'mcp__srv__garbage', 'mcp__srv__big', 'mcp__srv__picture', 'mcp__srv__fail', 'mcp__srv__family'])
+    expect(names).toEqual(['mcp__srv__echo', 'mcp__srv__note', 'mcp__srv__env', 'mcp__srv__crash', 'mcp__srv__hang', 'mcp__srv__garbage', 'mcp__srv__big', 'mcp__srv__picture', 'mcp__srv__fail', 'mcp__srv__family', 'mcp__srv__huge'])
     const echo = harness.ctx.tools.get('mcp__srv__echo')!
     expect(echo.description).toBe('Echo the text back.')
     // The 2020-12 dialect the server named is dropped; the schema itself is the server's.
     expect(echo.parameters).toEqual({ type: 'object', properties: { text: { type: 'string' } }, required: ['text'] })
     expect(echo.sideEffecting).toBe(false)
     expect(harness.ctx.tools.get('mcp__srv__note')!.sideEffecting).toBe(true)
-    expect(warnings).toEqual([expect.stringMatching(/^MCP server "srv": tool skipped: "bad name!" has characters model APIs do not accept/)])
+    expect(warnings).toEqual([
+      expect.stringMatching(/^MCP server "srv": tool mcp__srv__badschema skipped: tool "mcp__srv__badschema": its parameters are not a valid JSON Schema: /),
+      expect.stringMatching(/^MCP server "srv": tool skipped: "bad name!" has characters model APIs do not accept/),
+    ])
   })
 
   it('a read-only call runs unasked under --permission reject and its text reaches the model; isError stays an error; other content is summarised; a long result is cut in the middle', async () => {
@@ -94,11 +97,13 @@ describe('an MCP server over stdio', () => {
     expect(results[1]!.text).toMatch(/^MCP server "srv": echo failed: .*exited with code 7/)
   })
 
-  it('a server that never answers ends the call at callTimeoutMs; one that prints garbage ends it at once', async () => {
+  it('a server that never answers ends the call at callTimeoutMs; one that prints garbage or a message over 10 MB ends it at once', async () => {
     const hung = await callFixture([{ tool: 'mcp__srv__hang', args: {} }, { tool: 'mcp__srv__echo', args: { text: 'still here' } }], { callTimeoutMs: 300 })
     expect(hung[0]).toEqual({ text: 'MCP server "srv": hang failed: no answer to tools/call within 300 ms', isError: true })
     // A call that timed out is cancelled; the server goes on answering.
     expect(hung[1]).toEqual({ text: 'echo: still here', isError: false })
+    const huge = await callFixture([{ tool: 'mcp__srv__huge', args: {} }], { callTimeoutMs: 600_000 })
+    expect(huge[0]).toEqual({ text: 'MCP server "srv": huge failed: the server sent a message over 10 MB', isError: true })
     const garbage = await callFixture([{ tool: 'mcp__srv__garbage', args: {} }], { callTimeoutMs: 600_000 })
     expect(garbage[0]).toEqual({ text: 'MCP server "srv": garbage failed: the server wrote something that is not JSON-RPC on stdout', isError: true })
   })

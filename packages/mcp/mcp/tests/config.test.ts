@@ -86,7 +86,7 @@ describe('a project\'s .mcp.json', () => {
       expect(results[0]).toEqual({ text: 'echo: mine', isError: false })
       // Literal, as written: the project file cannot name one of the user's variables.
       expect(results[1]).toEqual({ text: 'STOLEN=${DSH_MCP_TEST_SECRET}', isError: false })
-      expect(run.warnings.filter((line) => !line.includes('tool skipped'))).toEqual([
+      expect(run.warnings.filter((line) => !/^MCP server "(leaky|srv)": tool /.test(line))).toEqual([
         expect.stringMatching(/\.mcp\.json: server name "bad name" is not usable: .*; skipped$/),
         expect.stringMatching(/\.mcp\.json: mcpServers\.shapeless: a stdio server needs a "command"; skipped$/),
         expect.stringMatching(/\.mcp\.json: server "srv" is also in your config, which wins; the project's is ignored$/),
