@@ -1,4 +1,4 @@
-import { existsSync, readFileSync } from 'node:fs'
+import { existsSync, readFileSync, watch } from 'node:fs'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
 import { exists } from '@dsh/testkit'
@@ -106,6 +106,36 @@ describe('an MCP server over stdio', () => {
     expect(huge[0]).toEqual({ text: 'MCP server "srv": huge failed: the server sent a message over 10 MB', isError: true })
     const garbage = await callFixture([{ tool: 'mcp__srv__garbage', args: {} }], { callTimeoutMs: 600_000 })
     expect(garbage[0]).toEqual({ text: 'MCP server "srv": garbage failed: the server wrote something that is not JSON-RPC on stdout', isError: true })
+  })
+
+  it('a cancelled turn ends a waiting call, the server is told (notifications/cancelled), nothing is left unhandled, and the server goes on answering', async () => {
+    const unhandled: unknown[] = []
+    const onUnhandled = (reason: unknown) => void unhandled.push(reason)
+    process.on('unhandledRejection', onUnhandled)
+    try {
+      const dir = await tempDir()
+      const log = join(dir, 'calls.log')
+      const run = await startMcp({ servers: { srv: fixtureServer({ CALL_LOG: log }) }, callTimeoutMs: 600_000 }, { calls: [{ tool: 'mcp__srv__hang', args: {} }] })
+      const agent = await run.harness.agent()
+      // The server has the call once it logs it (a watch on its directory, not a wait of some length).
+      const started = new Promise<void>((resolve) => {
+        const watcher = watch(dir, () => {
+          if (existsSync(log) && readFileSync(log, 'utf8').includes('hang started')) resolve(watcher.close())
+        })
+      })
+      const turn = agent.followup('go')
+      await started
+      agent.cancel(new Error('the user pressed Ctrl-C'))
+      await turn.catch(() => {})
+      const answer = await run.harness.ctx.tools.get('mcp__srv__echo')!.execute({ text: 'after' }, { signal: new AbortController().signal, callId: 'after', agent })
+      expect(answer).toEqual({ content: 'echo: after' })
+      // The server reads its input in order: the cancellation came before the echo it answered.
+      expect(readFileSync(log, 'utf8')).toBe('hang started\nhang cancelled\n')
+      await new Promise((resolve) => setImmediate(resolve))
+      expect(unhandled).toEqual([])
+    } finally {
+      process.off('unhandledRejection', onUnhandled)
+    }
   })
 
   it('a server that will not start is one warning naming it, its tools absent, and the other servers work', async () => {
