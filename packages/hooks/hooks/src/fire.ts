@@ -29,6 +29,8 @@ const MAX_RESPONSE_CHARS = 16 * 1024
 export class HookRunner {
   private readonly calls = new Map<string, unknown>()
   private readonly stopping = new AbortController()
+  /** Runs not finished yet: what `drain` waits for. */
+  private readonly running = new Set<Promise<unknown>>()
 
   constructor(
     private readonly groups: readonly HookGroup[],
@@ -73,7 +75,7 @@ export class HookRunner {
       agent_path: facts.agentPath,
     }
     const stop = signal === undefined ? this.stopping.signal : AbortSignal.any([signal, this.stopping.signal])
-    const outcomes = await Promise.all(
+    const all = Promise.all(
       hooks.map(async (hook): Promise<FiredOutcome> => {
         const run = await runHookCommand(hook.command, input, { cwd: facts.cwd, timeoutMs: hook.timeoutMs, passEnv: this.options.passEnv, signal: stop })
         const outcome = { ...outcomeOf(run, hook.command), hook: hook.command }
@@ -82,11 +84,26 @@ export class HookRunner {
         return outcome
       }),
     )
-    return outcomes
+    this.running.add(all)
+    try {
+      return await all
+    } finally {
+      this.running.delete(all)
+    }
   }
 
-  /** Stop every hook still running (the plugin is stopping). */
-  stopAll(): void {
+  /**
+   * Wait for the hooks still running (each bounded by its timeout), then stop anything
+   * left: the plugin is stopping, and an audit hook fired by the last call of a run should
+   * still write its line before dsh exits.
+   */
+  async drain(): Promise<void> {
+    await this.settled()
     this.stopping.abort()
+  }
+
+  /** Resolves once every hook running now has finished (each is bounded by its timeout). */
+  async settled(): Promise<void> {
+    await Promise.allSettled([...this.running])
   }
 }

@@ -31,7 +31,7 @@ export const Config: Schema<HooksConfig> = Schema.object({
  * of the tree and the subagent lifecycle, and their hooks run without holding the run up
  * beyond their timeout.
  */
-export function apply(ctx: Context, config: HooksConfig): void {
+export function apply(ctx: Context, config: HooksConfig): () => Promise<void> {
   const logger = ctx.logger('hooks')
   const note = (line: string) => logger.warn(line)
   const groups: HookGroup[] = [...readHooks(config.hooks, 'the hooks entry', note), ...readSources(process.cwd(), config, note)]
@@ -42,7 +42,8 @@ export function apply(ctx: Context, config: HooksConfig): void {
     ctx.tools.addPermissionGate((request: ToolPermissionRequest) => preToolUse(runner, request, facts))
   }
 
-  const needsSessions = (['PostToolUse', 'UserPromptSubmit', 'Stop', 'SessionStart', 'SessionEnd'] as HookEvent[]).some((event) => runner.has(event))
+  // Every event but PreToolUse (whose gate waits for its hooks) runs beside the loop: the root's release waits for them.
+  const needsSessions = (['PostToolUse', 'UserPromptSubmit', 'Stop', 'SessionStart', 'SessionEnd', 'SubagentStart', 'SubagentStop'] as HookEvent[]).some((event) => runner.has(event))
   if (needsSessions) {
     const unsubscribe = new Map<string, () => void>()
     ctx.effect(() => () => {
@@ -67,7 +68,11 @@ export function apply(ctx: Context, config: HooksConfig): void {
       released: async (session) => {
         unsubscribe.get(session.id)?.()
         unsubscribe.delete(session.id)
-        if (session.header.parentSession === undefined && runner.has('SessionEnd')) await runner.fire('SessionEnd', facts(session), { reason: 'other' })
+        if (session.header.parentSession !== undefined) return
+        // The root's release is awaited before dsh exits (a plugin's disposal is not): the
+        // hooks still running (the last call's PostToolUse, a Stop) finish first.
+        await runner.settled()
+        if (runner.has('SessionEnd')) await runner.fire('SessionEnd', facts(session), { reason: 'other' })
       },
     })
   }
@@ -90,7 +95,8 @@ export function apply(ctx: Context, config: HooksConfig): void {
       if (known) void runner.fire('SubagentStop', known, { stop_reason: info.stopReason, stop_hook_active: false })
     })
   }
-  ctx.effect(() => () => runner.stopAll(), 'hooks: stop running hooks')
+  // Returned, not an effect: Cordis awaits an async disposer, and dsh's exit waits for it.
+  return () => runner.drain()
 }
 
 /** The gate: every matching `PreToolUse` hook runs; the first that blocks refuses the call with its reason. */

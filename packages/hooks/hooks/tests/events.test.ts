@@ -8,7 +8,7 @@ import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
 import { exists } from '@dsh/testkit'
 import { runHookCommand } from '@dsh/hooks'
-import { cleanUp, group, runWithHooks, tempDir } from './hooks-harness.js'
+import { appendInput, cleanUp, group, inputsIn, runWithHooks, tempDir } from './hooks-harness.js'
 
 afterEach(cleanUp)
 
@@ -30,11 +30,11 @@ function pidIn(file: string): number {
 describe('PostToolUse', () => {
   it('runs after the call with its input and response; an audit hook appends a line per call', async () => {
     const dir = await tempDir()
-    const audit = `cat >> ${dir}/audit.jsonl; echo >> ${dir}/audit.jsonl`
+    const audit = appendInput(join(dir, 'audit.jsonl'))
     const run = await runWithHooks(['echo one', 'echo two'], { hooks: { PostToolUse: [group(audit, 'Bash')] } })
     // The hook runs beside the loop: the turn can end before the last line is written.
-    await expect.poll(() => (existsSync(join(dir, 'audit.jsonl')) ? readFileSync(join(dir, 'audit.jsonl'), 'utf8').trim().split('\n').length : 0)).toBe(2)
-    const lines = readFileSync(join(dir, 'audit.jsonl'), 'utf8').trim().split('\n').map((line) => JSON.parse(line) as Record<string, unknown>)
+    await expect.poll(() => inputsIn(join(dir, 'audit.jsonl')).length).toBe(2)
+    const lines = inputsIn(join(dir, 'audit.jsonl'))
     expect(lines.map((line) => (line.tool_input as { command: string }).command).sort()).toEqual(['echo one', 'echo two'])
     expect(lines[0]).toMatchObject({ hook_event_name: 'PostToolUse', tool_name: 'bash', agent_id: run.agent.id, tool_response: { is_error: false } })
     expect(JSON.stringify(lines)).toContain('one\\n')
@@ -42,11 +42,34 @@ describe('PostToolUse', () => {
   it('does not run after a call a PreToolUse hook refused', async () => {
     const dir = await tempDir()
     const run = await runWithHooks(['echo refused', 'echo ran'], {
-      hooks: { PreToolUse: [group(`grep -q refused && exit 2; exit 0`, 'Bash')], PostToolUse: [group(`cat >> ${dir}/audit.jsonl; echo >> ${dir}/audit.jsonl`)] },
+      hooks: { PreToolUse: [group(`grep -q refused && exit 2; exit 0`, 'Bash')], PostToolUse: [group(appendInput(join(dir, 'audit.jsonl')))] },
     })
     expect(run.results.map((result) => result.isError)).toEqual([true, false])
     await expect.poll(() => (existsSync(join(dir, 'audit.jsonl')) ? readFileSync(join(dir, 'audit.jsonl'), 'utf8') : '')).toContain('echo ran')
     expect(readFileSync(join(dir, 'audit.jsonl'), 'utf8')).not.toContain('echo refused')
+  })
+})
+
+describe('stopping', () => {
+  it('a hook still running when the root session is released finishes first (within its timeout): the last call\'s audit line is written before dsh exits', async () => {
+    const dir = await tempDir()
+    const run = await runWithHooks(['echo last'], { hooks: { PostToolUse: [group(`sleep 0.3; cat > ${dir}/audit.json`)] } })
+    await run.harness.dispose()
+    expect(JSON.parse(readFileSync(join(dir, 'audit.json'), 'utf8'))).toMatchObject({ tool_input: { command: 'echo last' } })
+  })
+})
+
+describe('the turn\'s events', () => {
+  it('SessionStart, UserPromptSubmit (with the prompt) and Stop fire for a root turn, each with its event name', async () => {
+    const dir = await tempDir()
+    const record = appendInput(join(dir, 'events.jsonl'))
+    const run = await runWithHooks([], { hooks: { SessionStart: [group(record)], UserPromptSubmit: [group(record)], Stop: [group(record)] } })
+    const read = () => inputsIn(join(dir, 'events.jsonl'))
+    await expect.poll(() => read().length).toBe(3)
+    const byEvent = Object.fromEntries(read().map((input) => [input.hook_event_name, input]))
+    expect(Object.keys(byEvent).sort()).toEqual(['SessionStart', 'Stop', 'UserPromptSubmit'])
+    expect(byEvent.UserPromptSubmit).toMatchObject({ prompt: 'go', agent_id: run.agent.id, session_id: run.agent.id })
+    expect(byEvent.SessionStart).toMatchObject({ source: 'startup', agent_path: 'dsh test' })
   })
 })
 

@@ -3,6 +3,7 @@
  * real bash tool, the approval broker, the hooks plugin, and the notes it logged. Hook
  * commands are real shell commands writing into a temporary directory.
  */
+import { existsSync, readFileSync } from 'node:fs'
 import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -57,4 +58,19 @@ export async function runWithHooks(commands: string[], hooks: Partial<HooksConfi
   await agent.followup('go')
   const results = agent.session.events().flatMap((event) => (event.type === 'tool/result' ? [{ text: textOf(event.result.content), isError: event.result.isError === true }] : []))
   return { harness, notes, results, agent }
+}
+
+/**
+ * A hook command appending its input to `file` as one line. One `printf` is one write, so
+ * hooks running at once (the hooks of one event, or of calls close together) never
+ * interleave their lines, as `cat >> f; echo >> f` would.
+ */
+export function appendInput(file: string): string {
+  return `line=$(cat); printf '%s\\n' "$line" >> ${file}`
+}
+
+/** The JSON lines `appendInput` hooks wrote to `file` (none yet: empty). */
+export function inputsIn(file: string): Record<string, unknown>[] {
+  if (!existsSync(file)) return []
+  return readFileSync(file, 'utf8').split('\n').filter(Boolean).map((line) => JSON.parse(line) as Record<string, unknown>)
 }

@@ -2,7 +2,7 @@
  * Hooks for the whole in-process tree: a root's guard refuses a spawned child's call, and
  * SubagentStart/SubagentStop name each child by its id and its path from the root.
  */
-import { existsSync, mkdirSync, readFileSync } from 'node:fs'
+import { existsSync, mkdirSync } from 'node:fs'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
 import { createDelegationHarness, type DelegationHarness } from '@dsh/testkit/delegation'
@@ -12,7 +12,7 @@ import HooksPlugin from '@dsh/hooks'
 import { SpawnPlugin } from '@dsh/subagent-spawn'
 import { BashToolPlugin } from '@dsh/tool-bash'
 import { SubagentToolPlugin } from '@dsh/tool-subagent'
-import { cleanUp, group, tempDir } from './hooks-harness.js'
+import { appendInput, cleanUp, group, inputsIn, tempDir } from './hooks-harness.js'
 
 let harness: DelegationHarness | undefined
 
@@ -22,15 +22,11 @@ afterEach(async () => {
   await cleanUp()
 })
 
-function lines(file: string): Record<string, unknown>[] {
-  return existsSync(file) ? readFileSync(file, 'utf8').trim().split('\n').filter(Boolean).map((line) => JSON.parse(line) as Record<string, unknown>) : []
-}
-
 describe('the in-process tree', () => {
   it('a guard configured once refuses a child\'s call; SubagentStart and SubagentStop name the child and its path', async () => {
     const dir = await tempDir()
     const log = join(dir, 'children.jsonl')
-    const record = `cat >> ${log}; echo >> ${log}`
+    const record = appendInput(log)
     harness = await createDelegationHarness({
       script: [
         { when: { prompt: '^survey' }, reply: [{ call: { tool: 'bash', args: { command: `rm -rf ${dir}/keep` } } }, { text: 'child: {{last_tool_result}}' }] },
@@ -51,8 +47,8 @@ describe('the in-process tree', () => {
     expect(existsSync(join(dir, 'keep'))).toBe(true)
     const answer = root.session.events().flatMap((event) => (event.type === 'assistant/message' ? [JSON.stringify(event.message.content)] : [])).join('\n')
     expect(answer).toContain('no rm -rf in this tree')
-    await expect.poll(() => lines(log).length).toBe(2)
-    const [start, stop] = [...lines(log)].sort((a, b) => String(a.hook_event_name).localeCompare(String(b.hook_event_name)))
+    await expect.poll(() => inputsIn(log).length).toBe(2)
+    const [start, stop] = [...inputsIn(log)].sort((a, b) => String(a.hook_event_name).localeCompare(String(b.hook_event_name)))
     expect(start).toMatchObject({ hook_event_name: 'SubagentStart', agent_path: 'dsh test/spawn "survey"', session_id: root.id })
     expect(start!.agent_id).not.toBe(root.id)
     expect(stop).toMatchObject({ hook_event_name: 'SubagentStop', agent_id: start!.agent_id, agent_path: 'dsh test/spawn "survey"', stop_reason: 'completed' })
