@@ -11,6 +11,8 @@ export interface HooksConfig {
   hooks: Record<string, unknown>
   claudeUserSettings: boolean
   projectClaudeSettings: boolean
+  codexUserHooks: boolean
+  projectCodexHooks: boolean
   passEnv: string[]
 }
 
@@ -21,6 +23,8 @@ export const Config: Schema<HooksConfig> = Schema.object({
   hooks: Schema.dict(Schema.any()).default({}).description('Hooks in Claude Code\'s format: { PreToolUse: [{ matcher: Bash, hooks: [{ type: command, command, timeout }] }], … }.'),
   claudeUserSettings: Schema.boolean().default(false).description('Also run the hooks of ~/.claude/settings.json (your own Claude Code settings).'),
   projectClaudeSettings: Schema.boolean().default(false).description('Also run the hooks of ./.claude/settings.json and ./.claude/settings.local.json. Off by default: a project file runs commands.'),
+  codexUserHooks: Schema.boolean().default(false).description('Also run the hooks of ~/.codex/hooks.json (your own Codex hooks, the same shape).'),
+  projectCodexHooks: Schema.boolean().default(false).description('Also run the hooks of ./.codex/hooks.json. Off by default: a project file runs commands.'),
   passEnv: Schema.array(String).default([]).description('Variables of dsh\'s environment every hook also gets, by exact name (the allow-listed base always).'),
 })
 

@@ -1,9 +1,10 @@
 /**
- * Hooks on disk beside dsh's own entry: the user's `~/.claude/settings.json` when the entry
- * says `claudeUserSettings: true`, and a project's `.claude/settings.json` and
- * `.claude/settings.local.json` only when it says `projectClaudeSettings: true` (a cloned
- * repository's settings run commands; unasked they are never read, and one that holds hooks
- * is a note saying how to run them).
+ * Hooks on disk beside dsh's own entry, in the one shape Claude Code's settings and Codex's
+ * `hooks.json` share: the user's `~/.claude/settings.json` (`claudeUserSettings: true`) and
+ * `~/.codex/hooks.json` (`codexUserHooks: true`), and a project's `.claude/settings.json`,
+ * `.claude/settings.local.json` (`projectClaudeSettings: true`) and `.codex/hooks.json`
+ * (`projectCodexHooks: true`). A cloned repository's files run commands: unasked they are
+ * never read, and one that holds hooks is a note saying how to run them.
  */
 import { readFileSync } from 'node:fs'
 import { homedir } from 'node:os'
@@ -13,14 +14,22 @@ import { readHooks, type HookGroup } from './config.js'
 export interface SourceFlags {
   claudeUserSettings: boolean
   projectClaudeSettings: boolean
+  codexUserHooks?: boolean
+  projectCodexHooks?: boolean
 }
 
 export function readSources(cwd: string, flags: SourceFlags, note: (line: string) => void, home = process.env.HOME ?? homedir()): HookGroup[] {
   const groups: HookGroup[] = []
   if (flags.claudeUserSettings) groups.push(...readSettings(join(home, '.claude', 'settings.json'), note))
-  for (const file of [join(cwd, '.claude', 'settings.json'), join(cwd, '.claude', 'settings.local.json')]) {
-    if (flags.projectClaudeSettings) groups.push(...readSettings(file, note))
-    else if (holdsHooks(file)) note(`${file} has hooks, which are not run: a project's settings run commands; set projectClaudeSettings: true on the hooks entry of your config to run them`)
+  if (flags.codexUserHooks === true) groups.push(...readSettings(join(home, '.codex', 'hooks.json'), note))
+  const project: [file: string, read: boolean, flag: string][] = [
+    [join(cwd, '.claude', 'settings.json'), flags.projectClaudeSettings, 'projectClaudeSettings'],
+    [join(cwd, '.claude', 'settings.local.json'), flags.projectClaudeSettings, 'projectClaudeSettings'],
+    [join(cwd, '.codex', 'hooks.json'), flags.projectCodexHooks === true, 'projectCodexHooks'],
+  ]
+  for (const [file, read, flag] of project) {
+    if (read) groups.push(...readSettings(file, note))
+    else if (holdsHooks(file)) note(`${file} has hooks, which are not run: a project's files run commands; set ${flag}: true on the hooks entry of your config to run them`)
   }
   return groups
 }

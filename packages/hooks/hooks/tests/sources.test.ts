@@ -28,8 +28,8 @@ describe('sources', () => {
     const notes: string[] = []
     expect(readSources(cwd, { claudeUserSettings: true, projectClaudeSettings: false }, (line) => notes.push(line), home)).toEqual([])
     expect(notes).toEqual([
-      `${join(cwd, '.claude', 'settings.json')} has hooks, which are not run: a project's settings run commands; set projectClaudeSettings: true on the hooks entry of your config to run them`,
-      `${join(cwd, '.claude', 'settings.local.json')} has hooks, which are not run: a project's settings run commands; set projectClaudeSettings: true on the hooks entry of your config to run them`,
+      `${join(cwd, '.claude', 'settings.json')} has hooks, which are not run: a project's files run commands; set projectClaudeSettings: true on the hooks entry of your config to run them`,
+      `${join(cwd, '.claude', 'settings.local.json')} has hooks, which are not run: a project's files run commands; set projectClaudeSettings: true on the hooks entry of your config to run them`,
     ])
   })
 
@@ -46,6 +46,22 @@ describe('sources', () => {
     await writeFile(join(home, '.claude', 'settings.json'), JSON.stringify(SETTINGS))
     expect(readSources(cwd, { claudeUserSettings: false, projectClaudeSettings: false }, () => {}, home)).toEqual([])
     expect(readSources(cwd, { claudeUserSettings: true, projectClaudeSettings: false }, () => {}, home)).toHaveLength(1)
+  })
+
+  it('Codex\'s hooks.json, the same shape: ~/.codex/hooks.json with codexUserHooks, ./.codex/hooks.json only with projectCodexHooks (else a note)', async () => {
+    const cwd = await tempDir()
+    const home = await tempDir()
+    for (const dir of [join(home, '.codex'), join(cwd, '.codex')]) {
+      await mkdir(dir)
+      await writeFile(join(dir, 'hooks.json'), JSON.stringify(SETTINGS))
+    }
+    const notes: string[] = []
+    expect(readSources(cwd, { claudeUserSettings: false, projectClaudeSettings: false }, (line) => notes.push(line), home)).toEqual([])
+    expect(notes).toEqual([`${join(cwd, '.codex', 'hooks.json')} has hooks, which are not run: a project's files run commands; set projectCodexHooks: true on the hooks entry of your config to run them`])
+    const user = readSources(cwd, { claudeUserSettings: false, projectClaudeSettings: false, codexUserHooks: true }, () => {}, home)
+    expect(user.map((group) => group.hooks[0]!.from)).toEqual([join(home, '.codex', 'hooks.json')])
+    const both = readSources(cwd, { claudeUserSettings: false, projectClaudeSettings: false, codexUserHooks: true, projectCodexHooks: true }, () => {}, home)
+    expect(both.map((group) => group.hooks[0]!.from)).toEqual([join(home, '.codex', 'hooks.json'), join(cwd, '.codex', 'hooks.json')])
   })
 
   it('a malformed settings file is one note naming it, and nothing of it runs', async () => {
