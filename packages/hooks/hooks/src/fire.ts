@@ -41,6 +41,11 @@ export class HookRunner {
     return this.groups.some((group) => group.event === event)
   }
 
+  /** Whether any hook of `event` takes `tool` (cheap: no input is built for a call no hook wants). */
+  matches(event: HookEvent, tool?: string): boolean {
+    return this.groups.some((group) => group.event === event && (tool === undefined || matchesTool(group, tool)))
+  }
+
   remember(call: ToolCallBlock): void {
     if (!this.has('PostToolUse')) return
     if (this.calls.size >= MAX_REMEMBERED_CALLS) this.calls.delete(this.calls.keys().next().value!)

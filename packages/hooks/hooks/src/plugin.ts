@@ -57,16 +57,16 @@ export function apply(ctx: Context, config: HooksConfig): () => Promise<void> {
       created: (session) => {
         if (unsubscribe.has(session.id)) return
         const root = session.header.parentSession === undefined
-        if (root) void runner.fire('SessionStart', facts(session), { source: 'startup' })
+        if (root && runner.has('SessionStart')) void runner.fire('SessionStart', facts(session), { source: 'startup' })
         unsubscribe.set(session.id, session.subscribe((event) => {
           if (event.type === 'tool/call') runner.remember(event.call)
           else if (event.type === 'tool/result') {
             const toolFields = runner.toolFacts(event.result)
             // A call that was refused never ran: Claude Code fires PostToolUse only after a tool did.
-            if (event.permission?.decision !== 'reject') void runner.fire('PostToolUse', facts(session), toolFields, event.result.name)
+            if (event.permission?.decision !== 'reject' && runner.matches('PostToolUse', event.result.name)) void runner.fire('PostToolUse', facts(session), toolFields, event.result.name)
           }
-          else if (event.type === 'user/message') void runner.fire('UserPromptSubmit', facts(session), { prompt: textOfMessage(event.message) })
-          else if (event.type === 'turn/end' && root) void runner.fire('Stop', facts(session), { stop_hook_active: false })
+          else if (event.type === 'user/message' && runner.has('UserPromptSubmit')) void runner.fire('UserPromptSubmit', facts(session), { prompt: textOfMessage(event.message) })
+          else if (event.type === 'turn/end' && root && runner.has('Stop')) void runner.fire('Stop', facts(session), { stop_hook_active: false })
         }, { chunks: false }))
       },
       released: async (session) => {
@@ -105,6 +105,7 @@ export function apply(ctx: Context, config: HooksConfig): () => Promise<void> {
 
 /** The gate: every matching `PreToolUse` hook runs; the first that blocks refuses the call with its reason. */
 async function preToolUse(runner: HookRunner, request: ToolPermissionRequest, facts: (session: Session) => AgentFacts): Promise<ToolPermissionDecision | undefined> {
+  if (!runner.matches('PreToolUse', request.tool.name)) return undefined
   const agent = request.agent as { session?: Session }
   if (agent.session === undefined) return { decision: 'reject', by: 'a PreToolUse hook', reason: 'the calling agent is not known to the hooks', source: 'default', at: Date.now() }
   const outcomes = await runner.fire('PreToolUse', facts(agent.session), { tool_name: request.tool.name, tool_input: request.call.args }, request.tool.name, request.signal)
