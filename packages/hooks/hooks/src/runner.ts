@@ -11,6 +11,12 @@ import { childEnvironment, terminateGroup, trackGroup } from '@dsh/process'
 export const MAX_HOOK_OUTPUT_CHARS = 64 * 1024
 /** SIGTERM → this → SIGKILL, when a hook's group is stopped. */
 const GRACE_MS = 500
+/**
+ * After the hook's `sh` exits, how long its pipes may still drain before they are destroyed.
+ * A descendant that left the group (`setsid …`) can hold them open forever, which would keep
+ * `close` — and so the tool call and dsh's exit — waiting; its output past this is dropped.
+ */
+const PIPE_DRAIN_MS = 150
 
 export interface HookRun {
   /** The exit code; `undefined` when the command did not exit by itself (killed, or never started). */
@@ -86,12 +92,22 @@ export function runHookCommand(command: string, input: unknown, options: HookRun
       })
     }
     child.on('error', (error) => finish(error.message))
-    // On exit the group is stopped at once: a descendant holding the pipes open would otherwise keep `close` away until the timeout.
+    // On exit (by itself or killed at the timeout) the group is stopped at once, and the pipes get
+    // a short drain: a descendant outside the group holding them open would otherwise keep `close` away.
+    let drain: ReturnType<typeof setTimeout> | undefined
     child.on('exit', (code) => {
       if (code !== null) exitCode = code
       void stopGroup()
+      drain = setTimeout(() => {
+        child.stdout!.destroy()
+        child.stderr!.destroy()
+        finish()
+      }, PIPE_DRAIN_MS)
     })
-    child.on('close', () => finish())
+    child.on('close', () => {
+      clearTimeout(drain)
+      finish()
+    })
   })
 }
 

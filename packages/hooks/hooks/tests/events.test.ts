@@ -92,6 +92,19 @@ describe('bounds', () => {
     expect(running(pidIn(join(dir, 'child.pid')))).toBe(false)
   })
 
+  it('a hook whose descendant leaves the group and holds its output open still finishes, with its result', async () => {
+    const dir = await tempDir()
+    // `setsid` puts the sleep outside the hook's group, so stopping the group does not reach it and it keeps stdout open.
+    const result = await runHookCommand(`setsid sleep 30 & echo $! > ${dir}/escaped.pid; exit 0`, {}, { cwd: dir, timeoutMs: 1000 })
+    try {
+      expect(result).toMatchObject({ exitCode: 0, timedOut: false })
+    } finally {
+      try {
+        process.kill(pidIn(join(dir, 'escaped.pid')), 'SIGKILL')
+      } catch {}
+    }
+  }, 10_000)
+
   it('a hook gets the allow-listed environment: never a credential of dsh, only what passEnv names', async () => {
     const dir = await tempDir()
     process.env.DSH_HOOKS_TEST_SECRET = 'sk-secret'
