@@ -52,13 +52,26 @@ export async function checkLoadable(ctx: Context, params: LoadSessionRequest, ch
   return header
 }
 
-/** Make the checked session live: its agent, or the error that says why not. */
+/**
+ * Make the checked session live: its agent, or the error that says why not. A budget its
+ * header holds (handed by a parent that runs elsewhere) bounds it again from now, as
+ * `openDelegation` bounds a new one: reopening (`session/load`, un-parking) must not shed it.
+ */
 export async function openStored(ctx: Context, sessionId: string): Promise<Agent> {
+  let agent: Agent
   try {
-    return await ctx.agents.create({ sessionId })
+    agent = await ctx.agents.create({ sessionId })
   } catch (error) {
     throw loadFailure(sessionId, error)
   }
+  try {
+    await ctx.get('subagents')?.boundByLineage(agent)
+  } catch (error) {
+    // Unbounded, it is not served: let go of it (and its lock) before saying why.
+    await agent.dispose()
+    throw loadFailure(sessionId, error)
+  }
+  return agent
 }
 
 /**
