@@ -18,6 +18,8 @@ const TOOL_EVENTS: ReadonlySet<HookEvent> = new Set(['PreToolUse', 'PostToolUse'
 
 /** Claude Code's default bound on a command hook, in seconds. */
 export const DEFAULT_TIMEOUT_SECONDS = 60
+/** The longest timeout a hook may have: a day, well inside what a Node timer holds. */
+export const MAX_TIMEOUT_SECONDS = 86_400
 
 export interface HookCommand {
   command: string
@@ -116,8 +118,12 @@ function readCommand(hook: unknown, where: string, note: (line: string) => void)
   for (const field of Object.keys(record)) if (!HOOK_FIELDS.has(field)) note(`${where}: field "${field}" is not read by dsh`)
   let seconds = DEFAULT_TIMEOUT_SECONDS
   if (record.timeout !== undefined) {
-    if (typeof record.timeout === 'number' && Number.isFinite(record.timeout) && record.timeout > 0) seconds = record.timeout
-    else note(`${where}: timeout must be a positive number of seconds; ${DEFAULT_TIMEOUT_SECONDS} is used`)
+    if (typeof record.timeout === 'number' && Number.isFinite(record.timeout) && record.timeout > 0 && record.timeout <= MAX_TIMEOUT_SECONDS) seconds = record.timeout
+    else if (typeof record.timeout === 'number' && record.timeout > MAX_TIMEOUT_SECONDS) {
+      // Past what a timer holds (2^31-1 ms) Node fires it at once: a guard would be stopped before it decided.
+      seconds = MAX_TIMEOUT_SECONDS
+      note(`${where}: timeout ${record.timeout} s is more than ${MAX_TIMEOUT_SECONDS} s (a day); ${MAX_TIMEOUT_SECONDS} is used`)
+    } else note(`${where}: timeout must be a positive number of seconds; ${DEFAULT_TIMEOUT_SECONDS} is used`)
   }
   return { command: record.command, timeoutMs: Math.round(seconds * 1000) }
 }

@@ -96,4 +96,11 @@ describe('the format', () => {
       'f.json: hooks.PreToolUse[1].hooks[1]: timeout must be a positive number of seconds; 60 is used',
     ])
   })
+
+  it('a timeout past a day is cut to a day with a note: past what a Node timer holds, it would fire at once and stop a guard before it decided', () => {
+    const notes: string[] = []
+    const groups = readHooks({ PreToolUse: [{ matcher: 'Bash', hooks: [{ type: 'command', command: 'exit 2', timeout: 30 * 86_400 }] }] }, 'f.json', (line) => notes.push(line))
+    expect(groups[0]!.hooks).toEqual([{ command: 'exit 2', timeoutMs: 86_400_000, from: 'f.json' }])
+    expect(notes).toEqual(['f.json: hooks.PreToolUse[0].hooks[0]: timeout 2592000 s is more than 86400 s (a day); 86400 is used'])
+  })
 })
