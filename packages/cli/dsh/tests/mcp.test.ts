@@ -36,7 +36,7 @@ function fixture(allow: string[]): { dir: string; log: string; args: string[] } 
   const log = join(dir, 'calls.log')
   const config = [
     '- name: "@dsh/mcp"',
-    `  config: { servers: { srv: { command: ${JSON.stringify(process.execPath)}, args: [${JSON.stringify(FIXTURE)}], env: { CALL_LOG: ${JSON.stringify(log)} } } } }`,
+    `  config: { servers: { srv: { command: ${JSON.stringify(process.execPath)}, args: [${JSON.stringify(FIXTURE)}], env: { CALL_LOG: ${JSON.stringify(log)} }, readOnlyHints: true } } }`,
     ...(allow.length ? ['- id: approvals', '  name: "@dsh/approvals"', `  config: { allow: ${JSON.stringify(allow)} }`] : []),
   ]
   writeFileSync(join(dir, 'dsh.yml'), `${config.join('\n')}\n`)

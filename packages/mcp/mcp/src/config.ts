@@ -13,6 +13,8 @@ export interface StdioServerConfig {
   /** Variables given to the server, on top of the allow-listed base environment. */
   env?: Record<string, string>
   cwd?: string
+  /** Trust the server's `readOnlyHint`: such tools run unasked, as reads do (user config only). */
+  readOnlyHints?: boolean
 }
 
 export interface HttpServerConfig {
@@ -20,6 +22,8 @@ export interface HttpServerConfig {
   url: string
   /** Request headers; `${NAME}` in a value (user config only) is the variable NAME of dsh's environment. */
   headers?: Record<string, string>
+  /** Trust the server's `readOnlyHint`: such tools run unasked, as reads do (user config only). */
+  readOnlyHints?: boolean
 }
 
 export type ServerConfig = StdioServerConfig | HttpServerConfig
@@ -51,6 +55,8 @@ export function parseServerConfig(raw: unknown, where: string): ServerConfig {
     if (!isRecord(value) || !Object.values(value).every((v) => typeof v === 'string')) throw bad(`"${key}" must map names to strings`)
     return value as Record<string, string>
   }
+  if (raw.readOnlyHints !== undefined && typeof raw.readOnlyHints !== 'boolean') throw bad('"readOnlyHints" must be true or false')
+  const trusted = raw.readOnlyHints === true
   const type = raw.type
   if (type === 'http' || (type === undefined && typeof raw.url === 'string' && raw.command === undefined)) {
     if (typeof raw.url !== 'string') throw bad('an http server needs a "url"')
@@ -62,14 +68,14 @@ export function parseServerConfig(raw: unknown, where: string): ServerConfig {
     }
     if (url.protocol !== 'http:' && url.protocol !== 'https:') throw bad(`"url" must be http: or https:, not ${url.protocol}`)
     const headers = strings(raw.headers, 'headers')
-    return { type: 'http', url: raw.url, ...(headers && { headers }) }
+    return { type: 'http', url: raw.url, ...(headers && { headers }), ...(trusted && { readOnlyHints: true }) }
   }
   if (type !== undefined && type !== 'stdio') throw bad(`"type" ${JSON.stringify(type)} is not supported (stdio or http)`)
   if (typeof raw.command !== 'string' || raw.command === '') throw bad('a stdio server needs a "command"')
   if (raw.args !== undefined && (!Array.isArray(raw.args) || !raw.args.every((arg) => typeof arg === 'string'))) throw bad('"args" must be a list of strings')
   if (raw.cwd !== undefined && typeof raw.cwd !== 'string') throw bad('"cwd" must be a string')
   const env = strings(raw.env, 'env')
-  return { command: raw.command, ...(raw.args !== undefined && { args: raw.args as string[] }), ...(env && { env }), ...(typeof raw.cwd === 'string' && { cwd: raw.cwd }) }
+  return { command: raw.command, ...(raw.args !== undefined && { args: raw.args as string[] }), ...(env && { env }), ...(typeof raw.cwd === 'string' && { cwd: raw.cwd }), ...(trusted && { readOnlyHints: true }) }
 }
 
 /** The servers of the plugin's own `servers` entry; a bad name or shape is an error (dsh does not start). */

@@ -28,7 +28,7 @@ const MAX_TOOL_PAGES = 100
 export class ServerConnection {
   private closing: Promise<void> | undefined
 
-  private constructor(readonly name: string, private readonly client: Client, private readonly transport: Transport, readonly tools: readonly Tool[]) {}
+  private constructor(readonly name: string, private readonly client: Client, private readonly transport: Transport, readonly tools: readonly Tool[], readonly readOnlyHints: boolean) {}
 
   /** Start `spec`'s server, initialise, list its tools; rejects (after stopping whatever started) naming the server. */
   static async connect(spec: ServerSpec, options: ConnectOptions): Promise<ServerConnection> {
@@ -44,7 +44,8 @@ export class ServerConnection {
         cursor = listed.nextCursor
         if (cursor === undefined) break
       }
-      return new ServerConnection(spec.name, client, transport, tools)
+      // A project's server (.mcp.json) never has its readOnlyHint trusted, whatever its entry says.
+      return new ServerConnection(spec.name, client, transport, tools, spec.from === 'the mcp entry' && spec.config.readOnlyHints === true)
     } catch (error) {
       await client.close().catch(() => {})
       await transport.close().catch(() => {})

@@ -74,14 +74,17 @@ function registerTool(ctx: Context, connection: ServerConnection, tool: Tool, co
   const name = mcpToolName(connection.name, tool.name)
   // The registry knows draft-07 only; MCP schemas often name 2020-12, whose keywords a tool's inputs rarely need.
   const { $schema: _dialect, ...parameters } = tool.inputSchema as Record<string, unknown>
-  const readOnly = tool.annotations?.readOnlyHint === true
+  // A server's word that a tool only reads is trusted only where the user's own config says
+  // so (readOnlyHints: true on that server): such a tool then skips the broker as reads do,
+  // so no rule or prompt sees it. Without that, and always for a project's .mcp.json, every
+  // call is decided by the approval broker (a deny rule on it holds).
+  const readOnly = tool.annotations?.readOnlyHint === true && connection.readOnlyHints
   try {
     ctx.tools.register<Record<string, unknown>>({
       name,
       description: tool.description ?? tool.title ?? `${tool.name} of the MCP server ${connection.name}`,
       parameters,
       concurrencySafe: readOnly,
-      // Only the server's own word that the tool reads makes it run unasked.
       sideEffecting: !readOnly,
       execute: (args, exec) => callTool(connection, tool.name, args, exec, config),
     })

@@ -73,6 +73,19 @@ describe('an MCP server over stdio', () => {
     expect(readFileSync(log, 'utf8')).toBe('one\none\n')
   })
 
+  it("a server's readOnlyHint is trusted only where the user's entry says readOnlyHints: true: otherwise a read-only tool is decided by the broker, so a deny rule or --permission reject holds", async () => {
+    const calls = [{ tool: 'mcp__srv__echo', args: { text: 'ran' } }]
+    const { readOnlyHints: _trusted, ...untrusted } = fixtureServer()
+    for (const approvals of [{ default: 'reject' as const }, { default: 'allow' as const, deny: ['mcp__srv__echo'] }]) {
+      const run = await startMcp({ servers: { srv: untrusted } }, { calls, approvals })
+      const { results } = await runAgent(run)
+      expect(results[0]!.isError, JSON.stringify(approvals)).toBe(true)
+      expect(results[0]!.text, JSON.stringify(approvals)).not.toContain('ran')
+    }
+    const trusted = await startMcp({ servers: { srv: fixtureServer() } }, { calls, approvals: { default: 'reject' } })
+    expect((await runAgent(trusted)).results[0]!.isError).toBe(false)
+  })
+
   it('the server gets the allow-listed environment and what its entry names, never the rest of dsh\'s environment', async () => {
     process.env.DSH_MCP_TEST_SECRET = 'hunter2'
     try {

@@ -42,7 +42,7 @@ export async function tempDir(): Promise<string> {
 
 /** The fixture as a stdio server entry; `env` is what the entry hands it. */
 export function fixtureServer(env: Record<string, string> = {}, args: string[] = []): Record<string, unknown> {
-  return { command: process.execPath, args: [FIXTURE, ...args], env }
+  return { command: process.execPath, args: [FIXTURE, ...args], env, readOnlyHints: true }
 }
 
 export interface McpRun {
