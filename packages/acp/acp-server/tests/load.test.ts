@@ -13,6 +13,7 @@ import { createHarness, type Harness } from '@dsh/testkit/harness'
 import SessionJsonl from '@dsh/session-jsonl'
 import type { Script } from '@dsh/llm-scripted'
 import { serveAcp, type AcpServer } from '@dsh/acp-server'
+import { SubagentService } from '@dsh/subagent'
 
 const harnesses: Harness[] = []
 const connections: ClientConnection[] = []
@@ -202,6 +203,25 @@ describe('session/load', () => {
     // Its own parent may reopen it.
     await agent.request(methods.agent.session.load, { sessionId, cwd, mcpServers: [], _meta: { dsh: { parentSession: 'parent-a' } } })
     expect(harness.ctx.agents.get(sessionId)?.session.header.parentSession).toBe('parent-a')
+  })
+
+  it('a reopened session is still bounded by the budget its parent handed it: its run stops for the budget', async () => {
+    const dir = tempDir('acp-load-dir-')
+    const cwd = tempDir('acp-load-cwd-')
+    const lineage = { parentSession: 'parent-a', delegationDepth: 1, provider: 'acp', budget: { outputTokens: 10 } }
+    const first = await connect(await harnessOn(dir, [{ when: { prompt: 'hello' }, reply: [{ text: 'hi' }] }]))
+    const { sessionId } = await first.agent.request(methods.agent.session.new, { cwd, mcpServers: [], _meta: { dsh: lineage } })
+    await prompt(first.agent, sessionId, 'hello')
+    await first.leave()
+    // Another process (a fresh harness on the same store) reopens it; its next call spends past the budget.
+    // The script binds a session by its first prompt and goes on after the replies it already has.
+    const spend: Script = [{ when: { prompt: 'hello' }, reply: [{ text: 'hi' }, { text: 'a long answer that spends far more than ten output tokens of the budget', call: { tool: 'lookup', args: { key: 'k' } } }, { text: 'past the budget' }] }]
+    const harness = await harnessOn(dir, spend)
+    await harness.plugin(SubagentService)
+    const { agent } = await connect(harness)
+    await agent.request(methods.agent.session.load, { sessionId, cwd, mcpServers: [], _meta: { dsh: { parentSession: 'parent-a' } } })
+    const answer = await prompt(agent, sessionId, 'spend')
+    expect(answer._meta).toMatchObject({ dsh: { stopReason: 'budget' } })
   })
 
   it('a second load of a session already open on the connection is refused', async () => {
