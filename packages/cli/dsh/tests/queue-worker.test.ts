@@ -372,7 +372,9 @@ describe('dsh worker and the queue provider, on a real Redis', () => {
     let next = await startWorker(server, script)
     for (let i = 0; i < 3; i++) {
       const holder = next
-      await until(() => sessionFiles(holder.sessions).length > 0)
+      // Wait for a whole header line, not just the file: a kill between the file's creation
+      // and its first write leaves it empty, and the try would not be recorded.
+      await until(() => sessionFiles(holder.sessions).some((name) => readFileSync(join(holder.sessions, name), 'utf8').includes('\n')))
       holder.child.kill('SIGKILL')
       holders.push(holder)
       next = await startWorker(server, script)
