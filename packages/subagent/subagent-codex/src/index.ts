@@ -1,4 +1,4 @@
-// The provider and its config; the wire is `app-server.ts` (connecting) and `turn.ts` (one turn).
+// The provider and its config; the wire is `child.ts` (the process), `app-server.ts` (connecting) and `turn.ts` (one turn).
 export { CodexPlugin, CodexProvider, type CodexHooks } from './plugin.js'
 export { CodexPlugin as default } from './plugin.js'
 export { CodexConfig, resolveRunSpec, type CodexRunSpec } from './config.js'
