@@ -1,4 +1,4 @@
-// The provider and its settings; the wire is `session.ts` (connecting) and `turn.ts` (one turn).
+// The provider and its settings; the wire is `child.ts` (one query's process), `session.ts` (connecting) and `turn.ts` (one turn).
 export { ClaudeCodePlugin, ClaudeCodeProvider } from './plugin.js'
 export { ClaudeCodePlugin as default } from './plugin.js'
 export { PERMISSION_MODES, resolveRunSpec, type ClaudeCodeRunSpec, type ClaudeCodeSettings, type PermissionModeSetting } from './run-spec.js'

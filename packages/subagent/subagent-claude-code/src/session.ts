@@ -4,118 +4,27 @@
  * turn is one `query()` of the Agent SDK with a process of its own, and a continuable
  * child's next turn resumes the session by id, in this dsh process or a later one.
  *
- * So a child here is one query's process (`ClaudeChild`): made at once, started by its
- * turn (`turn.ts`), done when its turn is. Connecting has nothing to wait for; the start a
- * one-shot run (or each turn of a continuable child) races is the turn's, up to Claude
- * Code's `system/init` message (`startsPerTurn`).
+ * So a child here is one query's process (`ClaudeChild`, `child.ts`): made at once,
+ * started by its turn (`turn.ts`), done when its turn is. Connecting has nothing to wait
+ * for; the start a one-shot run (or each turn of a continuable child) races is the
+ * turn's, up to Claude Code's `system/init` message (`startsPerTurn`).
  */
 import { randomUUID } from 'node:crypto'
-import { createRequire } from 'node:module'
-import type { Options, Query } from '@anthropic-ai/claude-agent-sdk'
 import type { Agent } from '@dsh/agent'
 import type { TextBlock } from '@dsh/llm'
-import { refuseDisposedParent, SubagentError, type RemoteChild, type RemoteConnection, type RemoteProcess, type RemoteSubagentRun, type RemoteTransport, type SubagentRequest, type TurnControl } from '@dsh/subagent'
-import { describeExit as describeTreeExit } from '@dsh/process'
-import { ClaudeProcess } from './claude-process.js'
+import { refuseDisposedParent, SubagentError, type RemoteConnection, type RemoteSubagentRun, type RemoteTransport, type SubagentRequest, type TurnControl } from '@dsh/subagent'
 import type { ApprovalScope } from './approvals.js'
-import { resolveRunSpec, type ClaudeCodeRunSpec, type ClaudeCodeSettings } from './run-spec.js'
+import { ClaudeChild, type ClaudeSession } from './child.js'
+import { resolveRunSpec, type ClaudeCodeSettings } from './run-spec.js'
 import { ClaudeCodeTurn } from './turn.js'
 
 export const CLAUDE_CHILD_NAME = 'Claude Code'
-
-type AgentSdk = typeof import('@anthropic-ai/claude-agent-sdk')
-let agentSdk: AgentSdk | undefined
-
-/**
- * The Agent SDK, loaded at the first run: it is an optional peer, so this package loads
- * without it and the plugin says at start-up what to install (`missingClaudeCodePackage`).
- */
-function query(params: Parameters<AgentSdk['query']>[0]): Query {
-  agentSdk ??= createRequire(import.meta.url)('@anthropic-ai/claude-agent-sdk') as AgentSdk
-  return agentSdk.query(params)
-}
 
 /** Claude Code session ids are UUIDs (`options.sessionId` must be one). */
 const SESSION_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
 
 export function isClaudeSessionId(id: string): boolean {
   return SESSION_ID.test(id)
-}
-
-/**
- * A continuable child's session: its id, chosen here (a UUID) and given to the first turn
- * as `sessionId`, and whether Claude Code has created it (every later turn passes it as
- * `resume`). A first turn that fails before Claude Code created the session leaves the
- * next turn to create it.
- */
-export interface ClaudeSession {
-  readonly id: string
-  created: boolean
-}
-
-/** The process of one query. */
-export class ClaudeChild implements RemoteChild {
-  readonly claude = new ClaudeProcess()
-  readonly process: RemoteProcess
-  /** Claude Code's session id, from its `system/init` message. */
-  remoteId: string | undefined
-  private readonly abort = new AbortController()
-  private query: Query | undefined
-  /** Its one query has started: the next turn needs another child. */
-  private used = false
-
-  constructor(readonly spec: ClaudeCodeRunSpec) {
-    const { claude } = this
-    this.process = {
-      // Once the query has ended its process is no one's to signal.
-      get pid() {
-        return claude.exit ? undefined : claude.pid
-      },
-      exited: () => claude.exited(),
-      stderr: () => claude.stderrTail(),
-      howItEnded: () => {
-        const exit = claude.exit
-        if (!exit) return 'stopped answering'
-        return exit.spawnError ? `could not be started: ${exit.spawnError.message}` : describeTreeExit(exit)
-      },
-    }
-  }
-
-  /** The query of this child's one turn; `onSpawn` hears when the SDK spawns its process. */
-  start(prompt: string, options: Options, onSpawn: () => void): Query {
-    // One query per child: the next turn starts a new process.
-    this.used = true
-    this.query = query({
-      prompt,
-      options: {
-        ...options,
-        abortController: this.abort,
-        spawnClaudeCodeProcess: (spawnOptions) => {
-          const child = this.claude.spawn(spawnOptions)
-          onSpawn()
-          return child
-        },
-      },
-    })
-    return this.query
-  }
-
-  /** Whether it can take a turn: it has not run its query (nor been closed). */
-  async running(): Promise<boolean> {
-    return !this.used
-  }
-
-  /** Close the query and reap the process tree. Idempotent. */
-  async close(): Promise<void> {
-    this.used = true
-    this.abort.abort()
-    try {
-      this.query?.close()
-    } catch {
-      // close() on an already-ended query has nothing left to close.
-    }
-    await this.claude.dispose(this.spec.graceMs)
-  }
 }
 
 /**

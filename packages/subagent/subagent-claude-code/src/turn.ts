@@ -16,7 +16,7 @@ import { assistantTextOf, endingOf, resultOf, type Denial } from './outcome.js'
 import { ClaudeCodeProgressReader, usageOfResult } from './progress.js'
 import type { BrokerRoute } from './approvals.js'
 import { permissionOptions, type ClaudeCodeRunSpec } from './run-spec.js'
-import type { ClaudeChild, ClaudeSession } from './session.js'
+import type { ClaudeChild, ClaudeSession } from './child.js'
 
 export class ClaudeCodeTurn implements RemoteTurn<ClaudeChild> {
   private readonly assistantMessages: AssistantMessage[] = []
