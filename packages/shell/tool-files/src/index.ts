@@ -1,5 +1,7 @@
 export { FilesToolPlugin, FILE_TOOL_NAMES, type FilesToolConfig } from './plugin.js'
 export { FileToolError, type FileToolErrorCode } from './errors.js'
+export { LOCAL_FILE_ACCESS, type ConfinedFile, type FileAccess, type FileAccessRouter } from './access.js'
+export { acceptText, checkReadable } from './read.js'
 export { ripgrepOnPath, type GrepEngine, type GrepArgs } from './grep.js'
 export { SKIPPED_DIRECTORIES } from './listing.js'
 export { FilesToolPlugin as default } from './plugin.js'

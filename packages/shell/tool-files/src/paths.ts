@@ -20,11 +20,23 @@ export interface Confinement {
    * `sandboxFor`: the cwd). Absent: the cwd and the allowed directories.
    */
   writable?: readonly string[]
+  /** What a refusal of a path outside says to do instead (default: the tools' `allowedDirectories`). */
+  outsideHint?: string
 }
 
 /** The confinement of `agent`'s calls: its session cwd, the configured directories, and its sandbox. */
 export async function confinementOf(agent: Agent, allowedDirectories: readonly string[]): Promise<Confinement> {
   const { cwd, sandbox } = agent.session.header
+  return confinementOfDirectory(cwd, { allowedDirectories, sandboxed: sandbox !== undefined })
+}
+
+/**
+ * The confinement of a working directory: `cwd` (resolved by real path), the directories
+ * `allowedDirectories` names (relative ones from `cwd`), and, `sandboxed`, writes in `cwd`
+ * only. Beside the tools' own, an ACP child's shared workspace (`@dsh/subagent-acp`) is
+ * confined by it: the child's working directory alone.
+ */
+export async function confinementOfDirectory(cwd: string, options: { allowedDirectories?: readonly string[]; sandboxed?: boolean; outsideHint?: string } = {}): Promise<Confinement> {
   let root: string
   try {
     root = await realpath(cwd)
@@ -32,7 +44,7 @@ export async function confinementOf(agent: Agent, allowedDirectories: readonly s
     throw new FileToolError('NOT_FOUND', `the working directory ${cwd} cannot be used: ${fsProblem(error)}`)
   }
   const allowed: string[] = []
-  for (const dir of allowedDirectories) {
+  for (const dir of options.allowedDirectories ?? []) {
     // A configured directory that is gone allows nothing; it is not an error of this call.
     try {
       allowed.push(await realpath(resolve(cwd, dir)))
@@ -40,7 +52,7 @@ export async function confinementOf(agent: Agent, allowedDirectories: readonly s
       continue
     }
   }
-  return { cwd, root, allowed, ...(sandbox && { writable: [root] }) }
+  return { cwd, root, allowed, ...(options.sandboxed === true && { writable: [root] }), ...(options.outsideHint !== undefined && { outsideHint: options.outsideHint }) }
 }
 
 /** Whether `path` (absolute, normalised) is `dir` or below it. */
@@ -59,7 +71,7 @@ function outside(given: string, confinement: Confinement, how: string): FileTool
   const extra = confinement.allowed.length > 0 ? ` or the allowed directories (${confinement.allowed.join(', ')})` : ''
   return new FileToolError(
     'OUTSIDE',
-    `${given} is outside the working directory ${confinement.root}${extra}${how}; a file tool reaches only those (the tool's config allowedDirectories lists more)`,
+    `${given} is outside the working directory ${confinement.root}${extra}${how}; ${confinement.outsideHint ?? "a file tool reaches only those (the tool's config allowedDirectories lists more)"}`,
   )
 }
 
@@ -99,6 +111,22 @@ function readableRoots(confinement: Confinement): string[] {
  * cannot slip past a rule that denies `src/x`.
  */
 export async function resolveWritable(confinement: Confinement, given: string): Promise<{ real: string; name: string; exists: boolean }> {
+  const target = await resolveWriteTarget(confinement, given)
+  if (given !== target.name) {
+    throw new FileToolError(
+      'NOT_CANONICAL',
+      `${given} names the file ${target.name}: give the path as ${JSON.stringify(target.name)} (relative to the working directory, no ./, .. or links; absolute only outside it), so permission rules see one name per file. Nothing was written`,
+    )
+  }
+  return target
+}
+
+/**
+ * A path to write, by any name: what `resolveWritable` checks but the name, which the
+ * caller then uses as the subject of its permission question (an ACP client's absolute
+ * `fs/write_text_file` path is asked about by the one name this returns).
+ */
+export async function resolveWriteTarget(confinement: Confinement, given: string): Promise<{ real: string; name: string; exists: boolean }> {
   const absolute = lexical(confinement, given)
   let real: string
   let exists = false
@@ -126,12 +154,6 @@ export async function resolveWritable(confinement: Confinement, given: string): 
   const name = nameOf(confinement, real)
   if (name.split(sep).includes('.git')) {
     throw new FileToolError('GIT_DIRECTORY', `${given} is inside a .git directory: git's own files (hooks, config) run code, so the file tools never write there; use git commands`)
-  }
-  if (given !== name) {
-    throw new FileToolError(
-      'NOT_CANONICAL',
-      `${given} names the file ${name}: give the path as ${JSON.stringify(name)} (relative to the working directory, no ./, .. or links; absolute only outside it), so permission rules see one name per file. Nothing was written`,
-    )
   }
   return { real, name, exists }
 }

@@ -1,6 +1,7 @@
-import type { Context } from 'cordis'
+import { Service, type Context } from 'cordis'
 import Schema from 'schemastery'
-import type { ToolExecution, ToolOutput } from '@dsh/tools'
+import type { ToolAgent, ToolExecution, ToolOutput } from '@dsh/tools'
+import { LOCAL_FILE_ACCESS, type FileAccess, type FileAccessRouter } from './access.js'
 import { FileToolError } from './errors.js'
 import { grepTool, ripgrepOnPath, type GrepArgs, type GrepEngine } from './grep.js'
 import { GREP_MODES } from './grep-job.js'
@@ -9,6 +10,12 @@ import { confinementOf, type Confinement } from './paths.js'
 import { readFileTool, type ReadArgs } from './read.js'
 import { refusal } from './render.js'
 import { editFileTool, writeFileTool, type EditArgs, type WriteArgs } from './write.js'
+
+declare module 'cordis' {
+  interface Context {
+    files: FilesToolPlugin
+  }
+}
 
 export interface FilesToolConfig {
   /** Directories beyond the agent's cwd the tools may read and (outside a sandbox) write. */
@@ -35,8 +42,11 @@ const WRITE_PATH = 'The file, relative to the working directory (src/app.ts: no 
  * put to `@dsh/tools`' permission gates (the approval broker, with the path as subject)
  * before it runs. Every path resolves by real path inside the cwd or a configured
  * directory; under the session's `sandbox` only the cwd is writable.
+ *
+ * It is also `ctx.files`, whose one method, `addRouter`, lets a host read and write some
+ * agents' files through another `FileAccess` (`access.ts`; `dsh acp`: its client's `fs`).
  */
-export class FilesToolPlugin {
+export class FilesToolPlugin extends Service {
   static inject = ['tools']
   static Config: Schema<FilesToolConfig> = Schema.object({
     allowedDirectories: Schema.array(Schema.string()).default([]).description('Directories beyond the working directory the tools may read and write (relative ones from the working directory). A sandboxed agent still writes only in its working directory.'),
@@ -52,7 +62,12 @@ export class FilesToolPlugin {
 
   private readonly engine: GrepEngine
 
-  constructor(ctx: Context, private readonly config: FilesToolConfig) {
+  /** Most recent last; the first (from the end) that picks an access serves the call. */
+  private routers: FileAccessRouter[] = []
+
+  constructor(ctx: Context, private readonly options: FilesToolConfig) {
+    super(ctx, 'files')
+    const config = options
     const program = config.ripgrep ? ripgrepOnPath() : undefined
     this.engine = program ? { kind: 'ripgrep', program } : { kind: 'fallback' }
     const { tools } = ctx
@@ -70,7 +85,7 @@ export class FilesToolPlugin {
         additionalProperties: false,
       },
       concurrencySafe: true,
-      execute: (args, exec) => this.run('read', exec, (confinement) => readFileTool(confinement, args, { maxFileBytes: config.maxFileBytes, defaultLines: config.readDefaultLines, maxLineChars: config.maxLineChars, maxOutputChars: config.maxOutputChars })),
+      execute: (args, exec) => this.run('read', exec, (confinement) => readFileTool(confinement, args, { maxFileBytes: config.maxFileBytes, defaultLines: config.readDefaultLines, maxLineChars: config.maxLineChars, maxOutputChars: config.maxOutputChars }, this.accessFor(exec.agent), exec.signal)),
     })
     tools.register<WriteArgs>({
       name: 'write',
@@ -83,7 +98,7 @@ export class FilesToolPlugin {
       },
       // It changes files: the permission gates (the approval broker) decide first, with the path as subject.
       sideEffecting: true,
-      execute: (args, exec) => this.run('write', exec, (confinement) => writeFileTool(confinement, args, config.maxFileBytes)),
+      execute: (args, exec) => this.run('write', exec, (confinement) => writeFileTool(confinement, args, config.maxFileBytes, this.accessFor(exec.agent), exec.signal)),
     })
     const replacement = {
       old_string: { type: 'string', description: 'The exact text to replace (white space included); it must occur once unless replace_all.' },
@@ -109,7 +124,7 @@ export class FilesToolPlugin {
         additionalProperties: false,
       },
       sideEffecting: true,
-      execute: (args, exec) => this.run('edit', exec, (confinement) => editFileTool(confinement, args, config.maxFileBytes)),
+      execute: (args, exec) => this.run('edit', exec, (confinement) => editFileTool(confinement, args, config.maxFileBytes, this.accessFor(exec.agent), exec.signal)),
     })
     const listing = { maxResults: config.maxResults, maxWalkEntries: config.maxWalkEntries }
     tools.register<GlobArgs>({
@@ -159,6 +174,30 @@ export class FilesToolPlugin {
     })
   }
 
+  /**
+   * Let `router` read and write some agents' files through another access (it returns
+   * `undefined` for the rest, which stay local). Paths are confined here first, whatever
+   * the access, and `write` and `edit` have met the approval broker before any access is
+   * asked. An effect of the calling context: gone with it.
+   */
+  addRouter(router: FileAccessRouter): () => void {
+    return this.ctx.effect(() => {
+      this.routers = [...this.routers, router]
+      return () => {
+        this.routers = this.routers.filter((entry) => entry !== router)
+      }
+    }, 'files.addRouter()')
+  }
+
+  /** The access `agent`'s `read`, `write` and `edit` use: a router's choice, else the local file system. */
+  private accessFor(agent: ToolAgent): FileAccess {
+    for (let index = this.routers.length - 1; index >= 0; index--) {
+      const access = this.routers[index]!(agent)
+      if (access !== undefined) return access
+    }
+    return LOCAL_FILE_ACCESS
+  }
+
   /** Which search `grep` uses in this process (ripgrep or the built-in one). */
   get grepEngine(): GrepEngine {
     return this.engine
@@ -175,7 +214,7 @@ export class FilesToolPlugin {
     try {
       let confinement = this.confinements.get(exec.agent)
       if (confinement === undefined || confinement.cwd !== exec.agent.session.header.cwd) {
-        confinement = await confinementOf(exec.agent, this.config.allowedDirectories)
+        confinement = await confinementOf(exec.agent, this.options.allowedDirectories)
         this.confinements.set(exec.agent, confinement)
       }
       return await body(confinement)

@@ -3,7 +3,7 @@ import { chmod, mkdir, rename, rm, stat, writeFile } from 'node:fs/promises'
 import { basename, dirname, join } from 'node:path'
 import { FileToolError, fsProblem } from './errors.js'
 import { resolveWritable, type Confinement } from './paths.js'
-import { readTextFile } from './read.js'
+import type { FileAccess } from './access.js'
 
 export interface WriteArgs {
   path: string
@@ -26,7 +26,7 @@ export interface EditArgs extends Partial<OneEdit> {
  * renamed over it, so a failed write leaves the old file whole and a reader never sees
  * half of the new one. An existing file keeps its mode.
  */
-async function replaceFile(real: string, content: string, name: string): Promise<void> {
+export async function replaceFile(real: string, content: string, name: string): Promise<void> {
   let mode: number | undefined
   try {
     mode = (await stat(real)).mode & 0o7777
@@ -53,11 +53,12 @@ function countLines(text: string): number {
 }
 
 /** `write`: the whole content of one file, created (with its missing directories) or replaced. */
-export async function writeFileTool(confinement: Confinement, args: WriteArgs, maxFileBytes: number): Promise<string> {
+export async function writeFileTool(confinement: Confinement, args: WriteArgs, maxFileBytes: number, access: FileAccess, signal: AbortSignal): Promise<string> {
   const bytes = Buffer.byteLength(args.content, 'utf8')
   if (bytes > maxFileBytes) throw new FileToolError('TOO_LARGE', `the content is ${bytes} bytes, more than the ${maxFileBytes} the file tools write; nothing was written`)
-  const { real, name, exists } = await resolveWritable(confinement, args.path)
-  await replaceFile(real, args.content, name)
+  const file = await resolveWritable(confinement, args.path)
+  const { name, exists } = file
+  await access.writeText(file, args.content, signal)
   return `${exists ? 'replaced' : 'created'} ${name} (${countLines(args.content)} lines, ${bytes} bytes)`
 }
 
@@ -97,11 +98,13 @@ function occurrences(text: string, needle: string): number {
  * or nothing: an `old_string` that is missing, or found more than once without
  * `replace_all`, refuses the whole call and the file is not touched.
  */
-export async function editFileTool(confinement: Confinement, args: EditArgs, maxFileBytes: number): Promise<string> {
+export async function editFileTool(confinement: Confinement, args: EditArgs, maxFileBytes: number, access: FileAccess, signal: AbortSignal): Promise<string> {
   const edits = editsOf(args)
-  const { real, name, exists } = await resolveWritable(confinement, args.path)
+  const file = await resolveWritable(confinement, args.path)
+  const { name, exists } = file
   if (!exists) throw new FileToolError('NOT_FOUND', `${name} does not exist; create it with write`)
-  let text = await readTextFile(real, name, maxFileBytes)
+  // Read and written through the same access: an editor's unsaved text is what is edited.
+  let text = await access.readText(file, maxFileBytes, signal)
   const done: string[] = []
   edits.forEach((edit, index) => {
     const which = edits.length > 1 ? `edit ${index + 1}: ` : ''
@@ -118,6 +121,6 @@ export async function editFileTool(confinement: Confinement, args: EditArgs, max
     done.push(`${which}${count === 1 ? `line ${where}` : `${count} replacements from line ${where}`}`)
   })
   if (Buffer.byteLength(text, 'utf8') > maxFileBytes) throw new FileToolError('TOO_LARGE', `the edited ${name} would be more than ${maxFileBytes} bytes; nothing was changed`)
-  await replaceFile(real, text, name)
+  await access.writeText(file, text, signal)
   return `edited ${name}: ${done.join('; ')}`
 }

@@ -49,6 +49,8 @@ export interface RunOptions {
   /** Plugins loaded before the file tools (the approval broker). */
   before?: (harness: Harness) => Promise<void>
   sandbox?: SandboxSpec
+  /** Run once the file tools are loaded (a router on ctx.files). */
+  after?: (harness: Harness) => void
 }
 
 /**
@@ -61,6 +63,7 @@ export async function runCalls(cwd: string, calls: ToolCall[], options: RunOptio
   live = harness
   await options.before?.(harness)
   await harness.plugin(FilesToolPlugin, options.config ?? {})
+  options.after?.(harness)
   const agent = await harness.agent({ meta: { cwd, ...(options.sandbox && { sandbox: options.sandbox }) } })
   await agent.followup('go')
   const results = agent.session.events().flatMap((event) => (event.type === 'tool/result' ? [{ text: textOf(event.result.content), isError: event.result.isError === true }] : []))

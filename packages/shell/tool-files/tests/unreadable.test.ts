@@ -39,7 +39,8 @@ function asNobody(cwd: string, config: Record<string, unknown>, calls: { tool: s
     const ids = [process.getuid(), process.geteuid(), process.getgid(), process.getegid(), ...process.getgroups()]
     if (ids.some((id) => id !== ${NOBODY})) throw new Error('could not drop to nobody: ids are ' + ids.join(','))
     const defs = new Map()
-    new FilesToolPlugin({ tools: { register: (def) => defs.set(def.name, def) } }, ${JSON.stringify({
+    // The plugin is also the ctx.files service: a context that takes its registration and nothing else.
+    new FilesToolPlugin({ tools: { register: (def) => defs.set(def.name, def) }, reflect: { provide() {} } }, ${JSON.stringify({
       allowedDirectories: [],
       maxFileBytes: 1_000_000,
       readDefaultLines: 2000,
