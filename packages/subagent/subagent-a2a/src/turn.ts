@@ -32,7 +32,7 @@ import type { A2aRunSpec } from './config.js'
 import { answerMessage, approvalAsk, readWorkerApproval, type A2aApprovalScope, type WorkerApproval } from './approvals.js'
 import { A2aProgressReader } from './progress.js'
 import { stopReasonOfTaskState, taskStateName } from './task-state.js'
-import { CANCEL_GRACE_MS, CONNECT_TIMEOUT_MS, type A2aChild, type A2aConversation } from './worker.js'
+import { CANCEL_GRACE_MS, CONNECT_TIMEOUT_MS, type A2aChild, type A2aConversation } from './child.js'
 import { isTokenRefused } from './worker-pool.js'
 
 /** Where a run is; every diagnostic names it. */

@@ -1,94 +1,26 @@
 /**
- * Reaching an A2A worker: the provider's connection file. A child here is one run's hold
- * on a worker of the pool (the least busy that answers, `worker-pool.ts`): the SDK client
- * from the worker's agent card (read once per worker) and the HTTP connection the run's
- * stream uses. There is no local process. Connecting is done by the turn (`turn.ts`),
- * which names the task the worker creates; a worker that does not answer ends that run
+ * Reaching an A2A worker: the provider's connection file. A child here (`child.ts`) is one
+ * run's hold on a worker of the pool (the least busy that answers, `worker-pool.ts`): the
+ * SDK client from the worker's agent card (read once per worker) and the HTTP connection
+ * the run's stream uses. There is no local process. Connecting is done by the turn
+ * (`turn.ts`), which names the task the worker creates; a worker that does not answer ends that run
  * `error` rather than rejecting its start, so a fan-out over several workers gets one
  * settled result per delegation.
  *
  * A continuable child is an A2A context on one worker (`A2aConversation`): each of its
  * turns is a task of that context, on that worker, with a child of its own.
  */
-import type { AgentCard, StreamResponse } from '@a2a-js/sdk'
-import type { Client } from '@a2a-js/sdk/client'
-import { isRecord } from '@dsh/base'
+import type { AgentCard } from '@a2a-js/sdk'
 import type { TextBlock } from '@dsh/llm'
-import { SubagentError, type Lineage, type RemoteChild, type RemoteConnection, type RemoteTransport, type TurnControl } from '@dsh/subagent'
+import { SubagentError, type Lineage, type RemoteConnection, type RemoteTransport, type TurnControl } from '@dsh/subagent'
 import type { A2aRunSpec } from './config.js'
 import type { A2aApprovalScope } from './approvals.js'
+import { A2aChild, CANCEL_GRACE_MS, CONNECT_TIMEOUT_MS, type A2aConversation } from './child.js'
 import { A2aTurn } from './turn.js'
 import type { Worker, WorkerPool } from './worker-pool.js'
 
-/** How long a worker has to send the agent card and the task's first event. */
-export const CONNECT_TIMEOUT_MS = 10_000
-/** After a task cancel, how long the worker has to report the task canceled. */
-export const CANCEL_GRACE_MS = 5_000
-/** The card extension by which a worker promises keep-alive status updates every `params.intervalMs`. */
-export const KEEPALIVE_EXTENSION = 'urn:dsh:a2a:keepalive:v1'
 /** The card extension by which a worker stores the contexts a client names and honours `metadata.dsh.existingContext`: what a continuable child needs. */
 export const CONTEXTS_EXTENSION = 'urn:dsh:a2a:contexts:v1'
-
-/** One run's hold on a worker. */
-export class A2aChild implements RemoteChild {
-  /** Aborting it cuts the run's HTTP requests. */
-  readonly connection = new AbortController()
-  client: Client | undefined
-  stream: AsyncGenerator<StreamResponse, void, undefined> | undefined
-  /** Set once the run let go of the worker (closed, or left before it answered). */
-  released = false
-  /** Whether this run still counts toward its worker's load. */
-  private holdsWorker = true
-
-  constructor(
-    readonly worker: Worker,
-    private readonly pool: WorkerPool,
-  ) {}
-
-  /** The worker's client and the keep-alive period its card promises; `undefined` from `promisedKeepAlive` when it promises none. */
-  async connect(): Promise<{ client: Client; keepAliveMs: number | undefined }> {
-    this.client = await raceAbort(this.worker.connect(), this.connection.signal)
-    return { client: this.client, keepAliveMs: promisedKeepAlive(await this.client.getAgentCard()) }
-  }
-
-  /** The task reached its end on the worker (or never began): the worker is that much less busy, whenever the run is disposed. */
-  leave(): void {
-    if (!this.holdsWorker) return
-    this.holdsWorker = false
-    this.pool.release(this.worker)
-  }
-
-  /**
-   * The lifecycle asks before a turn. A child holds one task: once it ended, a
-   * conversation's next turn takes a new child (the same worker, the same context).
-   */
-  async running(): Promise<boolean> {
-    return !this.released && this.holdsWorker
-  }
-
-  async close(): Promise<void> {
-    if (this.released) return
-    this.released = true
-    this.leave()
-    this.connection.abort(new SubagentError('ABORTED', 'the run was released'))
-    await this.stream?.return(undefined).catch(() => {
-      // The stream was aborted just above; its rejection only repeats that.
-    })
-  }
-}
-
-/**
- * A continuable child's context: the worker that holds it and its id, which this client
- * names itself (a dsh worker stores contexts it is given and announces it with
- * `CONTEXTS_EXTENSION`). The first message opens it there; once a task of it was accepted
- * (and after a cold resume) each message says it must exist (`metadata.dsh.existingContext`).
- */
-export interface A2aConversation {
-  readonly worker: Worker
-  readonly contextId: string
-  /** Whether the worker is known to hold the context (a task of it was accepted). */
-  opened: boolean
-}
 
 /** The A2A wire for `@dsh/subagent`'s remote lifecycle: a one-shot run's, or a continuable child's context. */
 export class A2aTransport implements RemoteTransport<A2aChild> {
@@ -155,20 +87,4 @@ export class A2aTransport implements RemoteTransport<A2aChild> {
 /** Whether a card says its agent accepts a context named by the client (a dsh worker with stored sessions). */
 export function acceptsNamedContexts(card: AgentCard): boolean {
   return card.capabilities?.extensions?.some((extension) => extension.uri === CONTEXTS_EXTENSION) === true
-}
-
-/** The keep-alive period a card promises (`KEEPALIVE_EXTENSION`), when it is a sane one. */
-function promisedKeepAlive(card: AgentCard): number | undefined {
-  const extension = card.capabilities?.extensions?.find((candidate) => candidate.uri === KEEPALIVE_EXTENSION)
-  const intervalMs: unknown = isRecord(extension?.params) ? extension.params.intervalMs : undefined
-  return typeof intervalMs === 'number' && Number.isInteger(intervalMs) && intervalMs >= 100 && intervalMs <= 300_000 ? intervalMs : undefined
-}
-
-function raceAbort<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
-  if (signal.aborted) return Promise.reject(signal.reason)
-  return new Promise<T>((resolve, reject) => {
-    const onAbort = () => reject(signal.reason)
-    signal.addEventListener('abort', onAbort, { once: true })
-    promise.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort))
-  })
 }
