@@ -31,12 +31,15 @@ export const VERB_USAGE: Record<Verb, string> = {
       each call, allow runs them, reject (the default otherwise) refuses them; --ui serves
       the run's page on loopback (its URL, with its token, on stderr), where the tree shows
       live and, unless --permission is given, approval requests are answered`,
-  chat: `chat [--config FILE] [--model SPEC] [--session-dir DIR] [--resume [ID]] [--permission ask|allow|reject] [--no-color]
+  chat: `chat [--config FILE] [--model SPEC] [--session-dir DIR] [--resume [ID]] [--permission ask|allow|reject] [--record DIR] [--no-color]
       an interactive session on a terminal (also dsh with no command, or only these options):
       a prompt line with history, each answer streamed with its tool calls and live tree,
       approvals asked inline, Ctrl-C cancels a turn, /help lists the slash commands
       (/tree, /cost, /tasks, /agents, /model, /resume, /clear, /exit); --resume goes on
-      with a stored session (without ID the newest), which dsh run --resume also reaches`,
+      with a stored session (without ID the newest), which dsh run --resume also reaches.
+      Without a terminal the prompts come from standard input, one a line (a line ending
+      in \\ goes on to the next), each answer streamed to stdout; approvals as dsh run's in
+      a pipe (reject unless --permission allow); exit 1 if anything failed`,
   demo: `demo [--session-dir DIR] [--quiet]
       a keyless tour: one parent delegating through every provider, then a summary`,
   acp: `acp [--config FILE] [--model SPEC] [--session-dir DIR] [--max-depth N] [--record DIR] [--verbose]

@@ -1,7 +1,7 @@
 /**
  * `dsh chat` and `dsh` with no command (or only options) on a terminal: the arguments of
- * an interactive session. The session itself is `../chat/session.ts`, loaded only here,
- * so `dsh run` never reads it.
+ * an interactive session (without a terminal, one whose prompts are piped in). The
+ * session itself is `../chat/session.ts`, loaded only here, so `dsh run` never reads it.
  */
 import { parseVerbArgs } from '../args.js'
 import { chatCommand } from '../chat/session.js'
@@ -18,6 +18,7 @@ export async function chatVerb(args: string[]): Promise<number> {
       verbose: { type: 'boolean', default: false },
       resume: { type: 'string' },
       permission: { type: 'string' },
+      record: { type: 'string' },
       'no-color': { type: 'boolean', default: false },
     },
   })
@@ -28,6 +29,7 @@ export async function chatVerb(args: string[]): Promise<number> {
     verbose: values.verbose,
     ...(values.resume !== undefined && { resume: values.resume }),
     ...(values.permission !== undefined && { permission: parseRunPermission(values.permission) }),
+    ...(values.record !== undefined && { record: values.record }),
     ...(values['no-color'] && { color: false }),
   })
 }

@@ -51,14 +51,13 @@ export function watch(runtime: Composition, agent: Agent, options: RunViewOption
   if (options.json) return jsonView(runtime, agent)
   const tty = options.tty ?? process.stdout.isTTY === true
   if (tty) return terminalView(runtime, agent, options, paletteOf(colorWanted({ tty, noColorFlag: options.color === false })))
-  if (!options.quiet) {
-    const tracker = new ProgressTracker(runtime.ctx, agent)
-    tracker.onChange((change) => {
-      const line = lifecycleLine(change, Date.now())
-      if (line) process.stderr.write(`${line}\n`)
-    })
-  }
-  const plain: RunView = { finish: (run) => printAnswer(run, ''), notice: writeLine, problem: writeLine, standAside: () => () => {}, close: () => {} }
+  // Disposed by close(): dsh chat watches one agent turn after turn.
+  const tracker = options.quiet ? undefined : new ProgressTracker(runtime.ctx, agent)
+  tracker?.onChange((change) => {
+    const line = lifecycleLine(change, Date.now())
+    if (line) process.stderr.write(`${line}\n`)
+  })
+  const plain: RunView = { finish: (run) => printAnswer(run, ''), notice: writeLine, problem: writeLine, standAside: () => () => {}, close: () => tracker?.dispose() }
   return options.stream ? streamedView(agent, plain) : plain
 }
 
@@ -106,6 +105,10 @@ function streamedView(agent: Agent, plain: RunView): RunView {
       stop()
       if (!streamed) return plain.finish(run)
       if (!atLineStart) process.stdout.write('\n')
+    },
+    close: () => {
+      stop()
+      plain.close()
     },
   }
 }
