@@ -1,27 +1,11 @@
-export { QueuePlugin as default, QueuePlugin, QueueProvider, QUEUE_CAPABILITIES } from './plugin.js'
-export { QueueProviderConfig, QUEUE_NAME, resolveQueueSpec, type QueueRunSpec } from './config.js'
+// The face of the queue provider: the plugin (a composition names the package), what
+// `dsh worker` reads its options with, and the wire and signing `@dsh/queue-worker` runs
+// jobs by (and its tests enqueue with). The rest stays inside; the package's tests import
+// it from its files.
+export { QueuePlugin as default, QueuePlugin } from './plugin.js'
+export { QUEUE_NAME } from './config.js'
 export { cancelChannel } from './client.js'
-export { describeRedis, pingRedis, readRedisUrl, redisClient, redisFailure, CONNECT_TIMEOUT_MS } from './redis.js'
-export { ABORTED_PREFIX, jobIdOf } from './transport.js'
-export { canonicalJson, jobSignature, jobSignatureProblem, MIN_QUEUE_KEY_CHARS, readQueueKey, QueueKey } from './signing.js'
-export {
-  HELPER_JOB_VERSION,
-  JOB_NAME,
-  MAX_OUTPUT_CHARS,
-  MAX_PERSONA_CHARS,
-  MAX_PROMPT_CHARS,
-  MAX_TOOL_NAMES,
-  WIRE_VERSION,
-  holdersOf,
-  jobHelperOf,
-  jobPayload,
-  readJobPayload,
-  readJobProgress,
-  readJobResult,
-  readUsage,
-  takenLogLine,
-  type JobHelper,
-  type JobPayload,
-  type JobProgress,
-  type JobResult,
-} from './wire.js'
+export { describeRedis, pingRedis, readRedisUrl, redisClient } from './redis.js'
+export { ABORTED_PREFIX } from './transport.js'
+export { jobSignature, jobSignatureProblem, readQueueKey, type QueueKey } from './signing.js'
+export { JOB_NAME, jobPayload, readJobPayload, takenLogLine, WIRE_VERSION, type JobHelper, type JobProgress, type JobResult } from './wire.js'

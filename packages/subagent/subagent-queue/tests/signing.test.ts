@@ -5,7 +5,9 @@
  */
 import { inspect } from 'node:util'
 import { describe, expect, it } from 'vitest'
-import { canonicalJson, jobPayload, jobSignature, jobSignatureProblem, readJobPayload, readQueueKey, resolveQueueSpec, QueueProviderConfig, WIRE_VERSION } from '@dsh/subagent-queue'
+import { QueueProviderConfig, resolveQueueSpec } from '../src/config.js'
+import { canonicalJson, jobSignature, jobSignatureProblem, readQueueKey } from '../src/signing.js'
+import { jobPayload, readJobPayload, WIRE_VERSION } from '../src/wire.js'
 
 const SECRET = 'k'.repeat(24) + '0123456789abcdef'
 const key = readQueueKey('DSH_QUEUE_KEY', { DSH_QUEUE_KEY: SECRET })

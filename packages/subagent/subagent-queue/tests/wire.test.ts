@@ -1,5 +1,7 @@
 import { describe, expect, it } from 'vitest'
-import { HELPER_JOB_VERSION, holdersOf, jobHelperOf, jobIdOf, jobPayload, MAX_PERSONA_CHARS, MAX_PROMPT_CHARS, MAX_TOOL_NAMES, readJobPayload, readJobProgress, readJobResult, readRedisUrl, describeRedis, takenLogLine, WIRE_VERSION } from '@dsh/subagent-queue'
+import { describeRedis, readRedisUrl } from '../src/redis.js'
+import { jobIdOf } from '../src/transport.js'
+import { HELPER_JOB_VERSION, holdersOf, jobHelperOf, jobPayload, MAX_PERSONA_CHARS, MAX_PROMPT_CHARS, MAX_TOOL_NAMES, readJobPayload, readJobProgress, readJobResult, takenLogLine, WIRE_VERSION } from '../src/wire.js'
 
 describe('what crosses the queue', () => {
   it('a job id comes from the parent session, the tool call and the prompt, so the same call always names the same job', () => {
