@@ -164,7 +164,7 @@ class ClientTerminalProcess implements BashProcess {
         ))
       } catch (error) {
         if (this.stopRequested) return this.exit({ exitCode: null, signal: null })
-        return this.exit({ exitCode: null, signal: null, error: `the ACP client did not run it: ${describe(error)}` })
+        return this.exit({ exitCode: null, signal: null, error: `the ACP client did not run it: ${describeClientError(error)}` })
       }
       this.terminalId = terminalId
       if (this.stopRequested) this.kill()
@@ -179,7 +179,7 @@ class ClientTerminalProcess implements BashProcess {
           this.captured.append(`\n[the ACP client did not confirm that the command ended within ${CLIENT_STOP_GRACE_MS} ms of terminal/kill; it may still be running there]\n`)
           return this.exit({ exitCode: null, signal: null })
         }
-        return this.exit({ exitCode: null, signal: null, error: `the ACP client's terminal failed: ${describe(error)}` })
+        return this.exit({ exitCode: null, signal: null, error: `the ACP client's terminal failed: ${describeClientError(error)}` })
       } finally {
         // Released before the exit is reported: nothing of the command is left on the client.
         await client.request(methods.client.terminal.release, { sessionId, terminalId }, { cancellationSignal: AbortSignal.timeout(CLIENT_STOP_GRACE_MS), stopWaitingOnCancel: true }).catch(() => {
@@ -243,7 +243,8 @@ class ClientTerminalProcess implements BashProcess {
   }
 }
 
-function describe(error: unknown): string {
+/** A client's error answer in one line: its message, and its details when they add something. */
+export function describeClientError(error: unknown): string {
   if (error instanceof RequestError) {
     const details = (error.data as { details?: unknown } | undefined)?.details
     return typeof details === 'string' && !error.message.includes(details) ? `${error.message} (${details})` : error.message

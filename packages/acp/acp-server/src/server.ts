@@ -34,6 +34,9 @@ import { acpReplayOf } from './replay.js'
 import { acpStopReasonOf, acpUpdateOf } from './updates.js'
 import { forwardChildProgress } from './child-progress.js'
 import { clientTerminalRouter } from './client-terminal.js'
+import { clientFileRouter } from './client-files.js'
+// ctx.files (its type only): the file tools' router, when they are composed.
+import type {} from '@dsh/tool-files'
 import { ACP_LINEAGE, admitDelegation, DEFAULT_MAX_DEPTH, openDelegation, RecordingRefused, runDelegation, tighterBound, type AdmittedDelegation, type ReceivedLineage } from '@dsh/subagent'
 
 export interface AcpServer {
@@ -296,10 +299,20 @@ export function serveAcp(ctx: Context, stream: Stream, options: AcpServerOptions
     cwdOf: (sessionId) => ctx.agents.get(sessionId)?.session.header.cwd,
   })
   const removeRouter = ctx.get('bash')?.addRouter(terminals.route)
+  // A client that offers fs reads and writes its sessions' files for the file tools (`client-files.ts`).
+  const removeFileRouter = ctx.get('files')?.addRouter(
+    clientFileRouter({
+      client: connection.client,
+      capabilities: () => clientCapabilities,
+      sessionOf: (agentId) => sessions.sessionOf(agentId),
+      cwdOf: (agentId) => ctx.agents.get(agentId)?.session.header.cwd,
+    }),
+  )
   const done = connection.closed.then(async () => {
     await sessions.closeAll()
     await terminals.stopAll()
     removeRouter?.()
+    removeFileRouter?.()
     removeGate()
   })
   return {
