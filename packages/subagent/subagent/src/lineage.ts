@@ -260,7 +260,18 @@ export const HEADER_FIELDS = ['parentSession', 'delegationDepth', 'provider', 'l
  * off a delegation. `maxDepth` is the effective bound (see `effectiveMaxDepth`), which the
  * child applies to its own children.
  */
-export function lineageOf(request: Pick<SubagentRequest, 'parent' | 'label' | 'callId' | 'permissions' | 'budget'>, provider: string, maxDepth: number | undefined): Lineage {
+export function lineageOf(request: Pick<SubagentRequest, 'parent' | 'label' | 'callId' | 'permissions' | 'budget' | 'approvalDefault'>, provider: string, maxDepth: number | undefined): Lineage {
+  // A request `ctx.subagents` passed on says what the broker decided; one built by a
+  // provider's own hands (or a direct call) asks the parent's context.
+  return lineageWith(request, provider, maxDepth, 'approvalDefault' in request ? request.approvalDefault : approvalDefaultOf(request.parent))
+}
+
+/**
+ * `lineageOf` with the approvals default already known: the in-process child factory's,
+ * which takes it from the request alone (`ctx.subagents` sets it when a broker is composed),
+ * so a child never makes its parent a framework context to look for a broker.
+ */
+export function lineageWith(request: Pick<SubagentRequest, 'parent' | 'label' | 'callId' | 'permissions' | 'budget'>, provider: string, maxDepth: number | undefined, approvalDefault: 'allow' | 'reject' | undefined): Lineage {
   // Key by key, every key present: one object shape for every child of a fan-out.
   return {
     parentSession: request.parent.id,
@@ -272,12 +283,12 @@ export function lineageOf(request: Pick<SubagentRequest, 'parent' | 'label' | 'c
     trace: traceContextOf(request),
     permissions: permissionsOf(request),
     budget: request.budget,
-    approvalDefault: approvalDefaultOf(request.parent),
+    approvalDefault,
   }
 }
 
 /** The part of `@dsh/approvals`' broker a lineage reads (by shape: the broker is a service beside this one, not a dependency of it). */
-interface ApprovalDefaults {
+export interface ApprovalDefaults {
   defaultFor(agent: Agent): { decision: 'allow' | 'reject'; bound?: 'lineage' | 'unsaid' }
 }
 
@@ -297,6 +308,11 @@ function approvalDefaultOf(parent: Agent): 'allow' | 'reject' | undefined {
     return undefined
   }
   if (typeof broker?.defaultFor !== 'function') return undefined
+  return approvalDefaultFrom(broker as ApprovalDefaults, parent)
+}
+
+/** What `broker` tells a child of `parent` (see `approvalDefaultOf`): nothing when the tree's own lineage did not say. */
+export function approvalDefaultFrom(broker: ApprovalDefaults, parent: Agent): 'allow' | 'reject' | undefined {
   const found = broker.defaultFor(parent)
   return found.bound === 'unsaid' ? undefined : found.decision
 }

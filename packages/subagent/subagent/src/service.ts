@@ -13,6 +13,7 @@ import { ContinuationManager, type ContinuableSetup } from './continuable/manage
 import type { BudgetEvent, TreeGate, TreeLimitsConfig } from './tree-limits.js'
 import type { WorkspaceHost } from './workspace-start.js'
 import { admitStage, Delegation, runStages, type StartStage, type Started } from './start-pipeline.js'
+import { approvalDefaultFrom, type ApprovalDefaults } from './lineage.js'
 
 export type { SubagentLifecycleEvent } from './observe.js'
 
@@ -70,7 +71,7 @@ export class SubagentService extends Service {
   /** The stages every start passes, in this order (`start-pipeline.ts`). */
   private readonly stages: readonly StartStage[] = [
     admitStage(this.providers),
-    (delegation, next) => this.ownPermissionsStage(delegation, next),
+    (delegation, next) => this.ownApprovalsStage(delegation, next),
     (delegation, next) => this.observer.stage(delegation, next),
     (delegation, next) => this.gateStage(delegation, next),
     (delegation, next) => this.workspaceStage(delegation, next),
@@ -85,8 +86,8 @@ export class SubagentService extends Service {
   private agentsLookup: { registry: AgentRegistry | undefined } | undefined
   /** The tree gate's disposers of the continuable children it counts, by child id. */
   private readonly continuableCounts = new Map<string, () => void>()
-  /** See `ownPermissions`. */
-  private permissionsLookup: { levels: readonly PermissionLevel[] | undefined } | undefined
+  /** See `ownApprovals`. */
+  private approvalsLookup: OwnApprovals | undefined
   /** Owns continuable children: creation, delivery, cold resume, notices. */
   readonly continuation: ContinuationManager
   /** The tree limits, when configured (see `tree-limits.ts`); loading until `gateLoading` settles. */
@@ -105,7 +106,7 @@ export class SubagentService extends Service {
     })
     ctx.on('internal/service', () => {
       this.agentsLookup = undefined
-      this.permissionsLookup = undefined
+      this.approvalsLookup = undefined
     })
     const tree = config.tree
     this.treeConfig = tree
@@ -241,10 +242,17 @@ export class SubagentService extends Service {
     return rejectOnThrow(() => runStages(this.stages, new Delegation(name, request)) as Promise<SubagentRun>)
   }
 
-  /** This process's permission rules go with the child (none configured: nothing is added). */
-  private ownPermissionsStage(delegation: Delegation, next: () => Promise<Started>): Promise<Started> {
-    const own = this.ownPermissions()
-    if (own !== undefined) delegation.added.permissions = joinPermissionLevels(own, delegation.request.permissions)
+  /**
+   * This process's permission rules go with the child, and its broker's default for the
+   * parent's tree (the lineage's `approvalDefault`). No broker: nothing is added, and a
+   * caller's own default is not sent on.
+   */
+  private ownApprovalsStage(delegation: Delegation, next: () => Promise<Started>): Promise<Started> {
+    const { levels, broker } = this.ownApprovals()
+    const { request, added } = delegation
+    if (levels !== undefined) added.permissions = joinPermissionLevels(levels, request.permissions)
+    if (broker !== undefined) added.approvalDefault = approvalDefaultFrom(broker, request.parent) ?? 'unsaid'
+    else if (request.approvalDefault !== undefined) added.approvalDefault = 'unsaid'
     return next()
   }
 
@@ -366,18 +374,23 @@ export class SubagentService extends Service {
   }
 
   /**
-   * The permission rules of this process (`ctx.approvals`' configured levels), which every
-   * child started here is under; `undefined` when there is no broker or it has no rules.
-   * Looked up once and again whenever a service comes or goes, like `agentRegistry`.
+   * This process's approval broker (`ctx.approvals`), when composed, and its configured
+   * permission levels, which every child started here is under (`undefined` without rules).
+   * Looked up once and again whenever a service comes or goes, like `agentRegistry`: a
+   * child never looks for the broker through its parent's context.
    */
-  private ownPermissions(): readonly PermissionLevel[] | undefined {
-    if (this.permissionsLookup === undefined) {
+  private ownApprovals(): OwnApprovals {
+    if (this.approvalsLookup === undefined) {
       // Read by shape: the broker (`@dsh/approvals`) is a service beside this one, not a dependency of it.
-      const approvals = this.home.get('approvals') as { ownLevels?: readonly PermissionLevel[] } | undefined
-      const levels = approvals && serviceInstance(approvals).ownLevels
-      this.permissionsLookup = { levels: levels !== undefined && levels.length > 0 ? levels : undefined }
+      const approvals = this.home.get('approvals') as (Partial<ApprovalDefaults> & { ownLevels?: readonly PermissionLevel[] }) | undefined
+      const broker = approvals && serviceInstance(approvals)
+      const levels = broker?.ownLevels
+      this.approvalsLookup = {
+        levels: levels !== undefined && levels.length > 0 ? levels : undefined,
+        broker: typeof broker?.defaultFor === 'function' ? (broker as ApprovalDefaults) : undefined,
+      }
     }
-    return this.permissionsLookup.levels
+    return this.approvalsLookup
   }
 
   /** Deliver `message` to continuable child `childId` as a new turn; only its direct parent may. */
@@ -431,6 +444,12 @@ export interface SubagentQueuedInfo {
   label?: string
   helper?: string
   queued: boolean
+}
+
+/** What `ownApprovals` found. */
+interface OwnApprovals {
+  levels: readonly PermissionLevel[] | undefined
+  broker: ApprovalDefaults | undefined
 }
 
 /** The budget a delegation handed the root of `agent`'s tree (a remote child's), read from its header. */

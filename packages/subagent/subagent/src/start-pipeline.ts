@@ -3,10 +3,11 @@
  * continuable (`startContinuable`), passes the same stages in the same order, each
  * `(delegation, next) => started`:
  *
- *   admit → own permissions → observe → gate (slot and budget) → workspace → provider
+ *   admit → own approvals → observe → gate (slot and budget) → workspace → provider
  *
  * - admit: the provider by name and the request's checks (`admission.ts`), once;
- * - own permissions: this process's permission rules go with the child;
+ * - own approvals: this process's permission rules, and its broker's default for the
+ *   parent's tree, go with the child (no broker: nothing is added);
  * - observe: the run's progress channel and its `subagent/start`/`subagent/end` (a
  *   continuable child's manager announces its own turns): it wraps everything after it,
  *   so its events report the run as the caller gets it (a budget's stop included) and the
@@ -34,6 +35,11 @@ export interface ProviderAdditions {
   maxDepth?: number
   /** The caller's permission levels joined with this process's own. */
   permissions?: readonly PermissionLevel[]
+  /**
+   * The broker's default for the parent's tree (`SubagentRequest.approvalDefault`):
+   * `'unsaid'` when the caller's own must go and nothing replaces it.
+   */
+  approvalDefault?: 'allow' | 'reject' | 'unsaid'
   /** What the child may still use (the tree gate's). */
   budget?: ChildBudget
   /** The progress channel somebody listens to. */
@@ -69,10 +75,11 @@ export class Delegation {
     const { request, added } = this
     // A caller's own `progress` is ignored (see `SubagentRequest.progress`): the copy sets it.
     const progress = added.countUsage !== undefined ? added.countUsage(added.progress) : added.progress
-    if (added.maxDepth === undefined && added.permissions === undefined && added.budget === undefined && added.workingDirectory === undefined && progress === undefined && request.progress === undefined) return request
+    if (added.maxDepth === undefined && added.permissions === undefined && added.approvalDefault === undefined && added.budget === undefined && added.workingDirectory === undefined && progress === undefined && request.progress === undefined) return request
     const forProvider: SubagentRequest = { ...request, progress }
     if (added.maxDepth !== undefined) forProvider.maxDepth = added.maxDepth
     if (added.permissions !== undefined) forProvider.permissions = added.permissions
+    if (added.approvalDefault !== undefined) forProvider.approvalDefault = added.approvalDefault === 'unsaid' ? undefined : added.approvalDefault
     if (added.budget !== undefined) forProvider.budget = added.budget
     if (added.workingDirectory !== undefined) {
       forProvider.workspace = 'shared'
@@ -85,9 +92,10 @@ export class Delegation {
   forManager(): ContinuableRequest {
     const request = this.continuable!.request
     const { added } = this
-    if (added.permissions === undefined && added.budget === undefined && added.workingDirectory === undefined) return request
+    if (added.permissions === undefined && added.approvalDefault === undefined && added.budget === undefined && added.workingDirectory === undefined) return request
     const forManager: ContinuableRequest = { ...request }
     if (added.permissions !== undefined) forManager.permissions = added.permissions
+    if (added.approvalDefault !== undefined) forManager.approvalDefault = added.approvalDefault === 'unsaid' ? undefined : added.approvalDefault
     if (added.budget !== undefined) forManager.budget = added.budget
     if (added.workingDirectory !== undefined) {
       forManager.workspace = 'shared'

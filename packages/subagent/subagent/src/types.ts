@@ -76,6 +76,12 @@ export interface SubagentRequest {
    */
   permissions?: readonly PermissionLevel[]
   /**
+   * What the parent's approval broker decides with nobody to ask, for the parent's tree
+   * (the lineage field `approvalDefault`). Set by `ctx.subagents` when a broker is composed,
+   * which replaces a caller's own; without a broker the service sends none on.
+   */
+  approvalDefault?: 'allow' | 'reject'
+  /**
    * Where the child works: in its parent's directory (`shared`, the default), or in a
    * workspace of its own made before it starts (`worktree`, `copy`: needs `workspace`, and
    * `ctx.workspaces`); its result then carries what it changed (`SubagentResult.workspace`).

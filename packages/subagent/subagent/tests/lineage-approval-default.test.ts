@@ -4,8 +4,32 @@
  * lineage (never guessed); the parent's broker is asked by shape, and a parent without one,
  * or whose tree's own lineage did not say, hands on nothing.
  */
-import { describe, expect, it } from 'vitest'
-import { A2A_LINEAGE, ACP_LINEAGE, QUEUE_LINEAGE, lineageHeader, lineageOf } from '../src/index.js'
+import { afterEach, describe, expect, it } from 'vitest'
+import { createHarness, type Harness } from '@dsh/testkit/harness'
+import { text } from '@dsh/llm'
+import { ApprovalService } from '@dsh/approvals'
+import { SpawnPlugin } from '@dsh/subagent-spawn'
+import { A2A_LINEAGE, ACP_LINEAGE, QUEUE_LINEAGE, SubagentService, lineageHeader, lineageOf } from '../src/index.js'
+
+let harness: Harness | undefined
+afterEach(async () => {
+  await harness?.dispose()
+  harness = undefined
+})
+
+/** The header of a spawn child started through `ctx.subagents` (the caller's request may name a default of its own). */
+async function spawnedHeader(withBroker: 'allow' | 'reject' | undefined, callerDefault?: 'allow' | 'reject') {
+  harness = await createHarness({ script: [{ reply: [{ text: 'done' }] }] })
+  if (withBroker !== undefined) await harness.plugin(ApprovalService, { default: withBroker })
+  await harness.plugin(SubagentService)
+  await harness.plugin(SpawnPlugin, {})
+  const parent = await harness.agent()
+  const run = await harness.ctx.subagents.start('spawn', { prompt: [text('go')], parent, signal: new AbortController().signal, ...(callerDefault && { approvalDefault: callerDefault }) })
+  const header = harness.ctx.agents.get(run.id)!.session.header
+  await run.result
+  await run.dispose()
+  return header
+}
 
 const quiet = { warn: () => {} }
 
@@ -36,5 +60,12 @@ describe('the approvals default on the lineage', () => {
     expect(of(parentWith({ decision: 'reject', bound: 'lineage' }))).toBe('reject')
     expect(of(parentWith({ decision: 'reject', bound: 'unsaid' }))).toBeUndefined()
     expect(of(parentWith())).toBeUndefined()
+  })
+
+  it("an in-process child started through ctx.subagents records its process's broker's default; a caller's own is replaced by it, and sent on by nobody without a broker", async () => {
+    expect((await spawnedHeader('allow')).approvalDefault).toBe('allow')
+    expect((await spawnedHeader('reject', 'allow')).approvalDefault).toBe('reject')
+    expect((await spawnedHeader(undefined, 'allow')).approvalDefault).toBeUndefined()
+    expect((await spawnedHeader(undefined)).approvalDefault).toBeUndefined()
   })
 })

@@ -53,6 +53,8 @@ export interface ContinuableRequest {
   helper?: HelperRef
   /** See `SubagentRequest.permissions`. */
   permissions?: readonly PermissionLevel[]
+  /** Set by the service (see `SubagentRequest.approvalDefault`). */
+  approvalDefault?: SubagentRequest['approvalDefault']
   /** See `SubagentRequest.budget`: over all its turns and every descendant it starts. */
   budget?: SubagentRequest['budget']
   /** See `SubagentRequest.workspace`: a continuable child keeps its workspace across turns and restarts, until its parent merges or discards it. */
