@@ -25,7 +25,7 @@ import { CodexTurn } from './turn.js'
 const CLIENT_VERSION = (createRequire(import.meta.url)('../package.json') as { version: string }).version
 
 /** How the thread is opened: a new one (ephemeral: never written to disk), or one written by an earlier process. */
-export type ThreadOpening = { kind: 'start'; ephemeral: boolean } | { kind: 'resume'; threadId: string }
+type ThreadOpening = { kind: 'start'; ephemeral: boolean } | { kind: 'resume'; threadId: string }
 
 /** Up to an open thread: initialize, then start or resume it. */
 async function openThread(child: CodexChild, control: StartControl, opening: ThreadOpening): Promise<void> {

@@ -39,17 +39,17 @@ export type PermissionMode = 'ask' | 'decline' | 'accept'
 
 export const PERMISSION_MODES: readonly PermissionMode[] = ['ask', 'decline', 'accept']
 
-export type ServerRequestAnswer =
+type ServerRequestAnswer =
   | { kind: 'result'; result: unknown; note?: string }
   | { kind: 'error'; code: number; message: string; note?: string }
 
 type ServerRequestMethod = ServerRequest['method']
 
 /** How an approval is answered: Codex's own words (`cancel` also stops the turn, which is stopping anyway). */
-export type CodexVerdict = 'accept' | 'decline' | 'cancel'
+type CodexVerdict = 'accept' | 'decline' | 'cancel'
 
 /** One side effect an approval is about, as the broker names it. */
-export interface CodexAsk {
+interface CodexAsk {
   tool: string
   args: Record<string, unknown>
 }
@@ -67,7 +67,7 @@ export interface CodexApproval {
 }
 
 /** The files a `fileChange` item announced (its `item/started`), by item id. */
-export type FileChangeLookup = (itemId: string) => readonly string[] | undefined
+type FileChangeLookup = (itemId: string) => readonly string[] | undefined
 
 /**
  * An approval request read into what it is about, or `undefined` for a request that is
@@ -182,7 +182,7 @@ export interface ApprovalScope {
 }
 
 /** The broker's answer to one approval, as Codex is to be told it. */
-export interface BrokerAnswer {
+interface BrokerAnswer {
   verdict: CodexVerdict
   /** Why it was declined: the broker's reason, which a legacy answer carries to the model. */
   reason?: string

@@ -78,12 +78,12 @@ const MODE_POLICY: Record<PermissionMode, { approvalPolicy: AskForApproval; sand
 }
 
 /** Where a child runs and the model it asked for: from a request, or from a resumed child's record. */
-export interface CodexRunTarget {
+interface CodexRunTarget {
   cwd: string
   model?: string
 }
 
-export function targetOfRequest(config: CodexConfig, request: SubagentRequest): CodexRunTarget {
+function targetOfRequest(config: CodexConfig, request: SubagentRequest): CodexRunTarget {
   const model = request.agentOptions?.model ?? config.model
   // A workspace of its own (made by the service) wins over the configured and the parent's directory.
   return { cwd: request.workingDirectory?.cwd ?? config.cwd ?? request.parent.session.header.cwd, ...(model !== undefined && { model }) }

@@ -23,7 +23,7 @@ import type {
 } from './protocol/index.js'
 
 /** The client → server requests this provider makes, with their generated param and result types. */
-export interface ClientRequests {
+interface ClientRequests {
   initialize: { params: InitializeParams; result: InitializeResponse }
   'account/read': { params: GetAccountParams; result: GetAccountResponse }
   'thread/start': { params: ThreadStartParams; result: ThreadStartResponse }
@@ -33,7 +33,7 @@ export interface ClientRequests {
 }
 
 /** The client → server notifications this provider sends. */
-export interface ClientNotifications {
+interface ClientNotifications {
   initialized: undefined
 }
 
@@ -44,17 +44,17 @@ export interface IncomingRequest {
   params: unknown
 }
 
-export interface ConnectionHandlers {
+interface ConnectionHandlers {
   notification(method: string, params: unknown): void
   request(request: IncomingRequest): void
   /** The server broke the framing or the protocol. The connection is closed right after. */
   protocolError(error: ProtocolError): void
 }
 
-export type CodexConnectionErrorCode = 'RPC_ERROR' | 'PROTOCOL_ERROR' | 'CONNECTION_CLOSED'
+type CodexConnectionErrorCode = 'RPC_ERROR' | 'PROTOCOL_ERROR' | 'CONNECTION_CLOSED'
 
 /** Every failure of the app-server connection; the subclasses fix the code. */
-export class CodexConnectionError extends DshError<CodexConnectionErrorCode> {}
+class CodexConnectionError extends DshError<CodexConnectionErrorCode> {}
 
 /** The server answered one of our requests with a JSON-RPC error (`rpcCode` is the JSON-RPC error code). */
 export class RpcError extends CodexConnectionError {

@@ -17,7 +17,7 @@ export interface ToolItem {
   detail?: string
 }
 
-export type ItemReading = { kind: 'tool'; tool: ToolItem } | { kind: 'not-a-tool' } | { kind: 'malformed'; reason: string }
+type ItemReading = { kind: 'tool'; tool: ToolItem } | { kind: 'not-a-tool' } | { kind: 'malformed'; reason: string }
 
 /** Every item type of the generated protocol, tool call or not; `satisfies` fails the build when Codex adds one. */
 const ITEM_TYPES = {
