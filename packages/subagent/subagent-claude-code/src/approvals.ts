@@ -36,7 +36,7 @@ export interface BrokerRoute {
 }
 
 /** A Claude Code tool call as the broker names it. */
-export interface BrokerCall {
+interface BrokerCall {
   tool: string
   args: Record<string, unknown>
 }

@@ -7,7 +7,7 @@
  */
 import { childEnvironment } from '@dsh/process'
 
-export interface ClaudeCodeEnvironmentOptions {
+interface ClaudeCodeEnvironmentOptions {
   /** Configured variables, applied last (they win over everything inherited). */
   env: Readonly<Record<string, string>>
   /** Parent variables to pass through beyond the base environment, by exact name. */

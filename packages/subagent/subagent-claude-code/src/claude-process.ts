@@ -8,7 +8,7 @@ import type { SpawnedProcess, SpawnOptions } from '@anthropic-ai/claude-agent-sd
 import { describeExit as describeTreeExit, ProcessTree, type ExitInfo } from '@dsh/process'
 
 /** How the process ended: an exit code, a signal, or a failure to spawn at all. */
-export interface ProcessExit extends ExitInfo {
+interface ProcessExit extends ExitInfo {
   /** Set when the process could not be started (e.g. ENOENT, EACCES). */
   spawnError?: Error
 }

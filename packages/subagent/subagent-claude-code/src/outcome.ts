@@ -73,7 +73,7 @@ function mergeDenials(asked: readonly Denial[], reported: SDKResultMessage['perm
   return merged
 }
 
-export function describeDenials(denials: readonly Denial[]): string | undefined {
+function describeDenials(denials: readonly Denial[]): string | undefined {
   if (denials.length === 0) return undefined
   const list = denials.map((denial) => `${denial.tool} ${denial.input}`).join(', ')
   return `denied ${denials.length} tool permission ask${denials.length === 1 ? '' : 's'}: ${list}`

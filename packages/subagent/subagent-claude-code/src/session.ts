@@ -18,7 +18,7 @@ import { ClaudeChild, type ClaudeSession } from './child.js'
 import { resolveRunSpec, type ClaudeCodeSettings } from './run-spec.js'
 import { ClaudeCodeTurn } from './turn.js'
 
-export const CLAUDE_CHILD_NAME = 'Claude Code'
+const CLAUDE_CHILD_NAME = 'Claude Code'
 
 /** Claude Code session ids are UUIDs (`options.sessionId` must be one). */
 const SESSION_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
