@@ -35,9 +35,6 @@ import { stopReasonOfTaskState, taskStateName } from './task-state.js'
 import { CANCEL_GRACE_MS, CONNECT_TIMEOUT_MS, type A2aChild, type A2aConversation } from './child.js'
 import { isTokenRefused } from './worker-pool.js'
 
-/** Where a run is; every diagnostic names it. */
-export type A2aStage = 'agent card' | 'message/stream' | 'task'
-
 type TaskStream = AsyncGenerator<StreamResponse, void, undefined>
 
 /** The artifact `dsh a2a serve` puts the final answer in (streamed text goes elsewhere). */
