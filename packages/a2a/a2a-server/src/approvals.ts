@@ -27,7 +27,7 @@ import { textPart } from './events.js'
  * the server decides alone what no rule decided (`allow` only where the task's lineage lets
  * it: see `installPermission`).
  */
-export { PERMISSION_POLICIES, type PermissionPolicy } from '@dsh/approvals'
+export type { PermissionPolicy } from '@dsh/approvals'
 
 /**
  * Who answers an `input-required` request under `permission: ask`. A task's caller must
@@ -43,12 +43,8 @@ export { PERMISSION_POLICIES, type PermissionPolicy } from '@dsh/approvals'
  */
 export type Answerer = 'approver' | 'caller' | 'nobody'
 
-/** The decisions a caller may answer with (the approval wire's). */
-export const APPROVAL_DECISIONS = ANSWER_DECISIONS
-export type ApprovalDecision = AnswerDecision
-
 /** The key of the data part an `input-required` status carries: `{ approvalRequest: A2aApprovalRequest }`. */
-export const APPROVAL_REQUEST_KEY = 'approvalRequest'
+const APPROVAL_REQUEST_KEY = 'approvalRequest'
 
 /**
  * The structured request in an `input-required` status (a data part), for a client that
@@ -60,14 +56,14 @@ export const APPROVAL_REQUEST_KEY = 'approvalRequest'
 export interface A2aApprovalRequest extends IdentifiedApproval {
   /** When it is rejected if nobody answers (ISO 8601). */
   expiresAt: string
-  decisions: ApprovalDecision[]
+  decisions: AnswerDecision[]
 }
 
 /** A caller's answer, read from its message. */
 export interface A2aAnswer {
   /** The request it names; `undefined` for plain text, which answers the request being asked. */
   id: string | undefined
-  decision: ApprovalDecision
+  decision: AnswerDecision
   reason?: string
   /** Who sent it (`CALLER`, `APPROVER`). */
   from: string
@@ -92,7 +88,7 @@ export function approvalParts(request: ApprovalRequestInfo, answerer: Answerer =
     id: request.id,
     ...encodeForwarded(request),
     expiresAt: new Date(request.expiresAt).toISOString(),
-    decisions: [...APPROVAL_DECISIONS],
+    decisions: [...ANSWER_DECISIONS],
   }
   const why = request.policy === 'ask' ? ` (${request.rule !== undefined ? `the rule ${request.rule}` : 'a rule'} asks about it)` : ''
   const text =
@@ -119,7 +115,7 @@ export function readAnswer(message: Message, from: string = CALLER): A2aAnswer {
   if (data !== undefined) {
     const { approval, decision, reason } = data
     if (typeof approval !== 'string' || approval === '' || approval.length > MAX_ID_CHARS) throw new RequestMalformedError(`the answer's "approval" must be the id of the request asked (a string, as its data part's approvalRequest.id gives it); got ${describe(approval)}`)
-    if (!isAnswerDecision(decision)) throw new RequestMalformedError(`the answer's "decision" must be one of ${APPROVAL_DECISIONS.join(', ')}; got ${describe(decision)}`)
+    if (!isAnswerDecision(decision)) throw new RequestMalformedError(`the answer's "decision" must be one of ${ANSWER_DECISIONS.join(', ')}; got ${describe(decision)}`)
     if (reason !== undefined && typeof reason !== 'string') throw new RequestMalformedError(`the answer's "reason" must be text; got ${describe(reason)}`)
     return { id: approval, decision, ...(reason !== undefined && reason.trim() !== '' && { reason: reason.trim().slice(0, MAX_REASON_CHARS) }), from, provenance }
   }

@@ -49,7 +49,7 @@ export function requireBearer(paths: { card: string; jsonRpc: string; rest: stri
  * errors (-32000 to -32099) that A2A leaves unused, so the SDK's client keeps the message
  * (`JsonRpcTransportError`) rather than mapping it to an A2A error it is not.
  */
-export const UNAUTHENTICATED_CODE = -32050
+const UNAUTHENTICATED_CODE = -32050
 
 /** Whether `path` is `base` or below it. */
 function under(path: string, base: string): boolean {

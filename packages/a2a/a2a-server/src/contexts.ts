@@ -34,7 +34,7 @@ import { newSessionId, type SessionHeader } from '@dsh/session'
 export const CONTEXTS_EXTENSION = 'urn:dsh:a2a:contexts:v1'
 
 /** Longest context id a client may name (a session id: a file name, with storage). */
-export const MAX_CONTEXT_ID_CHARS = 128
+const MAX_CONTEXT_ID_CHARS = 128
 
 /** The session origin of A2A tasks: only such sessions are contexts. */
 export const A2A_ORIGIN = 'a2a'

@@ -39,7 +39,7 @@ import { A2A_ORIGIN, type ContextClaim, type ContextHold, type Contexts } from '
 import type { Answerer, ApprovalAsker } from './approvals.js'
 import { TaskRun, type Reservation, type TaskRunParts } from './task-run.js'
 
-export interface ExecutorOptions {
+interface ExecutorOptions {
   maxDepth: number
   /** The cwd of every task's session. */
   cwd: string
@@ -64,7 +64,7 @@ export type A2aTaskEvent =
   | ({ phase: 'start' } & A2aTaskAbout)
   | ({ phase: 'end'; state: string; durationMs: number; usage?: DshUsage } & A2aTaskAbout)
 
-export interface A2aTaskAbout {
+interface A2aTaskAbout {
   id: string
   contextId: string
   skill?: string
@@ -370,7 +370,7 @@ function stop(run: TaskRun, reason: A2aServerError): void {
  * lose their allow rules. Trusted callers (a dsh parent answering for its root's user) keep
  * them, so the root's rules apply on the worker.
  */
-export function callerLineage(lineage: ReceivedLineage, answerer: Answerer): ReceivedLineage {
+function callerLineage(lineage: ReceivedLineage, answerer: Answerer): ReceivedLineage {
   if (answerer === 'caller' || lineage.permissions === undefined) return lineage
   return { ...lineage, permissions: lineage.permissions.map(({ allow: _granted, ...narrowing }) => narrowing) }
 }

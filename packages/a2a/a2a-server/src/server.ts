@@ -35,11 +35,11 @@ import { parsePermissionPolicy } from '@dsh/approvals'
 
 const { version } = createRequire(import.meta.url)('../package.json') as { version: string }
 
-export const DEFAULT_MAX_TASKS = 4
+const DEFAULT_MAX_TASKS = 4
 /** At shutdown, how long notifications still waiting (the cancelled tasks' last) may take to go out. */
-export const WEBHOOK_SHUTDOWN_GRACE_MS = 2_000
+const WEBHOOK_SHUTDOWN_GRACE_MS = 2_000
 /** Longest prompt text a task may carry (the HTTP body limit, 100 kB of JSON, refuses larger bodies first). */
-export const DEFAULT_MAX_PROMPT_CHARS = 64_000
+const DEFAULT_MAX_PROMPT_CHARS = 64_000
 /**
  * How often a waiting or working task sends a keep-alive status update (advertised in the
  * card). `@dsh/subagent-a2a` gives up on a worker silent for several of these periods.
@@ -106,7 +106,7 @@ export function isLoopback(host: string): boolean {
 }
 
 /** An address that means "every interface": no client can reach the server by it. */
-export function isWildcard(host: string): boolean {
+function isWildcard(host: string): boolean {
   return host === '0.0.0.0' || host === '::' || host === '[::]' || /^(0+:){7}0+$/.test(host)
 }
 

@@ -16,9 +16,9 @@ import { resolveUserScope, type ServerCallContext, type TaskStore } from '@a2a-j
 import { RequestMalformedError } from '@a2a-js/sdk/errors'
 
 /** How long a finished task stays readable (`GetTask`, `ListTasks`). */
-export const FINISHED_TASK_TTL_MS = 10 * 60_000
+const FINISHED_TASK_TTL_MS = 10 * 60_000
 /** How many finished tasks are kept at most. */
-export const MAX_FINISHED_TASKS = 1000
+const MAX_FINISHED_TASKS = 1000
 
 const FINAL_STATES: ReadonlySet<TaskState> = new Set([TaskState.TASK_STATE_COMPLETED, TaskState.TASK_STATE_FAILED, TaskState.TASK_STATE_CANCELED, TaskState.TASK_STATE_REJECTED])
 const DEFAULT_PAGE_SIZE = 50

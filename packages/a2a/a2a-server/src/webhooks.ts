@@ -33,13 +33,13 @@ import { errorMessage } from '@dsh/base'
 import type { WebhookPolicy } from './webhook-policy.js'
 
 /** Most push-notification configs one task may have. */
-export const MAX_WEBHOOKS_PER_TASK = 10
+const MAX_WEBHOOKS_PER_TASK = 10
 /** Most notifications waiting for one webhook; beyond it the oldest that is not a final state is dropped. */
 export const MAX_PENDING = 32
 /** Default delivery limits: attempts per notification, the first backoff (doubled each time), and each attempt's bound. */
-export const WEBHOOK_ATTEMPTS = 4
-export const WEBHOOK_BACKOFF_MS = 500
-export const WEBHOOK_TIMEOUT_MS = 10_000
+const WEBHOOK_ATTEMPTS = 4
+const WEBHOOK_BACKOFF_MS = 500
+const WEBHOOK_TIMEOUT_MS = 10_000
 
 const FINAL_STATES: ReadonlySet<TaskState> = new Set([TaskState.TASK_STATE_COMPLETED, TaskState.TASK_STATE_FAILED, TaskState.TASK_STATE_CANCELED, TaskState.TASK_STATE_REJECTED])
 const MAX_CONFIG_ID_CHARS = 256
