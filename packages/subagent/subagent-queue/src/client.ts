@@ -27,7 +27,7 @@ interface Opened {
 }
 
 /** What one job's run hears from the queue's event stream. */
-export interface JobListener {
+interface JobListener {
   progress(data: unknown): void
   completed(returnvalue: unknown): void
   failed(reason: string): void

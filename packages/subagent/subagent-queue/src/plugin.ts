@@ -10,10 +10,10 @@ import { jobHelperOf } from './wire.js'
  * helper (with the model spec, `agentOptions.model`): the worker applies each, and refuses
  * the job when it lacks a tool or cannot resolve the model.
  */
-export const QUEUE_CAPABILITIES: Readonly<SubagentCapabilities> = Object.freeze({ ...NO_CAPABILITIES, depthLimit: true, persona: true, toolFilter: true })
+const QUEUE_CAPABILITIES: Readonly<SubagentCapabilities> = Object.freeze({ ...NO_CAPABILITIES, depthLimit: true, persona: true, toolFilter: true })
 
 /** Each delegation is one BullMQ job, run by whichever `dsh worker` of the queue takes it. Out of process, no shared context. */
-export class QueueProvider implements SubagentProvider {
+class QueueProvider implements SubagentProvider {
   readonly capabilities = QUEUE_CAPABILITIES
   readonly inheritsParentContext = false
   /** A job is named by its call: made again, the call finds its job (running or finished) instead of enqueueing another. */

@@ -17,7 +17,7 @@ import { createHmac, timingSafeEqual } from 'node:crypto'
 import { isRecord } from '@dsh/base'
 
 /** Shortest key accepted, in characters (a 128-bit secret written as hex). */
-export const MIN_QUEUE_KEY_CHARS = 32
+const MIN_QUEUE_KEY_CHARS = 32
 /** How a signature is written in a job's data (`sig`): the algorithm, then the MAC in hex. */
 const SIGNATURE = /^hmac-sha256:([0-9a-f]{64})$/
 

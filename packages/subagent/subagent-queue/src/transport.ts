@@ -49,7 +49,7 @@ export function jobIdOf(lineage: Pick<Lineage, 'parentSession' | 'toolCallId'>, 
 }
 
 /** One run's hold on the queue. */
-export class QueueChild implements RemoteChild {
+class QueueChild implements RemoteChild {
   released = false
   private readonly cleanups: Array<() => void> = []
 

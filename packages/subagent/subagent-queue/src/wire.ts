@@ -26,7 +26,7 @@ const JOB_VERSIONS: readonly number[] = [WIRE_VERSION, HELPER_JOB_VERSION]
 /** Longest prompt a job may carry, in characters (a job is a Redis value every worker reads). */
 export const MAX_PROMPT_CHARS = 1_000_000
 /** Longest answer a worker may return, in characters. */
-export const MAX_OUTPUT_CHARS = 4_000_000
+const MAX_OUTPUT_CHARS = 4_000_000
 /** The BullMQ job name of every delegation. */
 export const JOB_NAME = 'delegation'
 
@@ -237,7 +237,7 @@ export function readJobProgress(value: unknown): SubagentProgress[] {
   return value.updates.slice(0, 100).filter(isRecord) as unknown as SubagentProgress[]
 }
 
-export function readUsage(value: unknown): SubagentUsage | undefined {
+function readUsage(value: unknown): SubagentUsage | undefined {
   if (!isRecord(value)) return undefined
   const count = (n: unknown) => (Number.isSafeInteger(n) && (n as number) >= 0 ? (n as number) : undefined)
   const inputTokens = count(value.inputTokens)
