@@ -1,5 +1,7 @@
-export { serveUi, UiError, MAX_ANSWER_BYTES, type UiOptions, type UiServer } from './server.js'
-export { SessionIndex, MAX_FILE_BYTES, MAX_TOTAL_BYTES, type IndexedSession, type IndexLimits } from './index-of-sessions.js'
-export { Views, MAX_ENTRY_CHARS, WAITING_FOR_APPROVAL, QUEUED, STOPPED_BY_BUDGET, NOT_STARTED, type NodeView, type NodeState, type RunView } from './views.js'
-export { RunDesk, PAGE_FRONT_END, PAGE_DECISIONS, type LiveRun, type PageDecision, type PendingApproval, type QueuedChild, type AnswerOutcome, type RunDeskOptions } from './live.js'
-export { backgroundDelegations, budgetDiagnostic, type BackgroundDelegation } from './background.js'
+// The face of `dsh ui`: the server and the running process's desk (what the CLI serves
+// with), and the reading of a session directory into views (the bench drives them). The
+// rest stays inside; the package's tests import it from its files.
+export { serveUi, UiError } from './server.js'
+export { RunDesk } from './live.js'
+export { SessionIndex } from './index-of-sessions.js'
+export { Views } from './views.js'

@@ -49,7 +49,7 @@ export interface PendingApproval {
 }
 
 /** A background child waiting for a slot of its delegation tree's cap: a `ctx.tasks` task marked queued. */
-export interface QueuedChild {
+interface QueuedChild {
   taskId: string
   /** The agent (session) that delegated. */
   owner: string
@@ -57,7 +57,7 @@ export interface QueuedChild {
   startedAt: number
 }
 
-export type AnswerOutcome = { ok: true; id: string; decision: PageDecision } | { ok: false; status: 404 | 409; error: string }
+type AnswerOutcome = { ok: true; id: string; decision: PageDecision } | { ok: false; status: 404 | 409; error: string }
 
 /** The running process's side of the page; `serveUi` shows it beside the session files. */
 export interface LiveRun {
@@ -73,7 +73,7 @@ export interface LiveRun {
   onChange(listener: () => void): () => void
 }
 
-export interface RunDeskOptions {
+interface RunDeskOptions {
   /** Register as the broker's front-end, so the page answers (otherwise it only shows requests). */
   answers: boolean
 }

@@ -19,7 +19,7 @@ import { PAGE_DECISIONS, type LiveRun, type PageDecision } from './live.js'
 import { PAGE } from './page.js'
 import { Views } from './views.js'
 
-export interface UiOptions {
+interface UiOptions {
   sessionDir: string
   host?: string
   port?: number

@@ -18,9 +18,9 @@ import { neverStartedReason, refusedDelegations } from './unstarted.js'
 import type { LiveRun, PendingApproval } from './live.js'
 
 /** Longest text of one transcript entry sent to the page. */
-export const MAX_ENTRY_CHARS = 20_000
+const MAX_ENTRY_CHARS = 20_000
 /** How much of a run's prompt (its first line) the list of runs shows, in terminal columns. */
-export const PROMPT_COLUMNS = 100
+const PROMPT_COLUMNS = 100
 
 /**
  * How a node stands: how its session's last turn ended (`running`, `completed`, `error`,
@@ -29,10 +29,10 @@ export const PROMPT_COLUMNS = 100
 export type NodeState = string
 
 /** The states the page shows beyond a turn's: waiting for an approval (live), queued for a slot, stopped by a budget, never started. */
-export const WAITING_FOR_APPROVAL = 'waiting-for-approval'
-export const QUEUED = 'queued'
-export const STOPPED_BY_BUDGET = 'stopped-by-budget'
-export const NOT_STARTED = 'not-started'
+const WAITING_FOR_APPROVAL = 'waiting-for-approval'
+const QUEUED = 'queued'
+const STOPPED_BY_BUDGET = 'stopped-by-budget'
+const NOT_STARTED = 'not-started'
 
 export interface NodeView {
   id: string

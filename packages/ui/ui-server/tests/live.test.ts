@@ -10,7 +10,10 @@ import { SpawnPlugin } from '@dsh/subagent-spawn'
 import { TaskToolsPlugin } from '@dsh/tool-tasks'
 import { SubagentToolPlugin } from '@dsh/tool-subagent'
 import { createDelegationHarness, type DelegationHarness } from '@dsh/testkit/delegation'
-import { RunDesk, serveUi, SessionIndex, Views, MAX_ANSWER_BYTES, PAGE_FRONT_END, type NodeView, type UiServer } from '@dsh/ui-server'
+import { RunDesk, serveUi, SessionIndex, Views } from '@dsh/ui-server'
+import { PAGE_FRONT_END } from '../src/live.js'
+import { MAX_ANSWER_BYTES, type UiServer } from '../src/server.js'
+import type { NodeView } from '../src/views.js'
 
 let harness: DelegationHarness | undefined
 let desk: RunDesk | undefined

@@ -11,7 +11,9 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
 import { FORMAT_VERSION } from '@dsh/session-jsonl'
-import { serveUi, type NodeView, type UiServer } from '@dsh/ui-server'
+import { serveUi } from '@dsh/ui-server'
+import type { UiServer } from '../src/server.js'
+import type { NodeView } from '../src/views.js'
 
 let server: UiServer | undefined
 afterEach(async () => {

@@ -9,7 +9,8 @@ import { SpawnPlugin } from '@dsh/subagent-spawn'
 import { TaskToolsPlugin } from '@dsh/tool-tasks'
 import { SubagentToolPlugin } from '@dsh/tool-subagent'
 import { createDelegationHarness, type DelegationHarness } from '@dsh/testkit/delegation'
-import { SessionIndex, Views, type NodeView } from '@dsh/ui-server'
+import { SessionIndex, Views } from '@dsh/ui-server'
+import type { NodeView } from '../src/views.js'
 import { unstartedChildren } from '@dsh/ui-server/delegations'
 
 let harness: DelegationHarness | undefined
