@@ -1,1 +1,1 @@
-export { serveQueue, WORKER_NAME, type QueueJobAbout, type QueueJobEvent, type QueueWorker, type QueueWorkerOptions } from './worker.js'
+export { serveQueue, WORKER_NAME, type QueueJobEvent, type QueueWorker } from './worker.js'

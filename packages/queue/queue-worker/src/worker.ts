@@ -37,7 +37,7 @@ import { errorMessage, printable } from '@dsh/base'
 import { admitDelegation, QUEUE_LINEAGE, serveDelegation, type OpenDelegationOptions, type SubagentProgress, type SubagentUsage } from '@dsh/subagent'
 import { ABORTED_PREFIX, cancelChannel, jobSignatureProblem, pingRedis, readJobPayload, redisClient, takenLogLine, WIRE_VERSION, type JobHelper, type JobProgress, type JobResult, type QueueKey } from '@dsh/subagent-queue'
 
-export interface QueueWorkerOptions {
+interface QueueWorkerOptions {
   /** The queues to take jobs from. */
   queues: readonly string[]
   redisUrl: string
@@ -74,7 +74,7 @@ export type QueueJobEvent =
   | ({ phase: 'start' } & QueueJobAbout)
   | ({ phase: 'end'; outcome: string; detail?: string; durationMs: number; usage?: SubagentUsage } & QueueJobAbout)
 
-export interface QueueJobAbout {
+interface QueueJobAbout {
   id: string
   queue: string
   attempt: number
