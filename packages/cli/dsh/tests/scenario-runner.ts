@@ -1,5 +1,6 @@
 /**
- * The scenario tier: `scenarios/<name>/` holds a command (scenario.json), the recording of
+ * The scenario tier: `scenarios/<name>/` holds a command (scenario.json: `dsh run`, or
+ * `dsh chat` with its prompts piped from a file), the recording of
  * every session's model calls (recording/), and what the command must print and store
  * (expected/stdout.txt and expected/sessions/<lineage>.jsonl, normalised for ids, times
  * and paths). Modes:
@@ -21,11 +22,19 @@ export const scenariosRoot = join(repoRoot, 'scenarios')
 
 export type ScenarioMode = 'replay' | 'refresh' | 'record'
 
+/** The verbs a scenario can run: `run` (a prompt in its arguments) or `chat` (prompts piped in, `stdin`). */
+const SCENARIO_COMMANDS = ['run', 'chat'] as const
+export type ScenarioCommand = (typeof SCENARIO_COMMANDS)[number]
+
 export interface Scenario {
   name: string
   dir: string
-  /** `dsh run` arguments after the model and session flags (config relative to the scenario). */
+  /** The verb (default `run`). */
+  command: ScenarioCommand
+  /** Its arguments after the model and session flags (config relative to the scenario). */
   args: string[]
+  /** A file of the scenario written to the command's standard input (else stdin is closed from the start). */
+  stdin?: string
   /** How `record` produces the recording: a model spec, or a fake server and its scripted answers. */
   record: { model: string } | { fakeServer: FakeServerName; answers: unknown[] }
   /** The exit code the command must end with (default 0). */
@@ -76,14 +85,19 @@ function loadScenario(name: string): Scenario {
   const file = join(dir, 'scenario.json')
   const raw = JSON.parse(readFileSync(file, 'utf8')) as unknown
   if (!isRecord(raw) || !Array.isArray(raw.args) || !raw.args.every((arg) => typeof arg === 'string') || !isRecord(raw.record)) {
-    throw new Error(`${file}: expected {"args": [...], "record": {"model": SPEC} | {"${fakeServerNames.join('" | "')}": [...]}, "exitCode"?: N}`)
+    throw new Error(`${file}: expected {"command"?: "${SCENARIO_COMMANDS.join('" | "')}", "args": [...], "stdin"?: FILE, "record": {"model": SPEC} | {"${fakeServerNames.join('" | "')}": [...]}, "exitCode"?: N}`)
   }
+  const command = raw.command ?? 'run'
+  if (!SCENARIO_COMMANDS.includes(command as ScenarioCommand)) throw new Error(`${file}: "command" is one of "${SCENARIO_COMMANDS.join('", "')}" (got ${JSON.stringify(command)})`)
+  if (raw.stdin !== undefined && (typeof raw.stdin !== 'string' || !existsSync(join(dir, raw.stdin)))) throw new Error(`${file}: "stdin" names a file of the scenario (got ${JSON.stringify(raw.stdin)})`)
+  // A chat with nothing on its standard input would end before its first prompt.
+  if (command === 'chat' && raw.stdin === undefined) throw new Error(`${file}: a "chat" scenario reads its prompts from "stdin": name the file`)
   const spec = raw.record
   const answered = fakeServerNames.filter((server) => Array.isArray(spec[server]))
   const record = typeof spec.model === 'string' ? { model: spec.model } : answered.length === 1 ? { fakeServer: answered[0]!, answers: spec[answered[0]!] as unknown[] } : undefined
   if (!record) throw new Error(`${file}: "record" needs "model" or exactly one of "${fakeServerNames.join('", "')}" with the scripted answers`)
   const products = isRecord(raw.products) ? (raw.products as Scenario['products']) : {}
-  return { name, dir, args: raw.args as string[], record, exitCode: typeof raw.exitCode === 'number' ? raw.exitCode : 0, products }
+  return { name, dir, command: command as ScenarioCommand, args: raw.args as string[], ...(typeof raw.stdin === 'string' && { stdin: raw.stdin }), record, exitCode: typeof raw.exitCode === 'number' ? raw.exitCode : 0, products }
 }
 
 export interface ScenarioOutcome {
@@ -102,7 +116,7 @@ export async function runScenario(scenario: Scenario, mode: ScenarioMode): Promi
   const products = await startProducts(scenario, scratch)
   let result
   try {
-    result = await runDsh(['run', '--quiet', '--model', `replay:${join(scenario.dir, 'recording')}`, '--session-dir', sessionDir, ...products.args(scenario.args)], { cwd: scenario.dir, env: products.env, timeoutMs: 60_000 })
+    result = await runDsh([...verbOf(scenario), '--model', `replay:${join(scenario.dir, 'recording')}`, '--session-dir', sessionDir, ...products.args(scenario.args)], { cwd: scenario.dir, env: products.env, timeoutMs: 60_000, ...inputOf(scenario) })
   } finally {
     await products.close()
     rmSync(scratch, { recursive: true, force: true })
@@ -152,12 +166,21 @@ async function recordScenario(scenario: Scenario): Promise<void> {
   }
   try {
     const args = mergeConfig(products.args(scenario.args), extraConfig, sessionDir, scenario.dir)
-    const result = await runDsh(['run', '--quiet', '--model', model, '--record', recording, '--session-dir', sessionDir, ...args], { cwd: scenario.dir, env: { [FAKE_MODEL_KEY_ENV]: 'fake-key', ...products.env }, timeoutMs: 60_000 })
+    const result = await runDsh([...verbOf(scenario), '--model', model, '--record', recording, '--session-dir', sessionDir, ...args], { cwd: scenario.dir, env: { [FAKE_MODEL_KEY_ENV]: 'fake-key', ...products.env }, timeoutMs: 60_000, ...inputOf(scenario) })
     if (result.code !== scenario.exitCode) throw new Error(`recording ${scenario.name} ended ${result.code}, expected ${scenario.exitCode}:\n${result.stderr}`)
   } finally {
     await close()
     rmSync(sessionDir, { recursive: true, force: true })
   }
+}
+
+/** The verb and its fixed flags: `dsh run --quiet` prints the answer alone; `dsh chat` from a pipe keeps its progress on stderr, which is not compared. */
+function verbOf(scenario: Scenario): string[] {
+  return scenario.command === 'run' ? ['run', '--quiet'] : ['chat']
+}
+
+function inputOf(scenario: Scenario): { input?: Buffer } {
+  return scenario.stdin === undefined ? {} : { input: readFileSync(join(scenario.dir, scenario.stdin)) }
 }
 
 interface Products {

@@ -1,5 +1,6 @@
 /**
- * The scenario tier: every `scenarios/<name>/` replayed keylessly through the built `dsh`.
+ * The scenario tier: every `scenarios/<name>/` replayed keylessly through the built `dsh`
+ * (a `dsh run`, or a `dsh chat` with its prompts piped in).
  * `npm run scenarios -- --refresh` writes the expectations instead of comparing;
  * `-- --record` re-records first (see scenarios/README.md and scenario-runner.ts).
  */
