@@ -44,6 +44,20 @@ async function loadedBy(args: string[], options: { env?: NodeJS.ProcessEnv } = {
   return { result, modules: [...modules] }
 }
 
+/**
+ * The built-in modules a dsh process loaded (`NativeModule child_process`, …): Node's own
+ * list, written at exit by a module preloaded through NODE_OPTIONS.
+ */
+async function builtinsLoadedBy(args: string[]): Promise<{ result: CliResult; builtins: string[] }> {
+  const dir = tempDir('dsh-builtins-')
+  const list = join(dir, 'loaded.json')
+  const recorder = join(dir, 'record-builtins.cjs')
+  writeFileSync(recorder, `process.on('exit', () => require('node:fs').writeFileSync(${JSON.stringify(list)}, JSON.stringify(process.moduleLoadList)))\n`)
+  const result = await runDsh(args, { env: { NODE_OPTIONS: `--require ${recorder}` } })
+  const builtins = (JSON.parse(readFileSync(list, 'utf8')) as string[]).filter((name) => name.startsWith('NativeModule ')).map((name) => name.slice('NativeModule '.length))
+  return { result, builtins }
+}
+
 /** The package a module path belongs to: `@dsh/llm` for packages/core/llm/…, `openai` for node_modules/openai/…. */
 function packageOf(path: string): string {
   const parts = path.split('/')
@@ -102,6 +116,20 @@ describe('what dsh loads', () => {
     // Tools register with a pre-generated schema check; ajv loads only when a tool is first called.
     expect(packages).toContain('@dsh/tools')
     expect(packages).not.toContain('ajv')
+  })
+
+  it('a run that starts no process does not load node:child_process; a bash call loads it', async () => {
+    const quiet = await builtinsLoadedBy(['run', '--model', 'scripted:examples/hello.yml', '--session-dir', tempDir(), '--quiet', 'hello'])
+    expect(quiet.result.code, quiet.result.stderr).toBe(0)
+    expect(quiet.builtins).toContain('fs')
+    expect(quiet.builtins).not.toContain('child_process')
+    const dir = tempDir()
+    const script = join(dir, 'runs-bash.yml')
+    writeFileSync(script, ['- when: { depth: 0 }', '  reply:', '    - call: { tool: bash, args: { command: "true" } }', '    - text: "ran"', ''].join('\n'))
+    const bash = await builtinsLoadedBy(['run', '--model', `scripted:${script}`, '--permission', 'allow', '--session-dir', dir, '--quiet', 'go'])
+    expect(bash.result.code, bash.result.stderr).toBe(0)
+    expect(bash.result.stdout).toContain('ran')
+    expect(bash.builtins).toContain('child_process')
   })
 
   it('dsh chat loads its session modules (the check above can see them), and without a terminal reads its prompts from stdin (here closed: none)', async () => {

@@ -1,4 +1,4 @@
-import { spawn, type ChildProcess } from 'node:child_process'
+import type { ChildProcess } from 'node:child_process'
 import type { Readable } from 'node:stream'
 import { childEnvironment, goneWithin, groupHasLiveMembers, isLive, KILL_WAIT_MS, readProcessEntry, signalGroup, signalProcess, terminate, trackGroup, type StopSignal, type Terminable } from '@dsh/process'
 import { BashError } from './errors.js'
@@ -89,6 +89,9 @@ class LocalBashProcess implements BashProcess {
     // dsh's own credentials (the model's API key among them) stay with dsh.
     const env = childEnvironment(process.env, { env: request.env ?? {}, passEnv: this.options.passEnv ?? [] })
     const shell = options.shell ?? 'bash'
+    // node:child_process is loaded with the first command, not with this module: loading it
+    // costs every dsh start about 2 ms, and a run whose model calls no bash never needs it.
+    const { spawn } = process.getBuiltinModule('node:child_process')
     if (request.sandbox) {
       this.child = spawn(options.sandboxProgram ?? SANDBOX_PROGRAM, [...sandboxArguments(request.sandbox, request.cwd, SANDBOX_STATUS_FD), shell, '-c', request.command], {
         // bubblewrap changes into the cwd inside the sandbox, and says so when it cannot.

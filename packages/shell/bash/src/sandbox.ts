@@ -9,7 +9,6 @@
  * the namespace, and `--die-with-parent` kills the init when the first process dies: so
  * killing our group ends the whole sandbox, whatever the command did inside it.
  */
-import { spawnSync } from 'node:child_process'
 import { lstatSync, readdirSync, readFileSync, realpathSync } from 'node:fs'
 import { dirname, isAbsolute, join, relative, resolve, sep } from 'node:path'
 import type { BashSandbox } from './types.js'
@@ -222,7 +221,8 @@ export function sandboxProblem(program: string = SANDBOX_PROGRAM): string | unde
 
 function probe(program: string): string | undefined {
   const args = sandboxArguments({ writable: [], network: false }, '/')
-  const run = spawnSync(program, [...args, 'true'], { stdio: ['ignore', 'ignore', 'pipe'], encoding: 'utf8', timeout: PROBE_TIMEOUT_MS, cwd: '/' })
+  // Loaded here, not with the module (as in local.ts): most starts never probe.
+  const run = process.getBuiltinModule('node:child_process').spawnSync(program, [...args, 'true'], { stdio: ['ignore', 'ignore', 'pipe'], encoding: 'utf8', timeout: PROBE_TIMEOUT_MS, cwd: '/' })
   if (run.error) {
     if ((run.error as NodeJS.ErrnoException).code === 'ENOENT') {
       return `sandboxed commands need bubblewrap, which is not installed: install the Debian package ${SANDBOX_PACKAGE} (program ${program}), or turn the sandbox off`

@@ -8,7 +8,7 @@
  * `/proc` and remembered with its start time, so it is reaped too, even after the
  * process between it and the tree has gone. `reap()` is the one way the tree ends.
  */
-import { spawn, type ChildProcess } from 'node:child_process'
+import type { ChildProcess } from 'node:child_process'
 import { DshError } from '@dsh/base'
 import { goneWithin, KILL_WAIT_MS, signalGroup, signalProcess, terminate, type StopSignal } from './process-group.js'
 import { exists, isLive, readProcessTable, type ProcessEntry } from './process-liveness.js'
@@ -79,7 +79,9 @@ export class ProcessTree {
   private untrack: () => void = () => {}
 
   constructor(spec: SpawnSpec) {
-    this.child = spawn(spec.command, [...spec.args], {
+    // node:child_process is loaded here, on the first spawn, not with this module: it costs
+    // every dsh start about 2 ms, and a run that starts no process never needs it.
+    this.child = process.getBuiltinModule('node:child_process').spawn(spec.command, [...spec.args], {
       cwd: spec.cwd,
       env: spec.env,
       stdio: ['pipe', 'pipe', 'pipe'],

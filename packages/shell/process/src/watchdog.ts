@@ -11,7 +11,7 @@
  * reference in this process's event loop, so it never keeps dsh alive. The pipe is opened
  * close-on-exec, so no other child of dsh inherits the write end and keeps it waiting.
  */
-import { spawn, type ChildProcess } from 'node:child_process'
+import type { ChildProcess } from 'node:child_process'
 import type { Socket } from 'node:net'
 import type { Writable } from 'node:stream'
 import { childEnvironment } from './child-environment.js'
@@ -93,7 +93,8 @@ export function watchdogPid(): number | undefined {
 function startWatchdog(): Writable | undefined {
   let launcher: ChildProcess
   try {
-    launcher = spawn('/bin/sh', ['-c', LAUNCHER, process.execPath, WATCHDOG_PROGRAM], {
+    // Loaded on first use, as in process-tree.ts: a start that spawns nothing never loads it.
+    launcher = process.getBuiltinModule('node:child_process').spawn('/bin/sh', ['-c', LAUNCHER, process.execPath, WATCHDOG_PROGRAM], {
       detached: true,
       stdio: ['ignore', 'pipe', 'ignore', 'pipe'],
       env: childEnvironment(process.env),
