@@ -12,7 +12,17 @@ import { toneOfLine, type Palette, type Tone } from './colors.js'
 import { treeLines } from './render.js'
 import type { ProgressTracker } from './tracker.js'
 
-const graphemes = new Intl.Segmenter(undefined, { granularity: 'grapheme' })
+/**
+ * Made on first use, not when the module loads: the first `Intl.Segmenter` of a process
+ * loads ICU's break rules (about 10 ms), and every `dsh` command loads this module, while
+ * only a live terminal ever segments.
+ */
+let segmenter: Intl.Segmenter | undefined
+
+function graphemes(text: string): Intl.Segments {
+  segmenter ??= new Intl.Segmenter(undefined, { granularity: 'grapheme' })
+  return segmenter.segment(text)
+}
 
 /** Recent lines remembered, so a budget event the log has just said is not said twice. */
 const RECENT_LINES = 16
@@ -68,7 +78,7 @@ export class LiveTerminal {
   text(delta: string): void {
     const width = this.width()
     this.streamed = true
-    for (const { segment } of graphemes.segment(printable(delta))) {
+    for (const { segment } of graphemes(printable(delta))) {
       if (segment === '\n') {
         this.settleRow()
         continue
