@@ -31,6 +31,8 @@ async function main(argv: string[]): Promise<number> {
       return (await import('./acp.js')).acpVerb(rest)
     case 'a2a':
       return (await import('./commands/a2a.js')).a2aVerb(rest)
+    case 'mcp':
+      return (await import('./commands/mcp.js')).mcpVerb(rest)
     case 'worker':
       return (await import('./commands/worker.js')).workerVerb(rest)
     case 'ui':

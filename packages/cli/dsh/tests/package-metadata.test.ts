@@ -135,9 +135,9 @@ describe('package manifests', () => {
     for (const dir of dirs) {
       const { name, dependencies = {} } = read(repoRoot, dir)
       // The Messages SDK is a dependency only of the Anthropic adapter and of the CLI, which ships the adapter and keeps the SDK outside its bundle.
-      const allowed = name === '@dsh/llm-anthropic' ? ['@anthropic-ai/sdk'] : name === '@dsh/mcp' ? ['@modelcontextprotocol/sdk'] : name === '@dsh/cli' ? ['@anthropic-ai/sdk', '@modelcontextprotocol/sdk'] : []
+      const allowed = name === '@dsh/llm-anthropic' ? ['@anthropic-ai/sdk'] : name === '@dsh/mcp' || name === '@dsh/mcp-server' ? ['@modelcontextprotocol/sdk'] : name === '@dsh/cli' ? ['@anthropic-ai/sdk', '@modelcontextprotocol/sdk'] : []
       for (const sdk of [...Object.values(optional), '@anthropic-ai/sdk', '@modelcontextprotocol/sdk'].filter((sdk) => !allowed.includes(sdk))) expect(dependencies[sdk], `${name} depends on ${sdk}`).toBeUndefined()
-      // The MCP SDK is a dependency only of the MCP client and of the CLI, which ships the client and keeps the SDK outside its bundle.
+      // The MCP SDK is a dependency only of the MCP client, the MCP server and the CLI, which ships both and keeps the SDK outside its bundle.
       for (const sdk of allowed) expect(dependencies[sdk], `${name} pins ${sdk} at the monorepo's version`).toBe(root.devDependencies?.[sdk])
     }
   })

@@ -1,0 +1,138 @@
+/**
+ * Streamable HTTP: one endpoint, `/mcp`, on `node:http`, each client session (the SDK's
+ * `Mcp-Session-Id`) a transport and a protocol server of its own, all sharing one
+ * `McpServe`. Before the SDK sees a request: only requests addressed to this server by a
+ * name it serves under (`hostRefusal` of `@dsh/base`: no DNS-rebinding page, no other
+ * page's `Origin`) get past (403), and with a token only those carrying `Authorization:
+ * Bearer <token>` (401), as `dsh a2a serve` has it. Without a token the server listens on
+ * loopback only.
+ */
+import { randomUUID, timingSafeEqual } from 'node:crypto'
+import { createServer, type IncomingMessage, type Server as HttpServer, type ServerResponse } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import type { Context } from 'cordis'
+import { errorMessage, hostRefusal, servedHostNames } from '@dsh/base'
+import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js'
+import { McpServerError } from './errors.js'
+import { McpServe, type McpServeOptions } from './server.js'
+
+/** The path of the MCP endpoint. */
+export const MCP_PATH = '/mcp'
+
+/** Client sessions kept at once; an initialize beyond it is refused (a client that never closes its sessions cannot fill memory). */
+export const MAX_SESSIONS = 64
+
+export interface HttpServeOptions extends McpServeOptions {
+  /** Default 127.0.0.1. Any other address needs `token`. */
+  host?: string
+  /** Default 0: a free port (read it from `url`). */
+  port?: number
+  /** The bearer token every request must carry. */
+  token?: string
+}
+
+export interface HttpServing {
+  /** The endpoint's URL (`http://127.0.0.1:PORT/mcp`). */
+  readonly url: string
+  readonly serve: McpServe
+  /** Stop accepting, stop every call (each session flushed), close every connection. */
+  close(): Promise<void>
+}
+
+export function isLoopback(host: string): boolean {
+  return host === 'localhost' || host === '::1' || /^127\.\d+\.\d+\.\d+$/.test(host)
+}
+
+/** Whether `header` is `Bearer <token>` (the scheme in any case), compared in constant time. */
+export function carriesBearer(header: string | undefined, token: string): boolean {
+  const credentials = /^bearer +(.*)$/i.exec(header ?? '')?.[1]
+  if (credentials === undefined) return false
+  const given = Buffer.from(credentials)
+  const expected = Buffer.from(token)
+  return given.length === expected.length && timingSafeEqual(given, expected)
+}
+
+export async function serveMcpOverHttp(ctx: Context, options: HttpServeOptions = {}): Promise<HttpServing> {
+  const host = options.host ?? '127.0.0.1'
+  const { token } = options
+  if (token !== undefined && token.length === 0) throw new McpServerError('INVALID_OPTION', 'the token is empty; set a non-empty token or none')
+  if (!token && !isLoopback(host)) throw new McpServerError('INSECURE_LISTEN', `refusing to listen on ${host} without a token: anyone who reaches it could run agents; pass --token-env NAME (a variable holding a bearer token) or listen on 127.0.0.1`)
+  const serve = new McpServe(ctx, options)
+  const sessions = new Map<string, StreamableHTTPServerTransport>()
+  let served: ReadonlySet<string> = new Set()
+  const log = ctx.logger('mcp-server')
+
+  const handle = async (request: IncomingMessage, response: ServerResponse): Promise<void> => {
+    const refusal = hostRefusal(served, request.headers.host, request.headers.origin)
+    if (refusal !== undefined) return refuse(request, response, 403, `${refusal}`)
+    if (token !== undefined && !carriesBearer(request.headers.authorization, token)) {
+      const header = request.headers.authorization
+      const why = header === undefined ? 'the request has no Authorization header' : /^bearer /i.test(header) ? 'the bearer token is wrong' : 'the Authorization header does not use the Bearer scheme'
+      response.setHeader('WWW-Authenticate', 'Bearer')
+      return refuse(request, response, 401, `401 Unauthorized: ${why}; send Authorization: Bearer <token> with the token the server was started with (dsh mcp serve --token-env NAME)`)
+    }
+    if (new URL(request.url ?? '/', 'http://x').pathname !== MCP_PATH) return refuse(request, response, 404, `not found: the MCP endpoint is ${MCP_PATH}`)
+    const sessionId = request.headers['mcp-session-id']
+    if (typeof sessionId === 'string') {
+      const transport = sessions.get(sessionId)
+      if (transport === undefined) return refuse(request, response, 404, `no session ${JSON.stringify(sessionId.slice(0, 100))} here (it ended, or the server restarted); initialize a new one`)
+      return transport.handleRequest(request, response)
+    }
+    if (request.method !== 'POST') return refuse(request, response, 400, 'a request without Mcp-Session-Id must be a POST of initialize')
+    if (sessions.size >= MAX_SESSIONS) return refuse(request, response, 503, `this server keeps at most ${MAX_SESSIONS} sessions; close one (DELETE ${MCP_PATH} with its Mcp-Session-Id) and try again`)
+    const transport: StreamableHTTPServerTransport = new StreamableHTTPServerTransport({
+      sessionIdGenerator: () => randomUUID(),
+      onsessioninitialized: (id) => void sessions.set(id, transport),
+    })
+    transport.onclose = () => {
+      if (transport.sessionId !== undefined) sessions.delete(transport.sessionId)
+    }
+    await serve.connect(transport)
+    await transport.handleRequest(request, response)
+  }
+
+  const http = createServer((request, response) => {
+    handle(request, response).catch((error: unknown) => {
+      log.warn('an HTTP request failed: %s', errorMessage(error))
+      if (!response.headersSent) refuse(request, response, 500, `the request failed: ${errorMessage(error)}`)
+      else response.end()
+    })
+  })
+  await listen(http, host, options.port ?? 0)
+  const { port } = http.address() as AddressInfo
+  served = servedHostNames(host, port)
+  const url = `http://${host.includes(':') ? `[${host}]` : host}:${port}${MCP_PATH}`
+  let closing: Promise<void> | undefined
+  return {
+    url,
+    serve,
+    close: () => {
+      closing ??= (async () => {
+        const stopped = new Promise<void>((resolve) => http.close(() => resolve()))
+        await serve.close()
+        await Promise.allSettled([...sessions.values()].map((transport) => transport.close()))
+        http.closeAllConnections()
+        await stopped
+      })()
+      return closing
+    },
+  }
+}
+
+/** A refusal as a JSON-RPC error body (what an MCP client reads), with the status; the request's body is not read. */
+function refuse(request: IncomingMessage, response: ServerResponse, status: number, message: string): void {
+  request.resume()
+  response.writeHead(status, { 'content-type': 'application/json' })
+  response.end(JSON.stringify({ jsonrpc: '2.0', id: null, error: { code: -32000, message } }))
+}
+
+function listen(http: HttpServer, host: string, port: number): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const onError = (error: NodeJS.ErrnoException) => reject(new McpServerError('LISTEN_FAILED', `cannot listen on ${host}:${port}: ${error.code ?? error.message}; choose another --host or --port`, { cause: error }))
+    http.once('error', onError)
+    http.listen(port, host, () => {
+      http.off('error', onError)
+      resolve()
+    })
+  })
+}

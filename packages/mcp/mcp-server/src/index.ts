@@ -1,0 +1,7 @@
+export { McpServe, serveMcpOverStdio, DEFAULT_MAX_CALLS, DEFAULT_MAX_QUEUED, type McpServeOptions, type StdioServing } from './server.js'
+export { serveMcpOverHttp, carriesBearer, isLoopback, MCP_PATH, MAX_SESSIONS, type HttpServeOptions, type HttpServing } from './http.js'
+export { MCP_ORIGIN, type McpCallEvent, type McpCallAbout } from './calls.js'
+export { DELEGATE_TOOL, MAX_PROMPT_CHARS, promptOf } from './tools.js'
+export { answerOf, elicitation, CLIENT_CANNOT_ASK, MCP_CLIENT } from './approvals.js'
+export { McpServerError, type McpServerErrorCode } from './errors.js'
+export { PERMISSION_POLICIES, type PermissionPolicy } from '@dsh/approvals'

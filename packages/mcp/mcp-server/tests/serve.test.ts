@@ -1,0 +1,90 @@
+/**
+ * `McpServe` in process: a real harness (the scripted model is the only fake) with the
+ * approval broker, an SDK `Client` over the SDK's in-memory transport. The CLI's
+ * `mcp-serve.test.ts` drives the built `dsh mcp serve` over stdio and HTTP.
+ */
+import { afterEach, describe, expect, it } from 'vitest'
+import { Client } from '@modelcontextprotocol/sdk/client/index.js'
+import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js'
+import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js'
+import { createHarness, type Harness } from '@dsh/testkit/harness'
+import { ApprovalService } from '@dsh/approvals'
+import { answerOf, McpServe, McpServerError, type McpServeOptions } from '@dsh/mcp-server'
+
+let harness: Harness | undefined
+let serve: McpServe | undefined
+afterEach(async () => {
+  await serve?.close()
+  await harness?.dispose()
+  serve = undefined
+  harness = undefined
+})
+
+/** A server over the harness, and a client connected to it. */
+async function connect(options: McpServeOptions = {}): Promise<{ client: Client; serve: McpServe }> {
+  harness = await createHarness({ script: [{ when: { prompt: '^slow' }, reply: [{ delay_ms: 600_000, text: 'late' }] }, { reply: [{ text: 'quick' }] }] })
+  await harness.plugin(ApprovalService, {})
+  serve = new McpServe(harness.ctx, options)
+  const [clientSide, serverSide] = InMemoryTransport.createLinkedPair()
+  await serve.connect(serverSide)
+  const client = new Client({ name: 'test', version: '1.0.0' })
+  await client.connect(clientSide)
+  return { client, serve }
+}
+
+async function until(ready: () => boolean): Promise<void> {
+  while (!ready()) await new Promise((resolve) => setTimeout(resolve, 10))
+}
+
+const textOf = (result: CallToolResult) => result.content.map((part) => (part.type === 'text' ? part.text : '')).join('')
+
+describe('McpServe', () => {
+  it('offers delegate alone without helper definitions, and answers a call with the agent\'s answer', async () => {
+    const { client } = await connect()
+    expect((await client.listTools()).tools.map((tool) => tool.name)).toEqual(['delegate'])
+    const result = (await client.callTool({ name: 'delegate', arguments: { prompt: 'hello' } })) as CallToolResult
+    expect(textOf(result)).toBe('quick')
+    expect((result._meta as { dsh: { stop: string } }).dsh.stop).toBe('completed')
+  })
+
+  it('flooding calls is bounded: past maxCalls running and maxQueued waiting a call is refused at once, naming the bound; cancelled calls free their places', async () => {
+    const { client, serve } = await connect({ maxCalls: 1, maxQueued: 1 })
+    const first = new AbortController()
+    const second = new AbortController()
+    const running = client.callTool({ name: 'delegate', arguments: { prompt: 'slow one' } }, undefined, { signal: first.signal })
+    const waiting = client.callTool({ name: 'delegate', arguments: { prompt: 'slow two' } }, undefined, { signal: second.signal })
+    running.catch(() => {})
+    waiting.catch(() => {})
+    await until(() => serve.callCount === 2)
+    const refused = (await client.callTool({ name: 'delegate', arguments: { prompt: 'slow three' } })) as CallToolResult
+    expect(refused.isError).toBe(true)
+    expect(textOf(refused)).toBe('delegate: dsh mcp serve is at its bound: 1 calls run and 1 wait; call again once one has ended')
+    first.abort('done')
+    second.abort('done')
+    await expect(running).rejects.toThrow()
+    await expect(waiting).rejects.toThrow()
+    await until(() => serve.callCount === 0)
+    expect(textOf((await client.callTool({ name: 'delegate', arguments: { prompt: 'hello' } })) as CallToolResult)).toBe('quick')
+  })
+
+  it('refuses to start without the approval broker (nothing would decide side effects), and with a bound that is not one', async () => {
+    const bare = await createHarness()
+    harness = bare
+    expect(() => new McpServe(bare.ctx)).toThrow(McpServerError)
+    expect(() => new McpServe(bare.ctx)).toThrow(/no approval broker/)
+    await bare.plugin(ApprovalService, {})
+    expect(() => new McpServe(bare.ctx, { maxCalls: 0 })).toThrow(/maxCalls must be a whole number of at least 1/)
+  })
+})
+
+describe('an elicitation answer', () => {
+  it('allows only an accepted form naming allow-once or allow-always; anything else rejects, saying why', () => {
+    expect(answerOf('accept', { decision: 'allow-once' })).toMatchObject({ decision: 'allow-once' })
+    expect(answerOf('accept', { decision: 'allow-always' })).toMatchObject({ decision: 'allow-always' })
+    expect(answerOf('accept', { decision: 'reject' })).toMatchObject({ decision: 'reject', reason: "the MCP client's user rejected it" })
+    expect(answerOf('accept', { decision: 'yes please' })).toMatchObject({ decision: 'reject', reason: expect.stringMatching(/not one of allow-once, allow-always, reject/) })
+    expect(answerOf('accept', undefined)).toMatchObject({ decision: 'reject' })
+    expect(answerOf('decline', { decision: 'allow-once' })).toMatchObject({ decision: 'reject', reason: "the MCP client's user declined" })
+    expect(answerOf('cancel', {})).toMatchObject({ decision: 'reject', reason: "the MCP client's user dismissed the request" })
+  })
+})
