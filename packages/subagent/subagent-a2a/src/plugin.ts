@@ -25,7 +25,7 @@ import { WorkerPool, type Worker } from './worker-pool.js'
 import type { A2aApprovalScope } from './approvals.js'
 
 /** The depth bound travels in `metadata.dsh` and the worker applies it; nothing else is supported at start. */
-export const A2A_CAPABILITIES: Readonly<SubagentCapabilities> = Object.freeze({ ...NO_CAPABILITIES, depthLimit: true })
+const A2A_CAPABILITIES: Readonly<SubagentCapabilities> = Object.freeze({ ...NO_CAPABILITIES, depthLimit: true })
 
 /**
  * Each delegation is one A2A task on one of the configured workers. Out of process, no

@@ -6,7 +6,7 @@
 import { ClientFactory, DefaultAgentCardResolver, JsonRpcTransportFactory, type Client } from '@a2a-js/sdk/client'
 
 /** How long a worker that did not answer is left out of the choice. */
-export const UNREACHABLE_SKIP_MS = 30_000
+const UNREACHABLE_SKIP_MS = 30_000
 
 export class Worker {
   /** Runs holding this worker now. */

@@ -25,7 +25,7 @@ import { codexCommand, missingCodexPackage, type CodexCommand } from './codex-bi
 import { checkConfig, CodexConfig, resolveRunSpec, type CodexRunSpec } from './config.js'
 
 /** What the provider reaches beyond its config; the plugin fills it from its context. */
-export interface CodexHooks {
+interface CodexHooks {
   /** Told why a progress notification was dropped; the plugin logs it at debug level. */
   progressDropped?: (reason: string) => void
   /** The parent's approval broker, when one is composed: `permissionMode: ask` puts Codex's approvals to it. */
