@@ -119,6 +119,7 @@ export class LiveAgent implements Agent {
   private readonly runtime: TurnRuntime
   /** The registry's cache of this agent's system prompt (kept here rather than in a WeakMap). */
   composedPrompt: ComposedPromptCache | undefined
+  readonly root: Agent
 
   constructor(
     readonly session: Session,
@@ -128,6 +129,12 @@ export class LiveAgent implements Agent {
   ) {
     this.turnCounter = countTurns(session)
     this.runtime = new LiveTurnRuntime(this, host, options.maxSteps ?? host.maxSteps)
+    // A parent's own root, read once: no walk up the tree when anyone asks for it.
+    this.root = parent === undefined ? this : parent.root
+  }
+
+  *ancestors(): IterableIterator<Agent> {
+    for (let above = this.parent; above !== undefined; above = above.parent) yield above
   }
 
   /** The next turn's number (see `TurnRuntime.nextTurnNumber`). For the turn runtime only. */

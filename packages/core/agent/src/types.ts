@@ -33,6 +33,10 @@ export interface Agent {
   readonly options: Readonly<AgentOptions>
   /** The delegating agent, for an in-process child. */
   readonly parent?: Agent
+  /** The root of its in-process tree: the agent itself when it has no parent. Known from creation. */
+  readonly root: Agent
+  /** The agents above it, nearest first: its parent, that one's parent, … its root. Nothing for a root. */
+  ancestors(): IterableIterator<Agent>
   /**
    * A context scoped to this agent: tools registered through it exist only for this
    * agent, and everything registered through it is undone when the agent is disposed.

@@ -22,6 +22,18 @@ describe('ctx.agents', () => {
     expect(harness.ctx.sessions.get(agent.id)).toBeUndefined()
   })
 
+  it('an agent knows its root and its ancestors, nearest first; a root is its own root and has none', async () => {
+    harness = await createHarness()
+    const root = await harness.agent()
+    const child = await harness.agent({ parent: root })
+    const grandchild = await harness.agent({ parent: child })
+    expect(root.root).toBe(root)
+    expect([...root.ancestors()]).toEqual([])
+    expect(child.root).toBe(root)
+    expect(grandchild.root).toBe(root)
+    expect([...grandchild.ancestors()].map((agent) => agent.id)).toEqual([child.id, root.id])
+  })
+
   it('runs setup before the agent is visible, and rolls everything back when setup fails', async () => {
     harness = await createHarness()
     let visibleDuringSetup: unknown = 'unset'

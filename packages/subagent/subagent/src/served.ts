@@ -250,7 +250,10 @@ class SubtreeUsage {
 
   /** Whether a run whose parent is `parentId` is in the served agent's tree. */
   private below(parentId: string): boolean {
-    for (let current = this.ctx.agents.get(parentId); current !== undefined; current = current.parent) if (current.id === this.root.id) return true
+    const agent = this.ctx.agents.get(parentId)
+    if (agent === undefined) return false
+    if (agent.id === this.root.id) return true
+    for (const above of agent.ancestors()) if (above.id === this.root.id) return true
     return false
   }
 }

@@ -454,9 +454,7 @@ interface OwnApprovals {
 
 /** The budget a delegation handed the root of `agent`'s tree (a remote child's), read from its header. */
 function givenBudget(agent: Agent): unknown {
-  let root = agent
-  while (root.parent !== undefined) root = root.parent
-  return root.session.header.budget
+  return agent.root.session.header.budget
 }
 
 export namespace SubagentService {

@@ -197,7 +197,7 @@ export class TreeGate {
   }
 
   private treeOf(agent: Agent): Tree {
-    const root = rootOf(agent)
+    const root = agent.root
     let tree = this.trees.get(root)
     if (tree === undefined) {
       const slots = new TreeSlots(this.caps)
@@ -274,7 +274,7 @@ export class TreeGate {
 
   /** Whether `agent`'s tree has a budget of its own (from its root's lineage): the gate must follow it even without config. */
   static givenBudget(agent: Agent): ChildBudget | undefined {
-    return rootOf(agent).session.header.budget
+    return agent.root.session.header.budget
   }
 }
 
@@ -282,11 +282,4 @@ export class TreeGate {
 export interface ContinuableAdmission {
   budget: ChildBudget | undefined
   adopt(child: Agent | undefined): () => void
-}
-
-/** The root of `agent`'s delegation tree in this process. */
-function rootOf(agent: Agent): Agent {
-  let root = agent
-  while (root.parent !== undefined) root = root.parent
-  return root
 }

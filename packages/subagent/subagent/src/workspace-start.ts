@@ -8,7 +8,6 @@
  * Loaded only when a request asks for a workspace: no other child pays for it.
  */
 import { errorMessage } from '@dsh/base'
-import type { Agent } from '@dsh/agent'
 import type { WorkspaceRef } from '@dsh/session'
 import { SubagentError } from './errors.js'
 import { wrapRun } from './run-wrap.js'
@@ -35,8 +34,9 @@ export async function makeWorkspace(workspaces: WorkspaceHost | undefined, reque
   let ref: WorkspaceRef
   try {
     // The delegating agent and its ancestors are recorded with it: they alone may merge, discard or read it.
-    const ancestorAgents = ancestorsOf(request.parent)
-    ;({ ref } = await workspaces.create({ mode, source: request.parent.session.header.cwd, childId: key, ...(request.label !== undefined && { label: request.label }), tree: ancestorAgents.at(-1) ?? request.parent.id, parentAgent: request.parent.id, ancestorAgents }))
+    const { parent } = request
+    const ancestorAgents = Array.from(parent.ancestors(), (above) => above.id)
+    ;({ ref } = await workspaces.create({ mode, source: parent.session.header.cwd, childId: key, ...(request.label !== undefined && { label: request.label }), tree: parent.root.id, parentAgent: parent.id, ancestorAgents }))
   } catch (error) {
     throw new SubagentError('INVALID_REQUEST', `the child's ${mode} workspace could not be made: ${errorMessage(error)}`, { cause: error })
   }
@@ -69,11 +69,4 @@ export function inWorkspace(workspaces: WorkspaceHost, key: string, run: Subagen
       )
       .catch(() => undefined))
   return wrapRun(run, { result, dispose })
-}
-
-/** `agent`'s ancestors' ids, nearest first; the last is its tree's root (none when it is the root). */
-function ancestorsOf(agent: Agent): string[] {
-  const ids: string[] = []
-  for (let above = agent.parent; above !== undefined; above = above.parent) ids.push(above.id)
-  return ids
 }
