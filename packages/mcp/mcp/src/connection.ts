@@ -30,16 +30,27 @@ export class ServerConnection {
 
   private constructor(readonly name: string, private readonly client: Client, private readonly transport: Transport, readonly tools: readonly Tool[], readonly readOnlyHints: boolean) {}
 
-  /** Start `spec`'s server, initialise, list its tools; rejects (after stopping whatever started) naming the server. */
+  /**
+   * Start `spec`'s server, initialise, list its tools, all within one deadline
+   * (`startTimeoutMs` from now: a server slow at each step, or paging its tools slowly, does
+   * not get the bound once per request); rejects (after stopping whatever started) naming
+   * the server.
+   */
   static async connect(spec: ServerSpec, options: ConnectOptions): Promise<ServerConnection> {
     const transport = makeTransport(spec, options)
     const client = new Client({ name: 'dsh', version: '0.1.0' }, { capabilities: {} })
+    const deadline = new AbortController()
+    const timer = setTimeout(() => deadline.abort(new StartDeadline(options.startTimeoutMs)), options.startTimeoutMs)
+    // Each request is bounded by what is left of the one deadline (the signal), never by a fresh timeout of its own.
+    const bound = () => ({ signal: deadline.signal, timeout: options.startTimeoutMs })
+    let step = 'initialize'
     try {
-      await client.connect(transport, { timeout: options.startTimeoutMs })
+      await client.connect(transport, bound())
+      step = 'tools/list'
       const tools: Tool[] = []
       let cursor: string | undefined
       for (let page = 0; page < MAX_TOOL_PAGES; page++) {
-        const listed = await client.listTools(cursor === undefined ? {} : { cursor }, { timeout: options.startTimeoutMs })
+        const listed = await client.listTools(cursor === undefined ? {} : { cursor }, bound())
         tools.push(...listed.tools)
         cursor = listed.nextCursor
         if (cursor === undefined) break
@@ -49,7 +60,10 @@ export class ServerConnection {
     } catch (error) {
       await client.close().catch(() => {})
       await transport.close().catch(() => {})
-      throw new McpError('START', `MCP server "${spec.name}" (${spec.from}) did not start: ${describeFailure(error, transport, 'initialize', options.startTimeoutMs)}`, { cause: error })
+      const cause = deadline.signal.aborted ? deadline.signal.reason : error
+      throw new McpError('START', `MCP server "${spec.name}" (${spec.from}) did not start: ${describeFailure(cause, transport, step, options.startTimeoutMs)}`, { cause })
+    } finally {
+      clearTimeout(timer)
     }
   }
 
@@ -87,6 +101,7 @@ function makeTransport(spec: ServerSpec, options: ConnectOptions): Transport {
 
 /** Why a request failed, in words: the server's exit or garbage when the connection ended, a timeout by its bound. */
 function describeFailure(error: unknown, transport: Transport, method: string, timeoutMs: number): string {
+  if (error instanceof StartDeadline) return `it was not started with its tools listed within ${error.timeoutMs} ms (startTimeoutMs; it was at ${method})`
   const reason = transport instanceof ProcessStdioTransport ? transport.closeReason : undefined
   if (error instanceof ProtocolError && error.code === ErrorCode.RequestTimeout) return `no answer to ${method} within ${timeoutMs} ms`
   if (reason !== undefined && reason !== 'was stopped') return `the server ${reason}`
@@ -94,6 +109,13 @@ function describeFailure(error: unknown, transport: Transport, method: string, t
   // The status first: a 401 says "check the token" whatever body the server sent.
   if (error instanceof StreamableHTTPError && error.code !== undefined) return `HTTP ${error.code}: ${oneLine(error.message)}`
   return oneLine(errorMessage(error))
+}
+
+/** The abort reason of a connect whose one deadline passed. */
+class StartDeadline extends Error {
+  constructor(readonly timeoutMs: number) {
+    super(`no answer within ${timeoutMs} ms`)
+  }
 }
 
 const oneLine = (text: string) => text.replace(/\s+/g, ' ').slice(0, 500)

@@ -164,6 +164,16 @@ describe('an MCP server over stdio', () => {
     expect((await runAgent(run)).results[0]).toEqual({ text: 'echo: fine', isError: false })
   })
 
+  it('starting a server and listing its tools share one deadline: a server each of whose replies comes within startTimeoutMs, but not all of them, is left out naming the bound', async () => {
+    // Four pages of tools, each answered 700 ms after it is asked for: every reply within 2000 ms, the whole list not.
+    const run = await startMcp({ servers: { slow: fixtureServer({}, ['--slow-pages', '700']), srv: fixtureServer() }, startTimeoutMs: 2000 })
+    expect(run.warnings.filter((line) => line.includes('did not start'))).toEqual([
+      expect.stringMatching(/^MCP server "slow" \(the mcp entry\) did not start: it was not started with its tools listed within 2000 ms \(startTimeoutMs; it was at (initialize|tools\/list)\); its tools are left out$/),
+    ])
+    expect(run.harness.ctx.tools.list().filter((name) => name.startsWith('mcp__slow__'))).toEqual([])
+    expect(run.harness.ctx.tools.list()).toContain('mcp__srv__echo')
+  })
+
   it('stopping the plugin stops the server and every process it started', async () => {
     const run = await startMcp({ servers: { srv: fixtureServer() } }, { calls: [{ tool: 'mcp__srv__family', args: {} }] })
     const { results } = await runAgent(run)
