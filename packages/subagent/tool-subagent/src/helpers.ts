@@ -292,63 +292,82 @@ export class HelperTool {
     }
   }
 
-  /**
-   * The child's allow list: the definition's, narrowed to what the calling agent can see
-   * when its own tools are filtered, so a helper never hands a child a tool its parent was
-   * denied (a caller without bash cannot get bash through a helper that lists none).
-   */
-  private inheritedAllow(definition: { tools?: readonly string[] | undefined; provider: string }, callerId: string): readonly string[] | undefined {
-    if (!this.subagents.getProvider(definition.provider)?.capabilities.toolFilter) return definition.tools
-    const everything = this.ctx.tools.list()
-    const visible = new Set(this.ctx.tools.visibleNames(callerId))
-    if (everything.every((name) => visible.has(name))) return definition.tools
-    return (definition.tools ?? everything).filter((name) => visible.has(name))
-  }
-
-  /**
-   * The child's tool filter: the definition's lists under the tool's own filter (the
-   * ceiling, see `helperToolFilter`), the allow list then narrowed to what the calling agent sees.
-   */
-  private childToolFilter(definition: AgentDefinition, callerId: string): { allow?: readonly string[]; deny?: readonly string[] } | undefined {
-    // Patterns (mcp__github__*) name the tools registered now: an MCP server's, listed at start.
-    const known = this.ctx.tools.list()
-    const named = {
-      ...(definition.tools && { tools: expandToolEntries(definition.tools, known) }),
-      ...(definition.disallowedTools && { disallowedTools: expandToolEntries(definition.disallowedTools, known) }),
-    }
-    const filter = helperToolFilter(named, this.settings.toolFilter)
-    const allow = this.inheritedAllow({ tools: filter?.allow, provider: definition.provider }, callerId)
-    if (allow === undefined && filter?.deny === undefined) return undefined
-    return { ...(allow && { allow }), ...(filter?.deny && { deny: filter.deny }) }
-  }
-
   /** The definition as a request: it decides everything but the task and its label. */
   private request(definition: AgentDefinition, provider: SubagentProvider, args: HelperToolArgs, exec: ToolExecution): SubagentRequest {
-    const { instructions } = definition
-    // A provider that cannot replace its child's persona gets the instructions at the head of the task.
-    const asPersona = instructions !== '' && provider.capabilities.persona
-    const task = instructions !== '' && !asPersona ? `${instructions}\n\n---\n\n${args.prompt}` : args.prompt
-    const request: SubagentRequest = {
-      prompt: [text(task)],
-      parent: exec.agent,
-      signal: exec.signal,
-      label: args.description,
-      callId: exec.callId,
-    }
-    if (definition !== this.general) request.helper = { name: definition.name, hash: definition.source.hash }
-    if (asPersona) request.persona = instructions
-    if (definition.model !== undefined) request.agentOptions = { model: definition.model }
-    if (definition.budget !== undefined) request.budget = { ...definition.budget }
-    // A level of the helper's own under everything its parent is under (see @dsh/approvals).
-    if (definition.permissions !== undefined) request.permissions = [definition.permissions]
-    if (definition.workspace !== undefined && definition.workspace !== 'shared') request.workspace = definition.workspace
-    if (definition.sandbox !== undefined && definition.sandbox !== false) request.sandbox = definition.sandbox
-    const maxDepth = helperDepthBound(definition, this.settings.maxDepth, provider)
-    if (maxDepth !== undefined) request.maxDepth = maxDepth
-    const toolFilter = this.childToolFilter(definition, exec.agent.id)
-    if (toolFilter !== undefined) request.toolFilter = toolFilter
-    return request
+    return helperRequest(this.ctx, definition, provider, { prompt: args.prompt, label: args.description, parent: exec.agent, signal: exec.signal, callId: exec.callId, general: definition === this.general }, this.settings)
   }
+}
+
+/** One call of a helper: the task, who asks and the call's handles (`general`: the built-in general child, which names no helper). */
+export interface HelperCall {
+  prompt: string
+  label: string
+  parent: ToolExecution['agent']
+  signal: AbortSignal
+  callId?: string
+  general?: boolean
+}
+
+/**
+ * A helper definition as a request: it decides everything but the task and its label.
+ * The helper tool asks it for each call; `@dsh/workflow` for each `agent()` call, so a
+ * helper becomes the same child whoever starts it.
+ */
+export function helperRequest(ctx: Context, definition: AgentDefinition, provider: SubagentProvider, call: HelperCall, settings: Pick<HelperToolSettings, 'maxDepth' | 'toolFilter'>): SubagentRequest {
+  const { instructions } = definition
+  // A provider that cannot replace its child's persona gets the instructions at the head of the task.
+  const asPersona = instructions !== '' && provider.capabilities.persona
+  const task = instructions !== '' && !asPersona ? `${instructions}\n\n---\n\n${call.prompt}` : call.prompt
+  const request: SubagentRequest = {
+    prompt: [text(task)],
+    parent: call.parent,
+    signal: call.signal,
+    label: call.label,
+    ...(call.callId !== undefined && { callId: call.callId }),
+  }
+  if (call.general !== true) request.helper = { name: definition.name, hash: definition.source.hash }
+  if (asPersona) request.persona = instructions
+  if (definition.model !== undefined) request.agentOptions = { model: definition.model }
+  if (definition.budget !== undefined) request.budget = { ...definition.budget }
+  // A level of the helper's own under everything its parent is under (see @dsh/approvals).
+  if (definition.permissions !== undefined) request.permissions = [definition.permissions]
+  if (definition.workspace !== undefined && definition.workspace !== 'shared') request.workspace = definition.workspace
+  if (definition.sandbox !== undefined && definition.sandbox !== false) request.sandbox = definition.sandbox
+  const maxDepth = helperDepthBound(definition, settings.maxDepth, provider)
+  if (maxDepth !== undefined) request.maxDepth = maxDepth
+  const toolFilter = childToolFilter(ctx, definition, call.parent.id, settings.toolFilter)
+  if (toolFilter !== undefined) request.toolFilter = toolFilter
+  return request
+}
+
+/**
+ * The child's allow list: the definition's, narrowed to what the calling agent can see
+ * when its own tools are filtered, so a helper never hands a child a tool its parent was
+ * denied (a caller without bash cannot get bash through a helper that lists none).
+ */
+function inheritedAllow(ctx: Context, definition: { tools?: readonly string[] | undefined; provider: string }, callerId: string): readonly string[] | undefined {
+  if (!ctx.subagents.getProvider(definition.provider)?.capabilities.toolFilter) return definition.tools
+  const everything = ctx.tools.list()
+  const visible = new Set(ctx.tools.visibleNames(callerId))
+  if (everything.every((name) => visible.has(name))) return definition.tools
+  return (definition.tools ?? everything).filter((name) => visible.has(name))
+}
+
+/**
+ * The child's tool filter: the definition's lists under the tool's own filter (the
+ * ceiling, see `helperToolFilter`), the allow list then narrowed to what the calling agent sees.
+ */
+function childToolFilter(ctx: Context, definition: AgentDefinition, callerId: string, ceiling: HelperToolSettings['toolFilter']): { allow?: readonly string[]; deny?: readonly string[] } | undefined {
+  // Patterns (mcp__github__*) name the tools registered now: an MCP server's, listed at start.
+  const known = ctx.tools.list()
+  const named = {
+    ...(definition.tools && { tools: expandToolEntries(definition.tools, known) }),
+    ...(definition.disallowedTools && { disallowedTools: expandToolEntries(definition.disallowedTools, known) }),
+  }
+  const filter = helperToolFilter(named, ceiling)
+  const allow = inheritedAllow(ctx, { tools: filter?.allow, provider: definition.provider }, callerId)
+  if (allow === undefined && filter?.deny === undefined) return undefined
+  return { ...(allow && { allow }), ...(filter?.deny && { deny: filter.deny }) }
 }
 
 /**
