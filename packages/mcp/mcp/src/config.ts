@@ -134,3 +134,18 @@ export function expandVariables(value: string, env: NodeJS.ProcessEnv, where: st
     return found
   })
 }
+
+/**
+ * Every server a config names, as the plugin starts them: its `servers` entry, then (with
+ * `projectMcpJson`) `<cwd>/.mcp.json`'s, where the user's own entry wins a name both use.
+ */
+export function serversOf(config: { servers: Record<string, unknown>; projectMcpJson: boolean }, cwd: string, warn: (line: string) => void): ServerSpec[] {
+  const specs = configuredServers(config.servers, 'the mcp entry')
+  if (!config.projectMcpJson) return specs
+  for (const spec of projectServers(cwd, warn)) {
+    // The user's own entry wins: a project file never replaces a server the user configured.
+    if (specs.some((own) => own.name === spec.name)) warn(`${spec.from}: server "${spec.name}" is also in your config, which wins; the project's is ignored`)
+    else specs.push(spec)
+  }
+  return specs
+}

@@ -3,7 +3,7 @@ import Schema from 'schemastery'
 import { errorMessage, isAbortError } from '@dsh/base'
 import type { ToolExecution, ToolOutput } from '@dsh/tools'
 import type { Tool } from '@modelcontextprotocol/sdk/types.js'
-import { configuredServers, projectServers } from './config.js'
+import { serversOf } from './config.js'
 import { ServerConnection } from './connection.js'
 import { mcpToolName, toolNameProblem } from './names.js'
 import { renderResult } from './results.js'
@@ -40,14 +40,7 @@ export const Config: Schema<McpConfig> = Schema.object({
 export async function apply(ctx: Context, config: McpConfig): Promise<() => Promise<void>> {
   const logger = ctx.logger('mcp')
   const warn = (line: string) => logger.warn(line)
-  const specs = configuredServers(config.servers, 'the mcp entry')
-  if (config.projectMcpJson) {
-    for (const spec of projectServers(process.cwd(), warn)) {
-      // The user's own entry wins: a project file never replaces a server the user configured.
-      if (specs.some((own) => own.name === spec.name)) warn(`${spec.from}: server "${spec.name}" is also in your config, which wins; the project's is ignored`)
-      else specs.push(spec)
-    }
-  }
+  const specs = serversOf(config, process.cwd(), warn)
   const connections: ServerConnection[] = []
   const stopAll = async () => {
     await Promise.all(connections.map((connection) => connection.close()))

@@ -45,6 +45,7 @@ export async function mcpVerb(args: string[]): Promise<number> {
     return verb === undefined ? 2 : 0
   }
   if (verb === 'serve') return serveVerb(rest)
+  if (verb === 'list') return (await import('./mcp-list.js')).mcpListVerb(rest)
   throw new UsageError('USAGE', `dsh mcp: unknown verb ${JSON.stringify(verb)}; the verbs are serve and list (dsh mcp --help)`)
 }
 
