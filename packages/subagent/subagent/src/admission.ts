@@ -8,13 +8,15 @@
  * - `refuseUnstartable` is what the one in-process child factory and the one remote
  *   lifecycle ask again before they create anything, for callers that reach a provider
  *   directly: a cancelled delegation, a parent going away, the depth bound.
+ * - `firstUnsupportedFeature` is the one capability check, which `admit` applies and the
+ *   subagent and helper tools ask of what their config and definitions will request.
  * - `admitDepth` is the depth bound's one rule, also for a child that arrives from another
  *   process (`dsh acp`'s `session/new`, `dsh a2a serve`'s task) with its lineage.
  */
 import type { Agent } from '@dsh/agent'
 import { DELEGATION_BUDGET_LIMITS } from '@dsh/session'
 import { SubagentError } from './errors.js'
-import type { SubagentFeature, SubagentProvider, SubagentRequest } from './types.js'
+import type { SubagentCapabilities, SubagentFeature, SubagentProvider, SubagentRequest } from './types.js'
 
 /**
  * The depth bound where nothing sets one and the admitting side can enforce it: a root
@@ -116,10 +118,28 @@ function invalid(message: string): SubagentError {
 }
 
 /**
- * The first start-time feature `request` asks for that `capabilities` lacks, in a fixed
- * order (outputSchema, depthLimit, toolFilter, persona, workspace, sandbox); checked without building a list.
+ * What of a delegation the capability check reads: a request, or what a tool's config or a
+ * helper's definition will put in the requests it makes (checked when they are mounted,
+ * before any call). A `parent` is confined when its header has a sandbox.
  */
-function firstUnsupportedFeature(request: SubagentRequest, capabilities: SubagentProvider['capabilities']): SubagentFeature | undefined {
+export interface RequestedFeatures {
+  outputSchema?: unknown
+  maxDepth?: number
+  toolFilter?: unknown
+  persona?: unknown
+  workspace?: 'shared' | 'worktree' | 'copy'
+  sandbox?: boolean | 'no-network'
+  parent?: { readonly session: { readonly header: { readonly sandbox?: unknown } } }
+}
+
+/**
+ * The one capability check: the first start-time feature `request` asks for that
+ * `capabilities` lacks, in a fixed order (outputSchema, depthLimit, toolFilter, persona,
+ * workspace, sandbox), or undefined. `admit` refuses a request by it; the subagent tool and
+ * the helper tool ask it of their config and definitions to say so in their own words.
+ * Checked without building a list: every child of a fan-out passes here.
+ */
+export function firstUnsupportedFeature(request: RequestedFeatures, capabilities: Readonly<SubagentCapabilities>): SubagentFeature | undefined {
   if (request.outputSchema !== undefined && !capabilities.outputSchema) return 'outputSchema'
   if (request.maxDepth !== undefined && !capabilities.depthLimit) return 'depthLimit'
   if (request.toolFilter !== undefined && !capabilities.toolFilter) return 'toolFilter'
@@ -127,7 +147,7 @@ function firstUnsupportedFeature(request: SubagentRequest, capabilities: Subagen
   if (request.workspace !== undefined && request.workspace !== 'shared' && !capabilities.workspace) return 'workspace'
   if (request.sandbox !== undefined && request.sandbox !== false && !capabilities.sandbox) return 'sandbox'
   // A confined agent's children are confined too: one the provider cannot confine would be a way out.
-  if (request.parent.session.header.sandbox !== undefined && !capabilities.sandbox) return 'sandbox'
+  if (request.parent !== undefined && request.parent.session.header.sandbox !== undefined && !capabilities.sandbox) return 'sandbox'
   return undefined
 }
 

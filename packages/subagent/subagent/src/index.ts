@@ -28,7 +28,7 @@ export { outputText, selectOutput } from './output.js'
 export { wrapRun, type RunWrap } from './run-wrap.js'
 
 // Admission and the lineage that crosses every boundary.
-export { admitDepth, DEFAULT_MAX_DEPTH, effectiveMaxDepth, refuseDisposedParent, tighterBound, type DepthWords } from './admission.js'
+export { admitDepth, DEFAULT_MAX_DEPTH, effectiveMaxDepth, firstUnsupportedFeature, refuseDisposedParent, tighterBound, type DepthWords, type RequestedFeatures } from './admission.js'
 export { A2A_LINEAGE, ACP_LINEAGE, QUEUE_LINEAGE, lineageHeader, lineageOf, readTraceContext, readTraceparent, setTraceContextSource, traceContextOf, traceEnvironment, type TraceContext, type TraceContextSource, type Lineage, type LineageField, type LineageWarnings, type LineageWire, type ReceivedLineage } from './lineage.js'
 
 // The served side: one line for every host that runs a delegation it received.

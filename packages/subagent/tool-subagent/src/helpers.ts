@@ -22,10 +22,11 @@ import { text } from '@dsh/llm'
 import type { ToolExecution, ToolOutput, ToolReservation } from '@dsh/tools'
 import type { AgentDefinition } from '@dsh/agent-definitions'
 import type {} from '@dsh/agent'
-import { DEFAULT_MAX_DEPTH, tighterBound, wrapRun, type SubagentProvider, type SubagentRequest, type SubagentRun, type SubagentService } from '@dsh/subagent'
+import { DEFAULT_MAX_DEPTH, firstUnsupportedFeature, tighterBound, wrapRun, type SubagentProvider, type SubagentRequest, type SubagentRun, type SubagentService } from '@dsh/subagent'
 import { startBackground } from './background.js'
 import { collect } from './foreground.js'
 import { belowDepthBound, SUBAGENT_SECTION_ORDER } from './guidance.js'
+import { toolDepthBound } from './capabilities.js'
 
 export interface HelperToolArgs {
   agent: string
@@ -86,9 +87,15 @@ export function generalChild(settings: GeneralChildSettings): AgentDefinition {
 /** Why `definition` cannot be offered on `provider` (a host reports these as errors before start), or undefined. */
 export function helperUnavailable(definition: AgentDefinition, provider: SubagentProvider | undefined): string | undefined {
   if (!provider) return `its provider "${definition.provider}" is not registered`
-  const { capabilities } = provider
-  if ((definition.tools !== undefined || definition.disallowedTools !== undefined) && !capabilities.toolFilter) return `provider "${provider.name}" cannot enforce a tool list`
-  if (definition.maxDepth !== undefined && !capabilities.depthLimit) return `provider "${provider.name}" cannot enforce a depth limit`
+  // What every request of this helper will carry, asked of the one check that refuses requests (a
+  // tool list and a depth bound; a workspace or sandbox the provider cannot give is refused at the call).
+  const hasToolList = definition.tools !== undefined || definition.disallowedTools !== undefined
+  switch (firstUnsupportedFeature({ toolFilter: hasToolList ? definition : undefined, maxDepth: definition.maxDepth }, provider.capabilities)) {
+    case 'toolFilter':
+      return `provider "${provider.name}" cannot enforce a tool list`
+    case 'depthLimit':
+      return `provider "${provider.name}" cannot enforce a depth limit`
+  }
   if (definition.continuable && !provider.prepareContinuable) return `provider "${provider.name}" cannot keep a child across turns`
   // A bound of 0 admits no child at all, not even one of a root.
   if (definition.maxDepth === 0) return 'its maxDepth 0 admits no child'
@@ -102,7 +109,7 @@ export function helperUnavailable(definition: AgentDefinition, provider: Subagen
  * the calling agent inherited.
  */
 export function helperDepthBound(definition: Pick<AgentDefinition, 'maxDepth'>, toolMaxDepth: number | undefined, provider: Pick<SubagentProvider, 'capabilities'>): number | undefined {
-  return tighterBound(definition.maxDepth, toolMaxDepth ?? (provider.capabilities.depthLimit ? DEFAULT_MAX_DEPTH : undefined))
+  return tighterBound(definition.maxDepth, toolDepthBound(toolMaxDepth, provider))
 }
 
 const HELPER_TAGS = ['sees this conversation', 'kept', 'background', 'waits'] as const
@@ -260,7 +267,7 @@ export class HelperTool {
     if (!entry) return Promise.resolve({ isError: true, content: `there is no helper named "${args.agent}"; helpers: ${[...this.offered.keys()].join(', ')}` })
     const { definition, provider } = entry
     // The tool's filter is every helper's ceiling: a child its provider cannot filter would be past it.
-    if (this.settings.toolFilter !== undefined && !provider.capabilities.toolFilter) {
+    if (firstUnsupportedFeature({ toolFilter: this.settings.toolFilter }, provider.capabilities) === 'toolFilter') {
       return Promise.resolve({
         isError: true,
         content: `the helper "${definition.name}" could not be started: its provider "${provider.name}" cannot limit its child's tools, and tool "${this.settings.toolName}" has a toolFilter that limits every helper it offers; run the helper on spawn or fork, or remove toolFilter from the config of the tool (@dsh/tool-subagent)`,

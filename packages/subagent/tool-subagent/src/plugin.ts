@@ -4,7 +4,8 @@ import Schema from 'schemastery'
 import { text } from '@dsh/llm'
 import type { ToolExecution, ToolOutput, ToolReservation } from '@dsh/tools'
 import { callsClosedByInterruption, serviceInstance } from '@dsh/agent'
-import { DEFAULT_MAX_DEPTH, type SubagentProvider, type SubagentRequest } from '@dsh/subagent'
+import { firstUnsupportedFeature, type SubagentProvider, type SubagentRequest } from '@dsh/subagent'
+import { toolDepthBound } from './capabilities.js'
 import { startBackground } from './background.js'
 import { collect } from './foreground.js'
 import { toolParameters, type SubagentToolArgs } from './schema.js'
@@ -77,23 +78,23 @@ export function subagentToolMountProblem(
   if (!provider) {
     return { code: 'NO_PROVIDER', message: `tool "${config.toolName}" is bound to subagent provider "${config.provider}", which is not registered (registered: ${registered.join(', ') || 'none'})` }
   }
-  if (config.maxDepth !== undefined && !provider.capabilities.depthLimit) {
-    return {
-      code: 'DEPTH_UNSUPPORTED',
-      message: `tool "${config.toolName}" sets maxDepth ${config.maxDepth}, but subagent provider "${provider.name}" cannot enforce a depth limit; remove maxDepth from the tool's config or use a provider that supports it`,
-    }
-  }
-  if (config.workspace !== undefined && config.workspace !== 'shared' && !provider.capabilities.workspace) {
-    return {
-      code: 'UNSUPPORTED_CAPABILITY',
-      message: `tool "${config.toolName}" sets workspace ${config.workspace}, but subagent provider "${provider.name}" cannot give its child a directory of its own (its children work on another host); use workspace: shared, or a provider that can (spawn, fork, acp, codex, claude-code)`,
-    }
-  }
-  if (config.sandbox !== undefined && config.sandbox !== false && !provider.capabilities.sandbox) {
-    return {
-      code: 'UNSUPPORTED_CAPABILITY',
-      message: `tool "${config.toolName}" sets sandbox, but subagent provider "${provider.name}" cannot confine its child's commands (only in-process children can: spawn, fork)`,
-    }
+  // What every request of this tool will carry, asked of the one check that refuses requests.
+  switch (firstUnsupportedFeature({ maxDepth: config.maxDepth, workspace: config.workspace, sandbox: config.sandbox }, provider.capabilities)) {
+    case 'depthLimit':
+      return {
+        code: 'DEPTH_UNSUPPORTED',
+        message: `tool "${config.toolName}" sets maxDepth ${config.maxDepth}, but subagent provider "${provider.name}" cannot enforce a depth limit; remove maxDepth from the tool's config or use a provider that supports it`,
+      }
+    case 'workspace':
+      return {
+        code: 'UNSUPPORTED_CAPABILITY',
+        message: `tool "${config.toolName}" sets workspace ${config.workspace}, but subagent provider "${provider.name}" cannot give its child a directory of its own (its children work on another host); use workspace: shared, or a provider that can (spawn, fork, acp, codex, claude-code)`,
+      }
+    case 'sandbox':
+      return {
+        code: 'UNSUPPORTED_CAPABILITY',
+        message: `tool "${config.toolName}" sets sandbox, but subagent provider "${provider.name}" cannot confine its child's commands (only in-process children can: spawn, fork)`,
+      }
   }
   if (config.backgroundMode === 'continuable' && !provider.prepareContinuable) {
     return {
@@ -243,7 +244,7 @@ export class SubagentToolPlugin {
 
   /** The `maxDepth` every request of this tool carries (see `request`). */
   private requestMaxDepth(): number | undefined {
-    return this.config.maxDepth ?? (this.subagents.getProvider(this.config.provider!)?.capabilities.depthLimit ? DEFAULT_MAX_DEPTH : undefined)
+    return toolDepthBound(this.config.maxDepth, this.subagents.getProvider(this.config.provider!))
   }
 
   private unmount(): void {
