@@ -77,6 +77,16 @@ export class ServerConnection {
     }
   }
 
+  /**
+   * Why the connection ended on its own (a stdio server exited, or wrote what is not
+   * JSON-RPC), in words that follow the server's name; `undefined` while it is up, once dsh
+   * stopped it, and always for an HTTP server (no process of ours to lose).
+   */
+  get endedBy(): string | undefined {
+    const reason = this.transport instanceof ProcessStdioTransport ? this.transport.closeReason : undefined
+    return reason === 'was stopped' ? undefined : reason
+  }
+
   /** Stop the server (its whole process tree, or the HTTP session). Idempotent. */
   close(): Promise<void> {
     this.closing ??= (async () => {

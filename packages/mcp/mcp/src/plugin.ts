@@ -5,6 +5,7 @@ import type { ToolExecution, ToolOutput } from '@dsh/tools'
 import type { Tool } from '@modelcontextprotocol/sdk/types.js'
 import { serversOf } from './config.js'
 import { ServerConnection } from './connection.js'
+import { RestartingServer } from './restart.js'
 import { mcpToolName, toolNameProblem } from './names.js'
 import { renderResult } from './results.js'
 
@@ -41,54 +42,55 @@ export async function apply(ctx: Context, config: McpConfig): Promise<() => Prom
   const logger = ctx.logger('mcp')
   const warn = (line: string) => logger.warn(line)
   const specs = serversOf(config, process.cwd(), warn)
-  const connections: ServerConnection[] = []
+  const servers: RestartingServer[] = []
   const stopAll = async () => {
-    await Promise.all(connections.map((connection) => connection.close()))
+    await Promise.all(servers.map((server) => server.close()))
   }
-  const started = await Promise.allSettled(
-    specs.map((spec) => ServerConnection.connect(spec, { env: process.env, startTimeoutMs: config.startTimeoutMs, expand: spec.from === 'the mcp entry' })),
-  )
+  const options = (spec: (typeof specs)[number]) => ({ env: process.env, startTimeoutMs: config.startTimeoutMs, expand: spec.from === 'the mcp entry' })
+  const started = await Promise.allSettled(specs.map((spec) => ServerConnection.connect(spec, options(spec))))
   for (const [index, outcome] of started.entries()) {
     if (outcome.status === 'rejected') {
       warn(`${errorMessage(outcome.reason)}; its tools are left out`)
       continue
     }
     const connection = outcome.value
-    connections.push(connection)
-    for (const tool of connection.tools) registerTool(ctx, connection, tool, config, warn)
-    if (connection.tools.length === 0) warn(`MCP server "${specs[index]!.name}" lists no tools`)
+    const spec = specs[index]!
+    const server = new RestartingServer(connection, spec, options(spec), warn)
+    servers.push(server)
+    for (const tool of connection.tools) registerTool(ctx, server, connection.readOnlyHints, tool, config, warn)
+    if (connection.tools.length === 0) warn(`MCP server "${spec.name}" lists no tools`)
   }
   return stopAll
 }
 
-function registerTool(ctx: Context, connection: ServerConnection, tool: Tool, config: McpConfig, warn: (line: string) => void): void {
-  const problem = toolNameProblem(connection.name, tool.name)
-  if (problem) return warn(`MCP server "${connection.name}": tool skipped: ${problem}`)
-  const name = mcpToolName(connection.name, tool.name)
+function registerTool(ctx: Context, server: RestartingServer, readOnlyHints: boolean, tool: Tool, config: McpConfig, warn: (line: string) => void): void {
+  const problem = toolNameProblem(server.name, tool.name)
+  if (problem) return warn(`MCP server "${server.name}": tool skipped: ${problem}`)
+  const name = mcpToolName(server.name, tool.name)
   // The registry knows draft-07 only; MCP schemas often name 2020-12, whose keywords a tool's inputs rarely need.
   const { $schema: _dialect, ...parameters } = tool.inputSchema as Record<string, unknown>
   // A server's word that a tool only reads is trusted only where the user's own config says
   // so (readOnlyHints: true on that server): such a tool then skips the broker as reads do,
   // so no rule or prompt sees it. Without that, and always for a project's .mcp.json, every
   // call is decided by the approval broker (a deny rule on it holds).
-  const readOnly = tool.annotations?.readOnlyHint === true && connection.readOnlyHints
+  const readOnly = tool.annotations?.readOnlyHint === true && readOnlyHints
   try {
     ctx.tools.register<Record<string, unknown>>({
       name,
-      description: tool.description ?? tool.title ?? `${tool.name} of the MCP server ${connection.name}`,
+      description: tool.description ?? tool.title ?? `${tool.name} of the MCP server ${server.name}`,
       parameters,
       concurrencySafe: readOnly,
       sideEffecting: !readOnly,
-      execute: (args, exec) => callTool(connection, tool.name, args, exec, config),
+      execute: (args, exec) => callTool(server, tool.name, args, exec, config),
     })
   } catch (error) {
-    warn(`MCP server "${connection.name}": tool ${name} skipped: ${errorMessage(error)}`)
+    warn(`MCP server "${server.name}": tool ${name} skipped: ${errorMessage(error)}`)
   }
 }
 
-async function callTool(connection: ServerConnection, tool: string, args: Record<string, unknown>, exec: ToolExecution, config: McpConfig): Promise<ToolOutput> {
+async function callTool(server: RestartingServer, tool: string, args: Record<string, unknown>, exec: ToolExecution, config: McpConfig): Promise<ToolOutput> {
   try {
-    return renderResult(await connection.call(tool, args ?? {}, config.callTimeoutMs, exec.signal), config.maxOutputChars)
+    return renderResult(await server.call(tool, args ?? {}, config.callTimeoutMs, exec.signal), config.maxOutputChars)
   } catch (error) {
     if (exec.signal.aborted || isAbortError(error)) throw error
     return { isError: true, content: errorMessage(error) }

@@ -99,15 +99,31 @@ describe('an MCP server over stdio', () => {
     }
   })
 
-  it('a server that crashes mid-call ends the call with its exit and last words, and its next call says it is gone', async () => {
-    const results = await callFixture([
-      { tool: 'mcp__srv__crash', args: {} },
-      { tool: 'mcp__srv__echo', args: { text: 'again' } },
-    ])
+  it('a server that crashes mid-call ends the call with its exit and last words; the next call starts it again, once, with one line saying so; a server that crashes again is reported, not restarted in a loop', async () => {
+    const run = await startMcp(
+      { servers: { srv: fixtureServer() } },
+      {
+        calls: [
+          { tool: 'mcp__srv__crash', args: {} },
+          { tool: 'mcp__srv__echo', args: { text: 'again' } },
+          { tool: 'mcp__srv__crash', args: {} },
+          { tool: 'mcp__srv__echo', args: { text: 'once more' } },
+          { tool: 'mcp__srv__echo', args: { text: 'and again' } },
+        ],
+      },
+    )
+    const { results } = await runAgent(run)
     expect(results[0]!.isError).toBe(true)
     expect(results[0]!.text).toMatch(/^MCP server "srv": crash failed: the server exited with code 7: fixture: crashing on purpose$/)
-    expect(results[1]!.isError).toBe(true)
-    expect(results[1]!.text).toMatch(/^MCP server "srv": echo failed: .*exited with code 7/)
+    expect(results[1]).toEqual({ text: 'echo: again', isError: false })
+    expect(results[2]!.text).toMatch(/^MCP server "srv": crash failed: the server exited with code 7/)
+    for (const later of results.slice(3)) {
+      expect(later.isError).toBe(true)
+      expect(later.text).toMatch(/^MCP server "srv": echo failed: the server exited with code 7: fixture: crashing on purpose; it was restarted once already and is not restarted again \(restart dsh to try again\)$/)
+    }
+    expect(run.warnings.filter((line) => line.includes('starting it again'))).toEqual([
+      'MCP server "srv" exited with code 7: fixture: crashing on purpose; starting it again for this call (once: if it stops again, it stays stopped)',
+    ])
   })
 
   it('a server that never answers ends the call at callTimeoutMs; one that prints garbage or a message over 10 MB ends it at once', async () => {
