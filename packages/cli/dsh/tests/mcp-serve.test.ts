@@ -108,7 +108,8 @@ describe('dsh mcp serve over stdio, driven by the MCP SDK client', () => {
     expect(reviewer.description).toBe('Reviews a change.')
     expect(reviewer.inputSchema).toMatchObject({ type: 'object', required: ['prompt'], properties: { prompt: { type: 'string' } } })
     const progress: Progress[] = []
-    const result = (await client.callTool({ name: 'reviewer', arguments: { prompt: 'review my change' } }, undefined, { onprogress: (update) => void progress.push(update) })) as CallToolResult
+    const traceparent = '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01'
+    const result = (await client.callTool({ name: 'reviewer', arguments: { prompt: 'review my change' }, _meta: { traceparent } }, undefined, { onprogress: (update) => void progress.push(update) })) as CallToolResult
     expect(result.isError ?? false).toBe(false)
     expect(textOf(result)).toBe('reviewer heard: checked by the spawned child')
     expect(progress.map((update) => update.message)).toContainEqual(expect.stringMatching(/^calling subagent /))
@@ -117,7 +118,11 @@ describe('dsh mcp serve over stdio, driven by the MCP SDK client', () => {
     const dsh = (result._meta as { dsh: { session: string; stop: string; usage: { inputTokens: number; outputTokens: number } } }).dsh
     expect(dsh.stop).toBe('completed')
     expect(dsh.usage.outputTokens).toBeGreaterThan(0)
-    expect(existsSync(join(s.dir, 'sessions', `${dsh.session}.jsonl`))).toBe(true)
+    // The call's session: served over MCP as the helper, in the client's trace.
+    const header = (JSON.parse(readFileSync(join(s.dir, 'sessions', `${dsh.session}.jsonl`), 'utf8').split('\n', 1)[0]!) as { header: { origin: string; helper: { name: string }; trace: { traceparent: string } } }).header
+    expect(header.origin).toBe('mcp')
+    expect(header.helper.name).toBe('reviewer')
+    expect(header.trace.traceparent).toBe(traceparent)
   })
 
   it('an unknown tool is a protocol error naming it and the tools there are; bad arguments are an error result naming the argument', async () => {
@@ -216,6 +221,13 @@ describe('dsh mcp serve --http', () => {
     const result = (await client.callTool({ name: 'reviewer', arguments: { prompt: 'review this' } }, undefined, { onprogress: (update) => void progress.push(update) })) as CallToolResult
     expect(textOf(result)).toBe('reviewer heard: checked by the spawned child')
     expect(progress.map((update) => update.message)).toContainEqual(expect.stringMatching(/^calling subagent /))
+
+    // Elicitation reaches a client over HTTP too (on the call's own stream).
+    const asking = new Client({ name: 'test', version: '1.0.0' }, { capabilities: { elicitation: {} } })
+    clients.push(asking)
+    asking.setRequestHandler(ElicitRequestSchema, () => ({ action: 'accept', content: { decision: 'allow-once' } }))
+    await asking.connect(new StreamableHTTPClientTransport(new URL(served.url), { requestInit: { headers: { Authorization: 'Bearer sekrit-token' } } }))
+    expect(textOf((await asking.callTool({ name: 'delegate', arguments: { prompt: 'touch it' } })) as CallToolResult)).toMatch(/^bash said: exit code 0\ntouched/)
   })
 
   it('refuses to listen beyond loopback without a token, in one line', async () => {
