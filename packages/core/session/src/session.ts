@@ -6,6 +6,9 @@ import { MessageProjection } from './projection.js'
 
 export type SessionListener = (update: SessionUpdate) => void
 
+/** Shared by every session without listeners (the lists are replaced, never changed in place). */
+const NO_LISTENERS: readonly SessionListener[] = Object.freeze([])
+
 /**
  * One conversation: a frozen header and an append-only event log. Appending is the only
  * way to change it; listeners hear every appended event and every live chunk.
@@ -16,9 +19,10 @@ export class Session {
   readonly id: string
   private readonly log: EventLog
   private readonly projection: MessageProjection
-  private listeners: SessionListener[] = []
+  // Copy-on-write lists: every session starts with the one shared empty list (most never get a listener).
+  private listeners: readonly SessionListener[] = NO_LISTENERS
   /** Listeners of the durable events alone (`subscribe(listener, { chunks: false })`): they do not make the session `listened`. */
-  private eventListeners: SessionListener[] = []
+  private eventListeners: readonly SessionListener[] = NO_LISTENERS
   private _released = false
   private _lastTurnEnd = 0
   private _ownPrompt: string | undefined
@@ -27,26 +31,21 @@ export class Session {
     header: SessionHeader,
     seed?: { session: Session; length: number },
     private readonly reportListenerError: (error: unknown) => void = (error) => console.error(error),
+    /** The header is the caller's own fresh object of known fields (the store's `create`): kept, not copied. */
+    headerIsOwn = false,
   ) {
-    // Copied key by key, not by a spread: a spread clone that is then frozen gets a hidden
-    // class of its own once V8's clone cache is warm (about 300 bytes and 0.3 µs more per
-    // session, which a fan-out pays per child). Not by `Object.assign` either: a header read
-    // back from a file may hold an own `__proto__` key, which assignment would turn into the
-    // header's prototype (unchecked fields read through it); defining own keys keeps it data.
-    const own = {} as SessionHeader
-    for (const key of Object.keys(header)) {
-      const value = (header as unknown as Record<string, unknown>)[key]
-      if (key === '__proto__') Object.defineProperty(own, key, { value, enumerable: true, writable: true, configurable: true })
-      else (own as unknown as Record<string, unknown>)[key] = value
+    if (headerIsOwn) {
+      if (seed) header.seedLength = seed.length
+      this.header = Object.freeze(header)
+      this.id = header.id
+    } else {
+      this.header = copiedHeader(header, seed)
+      this.id = this.header.id
     }
-    if (seed) own.seedLength = seed.length
-    this.header = Object.freeze(own)
-    this.id = own.id
     this.log = new EventLog(seed && { log: seed.session.log, length: seed.length })
     this.projection = new MessageProjection(this.log, seed && { projection: seed.session.projection, length: seed.length })
     this._lastTurnEnd = seed ? seed.length : 0
   }
-
 
   get length(): number {
     return this.log.length
@@ -150,8 +149,8 @@ export class Session {
   /** Called by the store on release: no more events, no more listeners. */
   markReleased(): void {
     this._released = true
-    this.listeners = []
-    this.eventListeners = []
+    this.listeners = NO_LISTENERS
+    this.eventListeners = NO_LISTENERS
   }
 
   private notify(update: SessionUpdate): void {
@@ -172,4 +171,21 @@ export class Session {
       }
     }
   }
+}
+
+/** A header given by someone else (read back from a file, a caller's object): copied, frozen, with the seed's length. */
+function copiedHeader(header: SessionHeader, seed: { length: number } | undefined): Readonly<SessionHeader> {
+  // Copied key by key, not by a spread: a spread clone that is then frozen gets a hidden
+  // class of its own once V8's clone cache is warm (about 300 bytes and 0.3 µs more per
+  // session, which a fan-out pays per child). Not by `Object.assign` either: a header read
+  // back from a file may hold an own `__proto__` key, which assignment would turn into the
+  // header's prototype (unchecked fields read through it); defining own keys keeps it data.
+  const own = {} as SessionHeader
+  for (const key of Object.keys(header)) {
+    const value = (header as unknown as Record<string, unknown>)[key]
+    if (key === '__proto__') Object.defineProperty(own, key, { value, enumerable: true, writable: true, configurable: true })
+    else (own as unknown as Record<string, unknown>)[key] = value
+  }
+  if (seed) own.seedLength = seed.length
+  return Object.freeze(own)
 }

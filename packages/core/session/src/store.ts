@@ -123,15 +123,22 @@ export class SessionStore extends Service {
     super(ctx, 'sessions')
   }
 
-  create(init: SessionInit = {}): Session {
+  /**
+   * A new live session. `placement` gives its seed and whether it is announced apart from the
+   * header fields, so a caller holding those (an agent's `meta`) need not copy them into a new
+   * `init` (its fields win over `init.seed` and `init.announce`).
+   */
+  create(init: SessionInit = {}, placement?: Pick<SessionInit, 'seed' | 'announce'>): Session {
+    const seed = placement === undefined ? init.seed : placement.seed
+    const announce = placement === undefined ? init.announce : placement.announce
     const now = Date.now()
     const id = init.id ?? newSessionId(now)
     if (this.live.has(id)) throw new SessionError('DUPLICATE_SESSION', `session ${id} is already live`)
     const header: SessionHeader = { id, createdAt: isoTime(now), cwd: init.cwd ?? process.cwd() }
-    if (init.seed && init.parentSession !== undefined && init.parentSession !== init.seed.session.id) {
-      throw new SessionError('CORRUPT', `a session seeded from ${init.seed.session.id} must name it as parentSession (got ${init.parentSession})`)
+    if (seed && init.parentSession !== undefined && init.parentSession !== seed.session.id) {
+      throw new SessionError('CORRUPT', `a session seeded from ${seed.session.id} must name it as parentSession (got ${init.parentSession})`)
     }
-    const parentSession = init.parentSession ?? init.seed?.session.id
+    const parentSession = init.parentSession ?? seed?.session.id
     if (parentSession !== undefined) header.parentSession = parentSession
     if (init.origin !== undefined) header.origin = init.origin
     if (init.delegationDepth !== undefined) header.delegationDepth = init.delegationDepth
@@ -148,9 +155,10 @@ export class SessionStore extends Service {
     if (init.approvalDefault !== undefined) header.approvalDefault = init.approvalDefault
     if (init.workspace !== undefined) header.workspace = init.workspace
     if (init.sandbox !== undefined) header.sandbox = init.sandbox
-    const session = new Session(header, init.seed, this.reportListenerError)
+    // The header was built here, key by key, from known fields: the session keeps it rather than copying it again.
+    const session = new Session(header, seed, this.reportListenerError, true)
     this.live.set(id, session)
-    if (init.announce !== false) this.announce(session)
+    if (announce !== false) this.announce(session)
     return session
   }
 

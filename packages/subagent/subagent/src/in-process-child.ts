@@ -17,7 +17,7 @@ import type { Session } from '@dsh/session'
 import type { ToolFilter } from '@dsh/tools'
 import { refuseDisposedParent, refuseUnstartable } from './admission.js'
 import { SubagentError } from './errors.js'
-import { lineageHeader, lineageWith } from './lineage.js'
+import { lineageWith } from './lineage.js'
 import type { SubagentRequest } from './types.js'
 
 /** What of a request shapes an in-process child (a continuable request has no signal of its own: the caller's is passed in). */
@@ -46,7 +46,8 @@ export function createInProcessChild(agents: AgentRegistry, request: InProcessCh
     // Recorded in the child's header, so its own delegations stay within the bound.
     const maxDepth = refuseUnstartable(request, 'the child')
     const { parent, signal } = request
-    const meta: CreateAgentOptions['meta'] = lineageHeader(lineageWith(request, options.provider, maxDepth, request.approvalDefault))
+    // The lineage object is the header's fields as they are (no copy of it per child).
+    const meta: NonNullable<CreateAgentOptions['meta']> = lineageWith(request, options.provider, maxDepth, request.approvalDefault)
     meta.origin = 'subagent'
     // A workspace of its own (the service made it before asking the provider), else the parent's directory.
     const working = request.workingDirectory

@@ -245,6 +245,7 @@ export class ContinuationManager {
   disposeChildrenOf(parent: Agent): Promise<void> | undefined {
     // Every agent's disposal passes here: one without continuable children (every child of
     // a plain fan-out) must not pay for a copy of the resident table or a promise.
+    if (this.resident.size === 0) return undefined
     const children: ResidentChild[] = []
     for (const child of this.resident.values()) if (child.parentId === parent.id) children.push(child)
     if (children.length === 0) return undefined
