@@ -1,0 +1,7 @@
+export { WorkflowError, type WorkflowErrorCode } from './errors.js'
+export { loadWorkflow, describeChange, type LoadedWorkflow } from './load.js'
+export { callKey, type CallIdentity } from './keys.js'
+export { Journal, readJournal, AGENT_CALL, BEST_OF_CALL, type CallRecord, type JournalReading } from './journal.js'
+export { WorkflowRunner, type AgentAnswer, type AgentCallOptions, type WorkflowApi, type WorkflowOutcome, type WorkflowSettings } from './runner.js'
+export type { AttemptReport, BestOfAttempt, BestOfOptions, BestOfResult } from './best-of.js'
+export type { CheckOutcome } from './check.js'

@@ -1,0 +1,56 @@
+/**
+ * Which side effects a finished call's child had outside a workspace of its own: every
+ * side-effecting tool call the approval broker (or a gate) let run, as the child's session
+ * and its in-process descendants' sessions record it (`tool/result`'s `permission`), and
+ * every approval recorded for a remote child (`approval` events), in a session whose
+ * header names no workspace. A call with any is not reused silently by a resume: running
+ * it again would do it again, and not running it would take its result on trust.
+ */
+import type { Context } from 'cordis'
+import type { Session, SessionEvent, SessionHeader } from '@dsh/session'
+import type {} from '@dsh/subagent'
+
+const MOST_DESCENDANTS = 1000
+
+export async function sideEffectsOf(ctx: Context, childId: string): Promise<string[]> {
+  const effects: string[] = []
+  const seen = new Set<string>()
+  const queue = [childId]
+  while (queue.length > 0 && seen.size < MOST_DESCENDANTS) {
+    const id = queue.shift()!
+    if (seen.has(id)) continue
+    seen.add(id)
+    const read = await readSession(ctx, id)
+    if (read === undefined) continue
+    const outside = read.header.workspace === undefined
+    const calls = new Map<string, { name: string; args: unknown }>()
+    for (const event of read.events) {
+      if (event.type === 'tool/call') calls.set(event.call.id, { name: event.call.name, args: event.call.args })
+      else if (event.type === 'tool/result') {
+        const child = (event.record as { delegation?: { childId?: unknown; local?: unknown } } | undefined)?.delegation
+        if (typeof child?.childId === 'string' && child.local !== false) queue.push(child.childId)
+        if (outside && event.permission !== undefined && event.permission.decision !== 'reject') effects.push(describe(calls.get(event.result.callId) ?? { name: event.result.name, args: undefined }))
+      } else if (event.type === 'approval' && outside && event.permission.decision !== 'reject') {
+        effects.push(describe({ name: event.request.tool, args: { command: event.request.subject } }))
+      }
+    }
+  }
+  return effects
+}
+
+async function readSession(ctx: Context, id: string): Promise<{ header: SessionHeader; events: readonly SessionEvent[] } | undefined> {
+  const live: Session | undefined = ctx.sessions.get(id)
+  if (live !== undefined) return { header: live.header, events: live.events() }
+  try {
+    return await ctx.sessions.readStored(id)
+  } catch {
+    return undefined
+  }
+}
+
+function describe(call: { name: string; args: unknown }): string {
+  const args = call.args as { command?: unknown; path?: unknown } | undefined
+  const subject = typeof args?.command === 'string' ? args.command : typeof args?.path === 'string' ? args.path : ''
+  const line = subject === '' ? call.name : `${call.name}: ${subject}`
+  return line.length > 160 ? `${line.slice(0, 157)}...` : line
+}
