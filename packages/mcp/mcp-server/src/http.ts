@@ -19,7 +19,12 @@ import { McpServe, type McpServeOptions } from './server.js'
 /** The path of the MCP endpoint. */
 export const MCP_PATH = '/mcp'
 
-/** Client sessions kept at once; an initialize beyond it is refused (a client that never closes its sessions cannot fill memory). */
+/**
+ * Client sessions kept at once by default. Many clients never end theirs (no DELETE), so at
+ * the bound a new session takes the place of the one idle longest (no request in flight:
+ * its next request gets 404 and it initializes again); only when every session is busy is
+ * an initialize refused (503).
+ */
 export const MAX_SESSIONS = 64
 
 export interface HttpServeOptions extends McpServeOptions {
@@ -29,12 +34,16 @@ export interface HttpServeOptions extends McpServeOptions {
   port?: number
   /** The bearer token every request must carry. */
   token?: string
+  /** Client sessions kept at once (default `MAX_SESSIONS`). */
+  maxSessions?: number
 }
 
 export interface HttpServing {
   /** The endpoint's URL (`http://127.0.0.1:PORT/mcp`). */
   readonly url: string
   readonly serve: McpServe
+  /** Client sessions kept now, and how many of them have a request in flight. */
+  readonly sessions: { readonly open: number; readonly busy: number }
   /** Stop accepting, stop every call (each session flushed), close every connection. */
   close(): Promise<void>
 }
@@ -58,7 +67,10 @@ export async function serveMcpOverHttp(ctx: Context, options: HttpServeOptions =
   if (token !== undefined && token.length === 0) throw new McpServerError('INVALID_OPTION', 'the token is empty; set a non-empty token or none')
   if (!token && !isLoopback(host)) throw new McpServerError('INSECURE_LISTEN', `refusing to listen on ${host} without a token: anyone who reaches it could run agents; pass --token-env NAME (a variable holding a bearer token) or listen on 127.0.0.1`)
   const serve = new McpServe(ctx, options)
-  const sessions = new Map<string, StreamableHTTPServerTransport>()
+  const maxSessions = options.maxSessions ?? MAX_SESSIONS
+  if (!Number.isInteger(maxSessions) || maxSessions < 1) throw new McpServerError('INVALID_OPTION', `maxSessions must be a whole number of at least 1 (got ${String(maxSessions)})`)
+  /** Live sessions in the order they were last used (a Map keeps insertion order: a use moves one to the end). */
+  const sessions = new Map<string, Session>()
   let served: ReadonlySet<string> = new Set()
   const log = ctx.logger('mcp-server')
 
@@ -74,21 +86,30 @@ export async function serveMcpOverHttp(ctx: Context, options: HttpServeOptions =
     if (new URL(request.url ?? '/', 'http://x').pathname !== MCP_PATH) return refuse(request, response, 404, `not found: the MCP endpoint is ${MCP_PATH}`)
     const sessionId = request.headers['mcp-session-id']
     if (typeof sessionId === 'string') {
-      const transport = sessions.get(sessionId)
-      if (transport === undefined) return refuse(request, response, 404, `no session ${JSON.stringify(sessionId.slice(0, 100))} here (it ended, or the server restarted); initialize a new one`)
-      return transport.handleRequest(request, response)
+      const session = sessions.get(sessionId)
+      if (session === undefined) return refuse(request, response, 404, `no session ${JSON.stringify(sessionId.slice(0, 100))} here (it ended, made room for a newer one, or the server restarted); initialize a new one`)
+      sessions.delete(sessionId)
+      sessions.set(sessionId, session)
+      return inFlight(session, response, () => session.transport.handleRequest(request, response))
     }
     if (request.method !== 'POST') return refuse(request, response, 400, 'a request without Mcp-Session-Id must be a POST of initialize')
-    if (sessions.size >= MAX_SESSIONS) return refuse(request, response, 503, `this server keeps at most ${MAX_SESSIONS} sessions; close one (DELETE ${MCP_PATH} with its Mcp-Session-Id) and try again`)
-    const transport: StreamableHTTPServerTransport = new StreamableHTTPServerTransport({
-      sessionIdGenerator: () => randomUUID(),
-      onsessioninitialized: (id) => void sessions.set(id, transport),
-    })
-    transport.onclose = () => {
-      if (transport.sessionId !== undefined) sessions.delete(transport.sessionId)
+    if (sessions.size >= maxSessions) {
+      const idle = [...sessions.entries()].find(([, session]) => session.inFlight === 0)
+      if (idle === undefined) return refuse(request, response, 503, `this server keeps at most ${maxSessions} sessions and every one has a request in flight; try again once one has ended`)
+      sessions.delete(idle[0])
+      await idle[1].transport.close()
     }
-    await serve.connect(transport)
-    await transport.handleRequest(request, response)
+    const session: Session = { transport: undefined as unknown as StreamableHTTPServerTransport, inFlight: 0 }
+    session.transport = new StreamableHTTPServerTransport({
+      sessionIdGenerator: () => randomUUID(),
+      onsessioninitialized: (id) => void sessions.set(id, session),
+    })
+    session.transport.onclose = () => {
+      const id = session.transport.sessionId
+      if (id !== undefined && sessions.get(id) === session) sessions.delete(id)
+    }
+    await serve.connect(session.transport)
+    await inFlight(session, response, () => session.transport.handleRequest(request, response))
   }
 
   const http = createServer((request, response) => {
@@ -106,17 +127,33 @@ export async function serveMcpOverHttp(ctx: Context, options: HttpServeOptions =
   return {
     url,
     serve,
+    get sessions() {
+      return { open: sessions.size, busy: [...sessions.values()].filter((session) => session.inFlight > 0).length }
+    },
     close: () => {
       closing ??= (async () => {
         const stopped = new Promise<void>((resolve) => http.close(() => resolve()))
         await serve.close()
-        await Promise.allSettled([...sessions.values()].map((transport) => transport.close()))
+        await Promise.allSettled([...sessions.values()].map((session) => session.transport.close()))
         http.closeAllConnections()
         await stopped
       })()
       return closing
     },
   }
+}
+
+interface Session {
+  transport: StreamableHTTPServerTransport
+  /** Requests of this session whose response has not ended (a call streaming its progress, an open GET stream). */
+  inFlight: number
+}
+
+/** Count `response` as in flight for `session` until it ends (or its connection closes). */
+async function inFlight(session: Session, response: ServerResponse, handle: () => Promise<void>): Promise<void> {
+  session.inFlight++
+  response.once('close', () => session.inFlight--)
+  await handle()
 }
 
 /** A refusal as a JSON-RPC error body (what an MCP client reads), with the status; the request's body is not read. */

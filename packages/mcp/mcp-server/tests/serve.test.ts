@@ -6,10 +6,11 @@
 import { afterEach, describe, expect, it } from 'vitest'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js'
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js'
 import { createHarness, type Harness } from '@dsh/testkit/harness'
 import { ApprovalService } from '@dsh/approvals'
-import { answerOf, McpServe, McpServerError, type McpServeOptions } from '@dsh/mcp-server'
+import { answerOf, McpServe, McpServerError, serveMcpOverHttp, type HttpServing, type McpServeOptions } from '@dsh/mcp-server'
 
 let harness: Harness | undefined
 let serve: McpServe | undefined
@@ -86,5 +87,42 @@ describe('an elicitation answer', () => {
     expect(answerOf('accept', undefined)).toMatchObject({ decision: 'reject' })
     expect(answerOf('decline', { decision: 'allow-once' })).toMatchObject({ decision: 'reject', reason: "the MCP client's user declined" })
     expect(answerOf('cancel', {})).toMatchObject({ decision: 'reject', reason: "the MCP client's user dismissed the request" })
+  })
+})
+
+describe('serveMcpOverHttp', () => {
+  let http: HttpServing | undefined
+  const httpClients: Client[] = []
+  afterEach(async () => {
+    await Promise.all(httpClients.splice(0).map((client) => client.close().catch(() => {})))
+    await http?.close()
+    http = undefined
+  })
+
+  async function httpClient(url: string): Promise<{ client: Client; transport: StreamableHTTPClientTransport }> {
+    const client = new Client({ name: 'test', version: '1.0.0' })
+    const transport = new StreamableHTTPClientTransport(new URL(url))
+    httpClients.push(client)
+    await client.connect(transport)
+    return { client, transport }
+  }
+
+  it('at its session bound a new client takes the place of the one idle longest (which is told to initialize again); while every session is busy a new one is refused (503)', async () => {
+    harness = await createHarness({ script: [{ reply: [{ text: 'quick' }] }] })
+    await harness.plugin(ApprovalService, {})
+    http = await serveMcpOverHttp(harness.ctx, { maxSessions: 1 })
+    const served = http
+    const first = await httpClient(served.url)
+    const firstId = first.transport.sessionId!
+    // The SDK's client keeps a stream open (GET): the session is busy until the client goes.
+    await until(() => served.sessions.busy === 1)
+    await expect(httpClient(served.url)).rejects.toThrow(/503|every one has a request in flight/)
+    await first.client.close()
+    await until(() => served.sessions.busy === 0)
+    const second = await httpClient(served.url)
+    expect(textOf((await second.client.callTool({ name: 'delegate', arguments: { prompt: 'hello' } })) as CallToolResult)).toBe('quick')
+    expect(served.sessions.open).toBe(1)
+    const stale = await fetch(served.url, { method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-session-id': firstId }, body: JSON.stringify({ jsonrpc: '2.0', id: 9, method: 'tools/list' }) })
+    expect(stale.status).toBe(404)
   })
 })
