@@ -63,7 +63,7 @@ export class Journal {
 
   ended(callId: string, record: CallRecord, error?: string): void {
     const name = record.kind === 'agent' ? AGENT_CALL : BEST_OF_CALL
-    const text = error ?? (record.text === '' ? `(${record.stopReason})` : record.text)
+    const text = error ?? (record.text !== '' ? record.text : record.structured !== undefined ? JSON.stringify(record.structured) : `(${record.stopReason})`)
     this.session.append({ type: 'tool/result', result: { type: 'tool-result', callId, name, content: [{ type: 'text', text }], isError: error !== undefined }, record: { workflow: record } })
   }
 
