@@ -7,7 +7,7 @@
 import { parseArgs, type ParseArgsConfig } from 'node:util'
 import { UsageError } from './errors.js'
 
-export type Verb = 'run' | 'chat' | 'demo' | 'acp' | 'a2a' | 'worker' | 'ui' | 'sessions' | 'config' | 'agents' | 'workspaces' | 'trust'
+export type Verb = 'run' | 'chat' | 'demo' | 'acp' | 'a2a' | 'worker' | 'ui' | 'sessions' | 'config' | 'agents' | 'workspaces' | 'trust' | 'workflow'
 
 const MODEL_SPECS = `model specs: scripted:PATH (keyless, plays a script), deepseek:MODEL (DEEPSEEK_API_KEY),
              openai:MODEL (OPENAI_API_KEY), anthropic:MODEL (ANTHROPIC_API_KEY), replay:DIR (keyless, plays a --record DIR),
@@ -89,6 +89,10 @@ export const VERB_USAGE: Record<Verb, string> = {
       directory it was made from, or lists the conflicting files and changes nothing;
       discard ID throws one away; clean removes the orphaned ones, --all every one (their
       branches too); what would lose changes is asked on a terminal, else needs --yes`,
+  workflow: `workflow run FILE [--json] [--max-concurrent N] [--budget KEY=N,...] [--resume ID] [--permission allow|reject] [--model SPEC] [--config FILE] [--session-dir DIR]
+      run a workflow module (.js/.mjs; default export async ({ agent, parallel, bestOf }) => result):
+      each agent() call a child of one root session, shown as the live tree; prints the result
+      (--json: as one JSON object); --resume ID goes on with a stopped run, reusing finished calls`,
   trust: `trust [DIR] | trust --list | trust --remove DIR
       let dsh use DIR/dsh.yml (default: this directory's) when started there: a
       project's config is refused until you trust it, and again whenever its content

@@ -37,6 +37,8 @@ async function main(argv: string[]): Promise<number> {
       return (await import('./commands/worker.js')).workerVerb(rest)
     case 'ui':
       return (await import('./commands/ui.js')).uiVerb(rest)
+    case 'workflow':
+      return (await import('./commands/workflow.js')).workflowVerb(rest)
     case 'demo':
       return (await import('./commands/demo.js')).demoVerb(rest)
     case 'sessions': {
