@@ -154,6 +154,22 @@ describe('dsh mcp serve over stdio, driven by the MCP SDK client', () => {
     expect(textOf((await client.callTool({ name: 'delegate', arguments: { prompt: 'hello' } })) as CallToolResult)).toBe('plain answer')
   })
 
+  it('a client that closes its end while a call runs ends the server: the call is stopped, its child\'s command is gone, and dsh exits saying why', async () => {
+    const s = setup()
+    const { client, transport, stderr } = await stdioClient(s)
+    const serverPid = transport.pid!
+    const waiting = client.callTool({ name: 'delegate', arguments: { prompt: 'wait for it' } })
+    waiting.catch(() => {})
+    await until(() => existsSync(s.pidFile) && readFileSync(s.pidFile, 'utf8').endsWith('\n'))
+    const pid = Number(readFileSync(s.pidFile, 'utf8').trim())
+    // The SDK's client closes the server's stdin first (signals come only seconds later).
+    await client.close()
+    await until(() => !running(serverPid))
+    expect(running(pid)).toBe(false)
+    expect(stderr()).toMatch(/dsh mcp: call 1 aborted/)
+    expect(stderr()).toContain('dsh mcp: exiting: the client closed stdin')
+  })
+
   it('a side effect no rule decides is asked of the client through elicitation; a client without elicitation is not asked and it is rejected', async () => {
     const s = setup()
     const asked: string[] = []
