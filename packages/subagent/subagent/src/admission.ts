@@ -68,7 +68,12 @@ export function effectiveMaxDepth(request: Pick<SubagentRequest, 'parent' | 'max
 /** The depth check of a child of `request.parent`; returns the effective bound. */
 function admitChildDepth(request: Pick<SubagentRequest, 'parent' | 'maxDepth'>): number | undefined {
   const { parent } = request
-  return admitDepth(parent.depth + 1, request.maxDepth, parent.session.header.maxDepth, {
+  const inherited = parent.session.header.maxDepth
+  const bound = tighterBound(request.maxDepth, inherited)
+  const depth = parent.depth + 1
+  // Admitted (every child of a fan-out, twice): no words are built for a refusal that is not made.
+  if (bound === undefined || depth <= bound) return bound
+  return admitDepth(depth, request.maxDepth, inherited, {
     subject: `a child of ${parent.id} would be`,
     bound: (maxDepth, whose) => `maxDepth ${maxDepth}${whose === 'own' ? '' : ` (inherited by ${parent.id} from its delegation)`}`,
   })

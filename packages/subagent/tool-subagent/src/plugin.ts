@@ -128,6 +128,8 @@ export class SubagentToolPlugin {
   })
 
   private unregister: (() => void) | undefined
+  /** The `maxDepth` every request carries, decided when the tool mounts on its provider (see `request`). */
+  private mountedMaxDepth: number | undefined
   /** Held directly for the per-call path (see `serviceInstance`); the plugin restarts with the service. */
   private readonly subagents: Context['subagents']
 
@@ -205,6 +207,7 @@ export class SubagentToolPlugin {
     const { toolName } = this.config
     const guidance = delegationGuidance(toolName, provider.inheritsParentContext, background ? this.config.backgroundMode : 'off')
     const maxDepth = this.requestMaxDepth()
+    this.mountedMaxDepth = maxDepth
     let removeSection: () => void
     try {
       removeSection = this.ctx.agents.addPromptSection({
@@ -294,7 +297,7 @@ export class SubagentToolPlugin {
     }
     // An explicit maxDepth was checked against the provider when the tool mounted; the
     // default bound applies only where the provider can enforce it.
-    const maxDepth = this.requestMaxDepth()
+    const maxDepth = this.mountedMaxDepth
     if (maxDepth !== undefined) request.maxDepth = maxDepth
     if (config.agentOptions.model !== undefined) request.agentOptions = { model: config.agentOptions.model }
     if (config.persona !== undefined) request.persona = config.persona
