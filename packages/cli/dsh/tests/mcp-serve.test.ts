@@ -6,7 +6,7 @@
  * asked of the client through elicitation (and rejected for a client that cannot be asked),
  * and over HTTP a request without the token (401) or with a foreign Host (403) is refused.
  */
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { appendFileSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { request as httpRequest } from 'node:http'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
@@ -168,6 +168,21 @@ describe('dsh mcp serve over stdio, driven by the MCP SDK client', () => {
     expect(running(pid)).toBe(false)
     expect(stderr()).toMatch(/dsh mcp: call 1 aborted/)
     expect(stderr()).toContain('dsh mcp: exiting: the client closed stdin')
+  })
+
+  it("the config's tree cap bounds the calls (the client's children, as it sees them): with tree.maxConcurrent 1 and maxQueued 1, a third call while one runs and one waits is refused, naming the bound", async () => {
+    const s = setup()
+    appendFileSync(join(s.dir, 'dsh.yml'), '- id: subagents\n  name: "@dsh/subagent"\n  config: { tree: { maxConcurrent: 1, maxQueued: 1 } }\n')
+    const { client, stderr } = await stdioClient(s)
+    const running = client.callTool({ name: 'delegate', arguments: { prompt: 'wait for it' } })
+    running.catch(() => {})
+    await until(() => existsSync(s.pidFile) && readFileSync(s.pidFile, 'utf8').endsWith('\n'))
+    const waiting = client.callTool({ name: 'delegate', arguments: { prompt: 'hello' } })
+    waiting.catch(() => {})
+    await until(() => /dsh mcp: call 2 started/.test(stderr()))
+    const refused = (await client.callTool({ name: 'delegate', arguments: { prompt: 'hello' } })) as CallToolResult
+    expect(refused.isError).toBe(true)
+    expect(textOf(refused)).toBe('delegate: dsh mcp serve is at its bound: 1 calls run and 1 wait; call again once one has ended')
   })
 
   it('a side effect no rule decides is asked of the client through elicitation; a client without elicitation is not asked and it is rejected', async () => {

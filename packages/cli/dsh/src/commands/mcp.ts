@@ -13,7 +13,9 @@
  * `dsh mcp list`: the MCP servers the config's `@dsh/mcp` entry names (`mcp-list.ts`).
  */
 import { parseVerbArgs, wholeNumberOption } from '../args.js'
+import { isRecord } from '@dsh/base'
 import { parsePermissionPolicy } from '@dsh/approvals'
+import type { PluginEntry } from '../config-entries.js'
 import { reapTrackedGroups } from '@dsh/process'
 import { UsageError } from '../errors.js'
 import { exitCodeOfSignal } from '../exit.js'
@@ -31,7 +33,8 @@ export const MCP_USAGE = `usage: dsh mcp serve [--http [--host H] [--port P] [--
          serve dsh's helpers as MCP tools (and "delegate", a plain dsh agent), each taking { prompt }:
          on stdio, or with --http on Streamable HTTP at http://127.0.0.1:PORT/mcp (port 0: a free
          one; the URL is printed), any address but loopback needs --token-env; at most --max-calls
-         calls run at once (default 4), 64 more wait, more are refused; a side effect no approval
+         calls run at once (default the config's subagents tree.maxConcurrent, else 4), its
+         tree.maxQueued (else 64) more wait, more are refused; a side effect no approval
          rule decides is asked of the client through elicitation (--permission ask, the default)
          and rejected where it cannot ask, or allowed or refused unasked (allow, reject)
        dsh mcp list [--json] [--config FILE]
@@ -83,7 +86,9 @@ async function serveVerb(args: string[]): Promise<number> {
     throw new UsageError('NO_MODEL', `${VERB}: no model to run with: pass --model SPEC (e.g. --model scripted:FILE.yml for a keyless script), set llm.model in --config, or set DEEPSEEK_API_KEY`)
   }
   const { McpServerError, serveMcpOverHttp, serveMcpOverStdio } = await import('@dsh/mcp-server')
-  const options = { permission, onCall: logCall, ...(maxCalls !== undefined && { maxCalls }), ...(maxDepth !== undefined && { maxDepth }) }
+  const cap = treeCap(runtime.entries)
+  const calls = maxCalls ?? cap.maxConcurrent
+  const options = { permission, onCall: logCall, ...(calls !== undefined && { maxCalls: calls }), ...(cap.maxQueued !== undefined && { maxQueued: cap.maxQueued }), ...(maxDepth !== undefined && { maxDepth }) }
   let serving: { close(): Promise<void>; ended?: Promise<string> }
   try {
     if (values.http) {
@@ -125,6 +130,21 @@ async function serveVerb(args: string[]): Promise<number> {
   }
   process.stderr.write(`dsh mcp: exiting: ${reason}\n`)
   return 0
+}
+
+/**
+ * The cap of a delegation tree (`tree.maxConcurrent`, `tree.maxQueued` of the `@dsh/subagent`
+ * entry), when the config sets one. The client and its calls are one tree as the client sees
+ * it, each call a child; but each call's agent is a root here, whose own tree the gate counts
+ * apart, so the server applies the cap to its calls itself.
+ */
+function treeCap(entries: readonly PluginEntry[]): { maxConcurrent?: number; maxQueued?: number } {
+  const tree = entries.find((entry) => entry.name === '@dsh/subagent' && entry.disabled !== true)?.config?.tree
+  if (!isRecord(tree)) return {}
+  const whole = (value: unknown) => (Number.isSafeInteger(value) && (value as number) >= 1 ? (value as number) : undefined)
+  const maxConcurrent = whole(tree.maxConcurrent)
+  const maxQueued = whole(tree.maxQueued)
+  return { ...(maxConcurrent !== undefined && { maxConcurrent }), ...(maxQueued !== undefined && { maxQueued }) }
 }
 
 function parsePermission(raw: string | undefined): PermissionPolicy {
