@@ -47,7 +47,9 @@ export async function workflowVerb(args: string[]): Promise<number> {
   const maxConcurrent = wholeNumberOption('dsh workflow run', '--max-concurrent', values['max-concurrent'], 1, 10_000)
   const budget = parseBudget(values.budget)
   // The file first: a workflow that does not load costs no composition.
-  const workflow = await loadWorkflow(file)
+  const workflow = await loadWorkflow(file).catch((error: unknown) => {
+    throw error instanceof WorkflowError ? new UsageError('USAGE', `dsh workflow run: ${error.message}`) : error
+  })
   const tree = { ...(maxConcurrent !== undefined && { maxConcurrent }), ...(budget !== undefined && { budget }) }
   const entries: PluginEntry[] = [{ id: 'workspaces', name: '@dsh/workspaces' }]
   if (Object.keys(tree).length > 0) entries.push({ id: 'subagents', name: '@dsh/subagent', config: { tree } })

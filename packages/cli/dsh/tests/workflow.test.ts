@@ -1,0 +1,185 @@
+import { spawn } from 'node:child_process'
+import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { afterEach, beforeEach, describe, expect, it } from 'vitest'
+import { dshBin, runDsh, tempDir } from './cli.js'
+import { until } from './processes.js'
+
+/**
+ * dsh workflow run through the built CLI, keyless: a reviewer helper (a spawn child on a
+ * scripted model that answers with structured output) over fixture files. What ran, and
+ * how many at once, is read from the children's session files.
+ */
+let project: string
+let sessions: string
+beforeEach(() => {
+  project = tempDir('dsh-workflow-')
+  sessions = join(project, 'sessions')
+  write('.dsh/agents/reviewer.md', `---\nname: reviewer\ndescription: Reviews one file and returns a verdict.\ntools: [read]\n---\nYou review one file.\n`)
+  write('model.yml', `- when: { prompt: "^Review" }\n  reply:\n    - delay_ms: 60\n      call: { tool: structured_output, args: { verdict: ok } }\n- reply:\n    - text: plain answer\n`)
+  for (let index = 1; index <= 40; index++) write(`files/f${String(index).padStart(2, '0')}.txt`, `file ${index}\n`)
+  write('review.mjs', REVIEW)
+})
+afterEach(() => rmSync(project, { recursive: true, force: true }))
+
+function write(file: string, text: string): void {
+  const path = join(project, file)
+  mkdirSync(join(path, '..'), { recursive: true })
+  writeFileSync(path, text)
+}
+
+const REVIEW = `import { readdirSync } from 'node:fs'
+export default async ({ agent, parallel }) => {
+  const files = readdirSync('files').sort()
+  const schema = { type: 'object', properties: { verdict: { type: 'string' } }, required: ['verdict'] }
+  const results = await parallel(files, (file) => agent('reviewer', 'Review files/' + file, { schema, label: file }), { concurrency: Number(process.env.WF_CONCURRENCY ?? 4) })
+  return { reviewed: results.length, verdicts: results.map((result) => result.structured.verdict) }
+}
+`
+
+interface StoredSession {
+  header: { id: string; parentSession?: string; toolCallId?: string; origin?: string }
+  events: Array<{ type: string; ts: number; reason?: string; record?: { workflow?: { key: string; stopReason: string; reused?: boolean } } }>
+}
+
+function readSessions(): StoredSession[] {
+  return readdirSync(sessions)
+    .filter((name) => name.endsWith('.jsonl'))
+    .map((name) => {
+      const lines = readFileSync(join(sessions, name), 'utf8').split('\n').filter((line) => line.trim() !== '')
+      const parsed = lines.flatMap((line) => {
+        try {
+          return [JSON.parse(line) as Record<string, unknown>]
+        } catch {
+          return [] // a line a killed process left half written
+        }
+      })
+      const header = (parsed[0] as { header: StoredSession['header'] }).header
+      return { header, events: parsed.slice(1) as StoredSession['events'] }
+    })
+}
+
+const childrenOf = (root: string) => readSessions().filter((session) => session.header.parentSession === root)
+const completed = (session: StoredSession) => session.events.some((event) => event.type === 'turn/end' && event.reason === 'completed')
+
+/** The most children whose [first event, turn end] intervals overlap at one instant. */
+function mostAtOnce(children: StoredSession[]): number {
+  const marks = children.flatMap((child) => {
+    const start = child.events[0]!.ts
+    const end = child.events.findLast((event) => event.type === 'turn/end')?.ts ?? child.events.at(-1)!.ts
+    return [
+      { at: start, delta: 1 },
+      { at: end, delta: -1 },
+    ]
+  })
+  // Ends before starts at the same millisecond: a slot handed on is not two at once.
+  marks.sort((a, b) => a.at - b.at || a.delta - b.delta)
+  let running = 0
+  let most = 0
+  for (const mark of marks) most = Math.max(most, (running += mark.delta))
+  return most
+}
+
+const rootOf = () => readSessions().find((session) => session.header.origin === 'workflow')!
+
+describe('dsh workflow run', () => {
+  it('runs a reviewer over 40 files at most 4 at once, collects the structured results and prints the summary', async () => {
+    const result = await runDsh(['workflow', 'run', 'review.mjs', '--model', 'scripted:model.yml', '--session-dir', sessions, '--json'], { cwd: project, timeoutMs: 60_000 })
+    expect(result.stderr).not.toMatch(/Error|stack/)
+    expect(result.code).toBe(0)
+    const printed = JSON.parse(result.stdout) as { session: string; value: { reviewed: number; verdicts: string[] }; calls: { run: number; reused: number } }
+    expect(printed.value).toEqual({ reviewed: 40, verdicts: Array(40).fill('ok') })
+    expect(printed.calls).toMatchObject({ run: 40, reused: 0, failed: 0 })
+    expect(result.stderr).toContain('workflow finished: 40 calls run, 0 reused, 0 failed')
+    const children = childrenOf(printed.session)
+    expect(children).toHaveLength(40)
+    expect(children.every(completed)).toBe(true)
+    const most = mostAtOnce(children)
+    expect(most).toBeLessThanOrEqual(4)
+    expect(most).toBeGreaterThan(1)
+  })
+
+  it('holds parallel() to the tree cap when it asks for more, and says so once', async () => {
+    const result = await runDsh(['workflow', 'run', 'review.mjs', '--model', 'scripted:model.yml', '--session-dir', sessions, '--max-concurrent', '2'], { cwd: project, timeoutMs: 60_000, env: { WF_CONCURRENCY: '8' } })
+    expect(result.code).toBe(0)
+    expect(result.stderr.match(/asks for concurrency 8, above the tree's cap of 2/g)).toHaveLength(1)
+    expect(mostAtOnce(childrenOf(rootOf().header.id))).toBeLessThanOrEqual(2)
+  })
+
+  it('killed with SIGKILL half-way and resumed, finishes without running a finished call again', async () => {
+    write('model.yml', `- when: { prompt: "^Review" }\n  reply:\n    - delay_ms: 150\n      call: { tool: structured_output, args: { verdict: ok } }\n`)
+    const env = { ...process.env, DSH_HOME: tempDir('dsh-home-') }
+    delete env.DEEPSEEK_API_KEY
+    const first = spawn(process.execPath, [dshBin, 'workflow', 'run', 'review.mjs', '--model', 'scripted:model.yml', '--session-dir', sessions], { cwd: project, env, stdio: ['ignore', 'pipe', 'pipe'] })
+    let stderr = ''
+    first.stderr.on('data', (chunk: Buffer) => (stderr += chunk))
+    const exited = new Promise<void>((resolve) => first.on('exit', () => resolve()))
+    let gone = false
+    void exited.then(() => (gone = true))
+    // Half-way: 20 calls recorded as finished in the root session.
+    const finishedInRoot = () => {
+      try {
+        return rootOf()?.events.filter((event) => event.type === 'tool/result' && event.record?.workflow?.stopReason === 'completed') ?? []
+      } catch {
+        return []
+      }
+    }
+    await until(() => finishedInRoot().length >= 20, () => (gone ? `the first run ended before it was killed: ${stderr}` : undefined))
+    first.kill('SIGKILL')
+    await exited
+    const root = rootOf()
+    const recorded = new Set(finishedInRoot().map((event) => event.record!.workflow!.key))
+    expect(recorded.size).toBeGreaterThanOrEqual(20)
+    expect(recorded.size).toBeLessThan(40)
+
+    const resumed = await runDsh(['workflow', 'run', 'review.mjs', '--model', 'scripted:model.yml', '--session-dir', sessions, '--resume', root.header.id, '--json'], { cwd: project, timeoutMs: 60_000 })
+    expect(resumed.code).toBe(0)
+    const printed = JSON.parse(resumed.stdout) as { value: { reviewed: number }; calls: { run: number; reused: number } }
+    expect(printed.value.reviewed).toBe(40)
+    expect(printed.calls.reused).toBe(recorded.size)
+    expect(printed.calls.run).toBe(40 - recorded.size)
+    // Counted from the sessions: each call that had finished has exactly one child, and all 40 finished.
+    const children = childrenOf(root.header.id)
+    const byCall = new Map<string, StoredSession[]>()
+    for (const child of children) byCall.set(child.header.toolCallId!, [...(byCall.get(child.header.toolCallId!) ?? []), child])
+    const keyOfCall = (callId: string) => callId.slice(3, 19)
+    for (const [callId, list] of byCall) {
+      if ([...recorded].some((key) => key.startsWith(keyOfCall(callId)))) expect(list, callId).toHaveLength(1)
+    }
+    expect(new Set(children.filter(completed).map((child) => child.header.toolCallId)).size).toBe(40)
+  })
+
+  it('refuses a file that does not load, and a TypeScript file, in one line', async () => {
+    write('broken.mjs', 'export default async (api) => {\n')
+    const broken = await runDsh(['workflow', 'run', 'broken.mjs', '--model', 'scripted:model.yml', '--session-dir', sessions], { cwd: project })
+    expect(broken.code).toBe(2)
+    expect(broken.stderr.trim().split('\n')).toHaveLength(1)
+    expect(broken.stderr).toMatch(/^dsh workflow run: workflow broken\.mjs does not load: /)
+    write('typed.ts', 'export default async (api: unknown) => 1\n')
+    const typed = await runDsh(['workflow', 'run', 'typed.ts', '--model', 'scripted:model.yml', '--session-dir', sessions], { cwd: project })
+    expect(typed.code).toBe(2)
+    expect(typed.stderr).toContain('TypeScript workflows are not supported yet')
+  })
+
+  it('names the helpers there are when agent() names none, and keeps what finished when the workflow throws', async () => {
+    write('unknown.mjs', `export default async ({ agent }) => agent('nope', 'hello')\n`)
+    const unknown = await runDsh(['workflow', 'run', 'unknown.mjs', '--model', 'scripted:model.yml', '--session-dir', sessions], { cwd: project })
+    expect(unknown.code).toBe(1)
+    expect(unknown.stderr).toContain('agent("nope"): there is no helper or provider named "nope"; helpers: reviewer; providers: ')
+    write('throws.mjs', `export default async ({ agent }) => {\n  await agent('spawn', 'say something', { label: 'first' })\n  throw new Error('boom after one call')\n}\n`)
+    const threw = await runDsh(['workflow', 'run', 'throws.mjs', '--model', 'scripted:model.yml', '--session-dir', sessions], { cwd: project })
+    expect(threw.code).toBe(1)
+    expect(threw.stderr).toContain('the workflow threw: boom after one call')
+    expect(JSON.parse(threw.stdout)).toEqual([{ label: 'first', text: 'plain answer' }])
+  })
+
+  it('ends at the budget with what finished, and says so', async () => {
+    const result = await runDsh(['workflow', 'run', 'review.mjs', '--model', 'scripted:model.yml', '--session-dir', sessions, '--budget', 'children=6', '--json'], { cwd: project, timeoutMs: 60_000 })
+    expect(result.code).toBe(1)
+    const printed = JSON.parse(result.stdout) as { stopped: { code: string }; finished: unknown[]; calls: { run: number } }
+    expect(printed.stopped.code).toBe('BUDGET')
+    expect(printed.finished.length).toBe(printed.calls.run)
+    expect(printed.calls.run).toBeLessThanOrEqual(6)
+    expect(result.stderr).toContain('workflow stopped by its budget')
+  })
+})
