@@ -125,9 +125,11 @@ describe('dsh mcp serve over stdio, driven by the MCP SDK client', () => {
     expect(header.trace.traceparent).toBe(traceparent)
   })
 
-  it('an unknown tool is a protocol error naming it and the tools there are; bad arguments are an error result naming the argument', async () => {
+  it('an unknown tool is an error result naming it and the tools there are; bad arguments are an error result naming the argument', async () => {
     const { client } = await stdioClient(setup())
-    await expect(client.callTool({ name: 'nope', arguments: { prompt: 'x' } })).rejects.toThrow(/unknown tool "nope"; this server's tools: delegate, reviewer/)
+    const unknown = (await client.callTool({ name: 'nope', arguments: { prompt: 'x' } })) as CallToolResult
+    expect(unknown.isError).toBe(true)
+    expect(textOf(unknown)).toBe('unknown tool "nope"; this server\'s tools: delegate, reviewer')
     const wrongType = (await client.callTool({ name: 'reviewer', arguments: { prompt: 5 } })) as CallToolResult
     expect(wrongType.isError).toBe(true)
     expect(textOf(wrongType)).toBe('reviewer: the argument "prompt" must be a non-empty string (got number)')

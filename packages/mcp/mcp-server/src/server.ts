@@ -9,7 +9,8 @@ import type { Context } from 'cordis'
 import { Server } from '@modelcontextprotocol/sdk/server/index.js'
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js'
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js'
-import { CallToolRequestSchema, ElicitResultSchema, ErrorCode, ListToolsRequestSchema, McpError, type CallToolRequest, type CallToolResult } from '@modelcontextprotocol/sdk/types.js'
+import { CallToolRequestSchema, ElicitResultSchema, ListToolsRequestSchema, type CallToolRequest, type CallToolResult } from '@modelcontextprotocol/sdk/types.js'
+import { printable } from '@dsh/base'
 import { DEFAULT_MAX_DEPTH } from '@dsh/subagent'
 import { parsePermissionPolicy, type PermissionPolicy } from '@dsh/approvals'
 import { installPermission } from './approvals.js'
@@ -99,9 +100,9 @@ export class McpServe {
   private call(server: Server, request: CallToolRequest, extra: Parameters<Parameters<Server['setRequestHandler']>[1]>[1]): Promise<CallToolResult> | CallToolResult {
     const { name } = request.params
     const served = this.tools.get(name)
-    // An unknown tool is a protocol error (the spec's -32602), naming it and the tools there are.
-    if (served === undefined) throw new McpError(ErrorCode.InvalidParams, `unknown tool ${JSON.stringify(name.slice(0, 128))}; this server's tools: ${[...this.tools.keys()].join(', ')}`)
-    // Bad arguments are the call's error result, so a model reading it can correct itself.
+    // An unknown tool and bad arguments are the call's error result (as the SDK's own
+    // McpServer answers them), naming what was refused, so a model reading it can correct itself.
+    if (served === undefined) return errorResult(`unknown tool ${JSON.stringify(printable(name.slice(0, 128)))}; this server's tools: ${[...this.tools.keys()].join(', ')}`)
     const read = promptOf(name, request.params.arguments)
     if ('problem' in read) return errorResult(read.problem)
     if (this.slots.full) return errorResult(`${name}: dsh mcp serve is at its bound: ${this.slots.limit} calls run and ${this.slots.maxQueued} wait; call again once one has ended`)
