@@ -5,7 +5,6 @@
  */
 import { readFile } from 'node:fs/promises'
 import { extname, resolve } from 'node:path'
-import { pathToFileURL } from 'node:url'
 import { errorMessage } from '@dsh/base'
 import { WorkflowError } from './errors.js'
 import { sha256 } from './keys.js'
@@ -38,12 +37,17 @@ export async function loadWorkflow(path: string): Promise<LoadedWorkflow> {
   }
   let module: Record<string, unknown>
   try {
-    // The hash in the URL: a file changed on disk is imported afresh, never from the module cache.
-    module = (await import(`${pathToFileURL(file).href}?sha256=${sha256(source).slice(0, 16)}`)) as Record<string, unknown>
+    // By absolute path: the bundled CLI turns import() into require(), which takes no URL
+    // (ESM loads through require(esm), Node >= 20.19: so no top-level await).
+    module = (await import(file)) as Record<string, unknown>
   } catch (error) {
-    throw new WorkflowError('LOAD', `workflow ${path} does not load: ${errorMessage(error).split('\n')[0]}`, { cause: error })
+    const first = errorMessage(error).split('\n')[0]
+    const hint = extension === '.js' && /export|import/.test(first ?? '') ? ' (a .js file with import/export needs "type": "module" in its package.json; or name it .mjs)' : ''
+    throw new WorkflowError('LOAD', `workflow ${path} does not load: ${first}${hint}`, { cause: error })
   }
-  const run = module.default
+  // A CommonJS file's module.exports arrives as the default export (twice wrapped through require).
+  let run = module.default
+  if (run !== null && typeof run === 'object' && typeof (run as { default?: unknown }).default === 'function') run = (run as { default: unknown }).default
   if (typeof run !== 'function') throw new WorkflowError('LOAD', `workflow ${path} has no default export function (export default async ({ agent, parallel, bestOf }) => { ... })`)
   const options = module.options !== null && typeof module.options === 'object' ? (module.options as { rerunSideEffects?: unknown }) : {}
   return { file, source, hash: sha256(source), run: run as (api: unknown) => unknown, options: { ...(options.rerunSideEffects === true && { rerunSideEffects: true }) } }
