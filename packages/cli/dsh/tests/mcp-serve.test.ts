@@ -203,6 +203,12 @@ describe('dsh mcp serve over stdio, driven by the MCP SDK client', () => {
 
     const unasked = await stdioClient(s)
     expect(textOf((await unasked.client.callTool({ name: 'delegate', arguments: { prompt: 'touch it' } })) as CallToolResult)).toMatch(/^bash said: bash was not run: .*did not declare the elicitation capability/)
+
+    // A client that takes only URL elicitation cannot be shown the form: not asked either.
+    const urlOnly = new Client({ name: 'test', version: '1.0.0' }, { capabilities: { elicitation: { url: {} } } })
+    clients.push(urlOnly)
+    await urlOnly.connect(new StdioClientTransport({ command: process.execPath, args: [dshBin, 'mcp', 'serve', ...s.args], cwd: s.dir, env: { ...(process.env as Record<string, string>), ...s.env }, stderr: 'ignore' }))
+    expect(textOf((await urlOnly.callTool({ name: 'delegate', arguments: { prompt: 'touch it' } })) as CallToolResult)).toMatch(/^bash said: bash was not run: .*did not declare the elicitation capability/)
   })
 })
 

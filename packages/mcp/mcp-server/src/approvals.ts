@@ -16,7 +16,7 @@ export const MCP_CLIENT = 'the MCP client (elicitation)'
 
 /** Why a request is rejected when the client cannot be asked. */
 export const CLIENT_CANNOT_ASK =
-  'the MCP client did not declare the elicitation capability, so nobody can be asked: allow the command by a rule (approvals allow in the config), or start dsh mcp serve with --permission allow'
+  'the MCP client did not declare the elicitation capability (for forms), so nobody can be asked: allow the command by a rule (approvals allow in the config), or start dsh mcp serve with --permission allow'
 
 /** The running calls, by the id of their agent (a root here). */
 export interface CallsByAgent {

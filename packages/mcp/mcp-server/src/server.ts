@@ -111,11 +111,19 @@ export class McpServe {
     if (progressToken !== undefined) {
       wire.progress = (progress, message) => extra.sendNotification({ method: 'notifications/progress', params: { progressToken, progress, message } })
     }
-    if (server.getClientCapabilities()?.elicitation !== undefined) {
+    if (asksByForm(server.getClientCapabilities()?.elicitation)) {
       wire.elicit = (params, signal, timeout) => extra.sendRequest({ method: 'elicitation/create', params }, ElicitResultSchema, { signal, timeout })
     }
     return this.runner.run(served, read.prompt, wire)
   }
+}
+
+/**
+ * Whether a client's `elicitation` capability takes forms: `{}` (the form of older clients)
+ * or one naming `form`; a client that declared only `url` cannot be asked this way.
+ */
+function asksByForm(elicitation: { form?: unknown; url?: unknown } | undefined): boolean {
+  return elicitation !== undefined && (elicitation.form !== undefined || elicitation.url === undefined)
 }
 
 export interface StdioServing {
