@@ -101,9 +101,17 @@ describe('bestOf', () => {
   })
 
   it('fails a check that hangs at its timeout, stops its processes, and declares no winner', async () => {
-    const { code, printed } = await runWorkflow(`export default async ({ bestOf }) => bestOf(${ATTEMPTS}, { check: 'sleep 617; true', checkTimeoutMs: 400 })\n`)
+    // The workflow itself looks for the check's processes once bestOf has returned, while dsh still runs.
+    const { code, printed } = await runWorkflow(`import { readdirSync, readFileSync } from 'node:fs'
+const mentioning = (marker) => readdirSync('/proc').filter((pid) => /^\\d+$/.test(pid)).filter((pid) => { try { return readFileSync('/proc/' + pid + '/cmdline', 'utf8').includes(marker) } catch { return false } }).length
+export default async ({ bestOf }) => {
+  const result = await bestOf(${ATTEMPTS}, { check: 'sleep 617; true', checkTimeoutMs: 400 })
+  return { ...result, checksLeft: mentioning('sleep 617') }
+}
+`)
     expect(code).toBe(0)
-    const value = printed.value as { winner?: number; why: string }
+    const value = printed.value as { winner?: number; why: string; checksLeft: number }
+    expect(value.checksLeft).toBe(0)
     expect(value.winner).toBeUndefined()
     expect(value.why).toContain('no attempt passed the check')
     expect(value.why).toContain('timed out after 400 ms')

@@ -182,4 +182,41 @@ describe('dsh workflow run', () => {
     expect(printed.calls.run).toBeLessThanOrEqual(6)
     expect(result.stderr).toContain('workflow stopped by its budget')
   })
+  it('does not reuse a finished call whose child ran a command outside a workspace unless told to, and warns that the file changed', async () => {
+    write('model.yml', `- when: { prompt: "^Touch" }\n  reply:\n    - call: { tool: bash, args: { command: "echo touched >> marker.txt" } }\n    - text: touched\n- reply:\n    - text: plain answer\n`)
+    write('effects.mjs', `export const options = { rerunSideEffects: process.env.RERUN === '1' }
+export default async ({ agent }) => {
+  const quiet = await agent('spawn', 'Say something', { label: 'quiet' })
+  const touched = await agent('spawn', 'Touch the marker', { label: 'touch' })
+  if (process.env.FAIL === '1') throw new Error('stopping half-way')
+  return [quiet.text, touched.text]
+}
+`)
+    const run = (env: Record<string, string>, ...extra: string[]) => runDsh(['workflow', 'run', 'effects.mjs', '--model', 'scripted:model.yml', '--session-dir', sessions, '--permission', 'allow', ...extra], { cwd: project, env, timeoutMs: 60_000 })
+    const first = await run({ FAIL: '1' })
+    expect(first.code).toBe(1)
+    const id = rootOf().header.id
+    expect(readFileSync(join(project, 'marker.txt'), 'utf8')).toBe('touched\n')
+    const refused = await run({}, '--resume', id)
+    expect(refused.code).toBe(1)
+    expect(refused.stderr).toContain('the call agent("spawn") labelled "touch"')
+    expect(refused.stderr).toContain('had side effects outside a workspace (bash: echo touched >> marker.txt)')
+    expect(refused.stderr).toContain('rerunSideEffects: true')
+    expect(readFileSync(join(project, 'marker.txt'), 'utf8')).toBe('touched\n')
+    // The file changes (a line added): the warning names the lines; the calls' keys still match.
+    write('effects.mjs', `// reviewed\n${readFileSync(join(project, 'effects.mjs'), 'utf8')}`)
+    const again = await run({ RERUN: '1' }, '--resume', id, '--json')
+    expect(again.code).toBe(0)
+    expect(again.stderr).toContain(`effects.mjs changed since session ${id} ran it (nothing (at line 1) then, line 1 now`)
+    expect(JSON.parse(again.stdout)).toMatchObject({ value: ['plain answer', 'touched'], calls: { run: 1, reused: 1 } })
+    expect(readFileSync(join(project, 'marker.txt'), 'utf8')).toBe('touched\ntouched\n')
+  })
+
+  it('stops a workflow that never returns at the tree\'s wall time', async () => {
+    write('forever.mjs', `export default async ({ agent }) => {\n  await agent('spawn', 'Say something', { label: 'before' })\n  await new Promise(() => {})\n}\n`)
+    const result = await runDsh(['workflow', 'run', 'forever.mjs', '--model', 'scripted:model.yml', '--session-dir', sessions, '--budget', 'wallTimeMs=1500'], { cwd: project, timeoutMs: 60_000 })
+    expect(result.code).toBe(1)
+    expect(result.stderr).toContain("the workflow did not return within the tree's wall time (tree.budget.wallTimeMs, 1500 ms)")
+    expect(JSON.parse(result.stdout)).toEqual([{ label: 'before', text: 'plain answer' }])
+  })
 })
