@@ -89,7 +89,7 @@ export const VERB_USAGE: Record<Verb, string> = {
       directory it was made from, or lists the conflicting files and changes nothing;
       discard ID throws one away; clean removes the orphaned ones, --all every one (their
       branches too); what would lose changes is asked on a terminal, else needs --yes`,
-  workflow: `workflow run FILE [--json] [--max-concurrent N] [--budget KEY=N,...] [--resume ID] [--permission allow|reject] [--model SPEC] [--config FILE] [--session-dir DIR]
+  workflow: `workflow run FILE [--json] [--max-concurrent N] [--budget KEY=N,...] [--resume ID] [--permission allow|reject] [--model SPEC] [--config FILE] [--session-dir DIR] [--record DIR]
       run a workflow module (.js/.mjs; default export async ({ agent, parallel, bestOf }) => result):
       each agent() call a child of one root session, shown as the live tree; prints the result
       (--json: as one JSON object); --resume ID goes on with a stopped run, reusing finished calls`,

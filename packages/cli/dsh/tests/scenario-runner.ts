@@ -22,8 +22,8 @@ export const scenariosRoot = join(repoRoot, 'scenarios')
 
 export type ScenarioMode = 'replay' | 'refresh' | 'record'
 
-/** The verbs a scenario can run: `run` (a prompt in its arguments) or `chat` (prompts piped in, `stdin`). */
-const SCENARIO_COMMANDS = ['run', 'chat'] as const
+/** The verbs a scenario can run: `run` (a prompt in its arguments), `chat` (prompts piped in, `stdin`) or `workflow` (`dsh workflow run`, the file in its arguments). */
+const SCENARIO_COMMANDS = ['run', 'chat', 'workflow'] as const
 export type ScenarioCommand = (typeof SCENARIO_COMMANDS)[number]
 
 export interface Scenario {
@@ -176,7 +176,7 @@ async function recordScenario(scenario: Scenario): Promise<void> {
 
 /** The verb and its fixed flags: `dsh run --quiet` prints the answer alone; `dsh chat` from a pipe keeps its progress on stderr, which is not compared. */
 function verbOf(scenario: Scenario): string[] {
-  return scenario.command === 'run' ? ['run', '--quiet'] : ['chat']
+  return scenario.command === 'run' ? ['run', '--quiet'] : scenario.command === 'workflow' ? ['workflow', 'run', '--quiet'] : ['chat']
 }
 
 function inputOf(scenario: Scenario): { input?: Buffer } {
