@@ -5,7 +5,7 @@ export interface CallIdentity {
   /** The helper definition's file hash ('' for a plain provider child). */
   definitionHash: string
   provider: string
-  /** The model the child runs on, as far as it can be known before it starts. */
+  /** The model the call names, its own or its helper's ('' when it runs on the run's default). */
   model: string
   prompt: string
   /** The options that change what the child does (not its label). */

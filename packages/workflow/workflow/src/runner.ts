@@ -59,8 +59,6 @@ export interface WorkflowSettings {
   maxConcurrent?: number
   /** `tree.budget.wallTimeMs`: the workflow is stopped when it has not returned by then. */
   wallTimeMs?: number
-  /** The model a call runs on when neither it nor its helper names one (part of its key). */
-  defaultModel: string
   /** The earlier runs' record, when resuming. */
   resumed?: JournalReading
   /** The workflow's own `options.rerunSideEffects`. */
@@ -185,7 +183,9 @@ export class WorkflowRunner {
     if (options.schema !== undefined && !isRecord(options.schema)) throw new WorkflowError('INVALID_CALL', `agent("${name}"): schema must be a JSON schema object`)
     if (options.schema !== undefined && !provider.capabilities.outputSchema) throw new WorkflowError('INVALID_CALL', `agent("${name}"): provider "${provider.name}" cannot return structured output; run the helper on spawn or fork, or drop schema`)
     if (options.workspace !== undefined && options.workspace !== 'worktree' && options.workspace !== 'copy') throw new WorkflowError('INVALID_CALL', `agent("${name}"): workspace is "worktree" or "copy"`)
-    const model = options.model ?? definition.model ?? this.settings.defaultModel
+    // The model the call names (its own or its helper's), not the run's default: a replay
+    // (--model replay:DIR) finds each child by its call id, so the key must not change with it.
+    const model = options.model ?? definition.model ?? ''
     const workspace = options.workspace ?? (definition.workspace === 'worktree' || definition.workspace === 'copy' ? definition.workspace : undefined)
     const key = callKey({ definitionHash: general ? '' : definition.source.hash, provider: provider.name, model, prompt, options: { schema: options.schema, workspace } })
     const occurrence = this.occurrences.get(key) ?? 0
@@ -233,7 +233,7 @@ export class WorkflowRunner {
     try {
       if (this.stopper.signal.aborted) throw this.stopError
       const { definition, provider, general } = target
-      this.journal.started('agent', call.callId, { key: call.key, helper: name, provider: provider.name, model: call.model, label: call.label, prompt, ...(options.schema && { schema: options.schema }), ...(options.workspace && { workspace: options.workspace }) })
+      this.journal.started('agent', call.callId, { key: call.key, helper: name, provider: provider.name, ...(call.model !== '' && { model: call.model }), label: call.label, prompt, ...(options.schema && { schema: options.schema }), ...(options.workspace && { workspace: options.workspace }) })
       const request = helperRequest(this.ctx, definition, provider, { prompt, label: call.label, parent: this.root, signal: this.stopper.signal, callId: call.callId, general }, this.settings.toolSettings)
       if (options.model !== undefined) request.agentOptions = { model: options.model }
       if (options.schema !== undefined) request.outputSchema = options.schema

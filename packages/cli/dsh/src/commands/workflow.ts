@@ -16,7 +16,7 @@ import { withoutFrameworkStacks } from '../framework-stacks.js'
 import { onInterrupt } from '../interrupt.js'
 import { installRunPermission, parseRunPermission } from '../permission-prompt.js'
 import { watch, type RunView } from '../progress/run-view.js'
-import { chooseModel, NO_MODEL_HELP } from '../run.js'
+import { chooseModel, NO_MODEL_HELP, replayProblems } from '../run.js'
 import { startRuntime } from '../runtime.js'
 import { stopStartedGroups } from '../stop-groups.js'
 
@@ -38,6 +38,7 @@ export async function workflowVerb(args: string[]): Promise<number> {
       'max-concurrent': { type: 'string' },
       budget: { type: 'string' },
       permission: { type: 'string' },
+      record: { type: 'string' },
     },
   })
   const [verb, file, ...extra] = positionals
@@ -54,7 +55,7 @@ export async function workflowVerb(args: string[]): Promise<number> {
   const entries: PluginEntry[] = [{ id: 'workspaces', name: '@dsh/workspaces' }]
   if (Object.keys(tree).length > 0) entries.push({ id: 'subagents', name: '@dsh/subagent', config: { tree } })
   const model = chooseModel(values.model)
-  const runtime = await startRuntime({ config: values.config, model, sessionDir: values['session-dir'], verbose: values.verbose, checkReady: true, extra: entries })
+  const runtime = await startRuntime({ config: values.config, model, sessionDir: values['session-dir'], verbose: values.verbose, checkReady: true, extra: entries, ...(values.record !== undefined && { record: values.record }) })
   let agent: Agent | undefined
   let view: RunView | undefined
   let removeGate: (() => void) | undefined
@@ -85,10 +86,17 @@ export async function workflowVerb(args: string[]): Promise<number> {
     }
     const journal = new Journal(agent.session)
     journal.begin(shownFile, workflow.source)
-    runner = new WorkflowRunner(ctx, agent, journal, settingsOf(runtime.entries, { maxConcurrent, model: ctx.llm.config.model ?? model ?? '', resumed: resumed?.reading, workflow, warn: say }))
+    runner = new WorkflowRunner(ctx, agent, journal, settingsOf(runtime.entries, { maxConcurrent, resumed: resumed?.reading, workflow, warn: say }))
     const outcome = await runner.run(workflow)
     view.close()
-    return report(outcome, journal, agent.id, values.json)
+    const code = report(outcome, journal, agent.id, values.json)
+    // A replay (--model replay:DIR) that diverged from its recording is a failure whatever the workflow returned.
+    const replayed = replayProblems(runtime)
+    if (replayed.length > 0) {
+      process.stderr.write(`dsh: ${replayed.join('; ')}\n`)
+      return 1
+    }
+    return code
   } finally {
     view?.close()
     stopSignals()
@@ -131,7 +139,7 @@ async function readResumed(ctx: import('cordis').Context, id: string): Promise<{
 /** What the runner takes from the composition: the subagent tool's ceiling and the tree's limits. */
 function settingsOf(
   entries: readonly PluginEntry[],
-  options: { maxConcurrent: number | undefined; model: string; resumed: JournalReading | undefined; workflow: LoadedWorkflow; warn: (line: string) => void },
+  options: { maxConcurrent: number | undefined; resumed: JournalReading | undefined; workflow: LoadedWorkflow; warn: (line: string) => void },
 ): WorkflowSettings {
   const toolConfig = entries.find((entry) => entry.name === '@dsh/tool-subagent')?.config ?? {}
   const treeConfig = entries.find((entry) => entry.name === '@dsh/subagent')?.config?.tree
@@ -146,7 +154,6 @@ function settingsOf(
     ...(treeCap !== undefined && { treeCap }),
     ...(options.maxConcurrent !== undefined && treeCap !== options.maxConcurrent && { maxConcurrent: options.maxConcurrent }),
     ...(wallTimeMs !== undefined && { wallTimeMs }),
-    defaultModel: options.model,
     ...(options.resumed && { resumed: options.resumed }),
     ...(options.workflow.options.rerunSideEffects && { rerunSideEffects: true }),
     warn: options.warn,
