@@ -4,8 +4,9 @@
  * tree apply as to any child), each recorded in the root session by its key, and reused
  * from there when the run is a resume.
  */
+import { setMaxListeners } from 'node:events'
 import type { Context } from 'cordis'
-import type { Agent } from '@dsh/agent'
+import { serviceInstance, type Agent } from '@dsh/agent'
 import type { AgentDefinition } from '@dsh/agent-definitions'
 import { errorMessage, isRecord } from '@dsh/base'
 import { outputText } from '@dsh/llm'
@@ -105,6 +106,12 @@ export class WorkflowRunner {
   private readonly global: Slots | undefined
   private capSaid = false
   private readonly outcome: WorkflowOutcome = { calls: { run: 0, reused: 0, failed: 0 }, finished: [] }
+  // The services themselves, looked up once: each access through a Cordis proxy costs a traced
+  // wrapper, and a run of a thousand calls would pay it on every call (as @dsh/tool-subagent does).
+  private readonly subagents: Context['subagents']
+  private readonly sessions: Context['sessions']
+  private readonly definitions: readonly AgentDefinition[]
+  private readonly requestContext: Context
 
   constructor(
     readonly ctx: Context,
@@ -114,6 +121,12 @@ export class WorkflowRunner {
   ) {
     this.stopped = new Promise<never>((_, reject) => this.stopper.signal.addEventListener('abort', () => reject(this.stopError), { once: true }))
     this.stopped.catch(() => {})
+    // Every child of the run listens to this one signal: a fan-out of hundreds is expected, not a leak.
+    setMaxListeners(0, this.stopper.signal)
+    this.subagents = serviceInstance(ctx.subagents)
+    this.sessions = serviceInstance(ctx.sessions)
+    this.definitions = ctx.get('agentDefinitions')?.list() ?? []
+    this.requestContext = { subagents: this.subagents, tools: serviceInstance(ctx.tools) } as unknown as Context
     this.global = settings.maxConcurrent !== undefined ? new Slots(settings.maxConcurrent) : undefined
     this.api = {
       agent: (name, prompt, options) => this.agent(name, prompt, options ?? {}),
@@ -158,20 +171,20 @@ export class WorkflowRunner {
   /** What `agent()` runs: a helper by name, else a plain child of a provider. */
   private resolve(name: string): { definition: AgentDefinition; provider: SubagentProvider; general: boolean } {
     if (typeof name !== 'string' || name === '') throw new WorkflowError('INVALID_CALL', 'agent(): the first argument names a helper or a provider (a non-empty string)')
-    const definitions = this.ctx.get('agentDefinitions')?.list() ?? []
+    const { definitions } = this
     const definition = definitions.find((candidate) => candidate.name === name)
     if (definition !== undefined) {
-      const provider = this.ctx.subagents.getProvider(definition.provider)
+      const provider = this.subagents.getProvider(definition.provider)
       const unavailable = helperUnavailable(definition, provider)
       if (unavailable !== undefined) throw new WorkflowError('INVALID_CALL', `agent("${name}"): the helper cannot run here: ${unavailable} (${definition.source.file})`)
       return { definition, provider: provider!, general: false }
     }
-    const provider = this.ctx.subagents.getProvider(name)
+    const provider = this.subagents.getProvider(name)
     if (provider !== undefined) return { definition: generalChild({ toolName: 'workflow', provider: name }), provider, general: true }
     const helpers = definitions.map((candidate) => candidate.name)
     throw new WorkflowError(
       'UNKNOWN_HELPER',
-      `agent("${name}"): there is no helper or provider named "${name}"; helpers: ${helpers.length > 0 ? helpers.join(', ') : 'none (define them in ./.dsh/agents/*.md)'}; providers: ${this.ctx.subagents.list().join(', ')}`,
+      `agent("${name}"): there is no helper or provider named "${name}"; helpers: ${helpers.length > 0 ? helpers.join(', ') : 'none (define them in ./.dsh/agents/*.md)'}; providers: ${this.subagents.list().join(', ')}`,
     )
   }
 
@@ -234,7 +247,7 @@ export class WorkflowRunner {
       if (this.stopper.signal.aborted) throw this.stopError
       const { definition, provider, general } = target
       this.journal.started('agent', call.callId, { key: call.key, helper: name, provider: provider.name, ...(call.model !== '' && { model: call.model }), label: call.label, prompt, ...(options.schema && { schema: options.schema }), ...(options.workspace && { workspace: options.workspace }) })
-      const request = helperRequest(this.ctx, definition, provider, { prompt, label: call.label, parent: this.root, signal: this.stopper.signal, callId: call.callId, general }, this.settings.toolSettings)
+      const request = helperRequest(this.requestContext, definition, provider, { prompt, label: call.label, parent: this.root, signal: this.stopper.signal, callId: call.callId, general }, this.settings.toolSettings)
       if (options.model !== undefined) request.agentOptions = { model: options.model }
       if (options.schema !== undefined) request.outputSchema = options.schema
       if (options.workspace !== undefined) request.workspace = options.workspace
@@ -242,12 +255,12 @@ export class WorkflowRunner {
       let sessionId: string
       let sideEffects: string[] = []
       try {
-        const started = await this.ctx.subagents.start(provider.name, request)
+        const started = await this.subagents.start(provider.name, request)
         const run = definition.timeoutMs === undefined ? started : withTimeout(started, definition.timeoutMs)
         sessionId = run.id
         try {
           result = await run.result
-          if (run.local) sideEffects = await sideEffectsOf(this.ctx, run.id)
+          if (run.local) sideEffects = await sideEffectsOf(this.sessions, run.id)
         } finally {
           await run.dispose()
         }

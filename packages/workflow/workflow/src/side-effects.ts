@@ -12,7 +12,7 @@ import type {} from '@dsh/subagent'
 
 const MOST_DESCENDANTS = 1000
 
-export async function sideEffectsOf(ctx: Context, childId: string): Promise<string[]> {
+export async function sideEffectsOf(sessions: Context['sessions'], childId: string): Promise<string[]> {
   const effects: string[] = []
   const seen = new Set<string>()
   const queue = [childId]
@@ -20,7 +20,7 @@ export async function sideEffectsOf(ctx: Context, childId: string): Promise<stri
     const id = queue.shift()!
     if (seen.has(id)) continue
     seen.add(id)
-    const read = await readSession(ctx, id)
+    const read = await readSession(sessions, id)
     if (read === undefined) continue
     const outside = read.header.workspace === undefined
     const calls = new Map<string, { name: string; args: unknown }>()
@@ -38,11 +38,11 @@ export async function sideEffectsOf(ctx: Context, childId: string): Promise<stri
   return effects
 }
 
-async function readSession(ctx: Context, id: string): Promise<{ header: SessionHeader; events: readonly SessionEvent[] } | undefined> {
-  const live: Session | undefined = ctx.sessions.get(id)
+async function readSession(sessions: Context['sessions'], id: string): Promise<{ header: SessionHeader; events: readonly SessionEvent[] } | undefined> {
+  const live: Session | undefined = sessions.get(id)
   if (live !== undefined) return { header: live.header, events: live.events() }
   try {
-    return await ctx.sessions.readStored(id)
+    return await sessions.readStored(id)
   } catch {
     return undefined
   }
