@@ -43,6 +43,7 @@ const plan = [
   { scenario: 'filesRead', arg: 2000, file: 'files.js' },
   { scenario: 'filesGrep', arg: 50000, file: 'files.js' },
   { scenario: 'hookedToolCall', arg: 2000, file: 'hooks.js' },
+  { scenario: 'workflowAgainstFanout', arg: 1000, file: 'workflow.js' },
 ]
 
 const units = [
