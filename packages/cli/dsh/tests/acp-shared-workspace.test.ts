@@ -122,18 +122,18 @@ describe('a shared workspace over ACP, through dsh run', () => {
     startOnTerminal(dir, composition(dir, process.execPath, [agentFixture, 'shared']), script)
     const { asked, screen: done } = await answerAll('y')
     expect(done).toContain('EXIT=0')
-    expect(asked).toEqual([`dsh › acp "editor" wants to run edit: ${join(dir, 'app.txt')}`])
+    expect(asked).toEqual(['dsh › acp "editor" wants to run write: app.txt'])
     expect(readFileSync(join(dir, 'app.txt'), 'utf8')).toBe('version 2\n')
     expect(existsSync(outside)).toBe(false)
     // The child said what it read, what it wrote and what was refused.
     expect(done).toContain('read: "version 1\\n"')
     expect(done).toContain(`wrote ${join(dir, 'app.txt')}`)
-    expect(done).toMatch(/write refused: -32602 .* is outside the workspace/)
+    expect(done).toMatch(/write refused: -32602 .* is outside the working directory/)
     // git sees the edit in the parent's own tree.
     expect(execFileSync('git', ['status', '--porcelain', 'app.txt'], { cwd: dir, encoding: 'utf8' })).toBe(' M app.txt\n')
     // The decision is recorded in the parent's session, naming the child.
     const approval = rootEvents(dir).find((event) => event.type === 'approval')
-    expect(approval).toMatchObject({ request: { tool: 'edit', subject: join(dir, 'app.txt'), path: ['dsh', 'acp "editor"'] }, permission: { decision: 'allow-once', by: 'the user at the terminal', source: 'user' } })
+    expect(approval).toMatchObject({ request: { tool: 'write', subject: 'app.txt', path: ['dsh', 'acp "editor"'] }, permission: { decision: 'allow-once', by: 'the user at the terminal', source: 'user' } })
   })
 
   it('a dsh acp child\'s command runs in the dsh run process, in the parent\'s tree, asked about once; rejected, it does not run', async () => {

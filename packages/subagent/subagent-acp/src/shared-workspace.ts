@@ -6,22 +6,26 @@
  *
  * - **Reads** within the directory are served unasked.
  * - **Writes** and **commands** are side effects of the parent's tree: each goes to the
- *   parent's approval broker first (`edit` with `{ path }`, `bash` with `{ command }`,
- *   named as the child, like its `session/request_permission`), and runs only if allowed.
+ *   parent's approval broker first (`write` with `{ path }`, the file's one name relative
+ *   to the directory, as the `write` tool asks; `bash` with `{ command }`), named as the
+ *   child like its `session/request_permission`, and runs only if allowed.
  *   When the agent already asked about exactly that (its `session/request_permission`
- *   for the same tool and subject was allowed by the broker in this turn, as a `dsh acp`
- *   child does before every command), that answer is used once instead of asking again:
- *   a grant the parent recorded from its own decision, never one the agent claims.
- * - **Paths** outside the directory (after `..` and symlinks) are refused with `-32602`,
- *   before anyone is asked (`workspace-paths.ts`).
+ *   for the same command, or an `edit` or `write` of the same file, was allowed by the
+ *   broker in this turn, as a `dsh acp` child does before each command and edit), that
+ *   answer is used once instead of asking again: a grant the parent recorded from its own
+ *   decision, never one the agent claims.
+ * - **Paths** are confined exactly as the file tools confine theirs (`@dsh/tool-files`'
+ *   confinement, on real paths; never into `.git` for a write): outside the directory is
+ *   `-32602`, before anyone is asked. Files are read and written as the tools do it
+ *   (binary and oversized files refused; a write replaces the file as one step).
  * - **Terminals** run through `ctx.bash` in the directory (confined when the parent's own
  *   session is), their retained output bounded by the executor and by the request's
  *   `outputByteLimit`; at most `maxTerminals` held at once. They are killed when the agent
  *   asks (`terminal/kill`, `terminal/release`), when its turn is being stopped (a cancel,
  *   a timeout), and when the agent is closed; closing waits until they are gone.
  */
-import { resolve } from 'node:path'
-import { realpath } from 'node:fs/promises'
+import { stat } from 'node:fs/promises'
+import { isAbsolute, resolve } from 'node:path'
 import {
   RequestError,
   type CreateTerminalRequest,
@@ -39,7 +43,8 @@ import {
 import { errorMessage, isRecord, type PermissionDecision } from '@dsh/base'
 import type { BashExit, BashProcess, BashService } from '@dsh/bash'
 import type { SandboxSpec } from '@dsh/session'
-import { checkWritable, confine, confineDirectory, OutsideWorkspace, readConfined, TooLarge, writeConfined, type ConfinedPath } from './workspace-paths.js'
+// The file tools' own confinement and local access (their ./access entry, without the tools).
+import { confinementOfDirectory, FileToolError, LOCAL_FILE_ACCESS, resolveExisting, resolveWriteTarget, type Confinement } from '@dsh/tool-files/access'
 
 /** The JSON-RPC code of a write or command the parent's approval broker refused. */
 export const REFUSED_BY_APPROVAL = -32003
@@ -57,13 +62,13 @@ export interface SharedWorkspaceHost {
   /** The agent's ACP session: requests naming another are refused. */
   sessionId(): string | undefined
   /** Put one side effect to the parent's broker (or the provider's fixed policy); withdrawn with `signal`. */
-  decide(tool: 'edit' | 'bash', args: Record<string, unknown>, signal: AbortSignal): Promise<PermissionDecision>
+  decide(tool: 'write' | 'bash', args: Record<string, unknown>, signal: AbortSignal): Promise<PermissionDecision>
   /** `ctx.bash`, when this process has it. */
   bash(): BashService | undefined
   /** The parent agent: its id (commands are its side effects, for `ctx.bash`'s routers) and its session's confinement. */
   parent(): { id: string; sandbox: SandboxSpec | undefined } | undefined
   readonly maxTerminals: number
-  /** The longest file `fs/read_text_file` returns (the frame limit). */
+  /** The longest file `fs/read_text_file` returns and `fs/write_text_file` writes (the frame limit). */
   readonly maxReadBytes: number
 }
 
@@ -74,7 +79,7 @@ interface Terminal {
 }
 
 export class SharedWorkspace {
-  private realRoot: Promise<string> | undefined
+  private confinement: Promise<Confinement> | undefined
   private readonly terminals = new Map<string, Terminal>()
   private readonly grants: string[] = []
   private terminalCount = 0
@@ -90,17 +95,17 @@ export class SharedWorkspace {
 
   // ---- fs ---------------------------------------------------------------------------
 
-  async readTextFile(params: ReadTextFileRequest): Promise<ReadTextFileResponse> {
+  async readTextFile(params: ReadTextFileRequest, signal: AbortSignal): Promise<ReadTextFileResponse> {
     this.checkSession(params.sessionId)
     const line = optionalCount(params.line, 'line', 1)
     const limit = optionalCount(params.limit, 'limit', 0)
-    const path = await this.confined(params.path)
-    if (!path.exists) throw RequestError.resourceNotFound(path.real)
+    const confinement = await this.confined()
+    const path = absolutePath(params.path)
     let text: string
     try {
-      text = await readConfined(path, this.host.maxReadBytes)
+      text = await LOCAL_FILE_ACCESS.readText(await resolveExisting(confinement, path), this.host.maxReadBytes, signal)
     } catch (error) {
-      throw fsError(error, path.real)
+      throw fsError(error, path)
     }
     if (line === undefined && limit === undefined) return { content: text }
     const lines = text.split('\n')
@@ -111,17 +116,21 @@ export class SharedWorkspace {
   async writeTextFile(params: WriteTextFileRequest, signal: AbortSignal): Promise<Record<string, never>> {
     this.checkSession(params.sessionId)
     if (typeof params.content !== 'string') throw RequestError.invalidParams({ content: typeof params.content }, 'content must be text')
-    const path = await this.confined(params.path)
+    const confinement = await this.confined()
+    const path = absolutePath(params.path)
+    let file: Awaited<ReturnType<typeof resolveWriteTarget>>
     try {
-      await checkWritable(path)
+      // Judged before anyone is asked: outside the directory, into .git, onto a directory or a dangling link.
+      file = await resolveWriteTarget(confinement, path)
     } catch (error) {
-      throw fsError(error, path.real)
+      throw fsError(error, path)
     }
-    await this.approve('edit', { path: path.real }, [grantKey('edit', resolve(params.path)), grantKey('edit', path.real)], signal)
+    // Asked as the write tool asks: rules such as write(src/**) see the file's one name.
+    await this.approve('write', { path: file.name }, [fileGrant(resolve(path)), fileGrant(file.real)], signal)
     try {
-      await writeConfined(path, params.content)
+      await LOCAL_FILE_ACCESS.writeText(file, params.content, signal)
     } catch (error) {
-      throw fsError(error, path.real)
+      throw fsError(error, path)
     }
     return {}
   }
@@ -134,15 +143,17 @@ export class SharedWorkspace {
     if (!bash) throw RequestError.methodNotFound('terminal/create')
     const { command, env, subject } = commandOf(params)
     const outputByteLimit = optionalCount(params.outputByteLimit, 'outputByteLimit', 1) ?? DEFAULT_OUTPUT_BYTE_LIMIT
-    const root = await this.root()
+    const confinement = await this.confined()
+    const root = confinement.root
     let cwd: string
     try {
-      cwd = await confineDirectory(root, params.cwd ?? root)
+      cwd = (await resolveExisting(confinement, params.cwd === undefined || params.cwd === null ? root : absolutePath(params.cwd))).real
+      if (!(await stat(cwd)).isDirectory()) throw RequestError.invalidParams({ cwd: params.cwd }, `${cwd} is not a directory`)
     } catch (error) {
       throw fsError(error, params.cwd ?? root)
     }
     this.checkRoom()
-    await this.approve('bash', { command: subject }, [grantKey('bash', subject)], signal)
+    await this.approve('bash', { command: subject }, [commandGrant(subject)], signal)
     // Others may have been created while this one was asked about.
     this.checkRoom()
     const parent = this.host.parent()
@@ -209,8 +220,10 @@ export class SharedWorkspace {
    * the next write or command with that subject runs without asking again, once.
    */
   grant(tool: string, subject: string): void {
-    if (tool !== 'edit' && tool !== 'bash') return
-    this.grants.push(grantKey(tool, tool === 'edit' ? resolve(this.host.root, subject) : subject))
+    // An allowed edit or write of a file covers the one write of it that carries it out.
+    if (tool === 'edit' || tool === 'write') this.grants.push(fileGrant(resolve(this.host.root, subject)))
+    else if (tool === 'bash') this.grants.push(commandGrant(subject))
+    else return
     if (this.grants.length > MAX_GRANTS) this.grants.shift()
   }
 
@@ -243,21 +256,12 @@ export class SharedWorkspace {
 
   // ---- helpers ----------------------------------------------------------------------
 
-  private root(): Promise<string> {
-    this.realRoot ??= realpath(this.host.root)
-    return this.realRoot.catch((error: unknown) => {
+  /** The agent's directory as the file tools confine theirs: that directory alone, by real path. */
+  private confined(): Promise<Confinement> {
+    this.confinement ??= confinementOfDirectory(this.host.root, { outsideHint: 'an ACP agent reaches only its working directory through its client' })
+    return this.confinement.catch((error: unknown) => {
       throw RequestError.internalError({ root: this.host.root }, `the workspace ${this.host.root} cannot be resolved: ${errorMessage(error)}`)
     })
-  }
-
-  private async confined(path: unknown): Promise<ConfinedPath> {
-    if (typeof path !== 'string' || path === '') throw RequestError.invalidParams({ path }, 'path must be a non-empty absolute path')
-    const root = await this.root()
-    try {
-      return await confine(root, path)
-    } catch (error) {
-      throw fsError(error, path)
-    }
   }
 
   private checkSession(sessionId: unknown): void {
@@ -279,7 +283,7 @@ export class SharedWorkspace {
   }
 
   /** The broker's decision on one side effect (or an earlier allowed ask of the same one); throws unless allowed. */
-  private async approve(tool: 'edit' | 'bash', args: Record<string, unknown>, keys: readonly string[], signal: AbortSignal): Promise<void> {
+  private async approve(tool: 'write' | 'bash', args: Record<string, unknown>, keys: readonly string[], signal: AbortSignal): Promise<void> {
     if (this.stopping || this.closed) throw RequestError.requestCancelled(undefined, 'the agent\'s turn is being stopped')
     const granted = this.grants.findIndex((grant) => keys.includes(grant))
     if (granted >= 0) {
@@ -296,20 +300,34 @@ export class SharedWorkspace {
   }
 }
 
-function grantKey(tool: 'edit' | 'bash', subject: string): string {
-  return `${tool}\0${subject}`
+/** A write of the file at `path` (absolute) allowed once. */
+function fileGrant(path: string): string {
+  return `file\0${path}`
 }
 
-/** An fs failure as the JSON-RPC error the agent reads. */
+function commandGrant(command: string): string {
+  return `bash\0${command}`
+}
+
+/** ACP's paths are absolute: a relative one is refused before it is resolved against anything. */
+function absolutePath(path: unknown): string {
+  if (typeof path !== 'string' || path === '') throw RequestError.invalidParams({ path }, 'path must be a non-empty absolute path')
+  if (!isAbsolute(path)) throw RequestError.invalidParams({ path }, `the path ${JSON.stringify(path)} is not absolute (ACP paths are absolute)`)
+  return path
+}
+
+/** A refusal of the file tools' confinement or access as the JSON-RPC error the agent reads, in their words. */
 function fsError(error: unknown, path: string): RequestError {
   if (error instanceof RequestError) return error
-  if (error instanceof OutsideWorkspace) return RequestError.invalidParams({ path }, error.message)
-  if (error instanceof TooLarge) return RequestError.invalidParams({ path, bytes: error.bytes, maxBytes: error.maxBytes }, error.message)
-  const code = (error as NodeJS.ErrnoException).code
-  if (code === 'ENOENT') return RequestError.resourceNotFound(path)
-  // O_NOFOLLOW met a symlink: one was put in its place after the check.
-  if (code === 'ELOOP') return RequestError.invalidParams({ path }, `${path} became a symlink after it was checked; nothing was done`)
-  return RequestError.internalError({ path }, `${path}: ${errorMessage(error)}`)
+  if (!(error instanceof FileToolError)) return RequestError.internalError({ path }, `${path}: ${errorMessage(error)}`)
+  switch (error.code) {
+    case 'NOT_FOUND':
+      return new RequestError(-32002, `Resource not found: ${error.message}`, { uri: path })
+    case 'UNREADABLE':
+      return RequestError.internalError({ path }, error.message)
+    default:
+      return RequestError.invalidParams({ path, code: error.code }, error.message)
+  }
 }
 
 /** A whole number of at least `min`, or `undefined` for an absent or null field. */

@@ -11,7 +11,7 @@ import { isRecord, printable, stopReasonOfAcp, type StopReason } from '@dsh/base
 import type { TextBlock } from '@dsh/llm'
 import { EXIT_DRAIN_MS, selectOutput, type RemoteTurn, type SubagentResult, type SubagentUsage, type TurnControl } from '@dsh/subagent'
 import type { AcpRunSpec } from './config.js'
-import type { AcpChild } from './connection.js'
+import type { AcpChild } from './child.js'
 import { AcpProgressReader, usageOfPromptResponse } from './progress.js'
 import { describeRpcError } from './rpc-error.js'
 

@@ -88,15 +88,16 @@ describe('acp shared workspace: a third-party agent uses the parent\'s fs and te
     ])
     expect(readFileSync(join(dir, 'src', 'app.txt'), 'utf8')).toBe('one\nTWO\nthree\n')
     expect(readFileSync(join(dir, 'src', 'new', 'made.txt'), 'utf8')).toBe('made\n')
-    // Reads are not side effects; each write was put to the front-end as the child's.
+    // Reads are not side effects; each write was put to the front-end as the child's, as
+    // the write tool asks: by the file's one name in the directory, so write(src/**) rules match.
     expect(asked.map((request) => ({ tool: request.tool, subject: request.subject, kind: request.kind, child: request.child, who: request.path.at(-1) }))).toEqual([
-      { tool: 'edit', subject: join(dir, 'src', 'app.txt'), kind: 'edit', child: id, who: 'acp "editor"' },
-      { tool: 'edit', subject: join(dir, 'src', 'new', 'made.txt'), kind: 'edit', child: id, who: 'acp "editor"' },
+      { tool: 'write', subject: 'src/app.txt', kind: 'edit', child: id, who: 'acp "editor"' },
+      { tool: 'write', subject: 'src/new/made.txt', kind: 'edit', child: id, who: 'acp "editor"' },
     ])
     // The agent keeps no session of ours: its decisions are recorded in the parent's.
     const recorded = parent.session.events().filter((event) => event.type === 'approval')
     expect(recorded).toHaveLength(2)
-    expect(recorded[0]).toMatchObject({ request: { tool: 'edit', subject: join(dir, 'src', 'app.txt'), child: id }, permission: { decision: 'allow-once', by: 'the test user', source: 'user' } })
+    expect(recorded[0]).toMatchObject({ request: { tool: 'write', subject: 'src/app.txt', child: id }, permission: { decision: 'allow-once', by: 'the test user', source: 'user' } })
   })
 
   it('a write the broker refuses is not made, and the agent reads why', async () => {
@@ -105,11 +106,11 @@ describe('acp shared workspace: a third-party agent uses the parent\'s fs and te
     writeFileSync(join(dir, 'keep.txt'), 'original\n')
     answer.next = () => ({ decision: 'reject', by: 'the test user', reason: 'not that file' })
     const { lines } = await runSteps(setupDone, [{ op: 'write', path: join(dir, 'keep.txt'), content: 'changed\n' }])
-    expect(lines).toEqual([`write refused: -32003 edit ${join(dir, 'keep.txt')} was refused: permission denied by the test user: not that file`])
+    expect(lines).toEqual(['write refused: -32003 write keep.txt was refused: permission denied by the test user: not that file'])
     expect(readFileSync(join(dir, 'keep.txt'), 'utf8')).toBe('original\n')
   })
 
-  it('refuses writes and reads outside its directory (a relative path, .., an absolute path elsewhere, symlinks pointing out), and a write onto a directory, before anyone is asked, and writes nothing', async () => {
+  it('refuses writes and reads outside its directory (a relative path, .., an absolute path elsewhere, symlinks pointing out), a write onto a directory or into .git, as the file tools refuse them, before anyone is asked, and writes nothing', async () => {
     const outside = tempDir('acp-shared-outside-')
     const root = tempDir('acp-shared-parent-')
     const dir = join(root, 'tree')
@@ -118,6 +119,7 @@ describe('acp shared workspace: a third-party agent uses the parent\'s fs and te
     symlinkSync(outside, join(dir, 'link-dir'))
     symlinkSync(join(outside, 'secret.txt'), join(dir, 'link-file'))
     symlinkSync(join(outside, 'missing.txt'), join(dir, 'dangling'))
+    mkdirSync(join(dir, '.git'))
     const setupDone = await shared(fixtureAgent(), dir)
     const { asked } = setupDone
     const { lines } = await runSteps(setupDone, [
@@ -130,14 +132,17 @@ describe('acp shared workspace: a third-party agent uses the parent\'s fs and te
       { op: 'read', path: join(dir, 'link-file') },
       { op: 'read', path: join(dir, '..', 'tree', 'link-dir', 'secret.txt') },
       { op: 'write', path: dir, content: 'x' },
+      { op: 'write', path: join(dir, '.git', 'hooks', 'pre-commit'), content: 'x' },
     ])
-    expect(lines).toHaveLength(9)
+    expect(lines).toHaveLength(10)
     for (const line of lines) expect(line).toMatch(/^(write|read) refused: -32602 /)
     expect(lines[0]).toContain('is not absolute')
-    expect(lines[1]).toContain(`${join(root, 'x')} is outside the workspace ${dir}`)
-    expect(lines[3]).toContain(`(it resolves to ${outside})`)
-    expect(lines[5]).toContain('a symlink whose target does not exist')
-    expect(lines[8]).toContain(`${dir} is not a regular file`)
+    expect(lines[1]).toContain(`${join(root, 'x')} is outside the working directory ${dir}; an ACP agent reaches only its working directory through its client`)
+    expect(lines[3]).toContain(`(through a symbolic link, to ${join(outside, 'x')})`)
+    expect(lines[5]).toContain('is a symbolic link to a file that does not exist')
+    expect(lines[8]).toContain(`${dir} is a directory`)
+    expect(lines[9]).toContain('is inside a .git directory')
+    expect(existsSync(join(dir, '.git', 'hooks'))).toBe(false)
     expect(existsSync(join(root, 'x'))).toBe(false)
     expect(existsSync(join(outside, 'x'))).toBe(false)
     expect(existsSync(join(outside, 'missing.txt'))).toBe(false)
@@ -162,7 +167,7 @@ describe('acp shared workspace: a third-party agent uses the parent\'s fs and te
     expect(lines[1]).toBe('ran terminal-2: exit 0 "a b|it\'s|"')
     expect(lines[2]).toBe('run refused: -32003 bash touch refused-ran was refused: permission denied by the test user: no')
     expect(existsSync(join(dir, 'refused-ran'))).toBe(false)
-    expect(lines[3]).toMatch(/^run refused: -32602 .* is outside the workspace /)
+    expect(lines[3]).toMatch(/^run refused: -32602 .* is outside the working directory /)
     expect(lines[4]).toBe('ran terminal-3: exit 0 "hi there\\n"')
     expect(lines[5]).toBe('ran terminal-4: exit 0 "0000000000" (truncated)')
     // Asked as rules see them: bash -c X is X, other commands quoted, variables first.
@@ -189,8 +194,8 @@ describe('acp shared workspace: a third-party agent uses the parent\'s fs and te
     ])
     expect(lines).toEqual(['asked: yes', `wrote ${target}`, `wrote ${target}`, 'asked: yes', 'ran terminal-1: exit 0 ""'])
     expect(existsSync(join(dir, 'asked-once'))).toBe(true)
-    // The ask, its write unasked; the second write asked again; the command's ask, its command unasked.
-    expect(asked.map((request) => `${request.tool} ${request.subject}`)).toEqual([`edit ${target}`, `edit ${target}`, 'bash touch asked-once'])
+    // The ask, its write unasked; the second write asked again (as a write, by its name); the command's ask, its command unasked.
+    expect(asked.map((request) => `${request.tool} ${request.subject}`)).toEqual([`edit ${target}`, 'write notes.md', 'bash touch asked-once'])
   })
 
   it('holds at most maxTerminals open, and kills what the agent left running when the run is disposed', async () => {
