@@ -6,3 +6,4 @@ export { definitionProblems, type CompositionFacts, type ProviderFacts } from '.
 export { DefinitionError, type DefinitionErrorCode } from './errors.js'
 export { parseFrontMatter, readFrontMatterFile, readProblem, type FrontMatter, type FrontMatterField } from './front-matter.js'
 export { DEFINITION_FIELDS, type AgentDefinition, type BackgroundPolicy, type DefinitionField, type DefinitionFlavour, type DefinitionSet, type DefinitionSource } from './types.js'
+export { mcpServerNames, parseMcpServers, type InlineMcpServer, type McpServerEntry } from './mcp-servers.js'

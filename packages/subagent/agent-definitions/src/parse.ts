@@ -7,6 +7,7 @@ import { createHash } from 'node:crypto'
 import { cleanPermissionLevel, isEmptyPermissionLevel, isRecord, permissionLevelProblem, printable, TOOL_NAME_OR_PATTERN, type PermissionLevel } from '@dsh/base'
 import { DefinitionError } from './errors.js'
 import { parseFrontMatter } from './front-matter.js'
+import { parseMcpServers } from './mcp-servers.js'
 import { DEFINITION_FIELDS, type AgentDefinition, type BackgroundPolicy, type DefinitionField, type DefinitionFlavour, type DefinitionSource } from './types.js'
 
 /** A definition is a page of instructions; a file beyond this is a mistake (or an attack), refused unread. */
@@ -22,7 +23,7 @@ const BACKGROUND: readonly BackgroundPolicy[] = ['allowed', 'always', 'never']
  * Claude Code's front matter (`.claude/agents/*.md`): the fields dsh maps, and those it
  * knows but does not use (each a note, never an error: the team's files keep working).
  */
-const CLAUDE_MAPPED = new Set(['name', 'description', 'tools', 'disallowedTools', 'model'])
+const CLAUDE_MAPPED = new Set(['name', 'description', 'tools', 'disallowedTools', 'model', 'mcpServers'])
 /**
  * Claude Code tool names with a dsh counterpart (the file tools of `@dsh/tool-files` and
  * `bash`), mapped without a note: the team's helper means the same tool. `MultiEdit` is
@@ -118,6 +119,7 @@ export function parseDefinition(text: string, file: string, origin: DefinitionSo
     if (!Array.isArray(items) || items.some((item) => typeof item !== 'string' || !NAME_PATTERN.test(item))) fail('INVALID_FIELD', lines.skills, 'skills must be a list of skill names (skills: [release-notes])')
     definition.skills = [...new Set(items as string[])]
   }
+  if (raw.mcpServers !== undefined) definition.mcpServers = parseMcpServers(raw.mcpServers, (message) => fail('INVALID_FIELD', lines.mcpServers, message))
   if (raw.maxDepth !== undefined) definition.maxDepth = natural('maxDepth', raw.maxDepth, 0)
   if (raw.timeoutMs !== undefined) definition.timeoutMs = natural('timeoutMs', raw.timeoutMs, 1)
   for (const [field, limit] of [['maxOutputTokens', 'outputTokens'], ['maxInputTokens', 'inputTokens'], ['maxChildren', 'children'], ['maxWallTimeMs', 'wallTimeMs']] as const) {

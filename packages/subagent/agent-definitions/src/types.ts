@@ -1,4 +1,5 @@
 import type { PermissionLevel } from '@dsh/base'
+import type { McpServerEntry } from './mcp-servers.js'
 /** When a helper may, or must, run in the background. */
 export type BackgroundPolicy = 'allowed' | 'always' | 'never'
 
@@ -6,7 +7,7 @@ export type BackgroundPolicy = 'allowed' | 'always' | 'never'
 export type DefinitionFlavour = 'dsh' | 'claude-code'
 
 /** The front-matter fields of a dsh definition file. */
-export const DEFINITION_FIELDS = ['name', 'description', 'provider', 'model', 'tools', 'disallowedTools', 'maxDepth', 'background', 'continuable', 'timeoutMs', 'maxOutputTokens', 'maxInputTokens', 'maxCost', 'maxChildren', 'maxWallTimeMs', 'permissions', 'workspace', 'sandbox', 'skills'] as const
+export const DEFINITION_FIELDS = ['name', 'description', 'provider', 'model', 'tools', 'disallowedTools', 'maxDepth', 'background', 'continuable', 'timeoutMs', 'maxOutputTokens', 'maxInputTokens', 'maxCost', 'maxChildren', 'maxWallTimeMs', 'permissions', 'workspace', 'sandbox', 'skills', 'mcpServers'] as const
 
 export type DefinitionField = (typeof DEFINITION_FIELDS)[number]
 
@@ -51,6 +52,12 @@ export interface AgentDefinition {
    * name; absent: every skill its parent may use. It narrows, never widens.
    */
   skills?: readonly string[]
+  /**
+   * The MCP servers its child gets (`mcpServers:`): names of servers of the user's
+   * `@dsh/mcp` config, or inline servers that `@dsh/mcp` starts for it. A server some helper
+   * names is hidden from the helpers that do not name it.
+   */
+  mcpServers?: readonly McpServerEntry[]
   /** The file's body, trimmed: the child's instructions (its persona). Empty: none. */
   instructions: string
   /** Where it came from. */
