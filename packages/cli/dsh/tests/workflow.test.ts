@@ -181,6 +181,11 @@ describe('dsh workflow run', () => {
     expect(printed.finished.length).toBe(printed.calls.run)
     expect(printed.calls.run).toBeLessThanOrEqual(6)
     expect(result.stderr).toContain('workflow stopped by its budget')
+    // The budget's warning, a notice to the root, asked no model: the root's one step is the workflow's.
+    const root = rootOf()
+    expect(root.events.some((event) => event.type === 'input/queued')).toBe(true)
+    expect(root.events.filter((event) => event.type === 'step/start')).toHaveLength(1)
+    expect(root.events.filter((event) => event.type === 'assistant/message')).toHaveLength(1)
   })
   it('does not reuse a finished call whose child ran a command outside a workspace unless told to, and warns that the file changed', async () => {
     write('model.yml', `- when: { prompt: "^Touch" }\n  reply:\n    - call: { tool: bash, args: { command: "echo touched >> marker.txt" } }\n    - text: touched\n- reply:\n    - text: plain answer\n`)

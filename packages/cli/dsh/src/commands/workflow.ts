@@ -75,7 +75,11 @@ export async function workflowVerb(args: string[]): Promise<number> {
     const { ctx } = runtime
     if (!ctx.llm.config.model && !model) throw new UsageError('NO_MODEL', NO_MODEL_HELP)
     const resumed = values.resume === undefined ? undefined : await readResumed(runtime.ctx, values.resume)
-    agent = await ctx.agents.create(resumed ? { sessionId: resumed.id } : { meta: { origin: 'workflow', cwd: process.cwd() } })
+    // The root never asks a model: the workflow is its turn. A notice its tree posts to it (a
+    // budget warning) would wake it into a turn of its own; with no step allowed that turn ends
+    // at once, asking no model (maxSteps is the root's alone: children do not inherit it).
+    const rootOptions = { agentOptions: { maxSteps: 0 } }
+    agent = await ctx.agents.create(resumed ? { sessionId: resumed.id, ...rootOptions } : { meta: { origin: 'workflow', cwd: process.cwd() }, ...rootOptions })
     const say = (line: string) => (view ? view.notice(line) : process.stderr.write(`${line}\n`))
     view = watch(runtime, agent, { quiet: values.quiet, tty: process.stdout.isTTY === true && !values.json, stream: false })
     removeGate = installRunPermission(ctx, { policy: permission, warn: say })
