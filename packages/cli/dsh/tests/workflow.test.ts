@@ -224,4 +224,28 @@ export default async ({ agent }) => {
     expect(result.stderr).toContain("the workflow did not return within the tree's wall time (tree.budget.wallTimeMs, 1500 ms)")
     expect(JSON.parse(result.stdout)).toEqual([{ label: 'before', text: 'plain answer' }])
   })
+  it('stops on SIGINT with 130, keeping what finished for a resume', async () => {
+    write('model.yml', `- when: { prompt: "^Review" }\n  reply:\n    - delay_ms: 150\n      call: { tool: structured_output, args: { verdict: ok } }\n`)
+    const env = { ...process.env, DSH_HOME: tempDir('dsh-home-') }
+    const child = spawn(process.execPath, [dshBin, 'workflow', 'run', 'review.mjs', '--model', 'scripted:model.yml', '--session-dir', sessions, '--json'], { cwd: project, env, stdio: ['ignore', 'pipe', 'pipe'] })
+    let stdout = ''
+    let stderr = ''
+    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk))
+    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk))
+    const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)))
+    await until(() => {
+      try {
+        return rootOf()?.events.some((event) => event.record?.workflow?.stopReason === 'completed') ?? false
+      } catch {
+        return false
+      }
+    })
+    child.kill('SIGINT')
+    expect(await exited).toBe(130)
+    expect(stderr).toContain('the workflow was cancelled by SIGINT')
+    const printed = JSON.parse(stdout) as { stopped: { code: string }; finished: unknown[] }
+    expect(printed.stopped.code).toBe('CANCELLED')
+    expect(printed.finished.length).toBeGreaterThan(0)
+    expect(printed.finished.length).toBeLessThan(40)
+  })
 })
