@@ -53,6 +53,13 @@ export interface SubagentRequest {
   /** Needs `persona`. */
   persona?: string
   /**
+   * The MCP servers the child gets, by name (a helper definition's `mcpServers:`). An
+   * in-process child's are chosen by its tool filter; a provider whose child is another
+   * program hands it each server as its own config resolves the name (a queue job carries
+   * the names, which its worker resolves). Never a command: only names travel.
+   */
+  mcpServers?: readonly string[]
+  /**
    * The agent definition this child is started from (`@dsh/agent-definitions`): an
    * in-process child records it in its session header (`helper`). Descriptive only.
    */

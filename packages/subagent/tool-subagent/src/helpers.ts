@@ -344,6 +344,8 @@ export function helperRequest(ctx: Context, definition: AgentDefinition, provide
   if (maxDepth !== undefined) request.maxDepth = maxDepth
   const toolFilter = childToolFilter(ctx, definition, call.parent.id, settings.toolFilter)
   if (toolFilter !== undefined) request.toolFilter = toolFilter
+  // The names only: a provider whose child is another program resolves each in its own config.
+  if (definition.mcpServers !== undefined && definition.mcpServers.length > 0) request.mcpServers = definition.mcpServers.map((entry) => (typeof entry === 'string' ? entry : entry.name))
   return request
 }
 
@@ -367,14 +369,28 @@ function inheritedAllow(ctx: Context, definition: { tools?: readonly string[] | 
 function childToolFilter(ctx: Context, definition: AgentDefinition, callerId: string, ceiling: HelperToolSettings['toolFilter']): { allow?: readonly string[]; deny?: readonly string[] } | undefined {
   // Patterns (mcp__github__*) name the tools registered now: an MCP server's, listed at start.
   const known = ctx.tools.list()
+  const provider = ctx.subagents.getProvider(definition.provider)
+  // A server some helper names (mcpServers:) is that helper's: hidden from the helpers that do not name it.
+  const hidden = provider?.capabilities.toolFilter ? serversOfOtherHelpers(ctx, definition).map((server) => `mcp__${server}__*`) : []
+  const denied = [...(definition.disallowedTools ?? []), ...hidden]
   const named = {
     ...(definition.tools && { tools: expandToolEntries(definition.tools, known) }),
-    ...(definition.disallowedTools && { disallowedTools: expandToolEntries(definition.disallowedTools, known) }),
+    // A child of another process (a queue worker) reads a deny pattern against its own tools, not the parent's.
+    ...((definition.disallowedTools !== undefined || hidden.length > 0) && { disallowedTools: provider?.inProcess === true ? expandToolEntries(denied, known) : denied }),
   }
   const filter = helperToolFilter(named, ceiling)
   const allow = inheritedAllow(ctx, { tools: filter?.allow, provider: definition.provider }, callerId)
   if (allow === undefined && filter?.deny === undefined) return undefined
   return { ...(allow && { allow }), ...(filter?.deny && { deny: filter.deny }) }
+}
+
+/** The MCP servers other helpers name in `mcpServers:` and `definition` does not. */
+function serversOfOtherHelpers(ctx: Context, definition: AgentDefinition): string[] {
+  const nameOf = (entry: string | { name: string }) => (typeof entry === 'string' ? entry : entry.name)
+  const mine = new Set((definition.mcpServers ?? []).map(nameOf))
+  const others = new Set<string>()
+  for (const other of ctx.get('agentDefinitions')?.list() ?? []) for (const entry of other.mcpServers ?? []) if (!mine.has(nameOf(entry))) others.add(nameOf(entry))
+  return [...others]
 }
 
 /**
