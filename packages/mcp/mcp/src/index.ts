@@ -7,3 +7,4 @@ export { inspectServers, type InspectedServer, type InspectedTool } from './insp
 export { MAX_MESSAGE_BYTES } from './stdio-transport.js'
 export { apply, Config, inject, name, type McpConfig } from './plugin.js'
 export { default } from './plugin.js'
+export { helperServerSpecs, McpServerTable, type HelperDefinition, type ResolvedServer } from './helper-servers.js'

@@ -8,10 +8,12 @@ import { ServerConnection } from './connection.js'
 import { RestartingServer } from './restart.js'
 import { mcpToolName, toolNameProblem } from './names.js'
 import { renderResult } from './results.js'
+import { helperServerSpecs, mayExpand, McpServerTable, type HelperDefinition } from './helper-servers.js'
 
 export interface McpConfig {
   servers: Record<string, unknown>
   projectMcpJson: boolean
+  projectHelperServers: boolean
   startTimeoutMs: number
   callTimeoutMs: number
   maxOutputChars: number
@@ -23,6 +25,7 @@ export const inject = ['tools']
 export const Config: Schema<McpConfig> = Schema.object({
   servers: Schema.dict(Schema.any()).default({}).description('MCP servers by name: { command, args?, env?, cwd? } (stdio) or { type: http, url, headers? }. ${NAME} in env and header values reads dsh\'s environment.'),
   projectMcpJson: Schema.boolean().default(false).description('Also start the servers of ./.mcp.json (Claude Code\'s format). Off by default: a project file starts programs.'),
+  projectHelperServers: Schema.boolean().default(false).description("Also start the inline MCP servers of a project's helper definitions (./.dsh/agents, ./.claude/agents). Off by default: a project file starts programs."),
   // Under the composition's own 10 s start bound, so a slow server is this plugin's warning, not a failed start.
   startTimeoutMs: Schema.natural().min(1).max(9_000).default(5_000).description('Bound on starting a server and listing its tools; a server past it is left out with a warning.'),
   callTimeoutMs: Schema.natural().min(1).default(120_000).description('A tool call without an answer after this ends as an error.'),
@@ -41,12 +44,18 @@ export const Config: Schema<McpConfig> = Schema.object({
 export async function apply(ctx: Context, config: McpConfig): Promise<() => Promise<void>> {
   const logger = ctx.logger('mcp')
   const warn = (line: string) => logger.warn(line)
-  const specs = serversOf(config, process.cwd(), warn)
+  const configured = serversOf(config, process.cwd(), warn)
+  // The definitions plugin is composed in the same synchronous pass as this one, possibly
+  // after it: one turn later it is there whatever the order of the entries.
+  await new Promise((resolve) => setImmediate(resolve))
+  const definitions: readonly HelperDefinition[] = ctx.get('agentDefinitions')?.list() ?? []
+  const specs = [...configured, ...helperServerSpecs(definitions, configured, config.projectHelperServers, warn)]
+  ctx.plugin(McpServerTable, { specs: specs.map((spec) => ({ spec, expand: mayExpand(spec, definitions) })), env: process.env })
   const servers: RestartingServer[] = []
   const stopAll = async () => {
     await Promise.all(servers.map((server) => server.close()))
   }
-  const options = (spec: (typeof specs)[number]) => ({ env: process.env, startTimeoutMs: config.startTimeoutMs, expand: spec.from === 'the mcp entry' })
+  const options = (spec: (typeof specs)[number]) => ({ env: process.env, startTimeoutMs: config.startTimeoutMs, expand: mayExpand(spec, definitions) })
   const started = await Promise.allSettled(specs.map((spec) => ServerConnection.connect(spec, options(spec))))
   for (const [index, outcome] of started.entries()) {
     if (outcome.status === 'rejected') {
