@@ -2,7 +2,7 @@ import { execFileSync } from 'node:child_process'
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
-import { runDsh, tempDir } from './cli.js'
+import { repoRoot, runDsh, tempDir } from './cli.js'
 import { processesMentioning } from './processes.js'
 
 /**
@@ -43,13 +43,13 @@ function script(judgeReply: string): string {
 
 const ATTEMPTS = `[{ prompt: 'Fix it: variant a' }, { prompt: 'Fix it: variant b' }, { prompt: 'Fix it: variant c' }]`
 
-async function runWorkflow(source: string, judgeReply = 'text: no verdict'): Promise<{ code: number | null; stderr: string; printed: Record<string, unknown> }> {
+async function runWorkflow(source: string, judgeReply = 'text: no verdict', extraArgs: string[] = []): Promise<{ code: number | null; stderr: string; printed: Record<string, unknown> }> {
   write('model.yml', script(judgeReply))
   write('best.mjs', source)
   // A worktree starts from a commit: the fixture is committed whole.
   git('add', '-A')
   git('commit', '-qm', 'fixture')
-  const result = await runDsh(['workflow', 'run', 'best.mjs', '--model', 'scripted:model.yml', '--session-dir', sessions, '--permission', 'allow', '--json', '--quiet'], { cwd: repo, env: { DSH_HOME: home }, timeoutMs: 60_000 })
+  const result = await runDsh(['workflow', 'run', 'best.mjs', '--model', 'scripted:model.yml', '--session-dir', sessions, '--permission', 'allow', '--json', '--quiet', ...extraArgs], { cwd: repo, env: { DSH_HOME: home }, timeoutMs: 60_000 })
   return { code: result.code, stderr: result.stderr, printed: JSON.parse(result.stdout) as Record<string, unknown> }
 }
 
@@ -117,6 +117,27 @@ export default async ({ bestOf }) => {
     expect(value.why).toContain('timed out after 400 ms')
     expect(processesMentioning('sleep 617')).toEqual([])
     expect(readFileSync(join(repo, 'answer.txt'), 'utf8')).toBe('41\n')
+    await expectNoWorkspaceLeft()
+  })
+  it('judges attempts on three providers (spawn, fork and a dsh acp process) by the check and merges the one that passes', async () => {
+    // The config lives outside the repository: a worktree holding an untrusted dsh.yml would be refused by the ACP child.
+    const config = join(home, 'acp.yml')
+    writeFileSync(config, `- id: subagent-acp\n  name: "@dsh/subagent-acp"\n  config:\n    providerName: acp\n    command: ${process.execPath}\n    args: [${join(repoRoot, 'packages/cli/dsh/dist/main.js')}, acp, --model, "scripted:model.yml", --permission, allow]\n`)
+    const { code, printed } = await runWorkflow(
+      `export default async ({ bestOf }) => bestOf([{ helper: 'spawn', prompt: 'Fix it: variant a' }, { helper: 'fork', prompt: 'Fix it: variant c' }, { helper: 'acp', prompt: 'Fix it: variant b' }], { check: 'grep -qx 42 answer.txt' })\n`,
+      undefined,
+      ['--config', config],
+    )
+    expect(code).toBe(0)
+    const value = printed.value as { winner: number; merged: boolean; attempts: Array<{ helper: string; changed: boolean; check: { passed: boolean } }> }
+    expect(value.attempts.map((attempt) => [attempt.helper, attempt.changed, attempt.check.passed])).toEqual([
+      ['spawn', true, false],
+      ['fork', true, false],
+      ['acp', true, true],
+    ])
+    expect(value.winner).toBe(3)
+    expect(value.merged).toBe(true)
+    expect(readFileSync(join(repo, 'answer.txt'), 'utf8')).toBe('42\n')
     await expectNoWorkspaceLeft()
   })
 })

@@ -126,7 +126,7 @@ export class WorkflowRunner {
     this.subagents = serviceInstance(ctx.subagents)
     this.sessions = serviceInstance(ctx.sessions)
     this.definitions = ctx.get('agentDefinitions')?.list() ?? []
-    this.requestContext = { subagents: this.subagents, tools: serviceInstance(ctx.tools) } as unknown as Context
+    this.requestContext = cachedServices(ctx, { subagents: this.subagents, tools: serviceInstance(ctx.tools) })
     this.global = settings.maxConcurrent !== undefined ? new Slots(settings.maxConcurrent) : undefined
     this.api = {
       agent: (name, prompt, options) => this.agent(name, prompt, options ?? {}),
@@ -363,4 +363,22 @@ export class WorkflowRunner {
   recordBestOf(callId: string, record: CallRecord, error?: string): void {
     this.journal.ended(callId, record, error)
   }
+}
+
+/**
+ * `ctx` as `helperRequest` reads it, with the services it asks for on every call looked up
+ * once (`ctx.get(name)` included); anything else goes to `ctx` itself.
+ */
+function cachedServices(ctx: Context, services: Record<string, unknown>): Context {
+  const got = new Map<string, unknown>()
+  const get = (name: string): unknown => {
+    if (!got.has(name)) {
+      const service = ctx.get(name as never) as object | undefined
+      got.set(name, service === undefined ? undefined : serviceInstance(service))
+    }
+    return got.get(name)
+  }
+  return new Proxy(ctx, {
+    get: (target, prop) => (typeof prop === 'string' && Object.hasOwn(services, prop) ? services[prop] : prop === 'get' ? get : Reflect.get(target, prop)),
+  })
 }
