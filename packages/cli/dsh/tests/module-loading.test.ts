@@ -132,6 +132,13 @@ describe('what dsh loads', () => {
     expect(bash.builtins).toContain('child_process')
   })
 
+  it('the bundle holds none of the SDKs kept outside it: a start reads and decodes every byte of it, run or not', () => {
+    const bundle = readFileSync(dshBundle, 'latin1')
+    // Each bundled module is wrapped in a function named after its path (node_modules/<package>/…).
+    for (const name of ['bullmq', 'ioredis', 'openai', '@anthropic-ai/sdk', '@modelcontextprotocol/sdk', '@a2a-js/sdk', 'express']) expect(bundle, name).not.toContain(`node_modules/${name}/`)
+    expect(bundle).toContain('node_modules/yaml/')
+  })
+
   it('dsh chat loads its session modules (the check above can see them), and without a terminal reads its prompts from stdin (here closed: none)', async () => {
     const { result, modules } = await loadedBy(['chat', '--model', 'scripted:examples/hello.yml', '--session-dir', tempDir()])
     expect(result.code, result.stderr).toBe(0)
