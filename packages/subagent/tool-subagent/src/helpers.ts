@@ -372,11 +372,13 @@ function childToolFilter(ctx: Context, definition: AgentDefinition, callerId: st
   const provider = ctx.subagents.getProvider(definition.provider)
   // A server some helper names (mcpServers:) is that helper's: hidden from the helpers that do not name it.
   const hidden = provider?.capabilities.toolFilter ? serversOfOtherHelpers(ctx, definition).map((server) => `mcp__${server}__*`) : []
+  // A child of another process (a queue worker) reads a deny pattern against its own tools, not the parent's.
   const denied = [...(definition.disallowedTools ?? []), ...hidden]
+  const deny = provider?.inProcess === true ? expandToolEntries(denied, known) : denied
   const named = {
     ...(definition.tools && { tools: expandToolEntries(definition.tools, known) }),
-    // A child of another process (a queue worker) reads a deny pattern against its own tools, not the parent's.
-    ...((definition.disallowedTools !== undefined || hidden.length > 0) && { disallowedTools: provider?.inProcess === true ? expandToolEntries(denied, known) : denied }),
+    // A hidden server with no tools here (not started) adds nothing: no filter of an empty deny list.
+    ...((definition.disallowedTools !== undefined || deny.length > 0) && { disallowedTools: deny }),
   }
   const filter = helperToolFilter(named, ceiling)
   const allow = inheritedAllow(ctx, { tools: filter?.allow, provider: definition.provider }, callerId)
