@@ -2,7 +2,7 @@ import { spawn } from 'node:child_process'
 import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
-import { dshBin, runDsh, tempDir } from './cli.js'
+import { dshBin, repoRoot, runDsh, tempDir } from './cli.js'
 import { until } from './processes.js'
 
 /**
@@ -247,5 +247,20 @@ export default async ({ agent }) => {
     expect(printed.stopped.code).toBe('CANCELLED')
     expect(printed.finished.length).toBeGreaterThan(0)
     expect(printed.finished.length).toBeLessThan(40)
+  })
+  it('does not reuse silently a call whose child in another process (a dsh acp child) ran a command outside a workspace', async () => {
+    write('model.yml', `- when: { prompt: "^Touch" }\n  reply:\n    - call: { tool: bash, args: { command: "echo touched >> marker.txt" } }\n    - text: touched\n- reply:\n    - text: plain answer\n`)
+    const config = join(tempDir('dsh-workflow-acp-'), 'acp.yml')
+    writeFileSync(config, `- id: subagent-acp\n  name: "@dsh/subagent-acp"\n  config:\n    providerName: acp\n    command: ${process.execPath}\n    args: [${join(repoRoot, 'packages/cli/dsh/dist/main.js')}, acp, --model, "scripted:model.yml"]\n`)
+    write('remote.mjs', `export default async ({ agent }) => {\n  const touched = await agent('acp', 'Touch the marker', { label: 'remote touch' })\n  if (process.env.FAIL === '1') throw new Error('stopping half-way')\n  return touched.text\n}\n`)
+    const run = (env: Record<string, string>, ...extra: string[]) => runDsh(['workflow', 'run', 'remote.mjs', '--config', config, '--model', 'scripted:model.yml', '--session-dir', sessions, '--permission', 'allow', ...extra], { cwd: project, env, timeoutMs: 60_000 })
+    const first = await run({ FAIL: '1' })
+    expect(first.stderr).toContain('stopping half-way')
+    expect(readFileSync(join(project, 'marker.txt'), 'utf8')).toBe('touched\n')
+    const refused = await run({}, '--resume', rootOf().header.id)
+    expect(refused.code).toBe(1)
+    expect(refused.stderr).toContain('the call agent("acp") labelled "remote touch"')
+    expect(refused.stderr).toContain('(bash: echo touched >> marker.txt)')
+    expect(readFileSync(join(project, 'marker.txt'), 'utf8')).toBe('touched\n')
   })
 })

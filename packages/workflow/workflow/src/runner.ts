@@ -16,7 +16,7 @@ import { WorkflowError } from './errors.js'
 import { Journal, type CallRecord, type JournalReading } from './journal.js'
 import { callKey } from './keys.js'
 import type { LoadedWorkflow } from './load.js'
-import { sideEffectsOf } from './side-effects.js'
+import { remoteSideEffectsOf, sideEffectsOf } from './side-effects.js'
 import { bestOf, type BestOfAttempt, type BestOfOptions, type BestOfResult } from './best-of.js'
 
 export interface AgentCallOptions {
@@ -264,6 +264,8 @@ export class WorkflowRunner {
         } finally {
           await run.dispose()
         }
+        // A child in another process has written its session once it is closed.
+        if (!run.local) sideEffects = await remoteSideEffectsOf(this.sessions, this.root.session, run.id, result.workspace !== undefined)
       } catch (error) {
         const failure = this.callError(name, call.label, error)
         this.journal.ended(call.callId, { kind: 'agent', key: call.key, label: call.label, stopReason: 'error', text: '' }, failure instanceof Error ? failure.message : String(failure))

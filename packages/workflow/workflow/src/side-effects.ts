@@ -38,6 +38,23 @@ export async function sideEffectsOf(sessions: Context['sessions'], childId: stri
   return effects
 }
 
+/**
+ * A child kept elsewhere: the approvals its provider recorded for it in the parent's
+ * session (`approval` events naming it as `child`), and, for a child that keeps a session
+ * of this store (a `dsh acp` child: `acp:<its session id>`), what that session records.
+ * Nothing for one that worked in a workspace of its own.
+ */
+export async function remoteSideEffectsOf(sessions: Context['sessions'], parent: Session, runId: string, inWorkspace: boolean): Promise<string[]> {
+  if (inWorkspace) return []
+  const effects: string[] = []
+  for (const event of parent.events()) {
+    if (event.type === 'approval' && event.request.child === runId && event.permission.decision !== 'reject') effects.push(describe({ name: event.request.tool, args: { command: event.request.subject } }))
+  }
+  const colon = runId.indexOf(':')
+  if (colon > 0) effects.push(...(await sideEffectsOf(sessions, runId.slice(colon + 1))))
+  return effects
+}
+
 async function readSession(sessions: Context['sessions'], id: string): Promise<{ header: SessionHeader; events: readonly SessionEvent[] } | undefined> {
   const live: Session | undefined = sessions.get(id)
   if (live !== undefined) return { header: live.header, events: live.events() }
