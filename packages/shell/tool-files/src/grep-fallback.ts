@@ -1,4 +1,3 @@
-import { Worker } from 'node:worker_threads'
 import { FileToolError } from './errors.js'
 import type { GrepJob } from './grep-job.js'
 
@@ -111,6 +110,9 @@ export function grepInWorker(job: GrepJob, timeoutMs: number, signal: AbortSigna
     return Promise.reject(new FileToolError('BAD_PATTERN', `the regular expression ${JSON.stringify(job.regex)} is not valid: ${(error as Error).message}`))
   }
   return new Promise((resolve, reject) => {
+    // node:worker_threads is loaded here, on the first search without ripgrep, not when the
+    // file tools load: every dsh start composes them, and most never need the fallback.
+    const { Worker } = process.getBuiltinModule('node:worker_threads')
     const worker = new Worker(WORKER_SOURCE, { eval: true, workerData: job })
     let settled = false
     const finish = (outcome: () => void) => {
