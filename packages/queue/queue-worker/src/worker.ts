@@ -33,7 +33,7 @@ import { hostname } from 'node:os'
 import { UnrecoverableError, Worker, type Job } from 'bullmq'
 import type { Context } from 'cordis'
 import type { Redis } from 'ioredis'
-import { errorMessage, printable } from '@dsh/base'
+import { errorMessage, expandToolEntries, isToolPattern, printable } from '@dsh/base'
 import { admitDelegation, QUEUE_LINEAGE, serveDelegation, type OpenDelegationOptions, type SubagentProgress, type SubagentUsage } from '@dsh/subagent'
 import { ABORTED_PREFIX, cancelChannel, jobSignatureProblem, pingRedis, readJobPayload, redisClient, takenLogLine, WIRE_VERSION, type JobHelper, type JobProgress, type JobResult, type QueueKey } from '@dsh/subagent-queue'
 
@@ -249,12 +249,33 @@ export async function serveQueue(ctx: Context, options: QueueWorkerOptions): Pro
         throw new Error(`${who} asks for model "${helper.model}", which this worker cannot run: ${errorMessage(error)}`, { cause: error })
       }
     }
-    const named = [...(helper.tools?.allow ?? []), ...(helper.tools?.deny ?? [])]
+    refuseMissingServers(who, helper.mcpServers)
+    // A pattern (mcp__github__*) is read against this worker's tools when the child starts; naming none is no error.
+    const named = [...(helper.tools?.allow ?? []), ...(helper.tools?.deny ?? [])].filter((name) => !isToolPattern(name))
     if (named.length === 0) return
     const here = new Set(ctx.tools.list())
     const missing = [...new Set(named.filter((name) => !here.has(name)))]
     if (missing.length > 0) {
       throw new Error(`${who} names tool${missing.length > 1 ? 's' : ''} ${missing.map((name) => `"${name}"`).join(', ')}, which this worker does not have (its tools: ${[...here].join(', ') || 'none'})`)
+    }
+  }
+
+  /**
+   * The MCP servers a job names, each one this worker's own (its `@dsh/mcp` entry, whose
+   * tools are listed here): a job carries names only, never a command, and a child that
+   * needs a server this worker does not run is refused rather than run without it.
+   */
+  function refuseMissingServers(who: string, servers: readonly string[] | undefined): void {
+    if (servers === undefined) return
+    // Read by shape: the MCP client (`@dsh/mcp`'s ctx.mcpServers) is composed beside this worker, not a dependency of it.
+    const table = ctx.get('mcpServers') as { names?(): string[] } | undefined
+    const configured = typeof table?.names === 'function' ? table.names() : []
+    const tools = ctx.tools.list()
+    for (const server of servers) {
+      if (!configured.includes(server)) {
+        throw new Error(`${who} names MCP server "${server}", which this worker does not have (${configured.length > 0 ? `its servers: ${configured.join(', ')}` : 'it has no @dsh/mcp entry with servers'}); add it to the servers of the @dsh/mcp entry of the worker's config`)
+      }
+      if (!tools.some((name) => name.startsWith(`mcp__${server}__`))) throw new Error(`${who} names MCP server "${server}", which did not start on this worker (see the worker's log for why)`)
     }
   }
 
@@ -294,7 +315,17 @@ function helperOptions(helper: JobHelper | undefined): Pick<OpenDelegationOption
   if (helper.model !== undefined) agentOptions.model = helper.model
   if (helper.persona !== undefined) agentOptions.persona = helper.persona
   const filter = helper.tools
-  return { agentOptions, ...(filter !== undefined && { setup: (childCtx, child) => void childCtx.tools.restrict(child.id, filter) }) }
+  if (filter === undefined) return { agentOptions }
+  // Patterns (mcp__github__*) name this worker's tools: the parent sent them unexpanded, since its tools are not these.
+  const setup: OpenDelegationOptions['setup'] = (childCtx, child) => {
+    const known = childCtx.tools.list()
+    const allow = filter.allow && expandToolEntries(filter.allow, known)
+    const deny = filter.deny && expandToolEntries(filter.deny, known)
+    // A deny pattern naming nothing here denies nothing (an empty deny list is no filter).
+    if (allow === undefined && (deny === undefined || deny.length === 0)) return
+    childCtx.tools.restrict(child.id, { ...(allow && { allow }), ...(deny && deny.length > 0 && { deny }) })
+  }
+  return { agentOptions, setup }
 }
 
 /** A job's progress, coalesced: text merged, sent at most every `intervalMs`. */

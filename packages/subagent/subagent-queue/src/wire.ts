@@ -10,7 +10,7 @@
  * says of it (its name, persona, tool lists and model spec, never a key). The worker's
  * keys and its tools themselves are the worker's own configuration.
  */
-import { isRecord, printable, STOP_REASONS, type StopReason } from '@dsh/base'
+import { isRecord, printable, STOP_REASONS, TOOL_NAME_OR_PATTERN, type StopReason } from '@dsh/base'
 import { QUEUE_LINEAGE, SubagentError, type ReceivedLineage, type SubagentProgress, type SubagentRequest, type SubagentUsage } from '@dsh/subagent'
 
 /** The version of progress reports, results, and of a job without a helper. */
@@ -21,8 +21,13 @@ export const WIRE_VERSION = 1
  * takes plain jobs, and refuses by its version check a job whose helper it would ignore.
  */
 export const HELPER_JOB_VERSION = 2
+/**
+ * The version of a job whose helper names MCP servers (`JobHelper.mcpServers`): a worker
+ * of version 2 would run the child without them, so it refuses the job by its version check.
+ */
+export const MCP_JOB_VERSION = 3
 /** The job versions a worker reads. */
-const JOB_VERSIONS: readonly number[] = [WIRE_VERSION, HELPER_JOB_VERSION]
+const JOB_VERSIONS: readonly number[] = [WIRE_VERSION, HELPER_JOB_VERSION, MCP_JOB_VERSION]
 /** Longest prompt a job may carry, in characters (a job is a Redis value every worker reads). */
 export const MAX_PROMPT_CHARS = 1_000_000
 /** Longest answer a worker may return, in characters. */
@@ -34,15 +39,17 @@ export const JOB_NAME = 'delegation'
 export const MAX_PERSONA_CHARS = 1_000_000
 /** Most names one tool list of a job may hold. */
 export const MAX_TOOL_NAMES = 256
-/** A tool name, as `ctx.tools` allows them. */
-const TOOL_NAME = /^[A-Za-z0-9_-]{1,64}$/
+/** Most MCP server names one job may hold. */
+export const MAX_SERVER_NAMES = 64
+/** An MCP server's name, as `@dsh/mcp` allows them (the middle of `mcp__<server>__<tool>`). */
+const SERVER_NAME = /^(?=.{1,32}$)[A-Za-z0-9-]+(?:_[A-Za-z0-9-]+)*$/
 /** A helper's name, as agent definitions allow them. */
 const HELPER_NAME = /^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/
 /** A definition's hash (16 hex digits today; any short token is accepted, it is descriptive). */
 const HELPER_HASH = /^[A-Za-z0-9_-]{1,128}$/
 /** A model spec, `adapter[:model]` (a script's path may follow the colon): an adapter name first, no control characters. */
 const MODEL_SPEC = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}(:[^\x00-\x1f\x7f]{1,1000})?$/
-const HELPER_KEYS: ReadonlySet<string> = new Set(['name', 'hash', 'persona', 'tools', 'model'])
+const HELPER_KEYS: ReadonlySet<string> = new Set(['name', 'hash', 'persona', 'tools', 'model', 'mcpServers'])
 /** The fields of a job's data (`sig`: its signature, `signing.ts`). */
 const JOB_KEYS: ReadonlySet<string> = new Set(['v', 'prompt', 'lineage', 'helper', 'sig'])
 
@@ -56,14 +63,23 @@ export interface JobHelper {
   name?: string
   hash?: string
   persona?: string
+  /**
+   * Tool names, or names ending in `*` (`mcp__github__*`), which the worker reads against
+   * its own tools: the parent's tools are not the worker's.
+   */
   tools?: { allow?: string[]; deny?: string[] }
   model?: string
+  /**
+   * The MCP servers the child gets, by name only: the worker runs each as its own config
+   * says (a name it lacks fails the job), so a job never carries a command to run.
+   */
+  mcpServers?: string[]
 }
 
 /** A delegation as a job's data. */
 export interface JobPayload {
-  /** `WIRE_VERSION` without a helper, `HELPER_JOB_VERSION` with one. */
-  v: typeof WIRE_VERSION | typeof HELPER_JOB_VERSION
+  /** `WIRE_VERSION` without a helper, `HELPER_JOB_VERSION` with one, `MCP_JOB_VERSION` with one that names MCP servers. */
+  v: typeof WIRE_VERSION | typeof HELPER_JOB_VERSION | typeof MCP_JOB_VERSION
   prompt: string
   /** The lineage the worker records in the child's session header (`QUEUE_LINEAGE`). */
   lineage: Record<string, unknown>
@@ -96,7 +112,7 @@ const KNOWN_STOP_REASONS: ReadonlySet<string> = new Set(STOP_REASONS)
 export function jobPayload(prompt: string, lineage: ReceivedLineage, helper?: JobHelper): JobPayload {
   const payload: JobPayload = { v: WIRE_VERSION, prompt, lineage: QUEUE_LINEAGE.encode(lineage) }
   if (helper !== undefined) {
-    payload.v = HELPER_JOB_VERSION
+    payload.v = helper.mcpServers === undefined ? HELPER_JOB_VERSION : MCP_JOB_VERSION
     payload.helper = helper
   }
   return payload
@@ -107,10 +123,11 @@ export function jobPayload(prompt: string, lineage: ReceivedLineage, helper?: Jo
  * definition's name, persona, tool filter and model; undefined when it sets none of them
  * (the common case, which then costs the job nothing).
  */
-export function jobHelperOf(request: Pick<SubagentRequest, 'helper' | 'persona' | 'toolFilter' | 'agentOptions'>): JobHelper | undefined {
+export function jobHelperOf(request: Pick<SubagentRequest, 'helper' | 'persona' | 'toolFilter' | 'agentOptions' | 'mcpServers'>): JobHelper | undefined {
   const { helper, persona, toolFilter } = request
   const model = request.agentOptions?.model
-  if (helper === undefined && persona === undefined && toolFilter === undefined && model === undefined) return undefined
+  const mcpServers = request.mcpServers !== undefined && request.mcpServers.length > 0 ? [...request.mcpServers] : undefined
+  if (helper === undefined && persona === undefined && toolFilter === undefined && model === undefined && mcpServers === undefined) return undefined
   const job: JobHelper = {}
   if (helper !== undefined) {
     job.name = helper.name
@@ -123,6 +140,7 @@ export function jobHelperOf(request: Pick<SubagentRequest, 'helper' | 'persona' 
     if (toolFilter.deny !== undefined) job.tools.deny = [...toolFilter.deny]
   }
   if (model !== undefined) job.model = model
+  if (mcpServers !== undefined) job.mcpServers = mcpServers
   return job
 }
 
@@ -131,13 +149,17 @@ export function readJobPayload(data: unknown): JobPayload {
   if (!isRecord(data)) throw invalid('the job data is not an object')
   const unknown = Object.keys(data).filter((key) => !JOB_KEYS.has(key))
   if (unknown.length > 0) throw invalid(`the job has field(s) this worker does not know (${unknown.slice(0, 5).map((key) => JSON.stringify(key.slice(0, 40))).join(', ')}); run the same dsh version on parents and workers`)
-  if (!JOB_VERSIONS.includes(data.v as number)) throw invalid(`the job is of wire version ${JSON.stringify(data.v)}, this worker reads versions ${JOB_VERSIONS.join(' and ')}; run the same dsh version on parents and workers`)
+  if (!JOB_VERSIONS.includes(data.v as number)) throw invalid(`the job is of wire version ${JSON.stringify(data.v)}, this worker reads versions ${JOB_VERSIONS.slice(0, -1).join(', ')} and ${JOB_VERSIONS.at(-1)}; run the same dsh version on parents and workers`)
   if (typeof data.prompt !== 'string' || data.prompt.trim() === '') throw invalid('the job has no prompt text')
   if (data.prompt.length > MAX_PROMPT_CHARS) throw invalid(`the job's prompt has ${data.prompt.length} characters, more than a worker accepts (${MAX_PROMPT_CHARS})`)
   if (data.lineage !== undefined && !isRecord(data.lineage)) throw invalid('the job\'s lineage is not an object')
   const payload: JobPayload = { v: data.v as JobPayload['v'], prompt: data.prompt, lineage: (data.lineage as Record<string, unknown> | undefined) ?? {} }
-  if (data.v === HELPER_JOB_VERSION) payload.helper = readJobHelper(data.helper)
-  else if (data.helper !== undefined) throw invalid(`a job of wire version ${WIRE_VERSION} carries no helper; one with a helper is version ${HELPER_JOB_VERSION}`)
+  if (data.v === HELPER_JOB_VERSION || data.v === MCP_JOB_VERSION) {
+    const helper = readJobHelper(data.helper)
+    // The version says whether servers are named, so a worker that reads one never misreads the other.
+    if ((helper.mcpServers !== undefined) !== (data.v === MCP_JOB_VERSION)) throw invalid(`a job whose helper names MCP servers is of wire version ${MCP_JOB_VERSION}, and only such a job is`)
+    payload.helper = helper
+  } else if (data.helper !== undefined) throw invalid(`a job of wire version ${WIRE_VERSION} carries no helper; one with a helper is version ${HELPER_JOB_VERSION}`)
   return payload
 }
 
@@ -150,7 +172,7 @@ function readJobHelper(value: unknown): JobHelper {
   if (!isRecord(value)) throw invalid('the job\'s helper is not an object')
   const unknown = Object.keys(value).filter((key) => !HELPER_KEYS.has(key))
   if (unknown.length > 0) throw invalid(`the job's helper has field(s) this worker does not know (${unknown.slice(0, 5).map((key) => JSON.stringify(key.slice(0, 40))).join(', ')}); run the same dsh version on parents and workers`)
-  const { name, hash, persona, tools, model } = value
+  const { name, hash, persona, tools, model, mcpServers } = value
   const helper: JobHelper = {}
   if (name !== undefined || hash !== undefined) {
     if (typeof name !== 'string' || !HELPER_NAME.test(name)) throw invalid('the job\'s helper.name is not a helper name (letters, digits, "-" and "_", at most 64)')
@@ -175,12 +197,18 @@ function readJobHelper(value: unknown): JobHelper {
     if (typeof model !== 'string' || !MODEL_SPEC.test(model)) throw invalid('the job\'s helper.model is not a model spec (adapter:model)')
     helper.model = model
   }
+  if (mcpServers !== undefined) {
+    if (!Array.isArray(mcpServers) || mcpServers.length === 0 || mcpServers.length > MAX_SERVER_NAMES || !mcpServers.every((server) => typeof server === 'string' && SERVER_NAME.test(server))) {
+      throw invalid(`the job's helper.mcpServers is not a list of 1 to ${MAX_SERVER_NAMES} MCP server names (never a server's command: only names travel)`)
+    }
+    helper.mcpServers = [...(mcpServers as string[])]
+  }
   return helper
 }
 
 function readToolNames(value: unknown, list: 'allow' | 'deny'): string[] {
-  if (!Array.isArray(value) || value.length > MAX_TOOL_NAMES || !value.every((name) => typeof name === 'string' && TOOL_NAME.test(name))) {
-    throw invalid(`the job's helper.tools.${list} is not a list of at most ${MAX_TOOL_NAMES} tool names`)
+  if (!Array.isArray(value) || value.length > MAX_TOOL_NAMES || !value.every((name) => typeof name === 'string' && TOOL_NAME_OR_PATTERN.test(name))) {
+    throw invalid(`the job's helper.tools.${list} is not a list of at most ${MAX_TOOL_NAMES} tool names (or names ending in *)`)
   }
   return [...(value as string[])]
 }

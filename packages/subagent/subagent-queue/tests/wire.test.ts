@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest'
 import { describeRedis, readRedisUrl } from '../src/redis.js'
 import { jobIdOf } from '../src/transport.js'
-import { HELPER_JOB_VERSION, holdersOf, jobHelperOf, jobPayload, MAX_PERSONA_CHARS, MAX_PROMPT_CHARS, MAX_TOOL_NAMES, readJobPayload, readJobProgress, readJobResult, takenLogLine, WIRE_VERSION } from '../src/wire.js'
+import { HELPER_JOB_VERSION, holdersOf, MCP_JOB_VERSION, jobHelperOf, jobPayload, MAX_PERSONA_CHARS, MAX_PROMPT_CHARS, MAX_TOOL_NAMES, readJobPayload, readJobProgress, readJobResult, takenLogLine, WIRE_VERSION } from '../src/wire.js'
 
 describe('what crosses the queue', () => {
   it('a job id comes from the parent session, the tool call and the prompt, so the same call always names the same job', () => {
@@ -22,7 +22,7 @@ describe('what crosses the queue', () => {
     const payload = jobPayload('review it', { parentSession: 'p1', delegationDepth: 1, provider: 'queue', label: 'review', maxDepth: 3, toolCallId: 'call_1' })
     expect(readJobPayload(JSON.parse(JSON.stringify(payload)))).toEqual(payload)
     expect(() => readJobPayload('text')).toThrow(/not an object/)
-    expect(() => readJobPayload({ v: 3, prompt: 'x' })).toThrow(/wire version 3, this worker reads versions 1 and 2/)
+    expect(() => readJobPayload({ v: 4, prompt: 'x' })).toThrow(/wire version 4, this worker reads versions 1, 2 and 3/)
     expect(() => readJobPayload({ v: WIRE_VERSION })).toThrow(/no prompt text/)
     expect(() => readJobPayload({ v: WIRE_VERSION, prompt: 'x'.repeat(MAX_PROMPT_CHARS + 1) })).toThrow(/more than a worker accepts/)
     expect(() => readJobPayload({ v: WIRE_VERSION, prompt: 'x', lineage: 'p1' })).toThrow(/lineage is not an object/)
@@ -61,12 +61,32 @@ describe('what crosses the queue', () => {
     expect(() => readJobPayload(job({ tools: { allow: ['read'], also: ['x'] } }))).toThrow(/helper\.tools must be/)
     expect(() => readJobPayload(job({ tools: { allow: 'read' } }))).toThrow(/tools\.allow is not a list/)
     expect(() => readJobPayload(job({ tools: { deny: ['rm -rf'] } }))).toThrow(/tools\.deny is not a list/)
+    expect(() => readJobPayload(job({ tools: { deny: ['mcp__*x'] } }))).toThrow(/tools\.deny is not a list/)
     expect(() => readJobPayload(job({ tools: { allow: Array.from({ length: MAX_TOOL_NAMES + 1 }, (_, i) => `t${i}`) } }))).toThrow(/at most 256 tool names/)
     expect(() => readJobPayload(job({ model: 7 }))).toThrow(/helper\.model is not a model spec/)
     expect(() => readJobPayload(job({ model: 'scripted:a\u001b[2Jb' }))).toThrow(/helper\.model is not a model spec/)
     expect(() => readJobPayload(job({ model: ':no-adapter' }))).toThrow(/helper\.model is not a model spec/)
     // An empty helper says nothing, and is read as such.
     expect(readJobPayload(job({})).helper).toEqual({})
+  })
+
+  it("a helper's MCP servers travel as names in a job of version 3, and its deny patterns unexpanded; a command, a bad name or a version that does not say them is refused", () => {
+    const lineage = { parentSession: 'p1', delegationDepth: 1, provider: 'queue' }
+    const helper = jobHelperOf({ helper: { name: 'docs', hash: 'ab12' }, toolFilter: { deny: ['mcp__other__*'] }, mcpServers: ['files', 'git-hub'] })
+    expect(helper).toEqual({ name: 'docs', hash: 'ab12', tools: { deny: ['mcp__other__*'] }, mcpServers: ['files', 'git-hub'] })
+    const payload = jobPayload('read it', lineage, helper)
+    expect(payload.v).toBe(MCP_JOB_VERSION)
+    expect(readJobPayload(JSON.parse(JSON.stringify(payload)))).toEqual(payload)
+    // Servers alone make a helper; no servers, no version 3.
+    expect(jobPayload('x', lineage, jobHelperOf({ mcpServers: ['files'] })).v).toBe(MCP_JOB_VERSION)
+    expect(jobHelperOf({ mcpServers: [] })).toBeUndefined()
+    const job = (helper: unknown, v: number) => ({ v, prompt: 'x', lineage: {}, helper })
+    expect(() => readJobPayload(job({ mcpServers: ['files'] }, HELPER_JOB_VERSION))).toThrow(/names MCP servers is of wire version 3, and only such a job is/)
+    expect(() => readJobPayload(job({ persona: 'p' }, MCP_JOB_VERSION))).toThrow(/names MCP servers is of wire version 3, and only such a job is/)
+    expect(() => readJobPayload(job({ mcpServers: [{ files: { command: 'sh' } }] }, MCP_JOB_VERSION))).toThrow(/helper\.mcpServers is not a list of 1 to 64 MCP server names \(never a server's command/)
+    expect(() => readJobPayload(job({ mcpServers: 'files' }, MCP_JOB_VERSION))).toThrow(/helper\.mcpServers is not a list/)
+    expect(() => readJobPayload(job({ mcpServers: ['a__b'] }, MCP_JOB_VERSION))).toThrow(/helper\.mcpServers is not a list/)
+    expect(() => readJobPayload(job({ mcpServers: [] }, MCP_JOB_VERSION))).toThrow(/helper\.mcpServers is not a list/)
   })
 
   it('the workers that took a job are read back from its log, in order, other lines skipped', () => {
