@@ -72,7 +72,7 @@ export async function apply(ctx: Context, config: McpConfig): Promise<() => Prom
   return stopAll
 }
 
-function registerTool(ctx: Context, server: RestartingServer, readOnlyHints: boolean, tool: Tool, config: McpConfig, warn: (line: string) => void): void {
+export function registerTool(ctx: Context, server: RestartingServer, readOnlyHints: boolean, tool: Tool, config: McpConfig, warn: (line: string) => void): void {
   const problem = toolNameProblem(server.name, tool.name)
   if (problem) return warn(`MCP server "${server.name}": tool skipped: ${problem}`)
   const name = mcpToolName(server.name, tool.name)
