@@ -27,6 +27,7 @@ import { StdoutGuard } from './stdout-guard.js'
 import { FrameLimit } from './frame-limit.js'
 import { describeRpcError } from './rpc-error.js'
 import { SharedWorkspace } from './shared-workspace.js'
+import { acpMcpServers, type McpServerEntry } from './mcp-servers.js'
 
 /** How much of the agent's stderr is kept for diagnostics. */
 const STDERR_TAIL_CHARS = 2000
@@ -35,8 +36,11 @@ export const ACP_CHILD_NAME = 'the ACP agent'
 
 const { version } = createRequire(import.meta.url)('../package.json') as { version: string }
 
-/** How the session is opened: a new one (a continuable child's must be reopenable), or one an earlier process opened. */
-export type SessionOpening = { kind: 'new'; request: NewSessionRequest; continuable: boolean } | { kind: 'load'; request: LoadSessionRequest }
+/**
+ * How the session is opened: a new one (a continuable child's must be reopenable), or one an
+ * earlier process opened; `servers` are its MCP servers, sent as the agent's capabilities allow.
+ */
+export type SessionOpening = ({ kind: 'new'; request: NewSessionRequest; continuable: boolean } | { kind: 'load'; request: LoadSessionRequest }) & { servers?: readonly McpServerEntry[] }
 
 /** One ACP agent process and its connection. */
 export class AcpChild implements RemoteChild {
@@ -116,15 +120,17 @@ export class AcpChild implements RemoteChild {
           `the ACP agent (${this.commandLine()}) does not advertise loadSession, so its conversation could not be reopened after a restart: it cannot be a continuable child; delegate to it one-shot, or use an agent that implements session/load (e.g. dsh acp)`,
         )
       }
+      // Known only now: whether the agent takes HTTP servers (stdio ones every agent must).
+      const mcpServers = acpMcpServers(opening.servers ?? [], initialized.agentCapabilities?.mcpCapabilities, this.commandLine(), (line) => this.spec.warn?.(line))
       if (opening.kind === 'new') {
         control.moveTo('session/new')
-        const { sessionId } = await this.connection.agent.request(methods.agent.session.new, opening.request)
+        const { sessionId } = await this.connection.agent.request(methods.agent.session.new, { ...opening.request, mcpServers })
         if (typeof sessionId !== 'string' || sessionId === '') throw this.startFailed('session/new answered without a session id', control.stage)
         this.remoteId = sessionId
       } else {
         // The replay of the reopened session reaches no listener and is dropped.
         control.moveTo('session/load')
-        await this.connection.agent.request(methods.agent.session.load, opening.request)
+        await this.connection.agent.request(methods.agent.session.load, { ...opening.request, mcpServers })
         this.remoteId = opening.request.sessionId
       }
     } catch (error) {

@@ -6,6 +6,7 @@ import type { ApprovalService, PermissionPolicy } from './permission.js'
 import type { Agent } from '@dsh/agent'
 import type { BashService } from '@dsh/bash'
 import { DEFAULT_MAX_FRAME_BYTES } from './frame-limit.js'
+import type { McpServerTable } from './mcp-servers.js'
 
 /** The plugin's config, as written in a composition file. */
 export interface AcpProviderConfig {
@@ -59,6 +60,10 @@ export interface AcpRunSpec {
   bash?: () => BashService | undefined
   /** An agent of this process by id (a continuable child's parent, when it is resumed). */
   agent?: (id: string) => Agent | undefined
+  /** This process's configured MCP servers (`ctx.mcpServers` of `@dsh/mcp`, when composed), for `session/new`'s `mcpServers`. */
+  mcpServers?: () => McpServerTable | undefined
+  /** Told each one-line warning about a server not sent (the plugin logs it); never a value of one. */
+  warn?: (line: string) => void
   command: string
   args: readonly string[]
   /** Absolute; `undefined` means the parent session's cwd. */

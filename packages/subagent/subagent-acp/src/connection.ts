@@ -63,9 +63,9 @@ export class AcpTransport implements RemoteTransport<AcpChild> {
     return `the ACP agent's own store (${[this.spec.command, ...this.spec.args].join(' ')})`
   }
 
-  /** From now on a connection reopens `sessionId` (the conversation's session, once it exists) with `request`. */
+  /** From now on a connection reopens `sessionId` (the conversation's session, once it exists) with `request`, and the same MCP servers. */
   reopenWith(request: LoadSessionRequest): void {
-    this.opening = { kind: 'load', request }
+    this.opening = { kind: 'load', request, ...(this.opening.servers && { servers: this.opening.servers }) }
   }
 
   connect(control: StartControl): RemoteConnection<AcpChild> {

@@ -26,6 +26,7 @@ import { refuseOversizedPrompt } from './frame-limit.js'
 import type { ApprovalScope } from './permission.js'
 import { delegationName } from '@dsh/approvals'
 import type { Agent } from '@dsh/agent'
+import { resolveMcpServers, type McpServerEntry, type McpServerTable } from './mcp-servers.js'
 
 /**
  * Of the start-time features only the depth bound: it is checked before anything is
@@ -48,17 +49,21 @@ export class AcpProvider implements SubagentProvider {
 
   start(request: SubagentRequest): Promise<SubagentRun> {
     const { spec, cwd, lineage } = this.prepare(request, request.label, request.maxDepth)
-    return startRemoteRun(request, new AcpTransport(spec, cwd, { kind: 'new', request: newSessionRequest(cwd, lineage), continuable: false }, this.approvalScope(request.parent, request.label, request)))
+    const servers = this.mcpServersOf(request.mcpServers)
+    return startRemoteRun(request, new AcpTransport(spec, cwd, { kind: 'new', request: newSessionRequest(cwd, lineage), continuable: false, servers }, this.approvalScope(request.parent, request.label, request)))
   }
 
   async prepareContinuable({ childId, parent, descriptor, request, signal }: PrepareContinuableRequest): Promise<ContinuablePreparation> {
     const { spec, cwd, lineage } = this.prepare({ ...request, parent }, descriptor.label, request.maxDepth)
-    const transport = new AcpTransport(spec, cwd, { kind: 'new', request: newSessionRequest(cwd, lineage), continuable: true }, { ...this.approvalScope(parent, descriptor.label, request), child: childId })
+    // ContinuableRequest has no mcpServers yet (@dsh/subagent): read by shape, so the helper's names arrive once it carries them.
+    const servers = this.mcpServersOf((request as { mcpServers?: readonly string[] }).mcpServers)
+    const transport = new AcpTransport(spec, cwd, { kind: 'new', request: newSessionRequest(cwd, lineage), continuable: true, servers }, { ...this.approvalScope(parent, descriptor.label, request), child: childId })
     // A parent that began disposing while the child started refuses it: the child would outlive it.
     const child = await launchRemoteChild(transport, signal, parent)
     const sessionId = child.remoteId!
     transport.reopenWith(loadSessionRequest(sessionId, cwd, lineage))
-    return { kind: 'remote', conversation: openConversation(transport, child, sessionId, { cwd }) }
+    // The names only (never an entry's values): a resumed child's servers are resolved again from the config then.
+    return { kind: 'remote', conversation: openConversation(transport, child, sessionId, { cwd, ...(servers.length > 0 && { mcpServers: servers.map((server) => server.name) }) }) }
   }
 
   /**
@@ -75,9 +80,18 @@ export class AcpProvider implements SubagentProvider {
     // The parent is live (it is the one resuming its child): its broker hears the child's requests again.
     const parent = this.spec.agent?.(record.parentId)
     const scope = parent && { ...this.approvalScope(parent, record.descriptor.label, {}), child: record.childId }
-    const conversation = openConversation(new AcpTransport(this.spec, cwd, { kind: 'load', request: loadSessionRequest(record.remoteId, cwd, lineage) }, scope), undefined, record.remoteId, { cwd })
+    const names = record.resumeData?.mcpServers
+    const servers = this.mcpServersOf(Array.isArray(names) ? names.filter((name): name is string => typeof name === 'string') : undefined)
+    const resumeData = { cwd, ...(servers.length > 0 && { mcpServers: servers.map((server) => server.name) }) }
+    const conversation = openConversation(new AcpTransport(this.spec, cwd, { kind: 'load', request: loadSessionRequest(record.remoteId, cwd, lineage), servers }, scope), undefined, record.remoteId, resumeData)
     await conversation.reconnect(signal)
     return conversation
+  }
+
+  /** The entries of the MCP servers a delegation names, as this process's config has them (warnings for the rest). */
+  private mcpServersOf(names: readonly string[] | undefined): McpServerEntry[] {
+    if (names === undefined || names.length === 0) return []
+    return resolveMcpServers(names, this.spec.mcpServers?.(), (line) => this.spec.warn?.(line))
   }
 
   /** Whose side effects the child's permission requests are, for the parent's approval broker. */
@@ -136,6 +150,9 @@ export class AcpPlugin {
         approvals: () => ctx.get('approvals'),
         bash: () => ctx.get('bash'),
         agent: (id) => ctx.get('agents')?.get(id),
+        // By shape: @dsh/mcp's table of configured servers, when a config composes it.
+        mcpServers: () => ctx.get('mcpServers') as McpServerTable | undefined,
+        warn: (line) => log.warn(line),
         progressDropped: (reason) => log.debug('a progress update from the ACP agent was dropped: %s', reason),
       }),
     )
