@@ -16,8 +16,6 @@ export type WorkflowErrorCode =
   | 'CANCELLED'
   /** A resume found a finished call with side effects outside a workspace and no leave to run it again. */
   | 'SIDE_EFFECTS'
-  /** `--resume` named a session that is not a workflow run's. */
-  | 'NOT_A_WORKFLOW'
   /** `bestOf` could not choose: no attempt passed, or its judge failed with no check to fall back on. */
   | 'NO_WINNER'
 

@@ -76,7 +76,7 @@ export class Journal {
 }
 
 /** Read a root session back: is it a workflow run's, and which calls finished. */
-export function readJournal(session: Session): JournalReading | undefined {
+export function readJournal(session: Pick<Session, 'events'>): JournalReading | undefined {
   const reading: JournalReading = { completed: new Map(), interrupted: 0, runs: 0 }
   const open = new Set<string>()
   for (const event of session.events()) {

@@ -134,8 +134,7 @@ async function readResumed(ctx: import('cordis').Context, id: string): Promise<{
     throw new UsageError('SESSION', `dsh workflow run: session ${id} cannot be read: ${errorMessage(error)}`)
   })
   if (!stored) throw new UsageError('SESSION', `dsh workflow run: no stored session ${id}; the id is on the first line a workflow run prints (dsh sessions list shows the stored ones)`)
-  const live = ctx.sessions.get(id)
-  const reading = readJournal(live ?? { events: () => stored.events } as never)
+  const reading = readJournal({ events: () => [...stored.events] })
   if (reading === undefined) throw new UsageError('SESSION', `dsh workflow run: session ${id} is not a workflow run's (dsh run --resume goes on with other sessions)`)
   return { id, reading }
 }
