@@ -149,7 +149,7 @@ describe('dsh workflow run', () => {
     expect(new Set(children.filter(completed).map((child) => child.header.toolCallId)).size).toBe(40)
   })
 
-  it('refuses a file that does not load, and a TypeScript file, in one line', async () => {
+  it('refuses a file that does not load, a TypeScript file and a --resume of no workflow run, in one line', async () => {
     write('broken.mjs', 'export default async (api) => {\n')
     const broken = await runDsh(['workflow', 'run', 'broken.mjs', '--model', 'scripted:model.yml', '--session-dir', sessions], { cwd: project })
     expect(broken.code).toBe(2)
@@ -159,6 +159,15 @@ describe('dsh workflow run', () => {
     const typed = await runDsh(['workflow', 'run', 'typed.ts', '--model', 'scripted:model.yml', '--session-dir', sessions], { cwd: project })
     expect(typed.code).toBe(2)
     expect(typed.stderr).toContain('TypeScript workflows are not supported yet')
+    const unknownRun = await runDsh(['workflow', 'run', 'review.mjs', '--model', 'scripted:model.yml', '--session-dir', sessions, '--resume', 'no-such-session'], { cwd: project })
+    expect(unknownRun.code).toBe(2)
+    expect(unknownRun.stderr).toContain('dsh workflow run: no stored session no-such-session')
+    const plain = await runDsh(['run', '--model', 'scripted:model.yml', '--session-dir', sessions, 'hello'], { cwd: project })
+    const plainId = readSessions().find((session) => session.header.origin === 'cli')!.header.id
+    expect(plain.code).toBe(0)
+    const notWorkflow = await runDsh(['workflow', 'run', 'review.mjs', '--model', 'scripted:model.yml', '--session-dir', sessions, '--resume', plainId], { cwd: project })
+    expect(notWorkflow.code).toBe(2)
+    expect(notWorkflow.stderr).toContain(`session ${plainId} is not a workflow run's`)
   })
 
   it('names the helpers there are when agent() names none, and keeps what finished when the workflow throws', async () => {
