@@ -19,6 +19,12 @@ export interface PermissionLevel {
   allow?: readonly string[]
   ask?: readonly string[]
   deny?: readonly string[]
+  /**
+   * Calls an ancestor decides itself before anyone is asked (its `PreToolUse` hooks, through
+   * `@dsh/approvals`' verdict sources): a descendant in another process asks up the tree for
+   * each, even where its rules would allow it. Never a verdict of its own: it only narrows.
+   */
+  askUp?: readonly string[]
 }
 
 /**
@@ -31,7 +37,7 @@ export const PERMISSION_RULE = /^([A-Za-z0-9_.-]{1,64}\*?|\*)(?:\((.*)\))?$/s
 /** Bounds that keep a header or a lineage small: a peer cannot make a child carry megabytes of rules. */
 export const PERMISSION_BOUNDS = { levels: 32, rulesPerList: 64, ruleChars: 512, fromChars: 120 } as const
 
-export const PERMISSION_LISTS = ['allow', 'ask', 'deny'] as const satisfies readonly (keyof PermissionLevel)[]
+export const PERMISSION_LISTS = ['allow', 'ask', 'deny', 'askUp'] as const satisfies readonly (keyof PermissionLevel)[]
 
 /** What is wrong with one rule, or `undefined`. */
 export function permissionRuleProblem(rule: unknown): string | undefined {
@@ -49,7 +55,7 @@ export function permissionLevelProblem(level: unknown, where: string): string | 
   if (!isRecord(level)) return `${where} must be an object with allow, ask and/or deny lists`
   if (typeof level.from !== 'string' || level.from === '' || level.from.length > PERMISSION_BOUNDS.fromChars) return `${where}.from must be a short non-empty text`
   for (const key of Object.keys(level)) {
-    if (key !== 'from' && !(PERMISSION_LISTS as readonly string[]).includes(key)) return `${where} has an unknown key ${JSON.stringify(key.slice(0, 40))} (allow, ask, deny)`
+    if (key !== 'from' && !(PERMISSION_LISTS as readonly string[]).includes(key)) return `${where} has an unknown key ${JSON.stringify(key.slice(0, 40))} (${PERMISSION_LISTS.join(', ')})`
   }
   for (const list of PERMISSION_LISTS) {
     const rules = level[list]
@@ -99,7 +105,7 @@ export function joinPermissionLevels(inherited: readonly PermissionLevel[] | und
   const seen = new Set<string>()
   for (const level of [...(inherited ?? []), ...(added ?? [])]) {
     if (isEmptyPermissionLevel(level)) continue
-    const key = JSON.stringify([level.allow ?? [], level.ask ?? [], level.deny ?? []])
+    const key = JSON.stringify(PERMISSION_LISTS.map((list) => level[list] ?? []))
     if (seen.has(key)) continue
     seen.add(key)
     joined.push(level)
