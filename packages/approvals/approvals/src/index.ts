@@ -4,6 +4,7 @@ export { agentName, delegationName, type DefaultDecision, type TreeDefault } fro
 export { policyVerdict, levelVerdict, compileLevel, type PolicyVerdict, type PolicyCall, type Verdict } from './rules.js'
 export { commandSegments, displaySubject, subjectOf, MAX_SUBJECT_CHARS, type ApprovalKind, type CallSubject, type CommandSegment } from './subject.js'
 export { ApprovalError, type ApprovalErrorCode } from './errors.js'
+export type { ApprovalVerdictSource, SourceVerdict } from './sources.js'
 export type { ApprovalAsk, ApprovalFrontEnd, ApprovalRecorder, ApprovalRequestInfo, ApprovalSettledInfo, FrontEndAnswer, RemoteAsker } from './types.js'
 export {
   ANSWER_DECISIONS,

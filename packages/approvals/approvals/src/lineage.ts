@@ -6,6 +6,7 @@
  */
 import type { Agent } from '@dsh/agent'
 import type { PermissionLevel } from '@dsh/session'
+import { policyVerdict, type PolicyCall } from './rules.js'
 
 /** With nobody to ask: what happens to a request no rule decided. */
 export type DefaultDecision = 'reject' | 'allow'
@@ -43,6 +44,30 @@ export function delegationName(delegation: { provider: string; label?: string | 
 export function receivedLevels(agent: Agent): readonly PermissionLevel[] | undefined {
   const root = delegatedRoot(agent)
   return root === undefined ? undefined : root.session.header.permissions ?? []
+}
+
+/**
+ * The `askUp` rule that makes a call of `agent` go up the tree, when its tree was delegated
+ * by a parent in another process whose verdict sources (its `PreToolUse` hooks) take such
+ * calls: that parent decides them itself, so no rule here may allow them unasked.
+ */
+export function receivedAskUp(agent: Agent, call: PolicyCall): string | undefined {
+  const received = receivedLevels(agent)
+  if (received === undefined || !received.some((level) => level.askUp !== undefined)) return undefined
+  const asking = received.flatMap((level) => (level.askUp === undefined ? [] : [askUpAsAsk(level)]))
+  const said = policyVerdict(asking, call)
+  return said.verdict === 'ask' ? said.rule : undefined
+}
+
+/** A level's `askUp` rules read as `ask` rules, for matching only (cached per level). */
+const asAsk = new WeakMap<PermissionLevel, PermissionLevel>()
+function askUpAsAsk(level: PermissionLevel): PermissionLevel {
+  let found = asAsk.get(level)
+  if (found === undefined) {
+    found = { from: level.from, ask: level.askUp ?? [] }
+    asAsk.set(level, found)
+  }
+  return found
 }
 
 /** The root of `agent`'s tree, when that root here was delegated by a parent in another process. */

@@ -28,10 +28,12 @@ import type { ToolPermissionRequest } from '@dsh/tools'
 import { ApprovalError } from './errors.js'
 import { FairQueue } from './fair-queue.js'
 import { policyVerdict, type PolicyVerdict } from './rules.js'
-import { displaySubject, shownSubject, subjectDigest, subjectOf } from './subject.js'
-import { agentName, receivedDefault, receivedLevels, unaskedReason, type DefaultDecision, type TreeDefault } from './lineage.js'
+import { displaySubject, subjectDigest, subjectOf } from './subject.js'
+import { receivedAskUp, receivedDefault, receivedLevels, unaskedReason, type DefaultDecision, type TreeDefault } from './lineage.js'
+import { VerdictSources, type ApprovalVerdictSource } from './sources.js'
 import type { ApprovalAsk, ApprovalFrontEnd, ApprovalRecorder, ApprovalRequestInfo, ApprovalSettledInfo } from './types.js'
-import { isAnswerDecision, provenanceFields } from './wire.js'
+import { answerDecision } from './wire.js'
+import { describeRequest } from './describe.js'
 
 declare module 'cordis' {
   interface Context {
@@ -44,9 +46,6 @@ declare module 'cordis' {
     'approval/settled'(info: ApprovalSettledInfo): void
   }
 }
-
-/** The most of a subject a front-end is shown (`ApprovalRequestInfo.subject`). */
-const FRONT_END_SUBJECT_CHARS = 16_384
 
 /** The longest an unanswered request may be configured to wait: a week. */
 const MAX_TIMEOUT_MS = 7 * 24 * 3600 * 1000
@@ -74,8 +73,9 @@ export class ApprovalService extends Service {
     maxPending: Schema.natural().min(1).max(100_000).default(256).description('Most requests waiting in all.'),
   })
 
-  /** This process's own level of rules (from `allow` / `ask` / `deny`), empty when there are none. */
-  readonly ownLevels: readonly PermissionLevel[]
+  /** The level of this process's config (`allow` / `ask` / `deny`), when it has rules. */
+  private readonly configLevels: readonly PermissionLevel[]
+  private readonly sources = new VerdictSources()
   private readonly config: ApprovalService.Config
   private frontEnds: ApprovalFrontEnd[] = []
   private recorders: ApprovalRecorder[] = []
@@ -104,7 +104,7 @@ export class ApprovalService extends Service {
     const own = cleanPermissionLevel({ from: 'config', allow: this.config.allow, ask: this.config.ask, deny: this.config.deny })
     const problem = permissionLevelProblem(own, 'approvals')
     if (problem) throw new ApprovalError('INVALID_CONFIG', problem)
-    this.ownLevels = joinPermissionLevels(undefined, [own]) ?? []
+    this.configLevels = joinPermissionLevels(undefined, [own]) ?? []
     ctx.tools.addPermissionGate((request) => this.gate(request))
     ctx.effect(() => () => this.withdrawAll('the approval broker stopped'), 'approvals: reject what still waits')
   }
@@ -122,6 +122,25 @@ export class ApprovalService extends Service {
         this.frontEnds = this.frontEnds.filter((entry) => entry !== frontEnd)
       }
     }, `approvals.addFrontEnd(${frontEnd.name})`)
+  }
+
+  /**
+   * This process's own levels, which every child started here carries: its config's rules,
+   * and the `askUp` level of the verdict sources' calls (so a child in another process asks
+   * up for them). Empty when there are none.
+   */
+  get ownLevels(): readonly PermissionLevel[] {
+    const askUp = this.sources.askUpLevel()
+    return askUp === undefined ? this.configLevels : [...this.configLevels, askUp]
+  }
+
+  /**
+   * Let `source` decide the calls it takes, inside `decide`, before anyone is asked (see
+   * `ApprovalVerdictSource`). An effect of the calling context; returns its disposer. Add it
+   * while the composition starts: the children started before it do not carry its `askUp`.
+   */
+  addVerdictSource(source: ApprovalVerdictSource): () => void {
+    return this.ctx.effect(() => this.sources.add(source), `approvals.addVerdictSource(${source.name})`)
   }
 
   /** Record and replay decisions (see `ApprovalRecorder`). An effect of the calling context. */
@@ -232,15 +251,23 @@ export class ApprovalService extends Service {
     const { agent } = ask
     const subject = subjectOf(ask.args)
     const tool = ask.tool
-    const policy = this.verdictOf(ask, subject)
+    let policy = this.verdictOf(ask, subject)
     const now = Date.now()
-    const info = this.describe(ask, subject, policy, now)
+    let info = describeRequest(ask, subject, policy, `approval-${++this.counter}`, now, now + this.config.timeoutMs)
     const session = agent.session.id
     const finish = (decision: PermissionDecision): PermissionDecision => {
       this.recordDecision(ask, info, decision)
       return decision
     }
     if (policy.verdict === 'deny') return finish({ decision: 'reject', by: 'the policy', reason: `the rule ${policy.rule} denies it`, source: 'rule', rule: policy.rule!, at: now })
+    // The verdict sources (PreToolUse hooks), before anyone is asked: a deny refuses, an ask is asked, an allow objects to nothing.
+    const said = this.sources.size > 0 && this.sources.takes(tool) ? await this.sources.verdict(info, agent, ask.signal) : undefined
+    if (said?.verdict === 'deny') return finish({ decision: 'reject', by: said.by, reason: said.reason ?? `${said.by} denies it`, source: 'rule', at: Date.now() })
+    if (said?.verdict === 'ask') {
+      const askedBy = said.reason === undefined ? said.by : `${said.by} (${said.reason})`
+      policy = { verdict: 'ask', askedBy, ...(policy.upTree !== undefined && { upTree: policy.upTree }) }
+      info = { ...info, policy: 'ask', rule: askedBy }
+    }
     if (policy.verdict === 'allow') return finish({ decision: 'allow-once', by: 'the policy', source: 'rule', rule: policy.rule!, at: now })
     for (const recorder of this.recorders) {
       const replayed = recorder.replay?.(info, session)
@@ -248,8 +275,8 @@ export class ApprovalService extends Service {
     }
     // The whole subject, hashed (past what rules read, too): an answer for one command never covers another that starts alike.
     const memory = `${info.chain[0]}\0${tool}\0${subjectDigest(subject)}`
-    // A rule that asks is asked every time: an earlier "always" does not answer for it.
-    if (policy.verdict !== 'ask' && this.always.has(memory)) return finish({ decision: 'allow-always', by: 'an earlier answer in this tree', source: 'remembered', at: now })
+    // A rule that asks is asked every time, and so is what an ancestor's sources decide: an earlier "always" does not answer for it.
+    if (policy.verdict !== 'ask' && policy.upTree === undefined && this.always.has(memory)) return finish({ decision: 'allow-always', by: 'an earlier answer in this tree', source: 'remembered', at: now })
     if (ask.signal.aborted) return finish({ decision: 'reject', by: 'the approval broker', reason: 'the call was cancelled before it could be asked about', source: 'cancelled', at: now })
     const frontEnd = this.frontEndFor(info)
     if (frontEnd === undefined) return finish(this.unasked(policy, now, agent))
@@ -266,18 +293,24 @@ export class ApprovalService extends Service {
    * config, its helpers) is no verdict: it is asked up the tree, unless the levels the tree
    * received from its ancestors allow it too. A child can never do more than they allow.
    */
-  private verdictOf(ask: ApprovalAsk, subject: ReturnType<typeof subjectOf>): PolicyVerdict {
+  private verdictOf(ask: ApprovalAsk, subject: ReturnType<typeof subjectOf>): Decided {
     const levels = this.levelsOf(ask.agent, ask.remote?.levels)
-    let policy: PolicyVerdict = levels.length === 0 ? { verdict: undefined } : policyVerdict(levels, { tool: ask.tool, subject })
+    const call = { tool: ask.tool, subject }
+    let policy: Decided = levels.length === 0 ? { verdict: undefined } : policyVerdict(levels, call)
     const received = policy.verdict === 'allow' ? receivedLevels(ask.agent) : undefined
-    if (received !== undefined && policyVerdict(received, { tool: ask.tool, subject }).verdict !== 'allow') policy = { verdict: undefined }
+    if (received !== undefined && policyVerdict(received, call).verdict !== 'allow') policy = { verdict: undefined }
     const theirs = ask.remote?.verdict
     if (theirs === 'deny') return { verdict: 'deny', rule: 'the child\'s own policy' }
-    if (theirs === 'ask' && policy.verdict !== 'deny') return { verdict: 'ask', ...(policy.verdict === 'ask' && policy.rule !== undefined && { rule: policy.rule }) }
-    return policy
+    if (theirs === 'ask' && policy.verdict !== 'deny') policy = { verdict: 'ask', ...(policy.verdict === 'ask' && policy.rule !== undefined && { rule: policy.rule }) }
+    if (policy.verdict === 'deny') return policy
+    // An ancestor in another process decides this call itself (its PreToolUse hooks): asked up, never allowed here unasked.
+    const upTree = receivedAskUp(ask.agent, call)
+    return upTree === undefined ? policy : { verdict: policy.verdict === 'allow' ? undefined : policy.verdict, ...(policy.verdict === 'ask' && policy.rule !== undefined && { rule: policy.rule }), upTree }
   }
 
-  private unasked(policy: PolicyVerdict, at: number, agent: Agent): PermissionDecision {
+  private unasked(policy: Decided, at: number, agent: Agent): PermissionDecision {
+    if (policy.askedBy !== undefined) return { decision: 'reject', by: 'the approval broker', reason: `${policy.askedBy} asks about it, and nobody is there to ask`, source: 'default', at }
+    if (policy.upTree !== undefined) return { decision: 'reject', by: 'the approval broker', reason: `an ancestor in another process decides it itself (its PreToolUse hooks: ${policy.upTree}), and nobody is there to ask up the tree`, source: 'default', at }
     if (policy.verdict === 'ask') {
       return { decision: 'reject', by: 'the approval broker', reason: `${policy.rule !== undefined ? `the rule ${policy.rule}` : 'its policy'} asks about it, and nobody is there to ask`, source: 'default', at, ...(policy.rule !== undefined && { rule: policy.rule }) }
     }
@@ -370,41 +403,7 @@ export class ApprovalService extends Service {
       entry.settle({ decision: 'reject', by: frontEnd.name, reason: entry.withdrawn.signal.aborted ? 'the request was withdrawn' : `asking ${frontEnd.name} failed: ${errorMessage(error)}`, source: 'user', at: Date.now() })
       return
     }
-    entry.settle(normalised(answer, frontEnd.name))
-  }
-
-  private describe(ask: ApprovalAsk, subject: ReturnType<typeof subjectOf>, policy: PolicyVerdict, now: number): ApprovalRequestInfo {
-    const chain: string[] = []
-    const path: string[] = []
-    for (let agent: Agent | undefined = ask.agent; agent !== undefined; agent = agent.parent) {
-      chain.unshift(agent.id)
-      path.unshift(agentName(agent))
-    }
-    let child: string | undefined
-    if (ask.remote) {
-      child = ask.remote.child
-      chain.push(child)
-      path.push(ask.remote.name, ...(ask.remote.below ?? []))
-    }
-    const info: ApprovalRequestInfo = {
-      id: `approval-${++this.counter}`,
-      path,
-      chain,
-      agentId: ask.agent.id,
-      ...(child !== undefined && { child }),
-      tool: ask.tool,
-      // A front-end is shown at most this much; rules saw it all (or, cut, allowed none of it).
-      subject: shownSubject(subject, FRONT_END_SUBJECT_CHARS),
-      display: displaySubject(subject.text),
-      kind: subject.kind,
-      args: ask.args,
-      ...(ask.callId !== undefined && { callId: ask.callId }),
-      policy: policy.verdict === 'ask' ? 'ask' : 'none',
-      ...(policy.verdict === 'ask' && policy.rule !== undefined && { rule: policy.rule }),
-      startedAt: now,
-      expiresAt: now + this.config.timeoutMs,
-    }
-    return info
+    entry.settle(answerDecision(answer, frontEnd.name))
   }
 
   /** Every decision to the recorders; a remote child's (which keeps no session here) also into its parent's session. */
@@ -459,21 +458,11 @@ export class ApprovalService extends Service {
   }
 }
 
+/** The policy's verdict, and the `askUp` rule when an ancestor in another process decides the call itself. */
+type Decided = PolicyVerdict & { upTree?: string; askedBy?: string }
+
 function isAgent(value: { id: string }): value is Agent {
   return isRecord(value) && 'session' in value && 'depth' in value
-}
-
-/** A front-end's answer, checked (its provenance as the wire's is): anything else is a rejection saying so. */
-function normalised(answer: unknown, frontEnd: string): PermissionDecision {
-  const at = Date.now()
-  if (!isRecord(answer) || !isAnswerDecision(answer.decision)) {
-    return { decision: 'reject', by: frontEnd, reason: `${frontEnd} gave an answer that is not a decision`, source: 'user', at }
-  }
-  const fields = provenanceFields(answer)
-  const by = fields.by ?? frontEnd
-  const provenance = { source: fields.source ?? 'user', at: fields.at ?? at, ...(fields.rule !== undefined && { rule: fields.rule }) }
-  if (answer.decision === 'reject') return { decision: 'reject', by, reason: fields.reason ?? 'rejected', ...provenance }
-  return { decision: answer.decision, by, ...provenance }
 }
 
 export namespace ApprovalService {

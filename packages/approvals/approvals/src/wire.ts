@@ -154,6 +154,19 @@ export function parsePermissionPolicy(raw: unknown, typed = true): WireRead<Perm
   return refused(`must be one of ${PERMISSION_POLICIES.join(', ')} (got ${typed ? JSON.stringify(printed(raw)) : printed(raw)})`)
 }
 
+/** A front-end's answer, checked (its provenance as the wire's is): anything else is a rejection saying so. */
+export function answerDecision(answer: unknown, frontEnd: string): PermissionDecision {
+  const at = Date.now()
+  if (!isRecord(answer) || !isAnswerDecision(answer.decision)) {
+    return { decision: 'reject', by: frontEnd, reason: `${frontEnd} gave an answer that is not a decision`, source: 'user', at }
+  }
+  const fields = provenanceFields(answer)
+  const by = fields.by ?? frontEnd
+  const provenance = { source: fields.source ?? 'user', at: fields.at ?? at, ...(fields.rule !== undefined && { rule: fields.rule }) }
+  if (answer.decision === 'reject') return { decision: 'reject', by, reason: fields.reason ?? 'rejected', ...provenance }
+  return { decision: answer.decision, by, ...provenance }
+}
+
 function refused(problem: string): { ok: false; problem: string } {
   return { ok: false, problem }
 }
