@@ -148,3 +148,31 @@ export function matchesTool(group: HookGroup, tool: string): boolean {
   const claude = CLAUDE_CODE_NAMES[tool]
   return group.pattern.test(tool) || (claude !== undefined && group.pattern.test(claude))
 }
+
+/** A matcher piece that is one tool name, or one name's prefix followed by `.*`. */
+const LITERAL_NAME = /^[A-Za-z0-9_-]{1,64}$/
+const NAME_PREFIX = /^([A-Za-z0-9_-]{1,63})\.\*$/
+/** A level's list holds at most this many rules (`@dsh/base`'s bound); past it every tool is named. */
+const MAX_ASK_UP_RULES = 64
+
+/**
+ * The `PreToolUse` matchers as permission rules of tool names (`Bash|Edit` is `Bash`,
+ * `Edit`; `mcp__github__.*` is `mcp__github__*`; anything else, or no matcher, `*`): the
+ * `askUp` level children in other processes carry, so they ask up the tree for each call a
+ * hook here may decide. Never narrower than the matchers (rules ignore case; wider only
+ * asks up more, and the hooks here then find no match).
+ */
+export function askUpRules(groups: readonly HookGroup[]): string[] {
+  const rules = new Set<string>()
+  for (const group of groups) {
+    if (group.event !== 'PreToolUse') continue
+    if (group.pattern === undefined) return ['*']
+    for (const piece of group.matcher!.split('|')) {
+      const prefix = NAME_PREFIX.exec(piece)
+      if (LITERAL_NAME.test(piece)) rules.add(piece)
+      else if (prefix) rules.add(`${prefix[1]}*`)
+      else return ['*']
+    }
+  }
+  return rules.size > MAX_ASK_UP_RULES ? ['*'] : [...rules]
+}

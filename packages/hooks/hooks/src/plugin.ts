@@ -1,8 +1,9 @@
 import type { Context } from 'cordis'
 import Schema from 'schemastery'
+import type { Agent } from '@dsh/agent'
+import type { ApprovalRequestInfo, SourceVerdict } from '@dsh/approvals'
 import type { Session } from '@dsh/session'
-import type { ToolPermissionDecision, ToolPermissionRequest } from '@dsh/tools'
-import { readHooks, type HookEvent, type HookGroup } from './config.js'
+import { askUpRules, readHooks, type HookEvent, type HookGroup } from './config.js'
 import { agentFacts, type AgentFacts } from './agent-facts.js'
 import { HookRunner } from './fire.js'
 import { readSources } from './sources.js'
@@ -17,7 +18,7 @@ export interface HooksConfig {
 }
 
 export const name = 'hooks'
-export const inject = ['tools', 'sessions']
+export const inject = ['approvals', 'sessions']
 
 export const Config: Schema<HooksConfig> = Schema.object({
   hooks: Schema.dict(Schema.any()).default({}).description('Hooks in Claude Code\'s format: { PreToolUse: [{ matcher: Bash, hooks: [{ type: command, command, timeout }] }], … }.'),
@@ -29,9 +30,11 @@ export const Config: Schema<HooksConfig> = Schema.object({
 })
 
 /**
- * Hooks for every agent of this process: `PreToolUse` hooks are a permission gate on
- * `ctx.tools` (asked with the approval broker's, so a hook can refuse what the broker
- * allows and never allow what it refuses); the other events are heard from the sessions
+ * Hooks for every agent of this process: `PreToolUse` hooks are a verdict source of the
+ * approval broker (`ctx.approvals`), consulted inside its decision before anyone is asked,
+ * for this process's agents and for the requests its remote children forward up (so a hook
+ * can refuse what the rules allow, or have it asked, and never allow what they refuse);
+ * the other events are heard from the sessions
  * of the tree and the subagent lifecycle, and their hooks run without holding the run up
  * beyond their timeout.
  */
@@ -43,7 +46,12 @@ export function apply(ctx: Context, config: HooksConfig): () => Promise<void> {
   const facts = (session: Session): AgentFacts => agentFacts(session, (id) => ctx.sessions.get(id))
 
   if (runner.has('PreToolUse')) {
-    ctx.tools.addPermissionGate((request: ToolPermissionRequest) => preToolUse(runner, request, facts))
+    ctx.approvals.addVerdictSource({
+      name: 'the PreToolUse hooks',
+      askUp: askUpRules(groups),
+      takes: (tool) => runner.matches('PreToolUse', tool),
+      verdict: (request, agent, signal) => preToolUse(runner, request, agent, facts, signal),
+    })
   }
 
   // Every event but PreToolUse (whose gate waits for its hooks) runs beside the loop: the root's release waits for them.
@@ -103,19 +111,24 @@ export function apply(ctx: Context, config: HooksConfig): () => Promise<void> {
   return () => runner.drain()
 }
 
-/** The gate: every matching `PreToolUse` hook runs; the first that blocks refuses the call with its reason. */
-async function preToolUse(runner: HookRunner, request: ToolPermissionRequest, facts: (session: Session) => AgentFacts): Promise<ToolPermissionDecision | undefined> {
-  if (!runner.matches('PreToolUse', request.tool.name)) return undefined
-  const agent = request.agent as { session?: Session }
-  if (agent.session === undefined) return { decision: 'reject', by: 'a PreToolUse hook', reason: 'the calling agent is not known to the hooks', source: 'default', at: Date.now() }
-  const outcomes = await runner.fire('PreToolUse', facts(agent.session), { tool_name: request.tool.name, tool_input: request.call.args }, request.tool.name, request.signal)
+/**
+ * Every matching `PreToolUse` hook on one request of the broker, a call of this process's
+ * agent or one a remote child forwarded (named by its path below the agent): the strictest
+ * outcome is the verdict (block, then ask, then allow).
+ */
+async function preToolUse(runner: HookRunner, request: ApprovalRequestInfo, agent: Agent, facts: (session: Session) => AgentFacts, signal: AbortSignal): Promise<SourceVerdict | undefined> {
+  const own = facts(agent.session)
+  // A remote child's request: the agent is the one that asked, below this process's (its path is the broker's).
+  const { agentType: _ownType, ...parent } = own
+  const who: AgentFacts = request.child === undefined ? own : { ...parent, agentId: request.child, agentPath: request.path.join('/') }
+  const outcomes = await runner.fire('PreToolUse', who, { tool_name: request.tool, tool_input: request.args }, request.tool, signal)
+  const by = (hook: string) => `PreToolUse hook "${hook}"`
   const blocked = outcomes.find((outcome) => outcome.decision === 'block')
-  if (blocked) return { decision: 'reject', by: `PreToolUse hook "${blocked.hook}"`, reason: blocked.reason ?? 'a hook blocked it', source: 'rule', at: Date.now() }
-  // An "ask" the broker has not been told of cannot be answered here without a second decision path: refused, saying so (deny where unsure).
+  if (blocked) return { verdict: 'deny', by: by(blocked.hook), reason: blocked.reason ?? 'a hook blocked it' }
   const asked = outcomes.find((outcome) => outcome.decision === 'ask')
-  if (asked) return { decision: 'reject', by: `PreToolUse hook "${asked.hook}"`, reason: `the hook asks about it (${asked.reason ?? 'no reason given'}), and hooks cannot yet put a question to the approver; refused`, source: 'rule', at: Date.now() }
-  // "allow" is no objection: the broker's own gate decides, so a hook never widens a rule.
-  return undefined
+  if (asked) return { verdict: 'ask', by: by(asked.hook), ...(asked.reason !== undefined && { reason: asked.reason }) }
+  const allowed = outcomes.find((outcome) => outcome.decision === 'allow')
+  return allowed ? { verdict: 'allow', by: by(allowed.hook) } : undefined
 }
 
 function textOfMessage(message: { content: unknown }): string {

@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { createHarness, type Harness } from '@dsh/testkit/harness'
 import type { Agent } from '@dsh/agent'
-import { ApprovalService } from '@dsh/approvals'
+import { ApprovalService, type ApprovalFrontEnd } from '@dsh/approvals'
 import { BashService } from '@dsh/bash'
 import { textOf } from '@dsh/llm'
 import { BashToolPlugin } from '@dsh/tool-bash'
@@ -43,8 +43,8 @@ export interface HookedRun {
   agent: Agent
 }
 
-/** The model runs each of `commands` through bash (one step each), under the broker (`approvals`) and the hooks plugin (`hooks`). */
-export async function runWithHooks(commands: string[], hooks: Partial<HooksConfig>, approvals: Partial<ApprovalService.Config> = { default: 'allow' }): Promise<HookedRun> {
+/** The model runs each of `commands` through bash (one step each), under the broker (`approvals`, answered by `frontEnd` when given) and the hooks plugin (`hooks`). */
+export async function runWithHooks(commands: string[], hooks: Partial<HooksConfig>, approvals: Partial<ApprovalService.Config> = { default: 'allow' }, frontEnd?: ApprovalFrontEnd): Promise<HookedRun> {
   await live?.dispose()
   const harness = await createHarness({ script: [{ reply: [...commands.map((command) => ({ call: { tool: 'bash', args: { command } } })), { text: 'done' }] }] })
   live = harness
@@ -54,6 +54,7 @@ export async function runWithHooks(commands: string[], hooks: Partial<HooksConfi
   await harness.plugin(BashToolPlugin)
   await harness.plugin(ApprovalService, approvals)
   await harness.plugin(HooksPlugin, hooks)
+  if (frontEnd) harness.ctx.approvals.addFrontEnd(frontEnd)
   const agent = await harness.agent()
   await agent.followup('go')
   const results = agent.session.events().flatMap((event) => (event.type === 'tool/result' ? [{ text: textOf(event.result.content), isError: event.result.isError === true }] : []))
