@@ -36,7 +36,8 @@ async function openThread(child: CodexChild, control: StartControl, opening: Thr
     control.moveTo('initialize')
     await connection.request('initialize', { clientInfo: { name: 'dsh', title: 'dsh subagent-codex', version: CLIENT_VERSION }, capabilities: { experimentalApi: false, requestAttestation: false } })
     connection.notify('initialized')
-    const modeFields = { cwd: spec.cwd, approvalPolicy: spec.approvalPolicy, approvalsReviewer: spec.approvalsReviewer, sandbox: spec.sandbox, ...(spec.model !== undefined && { model: spec.model }) }
+    // A helper's MCP servers as config overrides: Codex starts them for this thread as if its config.toml named them.
+    const modeFields = { cwd: spec.cwd, approvalPolicy: spec.approvalPolicy, approvalsReviewer: spec.approvalsReviewer, sandbox: spec.sandbox, ...(spec.model !== undefined && { model: spec.model }), ...(spec.mcpConfig !== undefined && { config: spec.mcpConfig }) }
     if (opening.kind === 'start') {
       control.moveTo('thread/start')
       // A continuable child's thread must be on disk for `thread/resume` after a restart.

@@ -6,6 +6,7 @@ import type { ApprovalService } from '@dsh/approvals'
 import { PERMISSION_MODES, type PermissionMode } from './approvals.js'
 import type { CodexCommand } from './codex-binary.js'
 import type { AskForApproval, SandboxMode, ThreadStartParams } from './protocol/index.js'
+import type { JsonValue } from './protocol/serde_json/JsonValue.js'
 
 export interface CodexConfig {
   providerName: string
@@ -62,6 +63,10 @@ export interface CodexRunSpec {
   progressDropped?: (reason: string) => void
   /** The parent's approval broker, when one is composed (`permissionMode: ask` sends approvals there). */
   approvals?: () => ApprovalService | undefined
+  /** The helper's MCP servers by name (kept in a continuable child's record, resolved again on its resume). */
+  mcpServers?: readonly string[]
+  /** Their entries as Codex's config overrides (`thread/start`'s and `thread/resume`'s `config`). */
+  mcpConfig?: Record<string, JsonValue>
 }
 
 /**
@@ -81,12 +86,13 @@ const MODE_POLICY: Record<PermissionMode, { approvalPolicy: AskForApproval; sand
 interface CodexRunTarget {
   cwd: string
   model?: string
+  mcpServers?: readonly string[]
 }
 
 function targetOfRequest(config: CodexConfig, request: SubagentRequest): CodexRunTarget {
   const model = request.agentOptions?.model ?? config.model
   // A workspace of its own (made by the service) wins over the configured and the parent's directory.
-  return { cwd: request.workingDirectory?.cwd ?? config.cwd ?? request.parent.session.header.cwd, ...(model !== undefined && { model }) }
+  return { cwd: request.workingDirectory?.cwd ?? config.cwd ?? request.parent.session.header.cwd, ...(model !== undefined && { model }), ...(request.mcpServers !== undefined && { mcpServers: request.mcpServers }) }
 }
 
 export function resolveRunSpec(config: CodexConfig, request: SubagentRequest | CodexRunTarget, command: CodexCommand, parentEnv: NodeJS.ProcessEnv = process.env): CodexRunSpec {
@@ -102,6 +108,7 @@ export function resolveRunSpec(config: CodexConfig, request: SubagentRequest | C
     ...MODE_POLICY[config.permissionMode],
     approvalsReviewer: 'user',
     model: target.model,
+    ...(target.mcpServers !== undefined && target.mcpServers.length > 0 && { mcpServers: target.mcpServers }),
     timeoutMs: config.timeoutMs,
     startupTimeoutMs: config.startupTimeoutMs,
     graceMs: config.graceMs,

@@ -23,6 +23,7 @@ import { CODEX_CHILD_NAME } from './child.js'
 import type { ApprovalScope } from './approvals.js'
 import { codexCommand, missingCodexPackage, type CodexCommand } from './codex-binary.js'
 import { checkConfig, CodexConfig, resolveRunSpec, type CodexRunSpec } from './config.js'
+import { codexMcpConfig, type McpServerLookup, type ResolvedMcpServer } from './mcp-servers.js'
 
 /** What the provider reaches beyond its config; the plugin fills it from its context. */
 interface CodexHooks {
@@ -32,6 +33,8 @@ interface CodexHooks {
   approvals?: () => ApprovalService | undefined
   /** A live agent by id: the parent of a continuable child resumed from its record, whose approvals it answers. */
   agent?: (id: string) => Agent | undefined
+  /** The parent's MCP client's server of a name (`ctx.mcpServers.resolve`), for a helper's `mcpServers`. */
+  mcpServers?: McpServerLookup
 }
 
 /**
@@ -80,7 +83,8 @@ export class CodexProvider implements SubagentProvider {
       throw new SubagentError('INVALID_REQUEST', `the record of Codex child ${record.childId} has no absolute cwd in its resumeData (got ${JSON.stringify(cwd)}); it was not written by this provider`)
     }
     const model = record.resumeData?.model
-    const spec = this.specOf({ cwd, ...(typeof model === 'string' ? { model } : this.config.model !== undefined && { model: this.config.model }) })
+    const servers = record.resumeData?.mcpServers
+    const spec = this.specOf({ cwd, ...(typeof model === 'string' ? { model } : this.config.model !== undefined && { model: this.config.model }), ...(Array.isArray(servers) && servers.every((name) => typeof name === 'string') && { mcpServers: servers as string[] }) })
     // The parent is live (it is the one resuming its child): its broker hears the child's approvals again.
     const parent = this.hooks.agent?.(record.parentId)
     const scope = parent && this.approvalScope(parent, record.descriptor.label, {}, record.childId)
@@ -91,6 +95,9 @@ export class CodexProvider implements SubagentProvider {
 
   private specOf(target: Parameters<typeof resolveRunSpec>[1]): CodexRunSpec {
     const spec = resolveRunSpec(this.config, target, this.resolveCommand())
+    const helper = 'parent' in target ? target.helper?.name : undefined
+    const mcpConfig = codexMcpConfig(spec.mcpServers, this.hooks.mcpServers, helper === undefined ? CODEX_CHILD_NAME : `helper "${helper}" (${CODEX_CHILD_NAME})`)
+    if (mcpConfig !== undefined) spec.mcpConfig = mcpConfig
     if (this.hooks.progressDropped) spec.progressDropped = this.hooks.progressDropped
     if (this.hooks.approvals) spec.approvals = this.hooks.approvals
     return spec
@@ -116,7 +123,7 @@ export class CodexProvider implements SubagentProvider {
 
 /** Provider-owned: where the thread runs, and the model it was asked for. */
 function resumeDataOf(spec: CodexRunSpec): Record<string, unknown> {
-  return { cwd: spec.cwd, ...(spec.model !== undefined && { model: spec.model }) }
+  return { cwd: spec.cwd, ...(spec.model !== undefined && { model: spec.model }), ...(spec.mcpServers !== undefined && { mcpServers: [...spec.mcpServers] }) }
 }
 
 /** Registers a `CodexProvider` on `ctx.subagents` under `providerName`. */
@@ -135,6 +142,8 @@ export class CodexPlugin {
         progressDropped: (reason) => log.debug('a progress notification from the codex app-server was dropped: %s', reason),
         approvals: () => ctx.get('approvals'),
         agent: (id) => ctx.get('agents')?.get(id),
+        // Read by shape: the MCP client (@dsh/mcp) is composed beside this provider, not a dependency of it.
+        mcpServers: (name) => (ctx.get('mcpServers') as { resolve?(name: string): ResolvedMcpServer | undefined } | undefined)?.resolve?.(name),
       }),
     )
   }
