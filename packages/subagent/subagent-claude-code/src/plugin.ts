@@ -22,6 +22,7 @@ import type { ApprovalScope } from './approvals.js'
 import { claudeSession, ClaudeTransport, isClaudeSessionId } from './session.js'
 import { missingClaudeCodePackage, resolveClaudeExecutable } from './executable.js'
 import { PERMISSION_MODES, type ClaudeCodeSettings } from './run-spec.js'
+import type { ResolvedMcpServer } from './mcp-servers.js'
 
 /**
  * Claude Code as an out-of-process child: each turn is one `query()` of the Claude Agent
@@ -57,7 +58,7 @@ export class ClaudeCodeProvider implements SubagentProvider {
     const model = request.agentOptions?.model
     const session = claudeSession()
     const transport = new ClaudeTransport(this.settings, () => this.liveAgent(parent.id) ?? parent, parent.id, request, session, this.asker(descriptor.label, request, childId))
-    return { kind: 'remote', conversation: openConversation(transport, undefined, session.id, model === undefined ? {} : { model }) }
+    return { kind: 'remote', conversation: openConversation(transport, undefined, session.id, resumeDataOf(model, undefined)) }
   }
 
   /** Reopen a record written by an earlier process: the next message resumes the session by id. */
@@ -67,9 +68,11 @@ export class ClaudeCodeProvider implements SubagentProvider {
       throw new SubagentError('INVALID_REQUEST', `the record of Claude Code child ${record.childId} names session ${JSON.stringify(record.remoteId)}, which is not a Claude Code session id (a UUID); it was not written by this provider`)
     }
     const model = record.resumeData?.model
-    const request = typeof model === 'string' ? { agentOptions: { model } } : {}
+    const servers = record.resumeData?.mcpServers
+    const mcpServers = Array.isArray(servers) && servers.every((name) => typeof name === 'string') ? (servers as string[]) : undefined
+    const request = { ...(typeof model === 'string' && { agentOptions: { model } }), ...(mcpServers !== undefined && { mcpServers }) }
     const transport = new ClaudeTransport(this.settings, () => this.liveAgent(record.parentId), record.parentId, request, claudeSession(record.remoteId), this.asker(record.descriptor.label, {}, record.childId))
-    return openConversation(transport, undefined, record.remoteId, typeof model === 'string' ? { model } : {})
+    return openConversation(transport, undefined, record.remoteId, resumeDataOf(typeof model === 'string' ? model : undefined, mcpServers))
   }
 
   /** Whose side effects the child's permission asks are, for the parent's approval broker (the parent is added at each turn). */
@@ -109,9 +112,16 @@ export class ClaudeCodePlugin {
       executable: executableFrom(config.executable),
       progressDropped: (reason) => log.debug('a progress message from Claude Code was dropped: %s', reason),
       approvals: () => ctx.get('approvals'),
+      // Read by shape: the MCP client (@dsh/mcp) is composed beside this provider, not a dependency of it.
+      mcpServers: (name) => (ctx.get('mcpServers') as { resolve?(name: string): ResolvedMcpServer | undefined } | undefined)?.resolve?.(name),
     }
     ctx.subagents.registerProvider(new ClaudeCodeProvider(settings, (id) => ctx.get('agents')?.get(id)))
   }
+}
+
+/** What a continuable child's record keeps for its resume: its model, and its helper's MCP servers by name. */
+function resumeDataOf(model: string | undefined, mcpServers: readonly string[] | undefined): Record<string, unknown> {
+  return { ...(model !== undefined && { model }), ...(mcpServers !== undefined && mcpServers.length > 0 && { mcpServers: [...mcpServers] }) }
 }
 
 /** Known at load, so it fails at load: a missing binary would otherwise surface only on the first delegation. */

@@ -3,12 +3,13 @@
  * spec of one run, and the spec into the SDK's query options. The run path reads only
  * the spec.
  */
-import type { CanUseTool, Options, PermissionMode } from '@anthropic-ai/claude-agent-sdk'
+import type { CanUseTool, McpServerConfig, Options, PermissionMode } from '@anthropic-ai/claude-agent-sdk'
 import type { ApprovalService } from '@dsh/approvals'
 import { traceEnvironment, type SubagentRequest } from '@dsh/subagent'
 import { brokerCanUseTool, type ApprovalScope, type BrokerRoute } from './approvals.js'
 import { claudeCodeEnvironment, runningAsRoot } from './claude-code-environment.js'
 import { shortJson, type Denial } from './outcome.js'
+import type { McpServerLookup } from './mcp-servers.js'
 
 /**
  * How tool permission asks are answered. `ask` (the default) runs Claude Code in its
@@ -39,6 +40,8 @@ export interface ClaudeCodeSettings {
   progressDropped?: (reason: string) => void
   /** The parent's approval broker, when one is composed (`permissionMode: ask` puts the asks to it). */
   approvals?: () => ApprovalService | undefined
+  /** The parent's MCP client's server of a name (`ctx.mcpServers.resolve`), for a helper's `mcpServers`. */
+  mcpServers?: McpServerLookup
 }
 
 export interface ClaudeCodeRunSpec {
@@ -62,6 +65,8 @@ export interface ClaudeCodeRunSpec {
   approvals?: () => ApprovalService | undefined
   /** Whose side effects the turn's permission asks are, for the broker (absent: decided by the mode alone). */
   approvalScope?: ApprovalScope
+  /** A helper's MCP servers, as the SDK's `mcpServers` option. */
+  mcpServers?: Record<string, McpServerConfig>
 }
 
 export function resolveRunSpec(settings: ClaudeCodeSettings, request: Pick<SubagentRequest, 'parent' | 'agentOptions' | 'callId' | 'workingDirectory'>): ClaudeCodeRunSpec {

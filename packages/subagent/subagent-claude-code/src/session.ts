@@ -16,6 +16,7 @@ import { refuseDisposedParent, SubagentError, type RemoteConnection, type Remote
 import type { ApprovalScope } from './approvals.js'
 import { ClaudeChild, type ClaudeSession } from './child.js'
 import { resolveRunSpec, type ClaudeCodeSettings } from './run-spec.js'
+import { claudeMcpServers } from './mcp-servers.js'
 import { ClaudeCodeTurn } from './turn.js'
 
 const CLAUDE_CHILD_NAME = 'Claude Code'
@@ -46,8 +47,8 @@ export class ClaudeTransport implements RemoteTransport<ClaudeChild> {
     /** The parent agent, looked up at each turn: a continuable child's turn runs in its cwd and is refused once it is gone. */
     private readonly parent: () => Agent | undefined,
     private readonly parentId: string,
-    /** What every turn asks for (a continuable request's model). */
-    private readonly request: Pick<SubagentRequest, 'agentOptions' | 'callId'>,
+    /** What every turn asks for (a continuable request's model and its helper's MCP servers). */
+    private readonly request: Pick<SubagentRequest, 'agentOptions' | 'callId' | 'mcpServers' | 'helper'>,
     /** A continuable child's session; absent for a one-shot run. */
     readonly session?: ClaudeSession,
     /** Whose side effects the turns' permission asks are, for the parent's broker (the parent is the one found at each turn). */
@@ -96,6 +97,9 @@ export class ClaudeTransport implements RemoteTransport<ClaudeChild> {
     const spec = resolveRunSpec(this.settings, { parent, agentOptions: this.request.agentOptions, callId: this.request.callId })
     if (this.session) spec.session = { id: this.session.id, resume: this.session.created }
     if (this.asker) spec.approvalScope = { ...this.asker, parent }
+    const helper = this.request.helper?.name
+    const mcpServers = claudeMcpServers(this.request.mcpServers, this.settings.mcpServers, helper === undefined ? CLAUDE_CHILD_NAME : `helper "${helper}" (${CLAUDE_CHILD_NAME})`)
+    if (mcpServers !== undefined) spec.mcpServers = mcpServers
     return { child: new ClaudeChild(spec), opened: Promise.resolve() }
   }
 

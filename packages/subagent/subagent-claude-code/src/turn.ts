@@ -73,6 +73,9 @@ export class ClaudeCodeTurn implements RemoteTurn<ClaudeChild> {
       disallowedTools: ['AskUserQuestion'],
       ...permissionOptions(spec.permissionMode, this.denials, this.brokerRoute(spec)),
       ...(spec.model !== undefined && { model: spec.model }),
+      // A helper's MCP servers, started by Claude Code for this turn beside those of its own settings.
+      // Sent over stdin, never on the command line, where any user of the machine reads their env and headers.
+      ...(spec.mcpServers !== undefined && { mcpServers: spec.mcpServers, mcpServersDelivery: 'initialize' as const }),
       // Text as it streams, for a parent that listens; nobody listening, nobody pays for it.
       ...(this.turn.reporting && { includePartialMessages: true }),
     }
