@@ -11,6 +11,7 @@
 import type { Context } from 'cordis'
 import { errorMessage } from '@dsh/base'
 import type { Agent } from '@dsh/agent'
+import type { ScopedServers } from '@dsh/mcp'
 import type {} from '@dsh/tasks'
 import { openStored } from './load.js'
 
@@ -28,6 +29,8 @@ export interface ServedSession {
   /** Set while the agent is being disposed to park the session. */
   parking?: Promise<void>
   lastUsed: number
+  /** The MCP servers its client sent (`session/new`, `session/load`): running while the session is open, parked or not. */
+  mcp?: ScopedServers
 }
 
 export class ServedSessions {
@@ -52,8 +55,9 @@ export class ServedSessions {
     return this.sessions.get(id)
   }
 
-  add(agent: Agent): ServedSession {
-    const served: ServedSession = { id: agent.id, agent, lastUsed: ++this.useCounter }
+  /** Serve `agent`; `mcp` are the servers its client sent, their tools already registered for it. */
+  add(agent: Agent, mcp?: ScopedServers): ServedSession {
+    const served: ServedSession = { id: agent.id, agent, lastUsed: ++this.useCounter, ...(mcp && { mcp }) }
     this.sessions.set(agent.id, served)
     this.parkIdle()
     return served
@@ -63,7 +67,11 @@ export class ServedSessions {
   async agentOf(served: ServedSession): Promise<Agent> {
     served.lastUsed = ++this.useCounter
     if (served.parking) await served.parking
-    served.agent ??= await openStored(this.ctx, served.id)
+    if (served.agent === undefined) {
+      served.agent = await openStored(this.ctx, served.id)
+      // The parked agent's tools went with it; its servers kept running.
+      served.mcp?.register(served.agent.ctx)
+    }
     return served.agent
   }
 
@@ -94,6 +102,7 @@ export class ServedSessions {
     await served.parking
     await served.agent?.dispose()
     served.agent = undefined
+    await served.mcp?.stop()
     return true
   }
 
@@ -105,6 +114,7 @@ export class ServedSessions {
       all.map(async (served) => {
         await served.parking
         await served.agent?.dispose()
+        await served.mcp?.stop()
       }),
     )
     for (const outcome of outcomes) {

@@ -35,6 +35,8 @@ import { acpStopReasonOf, acpUpdateOf } from './updates.js'
 import { forwardChildProgress } from './child-progress.js'
 import { clientTerminalRouter } from './client-terminal.js'
 import { clientFileRouter } from './client-files.js'
+import { readSessionServers, startSessionServers } from './session-mcp.js'
+import type { ScopedServers } from '@dsh/mcp'
 // ctx.files (its type only): the file tools' router, when they are composed.
 import type {} from '@dsh/tool-files'
 import { ACP_LINEAGE, admitDelegation, DEFAULT_MAX_DEPTH, openDelegation, RecordingRefused, runDelegation, tighterBound, type AdmittedDelegation, type ReceivedLineage } from '@dsh/subagent'
@@ -121,7 +123,8 @@ export function serveAcp(ctx: Context, stream: Stream, options: AcpServerOptions
           // Reopening needs stored sessions: without a storage there is nothing to load.
           loadSession: ctx.sessions.storageName !== undefined,
           promptCapabilities: { image: false, audio: false, embeddedContext: true },
-          mcpCapabilities: { http: false, sse: false },
+          // Streamable HTTP and stdio servers, through @dsh/mcp (session-mcp.ts).
+          mcpCapabilities: { http: true, sse: false },
           sessionCapabilities: { close: {} },
         },
         agentInfo: { name: 'dsh', title: 'dsh', version },
@@ -132,7 +135,7 @@ export function serveAcp(ctx: Context, stream: Stream, options: AcpServerOptions
       const { cwd } = params
       if (!isAbsolute(cwd)) throw RequestError.invalidParams({ cwd }, 'cwd must be an absolute path')
       await checkCwd(cwd)
-      if (params.mcpServers.length > 0) log.warn('ignoring %d MCP server(s) for the new session: dsh does not connect to MCP servers', params.mcpServers.length)
+      const servers = await readSessionServers(params.mcpServers, cwd, 'session/new')
       const lineage = readLineage(params._meta, 'session/new')
       // The one served line (`@dsh/subagent`'s served.ts): refused before anything exists
       // when too deep; the tighter of this server's bound and the one the delegating parent
@@ -140,12 +143,16 @@ export function serveAcp(ctx: Context, stream: Stream, options: AcpServerOptions
       // it; its recording link adopted (it records or replays its own model calls as its
       // parent does: recording and replay reach across processes); bounded by the budget its
       // parent handed it from the first model call.
-      const agent = await openDelegation(ctx, admitSession(lineage), { meta: { origin: 'acp', cwd }, ...(options.recordingDir !== undefined && { recordingDir: options.recordingDir }) }).catch((error: unknown) => {
+      const admitted = admitSession(lineage)
+      // The servers start while the agent is made: the model's tool list is complete before the answer.
+      const mcp = startSessionServers(servers, warnMcp)
+      const agent = await openDelegation(ctx, admitted, { meta: { origin: 'acp', cwd }, ...(options.recordingDir !== undefined && { recordingDir: options.recordingDir }) }).catch(async (error: unknown) => {
+        await (await mcp)?.stop()
         if (!(error instanceof RecordingRefused)) throw error
         const { recording } = lineage
         throw error.grant ? RequestError.invalidParams({ _meta: 'dsh.recording' }, error.message) : RequestError.invalidRequest({ recording }, error.message)
       })
-      await serve(agent)
+      await serve(agent, await mcp)
       return { sessionId: agent.id }
     })
     .onRequest(methods.agent.session.load, ({ params, client }) => load(params, client))
@@ -181,14 +188,21 @@ export function serveAcp(ctx: Context, stream: Stream, options: AcpServerOptions
     }
   }
 
-  /** Take a new or reopened agent into this connection, unless the client has already left. */
-  async function serve(agent: Agent): Promise<void> {
+  /** Take a new or reopened agent (and the MCP servers its client sent, their tools its own) into this connection, unless the client has already left. */
+  async function serve(agent: Agent, mcp?: ScopedServers): Promise<void> {
     if (connection.signal.aborted) {
       // The client left while the agent was being created: nobody will ever dispose it.
       await agent.dispose()
+      await mcp?.stop()
       throw RequestError.internalError(undefined, 'the connection closed')
     }
-    sessions.add(agent)
+    mcp?.register(agent.ctx)
+    sessions.add(agent, mcp)
+  }
+
+  /** A session's server that did not start, or a tool of it skipped: the session goes on without it. */
+  function warnMcp(line: string): void {
+    log.warn(line)
   }
 
   /** Sessions being reopened right now: a second load of one of them is refused, not raced. */
@@ -205,9 +219,12 @@ export function serveAcp(ctx: Context, stream: Stream, options: AcpServerOptions
     try {
       await checkCwd(cwd)
       await checkLoadable(ctx, params, { lineage: readLineage(params._meta, 'session/load'), maxDepth })
-      if (params.mcpServers.length > 0) log.warn('ignoring %d MCP server(s) for the loaded session: dsh does not connect to MCP servers', params.mcpServers.length)
-      agent = await openStored(ctx, sessionId)
-      await serve(agent)
+      const mcp = startSessionServers(await readSessionServers(params.mcpServers, cwd, 'session/load'), warnMcp)
+      agent = await openStored(ctx, sessionId).catch(async (error: unknown) => {
+        await (await mcp)?.stop()
+        throw error
+      })
+      await serve(agent, await mcp)
     } finally {
       loading.delete(sessionId)
     }

@@ -50,7 +50,7 @@ describe('dsh acp', () => {
     expect(stop).toBe('end_turn')
     expect(updates.map((update) => update.sessionUpdate)).toEqual(expect.arrayContaining(['agent_message_chunk', 'tool_call', 'tool_call_update']))
     expect(updates.find((update) => update.sessionUpdate === 'tool_call_update')).toMatchObject({ status: 'failed' })
-    // A second session, whose unsupported MCP server makes the server log a warning: on stderr.
+    // A second session, whose MCP server does not start (no such program) makes the server log a warning: on stderr.
     const second = await agent.buildSession(cwd).withMcpServer({ name: 'files', command: 'mcp-files', args: [], env: [] }).start()
     expect(await second.prompt('hello')).toMatchObject({ stopReason: 'end_turn' })
 
@@ -59,7 +59,7 @@ describe('dsh acp', () => {
     const lines = served.stdout().split('\n').filter((line) => line !== '')
     expect(lines.length).toBeGreaterThan(5)
     for (const line of lines) expect(JSON.parse(line)).toMatchObject({ jsonrpc: '2.0' })
-    expect(served.stderr()).toContain('ignoring 1 MCP server(s)')
+    expect(served.stderr()).toContain('MCP server "files" (the ACP client (session/new)) did not start')
 
     const files = sessionFiles(dir)
     expect(files).toHaveLength(2)
