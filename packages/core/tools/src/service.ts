@@ -59,6 +59,8 @@ export class ToolRegistry extends Service {
   private viewCache = new Map<string, ToolView>()
   /** Asked in order before a side-effecting call runs (see `addPermissionGate`). */
   private gates: ToolPermissionGate[] = []
+  /** Gates that also want some calls of tools without side effects (`addPermissionGate`'s `alsoFor`). */
+  private readonly alsoFor = new Map<ToolPermissionGate, (tool: string) => boolean>()
 
   constructor(ctx: Context) {
     super(ctx, 'tools')
@@ -152,14 +154,19 @@ export class ToolRegistry extends Service {
    * extension point front ends use to ask their user (`dsh acp` asks its ACP client);
    * the gate is an effect of the calling plugin and goes with it. Gates are asked in the
    * order they were added: the first rejection stops the call, and the first allowing
-   * answer is the one recorded. Returns a disposer that removes the gate.
+   * answer is the one recorded. Returns a disposer that removes the gate. `alsoFor` names
+   * tools without side effects whose calls this gate is asked about too (the approval
+   * broker's `PreToolUse` hooks on `read`); it is asked per such call, so keep it cheap.
    */
-  addPermissionGate(gate: ToolPermissionGate): () => void {
+  addPermissionGate(gate: ToolPermissionGate, options: { alsoFor?: (tool: string) => boolean } = {}): () => void {
     if (typeof gate !== 'function') throw new ToolError('INVALID_TOOL', 'a permission gate must be a function')
+    const { alsoFor } = options
     return this.ctx.effect(() => {
       this.gates.push(gate)
+      if (alsoFor) this.alsoFor.set(gate, alsoFor)
       return () => {
         this.gates = this.gates.filter((entry) => entry !== gate)
+        this.alsoFor.delete(gate)
       }
     }, 'tools.addPermissionGate()')
   }
@@ -213,8 +220,13 @@ export class ToolRegistry extends Service {
    * the model can read.
    */
   execute(call: ToolCallBlock, exec: ToolExecution): Promise<ToolCallOutcome> {
-    // As from an async function: a bug here rejects the call's promise, it is not thrown at the caller.
-    return rejectOnThrow(() => this.startExecution(call, exec))
+    // As from an async function: a bug here rejects the call's promise, it is not thrown at the
+    // caller (caught here rather than by rejectOnThrow, which would make a closure per call).
+    try {
+      return this.startExecution(call, exec)
+    } catch (error) {
+      return Promise.reject(error)
+    }
   }
 
   /**
@@ -230,7 +242,7 @@ export class ToolRegistry extends Service {
     }
     if (call.args === undefined) return Promise.resolve(failure(call, `the arguments of ${call.name} are not valid JSON: ${quoteRaw(call.rawArgs)}`))
     const checked = entry.args.validate(call.args)
-    if (checked instanceof Promise || (entry.definition.sideEffecting === true && this.gates.length > 0)) return this.executeAfterWaits(entry, call, exec, checked)
+    if (checked instanceof Promise || this.gated(entry.definition)) return this.executeAfterWaits(entry, call, exec, checked)
     if (checked) return Promise.resolve(failure(call, `invalid arguments for ${call.name}: ${checked}`))
     if (exec.signal.aborted) return Promise.resolve(failure(call, `${call.name} was not run: the call was aborted`))
     return runTool(entry.definition, call, exec, undefined)
@@ -252,7 +264,7 @@ export class ToolRegistry extends Service {
     if (problem) return failure(call, `invalid arguments for ${call.name}: ${problem}`)
     if (exec.signal.aborted) return failure(call, `${call.name} was not run: the call was aborted`)
     let permission: ToolPermissionDecision | undefined
-    if (entry.definition.sideEffecting === true && this.gates.length > 0) {
+    if (this.gated(entry.definition)) {
       permission = await this.askGates({ ...call, args: call.args }, entry.definition, exec)
       if (permission.decision === 'reject') {
         return { ...failure(call, `${call.name} was not run: permission denied by ${permission.by}: ${permission.reason}`), permission }
@@ -261,6 +273,14 @@ export class ToolRegistry extends Service {
       if (!this.stillServes(entry, call.name, exec.agent.id)) return { ...failure(call, `${call.name} was not run: the tool was removed while permission was asked`), permission }
     }
     return runTool(entry.definition, call, exec, permission)
+  }
+
+  /** Whether a call of `definition` is put to the gates: a side-effecting tool's, or one a gate names with `alsoFor`. */
+  private gated(definition: ToolDefinition): boolean {
+    if (this.gates.length === 0) return false
+    if (definition.sideEffecting === true) return true
+    for (const wants of this.alsoFor.values()) if (wantsSafely(wants, definition.name)) return true
+    return false
   }
 
   /** Whether `entry` is still what `name` means for `agentId` (and the agent may still use it). */
@@ -274,10 +294,13 @@ export class ToolRegistry extends Service {
    */
   private async askGates(call: ToolCallBlock & { args: unknown }, definition: ToolDefinition, exec: ToolExecution): Promise<ToolPermissionDecision> {
     let allowed: ToolPermissionDecision | undefined
+    const sideEffecting = definition.sideEffecting === true
     for (const gate of [...this.gates]) {
+      // A call without side effects goes only to the gates that asked for it.
+      if (!sideEffecting && !wantsSafely(this.alsoFor.get(gate), definition.name)) continue
       let answer: ToolPermissionDecision | undefined
       try {
-        answer = await gate({ call, tool: { name: definition.name, description: definition.description }, agent: exec.agent, signal: exec.signal })
+        answer = await gate({ call, tool: { name: definition.name, description: definition.description, sideEffecting }, agent: exec.agent, signal: exec.signal })
       } catch (error) {
         return { decision: 'reject', by: 'a permission gate', reason: exec.signal.aborted ? 'the call was aborted while permission was asked' : `the permission check failed: ${errorMessage(error)}` }
       }
@@ -457,4 +480,14 @@ function thrownOutcome(call: ToolCallBlock, exec: ToolExecution, permission: Too
 function quoteRaw(rawArgs: string | undefined): string {
   if (!rawArgs) return '(empty)'
   return rawArgs.length > 500 ? `${rawArgs.slice(0, 500)}… (${rawArgs.length} characters)` : rawArgs
+}
+
+/** A gate's `alsoFor` on `tool`; one that throws wants it (the gate then decides, or its failure refuses). */
+function wantsSafely(wants: ((tool: string) => boolean) | undefined, tool: string): boolean {
+  if (wants === undefined) return false
+  try {
+    return wants(tool)
+  } catch {
+    return true
+  }
 }

@@ -72,10 +72,10 @@ export interface ToolCallOutcome {
  */
 export type ToolPermissionDecision = PermissionDecision
 
-/** What a gate is asked: one validated call of a side-effecting tool, about to run. */
+/** What a gate is asked: one validated call of a side-effecting tool (or one its `alsoFor` named), about to run. */
 export interface ToolPermissionRequest {
   call: ToolCallBlock & { args: unknown }
-  tool: Pick<ToolDefinition, 'name' | 'description'>
+  tool: Pick<ToolDefinition, 'name' | 'description'> & { sideEffecting: boolean }
   agent: ToolAgent
   /** The call's signal: a gate waiting on someone stops waiting when it aborts. */
   signal: AbortSignal
