@@ -105,7 +105,8 @@ export class ApprovalService extends Service {
     const problem = permissionLevelProblem(own, 'approvals')
     if (problem) throw new ApprovalError('INVALID_CONFIG', problem)
     this.configLevels = joinPermissionLevels(undefined, [own]) ?? []
-    ctx.tools.addPermissionGate((request) => this.gate(request))
+    // Tools without side effects come here only for a call a verdict source takes (a PreToolUse hook matching read).
+    ctx.tools.addPermissionGate((request) => this.gate(request), { alsoFor: (tool) => this.sources.size > 0 && this.sources.takes(tool) })
     ctx.effect(() => () => this.withdrawAll('the approval broker stopped'), 'approvals: reject what still waits')
   }
 
@@ -237,7 +238,7 @@ export class ApprovalService extends Service {
     if (agent === undefined) {
       return Promise.resolve({ decision: 'reject', by: 'the approval broker', reason: 'the calling agent is not known to this process', source: 'default', at: Date.now() })
     }
-    return this.decideSafely({ agent, tool: request.tool.name, args: request.call.args, signal: request.signal, callId: request.call.id })
+    return this.decideSafely({ agent, tool: request.tool.name, args: request.call.args, signal: request.signal, callId: request.call.id, ...(!request.tool.sideEffecting && { sideEffect: false as const }) })
   }
 
   /** The full `Agent` behind a tool call's agent (the loop passes it; a bare id is looked up). */
@@ -251,7 +252,8 @@ export class ApprovalService extends Service {
     const { agent } = ask
     const subject = subjectOf(ask.args)
     const tool = ask.tool
-    let policy = this.verdictOf(ask, subject)
+    // A call without side effects is the verdict sources' alone: no rule, default or memory decides it.
+    let policy: Decided = ask.sideEffect === false ? { verdict: undefined } : this.verdictOf(ask, subject)
     const now = Date.now()
     let info = describeRequest(ask, subject, policy, `approval-${++this.counter}`, now, now + this.config.timeoutMs)
     const session = agent.session.id
@@ -267,7 +269,7 @@ export class ApprovalService extends Service {
       const askedBy = said.reason === undefined ? said.by : `${said.by} (${said.reason})`
       policy = { verdict: 'ask', askedBy, ...(policy.upTree !== undefined && { upTree: policy.upTree }) }
       info = { ...info, policy: 'ask', rule: askedBy }
-    }
+    } else if (ask.sideEffect === false) return { decision: 'allow-once', by: said?.by ?? 'no PreToolUse hook objected', source: 'rule', at: Date.now() }
     if (policy.verdict === 'allow') return finish({ decision: 'allow-once', by: 'the policy', source: 'rule', rule: policy.rule!, at: now })
     for (const recorder of this.recorders) {
       const replayed = recorder.replay?.(info, session)

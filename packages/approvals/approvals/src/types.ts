@@ -20,6 +20,11 @@ export interface ApprovalAsk {
   callId?: string
   /** Set when a child that is not an agent of this process asks. */
   remote?: RemoteAsker
+  /**
+   * `false`: a call of a tool without side effects (`read`), put here only because a verdict
+   * source takes it: the sources decide it alone (an ask is asked), no rule or default does.
+   */
+  sideEffect?: false
 }
 
 /** A child of `ApprovalAsk.agent` that lives elsewhere (an ACP agent, Codex, Claude Code, an A2A task). */

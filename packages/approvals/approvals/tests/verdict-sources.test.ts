@@ -136,3 +136,45 @@ describe('askUp in a tree a parent elsewhere delegated', () => {
     expect((await call(root, 'ls')).permission).toMatchObject({ decision: 'allow-once', source: 'rule' })
   })
 })
+
+describe('tools without side effects', () => {
+  /** A broker with a default that rejects, a `lookup` tool without side effects, and a source that takes `takes`. */
+  async function lookups(said: (query: string) => SourceVerdict | undefined, takes: (tool: string) => boolean) {
+    harness = await createDelegationHarness({ sessionDir: false })
+    await harness.plugin(ApprovalService, { default: 'reject' })
+    const { ctx } = harness
+    const looked: string[] = []
+    const seen: string[] = []
+    ctx.tools.register({ name: 'lookup', description: 'reads', parameters: { type: 'object', properties: { query: { type: 'string' } } }, execute: (args: { query: string }) => (looked.push(args.query), 'found') })
+    ctx.approvals.addVerdictSource({ name: 'a test source', askUp: ['lookup'], takes: (tool) => (seen.push(tool), takes(tool)), verdict: (request) => said((request.args as { query: string }).query) })
+    const root = await ctx.agents.create({})
+    const look = (query: string) => ctx.tools.execute({ type: 'tool-call', id: `call-${query}`, name: 'lookup', args: { query } }, { signal: new AbortController().signal, callId: `call-${query}`, agent: root })
+    return { ctx, looked, seen, look }
+  }
+
+  it('a call a source takes goes to it: its deny refuses; no objection runs it, whatever the default, and a gate that did not ask for it is not asked', async () => {
+    const { ctx, looked, look } = await lookups((query) => (query === 'secret' ? { verdict: 'deny', by: 'the guard', reason: 'not that one' } : undefined), (tool) => tool === 'lookup')
+    ctx.tools.addPermissionGate(() => ({ decision: 'reject', by: 'a gate for side effects only', reason: 'never asked about lookups' }))
+    const refused = await look('secret')
+    expect(refused.result.isError).toBe(true)
+    expect(refused.permission).toMatchObject({ decision: 'reject', by: 'the guard', reason: 'not that one' })
+    expect((await look('readme')).result.isError).not.toBe(true)
+    expect(looked).toEqual(['readme'])
+  })
+
+  it('a call no source takes is never put to the gates: no permission is recorded and the default does not apply', async () => {
+    const { looked, look, seen } = await lookups(() => ({ verdict: 'deny', by: 'the guard' }), () => false)
+    const outcome = await look('readme')
+    expect(outcome.permission).toBeUndefined()
+    expect(looked).toEqual(['readme'])
+    expect(seen).toEqual(['lookup'])
+  })
+
+  it("a source's ask is put to the front-end, and refused with nobody to ask", async () => {
+    const { ctx, looked, look } = await lookups(() => ({ verdict: 'ask', by: 'the guard' }), () => true)
+    expect((await look('first')).permission).toMatchObject({ decision: 'reject' })
+    ctx.approvals.addFrontEnd({ name: 'the test user', ask: async () => ({ decision: 'allow-once', by: 'the test user' }) })
+    expect((await look('second')).permission).toMatchObject({ decision: 'allow-once', by: 'the test user' })
+    expect(looked).toEqual(['second'])
+  })
+})
