@@ -419,7 +419,7 @@ describe('dsh worker and the queue provider, on a real Redis', () => {
       const job = await queue.add('delegation', { v: 99, prompt: 'hi' }, { attempts: 3 })
       await eventually(async () => (await job.getState()) === 'failed')
       const failed = (await queue.getJob(job.id!))?.failedReason
-      expect(failed).toMatch(/wire version 99, this worker reads versions 1 and 2/)
+      expect(failed).toMatch(/wire version 99, this worker reads versions 1, 2 and 3/)
       expect((await queue.getJob(job.id!))?.attemptsMade).toBe(1)
     } finally {
       await queue.close()
