@@ -26,7 +26,7 @@ function toolResults(dir: string): string[] {
 type HookFile = 'claude' | 'codex'
 
 /** A project holding the guard in `file`'s format, a user config outside it that opts in, and a script for the whole tree. */
-function fixture(file: HookFile) {
+function fixture(file: HookFile, childGuard?: string) {
   const project = realpathSync(tempDir())
   const user = realpathSync(tempDir())
   for (const name of ['keep-root', 'keep-spawn', 'keep-grand']) mkdirSync(join(project, name))
@@ -59,7 +59,8 @@ function fixture(file: HookFile) {
   ].join('\n'))
   // The ACP child's own config: no hooks at all, and its rules allow bash.
   const childConfig = join(user, 'child.yml')
-  writeFileSync(childConfig, ['- id: approvals', '  name: "@dsh/approvals"', '  config: { allow: [bash] }', ''].join('\n'))
+  const childHooks = childGuard === undefined ? [] : ['- name: "@dsh/hooks"', '  config:', '    hooks:', '      PreToolUse:', `        - { matcher: Bash, hooks: [{ type: command, command: ${JSON.stringify(childGuard)} }] }`]
+  writeFileSync(childConfig, ['- id: approvals', '  name: "@dsh/approvals"', '  config: { allow: [bash] }', ...childHooks, ''].join('\n'))
   const childSessions = join(user, 'child-sessions')
   const childArgs = [dshBin, 'acp', '--config', childConfig, '--model', `scripted:${script}`, '--session-dir', childSessions, '--permission', 'allow']
   const config = join(user, 'config.yml')
@@ -102,4 +103,15 @@ describe('a root PreToolUse hook guards the whole tree', () => {
       expect(grand[0]).toContain('PreToolUse hook')
     })
   }
+
+  it("where the dsh acp child has hooks of its own, both run and the stricter wins: its guard blocks what the root's lets through, and the root's still blocks rm -rf below it", async () => {
+    const childMessage = 'the child guard blocks touch'
+    const t = fixture('claude', `grep -q touch && { echo '${childMessage}' >&2; exit 2; }; exit 0`)
+    const result = await runDsh(t.args, { cwd: t.project, env: { DSH_HOME: join(t.user, 'home') }, timeoutMs: 90_000 })
+    expect(result.code, result.stderr).toBe(0)
+    expect(existsSync(join(t.project, 'keep-grand'))).toBe(true)
+    expect(existsSync(join(t.project, 'grand-ran'))).toBe(false)
+    const grand = toolResults(t.childSessions).filter((line) => line.startsWith('bash: '))
+    expect(grand).toEqual([expect.stringContaining(GUARD_MESSAGE), expect.stringContaining(childMessage)])
+  })
 })
