@@ -105,7 +105,7 @@ describe('MCP servers across ACP, through the built dsh', () => {
     expect(serversOn(docs)).toEqual([])
   })
 
-  it('the official SDK client sends mcpServers to dsh acp: the model\'s call reaches the server, asked of the client; the entry\'s value is never logged or recorded; the server goes when the client leaves', async () => {
+  it('the official SDK client sends mcpServers to dsh acp: the model\'s call reaches the server, asked of the client; one that will not start is a warning; the entry\'s value is never logged or recorded; the server goes when the client leaves', async () => {
     const dir = tempDir('dsh-acp-mcp-sdk-')
     const docs = docsDir(dir)
     const script = join(dir, 'script.yml')
@@ -116,7 +116,12 @@ describe('MCP servers across ACP, through the built dsh', () => {
     const init = await agent.request(methods.agent.initialize, { protocolVersion: PROTOCOL_VERSION, clientCapabilities: {} })
     expect(init.agentCapabilities?.mcpCapabilities).toEqual({ http: true, sse: false })
     const secret = 'sk-acp-mcp-test-value'
-    const session = await agent.buildSession(dir).withMcpServer({ name: 'files', command: process.execPath, args: [FILESYSTEM_SERVER, docs], env: [{ name: 'FILES_TOKEN', value: secret }] }).start()
+    const session = await agent
+      .buildSession(dir)
+      .withMcpServer({ name: 'files', command: process.execPath, args: [FILESYSTEM_SERVER, docs], env: [{ name: 'FILES_TOKEN', value: secret }] })
+      // A server that will not start: a warning, and the session goes on with the other.
+      .withMcpServer({ name: 'broken', command: join(dir, 'no-such-server'), args: [], env: [{ name: 'BROKEN_TOKEN', value: secret }] })
+      .start()
     expect(serversOn(docs)).toHaveLength(1)
     void session.prompt('read the notes')
     const updates: SessionUpdate[] = []
@@ -135,6 +140,7 @@ describe('MCP servers across ACP, through the built dsh', () => {
     served.child.stdin!.end()
     expect(await served.exited).toEqual({ code: 0, signal: null })
     expect(serversOn(docs)).toEqual([])
+    expect(served.stderr()).toMatch(/MCP server "broken" \(the ACP client \(session\/new\)\) did not start: .*; its tools are left out/)
     expect(served.stderr()).not.toContain(secret)
     for (const name of readdirSync(sessions)) expect(readFileSync(join(sessions, name), 'utf8')).not.toContain(secret)
   })
