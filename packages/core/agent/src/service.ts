@@ -1,6 +1,6 @@
 import { Context, Service } from 'cordis'
 import Schema from 'schemastery'
-import { errorMessage, rejectOnThrow } from '@dsh/base'
+import { errorMessage } from '@dsh/base'
 import type { Session } from '@dsh/session'
 import type {} from '@dsh/tools'
 import type {} from '@dsh/llm'
@@ -79,8 +79,13 @@ export class AgentRegistry extends Service {
   }
 
   create(options: CreateAgentOptions = {}): Promise<Agent> {
-    // As from an async function: a refused creation rejects, it is not thrown at the caller.
-    return rejectOnThrow(() => this.createChecked(options))
+    // As from an async function: a refused creation rejects, it is not thrown at the caller
+    // (caught here rather than by rejectOnThrow, which would make a closure per agent).
+    try {
+      return this.createChecked(options)
+    } catch (error) {
+      return Promise.reject(error)
+    }
   }
 
   /** `create`'s checks, then a fresh agent made synchronously, or the async path when it must wait. */
@@ -323,7 +328,13 @@ export class AgentRegistry extends Service {
   /** The last disposal steps: forget the agent's tools, release its session, drop its entry; every failure reported. */
   private releaseAndDeregister(agent: LiveAgent, errors: unknown[] | undefined): Promise<void> {
     this.tools.forgetAgent(agent.id)
-    return rejectOnThrow(() => this.sessions.release(agent.session)).then(
+    let released: Promise<void>
+    try {
+      released = this.sessions.release(agent.session)
+    } catch (error) {
+      released = Promise.reject(error)
+    }
+    return released.then(
       () => this.deregister(agent, errors),
       (error: unknown) => this.deregister(agent, errors === undefined ? [error] : [...errors, error]),
     )

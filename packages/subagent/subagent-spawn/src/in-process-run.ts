@@ -4,7 +4,7 @@
  * persona, tool filter, admission), this file adds the structured-output tool, runs one
  * turn and reads the result from the child's own events.
  */
-import { errorMessage, rejectOnThrow } from '@dsh/base'
+import { errorMessage } from '@dsh/base'
 import type { Agent, AgentRegistry, TurnResult } from '@dsh/agent'
 import type { AssistantMessage } from '@dsh/llm'
 import type { Session } from '@dsh/session'
@@ -23,7 +23,8 @@ export interface InProcessOptions {
  * an async function would cost each a frame and a tick around the agent's creation.
  */
 export function startInProcessRun(agents: AgentRegistry, request: SubagentRequest, options: InProcessOptions): Promise<SubagentRun> {
-  return rejectOnThrow(() => {
+  // A throw becomes a rejection, as from an async function (no closure made for it per child).
+  try {
     const { outputSchema } = request
     if (outputSchema === undefined) return createInProcessChild(agents, request, options).then((child) => new InProcessRun(child, request, undefined))
     let structured: StructuredSlot | undefined
@@ -33,7 +34,9 @@ export function startInProcessRun(agents: AgentRegistry, request: SubagentReques
       return [STRUCTURED_OUTPUT_TOOL]
     }
     return createInProcessChild(agents, request, { ...options, setup }).then((child) => new InProcessRun(child, request, structured ?? { received: false }))
-  })
+  } catch (error) {
+    return Promise.reject(error)
+  }
 }
 
 /**

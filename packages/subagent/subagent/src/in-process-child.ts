@@ -11,7 +11,7 @@
  * would cost each a frame and a tick around the agent's creation.
  */
 import type { Context } from 'cordis'
-import { errorMessage, rejectOnThrow } from '@dsh/base'
+import { errorMessage } from '@dsh/base'
 import type { Agent, AgentOptions, AgentRegistry, CreateAgentOptions } from '@dsh/agent'
 import type { Session } from '@dsh/session'
 import type { ToolFilter } from '@dsh/tools'
@@ -42,7 +42,8 @@ export interface InProcessChildOptions {
 
 /** Create the child agent of `request`; it rejects with a `SubagentError`, leaving nothing behind. */
 export function createInProcessChild(agents: AgentRegistry, request: InProcessChildRequest, options: InProcessChildOptions): Promise<Agent> {
-  return rejectOnThrow(() => {
+  // A throw becomes a rejection, as from an async function (no closure made for it per child).
+  try {
     // Recorded in the child's header, so its own delegations stay within the bound.
     const maxDepth = refuseUnstartable(request, 'the child')
     const { parent, signal } = request
@@ -71,7 +72,9 @@ export function createInProcessChild(agents: AgentRegistry, request: InProcessCh
         throw creationFailure(error, signal)
       },
     )
-  })
+  } catch (error) {
+    return Promise.reject(error)
+  }
 }
 
 /**

@@ -238,8 +238,13 @@ export class SubagentService extends Service {
   }
 
   start(name: string, request: SubagentRequest): Promise<SubagentRun> {
-    // As from an async function: a refused request rejects, it is not thrown at the caller.
-    return rejectOnThrow(() => runStages(this.stages, new Delegation(name, request)) as Promise<SubagentRun>)
+    // As from an async function: a refused request rejects, it is not thrown at the caller
+    // (caught here rather than by rejectOnThrow, which would make a closure per child).
+    try {
+      return runStages(this.stages, new Delegation(name, request)) as Promise<SubagentRun>
+    } catch (error) {
+      return Promise.reject(error)
+    }
   }
 
   /**
