@@ -69,11 +69,20 @@ export class ServerConnection {
 
   /** Call `tool` with `args`; rejects with an `McpError` naming the server and tool when the call cannot end in a result. */
   async call(tool: string, args: Record<string, unknown>, timeoutMs: number, signal: AbortSignal): Promise<CallToolResult> {
+    // The SDK adds a listener to the signal it is given and never removes it; the caller's is
+    // the whole turn's, shared by every call of it, so each call gets a signal of its own
+    // that follows the caller's only while the call runs.
+    const ownSignal = new AbortController()
+    const follow = () => ownSignal.abort(signal.reason)
+    if (signal.aborted) follow()
+    else signal.addEventListener('abort', follow, { once: true })
     try {
-      return (await this.client.callTool({ name: tool, arguments: args }, undefined, { timeout: timeoutMs, signal })) as CallToolResult
+      return (await this.client.callTool({ name: tool, arguments: args }, undefined, { timeout: timeoutMs, signal: ownSignal.signal })) as CallToolResult
     } catch (error) {
       if (signal.aborted) throw error
       throw new McpError('CLOSED', `MCP server "${this.name}": ${tool} failed: ${describeFailure(error, this.transport, 'tools/call', timeoutMs)}`, { cause: error })
+    } finally {
+      signal.removeEventListener('abort', follow)
     }
   }
 
