@@ -2,7 +2,7 @@
 //   npm run bench            a table
 //   npm run bench -- --json  one {"name","unit","value"} object a line
 //   npm run bench -- --only=fanoutTraced,startup   only the scenarios named
-// Scenarios live in bench/scenario.js (A2A ones in bench/a2a-scenario.js, queue ones in bench/queue-scenario.js, dsh ui's in bench/ui.js, start-up in bench/startup.js, live progress in bench/progress.js, tracing on against off in bench/tracing.js, approvals in bench/approvals.js, the file tools in bench/files.js, hooks in bench/hooks.js); bench/README.md says what each figure should be and why.
+// Scenarios live in bench/scenario.js (A2A ones in bench/a2a-scenario.js, queue ones in bench/queue-scenario.js, dsh ui's in bench/ui.js, start-up in bench/startup.js, live progress in bench/progress.js, tracing on against off in bench/tracing.js, approvals in bench/approvals.js, the file tools in bench/files.js, hooks in bench/hooks.js, MCP in bench/mcp.js); bench/README.md says what each figure should be and why.
 import { execFileSync } from 'node:child_process'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -44,6 +44,7 @@ const plan = [
   { scenario: 'filesGrep', arg: 50000, file: 'files.js' },
   { scenario: 'hookedToolCall', arg: 2000, file: 'hooks.js' },
   { scenario: 'workflowAgainstFanout', arg: 1000, file: 'workflow.js' },
+  { scenario: 'mcp', arg: 2000, file: 'mcp.js' },
 ]
 
 const units = [
