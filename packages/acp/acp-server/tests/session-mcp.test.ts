@@ -9,6 +9,8 @@
  * warning the session goes on without.
  */
 import { mkdtempSync, readdirSync, readFileSync, realpathSync, writeFileSync } from 'node:fs'
+import { createServer, type Server as HttpServer } from 'node:http'
+import type { AddressInfo } from 'node:net'
 import { tmpdir } from 'node:os'
 import { dirname, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -18,18 +20,45 @@ import { ApprovalService } from '@dsh/approvals'
 import SessionJsonl from '@dsh/session-jsonl'
 import { createHarness, type Harness, type HarnessOptions } from '@dsh/testkit/harness'
 import { serveAcp } from '@dsh/acp-server'
+// The MCP SDK's own server classes (through @dsh/mcp's dependency), for a Streamable HTTP server on 127.0.0.1.
+import { Server as McpSdkServer } from '@modelcontextprotocol/sdk/server/index.js'
+import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js'
+import { CallToolRequestSchema, ListToolsRequestSchema } from '@modelcontextprotocol/sdk/types.js'
 
 const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '../../../..')
 const FILESYSTEM_SERVER = join(repoRoot, 'node_modules/@modelcontextprotocol/server-filesystem/dist/index.js')
 
 let harness: Harness | undefined
 let connection: ClientConnection | undefined
+let http: HttpServer | undefined
 afterEach(async () => {
   connection?.close()
   await harness?.dispose()
   harness = undefined
   connection = undefined
+  http?.closeAllConnections()
+  await new Promise((resolveClose) => (http ? http.close(resolveClose) : resolveClose(undefined)))
+  http = undefined
 })
+
+/** A stateless Streamable HTTP MCP server on 127.0.0.1 with one tool, greet, that answers only the bearer token `token`. */
+async function httpServer(token: string): Promise<string> {
+  http = createServer(async (request, response) => {
+    if (request.headers.authorization !== `Bearer ${token}`) {
+      response.writeHead(401).end('no')
+      return
+    }
+    const server = new McpSdkServer({ name: 'web', version: '1.0.0' }, { capabilities: { tools: {} } })
+    server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: [{ name: 'greet', description: 'Greet.', inputSchema: { type: 'object', properties: { who: { type: 'string' } } } }] }))
+    server.setRequestHandler(CallToolRequestSchema, async (call) => ({ content: [{ type: 'text', text: `hello ${String(call.params.arguments?.who)}` }] }))
+    const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined })
+    response.on('close', () => void transport.close())
+    await server.connect(transport)
+    await transport.handleRequest(request, response)
+  })
+  await new Promise<void>((resolveListen) => http!.listen(0, '127.0.0.1', resolveListen))
+  return `http://127.0.0.1:${(http.address() as AddressInfo).port}/mcp`
+}
 
 interface Served {
   agent: ClientConnection['agent']
@@ -121,6 +150,33 @@ describe('acp-server: MCP servers sent by the client', () => {
     expect(serverProcesses()).toHaveLength(1)
     await agent.request(methods.agent.session.close, { sessionId: session.sessionId })
     await until(() => serverProcesses().length === 0)
+  })
+
+  it("a stdio server gets what its entry's env names and nothing else of dsh's environment; ${NAME} in a value stays literal", async () => {
+    process.env.DSH_TEST_ACP_MCP_SECRET = 'sk-of-dsh-never-for-servers'
+    try {
+      const fixture = join(repoRoot, 'packages/mcp/mcp/tests/fixtures/server.mjs')
+      const calls = ['GIVEN', 'EXPANDED', 'DSH_TEST_ACP_MCP_SECRET'].map((name) => ({ call: { tool: 'mcp__srv__env', args: { name } } }))
+      const { agent } = await serve(() => [{ reply: [...calls, { text: 'done' }] }])
+      const cwd = tempDir()
+      const env = [{ name: 'GIVEN', value: 'from the entry' }, { name: 'EXPANDED', value: '${DSH_TEST_ACP_MCP_SECRET}' }]
+      const session = await agent.buildSession(cwd).withMcpServer({ name: 'srv', command: process.execPath, args: [fixture], env }).start()
+      const results = await toolResults(session)
+      expect(results).toEqual(['GIVEN=from the entry', 'EXPANDED=${DSH_TEST_ACP_MCP_SECRET}', 'DSH_TEST_ACP_MCP_SECRET=undefined'])
+    } finally {
+      delete process.env.DSH_TEST_ACP_MCP_SECRET
+    }
+  })
+
+  it('an HTTP server is reached with the headers its entry sends; with a wrong token it is a warning naming the 401', async () => {
+    const url = await httpServer('s3cret')
+    const { agent, warnings } = await serve(() => [{ reply: [{ call: { tool: 'mcp__web__greet', args: { who: 'dsh' } } }, { text: 'done' }] }])
+    const session = await agent.buildSession(tempDir()).withMcpServer({ type: 'http', name: 'web', url, headers: [{ name: 'Authorization', value: 'Bearer s3cret' }] }).start()
+    expect(await toolResults(session)).toEqual(['hello dsh'])
+    const wrong = await agent.buildSession(tempDir()).withMcpServer({ type: 'http', name: 'web', url, headers: [{ name: 'Authorization', value: 'Bearer guess' }] }).start()
+    expect(harness!.ctx.tools.visibleNames(wrong.sessionId).filter((name) => name.startsWith('mcp__'))).toEqual([])
+    expect(warnings).toEqual([expect.stringMatching(/^MCP server "web" \(the ACP client \(session\/new\)\) did not start: .*401.*; its tools are left out$/)])
+    expect(warnings.join('\n')).not.toContain('guess')
   })
 
   it('a server that does not start is one warning naming it, and the session goes on without its tools', async () => {
