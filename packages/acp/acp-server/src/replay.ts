@@ -41,6 +41,7 @@ export function acpReplayOf(event: SessionEvent): AcpSessionUpdate[] {
     case 'input/queued':
     case 'input/taken':
     case 'approval':
+    case 'hook/run':
       return []
     default:
       return assertNever(event, 'session event')

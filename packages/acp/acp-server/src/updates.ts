@@ -44,6 +44,7 @@ export function acpUpdateOf(update: SessionUpdate): AcpSessionUpdate | undefined
     case 'input/queued':
     case 'input/taken':
     case 'approval':
+    case 'hook/run':
       return undefined
     default:
       // A listener's throw is contained by the session (logged); this line never runs for a well-typed update.

@@ -36,6 +36,16 @@ export type SessionEventBody =
    * Not model-visible.
    */
   | { type: 'approval'; request: ApprovalRecordRequest; permission: ToolPermissionRecord }
+  /**
+   * One run of a hook command (`@dsh/hooks`), in the session of the agent it ran for (for a
+   * request a remote child forwarded, the agent that delegated to it): the hook event, the
+   * command, its exit code (absent when it did not exit by itself), how long it ran, what it
+   * decided, and, for a tool event, the call. Not model-visible.
+   */
+  | { type: 'hook/run'; event: string; command: string; exitCode?: number; durationMs: number; decision?: HookRunDecision; callId?: string; note?: string }
+
+/** What a hook decided: `block` (refused), `ask` (put to a person), `allow` (no objection). */
+export type HookRunDecision = 'block' | 'ask' | 'allow'
 
 /** What queued input is: a notice or report for the agent, or a message to it as a continuable child (a turn of its own). */
 export type InputKind = 'notice' | 'message'
@@ -99,7 +109,7 @@ export interface AssistantChunk {
 export type SessionUpdate = SessionEvent | AssistantChunk
 
 export const SESSION_EVENT_TYPES: readonly SessionEventType[] = [
-  'turn/start', 'step/start', 'user/message', 'assistant/message', 'tool/call', 'tool/result', 'step/end', 'turn/end', 'input/queued', 'input/taken', 'approval',
+  'turn/start', 'step/start', 'user/message', 'assistant/message', 'tool/call', 'tool/result', 'step/end', 'turn/end', 'input/queued', 'input/taken', 'approval', 'hook/run',
 ]
 
 /** The frozen first record of every session. */

@@ -20,6 +20,7 @@ export function messageOf(event: SessionEvent): Message | undefined {
     case 'input/queued':
     case 'input/taken':
     case 'approval':
+    case 'hook/run':
       return undefined
     default:
       return assertNever(event, 'session event')

@@ -53,6 +53,8 @@ export function eventBodyProblem(type: SessionEventType, event: Json): string | 
       )
     case 'approval':
       return prefixed('"request"', approvalRequestProblem(event.request)) ?? (event.permission === undefined ? '"permission" is missing' : prefixed('"permission"', permissionProblem(event.permission)))
+    case 'hook/run':
+      return typeof event.event !== 'string' || typeof event.command !== 'string' ? 'needs a string "event" and "command"' : typeof event.durationMs !== 'number' || event.durationMs < 0 ? '"durationMs" must be a non-negative number' : event.decision !== undefined && event.decision !== 'block' && event.decision !== 'ask' && event.decision !== 'allow' ? `unknown decision ${quoted(event.decision)}` : undefined
     default:
       return assertNever(type, 'session event type')
   }

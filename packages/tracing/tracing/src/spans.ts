@@ -211,6 +211,9 @@ export class SessionSpans {
         // A child without a session of its own asked: the decision is an event of the delegating turn.
         this.turn?.addEvent('dsh.approval', { ...permissionAttributes(event.permission), 'dsh.approval.tool': event.request.tool, 'dsh.approval.path': event.request.path.join(' > ') }, event.ts)
         return
+      case 'hook/run':
+        this.turn?.addEvent('dsh.hook', { 'dsh.hook.event': event.event, 'dsh.hook.command': event.command, 'dsh.hook.duration_ms': event.durationMs, ...(event.exitCode !== undefined && { 'dsh.hook.exit_code': event.exitCode }), ...(event.decision !== undefined && { 'dsh.hook.decision': event.decision }) }, event.ts)
+        return
       case 'step/end':
       case 'input/queued':
       case 'input/taken':

@@ -365,6 +365,8 @@ function describeEvent(event: SessionEvent): string | undefined {
       return `${event.permission ? `  ${permissionLine(event.permission)}\n` : ''}  ← ${event.result.name}${event.result.isError ? ' (error)' : ''}: ${indent(clip(textOf(event.result.content), 400), '    ')}`
     case 'approval':
       return `  ? ${clip(event.request.path.join(' › '), 120)} asked to run ${event.request.tool}: ${clip(event.request.subject, 200)}\n  ${permissionLine(event.permission)}`
+    case 'hook/run':
+      return `  ⚑ ${event.event} hook ${clip(JSON.stringify(event.command), 120)}: ${event.exitCode !== undefined ? `exit ${event.exitCode}` : 'did not exit'}, ${event.durationMs} ms${event.decision ? `, ${event.decision}` : ''}${event.note ? ` (${clip(event.note, 200)})` : ''}`
     case 'turn/end':
       return `── turn ${event.turn} ended ${event.reason}${event.error ? `: ${event.error}` : ''}`
     case 'step/start':

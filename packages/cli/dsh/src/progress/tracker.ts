@@ -317,6 +317,7 @@ function applyRootUpdate(node: ProgressNode, update: SessionUpdate): void {
     case 'input/queued':
     case 'input/taken':
     case 'approval':
+    case 'hook/run':
       return
     default:
       return assertNever(update, 'session update')
