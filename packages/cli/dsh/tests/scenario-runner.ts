@@ -301,6 +301,8 @@ function normaliseValue(value: unknown): unknown {
     // When a side effect was decided (a tool result's permission, an approval event).
     else if (key === 'at' && typeof inner === 'number') out[key] = 0
     else if (key === 'createdAt' && typeof inner === 'string') out[key] = '<time>'
+    // How long a hook ran (a hook/run event).
+    else if (key === 'durationMs' && typeof inner === 'number') out[key] = '<duration>'
     else if (key === 'cwd' && typeof inner === 'string') out[key] = '<cwd>'
     // A remote child's own id (a Codex thread, a Claude Code session) is minted afresh by each run.
     else if (key === 'childId' && typeof inner === 'string' && /^[\w-]+:[0-9a-f]{8}-[0-9a-f-]{27}$/.test(inner)) out[key] = inner.replace(/:.*/, ':<remote-id>')
