@@ -3,6 +3,7 @@
  * tools: a hook whose matcher names Read decides each read (a guard refuses a secret file,
  * and the model reads why), a read it lets through runs, even under --permission reject
  * (no rule or default decides a read); a hook matching only Bash never runs for a read.
+ * Each run of the guard is a hook/run event of the session, which dsh sessions show lists.
  */
 import { existsSync, readdirSync, readFileSync, realpathSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
@@ -50,5 +51,11 @@ describe('PreToolUse hooks on read', () => {
     expect(reads[0]).not.toContain('the secret')
     expect(reads[1]).toContain('plain notes')
     expect(existsSync(join(user, 'bash-hook-ran'))).toBe(false)
+    // Each run of the Read guard is in the session, and dsh sessions show lists it.
+    const [file] = readdirSync(sessions).filter((name) => name.endsWith('.jsonl'))
+    const shown = await runDsh(['sessions', 'show', file!.replace(/\.jsonl$/, ''), '--session-dir', sessions], { env: { DSH_HOME: join(user, 'home') } })
+    expect(shown.code, shown.stderr).toBe(0)
+    const runs = shown.stdout.split('\n').filter((line) => line.includes('⚑ PreToolUse hook'))
+    expect(runs).toEqual([expect.stringMatching(/: exit 2, \d+ ms, block$/), expect.stringMatching(/: exit 0, \d+ ms$/)])
   })
 })

@@ -5,6 +5,7 @@
  * the run.
  */
 import type { ToolCallBlock, ToolResultBlock } from '@dsh/llm'
+import type { SessionEventBody } from '@dsh/session'
 import { matchesTool, type HookEvent, type HookGroup } from './config.js'
 import type { AgentFacts } from './agent-facts.js'
 import { outcomeOf, type HookOutcome } from './outcome.js'
@@ -20,7 +21,13 @@ export interface HookRunnerOptions {
   note: (line: string) => void
   /** The file a session is stored in, for `transcript_path` (none without storage). */
   transcriptOf: (sessionId: string) => string | undefined
+  /** Records one run in a session (a `hook/run` event); never throws. */
+  record?: (sessionId: string, run: Extract<SessionEventBody, { type: 'hook/run' }>) => void
 }
+
+/** Events whose runs are recorded in the session: those the turn waits for, so each lands at its place in the log. */
+const RECORDED_EVENTS: ReadonlySet<HookEvent> = new Set(['PreToolUse'])
+const MAX_NOTE_CHARS = 300
 
 /** Calls whose results are not back yet, for `PostToolUse`'s `tool_input`: bounded, oldest dropped. */
 const MAX_REMEMBERED_CALLS = 1_024
@@ -65,7 +72,7 @@ export class HookRunner {
    * outcomes. Never rejects. Outcomes other than `PreToolUse`'s are not acted on yet: a
    * hook of such an event that blocks is a note saying so.
    */
-  async fire(event: HookEvent, facts: AgentFacts, fields: Record<string, unknown>, tool?: string, signal?: AbortSignal): Promise<FiredOutcome[]> {
+  async fire(event: HookEvent, facts: AgentFacts, fields: Record<string, unknown>, tool?: string, signal?: AbortSignal, callId?: string): Promise<FiredOutcome[]> {
     const hooks = this.groups.filter((group) => group.event === event && (tool === undefined || matchesTool(group, tool))).flatMap((group) => group.hooks)
     if (hooks.length === 0) return []
     const transcript = this.options.transcriptOf(facts.sessionId)
@@ -82,8 +89,21 @@ export class HookRunner {
     const stop = signal === undefined ? this.stopping.signal : AbortSignal.any([signal, this.stopping.signal])
     const all = Promise.all(
       hooks.map(async (hook): Promise<FiredOutcome> => {
+        const started = performance.now()
         const run = await runHookCommand(hook.command, input, { cwd: facts.cwd, timeoutMs: hook.timeoutMs, passEnv: this.options.passEnv, signal: stop })
         const outcome = { ...outcomeOf(run, hook.command), hook: hook.command }
+        if (RECORDED_EVENTS.has(event)) {
+          this.options.record?.(facts.sessionId, {
+            type: 'hook/run',
+            event,
+            command: hook.command,
+            ...(run.exitCode !== undefined && { exitCode: run.exitCode }),
+            durationMs: Math.round(performance.now() - started),
+            ...(outcome.decision !== undefined && { decision: outcome.decision }),
+            ...(callId !== undefined && { callId }),
+            ...(outcome.note !== undefined && { note: outcome.note.slice(0, MAX_NOTE_CHARS) }),
+          })
+        }
         if (outcome.note !== undefined) this.options.note(`${hook.from}: ${event} ${outcome.note}`)
         if (event !== 'PreToolUse' && outcome.decision === 'block') this.options.note(`${hook.from}: ${event} hook "${hook.command}" blocks, which dsh does not act on for ${event} yet: ${outcome.reason ?? ''}`.trim())
         return outcome

@@ -42,7 +42,20 @@ export function apply(ctx: Context, config: HooksConfig): () => Promise<void> {
   const logger = ctx.logger('hooks')
   const note = (line: string) => logger.warn(line)
   const groups: HookGroup[] = [...readHooks(config.hooks, 'the hooks entry', note), ...readSources(process.cwd(), config, note)]
-  const runner = new HookRunner(groups, { passEnv: config.passEnv, note, transcriptOf: (id) => safely(() => ctx.sessions.locate(id)) })
+  const runner = new HookRunner(groups, {
+    passEnv: config.passEnv,
+    note,
+    transcriptOf: (id) => safely(() => ctx.sessions.locate(id)),
+    record: (id, run) => {
+      const session = ctx.sessions.get(id)
+      if (session === undefined || session.released) return
+      try {
+        session.append(run)
+      } catch (error) {
+        logger.warn('a hook run could not be recorded in session %s: %s', id, (error as Error).message)
+      }
+    },
+  })
   const facts = (session: Session): AgentFacts => agentFacts(session, (id) => ctx.sessions.get(id))
 
   if (runner.has('PreToolUse')) {
@@ -121,7 +134,7 @@ async function preToolUse(runner: HookRunner, request: ApprovalRequestInfo, agen
   // A remote child's request: the agent is the one that asked, below this process's (its path is the broker's).
   const { agentType: _ownType, ...parent } = own
   const who: AgentFacts = request.child === undefined ? own : { ...parent, agentId: request.child, agentPath: request.path.join('/') }
-  const outcomes = await runner.fire('PreToolUse', who, { tool_name: request.tool, tool_input: request.args }, request.tool, signal)
+  const outcomes = await runner.fire('PreToolUse', who, { tool_name: request.tool, tool_input: request.args }, request.tool, signal, request.callId)
   const by = (hook: string) => `PreToolUse hook "${hook}"`
   const blocked = outcomes.find((outcome) => outcome.decision === 'block')
   if (blocked) return { verdict: 'deny', by: by(blocked.hook), reason: blocked.reason ?? 'a hook blocked it' }

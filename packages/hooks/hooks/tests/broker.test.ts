@@ -71,3 +71,22 @@ describe('askUpRules', () => {
     expect(rules()).toEqual([])
   })
 })
+
+describe('each PreToolUse run in the session', () => {
+  it('is a hook/run event of the agent: the command, its exit code, how long it ran, what it decided and the call', async () => {
+    const dir = await tempDir()
+    const guard = `grep -q 'rm -rf' && { echo 'no rm -rf' >&2; exit 2; }; exit 0`
+    const run = await runWithHooks([`rm -rf ${dir}/x`, 'true'], { hooks: { PreToolUse: [group(guard, 'Bash')] } })
+    const events = run.agent.session.events()
+    const runs = events.flatMap((event) => (event.type === 'hook/run' ? [event] : []))
+    const calls = events.flatMap((event) => (event.type === 'tool/call' ? [event.call.id] : []))
+    expect(runs).toEqual([
+      expect.objectContaining({ event: 'PreToolUse', command: guard, exitCode: 2, decision: 'block', callId: calls[0], durationMs: expect.any(Number) }),
+      expect.objectContaining({ event: 'PreToolUse', command: guard, exitCode: 0, callId: calls[1] }),
+    ])
+    expect(runs[1]!.decision).toBeUndefined()
+    // Each run sits between its call and its result.
+    const order = events.map((event) => event.type).filter((type) => type === 'tool/call' || type === 'hook/run' || type === 'tool/result')
+    expect(order).toEqual(['tool/call', 'hook/run', 'tool/result', 'tool/call', 'hook/run', 'tool/result'])
+  })
+})
