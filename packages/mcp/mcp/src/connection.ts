@@ -55,8 +55,9 @@ export class ServerConnection {
         cursor = listed.nextCursor
         if (cursor === undefined) break
       }
-      // A project's server (.mcp.json) never has its readOnlyHint trusted, whatever its entry says.
-      return new ServerConnection(spec.name, client, transport, tools, spec.from === 'the mcp entry' && spec.config.readOnlyHints === true)
+      // Only the user's own entry (config, or a user's helper definition: where `${NAME}` is read) has its
+      // readOnlyHints trusted; a project's server (.mcp.json, a project's definition) never, whatever it says.
+      return new ServerConnection(spec.name, client, transport, tools, options.expand && spec.config.readOnlyHints === true)
     } catch (error) {
       await client.close().catch(() => {})
       await transport.close().catch(() => {})

@@ -20,8 +20,8 @@ afterEach(async () => {
   await cleanUp()
 })
 
-const inline = (server: string, env: Record<string, string> = {}) =>
-  `  - ${server}: { command: ${JSON.stringify(process.execPath)}, args: [${JSON.stringify(FIXTURE)}], env: ${JSON.stringify(env)} }`
+const inline = (server: string, env: Record<string, string> = {}, more = '') =>
+  `  - ${server}: { command: ${JSON.stringify(process.execPath)}, args: [${JSON.stringify(FIXTURE)}], env: ${JSON.stringify(env)}${more} }`
 
 function define(dir: string, name: string, mcpServers: string[]): string {
   mkdirSync(dir, { recursive: true })
@@ -101,5 +101,17 @@ describe("helper definitions' MCP servers", () => {
     expect(tools).toContain('mcp__docs__echo')
     expect(warnings).toContain(`${a}:4: helper "a" names MCP server "missing", which is not in the servers of your @dsh/mcp entry; its child runs without it`)
     expect(warnings).toContain(`${b}:4: helper "b": its inline MCP server "docs" differs from the one of the same name in ${a}, which is used; give one of them another name`)
+  })
+
+  it("trusts readOnlyHints: true only in a user's own definition: a project's read-only tool stays a side effect the broker decides", async () => {
+    const root = await tempDir()
+    const cwd = join(root, 'project')
+    const home = join(root, 'home')
+    define(join(home, 'agents'), 'docs', [inline('docs', {}, ', readOnlyHints: true')])
+    define(join(cwd, '.dsh', 'agents'), 'cloned', [inline('cloned', {}, ', readOnlyHints: true')])
+    const { harness } = await start({ projectHelperServers: true }, { cwd, home })
+    expect(harness.ctx.tools.get('mcp__docs__echo')!.sideEffecting).toBe(false)
+    expect(harness.ctx.tools.get('mcp__docs__note')!.sideEffecting).toBe(true)
+    expect(harness.ctx.tools.get('mcp__cloned__echo')!.sideEffecting).toBe(true)
   })
 })

@@ -23,8 +23,8 @@ export type McpServerEntry = string | InlineMcpServer
  */
 const SERVER_NAME = /^[A-Za-z0-9-]+(?:_[A-Za-z0-9-]+)*$/
 
-const STDIO_KEYS = ['command', 'args', 'env', 'cwd', 'type']
-const HTTP_KEYS = ['type', 'url', 'headers']
+const STDIO_KEYS = ['command', 'args', 'env', 'cwd', 'type', 'readOnlyHints']
+const HTTP_KEYS = ['type', 'url', 'headers', 'readOnlyHints']
 
 /** The names an `mcpServers:` list gives its child, in order. */
 export function mcpServerNames(entries: readonly McpServerEntry[] | undefined): string[] {
@@ -63,7 +63,8 @@ function inlineServerConfig(name: string, raw: unknown, fail: (message: string) 
   const http = config.type === 'http' || (config.type === undefined && config.url !== undefined && config.command === undefined)
   if (config.type !== undefined && config.type !== 'http' && config.type !== 'stdio') bad(`"type" ${JSON.stringify(printable(String(config.type)))} is not supported (stdio or http)`)
   const keys = http ? HTTP_KEYS : STDIO_KEYS
-  for (const key of Object.keys(config)) if (!keys.includes(key)) bad(`unknown key "${printable(key)}" (${http ? 'an http server takes type, url, headers' : 'a stdio server takes command, args, env, cwd'})`)
+  for (const key of Object.keys(config)) if (!keys.includes(key)) bad(`unknown key "${printable(key)}" (${http ? 'an http server takes type, url, headers, readOnlyHints' : 'a stdio server takes command, args, env, cwd, readOnlyHints'})`)
+  if (config.readOnlyHints !== undefined && typeof config.readOnlyHints !== 'boolean') bad('"readOnlyHints" must be true or false')
   const strings = (key: string) => {
     const value = config[key]
     if (value !== undefined && (!isRecord(value) || !Object.values(value).every((v) => typeof v === 'string'))) bad(`"${key}" must map names to strings`)
