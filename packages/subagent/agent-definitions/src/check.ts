@@ -101,6 +101,10 @@ export function definitionProblems(definitions: readonly AgentDefinition[], fact
       else if (facts.skills === undefined) problems.push(`${at('skills')}: skills needs the skills service, and this composition has none (- id: skills, name: "@dsh/skills"); add it, or remove skills`)
       else if (unknown.length > 0) problems.push(`${at('skills')}: unknown skill${unknown.length > 1 ? 's' : ''} ${unknown.map((name) => `"${name}"`).join(', ')} in skills (skills: ${facts.skills.join(', ') || 'none'})`)
     }
+    // A continuable child of another program is started without the request's servers (its start carries no mcpServers yet).
+    if (definition.mcpServers !== undefined && definition.mcpServers.length > 0 && definition.continuable && !provider.modelsHere) {
+      problems.push(`${at('mcpServers')}: a continuable helper of provider "${definition.provider}" does not get its mcpServers yet (a one-shot one does); remove continuable or mcpServers, or use spawn or fork`)
+    }
     if (definition.permissions !== undefined && !facts.approvals) {
       problems.push(`${at('permissions')}: permissions need the approval broker, and this composition has none (- id: approvals, name: "@dsh/approvals"); add it, or remove permissions`)
     }

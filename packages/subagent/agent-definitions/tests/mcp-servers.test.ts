@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { DefinitionError, mcpServerNames, parseDefinition } from '../src/index.js'
+import { DefinitionError, definitionProblems, mcpServerNames, parseDefinition } from '../src/index.js'
 
 const file = '/p/.dsh/agents/docs.md'
 const parse = (front: string, flavour: 'dsh' | 'claude-code' = 'dsh') => parseDefinition(`---\nname: docs\ndescription: Reads docs.\n${front}\n---\nRead.\n`, file, 'user', flavour)
@@ -44,5 +44,13 @@ describe('mcpServers', () => {
     expect(refused('mcpServers: [{ files: { command: x, readOnlyHints: yes please } }]')).toBe(`${file}:4: mcpServers: server "files": "readOnlyHints" must be true or false`)
     expect(refused('mcpServers: [{ api: { type: http, url: "ftp://x" } }]')).toBe(`${file}:4: mcpServers: server "api": an http server needs a "url" starting http:// or https://`)
     expect(refused('mcpServers: [{ api: { type: sse, url: "http://x" } }]')).toMatch(/server "api": "type" "sse" is not supported \(stdio or http\)$/)
+  })
+
+  it('refuses mcpServers on a continuable helper whose child is another program, which would start without them', () => {
+    const facts = (modelsHere: boolean) => ({ provider: () => ({ capabilities: { toolFilter: true, depthLimit: true, persona: true }, continuable: true, modelsHere }), providers: ['codex', 'spawn'], tools: [], modelProblem: () => undefined, approvals: true })
+    const kept = parseDefinition('---\nname: docs\ndescription: Reads docs.\nprovider: codex\ncontinuable: true\nmcpServers: [files]\n---\n', file, 'user', 'dsh').definition
+    expect(definitionProblems([kept], facts(false))).toEqual([`${file}:6: helper "docs": a continuable helper of provider "codex" does not get its mcpServers yet (a one-shot one does); remove continuable or mcpServers, or use spawn or fork`])
+    expect(definitionProblems([kept], facts(true))).toEqual([])
+    expect(definitionProblems([{ ...kept, continuable: false }], facts(false))).toEqual([])
   })
 })
