@@ -39,6 +39,9 @@ export function startInProcessRun(agents: AgentRegistry, request: SubagentReques
   }
 }
 
+/** Listener options shared by every run. */
+const ONCE = Object.freeze({ once: true })
+
 /**
  * A published in-process run. Its behaviour lives on the prototype: a run is made per
  * child, and a thousand live children should not each hold half a dozen closures.
@@ -53,7 +56,6 @@ class InProcessRun implements SubagentRun {
    */
   private settled = false
   private disposal: Promise<void> | undefined
-  private readonly onAbort: () => void
   private readonly signal: AbortSignal
 
   constructor(
@@ -65,8 +67,8 @@ class InProcessRun implements SubagentRun {
     const { signal } = request
     this.id = child.id
     this.signal = signal
-    this.onAbort = () => child.cancel(signal.reason)
-    signal.addEventListener('abort', this.onAbort, { once: true })
+    // The run itself listens (`handleEvent`): no closure per child.
+    signal.addEventListener('abort', this, ONCE)
     this.result = child.followup({ role: 'user', content: request.prompt }).then(
       (ended): SubagentResult => {
         this.settled = true
@@ -83,6 +85,11 @@ class InProcessRun implements SubagentRun {
     this.child.cancel(reason)
   }
 
+  /** The delegation's signal aborted: cancel the child's turn with its reason. */
+  handleEvent(): void {
+    this.child.cancel(this.signal.reason)
+  }
+
   sendMessage(message: string): void {
     if (this.settled) {
       throw new SubagentError('RUN_SETTLED', `the run of child ${this.child.id} has already ended; start a new delegation to give it more work`)
@@ -92,7 +99,7 @@ class InProcessRun implements SubagentRun {
 
   dispose(): Promise<void> {
     if (this.disposal === undefined) {
-      this.signal.removeEventListener('abort', this.onAbort)
+      this.signal.removeEventListener('abort', this)
       this.disposal = this.child.dispose()
     }
     return this.disposal

@@ -264,10 +264,7 @@ export class SubagentToolPlugin {
     if (args.run_in_background) return startBackground(this.ctx, provider, this.request(args, exec), exec)
     // One promise stage per outcome: returning `collect(run)` from an async function
     // would cost every child of a fan-out two more ticks.
-    return this.subagents.start(provider, this.request(args, exec)).then((run) => collect(run, provider), (error: unknown) => ({
-      isError: true,
-      content: `the subagent could not be started: ${errorMessage(error)}`,
-    }))
+    return this.subagents.start(provider, this.request(args, exec)).then((run) => collect(run, provider), notStarted)
   }
 
   /** A continuable child: its id at once; its parent hears of every settled turn through a notice. */
@@ -307,6 +304,11 @@ export class SubagentToolPlugin {
     if (config.sandbox !== undefined && config.sandbox !== false) request.sandbox = config.sandbox
     return request
   }
+}
+
+/** A start that was refused, as the tool's result (a module function: no closure per call). */
+function notStarted(error: unknown): ToolOutput {
+  return { isError: true, content: `the subagent could not be started: ${errorMessage(error)}` }
 }
 
 export default SubagentToolPlugin
