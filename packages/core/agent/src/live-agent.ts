@@ -1,5 +1,5 @@
 import type { Context, Fiber } from 'cordis'
-import { errorMessage, rejectOnThrow } from '@dsh/base'
+import { errorMessage } from '@dsh/base'
 import { userText, type UserMessage } from '@dsh/llm'
 import type { Session } from '@dsh/session'
 import { AGENT_SCOPE } from '@dsh/tools'
@@ -273,7 +273,14 @@ export class LiveAgent implements Agent {
 
   /** The registry's disposal steps; the agent reads `disposed` once they are over, failed or not. */
   private finishDisposal(): Promise<void> {
-    return rejectOnThrow(() => this.host.finish(this)).then(
+    // A throw becomes a rejection in place (rejectOnThrow would make a closure per agent).
+    let finished: Promise<void>
+    try {
+      finished = this.host.finish(this)
+    } catch (error) {
+      finished = Promise.reject(error)
+    }
+    return finished.then(
       () => {
         this.state = DISPOSED
       },

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto'
 import { Context, Service } from 'cordis'
 import Schema from 'schemastery'
-import { errorMessage, rejectOnThrow } from '@dsh/base'
+import { errorMessage } from '@dsh/base'
 import { SessionError } from './errors.js'
 import type { DelegationBudget, HelperRef, PermissionLevel, SandboxSpec, SessionEvent, SessionHeader, TraceContext, WorkspaceRef } from './events.js'
 import { Session } from './session.js'
@@ -226,10 +226,14 @@ export class SessionStore extends Service {
         ;(errors ??= []).push(error)
       }
     }
-    return rejectOnThrow(() => {
+    // Every agent's disposal passes here: a failure becomes a rejection in place, with no closure for it.
+    if (errors === undefined) return Promise.resolve()
+    try {
       throwReleaseErrors(session, errors)
-      return Promise.resolve()
-    })
+    } catch (error) {
+      return Promise.reject(error)
+    }
+    return Promise.resolve()
   }
 
   /** `tellReleased` from the observer at `index`, whose flush is `flushed`, on. */

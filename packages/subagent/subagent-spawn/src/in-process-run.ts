@@ -8,7 +8,7 @@ import { errorMessage } from '@dsh/base'
 import type { Agent, AgentRegistry, TurnResult } from '@dsh/agent'
 import type { AssistantMessage } from '@dsh/llm'
 import type { Session } from '@dsh/session'
-import { createInProcessChild, SubagentError, selectOutput, type SubagentRequest, type SubagentResult, type SubagentRun } from '@dsh/subagent'
+import { createInProcessChildAnd, SubagentError, selectOutput, type SubagentRequest, type SubagentResult, type SubagentRun } from '@dsh/subagent'
 import { registerStructuredOutput, STRUCTURED_OUTPUT_TOOL, type StructuredSlot } from './structured-output.js'
 
 export interface InProcessOptions {
@@ -26,14 +26,14 @@ export function startInProcessRun(agents: AgentRegistry, request: SubagentReques
   // A throw becomes a rejection, as from an async function (no closure made for it per child).
   try {
     const { outputSchema } = request
-    if (outputSchema === undefined) return createInProcessChild(agents, request, options).then((child) => new InProcessRun(child, request, undefined))
+    if (outputSchema === undefined) return createInProcessChildAnd(agents, request, options, (child) => new InProcessRun(child, request, undefined))
     let structured: StructuredSlot | undefined
     const setup = (childCtx: Parameters<typeof registerStructuredOutput>[0]) => {
       structured = registerStructuredOutput(childCtx, outputSchema)
       // The schema tool is the child's way to answer: a filter never hides it.
       return [STRUCTURED_OUTPUT_TOOL]
     }
-    return createInProcessChild(agents, request, { ...options, setup }).then((child) => new InProcessRun(child, request, structured ?? { received: false }))
+    return createInProcessChildAnd(agents, request, { ...options, setup }, (child) => new InProcessRun(child, request, structured ?? { received: false }))
   } catch (error) {
     return Promise.reject(error)
   }

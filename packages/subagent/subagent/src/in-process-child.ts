@@ -42,6 +42,15 @@ export interface InProcessChildOptions {
 
 /** Create the child agent of `request`; it rejects with a `SubagentError`, leaving nothing behind. */
 export function createInProcessChild(agents: AgentRegistry, request: InProcessChildRequest, options: InProcessChildOptions): Promise<Agent> {
+  return createInProcessChildAnd(agents, request, options, theChild)
+}
+
+/**
+ * `createInProcessChild`, with what the caller makes of the standing child (a provider's
+ * published run) made in the same promise step: every child of a fan-out passes here, and
+ * a step of its own would cost each a promise, a closure and a tick.
+ */
+export function createInProcessChildAnd<T>(agents: AgentRegistry, request: InProcessChildRequest, options: InProcessChildOptions, publish: (child: Agent) => T): Promise<T> {
   // A throw becomes a rejection, as from an async function (no closure made for it per child).
   try {
     // Recorded in the child's header, so its own delegations stay within the bound.
@@ -67,7 +76,7 @@ export function createInProcessChild(agents: AgentRegistry, request: InProcessCh
     const setup = childSetup(request.toolFilter, options.setup)
     if (setup !== undefined) createOptions.setup = setup
     return agents.create(createOptions).then(
-      (child) => standing(child, request),
+      (child) => standing(child, request, publish),
       (error: unknown) => {
         throw creationFailure(error, signal)
       },
@@ -119,8 +128,8 @@ function childSetup(filter: ToolFilter | undefined, more: InProcessChildOptions[
   }
 }
 
-/** The created child; or, when the delegation can no longer stand, the child disposed and the refusal. */
-function standing(child: Agent, request: InProcessChildRequest): Agent | Promise<never> {
+/** What `publish` makes of the created child; or, when the delegation can no longer stand, the child disposed and the refusal. */
+function standing<T>(child: Agent, request: InProcessChildRequest, publish: (child: Agent) => T): T | Promise<never> {
   const { parent, signal } = request
   // The parent began disposing while the child was created: the child would outlive it.
   try {
@@ -130,6 +139,10 @@ function standing(child: Agent, request: InProcessChildRequest): Agent | Promise
   }
   // An abort that landed while create() resolved has no listener to hear it yet.
   if (signal.aborted) return disposedThenRefused(child, cancelledWhileCreated(signal.reason))
+  return publish(child)
+}
+
+function theChild(child: Agent): Agent {
   return child
 }
 

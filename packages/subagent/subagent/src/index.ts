@@ -35,7 +35,7 @@ export { A2A_LINEAGE, ACP_LINEAGE, QUEUE_LINEAGE, lineageHeader, lineageOf, read
 export { admitDelegation, openDelegation, runDelegation, serveDelegation, RecordingRefused, type AdmittedDelegation, type OpenDelegationOptions, type RunDelegationOptions, type ServeDelegationOptions, type ServedHost, type ServedRun } from './served.js'
 
 // The one in-process child factory.
-export { createInProcessChild, type InProcessChildOptions, type InProcessChildRequest } from './in-process-child.js'
+export { createInProcessChild, createInProcessChildAnd, type InProcessChildOptions, type InProcessChildRequest } from './in-process-child.js'
 
 // Continuable children.
 export {
