@@ -19,7 +19,7 @@ import { client, methods, PROTOCOL_VERSION, type ClientConnection, type McpServe
 import { ApprovalService } from '@dsh/approvals'
 import SessionJsonl from '@dsh/session-jsonl'
 import { createHarness, type Harness, type HarnessOptions } from '@dsh/testkit/harness'
-import { serveAcp } from '@dsh/acp-server'
+import { serveAcp, type AcpServer } from '@dsh/acp-server'
 // The MCP SDK's own server classes (through @dsh/mcp's dependency), for a Streamable HTTP server on 127.0.0.1.
 import { Server as McpSdkServer } from '@modelcontextprotocol/sdk/server/index.js'
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js'
@@ -30,9 +30,14 @@ const FILESYSTEM_SERVER = join(repoRoot, 'node_modules/@modelcontextprotocol/ser
 
 let harness: Harness | undefined
 let connection: ClientConnection | undefined
+let served: { server: AcpServer; endInput(): Promise<void> } | undefined
 let http: HttpServer | undefined
 afterEach(async () => {
+  // The client's end (as when it closes dsh acp's stdin) closes its sessions, which stops their servers, before the runtime goes.
   connection?.close()
+  await served?.endInput()
+  await served?.server.done
+  served = undefined
   await harness?.dispose()
   harness = undefined
   connection = undefined
@@ -68,7 +73,7 @@ interface Served {
 }
 
 /** A harness served to an SDK client that allows every permission once (and remembers what it was asked); `docs` holds notes.txt. */
-async function serve(scriptOf: (docs: string) => HarnessOptions['script'], options: { sessionDir?: string } = {}): Promise<Served> {
+async function serve(scriptOf: (docs: string) => HarnessOptions['script'], options: { sessionDir?: string; maxLiveSessions?: number } = {}): Promise<Served> {
   const docs = tempDir()
   writeFileSync(join(docs, 'notes.txt'), 'the answer is 42\n')
   harness = await createHarness({ script: scriptOf(docs) })
@@ -79,7 +84,8 @@ async function serve(scriptOf: (docs: string) => HarnessOptions['script'], optio
   const asked: RequestPermissionRequest[] = []
   const toServer = new TransformStream()
   const toClient = new TransformStream()
-  serveAcp(harness.ctx, { readable: toServer.readable, writable: toClient.writable } as Stream, { permission: 'ask' })
+  const server = serveAcp(harness.ctx, { readable: toServer.readable, writable: toClient.writable } as Stream, { permission: 'ask', ...(options.maxLiveSessions !== undefined && { maxLiveSessions: options.maxLiveSessions }) })
+  served = { server, endInput: () => toServer.writable.close().catch(() => {}) }
   connection = client({ name: 'test-editor' })
     .onRequest(methods.client.session.requestPermission, ({ params }) => {
       asked.push(params)
@@ -110,12 +116,13 @@ async function toolResults(session: { prompt(text: string): Promise<unknown>; ne
   }
 }
 
-/** The pids of the live processes whose command line runs the filesystem server. */
-function serverProcesses(): number[] {
+/** The pids of the live processes running the filesystem server on `docs`. */
+function serverProcesses(docs: string): number[] {
   const pids: number[] = []
   for (const pid of readdirSync('/proc').filter((name) => /^\d+$/.test(name))) {
     try {
-      if (readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes(FILESYSTEM_SERVER)) pids.push(Number(pid))
+      const cmdline = readFileSync(`/proc/${pid}/cmdline`, 'utf8')
+      if (cmdline.includes(FILESYSTEM_SERVER) && cmdline.includes(docs)) pids.push(Number(pid))
     } catch {
       // Gone meanwhile.
     }
@@ -147,9 +154,9 @@ describe('acp-server: MCP servers sent by the client', () => {
     expect(harness!.ctx.tools.visibleNames(other.sessionId).filter((name) => name.startsWith('mcp__'))).toEqual([])
     expect(await toolResults(session)).toEqual(['the answer is 42\n'])
     expect(asked.map((request) => request.toolCall.title)).toEqual([expect.stringContaining('mcp__files__read_text_file')])
-    expect(serverProcesses()).toHaveLength(1)
+    expect(serverProcesses(docs)).toHaveLength(1)
     await agent.request(methods.agent.session.close, { sessionId: session.sessionId })
-    await until(() => serverProcesses().length === 0)
+    await until(() => serverProcesses(docs).length === 0)
   })
 
   it("a stdio server gets what its entry's env names and nothing else of dsh's environment; ${NAME} in a value stays literal", async () => {
@@ -207,6 +214,16 @@ describe('acp-server: MCP servers sent by the client', () => {
     expect(harness!.ctx.agents.list()).toEqual([])
   })
 
+  it('a parked session keeps its server running, and its reopened agent has the tools again', async () => {
+    const { agent, docs } = await serve((dir) => [{ reply: [{ call: { tool: 'mcp__files__read_text_file', args: { path: join(dir, 'notes.txt') } } }, { text: 'read' }] }], { sessionDir: tempDir(), maxLiveSessions: 1 })
+    const session = await agent.buildSession(tempDir()).withMcpServer(filesServer(docs)).start()
+    // A second session parks the first (idle, over the bound of one): its agent is disposed.
+    await agent.buildSession(tempDir()).start()
+    await until(() => harness!.ctx.agents.get(session.sessionId) === undefined)
+    expect(serverProcesses(docs)).toHaveLength(1)
+    expect(await toolResults(session)).toEqual(['the answer is 42\n'])
+  })
+
   it('session/load starts the servers it carries for the reopened session', async () => {
     const sessionDir = tempDir()
     const { agent, docs } = await serve(() => [{ reply: [{ text: 'first' }] }], { sessionDir })
@@ -216,6 +233,6 @@ describe('acp-server: MCP servers sent by the client', () => {
     await agent.request(methods.agent.session.load, { sessionId: made.sessionId, cwd, mcpServers: [filesServer(docs)] })
     expect(harness!.ctx.tools.visibleNames(made.sessionId)).toContain('mcp__files__list_directory')
     await agent.request(methods.agent.session.close, { sessionId: made.sessionId })
-    await until(() => serverProcesses().length === 0)
+    await until(() => serverProcesses(docs).length === 0)
   })
 })
