@@ -7,25 +7,15 @@
  * Bearer <token>` (401), as `dsh a2a serve` has it. Without a token the server listens on
  * loopback only.
  */
-import { randomUUID, timingSafeEqual } from 'node:crypto'
+import { randomUUID } from 'node:crypto'
 import { createServer, type IncomingMessage, type Server as HttpServer, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import type { Context } from 'cordis'
 import { errorMessage, hostRefusal, servedHostNames } from '@dsh/base'
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js'
 import { McpServerError } from './errors.js'
+import { carriesBearer, isLoopback, MAX_SESSIONS, MCP_PATH } from './http-access.js'
 import { McpServe, type McpServeOptions } from './server.js'
-
-/** The path of the MCP endpoint. */
-export const MCP_PATH = '/mcp'
-
-/**
- * Client sessions kept at once by default. Many clients never end theirs (no DELETE), so at
- * the bound a new session takes the place of the one idle longest (no request in flight:
- * its next request gets 404 and it initializes again); only when every session is busy is
- * an initialize refused (503).
- */
-export const MAX_SESSIONS = 64
 
 export interface HttpServeOptions extends McpServeOptions {
   /** Default 127.0.0.1. Any other address needs `token`. */
@@ -46,19 +36,6 @@ export interface HttpServing {
   readonly sessions: { readonly open: number; readonly busy: number }
   /** Stop accepting, stop every call (each session flushed), close every connection. */
   close(): Promise<void>
-}
-
-export function isLoopback(host: string): boolean {
-  return host === 'localhost' || host === '::1' || /^127\.\d+\.\d+\.\d+$/.test(host)
-}
-
-/** Whether `header` is `Bearer <token>` (the scheme in any case), compared in constant time. */
-export function carriesBearer(header: string | undefined, token: string): boolean {
-  const credentials = /^bearer +(.*)$/i.exec(header ?? '')?.[1]
-  if (credentials === undefined) return false
-  const given = Buffer.from(credentials)
-  const expected = Buffer.from(token)
-  return given.length === expected.length && timingSafeEqual(given, expected)
 }
 
 export async function serveMcpOverHttp(ctx: Context, options: HttpServeOptions = {}): Promise<HttpServing> {

@@ -1,5 +1,16 @@
 export { McpServe, serveMcpOverStdio, DEFAULT_MAX_CALLS, DEFAULT_MAX_QUEUED, type McpServeOptions, type StdioServing } from './server.js'
-export { serveMcpOverHttp, carriesBearer, isLoopback, MCP_PATH, MAX_SESSIONS, type HttpServeOptions, type HttpServing } from './http.js'
+export type { HttpServeOptions, HttpServing } from './http.js'
+export { carriesBearer, isLoopback, MAX_SESSIONS, MCP_PATH } from './http-access.js'
+import type { serveMcpOverHttp as ServeOverHttp } from './http.js'
+
+/**
+ * Serve over Streamable HTTP (`dsh mcp serve --http`). The transport and the SDK's HTTP
+ * server are loaded here, when asked for: a stdio start does not read them (bench/mcp.js:
+ * its start-up is what an MCP client waits for before its first call).
+ */
+export async function serveMcpOverHttp(...args: Parameters<typeof ServeOverHttp>): ReturnType<typeof ServeOverHttp> {
+  return (await import('./http.js')).serveMcpOverHttp(...args)
+}
 export { MCP_ORIGIN, type McpCallEvent, type McpCallAbout } from './calls.js'
 export { DELEGATE_TOOL, MAX_PROMPT_CHARS, promptOf } from './tools.js'
 export { answerOf, elicitation, CLIENT_CANNOT_ASK, MCP_CLIENT } from './approvals.js'

@@ -1,0 +1,30 @@
+/**
+ * What of the HTTP transport a host reads without starting it: the endpoint's path, the
+ * session bound, and the checks on who may connect. Kept apart from `http.ts` so that
+ * reading them (or serving over stdio) does not load the SDK's HTTP server.
+ */
+import { timingSafeEqual } from 'node:crypto'
+
+/** The path of the MCP endpoint. */
+export const MCP_PATH = '/mcp'
+
+/**
+ * Client sessions kept at once by default. Many clients never end theirs (no DELETE), so at
+ * the bound a new session takes the place of the one idle longest (no request in flight:
+ * its next request gets 404 and it initializes again); only when every session is busy is
+ * an initialize refused (503).
+ */
+export const MAX_SESSIONS = 64
+
+export function isLoopback(host: string): boolean {
+  return host === 'localhost' || host === '::1' || /^127\.\d+\.\d+\.\d+$/.test(host)
+}
+
+/** Whether `header` is `Bearer <token>` (the scheme in any case), compared in constant time. */
+export function carriesBearer(header: string | undefined, token: string): boolean {
+  const credentials = /^bearer +(.*)$/i.exec(header ?? '')?.[1]
+  if (credentials === undefined) return false
+  const given = Buffer.from(credentials)
+  const expected = Buffer.from(token)
+  return given.length === expected.length && timingSafeEqual(given, expected)
+}
