@@ -99,10 +99,14 @@ export class ServedSessions {
     await served.running?.catch(() => {
       // The prompt's own failure was answered to the client already.
     })
-    await served.parking
-    await served.agent?.dispose()
-    served.agent = undefined
-    await served.mcp?.stop()
+    try {
+      await served.parking
+      await served.agent?.dispose()
+      served.agent = undefined
+    } finally {
+      // Its servers stop whatever became of the agent.
+      await served.mcp?.stop()
+    }
     return true
   }
 
@@ -112,9 +116,12 @@ export class ServedSessions {
     this.sessions.clear()
     const outcomes = await Promise.allSettled(
       all.map(async (served) => {
-        await served.parking
-        await served.agent?.dispose()
-        await served.mcp?.stop()
+        try {
+          await served.parking
+          await served.agent?.dispose()
+        } finally {
+          await served.mcp?.stop()
+        }
       }),
     )
     for (const outcome of outcomes) {
