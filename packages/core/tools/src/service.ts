@@ -3,7 +3,7 @@ import { errorMessage } from '@dsh/base'
 import { Context, Service } from 'cordis'
 import type { TextBlock, ToolCallBlock, ToolResultBlock, ToolSpec } from '@dsh/llm'
 import { ToolError } from './errors.js'
-import type { ToolCallOutcome, ToolDefinition, ToolExecution, ToolFilter, ToolOutput, ToolPermissionDecision, ToolPermissionGate } from './types.js'
+import type { ToolAgent, ToolCallOutcome, ToolDefinition, ToolExecution, ToolFilter, ToolOutput, ToolPermissionDecision, ToolPermissionGate } from './types.js'
 import { ToolArguments } from './validation.js'
 
 declare module 'cordis' {
@@ -60,7 +60,7 @@ export class ToolRegistry extends Service {
   /** Asked in order before a side-effecting call runs (see `addPermissionGate`). */
   private gates: ToolPermissionGate[] = []
   /** Gates that also want some calls of tools without side effects (`addPermissionGate`'s `alsoFor`). */
-  private readonly alsoFor = new Map<ToolPermissionGate, (tool: string) => boolean>()
+  private readonly alsoFor = new Map<ToolPermissionGate, (tool: string, agent: ToolAgent) => boolean>()
 
   constructor(ctx: Context) {
     super(ctx, 'tools')
@@ -158,7 +158,7 @@ export class ToolRegistry extends Service {
    * tools without side effects whose calls this gate is asked about too (the approval
    * broker's `PreToolUse` hooks on `read`); it is asked per such call, so keep it cheap.
    */
-  addPermissionGate(gate: ToolPermissionGate, options: { alsoFor?: (tool: string) => boolean } = {}): () => void {
+  addPermissionGate(gate: ToolPermissionGate, options: { alsoFor?: (tool: string, agent: ToolAgent) => boolean } = {}): () => void {
     if (typeof gate !== 'function') throw new ToolError('INVALID_TOOL', 'a permission gate must be a function')
     const { alsoFor } = options
     return this.ctx.effect(() => {
@@ -242,7 +242,7 @@ export class ToolRegistry extends Service {
     }
     if (call.args === undefined) return Promise.resolve(failure(call, `the arguments of ${call.name} are not valid JSON: ${quoteRaw(call.rawArgs)}`))
     const checked = entry.args.validate(call.args)
-    if (checked instanceof Promise || this.gated(entry.definition)) return this.executeAfterWaits(entry, call, exec, checked)
+    if (checked instanceof Promise || this.gated(entry.definition, exec.agent)) return this.executeAfterWaits(entry, call, exec, checked)
     if (checked) return Promise.resolve(failure(call, `invalid arguments for ${call.name}: ${checked}`))
     if (exec.signal.aborted) return Promise.resolve(failure(call, `${call.name} was not run: the call was aborted`))
     return runTool(entry.definition, call, exec, undefined)
@@ -264,7 +264,7 @@ export class ToolRegistry extends Service {
     if (problem) return failure(call, `invalid arguments for ${call.name}: ${problem}`)
     if (exec.signal.aborted) return failure(call, `${call.name} was not run: the call was aborted`)
     let permission: ToolPermissionDecision | undefined
-    if (this.gated(entry.definition)) {
+    if (this.gated(entry.definition, exec.agent)) {
       permission = await this.askGates({ ...call, args: call.args }, entry.definition, exec)
       if (permission.decision === 'reject') {
         return { ...failure(call, `${call.name} was not run: permission denied by ${permission.by}: ${permission.reason}`), permission }
@@ -276,10 +276,10 @@ export class ToolRegistry extends Service {
   }
 
   /** Whether a call of `definition` is put to the gates: a side-effecting tool's, or one a gate names with `alsoFor`. */
-  private gated(definition: ToolDefinition): boolean {
+  private gated(definition: ToolDefinition, agent: ToolAgent): boolean {
     if (this.gates.length === 0) return false
     if (definition.sideEffecting === true) return true
-    for (const wants of this.alsoFor.values()) if (wantsSafely(wants, definition.name)) return true
+    for (const wants of this.alsoFor.values()) if (wantsSafely(wants, definition.name, agent)) return true
     return false
   }
 
@@ -297,7 +297,7 @@ export class ToolRegistry extends Service {
     const sideEffecting = definition.sideEffecting === true
     for (const gate of [...this.gates]) {
       // A call without side effects goes only to the gates that asked for it.
-      if (!sideEffecting && !wantsSafely(this.alsoFor.get(gate), definition.name)) continue
+      if (!sideEffecting && !wantsSafely(this.alsoFor.get(gate), definition.name, exec.agent)) continue
       let answer: ToolPermissionDecision | undefined
       try {
         answer = await gate({ call, tool: { name: definition.name, description: definition.description, sideEffecting }, agent: exec.agent, signal: exec.signal })
@@ -483,10 +483,10 @@ function quoteRaw(rawArgs: string | undefined): string {
 }
 
 /** A gate's `alsoFor` on `tool`; one that throws wants it (the gate then decides, or its failure refuses). */
-function wantsSafely(wants: ((tool: string) => boolean) | undefined, tool: string): boolean {
+function wantsSafely(wants: ((tool: string, agent: ToolAgent) => boolean) | undefined, tool: string, agent: ToolAgent): boolean {
   if (wants === undefined) return false
   try {
-    return wants(tool)
+    return wants(tool, agent)
   } catch {
     return true
   }
