@@ -57,6 +57,8 @@ export function approvalAsk(asked: WorkerApproval, childId: string, scope: A2aAp
     args: argsOf(asked),
     signal,
     remote: { child: childId, name: scope.name, below: asked.below, record: false, ...(asked.policy === 'ask' && { verdict: 'ask' as const }), ...(scope.levels !== undefined && { levels: scope.levels }) },
+    // A read-only call asked up for this side's PreToolUse hooks: only they decide it.
+    ...(asked.sideEffect === false && { sideEffect: false as const }),
   }
 }
 

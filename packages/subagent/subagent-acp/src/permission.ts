@@ -83,6 +83,8 @@ export function approvalAsk(params: RequestPermissionRequest, childId: string, s
       signal,
       callId: toolCall.toolCallId,
       remote: { child: childId, name: scope.name, below: forwarded.below, record: false, ...(forwarded.policy === 'ask' && { verdict: 'ask' as const }), ...(scope.levels && { levels: scope.levels }) },
+      // A read-only call asked up for this side's PreToolUse hooks: only they decide it.
+      ...(forwarded.sideEffect === false && { sideEffect: false as const }),
     }
   }
   const kind = toolCall.kind
