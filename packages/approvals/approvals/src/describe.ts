@@ -36,6 +36,7 @@ export function describeRequest(ask: ApprovalAsk, subject: CallSubject, policy: 
     ...(ask.callId !== undefined && { callId: ask.callId }),
     policy: policy.verdict === 'ask' ? 'ask' : 'none',
     ...(policy.verdict === 'ask' && policy.rule !== undefined && { rule: policy.rule }),
+    ...(ask.sideEffect === false && { sideEffect: false as const }),
     startedAt: now,
     expiresAt,
   }

@@ -5,7 +5,7 @@
  * default its lineage received, which bound what this process's own may allow.
  */
 import type { Agent } from '@dsh/agent'
-import type { PermissionLevel } from '@dsh/session'
+import { PERMISSION_RULE, type PermissionLevel } from '@dsh/session'
 import { policyVerdict, type PolicyCall } from './rules.js'
 
 /** With nobody to ask: what happens to a request no rule decided. */
@@ -57,6 +57,23 @@ export function receivedAskUp(agent: Agent, call: PolicyCall): string | undefine
   const asking = received.flatMap((level) => (level.askUp === undefined ? [] : [askUpAsAsk(level)]))
   const said = policyVerdict(asking, call)
   return said.verdict === 'ask' ? said.rule : undefined
+}
+
+/**
+ * Whether any `askUp` rule `agent`'s tree received names `tool` (whatever its pattern): a
+ * call of a tool without side effects is then put to the broker, which decides it whole.
+ */
+export function receivesAskUpFor(agent: Agent, tool: string): boolean {
+  const received = receivedLevels(agent)
+  if (received === undefined) return false
+  const name = tool.toLowerCase()
+  for (const level of received) {
+    for (const rule of level.askUp ?? []) {
+      const named = (PERMISSION_RULE.exec(rule)?.[1] ?? '*').toLowerCase()
+      if (named === '*' || named === name || (named.endsWith('*') && name.startsWith(named.slice(0, -1)))) return true
+    }
+  }
+  return false
 }
 
 /** A level's `askUp` rules read as `ask` rules, for matching only (cached per level). */

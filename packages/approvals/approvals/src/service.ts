@@ -29,7 +29,7 @@ import { ApprovalError } from './errors.js'
 import { FairQueue } from './fair-queue.js'
 import { policyVerdict, type PolicyVerdict } from './rules.js'
 import { displaySubject, subjectDigest, subjectOf } from './subject.js'
-import { receivedAskUp, receivedDefault, receivedLevels, unaskedReason, type DefaultDecision, type TreeDefault } from './lineage.js'
+import { receivedAskUp, receivesAskUpFor, receivedDefault, receivedLevels, unaskedReason, type DefaultDecision, type TreeDefault } from './lineage.js'
 import { VerdictSources, type ApprovalVerdictSource } from './sources.js'
 import type { ApprovalAsk, ApprovalFrontEnd, ApprovalRecorder, ApprovalRequestInfo, ApprovalSettledInfo } from './types.js'
 import { answerDecision } from './wire.js'
@@ -106,7 +106,8 @@ export class ApprovalService extends Service {
     if (problem) throw new ApprovalError('INVALID_CONFIG', problem)
     this.configLevels = joinPermissionLevels(undefined, [own]) ?? []
     // Tools without side effects come here only for a call a verdict source takes (a PreToolUse hook matching read).
-    ctx.tools.addPermissionGate((request) => this.gate(request), { alsoFor: (tool) => this.sources.size > 0 && this.sources.takes(tool) })
+    // (or one an ancestor in another process decides itself: its askUp level names the tool).
+    ctx.tools.addPermissionGate((request) => this.gate(request), { alsoFor: (tool, agent) => (this.sources.size > 0 && this.sources.takes(tool)) || this.receivesAskUpFor(agent, tool) })
     ctx.effect(() => () => this.withdrawAll('the approval broker stopped'), 'approvals: reject what still waits')
   }
 
@@ -241,6 +242,11 @@ export class ApprovalService extends Service {
     return this.decideSafely({ agent, tool: request.tool.name, args: request.call.args, signal: request.signal, callId: request.call.id, ...(!request.tool.sideEffecting && { sideEffect: false as const }) })
   }
 
+  private receivesAskUpFor(toolAgent: { id: string }, tool: string): boolean {
+    const agent = this.agentOf(toolAgent)
+    return agent !== undefined && receivesAskUpFor(agent, tool)
+  }
+
   /** The full `Agent` behind a tool call's agent (the loop passes it; a bare id is looked up). */
   private agentOf(toolAgent: { id: string }): Agent | undefined {
     if (isAgent(toolAgent)) return toolAgent
@@ -253,7 +259,7 @@ export class ApprovalService extends Service {
     const subject = subjectOf(ask.args)
     const tool = ask.tool
     // A call without side effects is the verdict sources' alone: no rule, default or memory decides it.
-    let policy: Decided = ask.sideEffect === false ? { verdict: undefined } : this.verdictOf(ask, subject)
+    let policy: Decided = ask.sideEffect === false ? upTreeOnly(receivedAskUp(agent, { tool: ask.tool, subject })) : this.verdictOf(ask, subject)
     const now = Date.now()
     let info = describeRequest(ask, subject, policy, `approval-${++this.counter}`, now, now + this.config.timeoutMs)
     const session = agent.session.id
@@ -269,7 +275,7 @@ export class ApprovalService extends Service {
       const askedBy = said.reason === undefined ? said.by : `${said.by} (${said.reason})`
       policy = { verdict: 'ask', askedBy, ...(policy.upTree !== undefined && { upTree: policy.upTree }) }
       info = { ...info, policy: 'ask', rule: askedBy }
-    } else if (ask.sideEffect === false) return { decision: 'allow-once', by: said?.by ?? 'no PreToolUse hook objected', source: 'rule', at: Date.now() }
+    } else if (ask.sideEffect === false && policy.upTree === undefined) return { decision: 'allow-once', by: said?.by ?? 'no PreToolUse hook objected', source: 'rule', at: Date.now() }
     if (policy.verdict === 'allow') return finish({ decision: 'allow-once', by: 'the policy', source: 'rule', rule: policy.rule!, at: now })
     for (const recorder of this.recorders) {
       const replayed = recorder.replay?.(info, session)
@@ -312,7 +318,7 @@ export class ApprovalService extends Service {
 
   private unasked(policy: Decided, at: number, agent: Agent): PermissionDecision {
     if (policy.askedBy !== undefined) return { decision: 'reject', by: 'the approval broker', reason: `${policy.askedBy} asks about it, and nobody is there to ask`, source: 'default', at }
-    if (policy.upTree !== undefined) return { decision: 'reject', by: 'the approval broker', reason: `an ancestor in another process decides it itself (its PreToolUse hooks: ${policy.upTree}), and nobody is there to ask up the tree`, source: 'default', at }
+    if (policy.upTree !== undefined) return { decision: 'reject', by: 'the approval broker', reason: `an ancestor in another process decides it itself (its PreToolUse hooks take ${policy.upTree}), and nobody is there to ask up the tree (a dsh worker never can; dsh acp asks its client, dsh a2a serve its approver or trusted caller); narrow the root's PreToolUse matchers, or delegate such work where it can ask up`, source: 'default', at }
     if (policy.verdict === 'ask') {
       return { decision: 'reject', by: 'the approval broker', reason: `${policy.rule !== undefined ? `the rule ${policy.rule}` : 'its policy'} asks about it, and nobody is there to ask`, source: 'default', at, ...(policy.rule !== undefined && { rule: policy.rule }) }
     }
@@ -462,6 +468,11 @@ export class ApprovalService extends Service {
 
 /** The policy's verdict, and the `askUp` rule when an ancestor in another process decides the call itself. */
 type Decided = PolicyVerdict & { upTree?: string; askedBy?: string }
+
+/** No verdict, but asked up the tree when an ancestor elsewhere decides the call itself (`upTree`, its askUp rule). */
+function upTreeOnly(upTree: string | undefined): Decided {
+  return upTree === undefined ? { verdict: undefined } : { verdict: undefined, upTree }
+}
 
 function isAgent(value: { id: string }): value is Agent {
   return isRecord(value) && 'session' in value && 'depth' in value

@@ -71,6 +71,8 @@ export interface ApprovalRequestInfo {
   /** Why it is asked: a rule said `ask` (`rule` names it where one did), or no rule had an opinion (`none`). */
   readonly policy: 'ask' | 'none'
   readonly rule?: string
+  /** `false`: a call of a tool without side effects, which only verdict sources decide (asked up the tree for an ancestor's). */
+  readonly sideEffect?: false
   readonly startedAt: number
   /** When it is rejected if nobody has answered. */
   readonly expiresAt: number

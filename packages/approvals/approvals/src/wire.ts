@@ -31,6 +31,8 @@ export interface ForwardedApproval {
   kind: ApprovalKind
   /** `ask`: a rule of the forwarding process asks about it; absent: no rule there had an opinion. */
   policy?: 'ask'
+  /** `false`: a call of a tool without side effects (`read`), asked up only for an ancestor's verdict sources: no rule or default decides it. */
+  sideEffect?: false
 }
 
 /** A forwarded request the answer names by id (A2A's `approvalRequest`). */
@@ -63,20 +65,21 @@ const KINDS: readonly ApprovalKind[] = ['execute', 'edit', 'other']
 /** The forwarded form of a request this process's broker puts to a front-end. */
 export function encodeForwarded(request: ApprovalRequestInfo): ForwardedApproval {
   // The path starts with the forwarding process's own agent, which the parent knows as its child.
-  return { below: request.path.slice(1), tool: request.tool, subject: request.subject, kind: request.kind, ...(request.policy === 'ask' && { policy: 'ask' as const }) }
+  return { below: request.path.slice(1), tool: request.tool, subject: request.subject, kind: request.kind, ...(request.policy === 'ask' && { policy: 'ask' as const }), ...(request.sideEffect === false && { sideEffect: false as const }) }
 }
 
 /** A forwarded request read from a peer: every field checked, the first bad one named. */
 export function decodeForwarded(value: unknown): WireRead<ForwardedApproval> {
   if (!isRecord(value)) return refused(`the request is not an object (got ${shown(value)})`)
-  const { below, tool, subject, kind, policy } = value
+  const { below, tool, subject, kind, policy, sideEffect } = value
   if (!Array.isArray(below) || below.length > MAX_BELOW) return refused(`"below" must be a list of at most ${MAX_BELOW} agent names (got ${shown(below)})`)
   if (!below.every((name) => typeof name === 'string' && name.length <= MAX_NAME_CHARS)) return refused(`"below" must hold names of at most ${MAX_NAME_CHARS} characters (got ${shown(below)})`)
   if (typeof tool !== 'string' || !TOOL_NAME.test(tool)) return refused(`"tool" must be a tool name (letters, digits, _ . -, at most 64) (got ${shown(tool)})`)
   if (typeof subject !== 'string' || subject.length > MAX_SUBJECT_CHARS) return refused(`"subject" must be text of at most ${MAX_SUBJECT_CHARS} characters (got ${shown(subject)})`)
   if (kind !== undefined && !(KINDS as readonly unknown[]).includes(kind)) return refused(`"kind" must be one of ${KINDS.join(', ')} (got ${shown(kind)})`)
   if (policy !== undefined && policy !== 'ask') return refused(`"policy" must be "ask" or absent (got ${shown(policy)})`)
-  return { ok: true, value: { below: below as string[], tool, subject, kind: (kind as ApprovalKind | undefined) ?? 'other', ...(policy === 'ask' && { policy }) } }
+  if (sideEffect !== undefined && sideEffect !== false) return refused(`"sideEffect" must be false or absent (got ${shown(sideEffect)})`)
+  return { ok: true, value: { below: below as string[], tool, subject, kind: (kind as ApprovalKind | undefined) ?? 'other', ...(policy === 'ask' && { policy }), ...(sideEffect === false && { sideEffect }) } }
 }
 
 /** A forwarded request with the id its answer names (A2A's `approvalRequest`). */

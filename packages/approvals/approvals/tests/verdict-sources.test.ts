@@ -178,3 +178,23 @@ describe('tools without side effects', () => {
     expect(looked).toEqual(['second'])
   })
 })
+
+describe('read-only calls in a tree a parent elsewhere delegated', () => {
+  it('a call its askUp names goes up to the front-end, said to be without side effects; nobody to ask refuses it; a tool it does not name is put to no gate', async () => {
+    harness = await createDelegationHarness({ sessionDir: false })
+    await harness.plugin(ApprovalService, { default: 'allow' })
+    const { ctx } = harness
+    const looked: string[] = []
+    for (const name of ['lookup', 'other']) ctx.tools.register({ name, description: 'reads', parameters: { type: 'object', properties: { query: { type: 'string' } } }, execute: (args: { query: string }) => (looked.push(`${name} ${args.query}`), 'found') })
+    const root = await ctx.agents.create({ meta: { origin: 'acp', parentSession: 'the-parent', delegationDepth: 1, provider: 'acp', approvalDefault: 'allow', permissions: [{ from: 'verdict sources (PreToolUse hooks)', askUp: ['Lookup'] }] } })
+    const use = (name: string, query: string) => ctx.tools.execute({ type: 'tool-call', id: `call-${name}-${query}`, name, args: { query } }, { signal: new AbortController().signal, callId: `call-${query}`, agent: root })
+    const refused = await use('lookup', 'first')
+    expect(refused.permission.decision === 'reject' && refused.permission.reason).toContain('nobody is there to ask up the tree')
+    const asked: ApprovalRequestInfo[] = []
+    ctx.approvals.addFrontEnd({ name: 'the parent', ask: async (request) => (asked.push(request), { decision: 'reject', by: 'the parent', reason: 'its hook refused it' }) })
+    expect((await use('lookup', 'second')).permission).toMatchObject({ decision: 'reject', by: 'the parent' })
+    expect(asked).toEqual([expect.objectContaining({ tool: 'lookup', sideEffect: false })])
+    expect((await use('other', 'third')).permission).toBeUndefined()
+    expect(looked).toEqual(['other third'])
+  })
+})

@@ -140,3 +140,11 @@ describe('answers and policies', () => {
     expect(problemOf(parsePermissionPolicy('ASK'))).toMatch(/got "ASK"/)
   })
 })
+
+describe('a forwarded read-only call', () => {
+  it('carries sideEffect: false, and anything else there is refused naming the field', () => {
+    expect(decodeForwarded({ below: [], tool: 'read', subject: 'a.txt', kind: 'other', sideEffect: false })).toEqual({ ok: true, value: { below: [], tool: 'read', subject: 'a.txt', kind: 'other', sideEffect: false } })
+    const bad = decodeForwarded({ below: [], tool: 'read', subject: 'a.txt', sideEffect: true })
+    expect(bad.ok === false && bad.problem).toContain('"sideEffect" must be false or absent')
+  })
+})

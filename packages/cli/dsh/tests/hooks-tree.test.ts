@@ -5,7 +5,8 @@
  * a `dsh acp` child, which runs in its own process without any hooks and whose rules (its
  * own and those it received) allow bash: the root's matchers travel down as an askUp level,
  * the child asks up for the call, and the root's hook decides it. Every model reads the
- * hook's message; a command the guard lets through still runs in the grandchild.
+ * hook's message; a command the guard lets through still runs in the grandchild. A read
+ * there, which has no side effects, is asked up for the root's Read guard as well.
  */
 import { existsSync, mkdirSync, readdirSync, readFileSync, realpathSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
@@ -13,6 +14,7 @@ import { describe, expect, it } from 'vitest'
 import { dshBin, runDsh, tempDir } from './cli.js'
 
 const GUARD_MESSAGE = 'the team guard blocks rm -rf'
+const READ_MESSAGE = 'the team guard keeps secrets unread'
 
 /** Every tool result of every session file in `dir`, as `name: text`. */
 function toolResults(dir: string): string[] {
@@ -31,7 +33,9 @@ function fixture(file: HookFile, childGuard?: string) {
   const user = realpathSync(tempDir())
   for (const name of ['keep-root', 'keep-spawn', 'keep-grand']) mkdirSync(join(project, name))
   const guard = `grep -q 'rm -rf' && { echo '${GUARD_MESSAGE}' >&2; exit 2; }; exit 0`
-  const hooks = { hooks: { PreToolUse: [{ matcher: 'Bash', hooks: [{ type: 'command', command: guard }] }] } }
+  const readGuard = `grep -q secret && { echo '${READ_MESSAGE}' >&2; exit 2; }; exit 0`
+  writeFileSync(join(project, 'secret.txt'), 'the secret\n')
+  const hooks = { hooks: { PreToolUse: [{ matcher: 'Bash', hooks: [{ type: 'command', command: guard }] }, { matcher: 'Read', hooks: [{ type: 'command', command: readGuard }] }] } }
   const where = file === 'claude' ? join(project, '.claude', 'settings.json') : join(project, '.codex', 'hooks.json')
   mkdirSync(join(where, '..'))
   writeFileSync(where, JSON.stringify(hooks))
@@ -49,6 +53,7 @@ function fixture(file: HookFile, childGuard?: string) {
     '  reply:',
     `    - call: { tool: bash, args: { command: "rm -rf ${join(project, 'keep-grand')}" } }`,
     `    - call: { tool: bash, args: { command: "touch ${join(project, 'grand-ran')}" } }`,
+    `    - call: { tool: read, args: { path: ${join(project, 'secret.txt')} } }`,
     '    - text: "grand: {{tool_results}}"',
     '- when: { depth: 0 }',
     '  reply:',
@@ -89,7 +94,7 @@ function fixture(file: HookFile, childGuard?: string) {
 
 describe('a root PreToolUse hook guards the whole tree', () => {
   for (const file of ['claude', 'codex'] as const) {
-    it(`from ${file === 'claude' ? ".claude/settings.json" : 'a Codex .codex/hooks.json'}: rm -rf is blocked in the root, a spawn child and a spawn grandchild of a dsh acp child, and each model reads the hook's message`, async () => {
+    it(`from ${file === 'claude' ? ".claude/settings.json" : 'a Codex .codex/hooks.json'}: rm -rf is blocked in the root, a spawn child and a spawn grandchild of a dsh acp child (and a Read guard blocks its read), and each model reads the hook's message`, async () => {
       const t = fixture(file)
       const result = await runDsh(t.args, { cwd: t.project, env: { DSH_HOME: join(t.user, 'home') }, timeoutMs: 90_000 })
       expect(result.code, result.stderr).toBe(0)
@@ -101,6 +106,10 @@ describe('a root PreToolUse hook guards the whole tree', () => {
       const grand = blocked(toolResults(t.childSessions))
       expect(grand).toHaveLength(1)
       expect(grand[0]).toContain('PreToolUse hook')
+      // A read, which has no side effects, is asked up for the root's Read guard too.
+      const reads = toolResults(t.childSessions).filter((line) => line.startsWith('read: '))
+      expect(reads).toEqual([expect.stringContaining(READ_MESSAGE)])
+      expect(reads[0]).not.toContain('the secret')
     })
   }
 

@@ -57,6 +57,14 @@ describe('PreToolUse inside the broker', () => {
     const input = JSON.parse(readFileSync(join(dir, 'input.json'), 'utf8')) as Record<string, unknown>
     expect(input).toMatchObject({ tool_name: 'bash', tool_input: { command: 'rm -rf /tmp/x' }, agent_id: 'acp:remote-1', agent_path: 'dsh test/acp "deep"/spawn "grandchild"' })
   })
+  it('a read-only call a remote child asks up is decided by the hooks alone: no objection runs it under a reject default, a block refuses it', async () => {
+    const guard = `grep -q secret && { echo 'no secrets' >&2; exit 2; }; exit 0`
+    const run = await runWithHooks([], { hooks: { PreToolUse: [group(guard, 'Read')] } }, { default: 'reject' })
+    const ask = (path: string) =>
+      run.harness.ctx.approvals.request({ agent: run.agent, tool: 'read', args: { path }, signal: new AbortController().signal, sideEffect: false, remote: { child: 'acp:remote-1', name: 'acp "deep"', below: [], record: false } })
+    expect(await ask('notes.txt')).toMatchObject({ decision: 'allow-once' })
+    expect(await ask('secret.txt')).toMatchObject({ decision: 'reject', reason: 'no secrets' })
+  })
 })
 
 describe('askUpRules', () => {
