@@ -190,7 +190,7 @@ describe('loading definitions', () => {
     write(projectDir(), 'r.md', '---\nname: r\ndescription: R.\npermissions:\n  allow: ["bash(npm test"]\n---\n')
     expect(refusal(() => load()).message).toMatch(/r\.md:4: permissions\.allow\[0\]: "bash\(npm test" is not a rule/)
     write(projectDir(), 'r.md', '---\nname: r\ndescription: R.\npermissions:\n  allowed: [bash]\n---\n')
-    expect(refusal(() => load()).message).toMatch(/r\.md:4: permissions has an unknown key "allowed" \(allow, ask, deny\)/)
+    expect(refusal(() => load()).message).toMatch(/r\.md:4: permissions has an unknown key "allowed" \(allow, ask, deny, askUp\)/)
     write(projectDir(), 'r.md', '---\nname: r\ndescription: R.\npermissions: [bash]\n---\n')
     expect(refusal(() => load()).message).toMatch(/r\.md:4: permissions must be a mapping/)
   })
