@@ -22,15 +22,13 @@ export interface HelperDefinition {
   mcpServers?: readonly (string | { name: string; config: Readonly<Record<string, unknown>> })[]
   source: { file: string; origin: 'project' | 'claude-code' | 'config' | 'user'; lines: { mcpServers?: number } }
 }
-type AgentDefinition = HelperDefinition
-
 /** A project's definition (a repository someone cloned), as `fromProject` of `@dsh/agent-definitions` says. */
 const fromProject = (origin: HelperDefinition['source']['origin']) => origin === 'project' || origin === 'claude-code'
 
 const mcpServerNames = (entries: HelperDefinition['mcpServers']) => (entries ?? []).map((entry) => (typeof entry === 'string' ? entry : entry.name))
 
 /** Where a definition's inline server came from, as every warning about it names it. */
-const inlineFrom = (definition: AgentDefinition) => `${definition.source.file} (helper ${definition.name})`
+const inlineFrom = (definition: HelperDefinition) => `${definition.source.file} (helper ${definition.name})`
 
 /**
  * The inline servers of `definitions`, to be started beside the user's (`configured`). A
@@ -41,7 +39,7 @@ const inlineFrom = (definition: AgentDefinition) => `${definition.source.file} (
  * different servers keep the first (a warning naming both files). A named server that is
  * in no config is a warning naming the helper, whose child then runs without it.
  */
-export function helperServerSpecs(definitions: readonly AgentDefinition[], configured: readonly ServerSpec[], projectHelperServers: boolean, warn: (line: string) => void): ServerSpec[] {
+export function helperServerSpecs(definitions: readonly HelperDefinition[], configured: readonly ServerSpec[], projectHelperServers: boolean, warn: (line: string) => void): ServerSpec[] {
   const specs: ServerSpec[] = []
   const firstFile = new Map<string, { file: string; json: string }>()
   for (const definition of definitions) {
@@ -91,6 +89,8 @@ export interface ResolvedServer {
  */
 export class McpServerTable extends Service {
   private readonly specs: ReadonlyMap<string, { spec: ServerSpec; expand: boolean }>
+  /** dsh's environment, where `${NAME}` of the user's own entries is read. */
+  private readonly env: NodeJS.ProcessEnv
 
   constructor(ctx: Context, config: { specs: readonly { spec: ServerSpec; expand: boolean }[]; env: NodeJS.ProcessEnv }) {
     super(ctx, 'mcpServers')
@@ -98,8 +98,7 @@ export class McpServerTable extends Service {
     this.env = config.env
   }
 
-  private readonly env: NodeJS.ProcessEnv
-
+  /** The names of the servers this process runs (configured; one that failed to start included). */
   names(): string[] {
     return [...this.specs.keys()]
   }
@@ -122,7 +121,7 @@ export class McpServerTable extends Service {
 }
 
 /** Whether `spec` may read dsh's environment in `${NAME}`: the user's own config and the user's own definitions only. */
-export function mayExpand(spec: ServerSpec, definitions: readonly AgentDefinition[]): boolean {
+export function mayExpand(spec: ServerSpec, definitions: readonly HelperDefinition[]): boolean {
   if (spec.from === 'the mcp entry') return true
   const definition = definitions.find((candidate) => inlineFrom(candidate) === spec.from)
   return definition !== undefined && !fromProject(definition.source.origin)
