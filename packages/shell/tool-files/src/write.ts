@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto'
-import { chmod, mkdir, rename, rm, stat, writeFile } from 'node:fs/promises'
-import { basename, dirname, join } from 'node:path'
+import { constants } from 'node:fs'
+import { chmod, lstat, mkdir, open, readlink, realpath, rename, rm, writeFile, type FileHandle } from 'node:fs/promises'
+import { basename, dirname, join, parse, sep } from 'node:path'
 import { FileToolError, fsProblem } from './errors.js'
 import { resolveWritable, type Confinement } from './paths.js'
 import type { FileAccess } from './access.js'
@@ -25,24 +26,93 @@ export interface EditArgs extends Partial<OneEdit> {
  * Replace a file's content as one step: written beside it under a temporary name, then
  * renamed over it, so a failed write leaves the old file whole and a reader never sees
  * half of the new one. An existing file keeps its mode.
+ *
+ * `real` was judged (confined, and asked about) before this runs, and the tree may have
+ * changed since: a sandboxed command or an ACP agent can swap a directory for a symbolic
+ * link to one outside while the approval waits. So nothing here follows a link to where
+ * `real` was not: missing directories are made one at a time, each checked to be a
+ * directory and not a link; the parent is opened once and its real path compared with
+ * `real`'s; the temporary file, its mode and the rename all go through that open
+ * directory (`/proc/self/fd`), so a swap after the check cannot move them. Where
+ * `/proc/self/fd` is missing the parent is checked by path right before the write and
+ * again before the rename. A parent that changed refuses the write.
  */
 export async function replaceFile(real: string, content: string, name: string): Promise<void> {
-  let mode: number | undefined
+  const parent = dirname(real)
+  let opened: FileHandle | undefined
+  let temporary: string | undefined
   try {
-    mode = (await stat(real)).mode & 0o7777
-  } catch {
-    // A new file: the process's umask decides, as for any file it creates.
-  }
-  const temporary = join(dirname(real), `.${basename(real)}.dsh-${randomBytes(6).toString('hex')}.tmp`)
-  try {
-    await mkdir(dirname(real), { recursive: true })
+    opened = await openParent(parent, name)
+    const dir = await directoryPath(opened, parent, name)
+    let mode: number | undefined
+    try {
+      mode = (await lstat(join(dir, basename(real)))).mode & 0o7777
+    } catch {
+      // A new file: the process's umask decides, as for any file it creates.
+    }
+    temporary = join(dir, `.${basename(real)}.dsh-${randomBytes(6).toString('hex')}.tmp`)
+    // wx: never through a link planted under the temporary name.
     await writeFile(temporary, content, { flag: 'wx' })
     if (mode !== undefined) await chmod(temporary, mode)
-    await rename(temporary, real)
+    if (dir === parent) await checkParent(parent, name)
+    await rename(temporary, join(dir, basename(real)))
+    temporary = undefined
   } catch (error) {
-    await rm(temporary, { force: true })
+    if (temporary !== undefined) await rm(temporary, { force: true })
+    if (error instanceof FileToolError) throw error
     throw new FileToolError('UNREADABLE', `${name} could not be written: ${fsProblem(error)}; nothing was changed`)
+  } finally {
+    await opened?.close()
   }
+}
+
+/** `real`'s directory changed under the write: it is refused, whatever it points to now. */
+function moved(name: string, parent: string, now: string): FileToolError {
+  return new FileToolError('OUTSIDE', `${name} was not written: its directory ${parent} changed while the write waited (it is now ${now}, a symbolic link or another directory); nothing was written`)
+}
+
+/** The parent directory, opened; made first (one level at a time, never through a link) when missing. */
+async function openParent(parent: string, name: string): Promise<FileHandle> {
+  try {
+    return await open(parent, constants.O_RDONLY | constants.O_DIRECTORY)
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error
+  }
+  let dir = parse(parent).root
+  for (const part of parent.slice(dir.length).split(sep).filter((part) => part !== '')) {
+    dir = join(dir, part)
+    try {
+      await mkdir(dir)
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error
+    }
+    // A real path's every ancestor is a directory, never a link: anything else is a swap.
+    const stat = await lstat(dir)
+    if (!stat.isDirectory()) throw moved(name, parent, `${dir}: ${stat.isSymbolicLink() ? 'a symbolic link' : 'not a directory'}`)
+  }
+  return open(parent, constants.O_RDONLY | constants.O_DIRECTORY)
+}
+
+/**
+ * A path that reaches the opened directory itself, checked to be `parent`: through
+ * `/proc/self/fd` (Linux), so what is written there stays there; else `parent`, checked by path.
+ */
+async function directoryPath(opened: FileHandle, parent: string, name: string): Promise<string> {
+  const byDescriptor = `/proc/self/fd/${opened.fd}`
+  let actual: string
+  try {
+    actual = await readlink(byDescriptor)
+  } catch {
+    await checkParent(parent, name)
+    return parent
+  }
+  if (actual !== parent) throw moved(name, parent, actual)
+  return byDescriptor
+}
+
+async function checkParent(parent: string, name: string): Promise<void> {
+  const actual = await realpath(parent)
+  if (actual !== parent) throw moved(name, parent, actual)
 }
 
 function countLines(text: string): number {
