@@ -29,12 +29,16 @@ export function errorMessage(error: unknown): string {
 
 /**
  * `text` safe to print on a terminal: control characters (escape sequences, bell,
- * carriage return, …) are shown as `\xHH` instead of acting. Newlines and tabs stay.
- * Anything that echoes bytes from a file or a peer into a message passes through it.
+ * carriage return, …) are shown as `\xHH` instead of acting, and the bidirectional
+ * formatting characters (U+202E and its kin, which reorder what follows them on screen) as
+ * `\uHHHH`. Newlines and tabs stay. Anything that echoes bytes from a file or a peer into a
+ * message passes through it.
  */
 export function printable(text: string): string {
-  // eslint-disable-next-line no-control-regex -- matching control characters is the point
-  return text.replace(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/g, (char) => `\\x${char.charCodeAt(0).toString(16).padStart(2, '0')}`)
+  return text
+    // eslint-disable-next-line no-control-regex -- matching control characters is the point
+    .replace(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/g, (char) => `\\x${char.charCodeAt(0).toString(16).padStart(2, '0')}`)
+    .replace(/[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/g, (char) => `\\u${char.charCodeAt(0).toString(16)}`)
 }
 
 /** An abort as any of our dependencies spell it (DOM, Node, the OpenAI SDK). */

@@ -29,6 +29,8 @@ describe('errors', () => {
 
   it('printable shows control characters as escapes and keeps newlines and tabs', () => {
     expect(printable('a\u001b]0;x\u0007b\rc\n\td\u009b')).toBe('a\\x1b]0;x\\x07b\\x0dc\n\td\\x9b')
+    // A bidi override would show `touch PWN` reversed as something harmless.
+    expect(printable('echo "\u202eNWP hcuot" \u2066x\u2069')).toBe('echo "\\u202eNWP hcuot" \\u2066x\\u2069')
   })
 
   it('isRecord accepts plain objects only', () => {

@@ -6,7 +6,7 @@
  * A client that did not cannot be asked: the request is rejected, saying what to configure.
  * `--permission allow | reject` decides alone instead. Nothing is allowed by default.
  */
-import { assertNever, isRecord } from '@dsh/base'
+import { assertNever, isRecord, printable } from '@dsh/base'
 import { ANSWER_DECISIONS, isAnswerDecision, type ApprovalFrontEnd, type ApprovalRequestInfo, type ApprovalService, type FrontEndAnswer, type PermissionPolicy } from '@dsh/approvals'
 import type { ElicitRequestFormParams } from '@modelcontextprotocol/sdk/types.js'
 import type { RunningCall } from './calls.js'
@@ -52,12 +52,18 @@ function clientFrontEnd(calls: CallsByAgent): ApprovalFrontEnd {
   }
 }
 
-/** The form that asks about `request`: who wants to run what, and one choice. */
+/**
+ * The form that asks about `request`: who wants to run what, and one choice. The subject is
+ * the request's `subject`, whole (or, past what a front-end is shown, its start and the
+ * digest of the whole), never the one-line `display`, which is cut at 400 characters: a
+ * command padded past it would show only its harmless start. Everything from the call is
+ * `printable`, so no carriage return, escape sequence or bidi override can redraw it.
+ */
 export function elicitation(request: ApprovalRequestInfo): ElicitRequestFormParams {
   const why = request.policy === 'ask' ? ` (${request.rule !== undefined ? `the rule ${request.rule}` : 'a rule'} asks about it)` : ''
   return {
     mode: 'form',
-    message: `${request.path.join(' › ')} wants to run ${request.tool}: ${request.display}${why}. Allow it?`,
+    message: printable(`${request.path.join(' › ')} wants to run ${request.tool}${why}:\n${request.subject}\nAllow it?`),
     requestedSchema: {
       type: 'object',
       properties: {

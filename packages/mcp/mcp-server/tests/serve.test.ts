@@ -9,8 +9,8 @@ import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js'
 import { createHarness, type Harness } from '@dsh/testkit/harness'
-import { ApprovalService } from '@dsh/approvals'
-import { answerOf, McpServe, McpServerError, serveMcpOverHttp, type HttpServing, type McpServeOptions } from '@dsh/mcp-server'
+import { ApprovalService, type ApprovalRequestInfo } from '@dsh/approvals'
+import { answerOf, elicitation, McpServe, McpServerError, serveMcpOverHttp, type HttpServing, type McpServeOptions } from '@dsh/mcp-server'
 
 let harness: Harness | undefined
 let serve: McpServe | undefined
@@ -75,6 +75,31 @@ describe('McpServe', () => {
     expect(() => new McpServe(bare.ctx)).toThrow(/no approval broker/)
     await bare.plugin(ApprovalService, {})
     expect(() => new McpServe(bare.ctx, { maxCalls: 0 })).toThrow(/maxCalls must be a whole number of at least 1/)
+  })
+})
+
+describe('the approval form', () => {
+  /** The request the real broker puts to a front-end for `command`. */
+  async function requestFor(command: string): Promise<ApprovalRequestInfo> {
+    harness = await createHarness({ script: [{ reply: [{ text: 'unused' }] }] })
+    await harness.plugin(ApprovalService, {})
+    const asked: ApprovalRequestInfo[] = []
+    harness.ctx.approvals.addFrontEnd({ name: 'capture', serves: () => true, ask: async (request) => (asked.push(request), { decision: 'reject', by: 'the test' }) })
+    const agent = await harness.agent()
+    await harness.ctx.approvals.request({ agent, tool: 'bash', args: { command }, signal: new AbortController().signal })
+    return asked[0]!
+  }
+
+  it('shows the whole command: its tail past 400 characters of padding is there', async () => {
+    const message = elicitation(await requestFor(`echo checking ${' '.repeat(420)}; touch PWN`)).message
+    expect(message).toContain('; touch PWN')
+    expect(message).toMatch(/wants to run bash:\n/)
+  })
+
+  it('shows carriage returns, escape sequences and bidi overrides as escapes, never raw', async () => {
+    const message = elicitation(await requestFor('touch PWN; : \r\u001b[2Kecho "\u202eNWP hcuot"')).message
+    expect(message).not.toMatch(/[\r\u001b\u202e]/)
+    expect(message).toContain('touch PWN; : \\x0d\\x1b[2Kecho "\\u202eNWP hcuot"')
   })
 })
 
