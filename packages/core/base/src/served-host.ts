@@ -22,8 +22,8 @@ export function servedHostNames(host: string, port: number, extra: readonly stri
   return names
 }
 
-/** `0.0.0.0`, `::`: no client addresses a server by it. */
-function isWildcardAddress(host: string): boolean {
+/** `0.0.0.0`, `::` (bare, not bracketed): no client addresses a server by it. */
+export function isWildcardAddress(host: string): boolean {
   return host === '0.0.0.0' || host === '::' || /^(0+:){7}0+$/.test(host)
 }
 

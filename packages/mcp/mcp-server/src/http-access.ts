@@ -4,6 +4,8 @@
  * reading them (or serving over stdio) does not load the SDK's HTTP server.
  */
 import { timingSafeEqual } from 'node:crypto'
+import { networkInterfaces, type NetworkInterfaceInfo } from 'node:os'
+import { isWildcardAddress } from '@dsh/base'
 
 /** The path of the MCP endpoint. */
 export const MCP_PATH = '/mcp'
@@ -27,4 +29,24 @@ export function carriesBearer(header: string | undefined, token: string): boolea
   const given = Buffer.from(credentials)
   const expected = Buffer.from(token)
   return given.length === expected.length && timingSafeEqual(given, expected)
+}
+
+/**
+ * The `host:port` names a server listening on the wildcard `host` is reached by from other
+ * machines: its interfaces' addresses (IPv4 ones for `0.0.0.0`, every one for `::`), for
+ * `servedHostNames` to accept as `Host` (else a client elsewhere addressing it by this
+ * machine's address is refused as a rebinding page would be) and for the printed URL. The
+ * first is the one a remote client is shown. Link-local IPv6 addresses are left out (a
+ * `Host` naming one carries a zone). Empty for any other `host`.
+ */
+export function interfaceHostNames(host: string, port: number, interfaces: NodeJS.Dict<NetworkInterfaceInfo[]> = networkInterfaces()): string[] {
+  if (!isWildcardAddress(host.replace(/^\[(.*)\]$/, '$1'))) return []
+  const ipv6Too = host.includes(':')
+  const names: string[] = []
+  for (const info of Object.values(interfaces).flat()) {
+    if (info === undefined || info.internal) continue
+    if (info.family === 'IPv4') names.push(`${info.address}:${port}`)
+    else if (ipv6Too && !info.address.toLowerCase().startsWith('fe80:')) names.push(`[${info.address}]:${port}`)
+  }
+  return names
 }

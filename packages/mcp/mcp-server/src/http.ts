@@ -5,7 +5,7 @@
  * name it serves under (`hostRefusal` of `@dsh/base`: no DNS-rebinding page, no other
  * page's `Origin`) get past (403), and with a token only those carrying `Authorization:
  * Bearer <token>` (401), as `dsh a2a serve` has it. Without a token the server listens on
- * loopback only.
+ * loopback only, and asks no approvals of its clients (any local process could be one).
  */
 import { randomUUID } from 'node:crypto'
 import { createServer, type IncomingMessage, type Server as HttpServer, type ServerResponse } from 'node:http'
@@ -14,7 +14,7 @@ import type { Context } from 'cordis'
 import { errorMessage, hostRefusal, servedHostNames } from '@dsh/base'
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js'
 import { McpServerError } from './errors.js'
-import { carriesBearer, isLoopback, MAX_SESSIONS, MCP_PATH } from './http-access.js'
+import { carriesBearer, interfaceHostNames, isLoopback, MAX_SESSIONS, MCP_PATH } from './http-access.js'
 import { McpServe, type McpServeOptions } from './server.js'
 
 export interface HttpServeOptions extends McpServeOptions {
@@ -43,6 +43,10 @@ export async function serveMcpOverHttp(ctx: Context, options: HttpServeOptions =
   const { token } = options
   if (token !== undefined && token.length === 0) throw new McpServerError('INVALID_OPTION', 'the token is empty; set a non-empty token or none')
   if (!token && !isLoopback(host)) throw new McpServerError('INSECURE_LISTEN', `refusing to listen on ${host} without a token: anyone who reaches it could run agents; pass --token-env NAME (a variable holding a bearer token) or listen on 127.0.0.1`)
+  // Over HTTP the client answers the approval forms; without a token any local process can be that client.
+  if (!token && (options.permission ?? 'ask') === 'ask') {
+    throw new McpServerError('INSECURE_LISTEN', `refusing to ask approvals of HTTP clients without a token: any process on this machine could connect and approve its own commands; pass --token-env NAME (a variable holding a bearer token), or --permission reject (or allow) to have nobody asked`)
+  }
   const serve = new McpServe(ctx, options)
   const maxSessions = options.maxSessions ?? MAX_SESSIONS
   if (!Number.isInteger(maxSessions) || maxSessions < 1) throw new McpServerError('INVALID_OPTION', `maxSessions must be a whole number of at least 1 (got ${String(maxSessions)})`)
@@ -98,8 +102,10 @@ export async function serveMcpOverHttp(ctx: Context, options: HttpServeOptions =
   })
   await listen(http, host, options.port ?? 0)
   const { port } = http.address() as AddressInfo
-  served = servedHostNames(host, port)
-  const url = `http://${host.includes(':') ? `[${host}]` : host}:${port}${MCP_PATH}`
+  // On a wildcard the server is addressed by this machine's addresses, and the URL shown is one of them.
+  const reachedAs = interfaceHostNames(host, port)
+  served = servedHostNames(host, port, reachedAs)
+  const url = `http://${reachedAs[0] ?? `${host.includes(':') ? `[${host}]` : host}:${port}`}${MCP_PATH}`
   let closing: Promise<void> | undefined
   return {
     url,

@@ -1,6 +1,6 @@
 export { McpServe, serveMcpOverStdio, DEFAULT_MAX_CALLS, DEFAULT_MAX_QUEUED, type McpServeOptions, type StdioServing } from './server.js'
 export type { HttpServeOptions, HttpServing } from './http.js'
-export { carriesBearer, isLoopback, MAX_SESSIONS, MCP_PATH } from './http-access.js'
+export { carriesBearer, interfaceHostNames, isLoopback, MAX_SESSIONS, MCP_PATH } from './http-access.js'
 import type { serveMcpOverHttp as ServeOverHttp } from './http.js'
 
 /**

@@ -10,7 +10,7 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js'
 import { createHarness, type Harness } from '@dsh/testkit/harness'
 import { ApprovalService, type ApprovalRequestInfo } from '@dsh/approvals'
-import { answerOf, elicitation, McpServe, McpServerError, serveMcpOverHttp, type HttpServing, type McpServeOptions } from '@dsh/mcp-server'
+import { answerOf, elicitation, interfaceHostNames, McpServe, McpServerError, serveMcpOverHttp, type HttpServing, type McpServeOptions } from '@dsh/mcp-server'
 
 let harness: Harness | undefined
 let serve: McpServe | undefined
@@ -132,10 +132,48 @@ describe('serveMcpOverHttp', () => {
     return { client, transport }
   }
 
+  it('without a token asks no approvals of its clients (any local process could be one and approve its own commands): ask is refused, naming what to pass', async () => {
+    harness = await createHarness({ script: [{ reply: [{ text: 'quick' }] }] })
+    await harness.plugin(ApprovalService, {})
+    await expect(serveMcpOverHttp(harness.ctx, {})).rejects.toThrow(/refusing to ask approvals of HTTP clients without a token.*--token-env NAME.*--permission reject/)
+    http = await serveMcpOverHttp(harness.ctx, { token: 'sekrit' })
+    expect(http.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/mcp$/)
+  })
+
+  it("on a wildcard address it answers to this machine's interface addresses (a client elsewhere names one as Host) and shows one in its URL", () => {
+    const interfaces = {
+      lo: [{ address: '127.0.0.1', netmask: '255.0.0.0', family: 'IPv4', mac: '00:00:00:00:00:00', internal: true, cidr: '127.0.0.1/8' }],
+      eth0: [
+        { address: '192.0.2.2', netmask: '255.255.255.0', family: 'IPv4', mac: '02:00:00:00:00:01', internal: false, cidr: '192.0.2.2/24' },
+        { address: 'fd00::2', netmask: 'ffff:ffff:ffff:ffff::', family: 'IPv6', mac: '02:00:00:00:00:01', internal: false, cidr: 'fd00::2/64', scopeid: 0 },
+        { address: 'fe80::1', netmask: 'ffff:ffff:ffff:ffff::', family: 'IPv6', mac: '02:00:00:00:00:01', internal: false, cidr: 'fe80::1/64', scopeid: 4 },
+      ],
+    } as const
+    expect(interfaceHostNames('0.0.0.0', 8080, interfaces as never)).toEqual(['192.0.2.2:8080'])
+    expect(interfaceHostNames('::', 8080, interfaces as never)).toEqual(['192.0.2.2:8080', '[fd00::2]:8080'])
+    expect(interfaceHostNames('127.0.0.1', 8080, interfaces as never)).toEqual([])
+  })
+
+  it('on 0.0.0.0 with a token its URL names an address of this machine, which reaches it: the token is asked for (401), the Host is not refused (403)', async () => {
+    const reachable = interfaceHostNames('0.0.0.0', 1)
+    if (reachable.length === 0) throw new Error('this test needs a network interface besides loopback')
+    harness = await createHarness({ script: [{ reply: [{ text: 'quick' }] }] })
+    await harness.plugin(ApprovalService, {})
+    http = await serveMcpOverHttp(harness.ctx, { host: '0.0.0.0', token: 'sekrit' })
+    expect(http.url).toBe(`http://${reachable[0]!.replace(/:1$/, '')}:${new URL(http.url).port}/mcp`)
+    const body = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' })
+    const headers = { 'content-type': 'application/json', accept: 'application/json, text/event-stream' }
+    expect((await fetch(http.url, { method: 'POST', headers, body })).status).toBe(401)
+    const client = new Client({ name: 'test', version: '1.0.0' })
+    httpClients.push(client)
+    await client.connect(new StreamableHTTPClientTransport(new URL(http.url), { requestInit: { headers: { Authorization: 'Bearer sekrit' } } }))
+    expect((await client.listTools()).tools.map((tool) => tool.name)).toContain('delegate')
+  })
+
   it('at its session bound a new client takes the place of the one idle longest (which is told to initialize again); while every session is busy a new one is refused (503)', async () => {
     harness = await createHarness({ script: [{ reply: [{ text: 'quick' }] }] })
     await harness.plugin(ApprovalService, {})
-    http = await serveMcpOverHttp(harness.ctx, { maxSessions: 1 })
+    http = await serveMcpOverHttp(harness.ctx, { maxSessions: 1, permission: 'reject' })
     const served = http
     const first = await httpClient(served.url)
     const firstId = first.transport.sessionId!
