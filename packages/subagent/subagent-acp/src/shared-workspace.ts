@@ -13,7 +13,12 @@
  *   for the same command, or an `edit` or `write` of the same file, was allowed by the
  *   broker in this turn, as a `dsh acp` child does before each command and edit), that
  *   answer is used once instead of asking again: a grant the parent recorded from its own
- *   decision, never one the agent claims.
+ *   decision, never one the agent claims. A file's grant is keyed by its real path,
+ *   resolved when granted, and only an ask that named the file by that path grants it (an
+ *   ask about a link was judged by the link's name, never the target's).
+ * - **Writes are judged again once allowed**: a path that changed while the parent
+ *   decided (a directory swapped for a link) is refused, and the write itself never
+ *   follows a link to where the judged file was not (`@dsh/tool-files`' replaceFile).
  * - **Paths** are confined exactly as the file tools confine theirs (`@dsh/tool-files`'
  *   confinement, on real paths; never into `.git` for a write): outside the directory is
  *   `-32602`, before anyone is asked. Files are read and written as the tools do it
@@ -25,7 +30,7 @@
  *   a timeout), and when the agent is closed; closing waits until they are gone.
  */
 import { stat } from 'node:fs/promises'
-import { isAbsolute, resolve } from 'node:path'
+import { isAbsolute, join, relative, resolve, sep } from 'node:path'
 import {
   RequestError,
   type CreateTerminalRequest,
@@ -81,7 +86,8 @@ interface Terminal {
 export class SharedWorkspace {
   private confinement: Promise<Confinement> | undefined
   private readonly terminals = new Map<string, Terminal>()
-  private readonly grants: string[] = []
+  /** Keys of allowed asks (`fileGrant`, `commandGrant`), each resolved when granted; `undefined`: an ask that grants nothing. */
+  private readonly grants: Array<Promise<string | undefined>> = []
   private terminalCount = 0
   private stopping = false
   private closed = false
@@ -126,8 +132,14 @@ export class SharedWorkspace {
       throw fsError(error, path)
     }
     // Asked as the write tool asks: rules such as write(src/**) see the file's one name.
-    await this.approve('write', { path: file.name }, [fileGrant(resolve(path)), fileGrant(file.real)], signal)
+    // A grant is matched by the real path only: the file an allowed ask named is the file written.
+    await this.approve('write', { path: file.name }, fileGrant(file.real), signal)
     try {
+      // The agent may have changed the tree while the parent decided: what was allowed is
+      // that file, by that name; anything else is refused (and the write itself never
+      // follows a link to where the judged file was not: LOCAL_FILE_ACCESS).
+      const now = await resolveWriteTarget(confinement, path)
+      if (now.real !== file.real) throw RequestError.invalidParams({ path }, `${file.name} was not written: the path changed while the parent decided (it now names ${now.name}); nothing was written`)
       await LOCAL_FILE_ACCESS.writeText(file, params.content, signal)
     } catch (error) {
       throw fsError(error, path)
@@ -153,7 +165,7 @@ export class SharedWorkspace {
       throw fsError(error, params.cwd ?? root)
     }
     this.checkRoom()
-    await this.approve('bash', { command: subject }, [commandGrant(subject)], signal)
+    await this.approve('bash', { command: subject }, commandGrant(subject), signal)
     // Others may have been created while this one was asked about.
     this.checkRoom()
     const parent = this.host.parent()
@@ -221,10 +233,30 @@ export class SharedWorkspace {
    */
   grant(tool: string, subject: string): void {
     // An allowed edit or write of a file covers the one write of it that carries it out.
-    if (tool === 'edit' || tool === 'write') this.grants.push(fileGrant(resolve(this.host.root, subject)))
-    else if (tool === 'bash') this.grants.push(commandGrant(subject))
+    if (tool === 'edit' || tool === 'write') this.grants.push(this.fileGrantOf(subject))
+    else if (tool === 'bash') this.grants.push(Promise.resolve(commandGrant(subject)))
     else return
     if (this.grants.length > MAX_GRANTS) this.grants.shift()
+  }
+
+  /**
+   * The grant of an allowed ask about the file `subject` names, keyed by its real path, or
+   * none (`undefined`) when the name the broker judged is not that real path: an ask about
+   * `notes.txt`, a link to `Makefile`, was judged by rules on `notes.txt` and never by
+   * those on `Makefile`, so it allows no write of `Makefile`. Resolved now, when granted:
+   * a link made after the ask does not redirect it.
+   */
+  private async fileGrantOf(subject: string): Promise<string | undefined> {
+    try {
+      const confinement = await this.confined()
+      // As asked: relative to the directory, or absolute (by the directory's name or its real path).
+      const asked = isAbsolute(subject) ? subject : resolve(confinement.root, subject)
+      const lexical = isWithin(asked, confinement.cwd) && !isWithin(asked, confinement.root) ? join(confinement.root, relative(confinement.cwd, asked)) : asked
+      const file = await resolveWriteTarget(confinement, lexical)
+      return file.real === lexical ? fileGrant(file.real) : undefined
+    } catch {
+      return undefined
+    }
   }
 
   /** A turn ended: what it was allowed does not carry over to the next. */
@@ -283,11 +315,16 @@ export class SharedWorkspace {
   }
 
   /** The broker's decision on one side effect (or an earlier allowed ask of the same one); throws unless allowed. */
-  private async approve(tool: 'write' | 'bash', args: Record<string, unknown>, keys: readonly string[], signal: AbortSignal): Promise<void> {
+  private async approve(tool: 'write' | 'bash', args: Record<string, unknown>, key: string, signal: AbortSignal): Promise<void> {
     if (this.stopping || this.closed) throw RequestError.requestCancelled(undefined, 'the agent\'s turn is being stopped')
-    const granted = this.grants.findIndex((grant) => keys.includes(grant))
-    if (granted >= 0) {
-      this.grants.splice(granted, 1)
+    const grants = [...this.grants]
+    const keys = await Promise.all(grants)
+    if (this.stopping || this.closed) throw RequestError.requestCancelled(undefined, 'the agent\'s turn is being stopped')
+    const granted = keys.indexOf(key)
+    // Spent once: the very grant found, if it was not cleared (a turn's end) or spent meanwhile.
+    const at = granted >= 0 ? this.grants.indexOf(grants[granted]!) : -1
+    if (at >= 0) {
+      this.grants.splice(at, 1)
       return
     }
     const decision = await this.host.decide(tool, args, signal)
@@ -300,9 +337,14 @@ export class SharedWorkspace {
   }
 }
 
-/** A write of the file at `path` (absolute) allowed once. */
+/** A write of the file whose real path is `path` allowed once. */
 function fileGrant(path: string): string {
   return `file\0${path}`
+}
+
+/** Whether `path` is `dir` or below it (both absolute, normalised). */
+function isWithin(path: string, dir: string): boolean {
+  return path === dir || path.startsWith(dir.endsWith(sep) ? dir : dir + sep)
 }
 
 function commandGrant(command: string): string {

@@ -9,7 +9,7 @@
  * `dsh acp` as the child runs its bash tool's commands through the parent's terminal,
  * asked about once.
  */
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, symlinkSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, renameSync, symlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, beforeAll, describe, expect, it } from 'vitest'
@@ -196,6 +196,45 @@ describe('acp shared workspace: a third-party agent uses the parent\'s fs and te
     expect(existsSync(join(dir, 'asked-once'))).toBe(true)
     // The ask, its write unasked; the second write asked again (as a write, by its name); the command's ask, its command unasked.
     expect(asked.map((request) => `${request.tool} ${request.subject}`)).toEqual([`edit ${target}`, 'write notes.md', 'bash touch asked-once'])
+  })
+
+  it('an allowed ask about a link (notes.txt, to Makefile) grants no write of the file it points to: the write is asked about by its real name', async () => {
+    const setupDone = await shared(fixtureAgent())
+    const { dir, asked, answer } = setupDone
+    writeFileSync(join(dir, 'Makefile'), 'all:\n')
+    symlinkSync('Makefile', join(dir, 'notes.txt'))
+    // As config allow: [edit(notes.txt)], deny: [write(Makefile)] would answer.
+    answer.next = (request) => (request.subject === 'Makefile' ? { decision: 'reject', by: 'the test user', reason: 'not the Makefile' } : { decision: 'allow-once', by: 'the test user' })
+    const { lines } = await runSteps(setupDone, [
+      { op: 'ask', kind: 'edit', rawInput: { path: join(dir, 'notes.txt') } },
+      { op: 'write', path: join(dir, 'notes.txt'), content: 'PWNED\n' },
+    ])
+    expect(lines).toEqual(['asked: yes', 'write refused: -32003 write Makefile was refused: permission denied by the test user: not the Makefile'])
+    expect(readFileSync(join(dir, 'Makefile'), 'utf8')).toBe('all:\n')
+    expect(asked.map((request) => `${request.tool} ${request.subject}`)).toEqual([`edit ${join(dir, 'notes.txt')}`, 'write Makefile'])
+  })
+
+  it('a directory swapped for a link to one outside while the parent decides the write is refused, and nothing is written outside (an existing directory, and a missing one)', async () => {
+    const outside = tempDir('acp-shared-outside-')
+    const setupDone = await shared(fixtureAgent())
+    const { dir, answer } = setupDone
+    mkdirSync(join(dir, 'sub'))
+    // The front-end answers only once the agent's race is won: the directory is a link to outside.
+    answer.next = (request) => {
+      const swapped = request.subject.startsWith('sub') ? 'sub' : 'newdir'
+      if (swapped === 'sub') renameSync(join(dir, 'sub'), join(dir, 'sub-before'))
+      symlinkSync(outside, join(dir, swapped))
+      return { decision: 'allow-once', by: 'the test user' }
+    }
+    const { lines } = await runSteps(setupDone, [
+      { op: 'write', path: join(dir, 'sub', 'toctou.txt'), content: 'raced\n' },
+      { op: 'write', path: join(dir, 'newdir', 'toctou.txt'), content: 'raced\n' },
+    ])
+    expect(lines).toHaveLength(2)
+    // Judged again once allowed: the path now leads outside.
+    expect(lines[0]).toMatch(/^write refused: -32602 .*sub\/toctou\.txt is outside the working directory .*through a symbolic link/)
+    expect(lines[1]).toMatch(/^write refused: -32602 .*newdir\/toctou\.txt is outside the working directory .*through a symbolic link/)
+    expect(readdirSync(outside)).toEqual([])
   })
 
   it('holds at most maxTerminals open, and kills what the agent left running when the run is disposed', async () => {
