@@ -28,6 +28,8 @@ export interface HookRunnerOptions {
 /** Events whose runs are recorded in the session: those the turn waits for, so each lands at its place in the log. */
 const RECORDED_EVENTS: ReadonlySet<HookEvent> = new Set(['PreToolUse'])
 const MAX_NOTE_CHARS = 300
+/** Events whose plain standard output is context for the model (Claude Code's reading). */
+const CONTEXT_FROM_PLAIN_OUTPUT: ReadonlySet<HookEvent> = new Set(['UserPromptSubmit', 'SessionStart'])
 
 /** Calls whose results are not back yet, for `PostToolUse`'s `tool_input`: bounded, oldest dropped. */
 const MAX_REMEMBERED_CALLS = 1_024
@@ -91,7 +93,7 @@ export class HookRunner {
       hooks.map(async (hook): Promise<FiredOutcome> => {
         const started = performance.now()
         const run = await runHookCommand(hook.command, input, { cwd: facts.cwd, timeoutMs: hook.timeoutMs, passEnv: this.options.passEnv, signal: stop })
-        const outcome = { ...outcomeOf(run, hook.command), hook: hook.command }
+        const outcome = { ...outcomeOf(run, hook.command, CONTEXT_FROM_PLAIN_OUTPUT.has(event)), hook: hook.command }
         if (RECORDED_EVENTS.has(event)) {
           this.options.record?.(facts.sessionId, {
             type: 'hook/run',

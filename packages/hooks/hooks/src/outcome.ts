@@ -15,12 +15,20 @@ export interface HookOutcome {
   reason?: string
   /** One line about something wrong with the run, for the log. */
   note?: string
+  /** Text for the model's context (`hookSpecificOutput.additionalContext`; plain output of `UserPromptSubmit` and `SessionStart`). */
+  context?: string
+  /** `continue: false`: the agent's turn stops, saying why (`stopReason`). */
+  stop?: string
 }
 
 const PERMISSION_DECISIONS: Readonly<Record<string, HookDecision>> = { deny: 'block', ask: 'ask', allow: 'allow' }
 const MAX_REASON_CHARS = 4_000
 
-export function outcomeOf(run: HookRun, hook: string): HookOutcome {
+/**
+ * `plainIsContext`: the event's plain standard output (not JSON) is context for the model,
+ * as Claude Code reads it for `UserPromptSubmit` and `SessionStart`.
+ */
+export function outcomeOf(run: HookRun, hook: string, plainIsContext = false): HookOutcome {
   const truncated = run.truncated ? ' (its output was cut)' : ''
   if (run.failed !== undefined) return { note: `hook "${hook}" could not start: ${run.failed}` }
   if (run.timedOut) return { note: `hook "${hook}" was stopped at its timeout; no decision` }
@@ -28,14 +36,23 @@ export function outcomeOf(run: HookRun, hook: string): HookOutcome {
   if (run.exitCode === 2) return { decision: 'block', reason: cut(run.stderr.trim() || `blocked by hook "${hook}"`) }
   if (run.exitCode !== 0) return { note: `hook "${hook}" exited ${run.exitCode}${run.stderr.trim() ? `: ${firstLine(run.stderr)}` : ''}; no decision` }
   const text = run.stdout.trim()
-  if (!text.startsWith('{')) return {}
+  if (!text.startsWith('{')) return plainIsContext && text !== '' ? { context: cut(text) } : {}
   let parsed: unknown
   try {
     parsed = JSON.parse(text)
   } catch {
     return { note: `hook "${hook}" printed output that is not valid JSON${truncated}; no decision` }
   }
-  return decisionOf(parsed as Record<string, unknown>, hook)
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) return { note: `hook "${hook}" printed JSON that is not an object; no decision` }
+  const output = parsed as Record<string, unknown>
+  const decided = decisionOf(output, hook)
+  const specific = output.hookSpecificOutput
+  const context = typeof specific === 'object' && specific !== null ? (specific as Record<string, unknown>).additionalContext : undefined
+  return {
+    ...decided,
+    ...(typeof context === 'string' && context.trim() !== '' && { context: cut(context.trim()) }),
+    ...(output.continue === false && { stop: typeof output.stopReason === 'string' && output.stopReason.trim() !== '' ? cut(output.stopReason.trim()) : `hook "${hook}" stopped the agent` }),
+  }
 }
 
 /** Claude Code's two JSON shapes: `hookSpecificOutput.permissionDecision` (newer) and `decision` (older). */

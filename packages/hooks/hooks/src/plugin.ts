@@ -5,7 +5,7 @@ import type { ApprovalRequestInfo, SourceVerdict } from '@dsh/approvals'
 import type { Session } from '@dsh/session'
 import { askUpRules, readHooks, type HookEvent, type HookGroup } from './config.js'
 import { agentFacts, type AgentFacts } from './agent-facts.js'
-import { HookRunner } from './fire.js'
+import { HookRunner, type FiredOutcome } from './fire.js'
 import { readSources } from './sources.js'
 
 export interface HooksConfig {
@@ -57,13 +57,26 @@ export function apply(ctx: Context, config: HooksConfig): () => Promise<void> {
     },
   })
   const facts = (session: Session): AgentFacts => agentFacts(session, (id) => ctx.sessions.get(id))
+  // The agents service (@dsh/agent) is read by shape: this package does not load it.
+  const agentOf = (id: string): Steerable | undefined => (ctx.get('agents') as { get(id: string): Steerable | undefined } | undefined)?.get(id)
+  /** What an observing event's hooks said to the agent: context it reads at its next step, or a stop of its turn. */
+  const heard = (event: HookEvent, session: Session) => (outcomes: FiredOutcome[]) => {
+    try {
+      actOn(event, agentOf(session.id), outcomes, injected)
+    } catch (error) {
+      // The agent went while its hooks ran (disposed, released): nothing to tell it.
+      logger.debug('hooks: %s context or stop not delivered: %s', event, (error as Error).message)
+    }
+  }
+  /** Context given to agents and not yet seen back as their input: it fires no UserPromptSubmit (a hook's context would feed itself). */
+  const injected = new Injected()
 
   if (runner.has('PreToolUse')) {
     ctx.approvals.addVerdictSource({
       name: 'the PreToolUse hooks',
       askUp: askUpRules(groups),
       takes: (tool) => runner.matches('PreToolUse', tool),
-      verdict: (request, agent, signal) => preToolUse(runner, request, agent, facts, signal),
+      verdict: (request, agent, signal) => preToolUse(runner, request, agent, facts, signal, injected),
     })
   }
 
@@ -78,15 +91,15 @@ export function apply(ctx: Context, config: HooksConfig): () => Promise<void> {
       created: (session) => {
         if (unsubscribe.has(session.id)) return
         const root = session.header.parentSession === undefined
-        if (root && runner.has('SessionStart')) void runner.fire('SessionStart', facts(session), { source: 'startup' })
+        if (root && runner.has('SessionStart')) void runner.fire('SessionStart', facts(session), { source: 'startup' }).then(heard('SessionStart', session))
         unsubscribe.set(session.id, session.subscribe((event) => {
           if (event.type === 'tool/call') runner.remember(event.call)
           else if (event.type === 'tool/result') {
             const toolFields = runner.toolFacts(event.result)
             // A call that was refused never ran: Claude Code fires PostToolUse only after a tool did.
-            if (event.permission?.decision !== 'reject' && runner.matches('PostToolUse', event.result.name)) void runner.fire('PostToolUse', facts(session), toolFields, event.result.name)
+            if (event.permission?.decision !== 'reject' && runner.matches('PostToolUse', event.result.name)) void runner.fire('PostToolUse', facts(session), toolFields, event.result.name).then(heard('PostToolUse', session))
           }
-          else if (event.type === 'user/message' && runner.has('UserPromptSubmit')) void runner.fire('UserPromptSubmit', facts(session), { prompt: textOfMessage(event.message) })
+          else if (event.type === 'user/message' && runner.has('UserPromptSubmit') && !injected.take(textOfMessage(event.message))) void runner.fire('UserPromptSubmit', facts(session), { prompt: textOfMessage(event.message) }).then(heard('UserPromptSubmit', session))
           else if (event.type === 'turn/end' && root && runner.has('Stop')) void runner.fire('Stop', facts(session), { stop_hook_active: false })
         }, { chunks: false }))
       },
@@ -129,19 +142,75 @@ export function apply(ctx: Context, config: HooksConfig): () => Promise<void> {
  * agent or one a remote child forwarded (named by its path below the agent): the strictest
  * outcome is the verdict (block, then ask, then allow).
  */
-async function preToolUse(runner: HookRunner, request: ApprovalRequestInfo, agent: Agent, facts: (session: Session) => AgentFacts, signal: AbortSignal): Promise<SourceVerdict | undefined> {
+async function preToolUse(runner: HookRunner, request: ApprovalRequestInfo, agent: Agent, facts: (session: Session) => AgentFacts, signal: AbortSignal, injected: Injected): Promise<SourceVerdict | undefined> {
   const own = facts(agent.session)
   // A remote child's request: the agent is the one that asked, below this process's (its path is the broker's).
   const { agentType: _ownType, ...parent } = own
   const who: AgentFacts = request.child === undefined ? own : { ...parent, agentId: request.child, agentPath: request.path.join('/') }
   const outcomes = await runner.fire('PreToolUse', who, { tool_name: request.tool, tool_input: request.args }, request.tool, signal, request.callId)
   const by = (hook: string) => `PreToolUse hook "${hook}"`
+  // Context and a stop are for an agent of this process; a remote child's call is only refused.
+  if (request.child === undefined) {
+    try {
+      actOn('PreToolUse', agent, outcomes, injected)
+    } catch {
+      // The agent is going away: the call's verdict still stands.
+    }
+  }
+  const stopped = outcomes.find((outcome) => outcome.stop !== undefined)
+  if (stopped) return { verdict: 'deny', by: by(stopped.hook), reason: stopped.stop! }
   const blocked = outcomes.find((outcome) => outcome.decision === 'block')
   if (blocked) return { verdict: 'deny', by: by(blocked.hook), reason: blocked.reason ?? 'a hook blocked it' }
   const asked = outcomes.find((outcome) => outcome.decision === 'ask')
   if (asked) return { verdict: 'ask', by: by(asked.hook), ...(asked.reason !== undefined && { reason: asked.reason }) }
   const allowed = outcomes.find((outcome) => outcome.decision === 'allow')
   return allowed ? { verdict: 'allow', by: by(allowed.hook) } : undefined
+}
+
+/** An agent as this package acts on it: context for its next step, a stop of its turn. */
+interface Steerable {
+  inject(message: { role: 'user'; content: { type: 'text'; text: string }[] }): void
+  cancel(cause?: unknown): void
+}
+
+/** Context remembered until it is seen back as input (bounded: the oldest is forgotten). */
+const MAX_INJECTED = 256
+
+/** Context given and not yet seen back as input, counted per text (the same context may be given twice). */
+class Injected {
+  private readonly counts = new Map<string, number>()
+
+  add(text: string): void {
+    if (!this.counts.has(text) && this.counts.size >= MAX_INJECTED) this.counts.delete(this.counts.keys().next().value!)
+    this.counts.set(text, (this.counts.get(text) ?? 0) + 1)
+  }
+
+  /** Whether `text` is a context given earlier (counted off once). */
+  take(text: string): boolean {
+    const count = this.counts.get(text)
+    if (count === undefined) return false
+    if (count > 1) this.counts.set(text, count - 1)
+    else this.counts.delete(text)
+    return true
+  }
+}
+
+/**
+ * What hooks of `event` said to `agent`: `additionalContext` joins its next step as input
+ * (an idle agent is not woken: it reads it with its next turn), and `continue: false` stops
+ * its running turn, saying which hook and why.
+ */
+function actOn(event: HookEvent, agent: Steerable | undefined, outcomes: readonly FiredOutcome[], injected: Injected): void {
+  if (agent === undefined) return
+  for (const outcome of outcomes) {
+    if (outcome.context === undefined) continue
+    // The model is told where the text comes from.
+    const text = `[context from the ${event} hook "${outcome.hook}"]\n${outcome.context}`
+    injected.add(text)
+    agent.inject({ role: 'user', content: [{ type: 'text', text }] })
+  }
+  const stopped = outcomes.find((outcome) => outcome.stop !== undefined)
+  if (stopped) agent.cancel(new Error(`${event} hook "${stopped.hook}" stopped the agent: ${stopped.stop}`))
 }
 
 function textOfMessage(message: { content: unknown }): string {
