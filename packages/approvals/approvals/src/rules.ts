@@ -8,6 +8,7 @@
  * above it allow, and never widen what they deny or ask about.
  */
 import { PERMISSION_LISTS, PERMISSION_RULE, permissionLevelProblem, type PermissionLevel } from '@dsh/session'
+import { ruleToolMatches } from '@dsh/base'
 import type { RestrictiveForms } from './command-forms.js'
 import { restrictiveForms, type CallSubject, type CommandSegment } from './subject.js'
 
@@ -94,9 +95,8 @@ export function globMatches(pattern: GlobPattern, text: string): boolean {
 }
 
 function toolMatches(rule: CompiledRule, tool: string): boolean {
-  if (rule.tool === '*' || rule.tool === tool) return true
-  // `mcp__github__*`: every tool whose name starts so.
-  return rule.tool.endsWith('*') && tool.startsWith(rule.tool.slice(0, -1))
+  // `mcp__github__*`, and `mcp__github` alone: every tool of that server (`ruleToolMatches`).
+  return ruleToolMatches(rule.tool, tool)
 }
 
 /**

@@ -37,6 +37,15 @@ describe('the policy', () => {
     expect(policyVerdict([level], call('bash')).verdict).toBeUndefined()
   })
 
+  it("mcp__<server> alone (Claude Code's form) names every tool of that server, and no other server's", () => {
+    const call = (tool: string) => ({ tool, subject: subjectOf({ line: 'x' }) })
+    const level: PermissionLevel = { from: 'config', deny: ['mcp__srv'], ask: ['mcp__other_server'] }
+    expect(policyVerdict([level], call('mcp__srv__touch')).verdict).toBe('deny')
+    expect(policyVerdict([level], call('mcp__srvx__touch')).verdict).toBeUndefined()
+    expect(policyVerdict([level], call('mcp__other_server__read')).verdict).toBe('ask')
+    expect(policyVerdict([level], call('mcp__other__server_read')).verdict).toBeUndefined()
+  })
+
   it('an allow rule with a wildcard allows the commands it names, and nothing chained, substituted or redirected after them', () => {
     expect(verdict([onlyNpmTest], 'npm test')).toBe('allow')
     expect(verdict([onlyNpmTest], 'npm test -- --run foo')).toBe('allow')

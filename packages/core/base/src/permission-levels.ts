@@ -34,6 +34,26 @@ export interface PermissionLevel {
  */
 export const PERMISSION_RULE = /^([A-Za-z0-9_.-]{1,64}\*?|\*)(?:\((.*)\))?$/s
 
+/**
+ * Whether a rule's tool part (`PERMISSION_RULE`'s first group) names the tool `tool`, in any
+ * case: `*` every tool; a name ending in `*` every tool that starts so; `mcp__<server>` alone
+ * (Claude Code's form, a name with no `__` after `mcp__`) every tool of that MCP server, as
+ * `mcp__<server>__*` does; any other name that tool only. The one reading of it: the broker's
+ * rules and the MCP client's check of read-only hints use it alike.
+ */
+export function ruleToolMatches(ruleTool: string, tool: string): boolean {
+  const rule = ruleTool.toLowerCase()
+  const name = tool.toLowerCase()
+  if (rule === '*' || rule === name) return true
+  if (rule.endsWith('*')) return name.startsWith(rule.slice(0, -1))
+  return isMcpServerRule(rule) && name.startsWith(`${rule}__`)
+}
+
+/** `mcp__<server>` with no tool after it. */
+function isMcpServerRule(rule: string): boolean {
+  return rule.startsWith('mcp__') && rule.length > 5 && !rule.slice(5).includes('__')
+}
+
 /** Bounds that keep a header or a lineage small: a peer cannot make a child carry megabytes of rules. */
 export const PERMISSION_BOUNDS = { levels: 32, rulesPerList: 64, ruleChars: 512, fromChars: 120 } as const
 

@@ -5,6 +5,7 @@
  * finds a named server's entry to hand that child. Nothing here loads the MCP SDK.
  */
 import { Service, type Context } from 'cordis'
+import type { PermissionLevel } from '@dsh/base'
 import { expandVariables, parseServerConfig, type ServerConfig, type ServerSpec } from './config.js'
 
 declare module 'cordis' {
@@ -20,6 +21,8 @@ declare module 'cordis' {
 export interface HelperDefinition {
   name: string
   mcpServers?: readonly (string | { name: string; config: Readonly<Record<string, unknown>> })[]
+  /** Its rules: a deny or ask rule naming an MCP tool outweighs the tool's read-only hint. */
+  permissions?: PermissionLevel
   source: { file: string; origin: 'project' | 'claude-code' | 'config' | 'user'; lines: { mcpServers?: number } }
 }
 /** A project's definition (a repository someone cloned), as `fromProject` of `@dsh/agent-definitions` says. */

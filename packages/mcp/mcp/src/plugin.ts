@@ -1,6 +1,6 @@
 import type { Context } from 'cordis'
 import Schema from 'schemastery'
-import { errorMessage, isAbortError } from '@dsh/base'
+import { errorMessage, isAbortError, PERMISSION_RULE, ruleToolMatches, type PermissionLevel } from '@dsh/base'
 import type { ToolExecution, ToolOutput } from '@dsh/tools'
 import type { Tool } from '@modelcontextprotocol/sdk/types.js'
 import { serversOf } from './config.js'
@@ -56,6 +56,7 @@ export async function apply(ctx: Context, config: McpConfig): Promise<() => Prom
     await Promise.all(servers.map((server) => server.close()))
   }
   const options = (spec: (typeof specs)[number]) => ({ env: process.env, startTimeoutMs: config.startTimeoutMs, expand: mayExpand(spec, definitions) })
+  const restrictive = restrictiveLevels(ctx, definitions)
   const started = await Promise.allSettled(specs.map((spec) => ServerConnection.connect(spec, options(spec))))
   for (const [index, outcome] of started.entries()) {
     if (outcome.status === 'rejected') {
@@ -66,13 +67,38 @@ export async function apply(ctx: Context, config: McpConfig): Promise<() => Prom
     const spec = specs[index]!
     const server = new RestartingServer(connection, spec, options(spec), warn)
     servers.push(server)
-    for (const tool of connection.tools) registerTool(ctx, server, connection.readOnlyHints, tool, config, warn)
+    for (const tool of connection.tools) registerTool(ctx, server, connection.readOnlyHints, tool, config, warn, restrictive)
     if (connection.tools.length === 0) warn(`MCP server "${spec.name}" lists no tools`)
   }
   return stopAll
 }
 
-export function registerTool(ctx: Context, server: RestartingServer, readOnlyHints: boolean, tool: Tool, config: McpConfig, warn: (line: string) => void): void {
+/**
+ * The levels whose deny and ask rules a read-only hint may not skip: the broker's own (the
+ * user's config) and every helper definition's `permissions`. A rule there naming a tool is
+ * the user's word about that tool, and outweighs its server's word that it only reads.
+ */
+function restrictiveLevels(ctx: Context, definitions: readonly HelperDefinition[]): PermissionLevel[] {
+  const approvals = ctx.get('approvals') as { ownLevels?: readonly PermissionLevel[] } | undefined
+  return [...(approvals?.ownLevels ?? []), ...definitions.flatMap((definition) => (definition.permissions !== undefined ? [definition.permissions] : []))]
+}
+
+/**
+ * The deny or ask rule of `levels` that names the tool `name` by name, by a prefix
+ * (`mcp__srv__*`) or by its server (`mcp__srv`), or `undefined`. A bare `*` names no tool
+ * in particular: it leaves read-only tools read-only, as it does `read`.
+ */
+export function restrictiveRuleNaming(levels: readonly PermissionLevel[], name: string): string | undefined {
+  for (const level of levels) {
+    for (const rule of [...(level.deny ?? []), ...(level.ask ?? [])]) {
+      const ruleTool = PERMISSION_RULE.exec(rule)?.[1]
+      if (ruleTool !== undefined && ruleTool !== '*' && ruleToolMatches(ruleTool, name)) return rule
+    }
+  }
+  return undefined
+}
+
+export function registerTool(ctx: Context, server: RestartingServer, readOnlyHints: boolean, tool: Tool, config: McpConfig, warn: (line: string) => void, restrictive: readonly PermissionLevel[] = []): void {
   const problem = toolNameProblem(server.name, tool.name)
   if (problem) return warn(`MCP server "${server.name}": tool skipped: ${problem}`)
   const name = mcpToolName(server.name, tool.name)
@@ -81,8 +107,9 @@ export function registerTool(ctx: Context, server: RestartingServer, readOnlyHin
   // A server's word that a tool only reads is trusted only where the user's own config says
   // so (readOnlyHints: true on that server): such a tool then skips the broker as reads do,
   // so no rule or prompt sees it. Without that, and always for a project's .mcp.json, every
-  // call is decided by the approval broker (a deny rule on it holds).
-  const readOnly = tool.annotations?.readOnlyHint === true && readOnlyHints
+  // call is decided by the approval broker (a deny rule on it holds). A deny or ask rule
+  // naming the tool wins over the hint: the tool is then decided by the broker too.
+  const readOnly = tool.annotations?.readOnlyHint === true && readOnlyHints && restrictiveRuleNaming(restrictive, name) === undefined
   try {
     ctx.tools.register<Record<string, unknown>>({
       name,

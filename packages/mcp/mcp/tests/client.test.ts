@@ -86,6 +86,23 @@ describe('an MCP server over stdio', () => {
     expect((await runAgent(trusted)).results[0]!.isError).toBe(false)
   })
 
+  it('a deny or ask rule naming a trusted read-only tool (by name, mcp__srv__* or mcp__srv) wins over its readOnlyHint: the broker decides it', async () => {
+    const calls = [{ tool: 'mcp__srv__echo', args: { text: 'ran' } }]
+    for (const deny of ['mcp__srv__echo', 'mcp__srv__*', 'mcp__srv', 'mcp__srv__echo(*ran*)']) {
+      const run = await startMcp({ servers: { srv: fixtureServer() } }, { calls, approvals: { default: 'allow', deny: [deny] } })
+      expect(run.harness.ctx.tools.get('mcp__srv__echo')!.sideEffecting, deny).toBe(true)
+      const { results } = await runAgent(run)
+      expect(results[0]!.isError, deny).toBe(true)
+      expect(results[0]!.text, deny).toContain(`the rule ${deny}`)
+    }
+    const asked = await startMcp({ servers: { srv: fixtureServer() } }, { calls, approvals: { default: 'allow', ask: ['mcp__srv__echo'] } })
+    expect(asked.harness.ctx.tools.get('mcp__srv__echo')!.sideEffecting).toBe(true)
+    // Another server's rule, or a bare *, leaves the hint alone.
+    const other = await startMcp({ servers: { srv: fixtureServer() } }, { calls, approvals: { default: 'reject', deny: ['mcp__srvx', 'mcp__other__*', '*'] } })
+    expect(other.harness.ctx.tools.get('mcp__srv__echo')!.sideEffecting).toBe(false)
+    expect((await runAgent(other)).results[0]).toEqual({ text: 'echo: ran', isError: false })
+  })
+
   it('the server gets the allow-listed environment and what its entry names, never the rest of dsh\'s environment', async () => {
     process.env.DSH_MCP_TEST_SECRET = 'hunter2'
     try {
