@@ -62,7 +62,7 @@ export function apply(ctx: Context, config: HooksConfig): () => Promise<void> {
   /** What an observing event's hooks said to the agent: context it reads at its next step, or a stop of its turn. */
   const heard = (event: HookEvent, session: Session) => (outcomes: FiredOutcome[]) => {
     try {
-      actOn(event, agentOf(session.id), outcomes, injected)
+      actOn(event, agentOf(session.id), outcomes, injected, note)
     } catch (error) {
       // The agent went while its hooks ran (disposed, released): nothing to tell it.
       logger.debug('hooks: %s context or stop not delivered: %s', event, (error as Error).message)
@@ -76,7 +76,7 @@ export function apply(ctx: Context, config: HooksConfig): () => Promise<void> {
       name: 'the PreToolUse hooks',
       askUp: askUpRules(groups),
       takes: (tool) => runner.matches('PreToolUse', tool),
-      verdict: (request, agent, signal) => preToolUse(runner, request, agent, facts, signal, injected),
+      verdict: (request, agent, signal) => preToolUse(runner, request, agent, facts, signal, injected, note),
     })
   }
 
@@ -142,7 +142,7 @@ export function apply(ctx: Context, config: HooksConfig): () => Promise<void> {
  * agent or one a remote child forwarded (named by its path below the agent): the strictest
  * outcome is the verdict (block, then ask, then allow).
  */
-async function preToolUse(runner: HookRunner, request: ApprovalRequestInfo, agent: Agent, facts: (session: Session) => AgentFacts, signal: AbortSignal, injected: Injected): Promise<SourceVerdict | undefined> {
+async function preToolUse(runner: HookRunner, request: ApprovalRequestInfo, agent: Agent, facts: (session: Session) => AgentFacts, signal: AbortSignal, injected: Injected, note: (line: string) => void): Promise<SourceVerdict | undefined> {
   const own = facts(agent.session)
   // A remote child's request: the agent is the one that asked, below this process's (its path is the broker's).
   const { agentType: _ownType, ...parent } = own
@@ -152,7 +152,7 @@ async function preToolUse(runner: HookRunner, request: ApprovalRequestInfo, agen
   // Context and a stop are for an agent of this process; a remote child's call is only refused.
   if (request.child === undefined) {
     try {
-      actOn('PreToolUse', agent, outcomes, injected)
+      actOn('PreToolUse', agent, outcomes, injected, note)
     } catch {
       // The agent is going away: the call's verdict still stands.
     }
@@ -200,7 +200,7 @@ class Injected {
  * (an idle agent is not woken: it reads it with its next turn), and `continue: false` stops
  * its running turn, saying which hook and why.
  */
-function actOn(event: HookEvent, agent: Steerable | undefined, outcomes: readonly FiredOutcome[], injected: Injected): void {
+function actOn(event: HookEvent, agent: Steerable | undefined, outcomes: readonly FiredOutcome[], injected: Injected, note: (line: string) => void): void {
   if (agent === undefined) return
   for (const outcome of outcomes) {
     if (outcome.context === undefined) continue
@@ -210,7 +210,11 @@ function actOn(event: HookEvent, agent: Steerable | undefined, outcomes: readonl
     agent.inject({ role: 'user', content: [{ type: 'text', text }] })
   }
   const stopped = outcomes.find((outcome) => outcome.stop !== undefined)
-  if (stopped) agent.cancel(new Error(`${event} hook "${stopped.hook}" stopped the agent: ${stopped.stop}`))
+  if (stopped) {
+    // Said where the user reads it: the turn's end records only that it was aborted.
+    note(`${event} hook "${stopped.hook}" stopped the agent (continue: false): ${stopped.stop}`)
+    agent.cancel(new Error(`${event} hook "${stopped.hook}" stopped the agent: ${stopped.stop}`))
+  }
 }
 
 function textOfMessage(message: { content: unknown }): string {

@@ -24,6 +24,9 @@ afterEach(async () => {
 })
 
 /** An agent whose model runs `true` through bash then answers (a prompt starting "next" is only answered), under `hooks`. */
+/** What the hooks plugin logged (notes, warnings) in the current test. */
+let notes: string[] = []
+
 async function agentWith(hooks: Partial<HooksConfig>): Promise<Agent> {
   harness = await createHarness({
     script: [
@@ -31,6 +34,8 @@ async function agentWith(hooks: Partial<HooksConfig>): Promise<Agent> {
       { reply: [{ call: { tool: 'bash', args: { command: 'true' } } }, { text: 'done' }] },
     ],
   })
+  notes = []
+  harness.ctx.logger.exporter({ colors: 0, levels: { default: 2 }, export: (message) => void notes.push(String(message.args.join(' '))) } as Parameters<typeof harness.ctx.logger.exporter>[0])
   await harness.plugin(BashService)
   await harness.plugin(BashToolPlugin)
   await harness.plugin(ApprovalService, { default: 'allow' })
@@ -61,6 +66,7 @@ describe('what hooks tell the agent', () => {
     const outcome = agent.session.events().find((event) => event.type === 'tool/result')
     expect(outcome?.type === 'tool/result' && textOf(outcome.result.content)).toContain('enough for today')
     expect(agent.session.events().some((event) => event.type === 'assistant/message' && textOf(event.message.content) === 'done')).toBe(false)
+    expect(notes).toContainEqual(expect.stringContaining(`PreToolUse hook "${stop}" stopped the agent (continue: false): enough for today`))
   })
 
   it("PostToolUse's additionalContext reaches the model; UserPromptSubmit's plain output does too, and never fires UserPromptSubmit again", async () => {
