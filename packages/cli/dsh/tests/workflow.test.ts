@@ -272,4 +272,22 @@ export default async ({ agent }) => {
     expect(refused.stderr).toContain('(bash: echo touched >> marker.txt)')
     expect(readFileSync(join(project, 'marker.txt'), 'utf8')).toBe('touched\n')
   })
+  it('does not reuse silently a call whose local child delegated to a dsh acp grandchild that ran a command outside a workspace', async () => {
+    write('model.yml', `- when: { prompt: "^Touch" }\n  reply:\n    - call: { tool: bash, args: { command: "echo touched >> marker.txt" } }\n    - text: touched\n- when: { prompt: "^Delegate" }\n  reply:\n    - call: { tool: subagent_acp, args: { description: touch, prompt: "Touch the marker" } }\n    - text: delegated\n- reply:\n    - text: plain answer\n`)
+    const config = join(tempDir('dsh-workflow-acp-'), 'acp.yml')
+    writeFileSync(
+      config,
+      `- id: subagent-acp\n  name: "@dsh/subagent-acp"\n  config:\n    providerName: acp\n    command: ${process.execPath}\n    args: [${join(repoRoot, 'packages/cli/dsh/dist/main.js')}, acp, --model, "scripted:model.yml"]\n- id: tool-subagent-acp\n  name: "@dsh/tool-subagent"\n  config:\n    provider: acp\n    toolName: subagent_acp\n`,
+    )
+    write('grandchild.mjs', `export default async ({ agent }) => {\n  const delegated = await agent('spawn', 'Delegate the touch', { label: 'delegated touch' })\n  if (process.env.FAIL === '1') throw new Error('stopping half-way')\n  return delegated.text\n}\n`)
+    const run = (env: Record<string, string>, ...extra: string[]) => runDsh(['workflow', 'run', 'grandchild.mjs', '--config', config, '--model', 'scripted:model.yml', '--session-dir', sessions, '--permission', 'allow', ...extra], { cwd: project, env, timeoutMs: 60_000 })
+    const first = await run({ FAIL: '1' })
+    expect(first.stderr).toContain('stopping half-way')
+    expect(readFileSync(join(project, 'marker.txt'), 'utf8')).toBe('touched\n')
+    const refused = await run({}, '--resume', rootOf().header.id)
+    expect(refused.code).toBe(1)
+    expect(refused.stderr).toContain('the call agent("spawn") labelled "delegated touch"')
+    expect(refused.stderr).toContain('(bash: echo touched >> marker.txt)')
+    expect(readFileSync(join(project, 'marker.txt'), 'utf8')).toBe('touched\n')
+  })
 })

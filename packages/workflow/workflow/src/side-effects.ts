@@ -3,7 +3,9 @@
  * side-effecting tool call the approval broker (or a gate) let run, as the child's session
  * and its in-process descendants' sessions record it (`tool/result`'s `permission`), and
  * every approval recorded for a remote child (`approval` events), in a session whose
- * header names no workspace. A call with any is not reused silently by a resume: running
+ * header names no workspace; a remote child at any depth (a spawn child's `dsh acp`
+ * child) is followed into the session it keeps in this store, as `remoteSideEffectsOf`
+ * does for the call's own. A call with any is not reused silently by a resume: running
  * it again would do it again, and not running it would take its result on trust.
  */
 import type { Context } from 'cordis'
@@ -27,8 +29,13 @@ export async function sideEffectsOf(sessions: Context['sessions'], childId: stri
     for (const event of read.events) {
       if (event.type === 'tool/call') calls.set(event.call.id, { name: event.call.name, args: event.call.args })
       else if (event.type === 'tool/result') {
-        const child = (event.record as { delegation?: { childId?: unknown; local?: unknown } } | undefined)?.delegation
-        if (typeof child?.childId === 'string' && child.local !== false) queue.push(child.childId)
+        const child = (event.record as { delegation?: { childId?: unknown; local?: unknown; workspace?: unknown } } | undefined)?.delegation
+        if (typeof child?.childId === 'string') {
+          if (child.local !== false) queue.push(child.childId)
+          // A remote child at any depth, as for the call's own (remoteSideEffectsOf): its approvals are
+          // this session's approval events (counted below); the session it keeps in this store, read too.
+          else if (child.workspace === undefined) queue.push(...keptSessionOf(child.childId))
+        }
         if (outside && event.permission !== undefined && event.permission.decision !== 'reject') effects.push(describe(calls.get(event.result.callId) ?? { name: event.result.name, args: undefined }))
       } else if (event.type === 'approval' && outside && event.permission.decision !== 'reject') {
         effects.push(describe({ name: event.request.tool, args: { command: event.request.subject } }))
@@ -50,9 +57,14 @@ export async function remoteSideEffectsOf(sessions: Context['sessions'], parent:
   for (const event of parent.events()) {
     if (event.type === 'approval' && event.request.child === runId && event.permission.decision !== 'reject') effects.push(describe({ name: event.request.tool, args: { command: event.request.subject } }))
   }
-  const colon = runId.indexOf(':')
-  if (colon > 0) effects.push(...(await sideEffectsOf(sessions, runId.slice(colon + 1))))
+  for (const kept of keptSessionOf(runId)) effects.push(...(await sideEffectsOf(sessions, kept)))
   return effects
+}
+
+/** The session a remote child keeps in this store: a `dsh acp` child's run id is `acp:<its session id>`. */
+function keptSessionOf(runId: string): string[] {
+  const colon = runId.indexOf(':')
+  return colon > 0 ? [runId.slice(colon + 1)] : []
 }
 
 async function readSession(sessions: Context['sessions'], id: string): Promise<{ header: SessionHeader; events: readonly SessionEvent[] } | undefined> {
