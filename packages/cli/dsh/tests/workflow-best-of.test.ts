@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process'
-import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import { repoRoot, runDsh, tempDir } from './cli.js'
@@ -43,14 +43,19 @@ function script(judgeReply: string): string {
 
 const ATTEMPTS = `[{ prompt: 'Fix it: variant a' }, { prompt: 'Fix it: variant b' }, { prompt: 'Fix it: variant c' }]`
 
-async function runWorkflow(source: string, judgeReply = 'text: no verdict', extraArgs: string[] = []): Promise<{ code: number | null; stderr: string; printed: Record<string, unknown> }> {
-  write('model.yml', script(judgeReply))
+async function runWorkflow(source: string, judgeReply = 'text: no verdict', extraArgs: string[] = [], model = script(judgeReply)): Promise<{ code: number | null; stderr: string; printed: Record<string, unknown> }> {
+  write('model.yml', model)
   write('best.mjs', source)
   // A worktree starts from a commit: the fixture is committed whole.
   git('add', '-A')
   git('commit', '-qm', 'fixture')
   const result = await runDsh(['workflow', 'run', 'best.mjs', '--model', 'scripted:model.yml', '--session-dir', sessions, '--permission', 'allow', '--json', '--quiet', ...extraArgs], { cwd: repo, env: { DSH_HOME: home }, timeoutMs: 60_000 })
   return { code: result.code, stderr: result.stderr, printed: JSON.parse(result.stdout) as Record<string, unknown> }
+}
+
+/** Sessions the runs stored: the workflow's root alone when no attempt started. */
+function readSessionsCount(): number {
+  return readdirSync(sessions).filter((name) => name.endsWith('.jsonl')).length
 }
 
 /** Nothing of the attempts is left: no other worktree, no dsh/ branch, no workspace dsh knows of. */
@@ -119,6 +124,39 @@ export default async ({ bestOf }) => {
     expect(readFileSync(join(repo, 'answer.txt'), 'utf8')).toBe('41\n')
     await expectNoWorkspaceLeft()
   })
+  it('runs the check sandboxed: a script the attempt wrote cannot write outside its worktree', async () => {
+    const marker = join(home, 'PWN')
+    const planted = `- when: { prompt: "Plant" }\n  reply:\n    - call: { tool: write, args: { path: test.sh, content: "touch ${marker} && exit 0\\n" } }\n    - text: planted\n`
+    const { code, printed } = await runWorkflow(`export default async ({ bestOf }) => bestOf([{ prompt: 'Plant the test' }], { check: 'sh test.sh' })\n`, undefined, [], planted)
+    expect(code).toBe(0)
+    const value = printed.value as { attempts: Array<{ changed: boolean; check?: { passed: boolean } }> }
+    expect(value.attempts[0]!.changed).toBe(true)
+    expect(value.attempts[0]!.check).toBeDefined()
+    // Whether the touch failed or landed in the sandbox's private /tmp, nothing reached the real one.
+    expect(existsSync(marker)).toBe(false)
+  })
+  it('refuses a sandboxed check where bubblewrap is missing, before any attempt, saying how to run it unconfined; check: { command, sandbox: false } runs it', async () => {
+    // A PATH with what the run needs but bwrap.
+    const bin = join(home, 'bin')
+    mkdirSync(bin)
+    for (const program of ['git', 'bash', 'sh', 'grep']) symlinkSync(execFileSync('which', [program], { encoding: 'utf8' }).trim(), join(bin, program))
+    write('model.yml', script('text: no verdict'))
+    write('refused.mjs', `export default async ({ bestOf }) => bestOf(${ATTEMPTS}, { check: 'grep -qx 42 answer.txt' })\n`)
+    write('unconfined.mjs', `export default async ({ bestOf }) => bestOf(${ATTEMPTS}, { check: { command: 'grep -qx 42 answer.txt', sandbox: false } })\n`)
+    git('add', '-A')
+    git('commit', '-qm', 'fixture')
+    const run = (file: string) => runDsh(['workflow', 'run', file, '--model', 'scripted:model.yml', '--session-dir', sessions, '--permission', 'allow', '--json', '--quiet'], { cwd: repo, env: { DSH_HOME: home, PATH: bin }, timeoutMs: 60_000 })
+    const refused = await run('refused.mjs')
+    expect(refused.code).not.toBe(0)
+    expect(refused.stderr).toContain('bestOf(): the check `grep -qx 42 answer.txt` runs over code a model wrote, so it runs sandboxed, and sandboxed commands need bubblewrap, which is not installed')
+    expect(refused.stderr).toContain('check: { command, sandbox: false }')
+    expect(readSessionsCount()).toBe(1)
+    const unconfined = await run('unconfined.mjs')
+    expect(unconfined.code).toBe(0)
+    expect((JSON.parse(unconfined.stdout) as { value: { winner: number } }).value.winner).toBe(2)
+    expect(readFileSync(join(repo, 'answer.txt'), 'utf8')).toBe('42\n')
+  })
+
   it('judges attempts on three providers (spawn, fork and a dsh acp process) by the check and merges the one that passes', async () => {
     // The config lives outside the repository: a worktree holding an untrusted dsh.yml would be refused by the ACP child.
     const config = join(home, 'acp.yml')

@@ -8,7 +8,7 @@ import { readFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { errorMessage } from '@dsh/base'
 import { childEnvironment, ProcessTree, TailBuffer } from '@dsh/process'
-import { runCheck, type CheckOutcome } from './check.js'
+import { checkOf, runCheck, type CheckOption, type CheckOutcome, type CheckSpec } from './check.js'
 import { WorkflowError } from './errors.js'
 import { callKey } from './keys.js'
 import type { AgentAnswer, WorkflowRunner } from './runner.js'
@@ -25,8 +25,11 @@ export interface BestOfAttempt {
 export interface BestOfOptions {
   helper?: string
   prompt?: string
-  /** A shell command run in each attempt's workspace; exit 0 passes. */
-  check?: string
+  /**
+   * A shell command run in each attempt's workspace; exit 0 passes. Sandboxed (only the
+   * workspace writable, no network): it runs over code a model wrote. `{ command, sandbox: false }` runs it unconfined.
+   */
+  check?: CheckOption
   /** How long a check may run before its processes are stopped and it fails (default 300,000). */
   checkTimeoutMs?: number
   /** A helper given the diffs of the attempts still in the running, which names the best. */
@@ -81,6 +84,7 @@ const JUDGE_SCHEMA = {
 
 export async function bestOf(runner: WorkflowRunner, attemptsOrCount: number | readonly BestOfAttempt[], options: BestOfOptions): Promise<BestOfResult> {
   const attempts = normalise(attemptsOrCount, options)
+  const check = checkOf(options.check)
   const workspaces = runner.ctx.get('workspaces') as unknown as WorkspaceService | undefined
   if (workspaces === undefined) throw new WorkflowError('INVALID_CALL', 'bestOf(): needs @dsh/workspaces in the composition (each attempt works in a workspace of its own)')
   const label = options.label ?? 'bestOf'
@@ -102,7 +106,7 @@ export async function bestOf(runner: WorkflowRunner, attemptsOrCount: number | r
     )
     settled.forEach((outcome, index) => describeAttempt(reports[index]!, outcome, kept))
     if (runner.signal.aborted) throw runner.signal.reason
-    const result = await judgeAttempts(runner, reports, settled, options, attempts[0]!.prompt!)
+    const result = await judgeAttempts(runner, reports, settled, options, check, attempts[0]!.prompt!)
     if (result.winner !== undefined) {
       const winner = reports[result.winner - 1]!
       if (options.merge === false) {
@@ -140,7 +144,6 @@ function normalise(attemptsOrCount: number | readonly BestOfAttempt[], options: 
     attempt.prompt ??= options.prompt
     if (typeof attempt.prompt !== 'string' || attempt.prompt.trim() === '') throw new WorkflowError('INVALID_CALL', `bestOf(): attempt ${index + 1} has no prompt (give { prompt } in the options or the attempt)`)
   }
-  if (options.check !== undefined && (typeof options.check !== 'string' || options.check.trim() === '')) throw new WorkflowError('INVALID_CALL', 'bestOf(): check is a shell command (a non-empty string)')
   return attempts
 }
 
@@ -160,24 +163,24 @@ function describeAttempt(report: AttemptReport, outcome: PromiseSettledResult<Ag
   }
 }
 
-async function judgeAttempts(runner: WorkflowRunner, reports: AttemptReport[], settled: PromiseSettledResult<AgentAnswer>[], options: BestOfOptions, task: string): Promise<BestOfResult> {
+async function judgeAttempts(runner: WorkflowRunner, reports: AttemptReport[], settled: PromiseSettledResult<AgentAnswer>[], options: BestOfOptions, check: CheckSpec | undefined, task: string): Promise<BestOfResult> {
   const changed = reports.filter((report) => report.changed)
   const base = { merged: false, attempts: reports }
   if (changed.length === 0) return { ...base, why: `no attempt changed anything (${reports.filter((report) => report.error).length} failed)` }
   let passing = changed
-  if (options.check !== undefined) {
+  if (check !== undefined) {
     await Promise.all(
       changed.map(async (report) => {
         const answer = (settled[report.index - 1] as PromiseFulfilledResult<AgentAnswer>).value
-        report.check = await runCheck(options.check!, answer.workspace!.path, options.checkTimeoutMs ?? 300_000, runner.signal)
+        report.check = await runCheck(check, answer.workspace!.path, options.checkTimeoutMs ?? 300_000, runner.signal)
       }),
     )
     passing = changed.filter((report) => report.check!.passed)
-    if (passing.length === 0) return { ...base, why: `no attempt passed the check \`${options.check}\` (${changed.map((report) => `${report.index}: ${report.check!.how}`).join('; ')})` }
-    if (passing.length === 1 && options.judge === undefined) return won(base, passing[0]!, `the only attempt whose check \`${options.check}\` passed`)
+    if (passing.length === 0) return { ...base, why: `no attempt passed the check \`${check.command}\` (${changed.map((report) => `${report.index}: ${report.check!.how}`).join('; ')})` }
+    if (passing.length === 1 && options.judge === undefined) return won(base, passing[0]!, `the only attempt whose check \`${check.command}\` passed`)
   }
-  if (options.judge === undefined) return won(base, passing[0]!, options.check !== undefined ? `the first of ${passing.length} attempts whose check passed` : 'no check or judge was given: the first attempt that changed something')
-  if (passing.length === 1) return won(base, passing[0]!, `the only attempt whose check \`${options.check}\` passed (the judge was not needed)`)
+  if (options.judge === undefined) return won(base, passing[0]!, check !== undefined ? `the first of ${passing.length} attempts whose check passed` : 'no check or judge was given: the first attempt that changed something')
+  if (passing.length === 1) return won(base, passing[0]!, check !== undefined ? `the only attempt whose check \`${check.command}\` passed (the judge was not needed)` : 'the only attempt that changed something (the judge was not needed)')
   const diffs = await Promise.all(passing.map(async (report) => `## Attempt ${report.index} (${report.label})\n${report.diffstat ?? ''}\n${await diffOf((settled[report.index - 1] as PromiseFulfilledResult<AgentAnswer>).value)}`))
   const prompt = [`Several attempts at one task were made. Choose the best by its diff and say why.`, `The task: ${task.slice(0, 4000)}`, ...diffs].join('\n\n')
   try {
@@ -185,11 +188,11 @@ async function judgeAttempts(runner: WorkflowRunner, reports: AttemptReport[], s
     const { winner, why } = verdict.structured as { winner: number; why: string }
     const chosen = passing.find((report) => report.index === winner)
     if (chosen === undefined) throw new Error(`it named attempt ${winner}, which is not one of ${passing.map((report) => report.index).join(', ')}`)
-    return { ...won(base, chosen, `the judge "${options.judge}" chose it${options.check !== undefined ? ` among the ${passing.length} whose check passed` : ''}: ${why}`), judge: { winner, why } }
+    return { ...won(base, chosen, `the judge "${options.judge}" chose it${check !== undefined ? ` among the ${passing.length} whose check passed` : ''}: ${why}`), judge: { winner, why } }
   } catch (error) {
     if (runner.signal.aborted) throw error
     const judgeError = errorMessage(error)
-    if (options.check !== undefined) return { ...won(base, passing[0]!, `the judge "${options.judge}" failed (${judgeError}); the first of the ${passing.length} attempts whose check passed wins`), judge: { error: judgeError } }
+    if (check !== undefined) return { ...won(base, passing[0]!, `the judge "${options.judge}" failed (${judgeError}); the first of the ${passing.length} attempts whose check passed wins`), judge: { error: judgeError } }
     throw new WorkflowError('NO_WINNER', `bestOf(): the judge "${options.judge}" failed and there is no check to fall back on: ${judgeError}; the attempts' workspaces were discarded`)
   }
 }
