@@ -46,7 +46,9 @@ export async function replaceFile(real: string, content: string, name: string): 
     const dir = await directoryPath(opened, parent, name)
     let mode: number | undefined
     try {
-      mode = (await lstat(join(dir, basename(real)))).mode & 0o7777
+      const existing = await lstat(join(dir, basename(real)))
+      // Only a file's own mode is kept: a link swapped into its place (0777) lends none.
+      if (existing.isFile()) mode = existing.mode & 0o7777
     } catch {
       // A new file: the process's umask decides, as for any file it creates.
     }
