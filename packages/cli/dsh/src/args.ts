@@ -7,7 +7,7 @@
 import { parseArgs, type ParseArgsConfig } from 'node:util'
 import { UsageError } from './errors.js'
 
-export type Verb = 'run' | 'chat' | 'demo' | 'acp' | 'a2a' | 'worker' | 'ui' | 'sessions' | 'config' | 'agents' | 'workspaces' | 'trust' | 'workflow'
+export type Verb = 'run' | 'chat' | 'demo' | 'acp' | 'a2a' | 'mcp' | 'worker' | 'ui' | 'sessions' | 'config' | 'agents' | 'workspaces' | 'trust' | 'workflow'
 
 const MODEL_SPECS = `model specs: scripted:PATH (keyless, plays a script), deepseek:MODEL (DEEPSEEK_API_KEY),
              openai:MODEL (OPENAI_API_KEY), anthropic:MODEL (ANTHROPIC_API_KEY), replay:DIR (keyless, plays a --record DIR),
@@ -60,6 +60,20 @@ export const VERB_USAGE: Record<Verb, string> = {
       ask, the default) of the approver, whose answers carry the token in
       --approver-token-env, or of the task's caller with --trust-caller-approvals, and
       is rejected with neither; or allowed or refused unasked (allow, reject)`,
+  mcp: `mcp serve [--http [--host H] [--port P] [--token-env NAME]] [--max-calls N] [--max-depth N]
+      [--permission ask|allow|reject] [--config FILE] [--model SPEC] [--session-dir DIR] [--verbose]
+      serve dsh's helpers as MCP tools (and "delegate", a plain dsh agent), each taking { prompt }:
+      on stdio, or with --http on Streamable HTTP at http://127.0.0.1:PORT/mcp (port 0: a free
+      one; the URL is printed), any address but loopback needs --token-env, and so does
+      --permission ask over HTTP (else any local process could approve its own); at most
+      --max-calls calls run at once (default the config's subagents tree.maxConcurrent, else 4),
+      its tree.maxQueued (else 64) more wait, more are refused; a side effect no approval rule
+      decides is asked of the client through elicitation (--permission ask, the default) and
+      rejected where it cannot ask, or allowed or refused unasked (allow, reject)
+    mcp list [--json] [--config FILE]
+      the MCP servers the config's @dsh/mcp entry names (and ./.mcp.json's with projectMcpJson)
+      and the helpers' own inline ones, each started and its tools listed within its
+      startTimeoutMs, then stopped`,
   worker: `worker [--queue NAME]... [--concurrency N] [--redis-env NAME] [--key-env NAME] [--max-depth N]
       [--lock-ms MS] [--config FILE] [--model SPEC] [--session-dir DIR]
       take delegations from BullMQ queues on Redis (default queue "dsh"; the URL is read
@@ -99,7 +113,7 @@ export const VERB_USAGE: Record<Verb, string> = {
       changes (a git pull); the list is $DSH_HOME/trusted-configs.json`,
 }
 
-const MODEL_VERBS: ReadonlySet<Verb> = new Set(['run', 'chat', 'acp', 'a2a', 'worker', 'config', 'agents'])
+const MODEL_VERBS: ReadonlySet<Verb> = new Set(['run', 'chat', 'acp', 'a2a', 'mcp', 'worker', 'config', 'agents'])
 
 export const USAGE = `usage: dsh <command> [options]   (dsh <command> --help for one; dsh alone on a terminal: dsh chat)
 

@@ -9,6 +9,7 @@ import { commandLineEntries, defaultEntries, exportSessionDir } from './defaults
 import { withoutFrameworkStacks } from './framework-stacks.js'
 import { definitionReadiness, DEFINITIONS_ENTRY_ID, sandboxProblemOf, withAgentDefinitions } from './agent-definitions.js'
 import { withSkills } from './skills-entries.js'
+import { helperServersUnstarted, withHelperMcp } from './mcp-entries.js'
 
 export interface RuntimeOptions {
   config?: string
@@ -99,12 +100,14 @@ async function composeRuntime(options: RuntimeOptions): Promise<Composition> {
   const logger = attachConsoleLogger(ctx, options.verbose)
   const underFile = mergeEntries(defaultEntries(options), options.extra ?? [])
   const merged = mergeEntries(mergeEntries(underFile, user), commandLineEntries(options))
-  const entries = withSkills(withAgentDefinitions(merged, user, !options.ignoreDiscoveredConfig), user, !options.ignoreDiscoveredConfig)
+  const entries = withHelperMcp(withSkills(withAgentDefinitions(merged, user, !options.ignoreDiscoveredConfig), user, !options.ignoreDiscoveredConfig), user)
   exportSessionDir(entries)
   try {
     // The file as written, whatever the flags say: `config check` and every run refuse the same file.
     await checkEntries(entriesAsWritten(underFile, user))
     const composition = await compose(ctx, entries)
+    const unstarted = helperServersUnstarted(ctx)
+    if (unstarted !== undefined) ctx.logger('dsh').warn(unstarted)
     if (options.checkReady) await assertReady(composition, options.model !== undefined)
     // Adapters register as their plugins start: only now can the price table's models be checked.
     const unpriceable = ctx.llm.unknownPricedModels()

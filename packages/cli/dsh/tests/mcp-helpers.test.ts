@@ -96,4 +96,24 @@ describe("a helper's mcpServers: through dsh run", () => {
     expect(result.stderr).toContain('set projectHelperServers: true in the @dsh/mcp entry of your own config')
     expect(readdirSync(dir)).not.toContain('ran')
   })
+
+  it('with no @dsh/mcp entry in the config, a helper naming an inline server still gets it: the MCP client is composed for it', async () => {
+    const { args, home, dir, docs } = setup(() => '{}')
+    // The config names only the approvals: nothing asks for the MCP client but the helper.
+    writeFileSync(join(dir, 'dsh.yml'), '- id: approvals\n  name: "@dsh/approvals"\n  config: { allow: ["mcp__files__read_text_file"] }\n')
+    helper(join(home, 'agents'), 'reader', `mcpServers:\n  - files: ${serverEntry(docs)}\n`)
+    helper(join(home, 'agents'), 'sibling', '')
+    const result = await runDsh(args, { cwd: dir, env: { DSH_HOME: home }, timeoutMs: 60_000 })
+    expect(result.code, result.stderr).toBe(0)
+    expect(result.stdout).toContain('root got: the answer is 42')
+  })
+
+  it('a config that disables the MCP client while a helper names servers says so, naming the helper and what to add', async () => {
+    const { args, home, dir, docs } = setup(() => '{}')
+    writeFileSync(join(dir, 'dsh.yml'), '- name: "@dsh/mcp"\n  disabled: true\n')
+    helper(join(home, 'agents'), 'reader', `mcpServers:\n  - files: ${serverEntry(docs)}\n`)
+    helper(join(home, 'agents'), 'sibling', '')
+    const result = await runDsh(args, { cwd: dir, env: { DSH_HOME: home }, timeoutMs: 60_000 })
+    expect(result.stderr, result.stderr).toContain('helper reader names MCP servers (mcpServers:), which do not start without the MCP client: add - name: "@dsh/mcp" to your config (or enable it)')
+  })
 })

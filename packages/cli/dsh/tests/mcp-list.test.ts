@@ -3,7 +3,7 @@
  * client's test fixture, a real process), each started within its deadline, its tools
  * listed, then stopped; one that does not start says why; `--json` has the same.
  */
-import { writeFileSync } from 'node:fs'
+import { mkdirSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { repoRoot, runDsh, tempDir } from './cli.js'
@@ -27,6 +27,18 @@ function config(): { dir: string; file: string } {
   ].join('\n'))
   return { dir, file }
 }
+
+describe('dsh --help', () => {
+  it('lists the mcp command with both its verbs, as dsh mcp --help prints it', async () => {
+    const all = await runDsh(['--help'], { cwd: repoRoot })
+    expect(all.code, all.stderr).toBe(0)
+    expect(all.stdout).toContain('  mcp serve [--http [--host H] [--port P] [--token-env NAME]]')
+    expect(all.stdout).toContain('    mcp list [--json] [--config FILE]')
+    const one = await runDsh(['mcp', '--help'], { cwd: repoRoot })
+    expect(one.code, one.stderr).toBe(0)
+    expect(one.stdout).toMatch(/^usage: dsh mcp serve /)
+  })
+})
 
 describe('dsh mcp list', () => {
   it('lists each configured server with its state and tools (as agents call them), says why one did not start, and exits 1 for it', async () => {
@@ -66,6 +78,21 @@ describe('dsh mcp list', () => {
     const result = await runDsh(['mcp', 'list', '--config', join(dir, 'dsh.yml')], { cwd: dir })
     expect(result.code, result.stderr).toBe(0)
     expect(result.stdout).toMatch(/^no MCP servers are configured in .*dsh\.yml: a @dsh\/mcp entry with servers: adds them/)
+  })
+
+  it("lists a helper's own inline server (from its file) though the config has no @dsh/mcp entry, and dsh agents show names the helper's servers", async () => {
+    const dir = tempDir('dsh-mcp-list-')
+    const home = join(dir, 'home')
+    mkdirSync(join(home, 'agents'), { recursive: true })
+    const file = join(home, 'agents', 'reader.md')
+    const server = `{ command: ${JSON.stringify(process.execPath)}, args: [${JSON.stringify(FIXTURE)}] }`
+    writeFileSync(file, `---\nname: reader\ndescription: Reads.\nmcpServers:\n  - own: ${server}\n  - absent\n---\nYou read.\n`)
+    writeFileSync(join(dir, 'dsh.yml'), '- id: approvals\n  name: "@dsh/approvals"\n')
+    const listed = await runDsh(['mcp', 'list', '--config', join(dir, 'dsh.yml')], { cwd: dir, env: { DSH_HOME: home }, timeoutMs: 30_000 })
+    expect(listed.code, listed.stderr).toBe(0)
+    expect(listed.stdout).toContain(`own (from ${file} (helper reader)): stdio ${process.execPath} ${FIXTURE}\n  ready, 13 tools`)
+    const shown = await runDsh(['agents', 'show', 'reader', '--config', join(dir, 'dsh.yml'), '--model', `scripted:${join(repoRoot, 'examples/hello.yml')}`], { cwd: dir, env: { DSH_HOME: home }, timeoutMs: 30_000 })
+    expect(shown.stdout, shown.stderr).toContain('mcp servers: own (inline), absent (named, not started here)')
   })
 
   it("refuses a ./dsh.yml the user has not trusted, as a run does (its servers are not started)", async () => {

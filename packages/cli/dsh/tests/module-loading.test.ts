@@ -77,6 +77,7 @@ const OPTIONAL = [
   '@anthropic-ai/sdk',
   '@modelcontextprotocol/sdk',
   '@dsh/mcp',
+  '@dsh/mcp-server',
   '@dsh/hooks',
   '@dsh/subagent-a2a',
   '@dsh/a2a-server',

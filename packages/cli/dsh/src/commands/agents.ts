@@ -8,6 +8,7 @@ import { join } from 'node:path'
 import { printable } from '@dsh/base'
 import type { AgentDefinition } from '@dsh/agent-definitions'
 import type {} from '@dsh/skills'
+import type {} from '@dsh/mcp'
 import { helperDepthBound, helperToolFilter } from '@dsh/tool-subagent'
 import { definitionReadiness } from '../agent-definitions.js'
 import type { Composition } from '../compose.js'
@@ -74,6 +75,7 @@ async function show(runtime: Composition, name: string): Promise<number> {
   const toolMaxDepth = helperTool?.maxDepth
   const maxDepth = provider && helperDepthBound(definition, typeof toolMaxDepth === 'number' ? toolMaxDepth : undefined, provider)
   const lines = [`helper ${definition.name}: ${definition.description}`, `file: ${definition.source.file} (hash ${definition.source.hash})`, `provider: ${definition.provider}${provider ? '' : ' (not registered)'}; model: ${definition.model ?? "the parent's"}; background: ${definition.background}${definition.continuable ? '; continuable' : ''}${definition.timeoutMs !== undefined ? `; timeoutMs: ${definition.timeoutMs}` : ''}${maxDepth !== undefined ? `; maxDepth: ${maxDepth}` : ''}`]
+  if (definition.mcpServers !== undefined && definition.mcpServers.length > 0) lines.push(`mcp servers: ${mcpServersLine(runtime, definition.mcpServers)}`)
   if (!provider?.capabilities.persona) {
     // Out of process: the child's prompt is its own; what dsh sends is the task with the instructions at its head.
     lines.push(`provider "${definition.provider}" makes its own system prompt; each task it is given starts with these instructions, then ---, then the task:`, definition.instructions || '(no instructions)')
@@ -95,4 +97,19 @@ async function show(runtime: Composition, name: string): Promise<number> {
   if (skills && skills.list().length > 0) lines.push(`skills: ${skills.forAgent(child).map((skill) => skill.name).join(', ') || 'none'}`)
   process.stdout.write(printable(`${lines.join('\n')}\n${describe(runtime, child, `system prompt of a "${definition.name}" child (depth 1)`)}`))
   return 0
+}
+
+/**
+ * A helper's `mcpServers:` as `show` lists them: each name, whether it is the helper's own
+ * (inline) or the config's, and whether this process runs it (a project's inline server
+ * without projectHelperServers, or a name no config has, is not started).
+ */
+function mcpServersLine(runtime: Composition, entries: NonNullable<AgentDefinition['mcpServers']>): string {
+  const running = new Set(runtime.ctx.get('mcpServers')?.names() ?? [])
+  return entries
+    .map((entry) => {
+      const name = typeof entry === 'string' ? entry : entry.name
+      return `${name} (${typeof entry === 'string' ? 'named' : 'inline'}${running.has(name) ? '' : ', not started here'})`
+    })
+    .join(', ')
 }

@@ -3,7 +3,8 @@
  * names (and, with its `projectMcpJson`, `./.mcp.json`'s), read from the same config a run
  * composes (`chooseConfig`: an untrusted `./dsh.yml` is refused, as everywhere), each started
  * as a run would start it, within its one `startTimeoutMs`, its tools listed, then stopped.
- * Nothing else of the composition is started. Exit 0 when every server started, 1 when
+ * The helpers' own inline servers (`mcpServers:` of their definitions) are listed too, each
+ * `from` its file. Nothing else of the composition is started. Exit 0 when every server started, 1 when
  * one did not (each says why), 0 with a line saying so when none is configured.
  */
 import { errorMessage, printable } from '@dsh/base'
@@ -11,6 +12,9 @@ import { parseVerbArgs } from '../args.js'
 import { chooseConfig, chosenFile } from '../config-file.js'
 import { parseEntries, readEntries } from '../config-entries.js'
 import { CompositionError, UsageError } from '../errors.js'
+import type { PluginEntry } from '../config-entries.js'
+import type { AgentDefinition } from '@dsh/agent-definitions'
+import { DEFINITIONS_PLUGIN } from '../agent-definitions.js'
 
 const MCP_ENTRY = '@dsh/mcp'
 
@@ -21,14 +25,17 @@ export async function mcpListVerb(args: string[]): Promise<number> {
   const file = chosenFile(choice)
   const entries = choice.kind === 'project' ? parseEntries(choice.text, choice.file) : file !== undefined ? await readEntries(file) : []
   const mcpEntries = entries.filter((entry) => entry.name === MCP_ENTRY && entry.disabled !== true)
-  const { Config, inspectServers, serversOf } = await import('@dsh/mcp')
+  const { Config, helperServerSpecs, inspectServers, serversOf } = await import('@dsh/mcp')
   const warnings: string[] = []
   const servers = []
-  for (const entry of mcpEntries) {
+  const definitions = await helperDefinitions(entries, warnings)
+  // The helpers' inline servers start with the MCP client a run composes for them (mcp-entries.ts), under its defaults when the config has no entry.
+  for (const entry of mcpEntries.length > 0 ? mcpEntries : definitions.length > 0 ? [{ id: 'mcp', name: MCP_ENTRY }] : []) {
     let config
     try {
       config = Config((entry.config ?? {}) as unknown as Parameters<typeof Config>[0])
-      const specs = serversOf(config, process.cwd(), (line) => warnings.push(line))
+      const configured = serversOf(config, process.cwd(), (line) => warnings.push(line))
+      const specs = [...configured, ...helperServerSpecs(definitions, configured, config.projectHelperServers, (line) => warnings.push(line))]
       servers.push(...(await inspectServers(specs, { env: process.env, startTimeoutMs: config.startTimeoutMs })))
     } catch (error) {
       throw new UsageError('USAGE', `dsh mcp list: config ${file ?? ''}: entry ${entry.id} (${MCP_ENTRY}): ${errorMessage(error)}`, { cause: error })
@@ -58,4 +65,29 @@ export async function mcpListVerb(args: string[]): Promise<number> {
     }
   }
   return failed > 0 ? 1 : 0
+}
+
+/**
+ * The helper definitions a run with this config reads (`@dsh/agent-definitions`' directories,
+ * as its entry configures them), when some name MCP servers; none when none does.
+ */
+async function helperDefinitions(entries: readonly PluginEntry[], warnings: string[]): Promise<readonly AgentDefinition[]> {
+  const entry = entries.find((candidate) => candidate.name === DEFINITIONS_PLUGIN)
+  if (entry?.disabled === true) return []
+  const config = entry?.config ?? {}
+  const { loadDefinitions } = await import('@dsh/agent-definitions')
+  let set
+  try {
+    set = loadDefinitions({
+    ...(typeof config.project === 'boolean' && { project: config.project }),
+    ...(typeof config.user === 'boolean' && { user: config.user }),
+    ...(typeof config.claudeCode === 'boolean' && { claudeCode: config.claudeCode }),
+    ...(Array.isArray(config.dirs) && { dirs: config.dirs.filter((dir): dir is string => typeof dir === 'string') }),
+    })
+  } catch (error) {
+    // dsh run refuses such a definition, naming it; here it only keeps the helpers' servers out.
+    warnings.push(`the helpers' servers are not listed: ${errorMessage(error)}`)
+    return []
+  }
+  return set.definitions.some((definition) => (definition.mcpServers?.length ?? 0) > 0) ? set.definitions : []
 }

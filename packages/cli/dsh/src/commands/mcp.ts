@@ -12,7 +12,7 @@
  *
  * `dsh mcp list`: the MCP servers the config's `@dsh/mcp` entry names (`mcp-list.ts`).
  */
-import { parseVerbArgs, wholeNumberOption } from '../args.js'
+import { parseVerbArgs, verbUsage, wholeNumberOption } from '../args.js'
 import { isRecord } from '@dsh/base'
 import { parsePermissionPolicy } from '@dsh/approvals'
 import type { PluginEntry } from '../config-entries.js'
@@ -27,19 +27,8 @@ import type { McpCallEvent, PermissionPolicy } from '@dsh/mcp-server'
 
 const VERB = 'dsh mcp serve'
 
-/** What `dsh mcp --help` prints (the verb is not in the CLI's shared usage table). */
-export const MCP_USAGE = `usage: dsh mcp serve [--http [--host H] [--port P] [--token-env NAME]] [--max-calls N] [--max-depth N]
-                     [--permission ask|allow|reject] [--config FILE] [--model SPEC] [--session-dir DIR] [--verbose]
-         serve dsh's helpers as MCP tools (and "delegate", a plain dsh agent), each taking { prompt }:
-         on stdio, or with --http on Streamable HTTP at http://127.0.0.1:PORT/mcp (port 0: a free
-         one; the URL is printed), any address but loopback needs --token-env; at most --max-calls
-         calls run at once (default the config's subagents tree.maxConcurrent, else 4), its
-         tree.maxQueued (else 64) more wait, more are refused; a side effect no approval
-         rule decides is asked of the client through elicitation (--permission ask, the default)
-         and rejected where it cannot ask, or allowed or refused unasked (allow, reject)
-       dsh mcp list [--json] [--config FILE]
-         the MCP servers the config's @dsh/mcp entry names (and ./.mcp.json's with projectMcpJson),
-         each started and its tools listed within its startTimeoutMs, then stopped`
+/** What `dsh mcp` alone prints (`dsh mcp --help` is answered by main, from the CLI's shared usage table). */
+export const MCP_USAGE = verbUsage('mcp')
 
 export async function mcpVerb(args: string[]): Promise<number> {
   const [verb, ...rest] = args
