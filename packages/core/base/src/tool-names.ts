@@ -29,3 +29,20 @@ export function expandToolEntries(entries: readonly string[], known: readonly st
   }
   return [...names]
 }
+
+/** The name an agent calls an MCP server's tool by: `mcp__<server>__<tool>` (the convention Claude Code and others use). */
+export function mcpToolName(server: string, tool: string): string {
+  return `${MCP_PREFIX}${server}__${tool}`
+}
+
+const MCP_PREFIX = 'mcp__'
+
+/**
+ * The MCP server of a tool named `mcp__<server>__<tool>` (`mcpToolName`), or `undefined` for
+ * any other name. The server is what lies before the next `__`, as a `mcp__<server>` rule reads it.
+ */
+export function mcpServerOf(name: string): string | undefined {
+  if (!name.startsWith(MCP_PREFIX)) return undefined
+  const end = name.indexOf('__', MCP_PREFIX.length)
+  return end > MCP_PREFIX.length && end + 2 < name.length ? name.slice(MCP_PREFIX.length, end) : undefined
+}

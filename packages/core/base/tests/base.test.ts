@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest'
 import {
   DshError, errorMessage, printable, isRecord, assertNever, parseStopReason, stopReasonOfFinish,
-  stopReasonOfAcp, acpStopReasonOfStop, taskStatusOfStop, progressStateOfStop, STOP_REASONS, rejectOnThrow, expandToolEntries, TOOL_NAME_OR_PATTERN,
+  stopReasonOfAcp, acpStopReasonOfStop, taskStatusOfStop, progressStateOfStop, STOP_REASONS, rejectOnThrow, expandToolEntries, TOOL_NAME_OR_PATTERN, mcpServerOf, mcpToolName,
 } from '@dsh/base'
 
 type DemoCode = 'ONE' | 'TWO'
@@ -91,6 +91,14 @@ describe('rejectOnThrow', () => {
     await expect(result).rejects.toBe(thrown)
     const answered = Promise.resolve('answer')
     expect(rejectOnThrow(() => answered)).toBe(answered)
+  })
+})
+
+describe('MCP tool names', () => {
+  it('mcpServerOf reads back the server of what mcpToolName makes, and nothing from any other name', () => {
+    expect(mcpServerOf(mcpToolName('docs_srv', 'read_file'))).toBe('docs_srv')
+    expect(mcpServerOf('mcp__github__get__issue')).toBe('github')
+    for (const name of ['bash', 'mcp__', 'mcp__github', 'mcp__github__', 'mcp____x', 'xmcp__a__b']) expect(mcpServerOf(name), name).toBeUndefined()
   })
 })
 

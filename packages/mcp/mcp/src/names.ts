@@ -1,10 +1,10 @@
+import { mcpToolName } from '@dsh/base'
+
+/** The name an agent calls a server's tool by (one pattern, in `@dsh/base`, which tracing reads back with `mcpServerOf`). */
+export { mcpServerOf, mcpToolName } from '@dsh/base'
+
 /** What model APIs accept as a tool name (the registry's rule): letters, digits, `_`, `-`, at most 64. */
 const TOOL_NAME = /^[A-Za-z0-9_-]{1,64}$/
-
-/** The name an agent calls a server's tool by. */
-export function mcpToolName(server: string, tool: string): string {
-  return `mcp__${server}__${tool}`
-}
 
 /** Why `mcp__<server>__<tool>` cannot be offered to a model, or `undefined` when it can. */
 export function toolNameProblem(server: string, tool: string): string | undefined {

@@ -8,6 +8,7 @@
  * parent's `execute_tool` span of the delegating call, in this process or another.
  */
 import { ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Attributes, type Context, type Span, type Tracer } from './otel.js'
+import { mcpServerOf } from '@dsh/base'
 import { textOf } from '@dsh/llm'
 import type { SessionEvent, SessionHeader, ToolPermissionRecord } from '@dsh/session'
 
@@ -44,6 +45,7 @@ export const DSH = {
   origin: 'dsh.session.origin',
   turn: 'dsh.turn',
   stopReason: 'dsh.stop_reason',
+  mcpServer: 'dsh.mcp.server',
 } as const
 
 export interface SessionSpansOptions {
@@ -162,6 +164,9 @@ export class SessionSpans {
           [GEN_AI.toolCallId]: call.id,
           [GEN_AI.toolType]: 'function',
         }
+        // An MCP server's tool (mcp__<server>__<tool>): which server, to tell its calls apart from the process's own.
+        const server = mcpServerOf(call.name)
+        if (server !== undefined) attributes[DSH.mcpServer] = server
         if (this.options.captureContent) attributes[GEN_AI.toolArguments] = call.rawArgs ?? JSON.stringify(call.args ?? null)
         this.tools.set(call.id, this.tracer.startSpan(`execute_tool ${call.name}`, { kind: SpanKind.INTERNAL, startTime: event.ts, attributes }, this.turnContext))
         return

@@ -81,6 +81,17 @@ describe('@dsh/tracing in one process', () => {
     expect(captured.events.find((event) => event.name === 'exception')!.attributes['exception.message']).toContain('SECRET-PLAN-42')
   })
 
+  it("an MCP server's tool call (mcp__<server>__<tool>) names its server in dsh.mcp.server; the process's own tools carry none", async () => {
+    const { harness, otlp } = await traced({ script: [{ reply: [{ calls: [{ tool: 'mcp__docs_srv__read_file', args: {} }, { tool: 'lookup', args: {} }] }, { text: 'done' }] }] })
+    for (const name of ['mcp__docs_srv__read_file', 'lookup']) harness.ctx.tools.register({ name, description: 'answers', parameters: { type: 'object' }, execute: async () => 'ok' })
+    const agent = await harness.agent()
+    await agent.followup('read it')
+    await harness.dispose()
+    const spans = await otlp.waitFor((received) => received.filter((span) => span.name.startsWith('execute_tool')).length === 2)
+    expect(spans.find((span) => span.name === 'execute_tool mcp__docs_srv__read_file')!.attributes['dsh.mcp.server']).toBe('docs_srv')
+    expect(spans.find((span) => span.name === 'execute_tool lookup')!.attributes).not.toHaveProperty('dsh.mcp.server')
+  })
+
   it('content is recorded only with captureContent, and a huge value is cut to the attribute limit', async () => {
     const huge = 'x'.repeat(20_000)
     const { harness, otlp } = await traced({ script: [{ reply: [{ text: huge }] }] }, { captureContent: true, attributeValueLengthLimit: 256 })
