@@ -57,6 +57,8 @@ export function apply(ctx: Context, config: HooksConfig): () => Promise<void> {
     },
   })
   const facts = (session: Session): AgentFacts => agentFacts(session, (id) => ctx.sessions.get(id))
+  /** Context given to agents and not yet seen back as their input: it fires no UserPromptSubmit (a hook's context would feed itself). */
+  const injected = new Injected()
   // The agents service (@dsh/agent) is read by shape: this package does not load it.
   const agentOf = (id: string): Steerable | undefined => (ctx.get('agents') as { get(id: string): Steerable | undefined } | undefined)?.get(id)
   /** What an observing event's hooks said to the agent: context it reads at its next step, or a stop of its turn. */
@@ -68,8 +70,6 @@ export function apply(ctx: Context, config: HooksConfig): () => Promise<void> {
       logger.debug('hooks: %s context or stop not delivered: %s', event, (error as Error).message)
     }
   }
-  /** Context given to agents and not yet seen back as their input: it fires no UserPromptSubmit (a hook's context would feed itself). */
-  const injected = new Injected()
 
   if (runner.has('PreToolUse')) {
     ctx.approvals.addVerdictSource({
