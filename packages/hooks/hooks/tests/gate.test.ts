@@ -1,6 +1,6 @@
 /**
- * PreToolUse through the tools' permission gates, with real hook processes and the real
- * bash tool: a block refuses the call and the model reads why; a hook's allow never
+ * PreToolUse through the approval broker (the hooks are its verdict source), with real hook
+ * processes and the real bash tool: a block refuses the call and the model reads why; a hook's allow never
  * widens what a rule denies; matchers take dsh's and Claude Code's tool names.
  */
 import { existsSync, readFileSync } from 'node:fs'
