@@ -2,8 +2,10 @@
 //   npm run bench            a table
 //   npm run bench -- --json  one {"name","unit","value"} object a line
 //   npm run bench -- --only=fanoutTraced,startup   only the scenarios named
+//   npm run bench -- --quiet-wait-s=0              do not wait for the machine to be quiet (default: up to 8 s before each process)
 // Scenarios live in bench/scenario.js (A2A ones in bench/a2a-scenario.js, queue ones in bench/queue-scenario.js, dsh ui's in bench/ui.js, start-up in bench/startup.js, live progress in bench/progress.js, tracing on against off in bench/tracing.js, approvals in bench/approvals.js, the file tools in bench/files.js, hooks in bench/hooks.js, MCP in bench/mcp.js); bench/README.md says what each figure should be and why.
 import { execFileSync } from 'node:child_process'
+import { readFileSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 
@@ -60,14 +62,38 @@ const units = [
 ]
 const unitOf = (name) => units.find(([pattern]) => pattern.test(name))?.[1] ?? ''
 
+// The machine is shared: before each process, wait (at most --quiet-wait-s, default 8 s) until
+// other processes use under 0.3 of a core, as the anchor benchmarks' runner does, so the two
+// are measured alike; what others used in the last second is kept and printed per scenario.
+const quietArg = process.argv.find((arg) => arg.startsWith('--quiet-wait-s='))
+const quietWaitMs = (quietArg ? Number(quietArg.slice('--quiet-wait-s='.length)) : 8) * 1000
+const busyTicks = () => {
+  const [, user, nice, system, , , irq, softirq] = readFileSync('/proc/stat', 'utf8').split('\n')[0].trim().split(/\s+/).map(Number)
+  return user + nice + system + irq + softirq
+}
+const pause = (ms) => Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms)
+function othersCores() {
+  if (quietWaitMs <= 0) return undefined
+  const started = Date.now()
+  for (;;) {
+    const before = busyTicks()
+    pause(1000)
+    const cores = (busyTicks() - before) / 100
+    if (cores < 0.3 || Date.now() - started >= quietWaitMs) return cores
+  }
+}
+
 const samples = new Map()
+const others = []
 for (const { scenario, arg, file = 'scenario.js' } of plan.filter(({ scenario }) => !only || only.has(scenario))) {
   for (let i = 0; i < runs; i++) {
+    const cores = othersCores()
+    if (cores !== undefined) others.push(cores)
     const out = execFileSync(process.execPath, ['--expose-gc', join(here, file), scenario, String(arg)], { encoding: 'utf8' })
     const figures = JSON.parse(out.trim().split('\n').at(-1))
     for (const [name, value] of Object.entries(figures)) samples.set(name, [...(samples.get(name) ?? []), value])
   }
-  if (!json) process.stderr.write(`  ran ${scenario} ${arg} x${runs}\n`)
+  if (!json) process.stderr.write(`  ran ${scenario} ${arg} x${runs}${others.length > 0 ? ` (others before each: ${others.splice(0).map((cores) => cores.toFixed(2)).join(', ')} cores)` : ''}\n`)
 }
 
 const median = (values) => {
