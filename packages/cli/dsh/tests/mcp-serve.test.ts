@@ -68,6 +68,9 @@ function setup(): Setup {
   return { dir, home, pidFile, args: ['--config', join(dir, 'dsh.yml'), '--model', `scripted:${join(dir, 'script.yml')}`, '--session-dir', join(dir, 'sessions')], env: { DSH_HOME: home } }
 }
 
+/** For a test that starts several servers or runs several delegations in turn: time for a loaded machine, not a bound on speed. */
+const SEVERAL_SERVERS_MS = 120_000
+
 const clients: Client[] = []
 afterEach(async () => {
   await Promise.all(clients.splice(0).map((client) => client.close().catch(() => {})))
@@ -166,10 +169,11 @@ describe('dsh mcp serve over stdio, driven by the MCP SDK client', () => {
     const pid = Number(readFileSync(s.pidFile, 'utf8').trim())
     // The SDK's client closes the server's stdin first (signals come only seconds later).
     await client.close()
+    // Its last line, read from the pipe: seeing the process gone does not mean its stderr has been read.
+    await until(() => stderr().includes('dsh mcp: exiting: the client closed stdin'))
     await until(() => !running(serverPid))
     expect(running(pid)).toBe(false)
     expect(stderr()).toMatch(/dsh mcp: call 1 aborted/)
-    expect(stderr()).toContain('dsh mcp: exiting: the client closed stdin')
   })
 
   it("the config's tree cap bounds the calls (the client's children, as it sees them): with tree.maxConcurrent 1 and maxQueued 1, a third call while one runs and one waits is refused, naming the bound", async () => {
@@ -196,7 +200,7 @@ describe('dsh mcp serve over stdio, driven by the MCP SDK client', () => {
     })
     const allowed = (await client.callTool({ name: 'delegate', arguments: { prompt: 'touch it' } })) as CallToolResult
     expect(textOf(allowed)).toMatch(/^bash said: exit code 0\ntouched/)
-    expect(asked).toEqual([expect.stringMatching(/^dsh mcp wants to run bash: echo touched\. Allow it\?$/)])
+    expect(asked).toEqual(['dsh mcp wants to run bash:\necho touched\nAllow it?'])
 
     const declined = await stdioClient(s, [], () => ({ action: 'decline' }))
     expect(textOf((await declined.client.callTool({ name: 'delegate', arguments: { prompt: 'touch it' } })) as CallToolResult)).toMatch(/^bash said: bash was not run: .*declined/)
@@ -209,7 +213,9 @@ describe('dsh mcp serve over stdio, driven by the MCP SDK client', () => {
     clients.push(urlOnly)
     await urlOnly.connect(new StdioClientTransport({ command: process.execPath, args: [dshBin, 'mcp', 'serve', ...s.args], cwd: s.dir, env: { ...(process.env as Record<string, string>), ...s.env }, stderr: 'ignore' }))
     expect(textOf((await urlOnly.callTool({ name: 'delegate', arguments: { prompt: 'touch it' } })) as CallToolResult)).toMatch(/^bash said: bash was not run: .*did not declare the elicitation capability/)
-  })
+    // Four servers started one after another (each a Node process, a bundle and a composition):
+    // the file's 30 s is too little beside other heavy test files on a loaded machine.
+  }, SEVERAL_SERVERS_MS)
 })
 
 describe('dsh mcp serve --http', () => {
@@ -267,7 +273,7 @@ describe('dsh mcp serve --http', () => {
     asking.setRequestHandler(ElicitRequestSchema, () => ({ action: 'accept', content: { decision: 'allow-once' } }))
     await asking.connect(new StreamableHTTPClientTransport(new URL(served.url), { requestInit: { headers: { Authorization: 'Bearer sekrit-token' } } }))
     expect(textOf((await asking.callTool({ name: 'delegate', arguments: { prompt: 'touch it' } })) as CallToolResult)).toMatch(/^bash said: exit code 0\ntouched/)
-  })
+  }, SEVERAL_SERVERS_MS)
 
   it('refuses to listen beyond loopback without a token, in one line', async () => {
     const s = setup()
@@ -275,5 +281,15 @@ describe('dsh mcp serve --http', () => {
     const result = await runDsh(['mcp', 'serve', '--http', '--host', '0.0.0.0', ...s.args], { cwd: repoRoot, env: s.env })
     expect(result.code).toBe(2)
     expect(result.stderr).toContain('dsh mcp serve: refusing to listen on 0.0.0.0 without a token')
+  })
+
+  it('on loopback without a token refuses --permission ask (any local process could approve its own commands), and serves with --permission reject', async () => {
+    const s = setup()
+    const { runDsh } = await import('./cli.js')
+    const result = await runDsh(['mcp', 'serve', '--http', ...s.args], { cwd: repoRoot, env: s.env })
+    expect(result.code).toBe(2)
+    expect(result.stderr).toContain('dsh mcp serve: refusing to ask approvals of HTTP clients without a token')
+    served = await serveMcp(['--http', '--permission', 'reject', ...s.args], s.env, s.dir)
+    expect(served.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/mcp$/)
   })
 })
