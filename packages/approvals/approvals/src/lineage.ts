@@ -89,8 +89,7 @@ function askUpAsAsk(level: PermissionLevel): PermissionLevel {
 
 /** The root of `agent`'s tree, when that root here was delegated by a parent in another process. */
 function delegatedRoot(agent: Agent): Agent | undefined {
-  let root = agent
-  for (let hops = 0; root.parent !== undefined && hops < 256; hops++) root = root.parent
+  const root = agent.root
   return root.session.header.parentSession === undefined && root.depth === 0 ? undefined : root
 }
 

@@ -73,7 +73,7 @@ export class SkillsService extends Service {
   forAgent(agent: Agent): readonly Skill[] {
     const definitions = this.ctx.get('agentDefinitions')
     let allowed: Set<string> | undefined
-    for (let at: Agent | undefined = agent; at !== undefined; at = at.parent) {
+    for (const at of [agent, ...agent.ancestors()]) {
       const helper = at.session.header.helper
       if (helper === undefined) continue
       const definition = definitions?.get(helper.name)
