@@ -1,5 +1,4 @@
 /** A request as front-ends and listeners see it (`ApprovalRequestInfo`), from what the broker was asked. */
-import type { Agent } from '@dsh/agent'
 import { agentName } from './lineage.js'
 import type { PolicyVerdict } from './rules.js'
 import { displaySubject, shownSubject, type CallSubject } from './subject.js'
@@ -11,7 +10,7 @@ const FRONT_END_SUBJECT_CHARS = 16_384
 export function describeRequest(ask: ApprovalAsk, subject: CallSubject, policy: PolicyVerdict, id: string, now: number, expiresAt: number): ApprovalRequestInfo {
   const chain: string[] = []
   const path: string[] = []
-  for (let agent: Agent | undefined = ask.agent; agent !== undefined; agent = agent.parent) {
+  for (const agent of [ask.agent, ...ask.agent.ancestors()]) {
     chain.unshift(agent.id)
     path.unshift(agentName(agent))
   }
