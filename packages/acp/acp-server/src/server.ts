@@ -33,6 +33,7 @@ import { checkLoadable, loadFailure, openStored } from './load.js'
 import { acpReplayOf } from './replay.js'
 import { acpStopReasonOf, acpUpdateOf } from './updates.js'
 import { forwardChildProgress } from './child-progress.js'
+import { forwardDescendants } from './descendants.js'
 import { clientTerminalRouter } from './client-terminal.js'
 import { clientFileRouter } from './client-files.js'
 import { readSessionServers, startSessionServers } from './session-mcp.js'
@@ -267,9 +268,15 @@ export function serveAcp(ctx: Context, stream: Stream, options: AcpServerOptions
     }
     // The children this session's tool calls start show their work on those calls.
     const children = forwardChildProgress(ctx, agent.id, send)
+    // Every descendant's start and end, on the call its branch hangs under: a dsh parent's hooks hear them.
+    const answered = new Set<string>()
+    const stopDescendants = forwardDescendants(ctx, agent.id, send, (callId) => answered.has(callId))
     const unsubscribe = agent.session.subscribe((update) => {
       // A call's result is its final update: its child's progress stops before it goes out.
-      if (update.type === 'tool/result') children.closeCall(update.result.callId)
+      if (update.type === 'tool/result') {
+        children.closeCall(update.result.callId)
+        answered.add(update.result.callId)
+      }
       const acpUpdate = acpUpdateOf(update)
       if (acpUpdate) send(acpUpdate)
     })
@@ -292,6 +299,7 @@ export function serveAcp(ctx: Context, stream: Stream, options: AcpServerOptions
       signal.removeEventListener('abort', onAbort)
       unsubscribe()
       children.dispose()
+      stopDescendants()
     }
   }
 

@@ -58,8 +58,11 @@ async function turn(session: Session, prompt: string) {
 }
 
 type ToolUpdate = Extract<SessionUpdate, { sessionUpdate: 'tool_call_update' }>
+/** A descendant's start or end named to a dsh parent (`_meta.dsh.descendant`), if the update is one. */
+const descendantOf = (update: SessionUpdate) => (update._meta?.dsh as { descendant?: Record<string, unknown> } | undefined)?.descendant
+/** The updates of one call that show progress or its result (not the descendants' starts and ends). */
 const onCall = (updates: SessionUpdate[], callId: string) =>
-  updates.filter((update): update is ToolUpdate => update.sessionUpdate === 'tool_call_update' && update.toolCallId === callId)
+  updates.filter((update): update is ToolUpdate => update.sessionUpdate === 'tool_call_update' && update.toolCallId === callId && descendantOf(update) === undefined)
 const texts = (update: ToolUpdate) => (update.content ?? []).map((block) => (block.type === 'content' && block.content.type === 'text' ? block.content.text : ''))
 
 describe('children\'s progress in the editor', () => {
@@ -108,7 +111,26 @@ describe('children\'s progress in the editor', () => {
     expect(onSubagent.map((update) => update.status)).toEqual(['completed'])
   })
 
-  it('the prompt response carries the usage of the prompt\'s model calls in _meta.dsh.usage', async () => {
+  it("a child's and its own child's start and end are named on the call that started the branch (_meta.dsh.descendant), before its result", async () => {
+    const session = await serve([
+      { when: { depth: 2 }, reply: [{ text: 'grand answer' }] },
+      { when: { depth: 1 }, reply: [{ call: { tool: 'subagent', args: { description: 'deeper', prompt: 'deeper' } } }, { text: 'child answer' }] },
+      { when: { depth: 0 }, reply: [{ call: { tool: 'subagent', args: { description: 'look around', prompt: 'look' } } }, { text: 'parent: {{last_tool_result}}' }] },
+    ])
+    const { updates } = await turn(session, 'go')
+    const call = updates.find((update) => update.sessionUpdate === 'tool_call' && update.title === 'subagent') as { toolCallId: string }
+    const onBranch = updates.filter((update) => update.sessionUpdate === 'tool_call_update' && update.toolCallId === call.toolCallId)
+    const named = onBranch.flatMap((update) => {
+      const descendant = descendantOf(update)
+      return descendant === undefined ? [] : [`${String(descendant.event)} ${(descendant.path as string[]).join('/')} ${String(descendant.stopReason)}`]
+    })
+    expect(named).toEqual(['start spawn "look around" undefined', 'start spawn "look around"/spawn "deeper" undefined', 'end spawn "look around"/spawn "deeper" completed', 'end spawn "look around" completed'])
+    // All before the call's result, its final update.
+    const final = onBranch.findIndex((update) => update.status === 'completed')
+    expect(onBranch.slice(final + 1)).toEqual([])
+  })
+
+    it('the prompt response carries the usage of the prompt\'s model calls in _meta.dsh.usage', async () => {
     const session = await serve([{ when: { depth: 0 }, reply: [{ text: 'one' }, { text: 'two' }] }])
     const first = await turn(session, 'hello')
     const usage = (first.response._meta as { dsh: { usage: { inputTokens: number; outputTokens: number; cachedInputTokens: number } } }).dsh.usage
