@@ -1,3 +1,4 @@
+import type { DescendantEvent, ReportedDescendant } from './descendant.js'
 import { resolve } from 'node:path'
 import { childEnvironment } from '@dsh/process'
 import Schema from 'schemastery'
@@ -54,6 +55,10 @@ export interface AcpRunSpec {
   recordingLink?: (parentSession: string, callId: string | undefined) => RecordingLink | undefined
   /** Told why a progress update from the agent was dropped (an unknown tool call, a malformed field); the plugin logs it at debug level. */
   progressDropped?: (reason: string) => void
+  /** One run's: told of each descendant its `dsh acp` child names (`_meta.dsh.descendant`, see `descendant.ts`). */
+  descendant?: (info: ReportedDescendant) => void
+  /** The plugin's: told of those descendants with the child they came through; emitted as `subagent/descendant`. */
+  descendantBelow?: (info: DescendantEvent) => void
   /** The parent's approval broker, when it has one (`permission: ask` sends requests there). */
   approvals?: () => ApprovalService | undefined
   /** This process's bash executor seam (`ctx.bash`): runs the terminals of a shared workspace. */

@@ -117,7 +117,11 @@ export class AcpProvider implements SubagentProvider {
     const recording: RecordingLink | undefined = this.spec.recordingLink?.(request.parent.id, request.callId)
     const lineage: Lineage = lineageOf({ parent: request.parent, label, callId: request.callId, permissions: request.permissions, budget: request.budget }, this.name, maxDepth)
     if (recording !== undefined) lineage.recording = recording
-    return { spec: withRecordingGrant(this.spec, recording), cwd, lineage }
+    const spec = { ...withRecordingGrant(this.spec, recording) }
+    // Who the descendants a dsh acp child names are below: this child, started by this parent's call.
+    const told = this.spec.descendantBelow
+    if (told !== undefined) spec.descendant = (info) => told({ ...info, parentId: request.parent.id, provider: this.name, ...(label !== undefined && { label }), ...(request.callId !== undefined && { callId: request.callId }) })
+    return { spec, cwd, lineage }
   }
 }
 
@@ -154,6 +158,8 @@ export class AcpPlugin {
         mcpServers: () => ctx.get('mcpServers') as McpServerTable | undefined,
         warn: (line) => log.warn(line),
         progressDropped: (reason) => log.debug('a progress update from the ACP agent was dropped: %s', reason),
+        // Heard by name (the hooks plugin fires SubagentStart/SubagentStop from it): not an event of @dsh/subagent's.
+        descendantBelow: (info) => (ctx.emit as unknown as (event: string, info: unknown) => void)('subagent/descendant', info),
       }),
     )
   }

@@ -13,6 +13,7 @@ import { EXIT_DRAIN_MS, selectOutput, type RemoteTurn, type SubagentResult, type
 import type { AcpRunSpec } from './config.js'
 import type { AcpChild } from './child.js'
 import { AcpProgressReader, usageOfPromptResponse } from './progress.js'
+import { readDescendant } from './descendant.js'
 import { describeRpcError } from './rpc-error.js'
 
 export class AcpTurn implements RemoteTurn<AcpChild> {
@@ -37,6 +38,11 @@ export class AcpTurn implements RemoteTurn<AcpChild> {
         if (turn.settled) return
         if (update.sessionUpdate === 'agent_message_chunk' && update.content.type === 'text') this.streamed += update.content.text
         this.progress.read(update)
+        // A dsh acp child names its descendants' starts and ends on the call their branch hangs under.
+        if (update.sessionUpdate === 'tool_call_update' && this.spec.descendant !== undefined) {
+          const descendant = readDescendant(update._meta, (reason) => this.spec.progressDropped?.(reason))
+          if (descendant !== undefined) this.spec.descendant(descendant)
+        }
       })
       this.usage = usageOfPromptResponse(response, (reason) => this.spec.progressDropped?.(reason))
       if (this.usage) turn.report({ kind: 'usage', usage: this.usage })
