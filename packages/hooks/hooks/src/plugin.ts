@@ -7,6 +7,7 @@ import { askUpRules, readHooks, type HookEvent, type HookGroup } from './config.
 import { agentFacts, type AgentFacts } from './agent-facts.js'
 import { HookRunner, type FiredOutcome } from './fire.js'
 import { readSources } from './sources.js'
+import { fireSubagentEvents } from './subagents.js'
 
 export interface HooksConfig {
   hooks: Record<string, unknown>
@@ -115,24 +116,7 @@ export function apply(ctx: Context, config: HooksConfig): () => Promise<void> {
     })
   }
 
-  if (runner.has('SubagentStart') || runner.has('SubagentStop')) {
-    // The subagent lifecycle belongs to @dsh/subagent, which this package does not load: its events are heard by name.
-    const on = ctx.on.bind(ctx) as unknown as (event: string, listener: (info: { id: string; parentId: string; helper?: string; stopReason?: string }) => void) => () => void
-    const childFacts = (info: { id: string; parentId: string; helper?: string }): AgentFacts | undefined => {
-      const session = ctx.sessions.get(info.id) ?? ctx.sessions.get(info.parentId)
-      if (session === undefined) return undefined
-      const known = facts(session)
-      return session.id === info.id ? known : { ...known, agentId: info.id, ...(info.helper !== undefined && { agentType: info.helper }) }
-    }
-    on('subagent/start', (info) => {
-      const known = childFacts(info)
-      if (known) void runner.fire('SubagentStart', known, {})
-    })
-    on('subagent/end', (info) => {
-      const known = childFacts(info)
-      if (known) void runner.fire('SubagentStop', known, { stop_reason: info.stopReason, stop_hook_active: false })
-    })
-  }
+  if (runner.has('SubagentStart') || runner.has('SubagentStop')) fireSubagentEvents(ctx, runner, facts)
   // Returned, not an effect: Cordis awaits an async disposer, and dsh's exit waits for it.
   return () => runner.drain()
 }
