@@ -22,11 +22,20 @@ export interface HookRunnerOptions {
   /** The file a session is stored in, for `transcript_path` (none without storage). */
   transcriptOf: (sessionId: string) => string | undefined
   /** Records one run in a session (a `hook/run` event); never throws. */
-  record?: (sessionId: string, run: Extract<SessionEventBody, { type: 'hook/run' }>) => void
+  record?: (sessionId: string, run: HookRunRecord) => void
 }
 
-/** Events whose runs are recorded in the session: those the turn waits for, so each lands at its place in the log. */
-const RECORDED_EVENTS: ReadonlySet<HookEvent> = new Set(['PreToolUse'])
+/**
+ * Events whose runs are recorded as they finish: those the turn waits for, so each lands at
+ * its place in the log. The other (observing) events run beside the loop: their runs are
+ * kept per session and written when its agent is disposed (`flushObserved`), in the order
+ * the events fired, so a session's log is the same from run to run.
+ */
+const RECORDED_AT_ONCE: ReadonlySet<HookEvent> = new Set(['PreToolUse'])
+/** Observing fires kept per session until its agent goes; beyond it the oldest are not recorded. */
+const MAX_OBSERVED_FIRES = 1_024
+
+type HookRunRecord = Extract<SessionEventBody, { type: 'hook/run' }>
 const MAX_NOTE_CHARS = 300
 /** Events whose plain standard output is context for the model (Claude Code's reading). */
 const CONTEXT_FROM_PLAIN_OUTPUT: ReadonlySet<HookEvent> = new Set(['UserPromptSubmit', 'SessionStart'])
@@ -40,6 +49,10 @@ export class HookRunner {
   private readonly stopping = new AbortController()
   /** Runs not finished yet: what `drain` waits for. */
   private readonly running = new Set<Promise<unknown>>()
+  /** Observing fires by the session they are recorded in, in firing order, until `flushObserved` (only once `keepObserved` is on). */
+  private readonly observed = new Map<string, Promise<HookRunRecord[]>[]>()
+  /** Set once something will flush the observing runs (the agents' disposal): before that they are not kept. */
+  keepObserved = false
 
   constructor(
     private readonly groups: readonly HookGroup[],
@@ -74,7 +87,7 @@ export class HookRunner {
    * outcomes. Never rejects. Outcomes other than `PreToolUse`'s are not acted on yet: a
    * hook of such an event that blocks is a note saying so.
    */
-  async fire(event: HookEvent, facts: AgentFacts, fields: Record<string, unknown>, tool?: string, signal?: AbortSignal, callId?: string): Promise<FiredOutcome[]> {
+  async fire(event: HookEvent, facts: AgentFacts, fields: Record<string, unknown>, tool?: string, signal?: AbortSignal, callId?: string, recordIn = facts.sessionId): Promise<FiredOutcome[]> {
     const hooks = this.groups.filter((group) => group.event === event && (tool === undefined || matchesTool(group, tool))).flatMap((group) => group.hooks)
     if (hooks.length === 0) return []
     const transcript = this.options.transcriptOf(facts.sessionId)
@@ -89,13 +102,15 @@ export class HookRunner {
       agent_path: facts.agentPath,
     }
     const stop = signal === undefined ? this.stopping.signal : AbortSignal.any([signal, this.stopping.signal])
+    const atOnce = RECORDED_AT_ONCE.has(event)
+    const records: HookRunRecord[] = []
     const all = Promise.all(
-      hooks.map(async (hook): Promise<FiredOutcome> => {
+      hooks.map(async (hook, index): Promise<FiredOutcome> => {
         const started = performance.now()
         const run = await runHookCommand(hook.command, input, { cwd: facts.cwd, timeoutMs: hook.timeoutMs, passEnv: this.options.passEnv, signal: stop })
         const outcome = { ...outcomeOf(run, hook.command, CONTEXT_FROM_PLAIN_OUTPUT.has(event)), hook: hook.command }
-        if (RECORDED_EVENTS.has(event)) {
-          this.options.record?.(facts.sessionId, {
+        if (this.options.record !== undefined) {
+          const record: HookRunRecord = {
             type: 'hook/run',
             event,
             command: hook.command,
@@ -104,7 +119,10 @@ export class HookRunner {
             ...(outcome.decision !== undefined && { decision: outcome.decision }),
             ...(callId !== undefined && { callId }),
             ...(outcome.note !== undefined && { note: outcome.note.slice(0, MAX_NOTE_CHARS) }),
-          })
+          }
+          if (atOnce) this.options.record(recordIn, record)
+          // By the hook's place in the configuration, not by which finished first.
+          else records[index] = record
         }
         if (outcome.note !== undefined) this.options.note(`${hook.from}: ${event} ${outcome.note}`)
         if (event !== 'PreToolUse' && outcome.decision === 'block') this.options.note(`${hook.from}: ${event} hook "${hook.command}" blocks, which dsh does not act on for ${event} yet: ${outcome.reason ?? ''}`.trim())
@@ -112,11 +130,33 @@ export class HookRunner {
       }),
     )
     this.running.add(all)
+    if (!atOnce && this.keepObserved && this.options.record !== undefined) this.keep(recordIn, all.then(() => records.filter((record) => record !== undefined)))
     try {
       return await all
     } finally {
       this.running.delete(all)
     }
+  }
+
+  private keep(sessionId: string, fired: Promise<HookRunRecord[]>): void {
+    const fires = this.observed.get(sessionId) ?? []
+    if (fires.length === 0) this.observed.set(sessionId, fires)
+    if (fires.length >= MAX_OBSERVED_FIRES) fires.shift()
+    fires.push(fired)
+  }
+
+  /**
+   * Record the observing runs of `sessionId` (waiting for those still running, each bounded
+   * by its timeout) in the order their events fired, and forget them; `undefined` at once
+   * when the session had none (an agent without hooks pays nothing at its disposal).
+   */
+  flushObserved(sessionId: string): Promise<void> | undefined {
+    const fires = this.observed.get(sessionId)
+    if (fires === undefined) return undefined
+    this.observed.delete(sessionId)
+    return Promise.all(fires).then((lists) => {
+      for (const run of lists.flat()) this.options.record?.(sessionId, run)
+    })
   }
 
   /**

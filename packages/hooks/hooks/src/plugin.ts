@@ -98,7 +98,7 @@ export function apply(ctx: Context, config: HooksConfig): () => Promise<void> {
           else if (event.type === 'tool/result') {
             const toolFields = runner.toolFacts(event.result)
             // A call that was refused never ran: Claude Code fires PostToolUse only after a tool did.
-            if (event.permission?.decision !== 'reject' && runner.matches('PostToolUse', event.result.name)) void runner.fire('PostToolUse', facts(session), toolFields, event.result.name).then(heard('PostToolUse', session))
+            if (event.permission?.decision !== 'reject' && runner.matches('PostToolUse', event.result.name)) void runner.fire('PostToolUse', facts(session), toolFields, event.result.name, undefined, event.result.callId).then(heard('PostToolUse', session))
           }
           else if (event.type === 'user/message' && runner.has('UserPromptSubmit') && !injected.take(textOfMessage(event.message))) void runner.fire('UserPromptSubmit', facts(session), { prompt: textOfMessage(event.message) }).then(heard('UserPromptSubmit', session))
           else if (event.type === 'turn/end' && root && runner.has('Stop')) void runner.fire('Stop', facts(session), { stop_hook_active: false })
@@ -117,6 +117,16 @@ export function apply(ctx: Context, config: HooksConfig): () => Promise<void> {
   }
 
   if (runner.has('SubagentStart') || runner.has('SubagentStop')) fireSubagentEvents(ctx, runner, facts)
+  // The observing events' runs are written when their agent is disposed, before its session
+  // is released, in the order the events fired (see fire.ts): where they finish varies from
+  // run to run, and a session's log must not. With no agents service nothing flushes them: not kept.
+  ctx.inject(['agents'], (withAgents) => {
+    runner.keepObserved = true
+    withAgents.agents.onCleanup((agent) => runner.flushObserved(agent.id))
+    withAgents.effect(() => () => {
+      runner.keepObserved = false
+    }, 'hooks: stop keeping observing runs')
+  })
   // Returned, not an effect: Cordis awaits an async disposer, and dsh's exit waits for it.
   return () => runner.drain()
 }

@@ -43,13 +43,14 @@ export function fireSubagentEvents(ctx: Context, runner: HookRunner, facts: (ses
     const { agentType: _parentType, ...known } = facts(parent)
     return { ...known, agentId: id, ...(helper !== undefined && { agentType: helper }), agentPath: [known.agentPath, ...names].join('/') }
   }
-  const fire = (event: 'start' | 'end', who: AgentFacts | undefined, stopReason: string | undefined) => {
+  // Recorded in the session of the agent of this process that started the child (or the remote child it came through): the child's may be gone.
+  const fire = (event: 'start' | 'end', who: AgentFacts | undefined, stopReason: string | undefined, recordIn: string) => {
     if (who === undefined) return
-    if (event === 'start') void runner.fire('SubagentStart', who, {})
-    else void runner.fire('SubagentStop', who, { stop_reason: stopReason, stop_hook_active: false })
+    if (event === 'start') void runner.fire('SubagentStart', who, {}, undefined, undefined, undefined, recordIn)
+    else void runner.fire('SubagentStop', who, { stop_reason: stopReason, stop_hook_active: false }, undefined, undefined, undefined, recordIn)
   }
-  const run = (event: 'start' | 'end') => (info: RunInfo) => fire(event, below(info.parentId, info.id, [delegationName(info)], info.helper), info.stopReason)
+  const run = (event: 'start' | 'end') => (info: RunInfo) => fire(event, below(info.parentId, info.id, [delegationName(info)], info.helper), info.stopReason, info.parentId)
   on('subagent/start', run('start'))
   on('subagent/end', run('end'))
-  on('subagent/descendant', (info: DescendantInfo) => fire(info.event, below(info.parentId, info.id, [delegationName({ provider: info.provider, label: info.label }), ...info.path], info.helper), info.stopReason))
+  on('subagent/descendant', (info: DescendantInfo) => fire(info.event, below(info.parentId, info.id, [delegationName({ provider: info.provider, label: info.label }), ...info.path], info.helper), info.stopReason, info.parentId))
 }
