@@ -35,7 +35,7 @@ export const PAGE = `<!doctype html>
   .request .path { font-weight: 600; } .subject { font-family: ui-monospace, monospace; white-space: pre-wrap; word-break: break-all; }
   .request button { margin: .3rem .4rem 0 0; font: inherit; padding: .15rem .6rem; cursor: pointer; }
   .request .error { color: #a33; } .decision { color: #444; font-size: 12px; } .decision.reject { color: #a33; }
-  .entry.approval { border-color: #e0a800; }
+  .entry.approval { border-color: #e0a800; } .entry.hook { border-color: #7a5cc0; }
   ul.tree { list-style: none; padding-left: 1.2rem; margin: 0; } ul.tree.top { padding-left: 0; }
   .node { padding: .15rem .3rem; cursor: pointer; border-radius: 3px; } .node:hover, .node.open { background: #f2f5fb; }
   .timeline { position: relative; border-left: 1px solid #ccc; }
@@ -166,9 +166,17 @@ export const PAGE = `<!doctype html>
       }
       if (entry.kind === 'turn-end') box.append(el('b', {}, 'turn ended ' + entry.reason), entry.error ? ': ' + entry.error : '')
       if (entry.kind === 'approval') box.append(el('b', {}, 'approval for ' + entry.path.join(' › ')), el('span', { class: 'meta' }, entry.child ? ' ' + entry.child : ''), '\\n' + entry.tool + ': ' + entry.subject, decisionLine(entry.permission))
+      if (entry.kind === 'hook') box.append(el('b', {}, entry.event + ' hook "' + entry.command + '"'), el('span', { class: 'meta' }, entry.callId ? ' ' + entry.callId : ''), el('div', { class: 'decision' + (entry.decision ? ' ' + entry.decision : ''), 'data-hook-decision': entry.decision || '' }, hookLine(entry)))
       return box
     }))
     for (const node of document.querySelectorAll('.node')) node.classList.toggle('open', node.dataset.node === id)
+  }
+
+  /** How a hook's run ended, as dsh sessions show says it: exit 2, 12 ms, block (and its note). */
+  function hookLine(h) {
+    const parts = [typeof h.exitCode === 'number' ? 'exit ' + h.exitCode : 'no exit code', h.durationMs + ' ms']
+    if (h.decision) parts.push(h.decision)
+    return parts.join(', ') + (h.note ? ': ' + h.note : '')
   }
 
   const DECISION_WORDS = { 'allow-once': 'allowed once', 'allow-always': 'allowed always in this run', reject: 'rejected' }

@@ -333,6 +333,21 @@ export class Views {
           // A remote child that keeps no session here: what it asked and who decided, recorded in its parent's session.
           entries.push({ kind: 'approval', seq: event.seq, ts: event.ts, path: event.request.path.map(cut), tool: event.request.tool, subject: cut(event.request.subject), ...(event.request.child !== undefined && { child: event.request.child }), permission: event.permission })
           break
+        case 'hook/run':
+          // A hook command's run (@dsh/hooks): which event, the command, how it ended and what it decided.
+          entries.push({
+            kind: 'hook',
+            seq: event.seq,
+            ts: event.ts,
+            event: cut(event.event),
+            command: cut(event.command),
+            durationMs: event.durationMs,
+            ...(event.exitCode !== undefined && { exitCode: event.exitCode }),
+            ...(event.decision !== undefined && { decision: event.decision }),
+            ...(event.callId !== undefined && { callId: event.callId }),
+            ...(event.note !== undefined && { note: cut(event.note) }),
+          })
+          break
         default:
           break
       }
