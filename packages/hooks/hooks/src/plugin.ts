@@ -16,6 +16,7 @@ export interface HooksConfig {
   codexUserHooks: boolean
   projectCodexHooks: boolean
   passEnv: string[]
+  trustedProjectFiles: Record<string, string>
 }
 
 export const name = 'hooks'
@@ -28,6 +29,7 @@ export const Config: Schema<HooksConfig> = Schema.object({
   codexUserHooks: Schema.boolean().default(false).description('Also run the hooks of ~/.codex/hooks.json (your own Codex hooks, the same shape).'),
   projectCodexHooks: Schema.boolean().default(false).description('Also run the hooks of ./.codex/hooks.json. Off by default: a project file runs commands.'),
   passEnv: Schema.array(String).default([]).description('Variables of dsh\'s environment every hook also gets, by exact name (the allow-listed base always).'),
+  trustedProjectFiles: Schema.dict(String).default({}).description('Set by the dsh CLI from `dsh trust`\'s record (a value in a config file is replaced): the project hook files trusted in this directory, by absolute path to the SHA-256 of their bytes; a project file whose bytes are not listed is not run.'),
 })
 
 /**
