@@ -3,7 +3,8 @@ import { DshError, errorMessage } from '@dsh/base'
 import type {} from '@dsh/subagent'
 import { subagentToolMountProblem } from '@dsh/tool-subagent'
 import { checkEntries, compose, entriesAsWritten, mergeEntries, parseEntries, readEntries, type Composition, type PluginEntry } from './compose.js'
-import { chooseConfig, chosenFile } from './config-file.js'
+import { chooseConfig, chosenFile, dshHome } from './config-file.js'
+import { withProjectHookTrust } from './hooks-trust.js'
 import { CompositionError, oneLineMessage } from './errors.js'
 import { commandLineEntries, defaultEntries, exportSessionDir } from './defaults.js'
 import { withoutFrameworkStacks } from './framework-stacks.js'
@@ -100,7 +101,8 @@ async function composeRuntime(options: RuntimeOptions): Promise<Composition> {
   const logger = attachConsoleLogger(ctx, options.verbose)
   const underFile = mergeEntries(defaultEntries(options), options.extra ?? [])
   const merged = mergeEntries(mergeEntries(underFile, user), commandLineEntries(options))
-  const entries = withHelperMcp(withSkills(withAgentDefinitions(merged, user, !options.ignoreDiscoveredConfig), user, !options.ignoreDiscoveredConfig), user)
+  // The hooks entry runs a project's hook files only where the user trusted them (dsh trust).
+  const entries = withProjectHookTrust(withHelperMcp(withSkills(withAgentDefinitions(merged, user, !options.ignoreDiscoveredConfig), user, !options.ignoreDiscoveredConfig), user), dshHome())
   exportSessionDir(entries)
   try {
     // The file as written, whatever the flags say: `config check` and every run refuse the same file.

@@ -62,6 +62,8 @@ describe('a root PreToolUse hook over an A2A worker', () => {
       '  config: { provider: a2a, toolName: subagent_a2a }',
       '',
     ].join('\n'))
+    // The project's hook file runs only where the user trusted it.
+    expect((await runDsh(['trust'], { cwd: project, env: { DSH_HOME: join(user, 'home') } })).code).toBe(0)
     const result = await runDsh(['run', '--config', config, '--model', `scripted:${rootScript}`, '--session-dir', join(user, 'sessions'), '--permission', 'allow', '--quiet', 'go'], { cwd: project, env: { DSH_HOME: join(user, 'home') }, timeoutMs: 90_000 })
     expect(result.code, result.stderr).toBe(0)
     expect(existsSync(join(project, 'keep-task'))).toBe(true)

@@ -96,6 +96,8 @@ describe('a root PreToolUse hook guards the whole tree', () => {
   for (const file of ['claude', 'codex'] as const) {
     it(`from ${file === 'claude' ? ".claude/settings.json" : 'a Codex .codex/hooks.json'}: rm -rf is blocked in the root, a spawn child and a spawn grandchild of a dsh acp child (and a Read guard blocks its read), and each model reads the hook's message`, async () => {
       const t = fixture(file)
+      // The project's hook file runs only where the user trusted it.
+      expect((await runDsh(['trust'], { cwd: t.project, env: { DSH_HOME: join(t.user, 'home') } })).code).toBe(0)
       const result = await runDsh(t.args, { cwd: t.project, env: { DSH_HOME: join(t.user, 'home') }, timeoutMs: 90_000 })
       expect(result.code, result.stderr).toBe(0)
       for (const name of ['keep-root', 'keep-spawn', 'keep-grand']) expect(existsSync(join(t.project, name)), name).toBe(true)
@@ -116,6 +118,7 @@ describe('a root PreToolUse hook guards the whole tree', () => {
   it("where the dsh acp child has hooks of its own, both run and the stricter wins: its guard blocks what the root's lets through, and the root's still blocks rm -rf below it", async () => {
     const childMessage = 'the child guard blocks touch'
     const t = fixture('claude', `grep -q touch && { echo '${childMessage}' >&2; exit 2; }; exit 0`)
+    expect((await runDsh(['trust'], { cwd: t.project, env: { DSH_HOME: join(t.user, 'home') } })).code).toBe(0)
     const result = await runDsh(t.args, { cwd: t.project, env: { DSH_HOME: join(t.user, 'home') }, timeoutMs: 90_000 })
     expect(result.code, result.stderr).toBe(0)
     expect(existsSync(join(t.project, 'keep-grand'))).toBe(true)

@@ -51,9 +51,11 @@ describe('hooks through dsh run', () => {
     expect(existsSync(join(project, 'child-ran'))).toBe(true)
   })
 
-  it('with projectClaudeSettings: true its PreToolUse guard refuses bash in the root and in a spawned child, and the model reads why', async () => {
+  it('with projectClaudeSettings: true, in a directory trusted with dsh trust, its PreToolUse guard refuses bash in the root and in a spawned child, and the model reads why', async () => {
     const { project, args } = fixture(true)
     const dir = args[args.indexOf('--session-dir') + 1]!
+    // The project's hook file runs only where the user trusted it (hooks-trust.test.ts).
+    expect((await runDsh(['trust'], { cwd: project, env: { DSH_HOME: join(project, '.home') } })).code).toBe(0)
     const result = await runDsh(args, { cwd: project, env: { DSH_HOME: join(project, '.home') }, timeoutMs: 60_000 })
     expect(result.code, result.stderr).toBe(0)
     expect(existsSync(join(project, 'root-ran'))).toBe(false)

@@ -1,6 +1,7 @@
 /**
  * `dsh trust [DIR]`, `dsh trust --list`, `dsh trust --remove DIR`: which project configs
- * (`DIR/dsh.yml`) dsh composes when started in their directory (`config-trust.ts`).
+ * (`DIR/dsh.yml`) dsh composes when started in their directory, and which project hook
+ * files (`.claude/settings.json`, …) the hooks entry may run there (`config-trust.ts`).
  * Nothing here composes or loads the config it trusts.
  */
 import { existsSync, readFileSync } from 'node:fs'
@@ -9,7 +10,7 @@ import { printable } from '@dsh/base'
 import { parseVerbArgs } from '../args.js'
 import { parseEntries } from '../config-entries.js'
 import { dshHome } from '../config-file.js'
-import { configDigest, PROJECT_CONFIG, readTrustedConfigs, trustFile, trustProjectConfig, untrustProjectConfig, type TrustedConfig } from '../config-trust.js'
+import { configDigest, PROJECT_CONFIG, readTrustedConfigs, readTrustedFiles, trustFile, trustProjectDirectory, untrustProjectConfig, type TrustedConfig } from '../config-trust.js'
 import { UsageError } from '../errors.js'
 import { shippedPlugins } from '../shipped-plugins.js'
 
@@ -25,11 +26,17 @@ export function trustVerb(args: string[]): number {
     return values.list ? list(home) : remove(home, values.remove!)
   }
   if (positionals.length > 1) throw new UsageError('USAGE', `dsh trust: one directory at a time (got ${positionals.length})`)
-  const { record, bytes } = trustProjectConfig(home, positionals[0] ?? process.cwd())
-  const file = join(record.dir, PROJECT_CONFIG)
-  const lines = [`dsh: trusted ${file} (sha256 ${record.sha256.slice(0, 16)}…): dsh uses it when started in ${record.dir} until its content changes; a change (a git pull) is refused until you trust it again`]
-  const code = codeItLoads(bytes, file)
-  if (code.length > 0) lines.push(`note: it loads code that this trust does not pin, which runs as you at every start: ${code.join(', ')}`)
+  const { config, files } = trustProjectDirectory(home, positionals[0] ?? process.cwd())
+  const lines: string[] = []
+  if (config) {
+    const { record, bytes } = config
+    const file = join(record.dir, PROJECT_CONFIG)
+    lines.push(`dsh: trusted ${file} (sha256 ${record.sha256.slice(0, 16)}…): dsh uses it when started in ${record.dir} until its content changes; a change (a git pull) is refused until you trust it again`)
+    const code = codeItLoads(bytes, file)
+    if (code.length > 0) lines.push(`note: it loads code that this trust does not pin, which runs as you at every start: ${code.join(', ')}`)
+  }
+  // A project's hook files run commands: trusted here, as they are now, for the hooks entry's projectClaudeSettings / projectCodexHooks.
+  for (const trusted of files) lines.push(`dsh: trusted ${join(trusted.dir, trusted.file)} (sha256 ${trusted.sha256.slice(0, 16)}…): its hooks run when dsh starts in ${trusted.dir} and your hooks entry sets ${trusted.file.startsWith('.codex/') ? 'projectCodexHooks' : 'projectClaudeSettings'}: true, until its content changes`)
   process.stdout.write(printable(`${lines.join('\n')}\n`))
   return 0
 }
@@ -48,18 +55,20 @@ function codeItLoads(bytes: Buffer, file: string): string[] {
 
 function list(home: string): number {
   const configs = readTrustedConfigs(home)
-  if (configs.length === 0) {
+  const files = readTrustedFiles(home)
+  if (configs.length === 0 && files.length === 0) {
     process.stdout.write(`no trusted project configs in ${trustFile(home)} (dsh trust DIR adds one)\n`)
     return 0
   }
-  process.stdout.write(printable(configs.map((config) => `${config.dir}  sha256 ${config.sha256.slice(0, 16)}…  trusted ${config.trustedAt}  ${state(config)}\n`).join('')))
+  const line = (config: TrustedConfig, name: string) => `${config.dir}${name === PROJECT_CONFIG ? '' : `  ${name}`}  sha256 ${config.sha256.slice(0, 16)}…  trusted ${config.trustedAt}  ${state(config, name)}\n`
+  process.stdout.write(printable([...configs.map((config) => line(config, PROJECT_CONFIG)), ...files.map((file) => line(file, file.file))].join('')))
   return 0
 }
 
-/** Whether the directory's dsh.yml is still the one trusted. */
-function state(config: TrustedConfig): string {
-  const file = join(config.dir, PROJECT_CONFIG)
-  if (!existsSync(file)) return `(no ${PROJECT_CONFIG} there now)`
+/** Whether the directory's file (its dsh.yml, or a hook file) is still the one trusted. */
+function state(config: TrustedConfig, name = PROJECT_CONFIG): string {
+  const file = join(config.dir, name)
+  if (!existsSync(file)) return `(no ${name} there now)`
   try {
     return configDigest(readFileSync(file)) === config.sha256 ? '(in use)' : '(changed since: refused until trusted again)'
   } catch {
@@ -69,7 +78,8 @@ function state(config: TrustedConfig): string {
 
 function remove(home: string, dir: string): number {
   const removed = untrustProjectConfig(home, dir)
-  if (!removed) throw new UsageError('USAGE', `dsh trust --remove: ${dir} is not trusted (dsh trust --list shows what is)`)
-  process.stdout.write(printable(`dsh: no longer trusted: ${join(removed.dir, PROJECT_CONFIG)}\n`))
+  const names = [...(removed.config ? [join(removed.config.dir, PROJECT_CONFIG)] : []), ...removed.files.map((file) => join(file.dir, file.file))]
+  if (names.length === 0) throw new UsageError('USAGE', `dsh trust --remove: ${dir} is not trusted (dsh trust --list shows what is)`)
+  process.stdout.write(printable(`dsh: no longer trusted: ${names.join(', ')}\n`))
   return 0
 }
