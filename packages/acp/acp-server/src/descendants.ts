@@ -29,6 +29,8 @@ export interface DescendantEventInfo {
   callId?: string
   provider: string
   label?: string
+  /** That child's helper, when one started it. */
+  childHelper?: string
   event: 'start' | 'end'
   id: string
   path: string[]
@@ -71,8 +73,8 @@ export function forwardDescendants(ctx: Context, sessionId: string, send: (updat
     on('subagent/descendant', (info: DescendantEventInfo) => {
       const via = info.parentId === sessionId ? (info.callId === undefined ? undefined : { callId: info.callId, path: [] }) : branches.get(info.parentId)
       if (via === undefined) return
-      // The child it came through is named by its provider and label (the helper is the descendant's).
-      const path = [...via.path, delegationName({ provider: info.provider, label: info.label }), ...info.path]
+      // The child it came through is named as the broker names it (its own helper, not the descendant's).
+      const path = [...via.path, delegationName({ provider: info.provider, label: info.label, helper: info.childHelper }), ...info.path]
       tell(via.callId, { event: info.event, id: info.id, path, ...(info.helper !== undefined && { helper: info.helper }), ...(info.stopReason !== undefined && { stopReason: info.stopReason }) })
     }),
   ]

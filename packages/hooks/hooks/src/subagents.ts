@@ -25,6 +25,7 @@ interface DescendantInfo {
   parentId: string
   provider: string
   label?: string
+  childHelper?: string
   event: 'start' | 'end'
   id: string
   path: string[]
@@ -52,5 +53,5 @@ export function fireSubagentEvents(ctx: Context, runner: HookRunner, facts: (ses
   const run = (event: 'start' | 'end') => (info: RunInfo) => fire(event, below(info.parentId, info.id, [delegationName(info)], info.helper), info.stopReason, info.parentId)
   on('subagent/start', run('start'))
   on('subagent/end', run('end'))
-  on('subagent/descendant', (info: DescendantInfo) => fire(info.event, below(info.parentId, info.id, [delegationName({ provider: info.provider, label: info.label }), ...info.path], info.helper), info.stopReason, info.parentId))
+  on('subagent/descendant', (info: DescendantInfo) => fire(info.event, below(info.parentId, info.id, [delegationName({ provider: info.provider, label: info.label, helper: info.childHelper }), ...info.path], info.helper), info.stopReason, info.parentId))
 }

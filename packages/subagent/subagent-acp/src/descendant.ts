@@ -28,6 +28,8 @@ export interface DescendantEvent extends ReportedDescendant {
   /** The remote child's provider, label and the parent's tool call that started it. */
   provider: string
   label?: string
+  /** The remote child's helper, when a helper definition started it (how the broker names it too). */
+  childHelper?: string
   callId?: string
 }
 

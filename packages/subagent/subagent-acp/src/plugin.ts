@@ -102,7 +102,7 @@ export class AcpProvider implements SubagentProvider {
   }
 
   /** What a start checks before anything is spawned, and what it sends: the cwd, the recording grant and link, the lineage. */
-  private prepare(request: Pick<SubagentRequest, 'parent' | 'prompt' | 'agentOptions' | 'callId' | 'permissions' | 'budget' | 'workingDirectory'>, label: string | undefined, maxDepth: number | undefined): { spec: AcpRunSpec; cwd: string; lineage: Lineage } {
+  private prepare(request: Pick<SubagentRequest, 'parent' | 'prompt' | 'agentOptions' | 'callId' | 'permissions' | 'budget' | 'workingDirectory' | 'helper'>, label: string | undefined, maxDepth: number | undefined): { spec: AcpRunSpec; cwd: string; lineage: Lineage } {
     if (request.agentOptions?.model !== undefined) {
       throw new SubagentError(
         'INVALID_REQUEST',
@@ -120,7 +120,7 @@ export class AcpProvider implements SubagentProvider {
     const spec = { ...withRecordingGrant(this.spec, recording) }
     // Who the descendants a dsh acp child names are below: this child, started by this parent's call.
     const told = this.spec.descendantBelow
-    if (told !== undefined) spec.descendant = (info) => told({ ...info, parentId: request.parent.id, provider: this.name, ...(label !== undefined && { label }), ...(request.callId !== undefined && { callId: request.callId }) })
+    if (told !== undefined) spec.descendant = (info) => told({ ...info, parentId: request.parent.id, provider: this.name, ...(label !== undefined && { label }), ...(request.helper !== undefined && { childHelper: request.helper.name }), ...(request.callId !== undefined && { callId: request.callId }) })
     return { spec, cwd, lineage }
   }
 }

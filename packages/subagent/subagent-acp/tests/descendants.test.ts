@@ -35,4 +35,16 @@ describe('acp: descendants named by the child', () => {
     ])
     expect(dropped.filter((reason) => reason.includes('_meta.dsh.descendant'))).toHaveLength(3)
   })
+
+  it("a child started from a helper is named by it too (childHelper), as the approval broker names it", async () => {
+    const h = (harness = await createHarness())
+    await h.plugin(SubagentService)
+    const told: DescendantEvent[] = []
+    const spec = resolveAcpSpec(AcpProviderConfig({ ...FAST, command: process.execPath, args: [fixture('descendant-agent.mjs')] }))
+    h.ctx.subagents.registerProvider(new AcpProvider('acp', { ...spec, descendantBelow: (info) => told.push(info) }))
+    const parent = await h.agent()
+    const run = await h.ctx.subagents.start('acp', { prompt: [text('go')], parent, label: 'remote', helper: { name: 'auditor', hash: 'h' }, signal: new AbortController().signal })
+    expect((await run.result).stopReason).toBe('completed')
+    expect(told.map((info) => info.childHelper)).toEqual(['auditor', 'auditor'])
+  })
 })
