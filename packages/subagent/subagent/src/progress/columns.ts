@@ -7,7 +7,8 @@
  * character in two.
  *
  * Nothing here is built when the module loads: the first `Intl.Segmenter` of a process
- * loads ICU's break rules (12 ms on a quiet machine, several times that under load), and
+ * loads ICU's break rules (12 ms on a quiet machine, several times that under load), the
+ * emoji expression builds its sequence set, and
  * every dsh start imports this module although most text it measures is printable ASCII.
  */
 import { eastAsianWidth } from 'get-east-asian-width'
@@ -32,13 +33,21 @@ const ESCAPE_SEQUENCES = /\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b
 /** A grapheme a terminal draws in no column: a control, a mark alone, a zero-width format character. */
 const ZERO_WIDTH = /^[\p{Cc}\p{Mn}\p{Me}\p{Default_Ignorable_Code_Point}]+$/u
 
-/** A grapheme drawn as an emoji picture, two columns (flags, sequences, presentation forms). */
-const EMOJI_PICTURE = new RegExp('^(?:\\p{RGI_Emoji}|\\p{Extended_Pictographic}\\uFE0F)$', 'v') // `v` (emoji sequences) is newer than the compile target
+/**
+ * A grapheme drawn as an emoji picture, two columns (flags, sequences, presentation forms).
+ * Compiled on first use: V8 builds the emoji sequence set when the expression is made
+ * (about 27 ms), and `v` (sequence properties) is newer than the compile target.
+ */
+let emojiPicture: RegExp | undefined
+function isEmojiPicture(grapheme: string): boolean {
+  emojiPicture ??= new RegExp('^(?:\\p{RGI_Emoji}|\\p{Extended_Pictographic}\\uFE0F)$', 'v')
+  return emojiPicture.test(grapheme)
+}
 
 /** Columns of one grapheme: its first code point's East Asian width, unless it draws none or an emoji. */
 function graphemeWidth(grapheme: string): number {
   if (ZERO_WIDTH.test(grapheme)) return 0
-  if (EMOJI_PICTURE.test(grapheme)) return 2
+  if (isEmojiPicture(grapheme)) return 2
   return eastAsianWidth(grapheme.codePointAt(0)!)
 }
 
