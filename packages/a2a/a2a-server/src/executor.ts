@@ -26,12 +26,11 @@
 import { TaskState, type Message } from '@a2a-js/sdk'
 import { AgentEvent, STATE_HEADERS_KEY, type AgentExecutor, type ExecutionEventBus, type RequestContext } from '@a2a-js/sdk/server'
 import type { Context } from 'cordis'
-import { errorMessage, isRecord } from '@dsh/base'
+import { errorMessage, isRecord, type FifoSlots } from '@dsh/base'
 import { A2A_LINEAGE, admitDelegation, serveDelegation, type AdmittedDelegation, type ReceivedLineage } from '@dsh/subagent'
 import type { ApprovalRequestInfo, FrontEndAnswer } from '@dsh/approvals'
 import { A2aServerError } from './errors.js'
 import { ANSWER_ARTIFACT, argsPreview, artifactEvent, stateName, statusEvent, taskStateOfStop, textOfMessage, type DshProgress, type DshStatusMetadata, type DshUsage } from './events.js'
-import type { TaskSlots } from './slots.js'
 import type { AgentDefinition } from '@dsh/agent-definitions'
 import type { CreateAgentOptions } from '@dsh/agent'
 import { PROMPT_SKILL, requestedSkill } from './skills.js'
@@ -80,7 +79,7 @@ export class DshAgentExecutor implements AgentExecutor, ApprovalAsker {
 
   constructor(
     private readonly ctx: Context,
-    private readonly slots: TaskSlots,
+    private readonly slots: FifoSlots,
     private readonly contexts: Contexts,
     private readonly options: ExecutorOptions,
     /** The task store, the push sender and the bus manager the request handler uses: what a task's events go to between messages. */

@@ -16,7 +16,7 @@ import { DefaultExecutionEventBusManager } from '@a2a-js/sdk/server'
 import { legacyAgentCardRouter } from '@a2a-js/sdk/compat/v0_3/server/express'
 import type { Context } from 'cordis'
 import { DEFAULT_MAX_DEPTH } from '@dsh/subagent'
-import { servedHostNames } from '@dsh/base'
+import { FifoSlots, servedHostNames } from '@dsh/base'
 import { requireBearer, requireServedHost } from './auth.js'
 import { approverUserBuilder } from './approver.js'
 import { AGENT_CARD_PATH, dshAgentCard, JSON_RPC_PATH, REST_PATH } from './card.js'
@@ -25,7 +25,6 @@ import { helperSkill, skillHelpers } from './skills.js'
 import { A2aServerError } from './errors.js'
 import { DshAgentExecutor, type A2aTaskEvent } from './executor.js'
 import { DshRequestHandler } from './request-handler.js'
-import { TaskSlots } from './slots.js'
 import { BoundedTaskStore } from './task-store.js'
 import { Contexts } from './contexts.js'
 import { WebhookPolicy, type WebhookPolicyOptions } from './webhook-policy.js'
@@ -135,7 +134,7 @@ export async function serveA2a(ctx: Context, options: A2aServerOptions = {}): Pr
   }
 
   const policy = new WebhookPolicy(options.webhooks)
-  const slots = new TaskSlots(maxTasks)
+  const slots = new FifoSlots(maxTasks)
   const helpers = skillHelpers(ctx)
   const contexts = new Contexts(ctx)
   const log = ctx.logger('a2a-server')

@@ -10,12 +10,11 @@
  * `aborted`, its tasks and children are stopped and its approval requests withdrawn.
  */
 import type { Context } from 'cordis'
-import { errorMessage, printable } from '@dsh/base'
+import { errorMessage, printable, type FifoSlots } from '@dsh/base'
 import type { CreateAgentOptions } from '@dsh/agent'
 import type { AgentDefinition } from '@dsh/agent-definitions'
 import { admitDelegation, readTraceContext, serveDelegation, type AdmittedDelegation, type ReceivedLineage, type SubagentProgress, type SubagentUsage } from '@dsh/subagent'
 import type { CallToolResult, ElicitRequestFormParams, ElicitResult } from '@modelcontextprotocol/sdk/types.js'
-import type { CallSlots } from './slots.js'
 import type { ServedTool } from './tools.js'
 
 /** The session origin of calls served over MCP. */
@@ -55,7 +54,7 @@ export interface RunningCall {
 export interface CallRunnerOptions {
   maxDepth: number
   cwd: string
-  slots: CallSlots
+  slots: FifoSlots
   onCall?: (event: McpCallEvent) => void
   warn: (line: string) => void
 }

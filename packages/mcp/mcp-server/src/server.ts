@@ -10,13 +10,12 @@ import { Server } from '@modelcontextprotocol/sdk/server/index.js'
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js'
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js'
 import { CallToolRequestSchema, ElicitResultSchema, ListToolsRequestSchema, type CallToolRequest, type CallToolResult } from '@modelcontextprotocol/sdk/types.js'
-import { printable } from '@dsh/base'
+import { FifoSlots, printable } from '@dsh/base'
 import { DEFAULT_MAX_DEPTH } from '@dsh/subagent'
 import { parsePermissionPolicy, type PermissionPolicy } from '@dsh/approvals'
 import { installPermission } from './approvals.js'
 import { CallRunner, errorResult, type CallWire, type McpCallEvent } from './calls.js'
 import { McpServerError } from './errors.js'
-import { CallSlots } from './slots.js'
 import { servedTools, promptOf, type ServedTool } from './tools.js'
 
 const { version } = createRequire(import.meta.url)('../package.json') as { version: string }
@@ -45,7 +44,7 @@ export interface McpServeOptions {
 export class McpServe {
   readonly tools: ReadonlyMap<string, ServedTool>
   private readonly runner: CallRunner
-  private readonly slots: CallSlots
+  private readonly slots: FifoSlots
   private readonly removePermission: () => void
   private readonly servers = new Set<Server>()
   private closing: Promise<void> | undefined
@@ -65,7 +64,7 @@ export class McpServe {
     const log = ctx.logger('mcp-server')
     const warn = (line: string) => log.warn('%s', line)
     this.tools = servedTools(ctx, warn)
-    this.slots = new CallSlots(maxCalls, maxQueued)
+    this.slots = new FifoSlots(maxCalls, maxQueued)
     this.runner = new CallRunner(ctx, { maxDepth, cwd: options.cwd ?? process.cwd(), slots: this.slots, warn, ...(options.onCall && { onCall: options.onCall }) })
     this.removePermission = installPermission(approvals, read.value, this.runner.byAgent)
   }
