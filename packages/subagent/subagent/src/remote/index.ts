@@ -3,3 +3,4 @@ export { launchRemoteChild, type Launcher, type LaunchWords, type RemoteConnecti
 export { startRemoteRun, type RemoteSubagentRun } from './one-shot.js'
 export { EXIT_DRAIN_MS, processOfTree, withStderr, type RemoteProcess, type WatchedProcessTree } from './process.js'
 export type { ProgressReporter, RemoteEnding, RemoteTurn, TurnControl, TurnWords } from './turn.js'
+export { readReportedDescendant, trackDescendants, type DelegationNamer, type DescendantEvent, type ReportedDescendant } from './descendants.js'
