@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto'
 import { Role, TaskState, type Message, type Part } from '@a2a-js/sdk'
 import { AgentEvent, type AgentExecutionEvent } from '@a2a-js/sdk/server'
 import { assertNever, type StopReason } from '@dsh/base'
+import type { ReportedDescendant } from '@dsh/subagent'
 
 /**
  * The one artifact of a task: assistant text streams into it as appends while it is
@@ -65,11 +66,14 @@ export interface DshUsage {
  * What a dsh worker adds to a status update's `metadata.dsh` for a dsh client:
  * `progress`, structured progress updates (the `SubagentProgress` union of `@dsh/subagent`:
  * `tool-start`, `tool-end`, `usage`) so the client need not parse status text; `usage`, on
- * the final status, the task's token usage.
+ * the final status, the task's token usage; `descendants`, each start and end of an agent
+ * below the task (`@dsh/subagent`'s `ReportedDescendant`: its id, helper and delegation path
+ * from the task's agent), so a dsh parent's hooks fire `SubagentStart`/`SubagentStop` for it.
  */
 export interface DshStatusMetadata {
   progress?: DshProgress[]
   usage?: DshUsage
+  descendants?: ReportedDescendant[]
 }
 
 export type DshProgress =

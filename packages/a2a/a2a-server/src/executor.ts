@@ -27,8 +27,8 @@ import { TaskState, type Message } from '@a2a-js/sdk'
 import { AgentEvent, STATE_HEADERS_KEY, type AgentExecutor, type ExecutionEventBus, type RequestContext } from '@a2a-js/sdk/server'
 import type { Context } from 'cordis'
 import { errorMessage, isRecord, type FifoSlots } from '@dsh/base'
-import { A2A_LINEAGE, admitDelegation, serveDelegation, type AdmittedDelegation, type ReceivedLineage } from '@dsh/subagent'
-import type { ApprovalRequestInfo, FrontEndAnswer } from '@dsh/approvals'
+import { A2A_LINEAGE, admitDelegation, serveDelegation, trackDescendants, type AdmittedDelegation, type ReceivedLineage } from '@dsh/subagent'
+import { delegationName, type ApprovalRequestInfo, type FrontEndAnswer } from '@dsh/approvals'
 import { A2aServerError } from './errors.js'
 import { ANSWER_ARTIFACT, argsPreview, artifactEvent, stateName, statusEvent, taskStateOfStop, textOfMessage, type DshProgress, type DshStatusMetadata, type DshUsage } from './events.js'
 import type { AgentDefinition } from '@dsh/agent-definitions'
@@ -260,7 +260,12 @@ export class DshAgentExecutor implements AgentExecutor, ApprovalAsker {
         opened: (agent) => {
           run.agentId = agent.id
           this.byAgent.set(agent.id, run)
-          return () => this.byAgent.delete(agent.id)
+          // The agents below the task, named to a dsh client so its hooks hear the whole tree.
+          const stopDescendants = trackDescendants(this.ctx, agent.id, delegationName, (descendant) => run.progress({ descendants: [descendant] }))
+          return () => {
+            stopDescendants()
+            this.byAgent.delete(agent.id)
+          }
         },
         progress: {
           report: (update) => {

@@ -16,7 +16,7 @@ import { Role, type Message } from '@a2a-js/sdk'
 import { isRecord, type PermissionDecision } from '@dsh/base'
 import type { Agent } from '@dsh/agent'
 import { decodeIdentified, provenanceMeta, type ApprovalAsk, type IdentifiedApproval } from '@dsh/approvals'
-import type { SubagentRequest } from '@dsh/subagent'
+import type { ReportedDescendant, SubagentRequest } from '@dsh/subagent'
 
 /** Whose side effects a worker's requests are: the delegation, as the parent's broker names it. */
 export interface A2aApprovalScope {
@@ -28,6 +28,8 @@ export interface A2aApprovalScope {
   levels?: SubagentRequest['permissions']
   /** A continuable child's id (its record's); a one-shot run's is `<provider>:<task id>`. */
   childId?: string
+  /** Told of each agent below the child a dsh worker names (`metadata.dsh.descendants`), already checked. */
+  descendant?: (reported: ReportedDescendant) => void
 }
 
 /** What a dsh worker's `input-required` asks (its data part's `approvalRequest`: the approval wire's request with an id). */

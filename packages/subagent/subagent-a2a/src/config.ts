@@ -1,7 +1,7 @@
 import Schema from 'schemastery'
 import type { Agent } from '@dsh/agent'
 import type { ApprovalService } from '@dsh/approvals'
-import { SubagentError } from '@dsh/subagent'
+import { SubagentError, type DescendantEvent } from '@dsh/subagent'
 
 /** The plugin's config, as written in a composition file. The token itself never appears here. */
 export interface A2aProviderConfig {
@@ -35,6 +35,8 @@ export interface A2aRunSpec {
   approvals?: () => ApprovalService | undefined
   /** A live agent of this process by id (a resumed child's parent). */
   agent?: (id: string) => Agent | undefined
+  /** The plugin's: told of the descendants a dsh worker names (`metadata.dsh.descendants`) with the child they came through; emitted as `subagent/descendant`. */
+  descendantBelow?: (info: DescendantEvent) => void
 }
 
 /**

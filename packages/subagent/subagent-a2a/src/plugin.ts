@@ -89,8 +89,11 @@ export class A2aProvider implements SubagentProvider {
   }
 
   /** Whose side effects the worker's approval requests are, for the parent's broker. */
-  private approvalScope(parent: Agent, label: string | undefined, request: Pick<SubagentRequest, 'helper' | 'permissions'>, childId?: string): A2aApprovalScope {
+  private approvalScope(parent: Agent, label: string | undefined, request: Pick<SubagentRequest, 'helper' | 'permissions' | 'callId'>, childId?: string): A2aApprovalScope {
     const scope: A2aApprovalScope = { parent, name: delegationName({ provider: this.name, label, helper: request.helper?.name }) }
+    // Who the descendants a dsh worker names are below: this child, started by this parent's call.
+    const told = this.spec.descendantBelow
+    if (told !== undefined) scope.descendant = (info) => told({ ...info, parentId: parent.id, provider: this.name, ...(label !== undefined && { label }), ...(request.helper !== undefined && { childHelper: request.helper.name }), ...(request.callId !== undefined && { callId: request.callId }) })
     if (request.permissions !== undefined) scope.levels = request.permissions
     if (childId !== undefined) scope.childId = childId
     return scope
@@ -163,6 +166,8 @@ export class A2aPlugin {
       progressDropped: (reason) => log.debug('a progress update from an A2A worker was dropped: %s', reason),
       approvals: () => ctx.get('approvals'),
       agent: (id) => ctx.get('agents')?.get(id),
+      // Heard by name (the hooks plugin fires SubagentStart/SubagentStop from it): not an event of @dsh/subagent's.
+      descendantBelow: (info) => (ctx.emit as unknown as (event: string, info: unknown) => void)('subagent/descendant', info),
     }
     ctx.subagents.registerProvider(new A2aProvider(spec.provider, spec))
   }

@@ -8,13 +8,15 @@
  * | artifact update that appends, or starts an artifact | `text`: the text it adds |
  * | final status with `metadata.dsh.usage`         | the run's `usage` (`usageIn`) |
  *
- * Keep-alives (`metadata.dsh.keepAlive`) are not progress. The worker is untrusted:
+ * `metadata.dsh.descendants` (each start and end of an agent below the task) is not progress
+ * either: `descendantsIn` reads it whether or not anybody listens to progress, for the
+ * parent's hooks. Keep-alives (`metadata.dsh.keepAlive`) are not progress. The worker is untrusted:
  * `metadata.dsh.progress` that is not a list is dropped and logged here, and each entry is
  * checked by the progress sink, which drops and logs what does not fit.
  */
 import type { Message, Part } from '@a2a-js/sdk'
 import { isRecord } from '@dsh/base'
-import type { ProgressReporter, SubagentProgress, SubagentUsage } from '@dsh/subagent'
+import { readReportedDescendant, type ProgressReporter, type ReportedDescendant, type SubagentProgress, type SubagentUsage } from '@dsh/subagent'
 
 
 export class A2aProgressReader {
@@ -45,6 +47,17 @@ export class A2aProgressReader {
   artifact(added: string, replacedExisting: boolean): void {
     if (!this.target.reporting || replacedExisting || !added) return
     this.target.report({ kind: 'text', text: added })
+  }
+
+  /** Each well-formed report in a status update's `metadata.dsh.descendants`, told in order (one of the wrong shape is dropped and logged). */
+  descendantsIn(metadata: unknown, tell: (reported: ReportedDescendant) => void): void {
+    const descendants = dshOf(metadata)?.descendants
+    if (descendants === undefined) return
+    if (!Array.isArray(descendants)) return this.dropped('a status update whose metadata.dsh.descendants is not a list')
+    for (const entry of descendants) {
+      const reported = readReportedDescendant(entry, 'metadata.dsh.descendants entry', this.dropped)
+      if (reported !== undefined) tell(reported)
+    }
   }
 
   /** The usage a status update's `metadata.dsh.usage` reports, when well-formed (else dropped and logged). */

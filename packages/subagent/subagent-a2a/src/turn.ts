@@ -353,6 +353,7 @@ export class A2aTurn implements RemoteTurn<A2aChild> {
       case 'statusUpdate': {
         const { status, metadata } = payload.value
         this.progress.status(status?.message, metadata)
+        if (this.approvals?.descendant !== undefined) this.progress.descendantsIn(metadata, this.approvals.descendant)
         this.usage = this.progress.usageIn(metadata) ?? this.usage
         return status ? this.onStatus(status.state, status.message, true) : undefined
       }
