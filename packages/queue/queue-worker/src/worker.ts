@@ -33,8 +33,9 @@ import { hostname } from 'node:os'
 import { UnrecoverableError, Worker, type Job } from 'bullmq'
 import type { Context } from 'cordis'
 import type { Redis } from 'ioredis'
+import { delegationName } from '@dsh/approvals'
 import { errorMessage, expandToolEntries, isToolPattern, printable } from '@dsh/base'
-import { admitDelegation, QUEUE_LINEAGE, serveDelegation, type OpenDelegationOptions, type SubagentProgress, type SubagentUsage } from '@dsh/subagent'
+import { admitDelegation, QUEUE_LINEAGE, serveDelegation, trackDescendants, type OpenDelegationOptions, type ReportedDescendant, type SubagentProgress, type SubagentUsage } from '@dsh/subagent'
 import { ABORTED_PREFIX, cancelChannel, jobSignatureProblem, pingRedis, readJobPayload, redisClient, takenLogLine, WIRE_VERSION, type JobHelper, type JobProgress, type JobResult, type QueueKey } from '@dsh/subagent-queue'
 
 interface QueueWorkerOptions {
@@ -194,7 +195,11 @@ export async function serveQueue(ctx: Context, options: QueueWorkerOptions): Pro
         provider: 'queue',
         prompt: payload.prompt,
         signal: cancel.signal,
-        opened: (agent) => sayIfLineageBoundsDefault(job, agent),
+        opened: (agent) => {
+          sayIfLineageBoundsDefault(job, agent)
+          // The agents below the job, named to the parent in its progress so its hooks hear the whole tree.
+          return trackDescendants(ctx, agent.id, delegationName, (descendant) => reporter.addDescendant(descendant))
+        },
         progress: { report: (update) => reporter.add(update) },
         onUsage: (usage) => reporter.add({ kind: 'usage', usage }),
         disposeFailed: (error) => log.warn('disposing the agent of job %s failed: %s', job.id, errorMessage(error)),
@@ -224,7 +229,7 @@ export async function serveQueue(ctx: Context, options: QueueWorkerOptions): Pro
    * `approvals.default: allow` learns why the job's commands no rule allows are rejected.
    */
   function sayIfLineageBoundsDefault(job: Job, agent: { id: string }): void {
-    // Read by shape: the broker (`@dsh/approvals`) is composed beside this worker, not a dependency of it.
+    // Read by shape: the broker (`@dsh/approvals`' service) is composed beside this worker; only its naming is imported.
     const approvals = ctx.get('approvals') as { defaultFor?(agent: { id: string }): { bound?: 'lineage' | 'unsaid' } } | undefined
     const bound = typeof approvals?.defaultFor === 'function' ? approvals.defaultFor(agent).bound : undefined
     if (bound === undefined) return
@@ -328,9 +333,10 @@ function helperOptions(helper: JobHelper | undefined): Pick<OpenDelegationOption
   return { agentOptions, setup }
 }
 
-/** A job's progress, coalesced: text merged, sent at most every `intervalMs`. */
+/** A job's progress, coalesced: text merged, sent at most every `intervalMs`; with it the descendants started or ended since. */
 class ProgressReporter {
   private pending: SubagentProgress[] = []
+  private descendants: ReportedDescendant[] = []
   private timer: NodeJS.Timeout | undefined
   private sending: Promise<void> = Promise.resolve()
 
@@ -346,12 +352,18 @@ class ProgressReporter {
     this.timer ??= setTimeout(() => void this.flush(), this.intervalMs)
   }
 
+  addDescendant(descendant: ReportedDescendant): void {
+    this.descendants.push(descendant)
+    this.timer ??= setTimeout(() => void this.flush(), this.intervalMs)
+  }
+
   flush(): Promise<void> {
     clearTimeout(this.timer)
     this.timer = undefined
-    if (this.pending.length === 0) return this.sending
-    const report: JobProgress = { v: WIRE_VERSION, updates: this.pending }
+    if (this.pending.length === 0 && this.descendants.length === 0) return this.sending
+    const report: JobProgress = { v: WIRE_VERSION, updates: this.pending, ...(this.descendants.length > 0 && { descendants: this.descendants }) }
     this.pending = []
+    this.descendants = []
     this.sending = this.sending.then(() => this.job.updateProgress(report as unknown as object)).catch(() => {
       // Progress is observe-only: a report that could not be stored loses nothing of the run.
     })

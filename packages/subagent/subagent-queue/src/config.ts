@@ -1,5 +1,5 @@
 import Schema from 'schemastery'
-import { SubagentError } from '@dsh/subagent'
+import { SubagentError, type DescendantEvent } from '@dsh/subagent'
 import { describeRedis, readRedisUrl } from './redis.js'
 import { readQueueKey, type QueueKey } from './signing.js'
 
@@ -43,6 +43,8 @@ export interface QueueRunSpec {
   timeoutMs: number | undefined
   keepFinishedMs: number
   progressDropped?: (reason: string) => void
+  /** The plugin's: told of the descendants a worker names in the job's progress with the child they came through; emitted as `subagent/descendant`. */
+  descendantBelow?: (info: DescendantEvent) => void
 }
 
 /** The one place config meets the environment: an unset or malformed URL fails the load, naming the variable. */

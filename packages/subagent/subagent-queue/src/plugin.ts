@@ -1,5 +1,5 @@
 import type { Context } from 'cordis'
-import { lineageOf, NO_CAPABILITIES, startRemoteRun, type SubagentCapabilities, type SubagentProvider, type SubagentRequest, type SubagentRun } from '@dsh/subagent'
+import { lineageOf, NO_CAPABILITIES, startRemoteRun, type ReportedDescendant, type SubagentCapabilities, type SubagentProvider, type SubagentRequest, type SubagentRun } from '@dsh/subagent'
 import { QueueClient } from './client.js'
 import { QueueProviderConfig, resolveQueueSpec, type QueueRunSpec } from './config.js'
 import { QueueTransport } from './transport.js'
@@ -25,7 +25,10 @@ class QueueProvider implements SubagentProvider {
   }
 
   start(request: SubagentRequest): Promise<SubagentRun> {
-    return startRemoteRun(request, new QueueTransport(this.spec, this.client, lineageOf(request, this.name, request.maxDepth), jobHelperOf(request)))
+    // Who the descendants a worker names are below: this child, started by this parent's call.
+    const told = this.spec.descendantBelow
+    const descendant = told && ((info: ReportedDescendant) => told({ ...info, parentId: request.parent.id, provider: this.name, ...(request.label !== undefined && { label: request.label }), ...(request.helper !== undefined && { childHelper: request.helper.name }), ...(request.callId !== undefined && { callId: request.callId }) }))
+    return startRemoteRun(request, new QueueTransport(this.spec, this.client, lineageOf(request, this.name, request.maxDepth), jobHelperOf(request), descendant))
   }
 
   /** Close the queue connections (the plugin's disposal). */
@@ -41,7 +44,12 @@ export class QueuePlugin {
 
   constructor(ctx: Context, config: QueueProviderConfig) {
     const log = ctx.logger('subagent-queue')
-    const spec: QueueRunSpec = { ...resolveQueueSpec(config), progressDropped: (reason) => log.debug('a progress update from a queue worker was dropped: %s', reason) }
+    const spec: QueueRunSpec = {
+      ...resolveQueueSpec(config),
+      progressDropped: (reason) => log.debug('a progress update from a queue worker was dropped: %s', reason),
+      // Heard by name (the hooks plugin fires SubagentStart/SubagentStop from it): not an event of @dsh/subagent's.
+      descendantBelow: (info) => (ctx.emit as unknown as (event: string, info: unknown) => void)('subagent/descendant', info),
+    }
     const provider = new QueueProvider(spec.provider, spec)
     ctx.subagents.registerProvider(provider)
     ctx.effect(() => () => provider.close(), 'subagent-queue connections')

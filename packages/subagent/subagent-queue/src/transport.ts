@@ -18,11 +18,11 @@ import { createHash, randomUUID } from 'node:crypto'
 import { Job, type Queue } from 'bullmq'
 import { errorMessage, type StopReason } from '@dsh/base'
 import { text, type TextBlock } from '@dsh/llm'
-import { SubagentError, type Lineage, type RemoteChild, type RemoteConnection, type RemoteTransport, type RemoteTurn, type SubagentResult, type SubagentUsage, type TurnControl } from '@dsh/subagent'
+import { SubagentError, type Lineage, type ReportedDescendant, type RemoteChild, type RemoteConnection, type RemoteTransport, type RemoteTurn, type SubagentResult, type SubagentUsage, type TurnControl } from '@dsh/subagent'
 import { cancelChannel, type QueueClient } from './client.js'
 import type { QueueRunSpec } from './config.js'
 import { jobSignature } from './signing.js'
-import { holdersOf, JOB_NAME, jobPayload, readJobProgress, readJobResult, type JobHelper, type JobPayload, type JobResult } from './wire.js'
+import { holdersOf, JOB_NAME, jobPayload, readJobDescendants, readJobProgress, readJobResult, type JobHelper, type JobPayload, type JobResult } from './wire.js'
 
 /** After a cancel, how long the worker has to confirm it (its run ends, the job fails `aborted`). */
 export const CANCEL_GRACE_MS = 5_000
@@ -87,6 +87,8 @@ export class QueueTransport implements RemoteTransport<QueueChild> {
     private readonly client: QueueClient,
     private readonly lineage: Lineage,
     private readonly helper: JobHelper | undefined,
+    /** Told of each agent below the job a worker names in its progress, already checked. */
+    private readonly descendant?: (reported: ReportedDescendant) => void,
   ) {}
 
   get provider(): string {
@@ -107,7 +109,7 @@ export class QueueTransport implements RemoteTransport<QueueChild> {
   }
 
   openTurn(message: TextBlock[], control: TurnControl): RemoteTurn<QueueChild> {
-    return new QueueTurn(this.spec, message.map((block) => block.text).join('\n'), control, this.lineage, this.helper)
+    return new QueueTurn(this.spec, message.map((block) => block.text).join('\n'), control, this.lineage, this.helper, this.descendant)
   }
 
   startFailed(message: string, stage: string): SubagentError {
@@ -129,6 +131,7 @@ class QueueTurn implements RemoteTurn<QueueChild> {
     private readonly run: TurnControl,
     private readonly lineage: Lineage,
     private readonly helper: JobHelper | undefined,
+    private readonly descendant: ((reported: ReportedDescendant) => void) | undefined,
   ) {
     this.jobId = jobIdOf(lineage, prompt)
   }
@@ -171,7 +174,10 @@ class QueueTurn implements RemoteTurn<QueueChild> {
   }
 
   private onProgress(data: unknown): void {
-    if (this.run.settled || !this.run.reporting) return
+    if (this.run.settled) return
+    // Read whether or not anybody listens to progress: the parent's hooks hear them.
+    if (this.descendant !== undefined) for (const reported of readJobDescendants(data, (reason) => this.spec.progressDropped?.(reason))) this.descendant(reported)
+    if (!this.run.reporting) return
     for (const update of readJobProgress(data)) this.run.report(update)
   }
 

@@ -11,7 +11,7 @@
  * keys and its tools themselves are the worker's own configuration.
  */
 import { isRecord, printable, STOP_REASONS, TOOL_NAME_OR_PATTERN, type StopReason } from '@dsh/base'
-import { QUEUE_LINEAGE, SubagentError, type ReceivedLineage, type SubagentProgress, type SubagentRequest, type SubagentUsage } from '@dsh/subagent'
+import { QUEUE_LINEAGE, readReportedDescendant, SubagentError, type ReceivedLineage, type ReportedDescendant, type SubagentProgress, type SubagentRequest, type SubagentUsage } from '@dsh/subagent'
 
 /** The version of progress reports, results, and of a job without a helper. */
 export const WIRE_VERSION = 1
@@ -101,10 +101,15 @@ export interface JobResult {
   worker: string
 }
 
-/** A job's reported progress: the updates since the previous report. */
+/**
+ * A job's reported progress: the updates since the previous report, and each start and end
+ * of an agent below the job's since then (`descendants`, `@dsh/subagent`'s
+ * `ReportedDescendant`), so the parent's hooks fire `SubagentStart`/`SubagentStop` for them.
+ */
 export interface JobProgress {
   v: typeof WIRE_VERSION
   updates: SubagentProgress[]
+  descendants?: ReportedDescendant[]
 }
 
 const KNOWN_STOP_REASONS: ReadonlySet<string> = new Set(STOP_REASONS)
@@ -263,6 +268,16 @@ export function holdersOf(logs: readonly unknown[]): Array<{ worker: string; att
 export function readJobProgress(value: unknown): SubagentProgress[] {
   if (!isRecord(value) || value.v !== WIRE_VERSION || !Array.isArray(value.updates)) return []
   return value.updates.slice(0, 100).filter(isRecord) as unknown as SubagentProgress[]
+}
+
+/** The well-formed descendants a progress report names, in order (one of the wrong shape is dropped, said to `dropped`). */
+export function readJobDescendants(value: unknown, dropped: (reason: string) => void): ReportedDescendant[] {
+  if (!isRecord(value) || value.v !== WIRE_VERSION || value.descendants === undefined) return []
+  if (!Array.isArray(value.descendants)) {
+    dropped('a progress report whose descendants is not a list')
+    return []
+  }
+  return value.descendants.slice(0, 100).flatMap((entry) => readReportedDescendant(entry, 'progress report descendants entry', dropped) ?? [])
 }
 
 function readUsage(value: unknown): SubagentUsage | undefined {

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest'
 import { describeRedis, readRedisUrl } from '../src/redis.js'
 import { jobIdOf } from '../src/transport.js'
-import { HELPER_JOB_VERSION, holdersOf, MCP_JOB_VERSION, jobHelperOf, jobPayload, MAX_PERSONA_CHARS, MAX_PROMPT_CHARS, MAX_TOOL_NAMES, readJobPayload, readJobProgress, readJobResult, takenLogLine, WIRE_VERSION } from '../src/wire.js'
+import { HELPER_JOB_VERSION, holdersOf, MCP_JOB_VERSION, jobHelperOf, jobPayload, MAX_PERSONA_CHARS, MAX_PROMPT_CHARS, MAX_TOOL_NAMES, readJobDescendants, readJobPayload, readJobProgress, readJobResult, takenLogLine, WIRE_VERSION } from '../src/wire.js'
 
 describe('what crosses the queue', () => {
   it('a job id comes from the parent session, the tool call and the prompt, so the same call always names the same job', () => {
@@ -108,6 +108,21 @@ describe('what crosses the queue', () => {
     expect(() => readJobResult({ ...good, session: undefined })).toThrow(/which session and worker/)
     expect(readJobProgress({ v: 1, updates: [{ kind: 'text', text: 'a' }, 'junk'] })).toEqual([{ kind: 'text', text: 'a' }])
     expect(readJobProgress({ v: 9, updates: [] })).toEqual([])
+  })
+
+  it("a progress report's descendants are read when well-formed, each malformed one dropped with a reason, the rest kept", () => {
+    const dropped: string[] = []
+    const good = { event: 'end', id: 'a1', path: ['spawn "grand"'], stopReason: 'completed' }
+    const read = readJobDescendants({ v: WIRE_VERSION, updates: [], descendants: [good, { event: 'exploded', id: 'a2', path: ['x'] }, { event: 'start', id: 'a3', path: [] }, { ...good, id: 'a4', path: ['spawn', 7] }] }, (reason) => dropped.push(reason))
+    expect(read).toEqual([good])
+    expect(dropped).toHaveLength(3)
+    expect(dropped[0]).toMatch(/^a progress report descendants entry that is not \{ event: start\|end, id, path/)
+    expect(readJobDescendants({ v: WIRE_VERSION, updates: [], descendants: 'a1' }, (reason) => dropped.push(reason))).toEqual([])
+    expect(dropped.at(-1)).toBe('a progress report whose descendants is not a list')
+    // A report of another version, or none, names no descendants.
+    expect(readJobDescendants({ v: 9, updates: [], descendants: [good] }, (reason) => dropped.push(reason))).toEqual([])
+    expect(readJobDescendants({ v: WIRE_VERSION, updates: [] }, (reason) => dropped.push(reason))).toEqual([])
+    expect(dropped).toHaveLength(4)
   })
 
   it('the Redis URL comes from a named variable, is checked, and is shown without its password', () => {
