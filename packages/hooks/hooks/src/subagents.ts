@@ -2,8 +2,9 @@
  * `SubagentStart` and `SubagentStop` for the whole tree: the subagent lifecycle of this
  * process (`subagent/start`, `subagent/end` of `@dsh/subagent`, in-process and remote
  * children alike) and the descendants a remote child names below it (`subagent/descendant`,
- * which `@dsh/subagent-acp` emits for what a `dsh acp` child reports). Both are heard by
- * name: this package loads neither.
+ * which the ACP, A2A and queue providers emit for what a `dsh acp`, `dsh a2a serve` or
+ * `dsh worker` reports, checked by `@dsh/subagent`'s `remote/descendants.ts`). Both are
+ * heard by name: this package loads neither, so their shapes are restated here.
  */
 import type { Context } from 'cordis'
 import { delegationName } from '@dsh/approvals'
@@ -20,7 +21,7 @@ interface RunInfo {
   stopReason?: string
 }
 
-/** `@dsh/subagent-acp`'s `DescendantEvent`, by shape. */
+/** The `subagent/descendant` event (`@dsh/subagent`'s `remote/descendants.ts`), by shape. */
 interface DescendantInfo {
   parentId: string
   provider: string
