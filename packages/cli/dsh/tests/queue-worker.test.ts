@@ -82,6 +82,15 @@ function sessionFiles(dir: string): string[] {
   return readdirSync(dir, { recursive: true, encoding: 'utf8' }).filter((name) => name.endsWith('.jsonl'))
 }
 
+/**
+ * Whether a session file of `dir` has its whole header line: a worker holds its job from
+ * then on. A kill between a file's creation and its first write (appends go out at the end
+ * of the event-loop turn) would leave it empty, and the try unrecorded.
+ */
+function headerWritten(dir: string): boolean {
+  return sessionFiles(dir).some((name) => readFileSync(join(dir, name), 'utf8').includes('\n'))
+}
+
 type Line = { header?: Record<string, unknown> & { id: string; delegationDepth?: number }; type?: string; reason?: string; error?: string; usage?: { outputTokens: number }; message?: { content: Array<{ text?: string }> }; call?: { id: string; name: string; args?: { command?: string } }; result?: { callId: string; isError?: boolean; content: Array<{ text?: string }> }; permission?: Record<string, unknown> }
 
 /** Every session file of `dir`, as its lines. */
@@ -124,8 +133,8 @@ describe('dsh worker and the queue provider, on a real Redis', () => {
     const first = await startWorker(server, script)
     const { config, script: parentScript } = parentSetup('answer slowly')
     const parent = runDsh(['run', '--config', config, '--model', `scripted:${parentScript}`, '--session-dir', tempDir(), 'ask a worker'], { env: { DSH_REDIS_URL: server.url } })
-    // The first worker has the job once its child session exists.
-    await until(() => sessionFiles(first.sessions).length > 0)
+    // The first worker has the job once its child session has its header.
+    await until(() => headerWritten(first.sessions))
     first.child.kill('SIGKILL')
     await first.exited
     const second = await startWorker(server, script)
@@ -372,9 +381,7 @@ describe('dsh worker and the queue provider, on a real Redis', () => {
     let next = await startWorker(server, script)
     for (let i = 0; i < 3; i++) {
       const holder = next
-      // Wait for a whole header line, not just the file: a kill between the file's creation
-      // and its first write leaves it empty, and the try would not be recorded.
-      await until(() => sessionFiles(holder.sessions).some((name) => readFileSync(join(holder.sessions, name), 'utf8').includes('\n')))
+      await until(() => headerWritten(holder.sessions))
       holder.child.kill('SIGKILL')
       holders.push(holder)
       next = await startWorker(server, script)
