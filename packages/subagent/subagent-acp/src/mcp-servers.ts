@@ -8,12 +8,10 @@
  */
 import type { McpCapabilities, McpServer } from '@agentclientprotocol/sdk'
 import { errorMessage } from '@dsh/base'
+import type { ResolvedMcpServer } from '@dsh/subagent'
 
-/** A configured server as `@dsh/mcp` resolves it for a child program (`ResolvedServer` there). */
-export interface McpServerEntry {
-  name: string
-  config: { command: string; args?: readonly string[]; env?: Readonly<Record<string, string>>; cwd?: string } | { type: 'http'; url: string; headers?: Readonly<Record<string, string>> }
-}
+/** A configured server as `@dsh/mcp` resolves it for a child program (`ctx.mcpServers.resolve`). */
+export type McpServerEntry = ResolvedMcpServer
 
 /** What this provider reads of `ctx.mcpServers`: `resolve`, a server by name with its `${NAME}` values read (it throws naming a variable that is unset). */
 export interface McpServerTable {

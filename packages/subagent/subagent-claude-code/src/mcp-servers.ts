@@ -3,30 +3,17 @@
  * gets them: the Agent SDK's `mcpServers` option. Each name is resolved by this process's
  * MCP client (`ctx.mcpServers` of `@dsh/mcp`, read by shape: not a dependency of this
  * provider), so the child runs only a server this process would run itself; a name it does
- * not have refuses the delegation before Claude Code starts.
+ * not have refuses the delegation before Claude Code starts (`requiredMcpServers` of
+ * `@dsh/subagent`).
  */
 import type { McpServerConfig } from '@anthropic-ai/claude-agent-sdk'
-import { SubagentError } from '@dsh/subagent'
-
-/** A server as `ctx.mcpServers.resolve(name)` gives it: its entry, `${NAME}` values read. */
-export interface ResolvedMcpServer {
-  name: string
-  config: { command: string; args?: string[]; env?: Record<string, string>; cwd?: string } | { type: 'http'; url: string; headers?: Record<string, string> }
-}
-
-/** Resolves a server name in the parent's MCP client; undefined when it has none of that name (or no MCP client). */
-export type McpServerLookup = (name: string) => ResolvedMcpServer | undefined
+import { requiredMcpServers, SubagentError, type McpServerLookup } from '@dsh/subagent'
 
 /** The SDK's `mcpServers` for `names`; undefined for none. `who` names the child in a refusal. */
 export function claudeMcpServers(names: readonly string[] | undefined, lookup: McpServerLookup | undefined, who: string): Record<string, McpServerConfig> | undefined {
   if (names === undefined || names.length === 0) return undefined
   const servers: Record<string, McpServerConfig> = {}
-  for (const name of names) {
-    const server = lookup?.(name)
-    if (server === undefined) {
-      throw new SubagentError('INVALID_REQUEST', `${who} names MCP server "${name}", which this process does not run; add it to the servers of the @dsh/mcp entry of your config (a project's server runs only where your config allows it)`)
-    }
-    const { config } = server
+  for (const { name, config } of requiredMcpServers(names, lookup, who)) {
     if ('url' in config) {
       servers[name] = { type: 'http', url: config.url, ...(config.headers && { headers: config.headers }) }
       continue

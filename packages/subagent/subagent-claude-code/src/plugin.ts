@@ -6,6 +6,7 @@ import type { Agent } from '@dsh/agent'
 import {
   NO_CAPABILITIES,
   type SubagentCapabilities,
+  mcpServerLookup,
   openConversation,
   startRemoteRun,
   SubagentError,
@@ -22,7 +23,6 @@ import type { ApprovalScope } from './approvals.js'
 import { claudeSession, ClaudeTransport, isClaudeSessionId } from './session.js'
 import { missingClaudeCodePackage, resolveClaudeExecutable } from './executable.js'
 import { PERMISSION_MODES, type ClaudeCodeSettings } from './run-spec.js'
-import type { ResolvedMcpServer } from './mcp-servers.js'
 
 /**
  * Claude Code as an out-of-process child: each turn is one `query()` of the Claude Agent
@@ -113,7 +113,7 @@ export class ClaudeCodePlugin {
       progressDropped: (reason) => log.debug('a progress message from Claude Code was dropped: %s', reason),
       approvals: () => ctx.get('approvals'),
       // Read by shape: the MCP client (@dsh/mcp) is composed beside this provider, not a dependency of it.
-      mcpServers: (name) => (ctx.get('mcpServers') as { resolve?(name: string): ResolvedMcpServer | undefined } | undefined)?.resolve?.(name),
+      mcpServers: mcpServerLookup(ctx),
     }
     ctx.subagents.registerProvider(new ClaudeCodeProvider(settings, (id) => ctx.get('agents')?.get(id)))
   }

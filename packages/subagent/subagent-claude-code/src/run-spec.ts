@@ -5,11 +5,10 @@
  */
 import type { CanUseTool, McpServerConfig, Options, PermissionMode } from '@anthropic-ai/claude-agent-sdk'
 import type { ApprovalService } from '@dsh/approvals'
-import { traceEnvironment, type SubagentRequest } from '@dsh/subagent'
+import { traceEnvironment, type McpServerLookup, type SubagentRequest } from '@dsh/subagent'
 import { brokerCanUseTool, type ApprovalScope, type BrokerRoute } from './approvals.js'
 import { claudeCodeEnvironment, runningAsRoot } from './claude-code-environment.js'
 import { shortJson, type Denial } from './outcome.js'
-import type { McpServerLookup } from './mcp-servers.js'
 
 /**
  * How tool permission asks are answered. `ask` (the default) runs Claude Code in its

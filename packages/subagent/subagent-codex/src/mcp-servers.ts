@@ -4,30 +4,16 @@
  * config.toml would hold it. Each name is resolved by this process's MCP client
  * (`ctx.mcpServers` of `@dsh/mcp`, read by shape: not a dependency of this provider), so a
  * Codex child runs only a server this process would run itself; a name it does not have
- * refuses the delegation before Codex starts.
+ * refuses the delegation before Codex starts (`requiredMcpServers` of `@dsh/subagent`).
  */
-import { SubagentError } from '@dsh/subagent'
+import { requiredMcpServers, type McpServerLookup } from '@dsh/subagent'
 import type { JsonValue } from './protocol/serde_json/JsonValue.js'
-
-/** A server as `ctx.mcpServers.resolve(name)` gives it: its entry, `${NAME}` values read. */
-export interface ResolvedMcpServer {
-  name: string
-  config: { command: string; args?: string[]; env?: Record<string, string>; cwd?: string } | { type: 'http'; url: string; headers?: Record<string, string> }
-}
-
-/** Resolves a server name in the parent's MCP client; undefined when it has none of that name (or no MCP client). */
-export type McpServerLookup = (name: string) => ResolvedMcpServer | undefined
 
 /** The config overrides naming `names`' servers for Codex; undefined for none. `who` names the child in the refusal. */
 export function codexMcpConfig(names: readonly string[] | undefined, lookup: McpServerLookup | undefined, who: string): Record<string, JsonValue> | undefined {
   if (names === undefined || names.length === 0) return undefined
   const overrides: Record<string, JsonValue> = {}
-  for (const name of names) {
-    const server = lookup?.(name)
-    if (server === undefined) {
-      throw new SubagentError('INVALID_REQUEST', `${who} names MCP server "${name}", which this process does not run; add it to the servers of the @dsh/mcp entry of your config (a project's server runs only where your config allows it)`)
-    }
-    const { config } = server
+  for (const { name, config } of requiredMcpServers(names, lookup, who)) {
     // Dotted keys add one table each, leaving the servers of Codex's own config.toml as they are.
     overrides[`mcp_servers.${name}`] =
       'url' in config

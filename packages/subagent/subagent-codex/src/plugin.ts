@@ -5,10 +5,12 @@ import {
   launchRemoteChild,
   NO_CAPABILITIES,
   type SubagentCapabilities,
+  mcpServerLookup,
   openConversation,
   startRemoteRun,
   SubagentError,
   type ContinuablePreparation,
+  type McpServerLookup,
   type PrepareContinuableRequest,
   type RemoteChildRecord,
   type RemoteConversation,
@@ -23,7 +25,7 @@ import { CODEX_CHILD_NAME } from './child.js'
 import type { ApprovalScope } from './approvals.js'
 import { codexCommand, missingCodexPackage, type CodexCommand } from './codex-binary.js'
 import { checkConfig, CodexConfig, resolveRunSpec, type CodexRunSpec } from './config.js'
-import { codexMcpConfig, type McpServerLookup, type ResolvedMcpServer } from './mcp-servers.js'
+import { codexMcpConfig } from './mcp-servers.js'
 
 /** What the provider reaches beyond its config; the plugin fills it from its context. */
 interface CodexHooks {
@@ -143,7 +145,7 @@ export class CodexPlugin {
         approvals: () => ctx.get('approvals'),
         agent: (id) => ctx.get('agents')?.get(id),
         // Read by shape: the MCP client (@dsh/mcp) is composed beside this provider, not a dependency of it.
-        mcpServers: (name) => (ctx.get('mcpServers') as { resolve?(name: string): ResolvedMcpServer | undefined } | undefined)?.resolve?.(name),
+        mcpServers: mcpServerLookup(ctx),
       }),
     )
   }

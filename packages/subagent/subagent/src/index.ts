@@ -24,6 +24,7 @@ export {
   type SubagentWorkspaceReport,
 } from './types.js'
 export { SubagentError, type SubagentErrorCode } from './errors.js'
+export { mcpServerLookup, requiredMcpServers, type McpServerLookup, type ResolvedMcpServer } from './mcp-servers.js'
 export { outputText, selectOutput } from './output.js'
 export { wrapRun, type RunWrap } from './run-wrap.js'
 
