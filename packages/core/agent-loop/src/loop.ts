@@ -6,7 +6,6 @@
  */
 import { assertNever, errorMessage, isAbortError, stopReasonOfFinish, StopRequest } from '@dsh/base'
 import {
-  toolCallsOf,
   type AssistantMessage,
   type FinishReason,
   type LlmChunk,
@@ -184,8 +183,11 @@ class TurnSteps {
     session.append({ type: 'step/start', step })
     this.stepOpen = true
     const claimed = runtime.claimInput()
-    for (const message of this.pending) session.append({ type: 'user/message', message })
-    for (const message of claimed) session.append({ type: 'user/message', message })
+    // Indexed loops here and below: until the code is optimised, for-of makes an iterator
+    // per loop, and every child of a fan-out runs these at least once.
+    const { pending } = this
+    for (let index = 0; index < pending.length; index++) session.append({ type: 'user/message', message: pending[index]! })
+    for (let index = 0; index < claimed.length; index++) session.append({ type: 'user/message', message: claimed[index]! })
     this.pending = NO_INPUT
     this.folded.reset()
     return undefined
@@ -243,13 +245,15 @@ class TurnSteps {
       this.closeStep()
       return ending(this.aborted())
     }
-    const calls = toolCallsOf(response.message)
+    // The response's calls are the folded ones (an aborted or failed response, which drops
+    // them, has returned above): no filtered copy of its content.
+    const calls = this.folded.calls ?? NO_CALLS
     // A finish that ends the turn by itself (cut off, filtered) is decided in one place.
     const forcedEnd = response.finish === undefined ? undefined : stopReasonOfFinish(response.finish)
     this.forcedEnd = forcedEnd
     this.calls = calls
     if (calls.length === 0) return this.stepDone(false)
-    for (const call of calls) session.append({ type: 'tool/call', call })
+    for (let index = 0; index < calls.length; index++) session.append({ type: 'tool/call', call: calls[index]! })
     if (!forcedEnd) return { kind: 'run-tools', calls }
     // A response cut off by the token limit (or filtered) may carry calls the model never
     // meant to send as they are: fail them instead of executing them.
@@ -260,8 +264,13 @@ class TurnSteps {
   /** Log the results of the step's calls, in model order; then as `stepDone`. */
   toolsDone(outcomes: readonly ToolCallOutcome[]): NextStep {
     const { session } = this
-    for (const outcome of outcomes) session.append(resultEvent(outcome))
-    return this.stepDone(outcomes.some((outcome) => outcome.endsTurn))
+    let endsTurn = false
+    for (let index = 0; index < outcomes.length; index++) {
+      const outcome = outcomes[index]!
+      session.append(resultEvent(outcome))
+      if (outcome.endsTurn) endsTurn = true
+    }
+    return this.stepDone(endsTurn)
   }
 
   /** Close the step: the turn ends here, or another step follows. */

@@ -99,8 +99,9 @@ export class Session {
     event.ts = Date.now()
     this.push(event)
     // Event listeners first: an observer of the record (a tracer) sees each event before anything another listener does in answer to it.
+    // Most sessions (every child of a fan-out) have no listener: no call, no iterator then.
     if (this.eventListeners.length > 0) this.notifyAll(this.eventListeners, event)
-    this.notify(event)
+    if (this.listeners.length > 0) this.notifyAll(this.listeners, event)
     return event
   }
 
@@ -158,8 +159,10 @@ export class Session {
   }
 
   private notifyAll(listeners: readonly SessionListener[], update: SessionUpdate): void {
-    // copy-on-write list: a listener that unsubscribes while we iterate is safe
-    for (const listener of listeners) {
+    // copy-on-write list: a listener that unsubscribes while we iterate is safe. Indexed,
+    // not for-of: until the code is optimised, for-of makes an iterator per event.
+    for (let index = 0; index < listeners.length; index++) {
+      const listener = listeners[index]!
       try {
         // An async listener returns a promise: its rejection is contained like a throw,
         // never left to take the host down as an unhandled rejection.
