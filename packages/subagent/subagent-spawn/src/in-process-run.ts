@@ -39,8 +39,51 @@ export function startInProcessRun(agents: AgentRegistry, request: SubagentReques
   }
 }
 
-/** Listener options shared by every run. */
+/**
+ * The runs following each delegation signal, heard through one listener per signal. A
+ * fan-out's calls share a few signals (the tools' relays, see `ToolRegistry.executeAll`),
+ * and a listener of its own per run would cost each child Node's `Listener`, the closure
+ * Node wraps a `handleEvent` object in, and a walk of the signal's list to add and remove.
+ */
+const followers = new WeakMap<AbortSignal, Set<InProcessRun>>()
+
+/** Listener options shared by every signal followed. */
 const ONCE = Object.freeze({ once: true })
+
+function follow(signal: AbortSignal, run: InProcessRun): void {
+  let runs = followers.get(signal)
+  if (runs === undefined) {
+    runs = new Set()
+    followers.set(signal, runs)
+    signal.addEventListener('abort', cancelFollowers, ONCE)
+  }
+  runs.add(run)
+}
+
+function unfollow(signal: AbortSignal, run: InProcessRun): void {
+  const runs = followers.get(signal)
+  if (runs === undefined || !runs.delete(run) || runs.size > 0) return
+  followers.delete(signal)
+  signal.removeEventListener('abort', cancelFollowers)
+}
+
+/** A followed signal aborted: cancel every run following it, in the order they started, with its reason. */
+function cancelFollowers(event: Event): void {
+  const signal = event.target as AbortSignal
+  const runs = followers.get(signal)
+  followers.delete(signal)
+  if (runs === undefined) return
+  for (const run of runs) {
+    try {
+      run.cancel(signal.reason)
+    } catch (error) {
+      // As a listener of its own would have failed: reported, and the other runs still cancelled.
+      process.nextTick(() => {
+        throw error
+      })
+    }
+  }
+}
 
 /**
  * A published in-process run. Its behaviour lives on the prototype: a run is made per
@@ -67,8 +110,7 @@ class InProcessRun implements SubagentRun {
     const { signal } = request
     this.id = child.id
     this.signal = signal
-    // The run itself listens (`handleEvent`): no closure per child.
-    signal.addEventListener('abort', this, ONCE)
+    follow(signal, this)
     this.result = child.followup({ role: 'user', content: request.prompt }).then(
       (ended): SubagentResult => {
         this.settled = true
@@ -85,11 +127,6 @@ class InProcessRun implements SubagentRun {
     this.child.cancel(reason)
   }
 
-  /** The delegation's signal aborted: cancel the child's turn with its reason. */
-  handleEvent(): void {
-    this.child.cancel(this.signal.reason)
-  }
-
   sendMessage(message: string): void {
     if (this.settled) {
       throw new SubagentError('RUN_SETTLED', `the run of child ${this.child.id} has already ended; start a new delegation to give it more work`)
@@ -99,7 +136,7 @@ class InProcessRun implements SubagentRun {
 
   dispose(): Promise<void> {
     if (this.disposal === undefined) {
-      this.signal.removeEventListener('abort', this)
+      unfollow(this.signal, this)
       this.disposal = this.child.dispose()
     }
     return this.disposal
