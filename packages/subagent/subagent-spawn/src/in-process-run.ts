@@ -40,29 +40,30 @@ export function startInProcessRun(agents: AgentRegistry, request: SubagentReques
 }
 
 /**
- * The runs following each delegation signal, heard through one listener per signal. A
- * fan-out's calls share a few signals (the tools' relays, see `ToolRegistry.executeAll`),
- * and a listener of its own per run would cost each child Node's `Listener`, the closure
- * Node wraps a `handleEvent` object in, and a walk of the signal's list to add and remove.
+ * The runs following each delegation signal, heard through one listener per signal: the
+ * run itself while it is the only one (a delegation of its own), a set once there are
+ * more. A fan-out's calls share a few signals (the tools' relays, see
+ * `ToolRegistry.executeAll`), and a listener of its own per run would cost each child
+ * Node's `Listener`, the closure Node wraps a `handleEvent` object in, and a walk of the
+ * signal's list to add and remove.
  */
-const followers = new WeakMap<AbortSignal, Set<InProcessRun>>()
+const followers = new WeakMap<AbortSignal, InProcessRun | Set<InProcessRun>>()
 
 /** Listener options shared by every signal followed. */
 const ONCE = Object.freeze({ once: true })
 
 function follow(signal: AbortSignal, run: InProcessRun): void {
-  let runs = followers.get(signal)
-  if (runs === undefined) {
-    runs = new Set()
-    followers.set(signal, runs)
+  const present = followers.get(signal)
+  if (present === undefined) {
+    followers.set(signal, run)
     signal.addEventListener('abort', cancelFollowers, ONCE)
-  }
-  runs.add(run)
+  } else if (present instanceof Set) present.add(run)
+  else followers.set(signal, new Set([present, run]))
 }
 
 function unfollow(signal: AbortSignal, run: InProcessRun): void {
-  const runs = followers.get(signal)
-  if (runs === undefined || !runs.delete(run) || runs.size > 0) return
+  const present = followers.get(signal)
+  if (present !== run && !(present instanceof Set && present.delete(run) && present.size === 0)) return
   followers.delete(signal)
   signal.removeEventListener('abort', cancelFollowers)
 }
@@ -70,10 +71,11 @@ function unfollow(signal: AbortSignal, run: InProcessRun): void {
 /** A followed signal aborted: cancel every run following it, in the order they started, with its reason. */
 function cancelFollowers(event: Event): void {
   const signal = event.target as AbortSignal
-  const runs = followers.get(signal)
+  const present = followers.get(signal)
   followers.delete(signal)
-  if (runs === undefined) return
-  for (const run of runs) {
+  if (present === undefined) return
+  if (!(present instanceof Set)) return present.cancel(signal.reason)
+  for (const run of present) {
     try {
       run.cancel(signal.reason)
     } catch (error) {
