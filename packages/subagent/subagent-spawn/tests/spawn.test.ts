@@ -121,6 +121,19 @@ describe('spawn: a fresh in-process child', () => {
     await run.dispose()
   })
 
+  it('aborting a signal several runs share ends each run still going aborted', async () => {
+    await setup([{ when: { prompt: '^quick' }, reply: [{ text: 'done' }] }, { reply: [{ text: 'slow', delay_ms: 60_000 }] }])
+    const controller = new AbortController()
+    const shared = { signal: controller.signal }
+    const quick = await harness.ctx.subagents.start('spawn', request('quick', shared))
+    const slow = await Promise.all([1, 2, 3].map((n) => harness.ctx.subagents.start('spawn', request(`slow ${n}`, shared))))
+    expect((await quick.result).stopReason).toBe('completed')
+    await quick.dispose()
+    controller.abort()
+    for (const run of slow) expect((await run.result).stopReason).toBe('aborted')
+    await Promise.all(slow.map((run) => run.dispose()))
+  })
+
   it('an aborted signal before publication rejects and leaves no agent or session', async () => {
     await setup([{ reply: [{ text: 'x' }] }])
     const controller = new AbortController()
