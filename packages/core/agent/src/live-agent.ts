@@ -53,6 +53,10 @@ function asMessage(message: UserMessage | string): UserMessage {
 
 const ignoreResult = () => {}
 
+/** The empty inbox and step input every agent shares until it has some (frozen: a push would be a bug). */
+const NO_MESSAGES: UserMessage[] = Object.freeze([]) as unknown as UserMessage[]
+const NO_SOURCES: readonly InputSource[] = Object.freeze([])
+
 /** The idle state, shared: every agent starts in it and returns to it after each turn. */
 const IDLE: AgentState = Object.freeze({ status: 'idle' })
 /** The states of disposal, shared like `IDLE`: every child of a fan-out passes through both. */
@@ -105,8 +109,10 @@ class LiveTurnRuntime implements TurnRuntime {
 export class LiveAgent implements Agent {
   private state: AgentState = IDLE
   private queue: QueuedTurn[] = []
-  private inbox: UserMessage[] = []
-  private sources: InputSource[] = []
+  // Most agents (every child of a fan-out) never get steered input or a source: they share
+  // the frozen empty lists below until they do (sources are copied on write already).
+  private inbox: UserMessage[] = NO_MESSAGES
+  private sources: readonly InputSource[] = NO_SOURCES
   /** Set by `steer`: inbox input should start a turn if no step claims it first. */
   private steered = false
   /** Set by `wake` and by a turn that ended without an abort: poll the sources for a new turn. */
@@ -146,8 +152,8 @@ export class LiveAgent implements Agent {
   claimStepInput(): UserMessage[] {
     this.steered = false
     // Most steps have nothing waiting: no copies then.
-    if (this.inbox.length === 0 && this.sources.length === 0) return []
-    const claimed = this.inbox.splice(0)
+    if (this.inbox.length === 0 && this.sources.length === 0) return NO_MESSAGES
+    const claimed = this.inbox.length > 0 ? this.inbox.splice(0) : []
     for (const message of this.poll('step')) claimed.push(message)
     return claimed
   }
@@ -193,14 +199,20 @@ export class LiveAgent implements Agent {
 
   steer(message: UserMessage | string): void {
     this.assertLive()
-    this.inbox.push(asMessage(message))
+    this.ownInbox().push(asMessage(message))
     this.steered = true
     this.pump()
   }
 
   inject(message: UserMessage | string): void {
     this.assertLive()
-    this.inbox.push(asMessage(message))
+    this.ownInbox().push(asMessage(message))
+  }
+
+  /** The inbox to add to: this agent's own, made at its first message. */
+  private ownInbox(): UserMessage[] {
+    if (this.inbox === NO_MESSAGES) this.inbox = []
+    return this.inbox
   }
 
   addInputSource(source: InputSource): () => void {
@@ -261,7 +273,7 @@ export class LiveAgent implements Agent {
     if (this.state.status === 'disposed') return Promise.resolve()
     const running = this.state.status === 'running' ? this.state.controller : undefined
     this.state = DISPOSING
-    this.sources = []
+    this.sources = NO_SOURCES
     if (this.queue.length > 0) {
       for (const turn of this.queue.splice(0)) turn.reject(new AgentError('DISPOSED', `agent ${this.id} was disposed before this turn started`))
     }
