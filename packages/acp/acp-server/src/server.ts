@@ -51,7 +51,16 @@ export interface AcpServer {
   readonly ended?: Promise<string>
 }
 
-const { version } = createRequire(import.meta.url)('../package.json') as { version: string }
+/**
+ * This package's version, read from its package.json the first time a server that was given
+ * no `agentVersion` answers `initialize`: not at import, where finding the package costs a
+ * `dsh acp` child about 2 ms of its start (its host passes its own version instead).
+ */
+let packageVersion: string | undefined
+function ownVersion(): string {
+  packageVersion ??= (createRequire(import.meta.url)('../package.json') as { version: string }).version
+  return packageVersion
+}
 
 /** A server set up wrongly by its host (not by a client: client mistakes are JSON-RPC errors). */
 export type AcpServerErrorCode = 'INVALID_OPTION'
@@ -78,6 +87,11 @@ export interface AcpServerOptions {
    * cannot make the server write files by asking.
    */
   recordingDir?: string
+  /**
+   * The version `initialize` reports in `agentInfo`: a host names its own (`dsh acp` the
+   * CLI's, of the same release). Default: this package's.
+   */
+  agentVersion?: string
 }
 
 export interface AcpStdioOptions extends AcpServerOptions {
@@ -128,7 +142,7 @@ export function serveAcp(ctx: Context, stream: Stream, options: AcpServerOptions
           mcpCapabilities: { http: true, sse: false },
           sessionCapabilities: { close: {} },
         },
-        agentInfo: { name: 'dsh', title: 'dsh', version },
+        agentInfo: { name: 'dsh', title: 'dsh', version: options.agentVersion ?? ownVersion() },
         authMethods: [],
       }
     })

@@ -1,4 +1,4 @@
-import { mkdtempSync, realpathSync } from 'node:fs'
+import { mkdtempSync, readFileSync, realpathSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
@@ -70,6 +70,25 @@ describe('acp-server', () => {
       agentInfo: { name: 'dsh' },
       authMethods: [],
     })
+  })
+
+  it("agentInfo names this package's version, or the one its host passes (dsh acp: the CLI's)", async () => {
+    harness = await createHarness({})
+    await harness.plugin(ApprovalService)
+    const { version } = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }
+    const initialize = async (options: { agentVersion?: string }) => {
+      const toServer = new TransformStream()
+      const toClient = new TransformStream()
+      serveAcp(harness!.ctx, { readable: toServer.readable, writable: toClient.writable } as Stream, options)
+      const opened = client().connect({ readable: toClient.readable, writable: toServer.writable } as Stream)
+      try {
+        return await opened.agent.request(methods.agent.initialize, { protocolVersion: PROTOCOL_VERSION, clientCapabilities: {} })
+      } finally {
+        opened.close()
+      }
+    }
+    expect((await initialize({})).agentInfo).toEqual({ name: 'dsh', title: 'dsh', version })
+    expect((await initialize({ agentVersion: '9.8.7-host' })).agentInfo).toEqual({ name: 'dsh', title: 'dsh', version: '9.8.7-host' })
   })
 
   it('turns started by completion notices belong to the prompt: streamed, and answered after them', async () => {

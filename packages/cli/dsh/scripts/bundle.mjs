@@ -133,6 +133,8 @@ const mainResult = await esbuild.build({
   minifyWhitespace: true,
   logLevel: 'warning',
   plugins: [externals, otelSideBundle, importMetaUrl],
+  // The version is written in, so no start reads package.json for it (src/version.ts).
+  define: { DSH_CLI_VERSION: JSON.stringify(version) },
   // Every import() becomes a require(). Code that V8 restores from a code cache cannot call
   // import() on Node 20 (it fails with "A dynamic import callback was not specified"), so
   // the bundle must not contain one; ESM on disk (an ESM-only SDK, a user's plugin) loads

@@ -21,6 +21,7 @@ import { exitCodeOfSignal } from './exit.js'
 import { chooseModel, replayProblems } from './run.js'
 import { onInterrupt } from './interrupt.js'
 import { startRuntime } from './runtime.js'
+import { cliVersion } from './version.js'
 
 export async function acpVerb(args: string[]): Promise<number> {
   const { values } = parseVerbArgs('acp', {
@@ -47,7 +48,7 @@ export async function acpVerb(args: string[]): Promise<number> {
     await runtime.dispose()
     throw new UsageError('NO_MODEL', 'dsh acp: no model to run with: pass --model SPEC (e.g. --model deepseek:deepseek-chat, or --model scripted:FILE.yml for a keyless script; dsh demo shows one), set llm.model in --config, or set DEEPSEEK_API_KEY')
   }
-  const server = serveAcpOverStdio(runtime.ctx, { maxDepth, permission, maxFrameBytes, ...(process.env.DSH_RECORDING_DIR && { recordingDir: process.env.DSH_RECORDING_DIR }), report: (line) => process.stderr.write(`dsh acp: ${line}\n`) })
+  const server = serveAcpOverStdio(runtime.ctx, { maxDepth, permission, maxFrameBytes, agentVersion: cliVersion(), ...(process.env.DSH_RECORDING_DIR && { recordingDir: process.env.DSH_RECORDING_DIR }), report: (line) => process.stderr.write(`dsh acp: ${line}\n`) })
   let stoppedBy: NodeJS.Signals | undefined
   // The first SIGTERM/SIGINT closes the connection like EOF does; a second exits at once,
   // and the exit hook of @dsh/process kills every process group still running.

@@ -1,5 +1,4 @@
 #!/usr/bin/env node
-import { createRequire } from 'node:module'
 import { asksForHelp, isVerb, parseVerbArgs, USAGE, verbUsage } from './args.js'
 import { configCheck } from './commands/config.js'
 import { UsageError } from './errors.js'
@@ -8,6 +7,7 @@ import { exitWhenWritten } from './finish.js'
 import { parseRunPermission } from './permission-prompt.js'
 import { readPrompt } from './prompt-input.js'
 import { runCommand } from './run.js'
+import { cliVersion } from './version.js'
 
 const COMMON = {
   config: { type: 'string' },
@@ -64,7 +64,7 @@ async function main(argv: string[]): Promise<number> {
       return (await import('./commands/workspaces.js')).workspacesCommand(verb, args, { all: values.all === true, yes: values.yes === true, ...(values.dir !== undefined && { dir: values.dir }) })
     }
     case '--version':
-      process.stdout.write(`${(createRequire(import.meta.url)('../package.json') as { version: string }).version}\n`)
+      process.stdout.write(`${cliVersion()}\n`)
       return 0
     case undefined:
       // On a terminal, `dsh` alone opens a session; elsewhere it says how to use it, as before.

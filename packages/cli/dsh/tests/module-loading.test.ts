@@ -48,12 +48,12 @@ async function loadedBy(args: string[], options: { env?: NodeJS.ProcessEnv } = {
  * The built-in modules a dsh process loaded (`NativeModule child_process`, …): Node's own
  * list, written at exit by a module preloaded through NODE_OPTIONS.
  */
-async function builtinsLoadedBy(args: string[]): Promise<{ result: CliResult; builtins: string[] }> {
+async function builtinsLoadedBy(args: string[], input?: string): Promise<{ result: CliResult; builtins: string[] }> {
   const dir = tempDir('dsh-builtins-')
   const list = join(dir, 'loaded.json')
   const recorder = join(dir, 'record-builtins.cjs')
   writeFileSync(recorder, `process.on('exit', () => require('node:fs').writeFileSync(${JSON.stringify(list)}, JSON.stringify(process.moduleLoadList)))\n`)
-  const result = await runDsh(args, { env: { NODE_OPTIONS: `--require ${recorder}` } })
+  const result = await runDsh(args, { env: { NODE_OPTIONS: `--require ${recorder}` }, ...(input !== undefined && { input }) })
   const builtins = (JSON.parse(readFileSync(list, 'utf8')) as string[]).filter((name) => name.startsWith('NativeModule ')).map((name) => name.slice('NativeModule '.length))
   return { result, builtins }
 }
@@ -166,6 +166,18 @@ describe('what dsh loads', () => {
     expect(packages).toContain('@agentclientprotocol/sdk')
     expect([...packages].filter((name) => OPTIONAL.includes(name) || isOpenTelemetry(name))).toEqual([])
     expect(modules.filter((path) => path.startsWith('packages/cli/dsh/dist/commands/'))).toEqual([])
+  })
+
+  it("dsh acp finds no package on disk as it starts: its agentInfo version is the build's, so Node's package resolver never loads", async () => {
+    // Resolving a package by name (its exports map) loads Node's ESM resolver: about 2 ms of
+    // every ACP child's start, which dsh run does not pay either.
+    const initialize = { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: 1, clientCapabilities: {} } }
+    const acp = await builtinsLoadedBy(['acp', '--model', 'scripted:examples/hello.yml', '--session-dir', tempDir()], `${JSON.stringify(initialize)}\n`)
+    expect(acp.result.code, acp.result.stderr).toBe(0)
+    const { version } = JSON.parse(readFileSync(join(repoRoot, 'packages/cli/dsh/package.json'), 'utf8')) as { version: string }
+    expect(JSON.parse(acp.result.stdout.split('\n')[0])).toMatchObject({ id: 1, result: { agentInfo: { name: 'dsh', version } } })
+    expect(acp.builtins).toContain('fs')
+    expect(acp.builtins).not.toContain('internal/modules/esm/resolve')
   })
 
   it('tracing loads @dsh/tracing and OpenTelemetry only when an OTEL_* variable turns it on', async () => {
