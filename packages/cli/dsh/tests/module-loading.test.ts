@@ -180,6 +180,19 @@ describe('what dsh loads', () => {
     expect(acp.builtins).not.toContain('internal/modules/esm/resolve')
   })
 
+  it('a composed provider that reads its own package files (the acp provider, its package.json) is found without loading the package resolver', async () => {
+    // The bundle finds an installed @dsh package as require.resolve would, without it:
+    // resolving a package with an exports map loads Node's ESM resolver (about 2 ms).
+    const dir = tempDir()
+    const config = join(dir, 'dsh.yml')
+    writeFileSync(config, ['- name: "@dsh/subagent-acp"', '  config: { command: /nonexistent/acp-agent }', ''].join('\n'))
+    const run = await builtinsLoadedBy(['run', '--config', config, '--model', 'scripted:examples/hello.yml', '--session-dir', dir, '--quiet', 'hello'])
+    expect(run.result.code, run.result.stderr).toBe(0)
+    expect(run.result.stdout).toContain('Hello! I am dsh')
+    expect(run.builtins).toContain('fs')
+    expect(run.builtins).not.toContain('internal/modules/esm/resolve')
+  })
+
   it('tracing loads @dsh/tracing and OpenTelemetry only when an OTEL_* variable turns it on', async () => {
     const off = await loadedBy(['run', '--model', 'scripted:examples/hello.yml', '--session-dir', tempDir(), '--quiet', 'hello'], { env: { OTEL_SERVICE_NAME: 'not-enough-to-trace' } })
     expect(off.result.code, off.result.stderr).toBe(0)
