@@ -59,7 +59,7 @@ function holdsDefinitions(dir: string): boolean {
 export async function definitionReadiness(ctx: Context): Promise<string[]> {
   const definitions = ctx.get('agentDefinitions')
   if (!definitions) return []
-  const { definitionProblems, fromProject } = await import('@dsh/agent-definitions')
+  const [{ definitionProblems, fromProject }, { firstUnsupportedFeature }] = await Promise.all([import('@dsh/agent-definitions'), import('@dsh/subagent')])
   const subagents = ctx.get('subagents')
   const models = new Map<string, string | undefined>()
   for (const definition of definitions.list()) {
@@ -77,7 +77,8 @@ export async function definitionReadiness(ctx: Context): Promise<string[]> {
       const provider = subagents?.getProvider(name)
       if (!provider) return undefined
       // A provider whose children are agents of this process (spawn, fork) resolves their model here; a queue worker resolves its own.
-      return { capabilities: provider.capabilities, continuable: provider.prepareContinuable !== undefined, modelsHere: provider.inProcess === true }
+      // What a definition asks is checked by the one capability check its requests meet at admission.
+      return { lacks: (features) => firstUnsupportedFeature(features, provider.capabilities), continuable: provider.prepareContinuable !== undefined, modelsHere: provider.inProcess === true }
     },
     providers: subagents?.list() ?? [],
     tools: ctx.tools.list(),

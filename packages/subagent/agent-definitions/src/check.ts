@@ -1,16 +1,33 @@
 /**
  * Whether definitions can run in a composition, decided before anything starts: each
  * problem is one line naming the file and the line of the field at fault. The caller
- * describes the composition (registered providers and their capabilities, the tools that
+ * describes the composition (registered providers and what they lack, the tools that
  * exist, how a model spec resolves); this file knows only definitions.
  */
 import { isToolPattern } from '@dsh/base'
 import { fromProject } from './parse.js'
 import type { AgentDefinition, DefinitionField } from './types.js'
 
-/** What a definition needs of its provider (a subset of `@dsh/subagent`'s capabilities). */
+/**
+ * The start-time features a definition asks of its provider, in the shape of the requests
+ * it will make (`@dsh/subagent`'s `RequestedFeatures`).
+ */
+export interface DefinitionFeatures {
+  toolFilter?: unknown
+  maxDepth?: number
+  workspace?: 'shared' | 'worktree' | 'copy'
+  sandbox?: boolean | 'no-network'
+}
+
+/** What a definition needs of its provider. */
 export interface ProviderFacts {
-  capabilities: { toolFilter: boolean; depthLimit: boolean; persona: boolean; workspace?: boolean; sandbox?: boolean }
+  /**
+   * The first of `features` the provider cannot give its child, or undefined. The host
+   * answers with `@dsh/subagent`'s one capability check (`firstUnsupportedFeature` over the
+   * provider's capabilities), the check that refuses the requests themselves: a definition
+   * is refused here exactly when its requests would be.
+   */
+  lacks(features: DefinitionFeatures): string | undefined
   /** Whether it can keep a child across turns (`prepareContinuable`). */
   continuable: boolean
   /**
@@ -67,7 +84,7 @@ export function definitionProblems(definitions: readonly AgentDefinition[], fact
       problems.push(`${at('provider')}: no subagent provider named "${definition.provider}" is registered (registered: ${facts.providers.join(', ') || 'none'}); load its plugin or fix the name`)
       continue
     }
-    if ((definition.tools !== undefined || definition.disallowedTools !== undefined) && !provider.capabilities.toolFilter) {
+    if ((definition.tools !== undefined || definition.disallowedTools !== undefined) && provider.lacks({ toolFilter: true }) !== undefined) {
       const field = definition.tools !== undefined ? 'tools' : 'disallowedTools'
       problems.push(`${at(field)}: provider "${definition.provider}" cannot enforce a tool list (its child's tools are its own); remove ${field} or use spawn or fork`)
     } else {
@@ -77,18 +94,18 @@ export function definitionProblems(definitions: readonly AgentDefinition[], fact
         if (unknown.length > 0) problems.push(`${at(field)}: unknown tool${unknown.length > 1 ? 's' : ''} ${unknown.map((name) => `"${name}"`).join(', ')} in ${field} (tools: ${facts.tools.join(', ')})`)
       }
     }
-    if (definition.maxDepth !== undefined && !provider.capabilities.depthLimit) {
+    if (definition.maxDepth !== undefined && provider.lacks({ maxDepth: definition.maxDepth }) !== undefined) {
       problems.push(`${at('maxDepth')}: provider "${definition.provider}" cannot enforce a depth limit; remove maxDepth or use a provider that can`)
     }
     if (definition.continuable && !provider.continuable) {
       problems.push(`${at('continuable')}: provider "${definition.provider}" cannot keep a child across turns; remove continuable or use spawn or fork`)
     }
     if (definition.workspace !== undefined && definition.workspace !== 'shared') {
-      if (provider.capabilities.workspace === false) problems.push(`${at('workspace')}: provider "${definition.provider}" cannot give its child a directory of its own (its children work on another host); use workspace: shared or a provider that can (spawn, fork, acp, codex, claude-code)`)
+      if (provider.lacks({ workspace: definition.workspace }) !== undefined) problems.push(`${at('workspace')}: provider "${definition.provider}" cannot give its child a directory of its own (its children work on another host); use workspace: shared or a provider that can (spawn, fork, acp, codex, claude-code)`)
       else if (facts.workspaces === false) problems.push(`${at('workspace')}: workspace ${definition.workspace} needs the workspace service, and this composition has none (- id: workspaces, name: "@dsh/workspaces")`)
     }
     if (definition.sandbox !== undefined && definition.sandbox !== false) {
-      if (provider.capabilities.sandbox === false) problems.push(`${at('sandbox')}: provider "${definition.provider}" cannot confine its child's commands (only in-process children can: spawn, fork)`)
+      if (provider.lacks({ sandbox: definition.sandbox }) !== undefined) problems.push(`${at('sandbox')}: provider "${definition.provider}" cannot confine its child's commands (only in-process children can: spawn, fork)`)
       else if (facts.sandboxProblem !== undefined) problems.push(`${at('sandbox')}: ${facts.sandboxProblem}`)
     }
     if (definition.budget?.cost !== undefined && facts.prices === false) {

@@ -254,7 +254,7 @@ describe('loading definitions', () => {
   it("refuses the scripted model of a definition in a project directory named by config unless projectScriptedModels is set", () => {
     write(join(cwd, 'team'), 'author.md', '---\nname: author\ndescription: A.\nmodel: scripted:author.yml\n---\n')
     const { definitions } = load({ dirs: ['team'] })
-    const facts = { provider: () => ({ capabilities: { toolFilter: true, depthLimit: true, persona: true }, continuable: true, modelsHere: true }), providers: ['spawn'], tools: [], modelProblem: () => undefined, approvals: true }
+    const facts = { provider: () => ({ lacks: () => undefined, continuable: true, modelsHere: true }), providers: ['spawn'], tools: [], modelProblem: () => undefined, approvals: true }
     expect(definitionProblems(definitions, facts)).toEqual([expect.stringContaining('plays back files, and a project\'s definition may not choose one')])
     expect(definitionProblems(definitions, { ...facts, projectScriptedModels: true })).toEqual([])
   })
@@ -321,9 +321,9 @@ describe('checking definitions against a composition', () => {
   const facts: CompositionFacts = {
     provider: (name) =>
       name === 'spawn'
-        ? { capabilities: { toolFilter: true, depthLimit: true, persona: true }, continuable: true, modelsHere: true }
+        ? { lacks: () => undefined, continuable: true, modelsHere: true }
         : name === 'acp'
-          ? { capabilities: { toolFilter: false, depthLimit: false, persona: false }, continuable: true, modelsHere: false }
+          ? { lacks: (features: object) => Object.keys(features)[0], continuable: true, modelsHere: false }
           : undefined,
     providers: ['spawn', 'acp'],
     tools: ['bash', 'task_list'],

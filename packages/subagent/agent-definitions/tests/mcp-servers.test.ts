@@ -47,7 +47,7 @@ describe('mcpServers', () => {
   })
 
   it('refuses mcpServers on a continuable helper whose child is another program, which would start without them', () => {
-    const facts = (modelsHere: boolean) => ({ provider: () => ({ capabilities: { toolFilter: true, depthLimit: true, persona: true }, continuable: true, modelsHere }), providers: ['codex', 'spawn'], tools: [], modelProblem: () => undefined, approvals: true })
+    const facts = (modelsHere: boolean) => ({ provider: () => ({ lacks: () => undefined, continuable: true, modelsHere }), providers: ['codex', 'spawn'], tools: [], modelProblem: () => undefined, approvals: true })
     const kept = parseDefinition('---\nname: docs\ndescription: Reads docs.\nprovider: codex\ncontinuable: true\nmcpServers: [files]\n---\n', file, 'user', 'dsh').definition
     expect(definitionProblems([kept], facts(false))).toEqual([`${file}:6: helper "docs": a continuable helper of provider "codex" does not get its mcpServers yet (a one-shot one does); remove continuable or mcpServers, or use spawn or fork`])
     expect(definitionProblems([kept], facts(true))).toEqual([])
