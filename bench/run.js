@@ -50,7 +50,7 @@ const plan = [
 ]
 
 const units = [
-  [/_x_node$/, 'x'],
+  [/_x_node(_no_extra_ca)?$/, 'x'],
   [/_x_rg$/, 'x'],
   [/_us$/, 'us'],
   [/_ns$/, 'ns'],

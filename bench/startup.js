@@ -6,7 +6,8 @@
 //              - a parent `dsh run` whose script delegates once to a `dsh acp` child, and
 //                the same run (same composition) whose script calls a no-op tool instead.
 // Every command runs as its own process and is timed wall-clock from spawn to exit. The
-// warm-up round leaves the code cache warm, as it is for a user after the first run.
+// warm-up round leaves the code cache warm, as it is for a user after the first run. With
+// NODE_EXTRA_CA_CERTS set, `node -e 0` and `dsh run` are also timed without it (see `extraCa`).
 import { spawnSync } from 'node:child_process'
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -56,30 +57,42 @@ const env = { ...process.env, DSH_HOME: scratch }
 delete env.DSH_CODE_CACHE
 delete env.DEEPSEEK_API_KEY
 delete env.OPENAI_API_KEY
+// A CA file named here is read by every Node process as it starts (on the machines we
+// measure on, 0.2 MB of certificates: 35-40 ms, more than Node's own start). The `dsh acp`
+// child never has it (the provider passes a base environment), so its ratio is also given
+// against a Node that does not read it, and so is `dsh run`'s.
+const extraCa = env.NODE_EXTRA_CA_CERTS !== undefined
+const envWithoutExtraCa = { ...env }
+delete envWithoutExtraCa.NODE_EXTRA_CA_CERTS
 
 /** Wall milliseconds of one process from spawn to exit; a failed command fails the benchmark. */
-function timed(command, args) {
+function timed(command, args, withEnv = env) {
   const started = process.hrtime.bigint()
-  const result = spawnSync(command, args, { cwd: scratch, env, encoding: 'utf8' })
+  const result = spawnSync(command, args, { cwd: scratch, env: withEnv, encoding: 'utf8' })
   const ms = Number(process.hrtime.bigint() - started) / 1e6
   if (result.status !== 0) throw new Error(`${[command, ...args].join(' ')} exited ${result.status}: ${result.stderr}`)
   return ms
 }
 
-const dshRun = (script, ...extra) => timed(process.execPath, [dsh, 'run', ...extra, '--model', `scripted:${script}`, '--session-dir', mkdtempSync(join(scratch, 'sessions-')), '--quiet', 'go'])
+const dshRunArgs = (script, ...extra) => [dsh, 'run', ...extra, '--model', `scripted:${script}`, '--session-dir', mkdtempSync(join(scratch, 'sessions-')), '--quiet', 'go']
+const dshRun = (script, ...extra) => timed(process.execPath, dshRunArgs(script, ...extra))
 
-const samples = { node: [], run: [], parentWithChild: [], parentWithNoOp: [] }
+const samples = { node: [], run: [], parentWithChild: [], parentWithNoOp: [], nodeWithoutExtraCa: [], runWithoutExtraCa: [] }
 try {
   for (let round = -1; round < rounds; round++) {
     const node = timed(process.execPath, ['-e', '0'])
     const run = dshRun(hello)
     const parentWithChild = dshRun(delegating, '--config', config)
     const parentWithNoOp = dshRun(noOp, '--config', config)
+    const nodeWithoutExtraCa = extraCa ? timed(process.execPath, ['-e', '0'], envWithoutExtraCa) : node
+    const runWithoutExtraCa = extraCa ? timed(process.execPath, dshRunArgs(hello), envWithoutExtraCa) : run
     if (round < 0) continue
     samples.node.push(node)
     samples.run.push(run)
     samples.parentWithChild.push(parentWithChild)
     samples.parentWithNoOp.push(parentWithNoOp)
+    samples.nodeWithoutExtraCa.push(nodeWithoutExtraCa)
+    samples.runWithoutExtraCa.push(runWithoutExtraCa)
   }
 } finally {
   rmSync(scratch, { recursive: true, force: true })
@@ -93,10 +106,18 @@ const median = (values) => {
 const node = median(samples.node)
 const run = median(samples.run)
 const added = median(samples.parentWithChild.map((ms, i) => ms - samples.parentWithNoOp[i]))
+const nodeWithoutExtraCa = median(samples.nodeWithoutExtraCa)
+const runWithoutExtraCa = median(samples.runWithoutExtraCa)
 process.stdout.write(`${JSON.stringify({
   startup_node_ms: node,
   startup_dsh_run_ms: run,
   startup_dsh_run_x_node: run / node,
   acp_child_added_ms: added,
   acp_child_added_x_node: added / node,
+  ...(extraCa && {
+    startup_node_no_extra_ca_ms: nodeWithoutExtraCa,
+    startup_dsh_run_no_extra_ca_ms: runWithoutExtraCa,
+    startup_dsh_run_no_extra_ca_x_node: runWithoutExtraCa / nodeWithoutExtraCa,
+    acp_child_added_x_node_no_extra_ca: added / nodeWithoutExtraCa,
+  }),
 })}\n`)
