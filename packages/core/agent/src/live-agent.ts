@@ -151,8 +151,10 @@ export class LiveAgent implements Agent {
   /** What a step boundary claims (see `TurnRuntime.claimInput`). For the turn runtime only. */
   claimStepInput(): UserMessage[] {
     this.steered = false
-    // Most steps have nothing waiting: no copies then.
-    if (this.inbox.length === 0 && this.sources.length === 0) return NO_MESSAGES
+    // Most steps have nothing waiting: no copies then. A fresh empty list, not the shared
+    // frozen one: `claimInput` hands it to a turn driver, which may be a plugin's and is
+    // told it owns the list.
+    if (this.inbox.length === 0 && this.sources.length === 0) return []
     const claimed = this.inbox.length > 0 ? this.inbox.splice(0) : []
     for (const message of this.poll('step')) claimed.push(message)
     return claimed
