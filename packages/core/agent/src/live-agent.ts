@@ -53,7 +53,7 @@ function asMessage(message: UserMessage | string): UserMessage {
 
 const ignoreResult = () => {}
 
-/** The empty inbox and step input every agent shares until it has some (frozen: a push would be a bug). */
+/** The empty inbox every agent shares until it is given a message (frozen: a push into it would be a bug; see `ownInbox`). */
 const NO_MESSAGES: UserMessage[] = Object.freeze([]) as unknown as UserMessage[]
 const NO_SOURCES: readonly InputSource[] = Object.freeze([])
 
