@@ -9,7 +9,7 @@ import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { dirname, join, relative } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { describe, expect, it } from 'vitest'
-import { dshBundle, repoRoot, runDsh, tempDir, type CliResult } from './cli.js'
+import { dshBin, dshBundle, repoRoot, runDsh, tempDir, type CliResult } from './cli.js'
 
 interface CoverageFunction {
   functionName: string
@@ -191,6 +191,37 @@ describe('what dsh loads', () => {
     expect(run.result.stdout).toContain('Hello! I am dsh')
     expect(run.builtins).toContain('fs')
     expect(run.builtins).not.toContain('internal/modules/esm/resolve')
+  })
+
+  it('a composed acp provider loads the ACP SDK with its first child, not before: a run that delegates nothing to it does not pay for it', async () => {
+    const dir = tempDir()
+    const child = join(dir, 'child.yml')
+    writeFileSync(child, '- reply:\n    - text: "Paris."\n')
+    const delegating = join(dir, 'delegating.yml')
+    writeFileSync(delegating, '- reply:\n    - call: { tool: subagent_acp, args: { description: "ask", prompt: "capital of France?" } }\n    - text: "done"\n')
+    const config = join(dir, 'dsh.yml')
+    writeFileSync(config, [
+      '- id: subagent-acp',
+      '  name: "@dsh/subagent-acp"',
+      `  config: { providerName: acp, command: ${JSON.stringify(process.execPath)}, args: [${JSON.stringify(dshBin)}, acp, --model, ${JSON.stringify(`scripted:${child}`)}], permission: reject }`,
+      '- id: tool-subagent-acp',
+      '  name: "@dsh/tool-subagent"',
+      '  config: { provider: acp, toolName: subagent_acp }',
+      '',
+    ].join('\n'))
+    const idle = await loadedBy(['run', '--config', config, '--model', 'scripted:examples/hello.yml', '--session-dir', dir, '--quiet', 'hello'])
+    expect(idle.result.code, idle.result.stderr).toBe(0)
+    const idlePackages = new Set(idle.modules.map(packageOf))
+    expect(idlePackages).toContain('@dsh/subagent-acp')
+    expect(idlePackages).not.toContain('@agentclientprotocol/sdk')
+    const sessions = tempDir()
+    const used = await loadedBy(['run', '--config', config, '--model', `scripted:${delegating}`, '--session-dir', sessions, '--quiet', 'go'])
+    expect(used.result.code, used.result.stderr).toBe(0)
+    // The child answered: its words are the tool result in the root's session.
+    const logs = readdirSync(sessions).filter((name) => name.endsWith('.jsonl')).map((name) => readFileSync(join(sessions, name), 'utf8'))
+    const root = logs.find((log) => !(JSON.parse(log.split('\n')[0]) as { header: { parentSession?: string } }).header.parentSession)
+    expect(root).toContain('Paris.')
+    expect(new Set(used.modules.map(packageOf))).toContain('@agentclientprotocol/sdk')
   })
 
   it('tracing loads @dsh/tracing and OpenTelemetry only when an OTEL_* variable turns it on', async () => {

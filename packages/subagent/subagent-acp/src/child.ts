@@ -15,7 +15,7 @@
  */
 import { Readable, Writable } from 'node:stream'
 import { createRequire } from 'node:module'
-import { client, methods, ndJsonStream, PROTOCOL_VERSION, RequestError, type ClientCapabilities, type ClientConnection, type ContentBlock, type LoadSessionRequest, type NewSessionRequest, type PromptResponse, type RequestPermissionRequest, type RequestPermissionResponse, type SessionUpdate } from '@agentclientprotocol/sdk'
+import type { ClientCapabilities, ClientConnection, ContentBlock, LoadSessionRequest, NewSessionRequest, PromptResponse, RequestPermissionRequest, RequestPermissionResponse, SessionUpdate } from '@agentclientprotocol/sdk'
 import { errorMessage, type PermissionDecision } from '@dsh/base'
 import { subjectOf } from '@dsh/approvals'
 import { processOfTree, SubagentError, withStderr, type RemoteChild, type RemoteProcess, type StartControl } from '@dsh/subagent'
@@ -26,7 +26,8 @@ import { withoutExtensionUpdates } from './extension-updates.js'
 import { StdoutGuard } from './stdout-guard.js'
 import { FrameLimit } from './frame-limit.js'
 import { describeRpcError } from './rpc-error.js'
-import { SharedWorkspace } from './shared-workspace.js'
+import { loadAcpSdk, loadedAcpSdk, type AcpSdk } from './sdk.js'
+import type { SharedWorkspace } from './shared-workspace.js'
 import { acpMcpServers, type McpServerEntry } from './mcp-servers.js'
 
 /** How much of the agent's stderr is kept for diagnostics. */
@@ -65,8 +66,10 @@ export class AcpChild implements RemoteChild {
     // The turn's commands stop with it.
     this.workspace?.setStopping(stopping)
   }
-  /** The agent's fs and terminal, served here (`sharedWorkspace: true`), or absent. */
-  private readonly workspace: SharedWorkspace | undefined
+  /** The agent's fs and terminal, served here (`sharedWorkspace: true`, made as the child opens), or absent. */
+  private workspace: SharedWorkspace | undefined
+  /** The SDK and the connection it made, once the child is open (see `sdk.ts`). */
+  private sdk: AcpSdk | undefined
   private connection: ClientConnection | undefined
   private readonly listeners = new Map<string, (update: SessionUpdate) => void>()
   private closing: Promise<void> | undefined
@@ -83,9 +86,20 @@ export class AcpChild implements RemoteChild {
   ) {
     this.tree = new ProcessTree({ command: spec.command, args: spec.args, cwd, env: acpChildEnvironment(spec), stderrTailChars: STDERR_TAIL_CHARS })
     this.process = processOfTree(this.tree, describeExit)
-    if (spec.sharedWorkspace) {
+  }
+
+  /**
+   * The SDK, then the shared workspace (whose file imports the SDK too), both imported while
+   * the agent process starts: the first child of a process pays for the imports beside its
+   * agent's start-up, not before it.
+   */
+  private async loadWire(): Promise<AcpSdk> {
+    const sdk = await loadAcpSdk()
+    if (this.spec.sharedWorkspace) {
+      const { SharedWorkspace } = await import('./shared-workspace.js')
+      const { spec, approvals } = this
       this.workspace = new SharedWorkspace({
-        root: cwd,
+        root: this.cwd,
         sessionId: () => this.remoteId,
         decide: (tool, args, signal) => this.decide(tool, args, signal),
         bash: () => spec.bash?.(),
@@ -94,6 +108,7 @@ export class AcpChild implements RemoteChild {
         maxReadBytes: spec.maxFrameBytes,
       })
     }
+    return sdk
   }
 
   /** Up to an open session: initialize, check the protocol (and `loadSession` for a continuable child), then open it. */
@@ -102,10 +117,18 @@ export class AcpChild implements RemoteChild {
     const guard = new StdoutGuard()
     guard.onGarbage = (line) => control.failStartup(this.startFailed(`it wrote something other than ACP frames to stdout: ${JSON.stringify(line)}; check that the command and args start an ACP agent (e.g. dsh acp)`, control.stage))
     try {
+      // Begun before the spawn is confirmed: the process is already starting (the constructor spawned it).
+      const wire = this.loadWire()
+      // Awaited below; a spawn that fails first leaves it unawaited, and its failure unheard.
+      wire.catch(() => {})
       await this.tree.spawned.catch((error: unknown) => {
         throw this.startFailed(`cannot run ${JSON.stringify(this.spec.command)} in ${this.cwd}: ${errorMessage(error)}`, control.stage)
       })
-      this.connection = this.connect(guard)
+      const sdk = (this.sdk = await wire)
+      // Closed while the SDK loaded (a start timeout, a cancel): connect nothing to a reaped process.
+      if (this.closing !== undefined) throw this.startFailed('it was closed while it started', control.stage)
+      const { methods, PROTOCOL_VERSION } = sdk
+      this.connection = this.connect(guard, sdk)
       control.moveTo('initialize')
       const initialized = await this.connection.agent.request(methods.agent.initialize, {
         protocolVersion: PROTOCOL_VERSION,
@@ -185,7 +208,7 @@ export class AcpChild implements RemoteChild {
     return broker.request({ agent: scope!.parent, tool, args, signal: withdrawn, remote: { child, name: scope!.name, record: true, ...(scope!.levels && { levels: scope!.levels }) } })
   }
 
-  private connect(guard: StdoutGuard): ClientConnection {
+  private connect(guard: StdoutGuard, { client, methods, ndJsonStream }: AcpSdk): ClientConnection {
     const { child } = this.tree
     const app = client({ name: 'dsh-subagent-acp' })
       .onRequest(methods.client.session.requestPermission, ({ params, signal }) => this.answerPermission(params, signal))
@@ -227,7 +250,8 @@ export class AcpChild implements RemoteChild {
     this.listeners.set(sessionId, onUpdate)
     try {
       if (this.oversized) throw new Error(this.oversized)
-      return await this.rpc().agent.request(methods.agent.session.prompt, { sessionId, prompt })
+      const { connection, methods } = this.rpc()
+      return await connection.agent.request(methods.agent.session.prompt, { sessionId, prompt })
     } catch (error) {
       // Not a RequestError: the turn treats it as a lost connection and stops the agent.
       if (this.oversized) throw new Error(this.oversized, { cause: error })
@@ -240,9 +264,9 @@ export class AcpChild implements RemoteChild {
 
   /** Best-effort `session/cancel`. */
   cancel(sessionId: string): void {
-    const { connection } = this
-    if (!connection || connection.signal.aborted) return
-    connection.agent.notify(methods.agent.session.cancel, { sessionId }).catch(() => {
+    const { connection, sdk } = this
+    if (!connection || !sdk || connection.signal.aborted) return
+    connection.agent.notify(sdk.methods.agent.session.cancel, { sessionId }).catch(() => {
       // The connection closed under us: the exit watch settles the turn.
     })
   }
@@ -279,9 +303,13 @@ export class AcpChild implements RemoteChild {
     return commandLine(this.spec)
   }
 
-  private rpc(): ClientConnection {
-    if (!this.connection) throw new RequestError(-32603, 'the ACP connection is not open')
-    return this.connection
+  private rpc(): { connection: ClientConnection; methods: AcpSdk['methods'] } {
+    const { connection, sdk } = this
+    if (connection && sdk) return { connection, methods: sdk.methods }
+    // A JSON-RPC error when the SDK is there to make one: the turn reads it as the agent's answer.
+    const RpcError = loadedAcpSdk()?.RequestError
+    const message = 'the ACP connection is not open'
+    throw RpcError ? new RpcError(-32603, message) : new Error(message)
   }
 }
 

@@ -4,6 +4,5 @@ export { AcpPlugin as default } from './plugin.js'
 export type { DescendantEvent, ReportedDescendant } from './descendant.js'
 export { AcpProviderConfig, resolveAcpSpec, withRecordingGrant, RECORDING_DIR_ENV, type AcpRunSpec } from './config.js'
 // The rules, exported for their tests.
-export { answerPermission, type PermissionPolicy } from './permission.js'
+export { answerPermission, REFUSED_BY_APPROVAL, type PermissionPolicy } from './permission.js'
 export { StdoutGuard } from './stdout-guard.js'
-export { REFUSED_BY_APPROVAL } from './shared-workspace.js'

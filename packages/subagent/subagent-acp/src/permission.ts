@@ -17,6 +17,13 @@ import type { PermissionLevel } from '@dsh/session'
 export type { PermissionPolicy } from '@dsh/approvals'
 
 /**
+ * The JSON-RPC code of a write or command (of a shared workspace) the parent's approval
+ * broker refused. Here rather than beside the workspace, which loads the ACP SDK: the
+ * package's entry exports it, and loading the entry loads no SDK (see plugin.ts).
+ */
+export const REFUSED_BY_APPROVAL = -32003
+
+/**
  * `reject`: the first reject option the agent offers; `allow`: the first allow option.
  * When the agent offers no option of that kind, or the turn is being cancelled, the
  * answer is `cancelled` (ACP's "no decision"), never an option of the opposite kind.

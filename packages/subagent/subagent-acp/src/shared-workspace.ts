@@ -50,9 +50,8 @@ import type { BashExit, BashProcess, BashService } from '@dsh/bash'
 import type { SandboxSpec } from '@dsh/session'
 // The file tools' own confinement and local access (their ./access entry, without the tools).
 import { confinementOfDirectory, FileToolError, LOCAL_FILE_ACCESS, resolveExisting, resolveWriteTarget, type Confinement } from '@dsh/tool-files/access'
+import { REFUSED_BY_APPROVAL } from './permission.js'
 
-/** The JSON-RPC code of a write or command the parent's approval broker refused. */
-export const REFUSED_BY_APPROVAL = -32003
 
 /** A terminal's retained output when the request gives no `outputByteLimit`: 1 MiB. */
 export const DEFAULT_OUTPUT_BYTE_LIMIT = 1024 * 1024

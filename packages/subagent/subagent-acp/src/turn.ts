@@ -5,7 +5,6 @@
  * turn; `session/cancel` asks it to stop. How the turn ends otherwise (cancel grace,
  * timeout, the process exiting) is `@dsh/subagent`'s remote lifecycle.
  */
-import { RequestError } from '@agentclientprotocol/sdk'
 import type { PromptResponse } from '@agentclientprotocol/sdk'
 import { isRecord, printable, stopReasonOfAcp, type StopReason } from '@dsh/base'
 import type { TextBlock } from '@dsh/llm'
@@ -14,7 +13,7 @@ import type { AcpRunSpec } from './config.js'
 import type { AcpChild } from './child.js'
 import { AcpProgressReader, usageOfPromptResponse } from './progress.js'
 import { readDescendant } from './descendant.js'
-import { describeRpcError } from './rpc-error.js'
+import { describeRpcError, isRpcError } from './rpc-error.js'
 
 export class AcpTurn implements RemoteTurn<AcpChild> {
   private streamed = ''
@@ -58,7 +57,7 @@ export class AcpTurn implements RemoteTurn<AcpChild> {
       if (turn.stopping === 'cancelled') return turn.settle(this.result('aborted', `the ${turn.scope} was cancelled`))
       // An error answer is the agent's verdict; anything else is the connection going
       // away, most likely because the process died: the lifecycle's exit watch reports that.
-      if (error instanceof RequestError) return turn.settle(this.result('error', turn.withStderr(`session/prompt failed: ${describeRpcError(error)}`)))
+      if (isRpcError(error)) return turn.settle(this.result('error', turn.withStderr(`session/prompt failed: ${describeRpcError(error)}`)))
       // We cut the connection over an oversized frame: that is the reason, whatever the
       // agent does next (closing its input usually makes it exit at once, and the exit
       // watch must not report that exit as the cause).
