@@ -224,6 +224,24 @@ describe('what dsh loads', () => {
     expect(new Set(used.modules.map(packageOf))).toContain('@agentclientprotocol/sdk')
   })
 
+  it('a composed a2a provider loads the A2A SDK as it first reaches a worker, not before: a run that delegates nothing to it does not pay for it', async () => {
+    const dir = tempDir()
+    const config = join(dir, 'dsh.yml')
+    // Port 9 on loopback: nothing listens, so reaching the worker fails at once, after the SDK loaded.
+    writeFileSync(config, ['- id: subagent-a2a', '  name: "@dsh/subagent-a2a"', '  config: { providerName: a2a, urls: ["http://127.0.0.1:9"] }', '- id: tool-subagent-a2a', '  name: "@dsh/tool-subagent"', '  config: { provider: a2a, toolName: subagent_a2a }', ''].join('\n'))
+    const idle = await loadedBy(['run', '--config', config, '--model', 'scripted:examples/hello.yml', '--session-dir', dir, '--quiet', 'hello'])
+    expect(idle.result.code, idle.result.stderr).toBe(0)
+    const idlePackages = new Set(idle.modules.map(packageOf))
+    expect(idlePackages).toContain('@dsh/subagent-a2a')
+    expect(idlePackages).not.toContain('@a2a-js/sdk')
+    const delegating = join(dir, 'delegating.yml')
+    writeFileSync(delegating, '- reply:\n    - call: { tool: subagent_a2a, args: { description: "ask", prompt: "capital of France?" } }\n    - text: "done"\n')
+    const used = await loadedBy(['run', '--config', config, '--model', `scripted:${delegating}`, '--session-dir', dir, 'go'])
+    expect(used.result.code, used.result.stderr).toBe(0)
+    expect(used.result.stderr).toContain('did not answer at stage agent card')
+    expect(new Set(used.modules.map(packageOf))).toContain('@a2a-js/sdk')
+  })
+
   it('tracing loads @dsh/tracing and OpenTelemetry only when an OTEL_* variable turns it on', async () => {
     const off = await loadedBy(['run', '--model', 'scripted:examples/hello.yml', '--session-dir', tempDir(), '--quiet', 'hello'], { env: { OTEL_SERVICE_NAME: 'not-enough-to-trace' } })
     expect(off.result.code, off.result.stderr).toBe(0)

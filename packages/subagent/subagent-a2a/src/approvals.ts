@@ -12,8 +12,9 @@
  * the task is cancelled there (`turn.ts`).
  */
 import { randomUUID } from 'node:crypto'
-import { Role, type Message } from '@a2a-js/sdk'
+import type { Message } from '@a2a-js/sdk'
 import { isRecord, type PermissionDecision } from '@dsh/base'
+import { a2aSdk } from './sdk.js'
 import type { Agent } from '@dsh/agent'
 import { decodeIdentified, provenanceMeta, type ApprovalAsk, type IdentifiedApproval } from '@dsh/approvals'
 import type { ReportedDescendant, SubagentRequest } from '@dsh/subagent'
@@ -88,7 +89,7 @@ export function answerMessage(asked: WorkerApproval, decision: PermissionDecisio
     messageId: randomUUID(),
     contextId,
     taskId,
-    role: Role.ROLE_USER,
+    role: a2aSdk().Role.ROLE_USER,
     parts: [{ content: { $case: 'data', value: answer }, metadata: undefined, filename: '', mediaType: 'application/json' }],
     metadata: provenanceMeta(decision),
     extensions: [],

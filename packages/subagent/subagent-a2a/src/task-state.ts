@@ -1,8 +1,10 @@
-import { TaskState } from '@a2a-js/sdk'
+import type { TaskState } from '@a2a-js/sdk'
 import { assertNever, type StopReason } from '@dsh/base'
+import { a2aSdk } from './sdk.js'
 
 /** How a task state ends a run; `undefined` while the task is still going. */
 export function stopReasonOfTaskState(state: TaskState): StopReason | undefined {
+  const { TaskState } = a2aSdk()
   switch (state) {
     case TaskState.TASK_STATE_COMPLETED:
       return 'completed'
@@ -29,5 +31,5 @@ export function stopReasonOfTaskState(state: TaskState): StopReason | undefined 
 
 /** The state's name as the protocol spells it, for diagnostics. */
 export function taskStateName(state: TaskState): string {
-  return (TaskState[state] ?? String(state)).replace(/^TASK_STATE_/, '').toLowerCase()
+  return (a2aSdk().TaskState[state] ?? String(state)).replace(/^TASK_STATE_/, '').toLowerCase()
 }

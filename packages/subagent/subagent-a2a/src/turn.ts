@@ -24,7 +24,7 @@
  * is `@dsh/subagent`'s.
  */
 import { randomUUID } from 'node:crypto'
-import { Role, TaskState, type Message, type Part, type StreamResponse } from '@a2a-js/sdk'
+import type { Message, Part, StreamResponse, TaskState } from '@a2a-js/sdk'
 import { assertNever, errorMessage, isAbortError, type PermissionDecision, type StopReason } from '@dsh/base'
 import { text, type TextBlock } from '@dsh/llm'
 import { A2A_LINEAGE, SubagentError, type Lineage, type RemoteTurn, type SubagentResult, type SubagentUsage, type TurnControl } from '@dsh/subagent'
@@ -34,6 +34,7 @@ import { A2aProgressReader } from './progress.js'
 import { stopReasonOfTaskState, taskStateName } from './task-state.js'
 import { CANCEL_GRACE_MS, CONNECT_TIMEOUT_MS, type A2aChild, type A2aConversation } from './child.js'
 import { isTokenRefused } from './worker-pool.js'
+import { a2aSdk } from './sdk.js'
 
 type TaskStream = AsyncGenerator<StreamResponse, void, undefined>
 
@@ -185,7 +186,7 @@ export class A2aTurn implements RemoteTurn<A2aChild> {
       messageId: randomUUID(),
       contextId: conversation?.contextId ?? '',
       taskId: '',
-      role: Role.ROLE_USER,
+      role: a2aSdk().Role.ROLE_USER,
       parts,
       metadata,
       extensions: [],
@@ -250,7 +251,7 @@ export class A2aTurn implements RemoteTurn<A2aChild> {
         if (this.inputRequired !== undefined) return 'input-required'
       }
       // An agent whose stream ends on a task snapshot waiting for input asks as much as a status update would.
-      if (this.state === TaskState.TASK_STATE_INPUT_REQUIRED && !run.stopping) {
+      if (this.state === a2aSdk().TaskState.TASK_STATE_INPUT_REQUIRED && !run.stopping) {
         this.inputRequired = { message: this.lastStatusMessage }
         return 'input-required'
       }
@@ -378,7 +379,7 @@ export class A2aTurn implements RemoteTurn<A2aChild> {
       this.statusText = textOfParts(message.parts)
       this.lastStatusMessage = message
     }
-    if (state === TaskState.TASK_STATE_INPUT_REQUIRED && update) this.inputRequired = { message }
+    if (state === a2aSdk().TaskState.TASK_STATE_INPUT_REQUIRED && update) this.inputRequired = { message }
     const stopReason = stopReasonOfTaskState(state)
     if (stopReason === undefined) return undefined
     if (stopReason === 'completed') return this.result(stopReason, undefined)
@@ -416,7 +417,7 @@ export class A2aTurn implements RemoteTurn<A2aChild> {
     client
       .cancelTask({ tenant: '', id: taskId, metadata: undefined }, { signal: AbortSignal.timeout(CANCEL_GRACE_MS) })
       .then((task) => {
-        if (!this.betweenLegs || this.run.settled || this.run.stopping !== 'cancelled' || task.status?.state !== TaskState.TASK_STATE_CANCELED) return
+        if (!this.betweenLegs || this.run.settled || this.run.stopping !== 'cancelled' || task.status?.state !== a2aSdk().TaskState.TASK_STATE_CANCELED) return
         this.child?.leave()
         this.run.settle(this.result('aborted', 'the run was cancelled'))
       })

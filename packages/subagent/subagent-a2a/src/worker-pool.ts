@@ -3,7 +3,8 @@
  * that did not answer is skipped for `UNREACHABLE_SKIP_MS`; when every worker is marked,
  * the one marked longest ago is tried again rather than failing without a try.
  */
-import { ClientFactory, DefaultAgentCardResolver, JsonRpcTransportFactory, type Client } from '@a2a-js/sdk/client'
+import type { Client } from '@a2a-js/sdk/client'
+import { loadA2aSdk } from './sdk.js'
 
 /** How long a worker that did not answer is left out of the choice. */
 const UNREACHABLE_SKIP_MS = 30_000
@@ -27,10 +28,12 @@ export class Worker {
    * is spoken to in 0.3; one that offers 1.0 is spoken to in 1.0.
    */
   connect(): Promise<Client> {
-    this.client ??= new ClientFactory({
-      transports: [new JsonRpcTransportFactory({ fetchImpl: this.fetchImpl, legacyCompat: { enabled: true } })],
-      cardResolver: new DefaultAgentCardResolver({ fetchImpl: this.fetchImpl, legacyCompat: { enabled: true } }),
-    }).createFromUrl(this.url)
+    this.client ??= loadA2aSdk().then(({ client }) =>
+      new client.ClientFactory({
+        transports: [new client.JsonRpcTransportFactory({ fetchImpl: this.fetchImpl, legacyCompat: { enabled: true } })],
+        cardResolver: new client.DefaultAgentCardResolver({ fetchImpl: this.fetchImpl, legacyCompat: { enabled: true } }),
+      }).createFromUrl(this.url),
+    )
     this.client.catch(() => {
       this.client = undefined
     })
