@@ -242,6 +242,31 @@ describe('what dsh loads', () => {
     expect(new Set(used.modules.map(packageOf))).toContain('@a2a-js/sdk')
   })
 
+  it('a composed queue provider loads BullMQ and ioredis with its first delegation, not before: a run that delegates nothing to it does not pay for them', async () => {
+    const dir = tempDir()
+    const config = join(dir, 'dsh.yml')
+    writeFileSync(config, ['- id: subagent-queue', '  name: "@dsh/subagent-queue"', '  config: { redisUrlEnv: DSH_TEST_REDIS_URL, keyEnv: DSH_TEST_QUEUE_KEY }', '- id: tool-subagent-queue', '  name: "@dsh/tool-subagent"', '  config: { provider: queue, toolName: subagent_queue }', ''].join('\n'))
+    // Port 9 on loopback: nothing listens, so the delegation fails at once, after both loaded.
+    const env = { DSH_TEST_REDIS_URL: 'redis://127.0.0.1:9', DSH_TEST_QUEUE_KEY: 'k'.repeat(64) }
+    const idle = await loadedBy(['run', '--config', config, '--model', 'scripted:examples/hello.yml', '--session-dir', dir, '--quiet', 'hello'], { env })
+    expect(idle.result.code, idle.result.stderr).toBe(0)
+    const idlePackages = new Set(idle.modules.map(packageOf))
+    expect(idlePackages).toContain('@dsh/subagent-queue')
+    expect(idlePackages).not.toContain('bullmq')
+    expect(idlePackages).not.toContain('ioredis')
+    const delegating = join(dir, 'delegating.yml')
+    writeFileSync(delegating, '- reply:\n    - call: { tool: subagent_queue, args: { description: "ask", prompt: "capital of France?" } }\n    - text: "done"\n')
+    const sessions = tempDir()
+    const used = await loadedBy(['run', '--config', config, '--model', `scripted:${delegating}`, '--session-dir', sessions, '--quiet', 'go'], { env })
+    expect(used.result.code, used.result.stderr).toBe(0)
+    // The delegation reached for Redis: its refusal is the tool result in the session.
+    const logs = readdirSync(sessions).filter((name) => name.endsWith('.jsonl')).map((name) => readFileSync(join(sessions, name), 'utf8'))
+    expect(logs.join('\n')).toContain('cannot be reached')
+    const usedPackages = new Set(used.modules.map(packageOf))
+    expect(usedPackages).toContain('bullmq')
+    expect(usedPackages).toContain('ioredis')
+  })
+
   it('tracing loads @dsh/tracing and OpenTelemetry only when an OTEL_* variable turns it on', async () => {
     const off = await loadedBy(['run', '--model', 'scripted:examples/hello.yml', '--session-dir', tempDir(), '--quiet', 'hello'], { env: { OTEL_SERVICE_NAME: 'not-enough-to-trace' } })
     expect(off.result.code, off.result.stderr).toBe(0)

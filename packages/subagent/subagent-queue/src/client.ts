@@ -2,9 +2,11 @@
  * The provider's connections to one queue, shared by all its runs: the BullMQ `Queue` jobs
  * are added to, the `QueueEvents` stream their progress and endings arrive on (one reader,
  * dispatched by job id), and a client that publishes cancels on the queue's cancel channel.
- * Made on the first delegation, so a composition that never delegates never connects.
+ * Made on the first delegation, so a composition that never delegates never connects, nor
+ * loads BullMQ (kept outside dsh's bundle, read from disk without a code cache: with ioredis,
+ * about 100 ms of a `dsh run` that composed the provider, before it was imported here).
  */
-import { Queue, QueueEvents } from 'bullmq'
+import type { Queue, QueueEvents } from 'bullmq'
 import type { Redis } from 'ioredis'
 import { SubagentError } from '@dsh/subagent'
 import type { QueueRunSpec } from './config.js'
@@ -71,6 +73,7 @@ export class QueueClient {
 
   private async connect(): Promise<Opened> {
     const { spec } = this
+    const { Queue, QueueEvents } = await import('bullmq')
     const publisher = redisClient(spec.redisUrl, false)
     const queueConnection = redisClient(spec.redisUrl, false)
     const eventsConnection = redisClient(spec.redisUrl, true)

@@ -3,7 +3,20 @@
  * log line: it may hold a password), and is shown without its credentials. Parents and
  * workers connect the same way, so one variable set on every host is the whole set-up.
  */
-import { Redis, type RedisOptions } from 'ioredis'
+import { createRequire } from 'node:module'
+import type { Redis, RedisOptions } from 'ioredis'
+
+/**
+ * ioredis, required on first use rather than when this file loads: it is kept outside dsh's
+ * bundle and read from disk without a code cache, and a composition that never delegates
+ * through the queue never makes a client (with BullMQ, about 100 ms of such a `dsh run`).
+ */
+let ioredis: typeof import('ioredis') | undefined
+const requireHere = createRequire(import.meta.url)
+function loadIoredis(): typeof import('ioredis') {
+  ioredis ??= requireHere('ioredis') as typeof import('ioredis')
+  return ioredis
+}
 
 /** How long a connection attempt may take before Redis counts as unreachable. */
 export const CONNECT_TIMEOUT_MS = 5_000
@@ -44,7 +57,8 @@ export function redisClient(url: string, blocking: boolean, more: RedisOptions =
     // Reconnect with a short, bounded backoff: a restarted Redis is picked up again.
     retryStrategy: (times) => Math.min(100 * times, 2_000),
   }
-  const client = parsed.protocol === 'unix:' ? new Redis({ ...common, path: parsed.pathname }) : new Redis(url, common)
+  const { Redis: RedisClient } = loadIoredis()
+  const client = parsed.protocol === 'unix:' ? new RedisClient({ ...common, path: parsed.pathname }) : new RedisClient(url, common)
   // A connection error reaches whoever needs Redis through the command that fails (or the
   // bounded wait for readiness); unhandled, ioredis would print every reconnection attempt.
   // The last one is kept: the failing command says only how often ioredis retried.

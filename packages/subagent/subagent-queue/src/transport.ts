@@ -15,7 +15,7 @@
  *    queue's cancel channel; the worker's run ends `aborted` and so does this one.
  */
 import { createHash, randomUUID } from 'node:crypto'
-import { Job, type Queue } from 'bullmq'
+import type { Job, Queue } from 'bullmq'
 import { errorMessage, type StopReason } from '@dsh/base'
 import { text, type TextBlock } from '@dsh/llm'
 import { SubagentError, type Lineage, type ReportedDescendant, type RemoteChild, type RemoteConnection, type RemoteTransport, type RemoteTurn, type SubagentResult, type SubagentUsage, type TurnControl } from '@dsh/subagent'
@@ -167,7 +167,7 @@ class QueueTurn implements RemoteTurn<QueueChild> {
     // Finished before this run listened (a resumed parent, a fast worker): collect it now.
     const state = await this.job.getState().catch(() => 'unknown')
     if (state === 'completed' || state === 'failed') {
-      const fresh = await Job.fromId(queue, this.jobId)
+      const fresh = await (await import('bullmq')).Job.fromId(queue, this.jobId)
       if (state === 'completed') this.onCompleted(fresh?.returnvalue)
       else void this.finalFailure(fresh?.failedReason ?? 'the job failed')
     }
@@ -241,7 +241,7 @@ class QueueTurn implements RemoteTurn<QueueChild> {
   interrupt(child: QueueChild): void {
     void (async () => {
       const { queue, publisher } = await child.client.open()
-      const job = await Job.fromId(queue, this.jobId)
+      const job = await (await import('bullmq')).Job.fromId(queue, this.jobId)
       const state = await job?.getState()
       // Nobody took it yet: it is simply taken off the queue.
       if (job && (state === 'waiting' || state === 'delayed' || state === 'prioritized')) {
