@@ -114,6 +114,9 @@ process.stdout.write(`${JSON.stringify({
   startup_dsh_run_x_node: run / node,
   acp_child_added_ms: added,
   acp_child_added_x_node: added / node,
+  // The two runs the difference is taken of: what a user waits for with the provider used, and composed but unused.
+  acp_parent_with_child_ms: median(samples.parentWithChild),
+  acp_parent_provider_unused_ms: median(samples.parentWithNoOp),
   ...(extraCa && {
     startup_node_no_extra_ca_ms: nodeWithoutExtraCa,
     startup_dsh_run_no_extra_ca_ms: runWithoutExtraCa,
