@@ -167,6 +167,7 @@ if (otelResult.errors.length > 0) process.exit(1)
 // (the same length, so columns in stack traces stay put).
 let bundled = readFileSync(main, 'utf8')
 if (bundled.startsWith('#!')) bundled = `//${bundled.slice(2)}`
+bundled = recordingLoadedModules(bundled)
 writeFileSync(main, bundled)
 warnUnlessAscii(bundled)
 const mainSha256 = createHash('sha256').update(readFileSync(main)).digest('hex')
@@ -182,6 +183,33 @@ await esbuild.build({
   define: { DSH_MAIN_SHA256: JSON.stringify(mainSha256) },
 })
 chmodSync(launcher, 0o755)
+
+/**
+ * Make the bundle record which of its lazily run modules (those esbuild wraps in `__esm` and
+ * `__commonJS`: plugins, providers, their SDKs) ran, in a set it hands its launcher as
+ * `module.dshLoadedModules`. The launcher's code cache (src/launch/code-cache.ts) holds what
+ * the run that wrote it compiled; a later run that loaded a module none of the cached runs
+ * did writes it again, so the cache grows to cover what the user's runs use. Recording is a
+ * `Set.add` per module initialisation. esbuild's helpers are matched exactly (its version is
+ * pinned): a helper that changed fails the build here rather than leave a cache that never grows.
+ */
+function recordingLoadedModules(text) {
+  // The file's own directive (after the banner's comment lines): modules inside have theirs too.
+  const directive = '\n"use strict";'
+  if (!text.startsWith('//') || !text.includes(directive) || text.indexOf('"use strict"') !== text.indexOf(directive) + 1) {
+    throw new Error('scripts/bundle.mjs: the bundle does not open with comment lines and then its "use strict" directive; update recordingLoadedModules for the esbuild in use')
+  }
+  let rewritten = text.replace(directive, `${directive}var __dshLoaded=new Set;module.dshLoadedModules=__dshLoaded;`)
+  const helpers = [
+    ['var __esm=(fn,res,err)=>function __init(){', 'var __esm=(fn,res,err,name=__getOwnPropNames(fn)[0])=>function __init(){__dshLoaded.add(name);'],
+    ['var __commonJS=(cb,mod)=>function __require(){', 'var __commonJS=(cb,mod,name=__getOwnPropNames(cb)[0])=>function __require(){__dshLoaded.add(name);'],
+  ]
+  for (const [from, to] of helpers) {
+    if (rewritten.split(from).length !== 2) throw new Error(`scripts/bundle.mjs: esbuild's output no longer has ${JSON.stringify(from)} exactly once; update recordingLoadedModules for the esbuild in use`)
+    rewritten = rewritten.replace(from, to)
+  }
+  return rewritten
+}
 
 /**
  * Say so when the bundle is not all ASCII. The launcher holds an ASCII file as a one-byte

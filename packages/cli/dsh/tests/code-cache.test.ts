@@ -19,6 +19,11 @@ function cacheFileIn(dir: string): string {
   return join(dir, files[0])
 }
 
+/** V8's bytes of a cache `readCodeCache` found intact; what it said otherwise. */
+function bytesOf(found: ReturnType<typeof readCodeCache>): Buffer | string {
+  return typeof found === 'string' ? found : found.bytes
+}
+
 /** The header's source length, for checking a cache file the way the launcher does. */
 function sourceBytesOf(file: string): number {
   const raw = readFileSync(file)
@@ -31,7 +36,7 @@ describe('the bundled CLI with a code cache', () => {
     const first = await hello(dir)
     expect(first.code, first.stderr).toBe(0)
     const file = cacheFileIn(dir)
-    expect(readCodeCache(file, sourceBytesOf(file))).toBeInstanceOf(Buffer)
+    expect(bytesOf(readCodeCache(file, sourceBytesOf(file)))).toBeInstanceOf(Buffer)
     const written = statSync(file).mtimeMs
     const second = await hello(dir)
     expect(second.code, second.stderr).toBe(0)
@@ -60,7 +65,7 @@ describe('the bundled CLI with a code cache', () => {
       expect(result.code, `${what}: ${result.stderr}`).toBe(0)
       expect(result.stdout, what).toContain('Hello! I am dsh')
       expect(result.stderr, what).toBe('')
-      expect(readCodeCache(file, sourceBytes), what).toBeInstanceOf(Buffer)
+      expect(bytesOf(readCodeCache(file, sourceBytes)), what).toBeInstanceOf(Buffer)
     }
     // Intact by its own checksum, but V8's bytes for another script: V8 rejects them.
     const foreignBytes = new Script('6 * 7', { filename: 'other.js' }).createCachedData()
@@ -68,9 +73,36 @@ describe('the bundled CLI with a code cache', () => {
     const foreign = await hello(dir)
     expect(foreign.code, foreign.stderr).toBe(0)
     expect(foreign.stdout).toContain('Hello! I am dsh')
-    const replaced = readCodeCache(file, sourceBytes)
+    const replaced = bytesOf(readCodeCache(file, sourceBytes))
     expect(replaced).toBeInstanceOf(Buffer)
     expect((replaced as Buffer).equals(foreignBytes)).toBe(false)
+  })
+
+  it('a run that loads modules its cache\'s runs did not writes the cache again with their code too; a run that adds none leaves it as it is', async () => {
+    const dir = tempDir('dsh-cache-')
+    expect((await hello(dir)).code).toBe(0)
+    const file = cacheFileIn(dir)
+    const first = readCodeCache(file, sourceBytesOf(file))
+    if (typeof first === 'string') throw new Error(`the first cache is ${first}`)
+    // The acp provider composed (never used): its plugin's modules are ones hello never loads.
+    const config = join(tempDir(), 'dsh.yml')
+    writeFileSync(config, ['- name: "@dsh/subagent-acp"', '  config: { command: /nonexistent/acp-agent }', ''].join('\n'))
+    const withProvider = () => runDsh(['run', '--config', config, '--model', 'scripted:examples/hello.yml', '--session-dir', tempDir(), '--quiet', 'hello'], { env: { DSH_CODE_CACHE: dir } })
+    const grown = await withProvider()
+    expect(grown.code, grown.stderr).toBe(0)
+    const second = readCodeCache(file, sourceBytesOf(file))
+    if (typeof second === 'string') throw new Error(`the grown cache is ${second}`)
+    expect(second.modules).toEqual(expect.arrayContaining([...first.modules]))
+    expect(second.modules.some((name) => name.startsWith('packages/subagent/subagent-acp/'))).toBe(true)
+    expect(first.modules.some((name) => name.startsWith('packages/subagent/subagent-acp/'))).toBe(false)
+    expect(second.bytes.length).toBeGreaterThan(first.bytes.length)
+    // Neither the same run again nor the plain one adds a module: the file stays as it is.
+    const written = statSync(file).mtimeMs
+    for (const again of [await withProvider(), await hello(dir)]) {
+      expect(again.code, again.stderr).toBe(0)
+      expect(again.stdout).toContain('Hello! I am dsh')
+    }
+    expect(statSync(file).mtimeMs).toBe(written)
   })
 
   it('an unwritable cache directory does not fail the run', async () => {
@@ -124,6 +156,37 @@ describe('runWithCodeCache', () => {
     const second = runWithCodeCache(file, cache)
     expect(second.status).toBe('used')
     expect(second.exports).toMatchObject({ answer: 42 })
+  })
+
+  it('persist writes a used cache again only when the run loaded a module the cache does not list, and lists them all', () => {
+    const dir = tempDir('dsh-cache-unit-')
+    const file = join(dir, 'recording.cjs')
+    // As the bundle does (scripts/bundle.mjs): the modules this run loaded, handed to the launcher.
+    writeFileSync(file, 'module.dshLoadedModules = new Set(globalThis.dshTestLoaded)\nmodule.exports = 42\n')
+    const cache = join(dir, 'cache', 'recording.v8cache')
+    const runLoading = (...names: string[]) => {
+      ;(globalThis as { dshTestLoaded?: string[] }).dshTestLoaded = names
+      const run = runWithCodeCache(file, cache)
+      run.persist()
+      return run.status
+    }
+    const listed = () => {
+      const found = readCodeCache(cache, statSync(file).size)
+      if (typeof found === 'string') throw new Error(`the cache is ${found}`)
+      return found.modules
+    }
+    expect(runLoading('a', 'b')).toBe('missing')
+    expect(listed()).toEqual(['a', 'b'])
+    const written = readFileSync(cache)
+    expect(runLoading('b')).toBe('used')
+    expect(runLoading('a', 'b')).toBe('used')
+    expect(readFileSync(cache).equals(written)).toBe(true)
+    expect(runLoading('c', 'a')).toBe('used')
+    expect(listed()).toEqual(['a', 'b', 'c'])
+    const grown = readFileSync(cache)
+    expect(runLoading('a', 'b', 'c')).toBe('used')
+    expect(readFileSync(cache).equals(grown)).toBe(true)
+    delete (globalThis as { dshTestLoaded?: string[] }).dshTestLoaded
   })
 
   it('a file that is not ASCII is decoded as UTF-8, with and without a cache', () => {
@@ -181,6 +244,11 @@ describe('runWithCodeCache', () => {
     const flipped = Buffer.from(good)
     flipped[flipped.length - 1] ^= 0xff
     writeFileSync(cache, flipped)
+    expect(runWithCodeCache(file, cache).status).toBe('invalid')
+    // A header whose module list is not a list of names is not this format's.
+    const newline = good.indexOf(10)
+    const header = JSON.parse(good.subarray(0, newline).toString('utf8')) as Record<string, unknown>
+    writeFileSync(cache, Buffer.concat([Buffer.from(`${JSON.stringify({ ...header, modules: [1, 2] })}\n`), good.subarray(newline + 1)]))
     expect(runWithCodeCache(file, cache).status).toBe('invalid')
     writeFileSync(cache, good)
     writeFileSync(file, 'module.exports = { answer: 6 * 7, file: __filename, dir: __dirname, more: true }\n')

@@ -6,7 +6,7 @@
  *
  * The cache file is one JSON header line, then V8's bytes:
  *
- *     {"format":"dsh-code-cache/1","sourceBytes":N,"sha256":"…","bytes":M}\n<M bytes>
+ *     {"format":"dsh-code-cache/2","sourceBytes":N,"sha256":"…","bytes":M,"modules":[…]}\n<M bytes>
  *
  * V8 checks only the source's length, its own version and its flags, and in release
  * builds it does not checksum the bytes: a damaged file could crash it. So nothing reaches
@@ -15,6 +15,13 @@
  * (missing, garbage, truncated, damaged, made for another build) runs the bundle without
  * a cache, and the run writes a fresh one when it exits. The file's name carries the
  * bundle's content hash, so a rebuild never meets an old cache.
+ *
+ * V8 caches what the writing run compiled, so a cache written by a run that delegated
+ * nothing left every later delegating run compiling its providers' code (about 25 ms of a
+ * run with an ACP child). `modules` lists the bundle's lazily run modules the cached runs
+ * loaded (the bundle records them: scripts/bundle.mjs); a run that used the cache and loaded
+ * one it lacks writes it again, now with that run's code too (V8 keeps what it restored), so
+ * the cache grows to what the user's runs use and is rewritten only when it grows.
  */
 import { isAscii } from 'node:buffer'
 import { createHash, randomBytes } from 'node:crypto'
@@ -24,7 +31,9 @@ import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { Script } from 'node:vm'
 
-const FORMAT = 'dsh-code-cache/1'
+const FORMAT = 'dsh-code-cache/2'
+/** The longest header read: far above a real one (its module list is a few KB). */
+const MAX_HEADER_BYTES = 64 * 1024
 
 /**
  * What became of the cache: `used` (V8 took it), `missing` (no file), `invalid` (the file
@@ -38,11 +47,18 @@ export interface CodeCacheRun {
   /** What the file exported (`module.exports`). */
   exports: unknown
   /**
-   * Write a fresh cache unless this run used one. Call it late (at exit): V8 then includes
-   * every function the run compiled, not only the top level. Never throws: a cache that
-   * cannot be written only costs the next start its speed.
+   * Write a fresh cache unless this run used one that already covered every module it
+   * loaded. Call it late (at exit): V8 then includes every function the run compiled, not
+   * only the top level. Never throws: a cache that cannot be written only costs the next
+   * start its speed.
    */
   persist(): void
+}
+
+/** A cache file's contents: V8's bytes, and the bundle modules the runs that wrote them loaded. */
+export interface CodeCache {
+  bytes: Buffer
+  modules: readonly string[]
 }
 
 interface CacheHeader {
@@ -50,14 +66,15 @@ interface CacheHeader {
   sourceBytes: number
   sha256: string
   bytes: number
+  modules: string[]
 }
 
 function sha256(data: Buffer): string {
   return createHash('sha256').update(data).digest('hex')
 }
 
-/** The V8 bytes in `cacheFile` if it is intact and made for a source of `sourceBytes`; else why not. */
-export function readCodeCache(cacheFile: string, sourceBytes: number): Buffer | 'missing' | 'invalid' {
+/** The cache in `cacheFile` if it is intact and made for a source of `sourceBytes`; else why not. */
+export function readCodeCache(cacheFile: string, sourceBytes: number): CodeCache | 'missing' | 'invalid' {
   let raw: Buffer | 'invalid'
   try {
     raw = readRegularFile(cacheFile)
@@ -67,7 +84,7 @@ export function readCodeCache(cacheFile: string, sourceBytes: number): Buffer | 
   }
   if (raw === 'invalid') return 'invalid'
   const newline = raw.indexOf(10)
-  if (newline < 0 || newline > 1024) return 'invalid'
+  if (newline < 0 || newline > MAX_HEADER_BYTES) return 'invalid'
   let header: Partial<CacheHeader>
   try {
     header = JSON.parse(raw.subarray(0, newline).toString('utf8')) as Partial<CacheHeader>
@@ -76,9 +93,11 @@ export function readCodeCache(cacheFile: string, sourceBytes: number): Buffer | 
     return 'invalid'
   }
   if (header === null || typeof header !== 'object' || header.format !== FORMAT || header.sourceBytes !== sourceBytes) return 'invalid'
+  const { modules } = header
+  if (!Array.isArray(modules) || !modules.every((name) => typeof name === 'string')) return 'invalid'
   const bytes = raw.subarray(newline + 1)
   if (bytes.length !== header.bytes || bytes.length === 0 || sha256(bytes) !== header.sha256) return 'invalid'
-  return bytes
+  return { bytes, modules }
 }
 
 /** Largest cache file read: far above any real one (a few MB), so a planted huge file is refused unread. */
@@ -115,9 +134,9 @@ function readRegularFile(file: string): Buffer | 'invalid' {
   }
 }
 
-/** Write `bytes` as the cache for a source of `sourceBytes`, atomically (a reader sees the old file or the new one). */
-export function writeCodeCache(cacheFile: string, sourceBytes: number, bytes: Buffer): void {
-  const header: CacheHeader = { format: FORMAT, sourceBytes, sha256: sha256(bytes), bytes: bytes.length }
+/** Write `bytes` as the cache for a source of `sourceBytes`, with the `modules` its runs loaded, atomically (a reader sees the old file or the new one). */
+export function writeCodeCache(cacheFile: string, sourceBytes: number, bytes: Buffer, modules: readonly string[] = []): void {
+  const header: CacheHeader = { format: FORMAT, sourceBytes, sha256: sha256(bytes), bytes: bytes.length, modules: [...modules].sort() }
   // Private like the sessions: the cache is code this user's dsh runs.
   mkdirSync(dirname(cacheFile), { recursive: true, mode: 0o700 })
   // An unpredictable name created exclusively (`wx`): a file or link planted at a guessable
@@ -163,7 +182,7 @@ export function runWithCodeCache(file: string, cacheFile: string | undefined): C
   const found = cacheFile === undefined ? 'off' : readCodeCache(cacheFile, sourceBytes)
   const script = new Script(Module.wrap(source), {
     filename: file,
-    ...(typeof found !== 'string' && { cachedData: found }),
+    ...(typeof found !== 'string' && { cachedData: found.bytes }),
   })
   const status: CodeCacheStatus = typeof found === 'string' ? found : script.cachedDataRejected === true ? 'rejected' : 'used'
   const module = new Module(file)
@@ -176,15 +195,27 @@ export function runWithCodeCache(file: string, cacheFile: string | undefined): C
       return module.exports
     },
     persist() {
-      if (cacheFile === undefined || status === 'used') return
+      if (cacheFile === undefined) return
+      // What this run loaded of the bundle's lazily run modules (absent: a file that does not record them).
+      const loaded = (module as { dshLoadedModules?: ReadonlySet<string> }).dshLoadedModules ?? new Set<string>()
+      const cached = status === 'used' && typeof found !== 'string' ? found.modules : undefined
+      if (cached !== undefined && !addsTo(cached, loaded)) return
       try {
-        writeCodeCache(cacheFile, sourceBytes, script.createCachedData())
+        writeCodeCache(cacheFile, sourceBytes, script.createCachedData(), [...new Set([...(cached ?? []), ...loaded])])
       } catch {
         // An unwritable cache directory (read-only home, full disk) must not fail a run that
         // has already done its work: the next start simply compiles again.
       }
     },
   }
+}
+
+/** Whether `loaded` holds a module `cached` does not. */
+function addsTo(cached: readonly string[], loaded: ReadonlySet<string>): boolean {
+  if (loaded.size === 0) return false
+  const known = new Set(cached)
+  for (const name of loaded) if (!known.has(name)) return true
+  return false
 }
 
 /**

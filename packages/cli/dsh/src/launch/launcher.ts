@@ -52,9 +52,11 @@ function launch(): void {
   const build = `${CACHE_PREFIX}${DSH_MAIN_SHA256.slice(0, 16)}-${createHash('sha256').update(main).digest('hex').slice(0, 8)}-`
   const cacheFile = dir === undefined ? undefined : join(dir, `${build}${cachedCommand(process.argv[2])}${CACHE_SUFFIX}`)
   const run = runWithCodeCache(main, cacheFile)
-  if (cacheFile === undefined || dir === undefined || run.status === 'used') return
+  if (cacheFile === undefined || dir === undefined) return
   process.once('exit', () => {
+    // Writes the cache when there was none, or when this run loaded modules the cache's runs did not.
     run.persist()
+    if (run.status === 'used') return
     // Only other builds' caches (and leftover temporary files) go: this build's caches of
     // other commands are still in use, however old.
     pruneCodeCaches(dir, cacheFile, (name) => name.startsWith(CACHE_PREFIX) && (name.endsWith('.tmp') || (name.endsWith(CACHE_SUFFIX) && !name.startsWith(build))), STALE_CACHE_MS)
