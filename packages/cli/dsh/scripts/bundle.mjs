@@ -36,7 +36,9 @@ const { version } = JSON.parse(readFileSync(join(packageDir, 'package.json'), 'u
  * Those a default install brings are dependencies of @dsh/cli, so they resolve from the
  * bundle wherever npm installs it. Code in the bundle that never runs is not free: every
  * start reads and decodes it and V8 takes its source (BullMQ with its libraries was 1.5 of
- * the 3.45 MB: about 3 ms of every start).
+ * the 3.45 MB: about 3 ms of every start). ioredis is also required, on first use, by
+ * `@dsh/subagent-queue` through `createRequire` from its own place (its `redis.ts`), which
+ * this plugin's check never sees: it resolves as that package's own import would.
  */
 const EXTERNAL = ['openai', '@a2a-js/sdk', 'express', '@anthropic-ai/claude-agent-sdk', '@anthropic-ai/sdk', '@modelcontextprotocol/sdk', 'bullmq', 'ioredis']
 

@@ -95,7 +95,8 @@ export class AcpChild implements RemoteChild {
    */
   private async loadWire(): Promise<AcpSdk> {
     const sdk = await loadAcpSdk()
-    if (this.spec.sharedWorkspace) {
+    // Closed meanwhile: `open` stops at its check, and `close` has closed no workspace.
+    if (this.spec.sharedWorkspace && this.closing === undefined) {
       const { SharedWorkspace } = await import('./shared-workspace.js')
       const { spec, approvals } = this
       this.workspace = new SharedWorkspace({

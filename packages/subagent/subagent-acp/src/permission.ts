@@ -19,7 +19,7 @@ export type { PermissionPolicy } from '@dsh/approvals'
 /**
  * The JSON-RPC code of a write or command (of a shared workspace) the parent's approval
  * broker refused. Here rather than beside the workspace, which loads the ACP SDK: the
- * package's entry exports it, and loading the entry loads no SDK (see plugin.ts).
+ * package's entry exports it, and loading the entry loads no SDK (see sdk.ts).
  */
 export const REFUSED_BY_APPROVAL = -32003
 

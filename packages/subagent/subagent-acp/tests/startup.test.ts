@@ -1,6 +1,8 @@
 import { afterEach, describe, expect, it } from 'vitest'
 import { SubagentError } from '@dsh/subagent'
 import { fixture, liveChildren, setup, type Setup } from './helpers.js'
+import { AcpChild } from '../src/child.js'
+import { AcpProviderConfig, resolveAcpSpec } from '../src/config.js'
 
 let current: Setup | undefined
 afterEach(async () => {
@@ -103,5 +105,25 @@ describe('acp: config is validated at load, naming the key', () => {
   it('registers under providerName (default acp)', async () => {
     current = await setup({ command: 'x', providerName: 'dsh-child' })
     expect(current.harness.ctx.subagents.list()).toEqual(['dsh-child'])
+  })
+})
+
+describe('acp: a child closed while it opens', () => {
+  it('connects nothing and fails its start naming the close, with the process reaped (the SDK may still be loading then)', async () => {
+    const before = liveChildren()
+    // An agent that would wait for frames for ever: only the close can end it.
+    const spec = resolveAcpSpec(AcpProviderConfig({ providerName: 'acp', command: process.execPath, args: ['-e', 'process.stdin.resume()'], sharedWorkspace: true, stdinGraceMs: 2_000, termGraceMs: 2_000 }))
+    const child = new AcpChild(spec, process.cwd())
+    let stage = 'spawn'
+    const control = { get stage() { return stage }, moveTo: (next: string) => (stage = next), failStartup: () => {}, withStderr: (message: string) => message }
+    const opened = child.open(control, { kind: 'new', request: { cwd: process.cwd(), mcpServers: [] }, continuable: false })
+    // In the same turn as the open: before the spawn is confirmed and the SDK is loaded.
+    const closed = child.close()
+    const error = await opened.then(() => undefined, (rejection: unknown) => rejection)
+    await closed
+    expect(error).toBeInstanceOf(SubagentError)
+    expect((error as SubagentError).message).toContain('could not be started at stage spawn: it was closed while it started')
+    expect(stage).toBe('spawn')
+    expect(liveChildren()).toEqual(before)
   })
 })

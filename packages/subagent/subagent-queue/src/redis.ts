@@ -12,9 +12,10 @@ import type { Redis, RedisOptions } from 'ioredis'
  * through the queue never makes a client (with BullMQ, about 100 ms of such a `dsh run`).
  */
 let ioredis: typeof import('ioredis') | undefined
-const requireHere = createRequire(import.meta.url)
 function loadIoredis(): typeof import('ioredis') {
-  ioredis ??= requireHere('ioredis') as typeof import('ioredis')
+  // From this package, as a static import would resolve it (the require is made here too:
+  // in the bundle, finding this package's place is itself a look-up).
+  ioredis ??= createRequire(import.meta.url)('ioredis') as typeof import('ioredis')
   return ioredis
 }
 
