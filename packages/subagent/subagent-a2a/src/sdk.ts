@@ -1,7 +1,7 @@
 /**
  * The A2A SDK (`@a2a-js/sdk` and its `/client`), imported when the provider first reaches a
  * worker rather than when it loads: the SDK is kept outside dsh's bundle and read from disk
- * without a code cache, which cost a `dsh run` that composed this provider about 45 ms
+ * without a code cache, which cost a `dsh run` that composed this provider about 40 ms
  * whether or not it delegated. `worker-pool.ts` imports it before it makes a worker's
  * client; everything that reads its values (the protocol's enums) runs on a worker's
  * answers, so after that, and reads them through `a2aSdk()`. Every file imports its types.
