@@ -1,7 +1,7 @@
 export { DshError, errorMessage, isAbortError, printable } from './errors.js'
 export { assertNever, isRecord } from './guards.js'
 export * from './outcomes.js'
-export { rejectOnThrow } from './promises.js'
+export { importOnFirstUse, rejectOnThrow, type ImportedOnFirstUse } from './promises.js'
 export { FifoSlots } from './slots.js'
 export * from './permission.js'
 export * from './permission-levels.js'

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest'
 import {
   DshError, errorMessage, printable, isRecord, assertNever, parseStopReason, stopReasonOfFinish,
-  stopReasonOfAcp, acpStopReasonOfStop, taskStatusOfStop, progressStateOfStop, STOP_REASONS, rejectOnThrow, expandToolEntries, TOOL_NAME_OR_PATTERN, mcpServerOf, mcpToolName,
+  stopReasonOfAcp, acpStopReasonOfStop, taskStatusOfStop, progressStateOfStop, STOP_REASONS, rejectOnThrow, importOnFirstUse, expandToolEntries, TOOL_NAME_OR_PATTERN, mcpServerOf, mcpToolName,
 } from '@dsh/base'
 
 type DemoCode = 'ONE' | 'TWO'
@@ -91,6 +91,38 @@ describe('rejectOnThrow', () => {
     await expect(result).rejects.toBe(thrown)
     const answered = Promise.resolve('answer')
     expect(rejectOnThrow(() => answered)).toBe(answered)
+  })
+})
+
+describe('importOnFirstUse', () => {
+  it('imports on the first load only, once however often it is asked, and is loaded only once the import finished', async () => {
+    let imports = 0
+    const module = { name: 'sdk' }
+    const sdk = importOnFirstUse(async () => {
+      imports++
+      return module
+    })
+    expect(imports).toBe(0)
+    expect(sdk.loaded()).toBeUndefined()
+    const first = sdk.load()
+    expect(sdk.load()).toBe(first)
+    expect(sdk.loaded()).toBeUndefined()
+    expect(await first).toBe(module)
+    expect(await sdk.load()).toBe(module)
+    expect(sdk.loaded()).toBe(module)
+    expect(imports).toBe(1)
+  })
+
+  it('a failed import stays failed, and nothing counts as loaded', async () => {
+    let imports = 0
+    const sdk = importOnFirstUse(() => {
+      imports++
+      return Promise.reject(new Error('Cannot find module'))
+    })
+    await expect(sdk.load()).rejects.toThrow('Cannot find module')
+    await expect(sdk.load()).rejects.toThrow('Cannot find module')
+    expect(sdk.loaded()).toBeUndefined()
+    expect(imports).toBe(1)
   })
 })
 

@@ -3,18 +3,18 @@
  * default composition loads this plugin for `anthropic:` models, and a run on any other
  * model must not pay for parsing the SDK.
  */
+import { importOnFirstUse } from '@dsh/base'
+
 export type AnthropicSdk = typeof import('@anthropic-ai/sdk')
 
-let loading: Promise<AnthropicSdk> | undefined
-let loaded: AnthropicSdk | undefined
+const sdk = importOnFirstUse((): Promise<AnthropicSdk> => import('@anthropic-ai/sdk'))
 
 /** The SDK, imported once per process. */
 export function loadSdk(): Promise<AnthropicSdk> {
-  loading ??= import('@anthropic-ai/sdk').then((sdk) => (loaded = sdk))
-  return loading
+  return sdk.load()
 }
 
 /** The SDK if a request already imported it, else `undefined`: an error can only be one of its classes once it is loaded. */
 export function loadedSdk(): AnthropicSdk | undefined {
-  return loaded
+  return sdk.loaded()
 }

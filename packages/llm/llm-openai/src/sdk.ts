@@ -3,15 +3,15 @@
  * default composition loads this plugin for `deepseek:` and `openai:` models, and a run
  * with any other model must not pay for parsing the SDK.
  */
+import { importOnFirstUse } from '@dsh/base'
+
 export type OpenAISdk = typeof import('openai')
 
-let loading: Promise<OpenAISdk> | undefined
-let loaded: OpenAISdk | undefined
+const sdk = importOnFirstUse((): Promise<OpenAISdk> => import('openai'))
 
 /** The SDK, imported once per process. */
 export function loadSdk(): Promise<OpenAISdk> {
-  loading ??= import('openai').then((sdk) => (loaded = sdk))
-  return loading
+  return sdk.load()
 }
 
 /**
@@ -19,5 +19,5 @@ export function loadSdk(): Promise<OpenAISdk> {
  * classes through this: an error can only be one of the SDK's once the SDK is loaded.
  */
 export function loadedSdk(): OpenAISdk | undefined {
-  return loaded
+  return sdk.loaded()
 }

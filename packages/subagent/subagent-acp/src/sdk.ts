@@ -8,18 +8,18 @@
  * `rpc-error.ts`); `shared-workspace.ts`, which uses the SDK's error class throughout, is
  * itself imported by a child as it opens.
  */
+import { importOnFirstUse } from '@dsh/base'
+
 export type AcpSdk = typeof import('@agentclientprotocol/sdk')
 
-let loading: Promise<AcpSdk> | undefined
-let loaded: AcpSdk | undefined
+const sdk = importOnFirstUse((): Promise<AcpSdk> => import('@agentclientprotocol/sdk'))
 
 /** The SDK, imported once per process. */
 export function loadAcpSdk(): Promise<AcpSdk> {
-  loading ??= import('@agentclientprotocol/sdk').then((sdk) => (loaded = sdk))
-  return loading
+  return sdk.load()
 }
 
 /** The SDK if a child already imported it, else `undefined` (nothing the SDK made can exist yet). */
 export function loadedAcpSdk(): AcpSdk | undefined {
-  return loaded
+  return sdk.loaded()
 }
