@@ -37,6 +37,41 @@ export interface UnstartedChild {
   endedAt?: number
 }
 
+/** Where a parent asked for a child: its delegation call's time and place among the parent's calls. */
+export interface AskedAt {
+  at: number
+  index: number
+}
+
+/**
+ * When and in what order a parent asked for each tool call, by call id. Children are listed
+ * in the order their parent asked for them, not by when each started or was refused: the
+ * calls of one reply run together, so the times their results were recorded race (a
+ * foreground refusal can be recorded after a later call's background start).
+ */
+export function askedOrder(events: readonly SessionEvent[]): Map<string, AskedAt> {
+  const asked = new Map<string, AskedAt>()
+  for (const event of events) if (event.type === 'tool/call') asked.set(event.call.id, { at: event.ts, index: asked.size })
+  return asked
+}
+
+/**
+ * Orders children by when their parent asked (`call`'s place in `asked`), and a child no
+ * call of this parent asked for by when it started (`at`). The key is one pair (time, place
+ * among the calls; none sorts after the calls of the same moment), so the order is total.
+ */
+export function byAsking(asked: ReadonlyMap<string, AskedAt>): (a: { call?: string; at: number }, b: { call?: string; at: number }) => number {
+  const key = (child: { call?: string; at: number }): [number, number] => {
+    const where = child.call === undefined ? undefined : asked.get(child.call)
+    return where ? [where.at, where.index] : [child.at, Number.POSITIVE_INFINITY]
+  }
+  return (a, b) => {
+    const [atA, indexA] = key(a)
+    const [atB, indexB] = key(b)
+    return atA !== atB ? atA - atB : indexA === indexB ? 0 : indexA < indexB ? -1 : 1
+  }
+}
+
 /** What a refused start says, in `@dsh/tool-subagent`'s words: the helper it named and why. */
 const REFUSED = /^(?:the subagent could not be started|the helper "([^"\n]*)" could not be started|the subagent was not started): ([^\n]*)/
 
@@ -97,7 +132,8 @@ export function unstartedChildren(events: readonly SessionEvent[], started: Read
       found.push(parentRunning ? { ...base, state: 'queued' } : { ...base, state: 'not-started', reason: "still queued when its parent's session ended", endedAt: delegation.at })
     }
   }
-  return found.sort((a, b) => a.at - b.at)
+  const order = byAsking(askedOrder(events))
+  return found.sort((a, b) => order({ call: a.callId, at: a.at }, { call: b.callId, at: b.at }))
 }
 
 function textOf(blocks: ReadonlyArray<{ type: string; text?: string }> | string): string {

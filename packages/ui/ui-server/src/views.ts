@@ -14,7 +14,7 @@ import type { SessionEvent, SessionHeader } from '@dsh/session'
 import { truncateColumns } from '@dsh/subagent'
 import { backgroundDelegations, budgetDiagnostic, type BackgroundDelegation } from './background.js'
 import { megabytes, type IndexedSession, type SessionIndex } from './index-of-sessions.js'
-import { neverStartedReason, refusedDelegations } from './unstarted.js'
+import { askedOrder, byAsking, neverStartedReason, refusedDelegations } from './unstarted.js'
 import type { LiveRun, PendingApproval } from './live.js'
 
 /** Longest text of one transcript entry sent to the page. */
@@ -170,6 +170,9 @@ export class Views {
     const ownDiagnostic = ended.reason === 'budget' ? budgetWords(ended.error ?? 'a budget was spent') : undefined
     const local = (byParent.get(header.id) ?? []).filter((child) => !seen.has(child.header.id))
     const children = local.map((child) => this.node(child, byParent, depth + 1, seen))
+    // The parent's call that asked for each child, where known: the children are listed in the order it asked.
+    const askedBy = new Map<NodeView, string>()
+    local.forEach((child, index) => child.header.toolCallId !== undefined && askedBy.set(children[index]!, child.header.toolCallId))
     const here = new Set(local.map((child) => child.header.id))
     // Children the delegation tool recorded that keep their record elsewhere.
     for (const event of events) {
@@ -180,7 +183,9 @@ export class Views {
       const ownId = delegation.childId.slice(delegation.childId.indexOf(':') + 1)
       if (here.has(ownId) || this.index.get(ownId)) continue
       here.add(delegation.childId)
-      children.push({ id: delegation.childId, parent: header.id, provider: delegation.provider, depth: depth + 1, state: event.result.isError ? 'error' : 'completed', startedAt: event.ts, endedAt: event.ts, inputTokens: 0, outputTokens: 0, storedAt: delegation.storedAt ?? 'elsewhere', children: [] })
+      const away: NodeView = { id: delegation.childId, parent: header.id, provider: delegation.provider, depth: depth + 1, state: event.result.isError ? 'error' : 'completed', startedAt: event.ts, endedAt: event.ts, inputTokens: 0, outputTokens: 0, storedAt: delegation.storedAt ?? 'elsewhere', children: [] }
+      askedBy.set(away, event.result.callId)
+      children.push(away)
     }
     // Background children: those that never started (queued, refused) have no session; a started one's recorded end says whether a budget stopped it.
     const byCall = new Map(local.filter((child) => child.header.toolCallId !== undefined).map((child) => [child.header.toolCallId!, child.header.id]))
@@ -193,7 +198,9 @@ export class Views {
         if (child && delegation.budget !== undefined) markBudget(child, delegation.budget)
         continue
       }
-      children.push(this.unstarted(header.id, depth + 1, delegation, state, queuedLive.delete(delegation.taskId)))
+      const unstarted = this.unstarted(header.id, depth + 1, delegation, state, queuedLive.delete(delegation.taskId))
+      askedBy.set(unstarted, delegation.callId)
+      children.push(unstarted)
     }
     // Delegations refused before their child started (a budget spent, the tree's queue full, the depth bound): the parent's result is all there is.
     for (const refused of refusedDelegations(events)) {
@@ -227,7 +234,9 @@ export class Views {
       const heard = this.live?.budgetStops().get(child.id)
       if (heard !== undefined && child.diagnostic === undefined) markBudget(child, heard)
     }
-    children.sort((a, b) => a.startedAt - b.startedAt)
+    for (const child of children) if (child.call !== undefined) askedBy.set(child, child.call)
+    const order = byAsking(askedOrder(events))
+    children.sort((a, b) => order({ call: askedBy.get(a), at: a.startedAt }, { call: askedBy.get(b), at: b.startedAt }))
     const node: NodeView = {
       id: header.id,
       ...(header.parentSession !== undefined && { parent: header.parentSession }),

@@ -4,6 +4,8 @@
  * background one are refused before their first step; only the model is scripted. The
  * wording they record is what `unstarted.ts` reads, so a change of it fails here.
  */
+import { readFileSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
 import { SpawnPlugin } from '@dsh/subagent-spawn'
 import { TaskToolsPlugin } from '@dsh/tool-tasks'
@@ -25,26 +27,8 @@ const byLabel = (tree: NodeView | undefined, label: string) => tree?.children.fi
 
 describe('children that never started', () => {
   it('a delegation a budget refused before its child started, foreground or background, is a not-started node with the budget\'s words; the prompt heads the run', async () => {
-    harness = await createDelegationHarness({
-      subagents: { tree: { budget: { children: 1 } } },
-      script: [
-        { when: { depth: 1 }, reply: [{ text: 'done' }] },
-        {
-          when: { depth: 0 },
-          reply: [
-            { call: { tool: 'subagent', args: { description: 'first', prompt: 'one' } } },
-            { call: { tool: 'subagent', args: { description: 'refused', prompt: 'two' } } },
-            { call: { tool: 'subagent', args: { description: 'too late', prompt: 'three', run_in_background: true } } },
-            { call: { tool: 'task_output', args: { task_id: 'subagent-1', wait: true } } },
-            { text: 'root done' },
-          ],
-        },
-      ] as never,
-      plugins: [[SpawnPlugin, {}], [SubagentToolPlugin, { provider: 'spawn' }], [TaskToolsPlugin, {}]],
-    })
-    const root = await harness.agent({ meta: { origin: 'cli' } })
-    await root.followup('check <b>the</b> \u001b[31mplan\nand more lines')
-    index = new SessionIndex(harness.dir!)
+    const root = await refusedRun()
+    index = new SessionIndex(harness!.dir!)
     await index.open()
     const views = new Views(index)
     const tree = views.tree(root.id)
@@ -65,4 +49,45 @@ describe('children that never started', () => {
       expect.objectContaining({ tool: 'subagent', label: 'too late', taskId: 'subagent-1', state: 'not-started', reason: expect.stringMatching(/^budget: /) }),
     ])
   })
+
+  it('children are listed in the order their parent asked for them, however the times of their results race', async () => {
+    const root = await refusedRun()
+    await root.dispose() // its file complete before it is edited
+    // The calls of one reply run together: record the foreground refusal as heard after the background start.
+    const file = join(harness!.dir!, `${root.id}.jsonl`)
+    const lines = readFileSync(file, 'utf8').split('\n')
+    const last = Math.max(...lines.filter(Boolean).map((line) => (JSON.parse(line) as { ts?: number }).ts ?? 0))
+    const refusal = lines.findIndex((line) => line.includes('"tool/result"') && line.includes('the subagent could not be started'))
+    expect(refusal).toBeGreaterThan(-1)
+    lines[refusal] = JSON.stringify({ ...JSON.parse(lines[refusal]!), ts: last + 1000 })
+    writeFileSync(file, lines.join('\n'))
+    index = new SessionIndex(harness!.dir!)
+    await index.open()
+    expect(new Views(index).tree(root.id)?.children.map((child) => child.label)).toEqual(['first', 'refused', 'too late'])
+    expect(unstartedChildren(index.get(root.id)!.events, new Set(), false).map((child) => child.label)).toEqual(['refused', 'too late'])
+  })
 })
+
+/** A root that delegates three children under a tree budget of one: the second and the third (in the background) are refused. */
+async function refusedRun() {
+  harness = await createDelegationHarness({
+    subagents: { tree: { budget: { children: 1 } } },
+    script: [
+      { when: { depth: 1 }, reply: [{ text: 'done' }] },
+      {
+        when: { depth: 0 },
+        reply: [
+          { call: { tool: 'subagent', args: { description: 'first', prompt: 'one' } } },
+          { call: { tool: 'subagent', args: { description: 'refused', prompt: 'two' } } },
+          { call: { tool: 'subagent', args: { description: 'too late', prompt: 'three', run_in_background: true } } },
+          { call: { tool: 'task_output', args: { task_id: 'subagent-1', wait: true } } },
+          { text: 'root done' },
+        ],
+      },
+    ] as never,
+    plugins: [[SpawnPlugin, {}], [SubagentToolPlugin, { provider: 'spawn' }], [TaskToolsPlugin, {}]],
+  })
+  const root = await harness.agent({ meta: { origin: 'cli' } })
+  await root.followup('check <b>the</b> \u001b[31mplan\nand more lines')
+  return root
+}
