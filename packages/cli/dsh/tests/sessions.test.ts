@@ -1,4 +1,4 @@
-import { existsSync, readdirSync, writeFileSync } from 'node:fs'
+import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { budgetRefusals } from './budget-refusals.js'
@@ -52,6 +52,29 @@ describe('dsh sessions', () => {
     expect(lines[3]).toMatch(/^└─ subagent-1 {2}subagent "too late" {2}not started: budget: the delegation tree's children budget of 1 is spent/)
     const list = await runDsh(['sessions', 'list', '--session-dir', join(dir, 'sessions')])
     expect(list.stdout).toMatch(/ 3 children {2}go\n$/)
+  })
+
+  it('tree draws every kind of child in the order the parent asked for them, a refused one before a started one it asked for later', async () => {
+    const dir = tempDir()
+    const sessions = join(dir, 'sessions')
+    const { config, script } = budgetRefusals(dir)
+    expect((await runDsh(['run', '--quiet', '--config', config, '--model', `scripted:${script}`, '--session-dir', sessions, 'go'], { cwd: dir })).code).toBe(0)
+    // Make the parent have asked for "refused" before "first": swap what the two calls asked, so the child that started was asked second.
+    const file = readdirSync(sessions)
+      .filter((name) => name.endsWith('.jsonl'))
+      .map((name) => join(sessions, name))
+      .find((path) => !readFileSync(path, 'utf8').split('\n', 1)[0]!.includes('"parentSession"'))!
+    const lines = readFileSync(file, 'utf8').split('\n')
+    const callLine = (label: string) => lines.findIndex((line) => line.includes('"tool/call"') && line.includes(`"description":"${label}"`))
+    const [first, refused] = [callLine('first'), callLine('refused')]
+    expect(first).toBeGreaterThan(0)
+    expect(refused).toBeGreaterThan(first)
+    const [a, b] = [JSON.parse(lines[first]!), JSON.parse(lines[refused]!)]
+    ;[lines[first], lines[refused]] = [JSON.stringify({ ...a, call: b.call }), JSON.stringify({ ...b, call: a.call })]
+    writeFileSync(file, lines.join('\n'))
+    const tree = await runDsh(['sessions', 'tree', '--session-dir', sessions])
+    expect(tree.code, tree.stderr).toBe(0)
+    expect(tree.stdout.trim().split('\n').slice(1).map((line) => /"([^"]+)"/.exec(line)?.[1])).toEqual(['refused', 'first', 'too late'])
   })
 
   it('show prints a readable transcript with tool calls and results', async () => {

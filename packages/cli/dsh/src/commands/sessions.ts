@@ -10,7 +10,7 @@ import { startRuntime } from '../runtime.js'
 import { UsageError } from '../errors.js'
 import { resolveSessionId } from '../session-ids.js'
 import { columnWidth, padColumns, truncateColumns } from '@dsh/subagent'
-import { unstartedChildren, type UnstartedChild } from '@dsh/ui-server/delegations'
+import { askedOrder, byAsking, unstartedChildren, type UnstartedChild } from '@dsh/ui-server/delegations'
 import { describeUsage, sessionUsage, treeUsage } from './usage.js'
 
 interface Summary {
@@ -240,13 +240,18 @@ export async function tree(headers: SessionHeader[], wanted: string | undefined,
     const { kids, away, unstarted, stored } = await childrenBelow(header, children, byId, read)
     const helpers = helpersOfChildren(stored)
     const childPrefix = prefix + (branch === '' ? '' : branch === '└─ ' ? '   ' : '│  ')
-    const last = kids.length + away.length + unstarted.length - 1
-    for (const [index, child] of kids.entries()) await visit(child, childPrefix, index === last ? '└─ ' : '├─ ', helpers.get(child.id))
-    for (const [index, child] of away.entries()) {
-      const helper = helpers.get(child.childId)
-      lines.push(`${childPrefix}${kids.length + index === last ? '└─ ' : '├─ '}${child.childId}  ${helper !== undefined ? `${helper} (${child.provider})` : child.provider}${child.label ? ` "${clip(child.label, 40)}"` : ''}  stored elsewhere: ${child.storedAt ?? 'not in this directory'}`)
-    }
-    for (const [index, child] of unstarted.entries()) lines.push(`${childPrefix}${kids.length + away.length + index === last ? '└─ ' : '├─ '}${unstartedLine(child)}`)
+    // Every kind of child in the order the parent asked for them, as `dsh ui` lists them.
+    const order = byAsking(askedOrder(stored?.events ?? []))
+    const below: Array<{ call?: string; at: number; draw: (branch: string) => Promise<void> | void }> = [
+      ...kids.map((kid) => ({ ...(kid.toolCallId !== undefined && { call: kid.toolCallId }), at: Date.parse(kid.createdAt), draw: (branch: string) => visit(kid, childPrefix, branch, helpers.get(kid.id)) })),
+      ...away.map((child) => {
+        const helper = helpers.get(child.childId)
+        return { call: child.callId, at: child.at, draw: (branch: string) => void lines.push(`${childPrefix}${branch}${child.childId}  ${helper !== undefined ? `${helper} (${child.provider})` : child.provider}${child.label ? ` "${clip(child.label, 40)}"` : ''}  stored elsewhere: ${child.storedAt ?? 'not in this directory'}`) }
+      }),
+      ...unstarted.map((child) => ({ call: child.callId, at: child.at, draw: (branch: string) => void lines.push(`${childPrefix}${branch}${unstartedLine(child)}`) })),
+    ]
+    below.sort(order)
+    for (const [index, child] of below.entries()) await child.draw(index === below.length - 1 ? '└─ ' : '├─ ')
   }
   if (foreignParent !== undefined) {
     const siblings = children.get(foreignParent) ?? []
@@ -262,6 +267,9 @@ export async function tree(headers: SessionHeader[], wanted: string | undefined,
 
 interface ElsewhereChild {
   childId: string
+  /** The parent's delegation call, and when its result was recorded. */
+  callId: string
+  at: number
   provider: string
   label?: string
   storedAt?: string
@@ -292,7 +300,7 @@ function elsewhereChildren(stored: StoredSession | undefined, kids: readonly Ses
       unmatched.splice(standIn, 1)
       continue
     }
-    away.push({ childId: delegation.childId, provider: delegation.provider, ...(label !== undefined && { label }), ...(delegation.storedAt !== undefined && { storedAt: delegation.storedAt }) })
+    away.push({ childId: delegation.childId, callId: event.result.callId, at: event.ts, provider: delegation.provider, ...(label !== undefined && { label }), ...(delegation.storedAt !== undefined && { storedAt: delegation.storedAt }) })
   }
   return away
 }
