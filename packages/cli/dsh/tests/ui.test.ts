@@ -123,6 +123,11 @@ describe('dsh ui', () => {
     // The root and its four children, each once (the ACP child stores its session here too).
     expect(await page.locator('.node').count()).toBe(5)
     expect(await page.locator('[data-bar]').count()).toBe(5)
+    // In the order the root asked for them, the ACP child (slowest to start, its call id only in the root's record) third.
+    const asked = ['"slow check"', '"forked look"', '"ask over ACP"', '"quiet count"']
+    expect((await page.locator('[data-bar-label]').allTextContents()).slice(1).map((label) => label.split(' · ')[0])).toEqual(asked)
+    const tree = await runDsh(['sessions', 'tree', '--session-dir', sessions])
+    expect(tree.stdout.trim().split('\n').slice(1).map((line) => /"[^"]+"/.exec(line)?.[0])).toEqual(asked)
     mkdirSync(artifacts, { recursive: true })
     await page.screenshot({ path: join(artifacts, 'dsh-ui-tree.png'), fullPage: true })
 

@@ -4,4 +4,5 @@
  * children, for `dsh sessions tree` as for the page.
  * Loads nothing of the server.
  */
+export { delegationCalls, delegationOf, type DelegationOfResult } from './delegation-record.js'
 export { askedOrder, byAsking, unstartedChildren, type AskedAt, type UnstartedChild } from './unstarted.js'

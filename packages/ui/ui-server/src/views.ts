@@ -14,6 +14,7 @@ import type { SessionEvent, SessionHeader } from '@dsh/session'
 import { truncateColumns } from '@dsh/subagent'
 import { backgroundDelegations, budgetDiagnostic, type BackgroundDelegation } from './background.js'
 import { megabytes, type IndexedSession, type SessionIndex } from './index-of-sessions.js'
+import { delegationCalls, delegationOf } from './delegation-record.js'
 import { askedOrder, byAsking, neverStartedReason, refusedDelegations } from './unstarted.js'
 import type { LiveRun, PendingApproval } from './live.js'
 
@@ -118,12 +119,6 @@ function times(session: IndexedSession, state: string): { startedAt: number; end
   return state === 'running' || last === undefined ? { startedAt } : { startedAt, endedAt: last }
 }
 
-function delegationOf(record: Readonly<Record<string, unknown>> | undefined): { childId: string; provider: string; local: boolean; storedAt?: string } | undefined {
-  const delegation = record?.delegation
-  if (!isRecord(delegation) || typeof delegation.childId !== 'string' || typeof delegation.provider !== 'string') return undefined
-  return { childId: delegation.childId, provider: delegation.provider, local: delegation.local === true, ...(typeof delegation.storedAt === 'string' && { storedAt: delegation.storedAt }) }
-}
-
 export class Views {
   constructor(
     private readonly index: SessionIndex,
@@ -170,9 +165,13 @@ export class Views {
     const ownDiagnostic = ended.reason === 'budget' ? budgetWords(ended.error ?? 'a budget was spent') : undefined
     const local = (byParent.get(header.id) ?? []).filter((child) => !seen.has(child.header.id))
     const children = local.map((child) => this.node(child, byParent, depth + 1, seen))
-    // The parent's call that asked for each child, where known: the children are listed in the order it asked.
+    // The parent's call that asked for each child, where known (a remote child stored here, a `dsh acp` one, has it only in the parent's record): the children are listed in the order it asked.
     const askedBy = new Map<NodeView, string>()
-    local.forEach((child, index) => child.header.toolCallId !== undefined && askedBy.set(children[index]!, child.header.toolCallId))
+    const recordedCalls = delegationCalls(events)
+    local.forEach((child, index) => {
+      const call = child.header.toolCallId ?? recordedCalls.get(child.header.id)
+      if (call !== undefined) askedBy.set(children[index]!, call)
+    })
     const here = new Set(local.map((child) => child.header.id))
     // Children the delegation tool recorded that keep their record elsewhere.
     for (const event of events) {

@@ -10,7 +10,7 @@ import { startRuntime } from '../runtime.js'
 import { UsageError } from '../errors.js'
 import { resolveSessionId } from '../session-ids.js'
 import { columnWidth, padColumns, truncateColumns } from '@dsh/subagent'
-import { askedOrder, byAsking, unstartedChildren, type UnstartedChild } from '@dsh/ui-server/delegations'
+import { askedOrder, byAsking, delegationCalls, delegationOf, unstartedChildren, type UnstartedChild } from '@dsh/ui-server/delegations'
 import { describeUsage, sessionUsage, treeUsage } from './usage.js'
 
 interface Summary {
@@ -242,8 +242,10 @@ export async function tree(headers: SessionHeader[], wanted: string | undefined,
     const childPrefix = prefix + (branch === '' ? '' : branch === '└─ ' ? '   ' : '│  ')
     // Every kind of child in the order the parent asked for them, as `dsh ui` lists them.
     const order = byAsking(askedOrder(stored?.events ?? []))
+    // A remote child stored here (a `dsh acp` one) has its call only in the parent's record.
+    const recordedCalls = delegationCalls(stored?.events ?? [])
     const below: Array<{ call?: string; at: number; draw: (branch: string) => Promise<void> | void }> = [
-      ...kids.map((kid) => ({ ...(kid.toolCallId !== undefined && { call: kid.toolCallId }), at: Date.parse(kid.createdAt), draw: (branch: string) => visit(kid, childPrefix, branch, helpers.get(kid.id)) })),
+      ...kids.map((kid) => ({ call: kid.toolCallId ?? recordedCalls.get(kid.id), at: Date.parse(kid.createdAt), draw: (branch: string) => visit(kid, childPrefix, branch, helpers.get(kid.id)) })),
       ...away.map((child) => {
         const helper = helpers.get(child.childId)
         return { call: child.callId, at: child.at, draw: (branch: string) => void lines.push(`${childPrefix}${branch}${child.childId}  ${helper !== undefined ? `${helper} (${child.provider})` : child.provider}${child.label ? ` "${clip(child.label, 40)}"` : ''}  stored elsewhere: ${child.storedAt ?? 'not in this directory'}`) }
@@ -317,14 +319,6 @@ function helpersOfChildren(stored: StoredSession | undefined): Map<string, strin
     if (delegation.childId.startsWith(prefix)) helpers.set(delegation.childId.slice(prefix.length), delegation.helper)
   }
   return helpers
-}
-
-function delegationOf(record: Readonly<Record<string, unknown>> | undefined): { childId: string; provider: string; local: boolean; storedAt?: string } | undefined {
-  const value = record?.delegation
-  if (typeof value !== 'object' || value === null) return undefined
-  const { childId, provider, local, storedAt } = value as Record<string, unknown>
-  if (typeof childId !== 'string' || typeof provider !== 'string' || typeof local !== 'boolean') return undefined
-  return { childId, provider, local, ...(typeof storedAt === 'string' && { storedAt }) }
 }
 
 export function transcript(stored: StoredSession, location?: string): string {
