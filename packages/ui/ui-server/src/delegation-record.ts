@@ -38,9 +38,11 @@ export function delegationCalls(events: readonly SessionEvent[]): Map<string, st
     if (event.type !== 'tool/result') continue
     const delegation = delegationOf(event.record)
     if (!delegation) continue
-    calls.set(delegation.childId, event.result.callId)
+    // The first record naming a child stands, as the page lists a child stored elsewhere once, by its first record.
+    if (!calls.has(delegation.childId)) calls.set(delegation.childId, event.result.callId)
     const prefix = `${delegation.provider}:`
-    if (delegation.childId.startsWith(prefix)) calls.set(delegation.childId.slice(prefix.length), event.result.callId)
+    const ownId = delegation.childId.startsWith(prefix) ? delegation.childId.slice(prefix.length) : undefined
+    if (ownId !== undefined && !calls.has(ownId)) calls.set(ownId, event.result.callId)
   }
   return calls
 }

@@ -44,31 +44,45 @@ export interface AskedAt {
 }
 
 /**
- * When and in what order a parent asked for each tool call, by call id. Children are listed
- * in the order their parent asked for them, not by when each started or was refused: the
- * calls of one reply run together, so the times their results were recorded race (a
- * foreground refusal can be recorded after a later call's background start).
+ * When and in what order a parent made each tool call, by call id: every call with that
+ * id, in order (an id can come back in a later reply: a provider that sends none gets
+ * `call_0`, `call_1`, … per reply). Children are listed in the order their parent asked
+ * for them, not by when each started or was refused: the calls of one reply run together,
+ * so the times their results were recorded race (a foreground refusal can be recorded
+ * after a later call's background start).
  */
-export function askedOrder(events: readonly SessionEvent[]): Map<string, AskedAt> {
-  const asked = new Map<string, AskedAt>()
-  for (const event of events) if (event.type === 'tool/call') asked.set(event.call.id, { at: event.ts, index: asked.size })
+export function askedOrder(events: readonly SessionEvent[]): Map<string, AskedAt[]> {
+  const asked = new Map<string, AskedAt[]>()
+  let index = 0
+  for (const event of events) {
+    if (event.type !== 'tool/call') continue
+    const where = { at: event.ts, index: index++ }
+    const same = asked.get(event.call.id)
+    if (same) same.push(where)
+    else asked.set(event.call.id, [where])
+  }
   return asked
 }
 
 /**
- * Orders children by when their parent asked (`call`'s place in `asked`), and a child no
- * call of this parent asked for by when it started (`at`). The key is one pair (time, place
- * among the calls; none sorts after the calls of the same moment), so the order is total.
+ * Orders children by when their parent asked (`call`'s place in `asked`: of calls sharing
+ * its id, the last one made by the child's own time `at`), and a child no call of this
+ * parent asked for by `at`. The key is one pair (time, place among the calls; none sorts
+ * after the calls of the same moment, an unknown time after every known one), so the
+ * order is total.
  */
-export function byAsking(asked: ReadonlyMap<string, AskedAt>): (a: { call?: string; at: number }, b: { call?: string; at: number }) => number {
+export function byAsking(asked: ReadonlyMap<string, readonly AskedAt[]>): (a: { call?: string; at: number }, b: { call?: string; at: number }) => number {
   const key = (child: { call?: string; at: number }): [number, number] => {
-    const where = child.call === undefined ? undefined : asked.get(child.call)
-    return where ? [where.at, where.index] : [child.at, Number.POSITIVE_INFINITY]
+    const at = Number.isFinite(child.at) ? child.at : Number.POSITIVE_INFINITY
+    const calls = child.call === undefined ? undefined : asked.get(child.call)
+    if (!calls) return [at, Number.POSITIVE_INFINITY]
+    const where = calls.findLast((call) => call.at <= at) ?? calls[0]!
+    return [where.at, where.index]
   }
   return (a, b) => {
     const [atA, indexA] = key(a)
     const [atB, indexB] = key(b)
-    return atA !== atB ? atA - atB : indexA === indexB ? 0 : indexA < indexB ? -1 : 1
+    return atA !== atB ? (atA < atB ? -1 : 1) : indexA === indexB ? 0 : indexA < indexB ? -1 : 1
   }
 }
 

@@ -13,7 +13,8 @@ import { SubagentToolPlugin } from '@dsh/tool-subagent'
 import { createDelegationHarness, type DelegationHarness } from '@dsh/testkit/delegation'
 import { SessionIndex, Views } from '@dsh/ui-server'
 import type { NodeView } from '../src/views.js'
-import { unstartedChildren } from '@dsh/ui-server/delegations'
+import { askedOrder, byAsking, unstartedChildren } from '@dsh/ui-server/delegations'
+import type { SessionEvent } from '@dsh/session'
 
 let harness: DelegationHarness | undefined
 let index: SessionIndex | undefined
@@ -91,3 +92,25 @@ async function refusedRun() {
   await root.followup('check <b>the</b> \u001b[31mplan\nand more lines')
   return root
 }
+
+describe('the order a parent asked for its children', () => {
+  const call = (id: string, ts: number) => ({ type: 'tool/call', ts, call: { id, name: 'subagent', args: {} } }) as unknown as SessionEvent
+
+  it('a call id a later reply uses again places each child by the call made by its own time', () => {
+    // Two replies from a provider that sends no ids: each numbers its calls from call_0.
+    const order = byAsking(askedOrder([call('call_0', 100), call('call_1', 100), call('call_0', 200), call('call_1', 200)]))
+    const children = [
+      { name: 'second reply, second call', call: 'call_1', at: 205 },
+      { name: 'second reply, first call', call: 'call_0', at: 210 },
+      { name: 'first reply, second call', call: 'call_1', at: 150 },
+      { name: 'first reply, first call', call: 'call_0', at: 120 },
+    ]
+    expect(children.sort(order).map((child) => child.name)).toEqual(['first reply, first call', 'first reply, second call', 'second reply, first call', 'second reply, second call'])
+  })
+
+  it('a child no call asked for goes by its own time, after the calls of the same moment, and one whose time is unknown goes last', () => {
+    const order = byAsking(askedOrder([call('a', 100), call('b', 100)]))
+    const children = [{ name: 'unknown time', at: Number.NaN }, { name: 'b', call: 'b', at: 130 }, { name: 'no call', at: 100 }, { name: 'a', call: 'a', at: 140 }, { name: 'earlier', at: 50 }]
+    expect(children.sort(order).map((child) => child.name)).toEqual(['earlier', 'a', 'b', 'no call', 'unknown time'])
+  })
+})
