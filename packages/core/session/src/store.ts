@@ -88,17 +88,18 @@ const processTag = randomBytes(6).toString('hex')
 let sessionCounter = 0
 
 /**
- * Time-ordered (sortable) and unique: base-36 milliseconds, this process's random tag,
- * and a counter. Cheaper than fresh randomness per session, which matters when a parent
- * fans out to a thousand children. The counter is led by its own length (one base-36
- * digit), so ids made in one millisecond sort in the order they were made: a bare counter
- * put the 36th child (`10`) before the 35th (`z`). Padding it instead would fill the ids'
- * tails, which users type to name a session, with zeros.
+ * Time-ordered (sortable) and unique: base-36 milliseconds, then the counter's length (one
+ * base-36 digit), this process's random tag and a counter. Cheaper than fresh randomness
+ * per session, which matters when a parent fans out to a thousand children. The length
+ * digit makes ids of one process and millisecond sort in the order they were made (a bare
+ * counter put the 36th, `10`, before the 35th, `z`); it stands before the tag so that an
+ * id's tail, which users type to name a session, keeps the tag's random characters
+ * (padding the counter would have filled it with zeros).
  */
 export function newSessionId(now = Date.now()): string {
-  if (now !== lastIdTime.ms) lastIdTime = { ms: now, prefix: `${now.toString(36).padStart(9, '0')}-${processTag}` }
+  if (now !== lastIdTime.ms) lastIdTime = { ms: now, prefix: `${now.toString(36).padStart(9, '0')}-` }
   const counter = (++sessionCounter).toString(36)
-  return lastIdTime.prefix + counter.length.toString(36) + counter
+  return `${lastIdTime.prefix}${counter.length.toString(36)}${processTag}${counter}`
 }
 
 /** The time part of the last id, reused within the same millisecond (see `lastIsoTime`). */

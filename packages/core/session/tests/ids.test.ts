@@ -15,4 +15,18 @@ describe('session ids', () => {
     const later = newSessionId(1_000_001)
     expect([later, earlier].sort()).toEqual([earlier, later])
   })
+
+  it("an id's tail is its process's random tag and its counter, with nothing between them, whatever the counter's width", () => {
+    const layout = /^[0-9a-z]{9}-([1-9a-z])([0-9a-f]{12})([0-9a-z]+)$/
+    const parts = (id: string) => {
+      const [, width, tag, counter] = layout.exec(id) ?? []
+      expect(counter?.length, id).toBe(Number.parseInt(width ?? '', 36))
+      return { tag, counter: Number.parseInt(counter!, 36) }
+    }
+    const first = parts(newSessionId())
+    // Make ids until the counter is one digit wider (at most 36^3 of them): the tag is still the same characters, right before it.
+    let next = first
+    while (Math.floor(Math.log(next.counter) / Math.log(36)) === Math.floor(Math.log(first.counter) / Math.log(36))) next = parts(newSessionId())
+    expect(next.tag).toBe(first.tag)
+  })
 })
